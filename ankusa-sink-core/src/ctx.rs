@@ -1,0 +1,209 @@
+//! The delivery context: what dispatch tells a sink about this attempt.
+
+use crate::claim::Claim;
+use crate::envelope::Envelope;
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt;
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::sync::Arc;
+
+/// Which provider headers a queue sink forwards (see [`forwarded_headers`](crate::forwarded_headers)).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ForwardHeaders {
+    /// Every header except the never-forwarded list.
+    #[default]
+    Default,
+    /// Only these names (lowercase); an empty list forwards nothing. The never-forwarded
+    /// list still applies.
+    Only(Vec<String>),
+}
+
+impl ForwardHeaders {
+    /// An allow-list; names are lowercased. Empty names are refused.
+    pub fn only<I, S>(names: I) -> Result<Self, crate::envelope::EnvelopeError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut out = Vec::new();
+        for n in names {
+            let n = n.as_ref();
+            if n.is_empty() {
+                return Err(crate::envelope::EnvelopeError::Empty(
+                    "forward_headers name",
+                ));
+            }
+            out.push(n.to_ascii_lowercase());
+        }
+        Ok(ForwardHeaders::Only(out))
+    }
+}
+
+/// Typed extra values a dispatcher passes to sinks that know them.
+#[derive(Clone, Default)]
+pub struct Extensions {
+    map: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+}
+
+impl Extensions {
+    /// Store a value, replacing one of the same type.
+    pub fn insert<T: Any + Send + Sync>(&mut self, value: T) {
+        self.map.insert(TypeId::of::<T>(), Arc::new(value));
+    }
+    /// The value of this type, if any.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.map.get(&TypeId::of::<T>())?.downcast_ref()
+    }
+    /// How many values are stored.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    /// Whether none are stored.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+impl fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Extensions")
+            .field("len", &self.map.len())
+            .finish()
+    }
+}
+
+/// The delivery context of one attempt.
+///
+/// `attempt` is 1-based and never zero. `claim` is present only when dispatch already
+/// checked the body in; a sink with an inline threshold must use it rather than check the
+/// body in itself. `batch` is set only by a dispatcher that lets batching sinks batch.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Ctx {
+    /// The dispatcher instance (registry namespace).
+    pub instance: String,
+    /// The source id.
+    pub source_id: String,
+    /// The tenant, if any.
+    pub tenant_id: Option<String>,
+    /// 1-based attempt number.
+    pub attempt: NonZeroU32,
+    /// The body's claim, when dispatch checked it in.
+    pub claim: Option<Claim>,
+    /// The replay job driving this delivery.
+    pub replay_id: Option<String>,
+    /// Which provider headers to forward.
+    pub forward_headers: ForwardHeaders,
+    /// Whether a batching sink may batch this delivery.
+    pub batch: bool,
+    /// At most this many forwarded header names.
+    pub max_headers: Option<NonZeroUsize>,
+    /// At most this many bytes of forwarded names plus values.
+    pub forward_headers_max_bytes: Option<NonZeroUsize>,
+    /// Values for sinks that know them.
+    pub extensions: Extensions,
+}
+
+impl Ctx {
+    /// The context of a first attempt at `env`, with every option at its default.
+    pub fn for_envelope(env: &Envelope) -> Self {
+        Ctx {
+            instance: "default".into(),
+            source_id: env.source_id().to_owned(),
+            tenant_id: env.tenant_id().map(str::to_owned),
+            attempt: NonZeroU32::MIN,
+            claim: None,
+            replay_id: None,
+            forward_headers: ForwardHeaders::Default,
+            batch: false,
+            max_headers: None,
+            forward_headers_max_bytes: None,
+            extensions: Extensions::default(),
+        }
+    }
+
+    /// Set the attempt number (clamped to at least 1).
+    pub fn with_attempt(mut self, attempt: u32) -> Self {
+        self.attempt = NonZeroU32::new(attempt).unwrap_or(NonZeroU32::MIN);
+        self
+    }
+    /// Set the claim.
+    pub fn with_claim(mut self, claim: Claim) -> Self {
+        self.claim = Some(claim);
+        self
+    }
+    /// Set the replay id.
+    pub fn with_replay_id(mut self, replay_id: impl Into<String>) -> Self {
+        self.replay_id = Some(replay_id.into());
+        self
+    }
+    /// Set the header forwarding mode.
+    pub fn with_forward_headers(mut self, mode: ForwardHeaders) -> Self {
+        self.forward_headers = mode;
+        self
+    }
+    /// Allow (or forbid) batching.
+    pub fn with_batch(mut self, batch: bool) -> Self {
+        self.batch = batch;
+        self
+    }
+    /// Cap the forwarded header count.
+    pub fn with_max_headers(mut self, max: NonZeroUsize) -> Self {
+        self.max_headers = Some(max);
+        self
+    }
+    /// Cap the forwarded header bytes.
+    pub fn with_forward_headers_max_bytes(mut self, max: NonZeroUsize) -> Self {
+        self.forward_headers_max_bytes = Some(max);
+        self
+    }
+    /// Set the instance name.
+    pub fn with_instance(mut self, instance: impl Into<String>) -> Self {
+        self.instance = instance.into();
+        self
+    }
+    /// The attempt as a plain number.
+    pub fn attempt(&self) -> u32 {
+        self.attempt.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_envelope() {
+        let env = Envelope::builder("h", "src", "")
+            .tenant_id("t")
+            .build()
+            .unwrap();
+        let ctx = Ctx::for_envelope(&env).with_attempt(0);
+        assert_eq!(ctx.attempt(), 1);
+        assert_eq!(ctx.source_id, "src");
+        assert_eq!(ctx.tenant_id.as_deref(), Some("t"));
+        assert!(!ctx.batch && ctx.claim.is_none());
+        assert_eq!(ctx.with_attempt(3).attempt(), 3);
+    }
+
+    #[test]
+    fn extensions_are_typed() {
+        let mut ext = Extensions::default();
+        ext.insert(5u8);
+        ext.insert("x");
+        assert_eq!(ext.get::<u8>(), Some(&5));
+        assert_eq!(ext.get::<&str>(), Some(&"x"));
+        assert_eq!(ext.get::<u16>(), None);
+        assert_eq!(ext.len(), 2);
+    }
+
+    #[test]
+    fn allow_list_lowercases_and_refuses_empty() {
+        assert_eq!(
+            ForwardHeaders::only(["X-A", "b"]).unwrap(),
+            ForwardHeaders::Only(vec!["x-a".into(), "b".into()])
+        );
+        assert!(ForwardHeaders::only([""]).is_err());
+    }
+}

@@ -1,0 +1,608 @@
+//! The stored hook a sink delivers.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Why an [`Envelope`] (or a tenant id) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EnvelopeError {
+    /// A required text field is empty.
+    #[error("envelope field `{0}` must not be empty")]
+    Empty(&'static str),
+    /// A tenant id outside `[A-Za-z0-9_-]{{1,64}}`.
+    #[error("invalid tenant id {0:?}: must match [A-Za-z0-9_-]{{1,64}}")]
+    InvalidTenant(String),
+    /// `size` disagrees with the body length.
+    #[error("envelope size {size} does not match body length {body_len}")]
+    SizeMismatch {
+        /// The declared size.
+        size: u64,
+        /// The body's real length.
+        body_len: u64,
+    },
+    /// `received_at` is negative.
+    #[error("received_at must be Unix milliseconds >= 0, got {0}")]
+    NegativeReceivedAt(i64),
+    /// A header name that is not an HTTP token.
+    #[error("header name {0:?} is not a valid HTTP header name")]
+    InvalidHeaderName(String),
+    /// A header value with a control character (other than tab).
+    #[error("value of header {0:?} contains a control character")]
+    InvalidHeaderValue(String),
+    /// A text field with a control character.
+    #[error("envelope field `{0}` contains a control character")]
+    ControlCharacter(&'static str),
+}
+
+/// Check a tenant id: `[A-Za-z0-9_-]{1,64}`.
+pub fn validate_tenant(tenant: &str) -> Result<(), EnvelopeError> {
+    let ok = (1..=64).contains(&tenant.len())
+        && tenant
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(EnvelopeError::InvalidTenant(tenant.to_owned()))
+    }
+}
+
+/// The verifier's verdict on a hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerificationStatus {
+    /// The signature checked out.
+    Ok,
+    /// The signature did not check out (the hook was still accepted, flagged).
+    Failed,
+    /// No verifier ran.
+    Skipped,
+}
+
+/// The verifier's result, carried with the hook.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verification {
+    /// The verdict.
+    pub status: VerificationStatus,
+    /// The provider (e.g. `stripe`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// The scheme (e.g. `hmac-sha256`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
+    /// Why it failed or was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Whether the hook was flagged for review.
+    #[serde(default)]
+    pub flagged: bool,
+}
+
+/// A stored hook: the original request plus its identity.
+///
+/// Built with [`Envelope::builder`] or deserialized; both validate, so an `Envelope` in hand
+/// is always valid: a tenant matching `[A-Za-z0-9_-]{1,64}`, non-empty ids, header names
+/// that are HTTP tokens, values without control characters, and `size` equal to the body
+/// length. Cloning is cheap (the body is [`Bytes`]).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "EnvelopeRepr", into = "EnvelopeRepr")]
+pub struct Envelope {
+    id: String,
+    source_id: String,
+    tenant_id: Option<String>,
+    received_at: i64,
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    content_type: Option<String>,
+    body: Bytes,
+    seq: Option<u64>,
+    verification: Option<Verification>,
+    dedupe_key: Option<String>,
+}
+
+impl Envelope {
+    /// Start an envelope with its required identity and body. `method` defaults to `POST`,
+    /// `path` to `/`, `received_at` to now.
+    pub fn builder(
+        id: impl Into<String>,
+        source_id: impl Into<String>,
+        body: impl Into<Bytes>,
+    ) -> EnvelopeBuilder {
+        EnvelopeBuilder {
+            env: Envelope {
+                id: id.into(),
+                source_id: source_id.into(),
+                tenant_id: None,
+                received_at: now_ms(),
+                method: "POST".into(),
+                path: "/".into(),
+                headers: Vec::new(),
+                content_type: None,
+                body: body.into(),
+                seq: None,
+                verification: None,
+                dedupe_key: None,
+            },
+            size: None,
+        }
+    }
+
+    /// The hook id (a UUIDv7 at Ankusa's edge); the same on every redelivery.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+    /// The source (catch URL) id.
+    pub fn source_id(&self) -> &str {
+        &self.source_id
+    }
+    /// The tenant, if any.
+    pub fn tenant_id(&self) -> Option<&str> {
+        self.tenant_id.as_deref()
+    }
+    /// Unix milliseconds when the hook was accepted.
+    pub fn received_at(&self) -> i64 {
+        self.received_at
+    }
+    /// The original request method.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+    /// The original request path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+    /// The original request headers, in arrival order, names as received.
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+    /// The first value of a header, by case-insensitive name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    /// The provider's content type.
+    pub fn content_type(&self) -> Option<&str> {
+        self.content_type.as_deref()
+    }
+    /// The exact raw body.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+    /// The body length in bytes.
+    pub fn size(&self) -> u64 {
+        self.body.len() as u64
+    }
+    /// The sequence number the queue writer assigned at commit.
+    pub fn seq(&self) -> Option<u64> {
+        self.seq
+    }
+    /// The verifier's result.
+    pub fn verification(&self) -> Option<&Verification> {
+        self.verification.as_ref()
+    }
+    /// The provider event key extracted at ingest.
+    pub fn dedupe_key(&self) -> Option<&str> {
+        self.dedupe_key.as_deref()
+    }
+
+    /// The key a consumer deduplicates on: `"<tenant or default>:<source_id>:<dedupe_key>"`
+    /// when a non-empty dedupe key is set, else the hook id.
+    pub fn idempotency_key(&self) -> String {
+        match self.dedupe_key.as_deref() {
+            Some(key) if !key.is_empty() => format!(
+                "{}:{}:{}",
+                self.tenant_id.as_deref().unwrap_or("default"),
+                self.source_id,
+                key
+            ),
+            _ => self.id.clone(),
+        }
+    }
+
+    /// A copy of this envelope with another body (a builder for variations in tests).
+    pub fn to_builder(&self) -> EnvelopeBuilder {
+        EnvelopeBuilder {
+            env: self.clone(),
+            size: None,
+        }
+    }
+
+    fn validate(&self) -> Result<(), EnvelopeError> {
+        if self.id.is_empty() {
+            return Err(EnvelopeError::Empty("id"));
+        }
+        if self.source_id.is_empty() {
+            return Err(EnvelopeError::Empty("source_id"));
+        }
+        if self.method.is_empty() {
+            return Err(EnvelopeError::Empty("method"));
+        }
+        for (field, text) in [
+            ("id", &self.id),
+            ("source_id", &self.source_id),
+            ("method", &self.method),
+            ("path", &self.path),
+        ] {
+            if text.chars().any(char::is_control) {
+                return Err(EnvelopeError::ControlCharacter(field));
+            }
+        }
+        for (field, text) in [
+            ("content_type", &self.content_type),
+            ("dedupe_key", &self.dedupe_key),
+        ] {
+            if text
+                .as_deref()
+                .is_some_and(|t| t.chars().any(char::is_control))
+            {
+                return Err(EnvelopeError::ControlCharacter(field));
+            }
+        }
+        if let Some(t) = &self.tenant_id {
+            validate_tenant(t)?;
+        }
+        if self.received_at < 0 {
+            return Err(EnvelopeError::NegativeReceivedAt(self.received_at));
+        }
+        for (name, value) in &self.headers {
+            if name.is_empty() || !name.bytes().all(is_token_byte) {
+                return Err(EnvelopeError::InvalidHeaderName(name.clone()));
+            }
+            if value.chars().any(|c| c.is_control() && c != '\t') {
+                return Err(EnvelopeError::InvalidHeaderValue(name.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// RFC 9110 `tchar`.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl fmt::Debug for Envelope {
+    // The body and header values may hold provider secrets; print their shape only.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Envelope")
+            .field("id", &self.id)
+            .field("source_id", &self.source_id)
+            .field("tenant_id", &self.tenant_id)
+            .field("received_at", &self.received_at)
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("content_type", &self.content_type)
+            .field("size", &self.body.len())
+            .field("seq", &self.seq)
+            .field("dedupe_key", &self.dedupe_key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a validated [`Envelope`].
+#[derive(Debug, Clone)]
+pub struct EnvelopeBuilder {
+    env: Envelope,
+    size: Option<u64>,
+}
+
+impl EnvelopeBuilder {
+    /// Set the tenant.
+    pub fn tenant_id(mut self, tenant: impl Into<String>) -> Self {
+        self.env.tenant_id = Some(tenant.into());
+        self
+    }
+    /// Set or clear the tenant.
+    pub fn tenant(mut self, tenant: Option<String>) -> Self {
+        self.env.tenant_id = tenant;
+        self
+    }
+    /// Set the receive time, Unix milliseconds.
+    pub fn received_at(mut self, ms: i64) -> Self {
+        self.env.received_at = ms;
+        self
+    }
+    /// Set the request method.
+    pub fn method(mut self, method: impl Into<String>) -> Self {
+        self.env.method = method.into();
+        self
+    }
+    /// Set the request path.
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.env.path = path.into();
+        self
+    }
+    /// Append a header (arrival order is kept).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.headers.push((name.into(), value.into()));
+        self
+    }
+    /// Replace all headers.
+    pub fn headers(mut self, headers: Vec<(String, String)>) -> Self {
+        self.env.headers = headers;
+        self
+    }
+    /// Set the content type.
+    pub fn content_type(mut self, ct: impl Into<String>) -> Self {
+        self.env.content_type = Some(ct.into());
+        self
+    }
+    /// Replace the body.
+    pub fn body(mut self, body: impl Into<Bytes>) -> Self {
+        self.env.body = body.into();
+        self
+    }
+    /// Set the sequence number.
+    pub fn seq(mut self, seq: u64) -> Self {
+        self.env.seq = Some(seq);
+        self
+    }
+    /// Set the verification result.
+    pub fn verification(mut self, v: Verification) -> Self {
+        self.env.verification = Some(v);
+        self
+    }
+    /// Set the dedupe key.
+    pub fn dedupe_key(mut self, key: impl Into<String>) -> Self {
+        self.env.dedupe_key = Some(key.into());
+        self
+    }
+    /// Declare the body size; [`build`](Self::build) refuses a size that is not the body
+    /// length (a stored hook whose size disagrees with its bytes is corrupt).
+    pub fn size(mut self, size: u64) -> Self {
+        self.size = Some(size);
+        self
+    }
+    /// Validate and build.
+    pub fn build(self) -> Result<Envelope, EnvelopeError> {
+        if let Some(size) = self.size {
+            let body_len = self.env.body.len() as u64;
+            if size != body_len {
+                return Err(EnvelopeError::SizeMismatch { size, body_len });
+            }
+        }
+        self.env.validate()?;
+        Ok(self.env)
+    }
+}
+
+/// The serialized form: the body as standard base64, as in JSON-lines input.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvelopeRepr {
+    id: String,
+    source_id: String,
+    #[serde(default)]
+    tenant_id: Option<String>,
+    received_at: i64,
+    #[serde(default = "default_method")]
+    method: String,
+    #[serde(default = "default_path")]
+    path: String,
+    #[serde(default)]
+    headers: Vec<(String, String)>,
+    #[serde(default)]
+    content_type: Option<String>,
+    #[serde(with = "b64")]
+    body_base64: Bytes,
+    #[serde(default)]
+    seq: Option<u64>,
+    #[serde(default)]
+    verification: Option<Verification>,
+    #[serde(default)]
+    dedupe_key: Option<String>,
+    #[serde(default)]
+    size: Option<u64>,
+}
+
+fn default_method() -> String {
+    "POST".into()
+}
+fn default_path() -> String {
+    "/".into()
+}
+
+mod b64 {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    use bytes::Bytes;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(b))
+    }
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        STANDARD
+            .decode(s.as_bytes())
+            .map(Bytes::from)
+            .map_err(|e| serde::de::Error::custom(format!("body_base64: {e}")))
+    }
+}
+
+impl TryFrom<EnvelopeRepr> for Envelope {
+    type Error = EnvelopeError;
+    fn try_from(r: EnvelopeRepr) -> Result<Self, Self::Error> {
+        let env = Envelope {
+            id: r.id,
+            source_id: r.source_id,
+            tenant_id: r.tenant_id,
+            received_at: r.received_at,
+            method: r.method,
+            path: r.path,
+            headers: r.headers,
+            content_type: r.content_type,
+            body: r.body_base64,
+            seq: r.seq,
+            verification: r.verification,
+            dedupe_key: r.dedupe_key,
+        };
+        let mut b = env.to_builder();
+        b.size = r.size;
+        b.build()
+    }
+}
+
+impl From<Envelope> for EnvelopeRepr {
+    fn from(e: Envelope) -> Self {
+        let size = Some(e.body.len() as u64);
+        EnvelopeRepr {
+            id: e.id,
+            source_id: e.source_id,
+            tenant_id: e.tenant_id,
+            received_at: e.received_at,
+            method: e.method,
+            path: e.path,
+            headers: e.headers,
+            content_type: e.content_type,
+            body_base64: e.body,
+            seq: e.seq,
+            verification: e.verification,
+            dedupe_key: e.dedupe_key,
+            size,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> EnvelopeBuilder {
+        Envelope::builder("h1", "stripe", &b"{}"[..]).received_at(1_700_000_000_000)
+    }
+
+    #[test]
+    fn tenant_rule() {
+        assert!(validate_tenant("acme_Co-1").is_ok());
+        assert!(validate_tenant(&"a".repeat(64)).is_ok());
+        for bad in ["", "a.b", "a b", "é", &"a".repeat(65)] {
+            assert_eq!(
+                validate_tenant(bad),
+                Err(EnvelopeError::InvalidTenant(bad.to_owned()))
+            );
+        }
+        let err = env().tenant_id("no/slash").build().unwrap_err();
+        assert!(err.to_string().contains("invalid tenant id"), "{err}");
+    }
+
+    #[test]
+    fn size_must_match_body() {
+        assert_eq!(
+            env().size(3).build().unwrap_err(),
+            EnvelopeError::SizeMismatch {
+                size: 3,
+                body_len: 2
+            }
+        );
+        assert_eq!(env().size(2).build().unwrap().size(), 2);
+    }
+
+    #[test]
+    fn idempotency_key_rules() {
+        let e = env().tenant_id("acme").dedupe_key("evt_1").build().unwrap();
+        assert_eq!(e.idempotency_key(), "acme:stripe:evt_1");
+        let e = env().dedupe_key("evt_1").build().unwrap();
+        assert_eq!(e.idempotency_key(), "default:stripe:evt_1");
+        let a = env().tenant_id("a").dedupe_key("k").build().unwrap();
+        let b = env().tenant_id("b").dedupe_key("k").build().unwrap();
+        assert_ne!(a.idempotency_key(), b.idempotency_key());
+        let e = env().dedupe_key("").build().unwrap();
+        assert_eq!(e.idempotency_key(), "h1");
+        assert_eq!(env().build().unwrap().idempotency_key(), "h1");
+    }
+
+    #[test]
+    fn bad_fields_are_clear_errors() {
+        assert_eq!(
+            Envelope::builder("", "s", "").build().unwrap_err(),
+            EnvelopeError::Empty("id")
+        );
+        assert_eq!(
+            Envelope::builder("i", "", "").build().unwrap_err(),
+            EnvelopeError::Empty("source_id")
+        );
+        assert_eq!(
+            env().received_at(-1).build().unwrap_err(),
+            EnvelopeError::NegativeReceivedAt(-1)
+        );
+        assert_eq!(
+            env().header("bad name", "v").build().unwrap_err(),
+            EnvelopeError::InvalidHeaderName("bad name".into())
+        );
+        assert_eq!(
+            env().header("x", "a\r\nb").build().unwrap_err(),
+            EnvelopeError::InvalidHeaderValue("x".into())
+        );
+        // Tabs and non-ASCII text are fine in values.
+        assert!(env().header("x", "a\tb ünï").build().is_ok());
+        assert_eq!(
+            Envelope::builder("a\nb", "s", "").build().unwrap_err(),
+            EnvelopeError::ControlCharacter("id")
+        );
+    }
+
+    #[test]
+    fn header_lookup_is_case_insensitive() {
+        let e = env()
+            .header("X-Foo", "1")
+            .header("x-foo", "2")
+            .build()
+            .unwrap();
+        assert_eq!(e.header("x-FOO"), Some("1"));
+        assert_eq!(e.header("nope"), None);
+    }
+
+    #[test]
+    fn json_round_trip_validates() {
+        let e = env()
+            .tenant_id("acme")
+            .header("X-A", "1")
+            .body(vec![0u8, 255, 1])
+            .build()
+            .unwrap();
+        let json = serde_json::to_string(&e).unwrap();
+        assert!(json.contains("\"body_base64\":\"AP8B\""), "{json}");
+        let back: Envelope = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, e);
+
+        let bad = json.replace("\"size\":3", "\"size\":4");
+        let err = serde_json::from_str::<Envelope>(&bad).unwrap_err();
+        assert!(
+            err.to_string().contains("does not match body length"),
+            "{err}"
+        );
+        let bad = json.replace("acme", "a.b");
+        assert!(serde_json::from_str::<Envelope>(&bad).is_err());
+        let bad = json.replace("AP8B", "***");
+        assert!(serde_json::from_str::<Envelope>(&bad).is_err());
+    }
+
+    #[test]
+    fn debug_hides_body_and_header_values() {
+        let e = env()
+            .header("authorization", "Bearer sekrit")
+            .body("sekrit-body")
+            .build()
+            .unwrap();
+        let d = format!("{e:?}");
+        assert!(!d.contains("sekrit"), "{d}");
+        assert!(d.contains("authorization"));
+    }
+}

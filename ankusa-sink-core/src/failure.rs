@@ -1,0 +1,306 @@
+//! Why a delivery failed, in the four classes that decide what dispatch does.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::num::NonZeroU64;
+
+/// A boxed error that can cross tasks: the reason behind a [`Failure`].
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// What dispatch does with a failed delivery.
+///
+/// | Class | Dispatch | Breaker | Config counter |
+/// | --- | --- | --- | --- |
+/// | [`Permanent`](Class::Permanent) | dead-letter now | not counted | - |
+/// | [`Config`](Class::Config) | dead-letter now | not counted | `ankusa_dispatch_config_errors_total{sink}` + 1 |
+/// | [`RetryAfter`](Class::RetryAfter) | next attempt no sooner than `ms` (capped), policy may give up | counted | - |
+/// | [`Transient`](Class::Transient) | the retry policy decides | counted | - |
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Class {
+    /// Retrying cannot help: a `410 Gone`, a record the broker will never take.
+    Permanent,
+    /// Permanent, and the operator's to fix: a refused credential, a missing queue or topic.
+    Config,
+    /// The destination asked for a pause of at least this many milliseconds. Zero cannot be
+    /// represented: a pause of zero is no pause, and such a failure is transient.
+    RetryAfter(NonZeroU64),
+    /// Anything else: the retry policy decides.
+    Transient,
+}
+
+impl Class {
+    /// The short, stable name of the class: `permanent`, `config`, `retry_after` or `transient`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Class::Permanent => "permanent",
+            Class::Config => "config",
+            Class::RetryAfter(_) => "retry_after",
+            Class::Transient => "transient",
+        }
+    }
+
+    /// Whether dispatch dead-letters at once (permanent and config).
+    pub const fn is_permanent(self) -> bool {
+        matches!(self, Class::Permanent | Class::Config)
+    }
+
+    /// The pause the destination asked for, in milliseconds, for [`Class::RetryAfter`].
+    pub const fn retry_after_ms(self) -> Option<u64> {
+        match self {
+            Class::RetryAfter(ms) => Some(ms.get()),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Class {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Class::RetryAfter(ms) => write!(f, "retry_after {}ms", ms),
+            other => f.write_str(other.as_str()),
+        }
+    }
+}
+
+/// Why a delivery was dead-lettered, as an operator filters on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorClass {
+    /// The sink said it will never work, or the hook or its destination is gone.
+    Permanent,
+    /// The destination asked for a pause and the retry horizon ended it.
+    Throttled,
+    /// Anything else that kept failing until the retry policy gave up.
+    Transient,
+}
+
+impl ErrorClass {
+    /// The stable name: `permanent`, `throttled` or `transient`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Permanent => "permanent",
+            ErrorClass::Throttled => "throttled",
+            ErrorClass::Transient => "transient",
+        }
+    }
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The [`ErrorClass`] of a [`Class`]: config is permanent, retry-after is throttled.
+pub const fn error_class(class: Class) -> ErrorClass {
+    match class {
+        Class::Permanent | Class::Config => ErrorClass::Permanent,
+        Class::RetryAfter(_) => ErrorClass::Throttled,
+        Class::Transient => ErrorClass::Transient,
+    }
+}
+
+/// Every [`ErrorClass`], in a stable order.
+pub const fn error_classes() -> [ErrorClass; 3] {
+    [
+        ErrorClass::Permanent,
+        ErrorClass::Throttled,
+        ErrorClass::Transient,
+    ]
+}
+
+/// The class of a delivery result's failure (see [`Class`]); `None` for `Ok`.
+pub fn classify(result: &Result<(), Failure>) -> Option<Class> {
+    result.as_ref().err().map(Failure::class)
+}
+
+/// A failed delivery: its [`Class`] and a typed reason.
+///
+/// # Behavior
+/// - The reason is any `std::error::Error`; its `source()` chain is kept and walked by
+///   `Display` with `{:#}`.
+/// - `Display` and `Debug` print the class and the reason chain. Adapters build reasons that
+///   never hold a credential or URL userinfo (see [`redact_url`](crate::redact_url)); the
+///   testkit checks this with planted secrets.
+pub struct Failure {
+    class: Class,
+    reason: BoxError,
+}
+
+impl Failure {
+    /// A failure with an explicit class.
+    pub fn new(class: Class, reason: impl Into<BoxError>) -> Self {
+        Failure {
+            class,
+            reason: reason.into(),
+        }
+    }
+
+    /// Retrying cannot help; dead-letter now.
+    pub fn permanent(reason: impl Into<BoxError>) -> Self {
+        Self::new(Class::Permanent, reason)
+    }
+
+    /// Permanent and the operator's to fix (credential, missing destination, bad config).
+    pub fn config(reason: impl Into<BoxError>) -> Self {
+        Self::new(Class::Config, reason)
+    }
+
+    /// The destination asked for a pause of `ms` milliseconds.
+    pub fn retry_after(ms: NonZeroU64, reason: impl Into<BoxError>) -> Self {
+        Self::new(Class::RetryAfter(ms), reason)
+    }
+
+    /// A pause of `ms` milliseconds; a pause of 0 is no pause, so that is transient.
+    pub fn retry_after_ms(ms: u64, reason: impl Into<BoxError>) -> Self {
+        match NonZeroU64::new(ms) {
+            Some(ms) => Self::retry_after(ms, reason),
+            None => Self::transient(reason),
+        }
+    }
+
+    /// The destination throttled without saying for how long: a pause of
+    /// [`throttle_after_ms`](crate::throttle_after_ms)`(attempt)`.
+    pub fn throttled(attempt: u32, reason: impl Into<BoxError>) -> Self {
+        Self::retry_after(crate::throttle_after_ms(attempt), reason)
+    }
+
+    /// Anything else: the retry policy decides.
+    pub fn transient(reason: impl Into<BoxError>) -> Self {
+        Self::new(Class::Transient, reason)
+    }
+
+    /// The class.
+    pub fn class(&self) -> Class {
+        self.class
+    }
+
+    /// The error class an operator filters dead letters on.
+    pub fn error_class(&self) -> ErrorClass {
+        error_class(self.class)
+    }
+
+    /// The reason.
+    pub fn reason(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        &*self.reason
+    }
+
+    /// The reason and each of its sources, joined with `": "`.
+    pub fn reason_chain(&self) -> String {
+        let mut out = self.reason.to_string();
+        let mut next = self.reason.source();
+        while let Some(err) = next {
+            let text = err.to_string();
+            // Many errors repeat their source in their own text; skip exact repeats.
+            if !out.ends_with(&text) {
+                out.push_str(": ");
+                out.push_str(&text);
+            }
+            next = err.source();
+        }
+        out
+    }
+
+    /// Consume the failure, returning its reason.
+    pub fn into_reason(self) -> BoxError {
+        self.reason
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.class, self.reason_chain())
+    }
+}
+
+impl fmt::Debug for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Failure")
+            .field("class", &self.class)
+            .field("reason", &self.reason_chain())
+            .finish()
+    }
+}
+
+impl StdError for Failure {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&*self.reason)
+    }
+}
+
+/// A plain-text reason, for failures that have no richer typed error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reason(pub String);
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl StdError for Reason {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] Reason);
+
+    #[test]
+    fn error_class_maps_every_class() {
+        let ms = NonZeroU64::new(5).unwrap();
+        assert_eq!(error_class(Class::Permanent), ErrorClass::Permanent);
+        assert_eq!(error_class(Class::Config), ErrorClass::Permanent);
+        assert_eq!(error_class(Class::RetryAfter(ms)), ErrorClass::Throttled);
+        assert_eq!(error_class(Class::Transient), ErrorClass::Transient);
+        assert_eq!(
+            error_classes(),
+            [
+                ErrorClass::Permanent,
+                ErrorClass::Throttled,
+                ErrorClass::Transient
+            ]
+        );
+    }
+
+    #[test]
+    fn retry_after_zero_is_transient() {
+        let f = Failure::retry_after_ms(0, Reason("x".into()));
+        assert_eq!(f.class(), Class::Transient);
+        let f = Failure::retry_after_ms(7, Reason("x".into()));
+        assert_eq!(f.class().retry_after_ms(), Some(7));
+        assert_eq!(f.error_class(), ErrorClass::Throttled);
+    }
+
+    #[test]
+    fn classify_reads_the_result() {
+        assert_eq!(classify(&Ok(())), None);
+        assert_eq!(
+            classify(&Err(Failure::config(Reason("q".into())))),
+            Some(Class::Config)
+        );
+    }
+
+    #[test]
+    fn display_walks_the_source_chain() {
+        let f = Failure::permanent(Outer(Reason("inner".into())));
+        assert_eq!(f.to_string(), "permanent: outer: inner");
+        assert_eq!(f.reason_chain(), "outer: inner");
+        assert!(format!("{f:?}").contains("outer: inner"));
+        assert!(StdError::source(&f).is_some());
+    }
+
+    #[test]
+    fn class_names_are_stable() {
+        assert_eq!(Class::Permanent.as_str(), "permanent");
+        assert_eq!(Class::Config.as_str(), "config");
+        assert_eq!(
+            Class::RetryAfter(NonZeroU64::new(1).unwrap()).as_str(),
+            "retry_after"
+        );
+        assert_eq!(Class::Transient.as_str(), "transient");
+        assert!(Class::Config.is_permanent());
+        assert!(!Class::Transient.is_permanent());
+    }
+}

@@ -1,0 +1,34 @@
+#![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
+
+mod attempt;
+mod claim;
+mod ctx;
+mod describe;
+pub mod dispatch;
+mod envelope;
+mod failure;
+pub mod message;
+mod sink;
+
+pub use attempt::{ATTEMPT_SPAN, attempt};
+pub use claim::{Claim, ClaimRef, ClaimRefError, parse_claim_id};
+pub use ctx::{Ctx, Extensions, ForwardHeaders};
+pub use describe::{Description, Payload, REDACTED, Subject, redact_url};
+pub use dispatch::{throttle_after_ms, throttle_after_ms_with};
+pub use envelope::{
+    Envelope, EnvelopeBuilder, EnvelopeError, Verification, VerificationStatus, validate_tenant,
+};
+pub use failure::{
+    BoxError, Class, ErrorClass, Failure, Reason, classify, error_class, error_classes,
+};
+pub use message::{DEFAULT_INLINE_MAX_BYTES, attributes, forwarded_headers};
+pub use sink::{
+    Check, ResolveError, Sink, SinkFault, resolve_batched, resolve_describe, resolve_durable,
+    resolve_inline_max_bytes, safe_deliver,
+};
+
+/// Re-exported so sink authors use the same `async_trait` the trait is declared with.
+pub use async_trait::async_trait;
+/// Re-exported: envelope bodies are [`bytes::Bytes`].
+pub use bytes::Bytes;

@@ -1,0 +1,637 @@
+//! Message v1: the one JSON wire format every queue sink sends, byte for byte.
+//!
+//! | Key | Type | Notes |
+//! | --- | --- | --- |
+//! | `v` | `1` | |
+//! | `id`, `source_id` | string | |
+//! | `tenant_id` | string or null | |
+//! | `received_at` | integer | Unix ms |
+//! | `content_type` | string or null | the provider's content type |
+//! | `size` | integer | body bytes |
+//! | `dedupe_key`, `replay_id` | string or null | |
+//! | `idempotency_key` | string | [`Envelope::idempotency_key`] |
+//! | `headers` | object | forwarded provider headers, lowercase ([`forwarded_headers`]) |
+//! | `sha256` | 64 lowercase hex | digest of the raw body, inline or claimed |
+//! | `body_base64` | string | present iff inline (standard base64, padded) |
+//! | `claim` | string | present iff claimed: `urn:ankusa:claim:v1:<tenant>:<ULID>` |
+
+use crate::claim::{ClaimRef, ClaimRefError};
+use crate::ctx::{Ctx, ForwardHeaders};
+use crate::envelope::Envelope;
+use crate::failure::Failure;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use bytes::Bytes;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
+use sha2::{Digest, Sha256};
+use std::num::NonZeroUsize;
+
+/// The default inline threshold of queue sinks: 64 KiB.
+pub const DEFAULT_INLINE_MAX_BYTES: NonZeroUsize = NonZeroUsize::new(65_536).unwrap();
+
+/// Header names never forwarded, whatever the mode (plus any name starting `x-ankusa-`).
+pub const NEVER_FORWARDED: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+    "host",
+    "content-length",
+    "content-type",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+];
+
+/// Whether a (lowercase) header name may ever be forwarded.
+pub fn is_forwardable(lower_name: &str) -> bool {
+    !NEVER_FORWARDED.contains(&lower_name) && !lower_name.starts_with("x-ankusa-")
+}
+
+/// The provider headers a sink forwards, by the rules every sink shares.
+///
+/// # Behavior
+/// - Names are lowercased; the never-forwarded list ([`NEVER_FORWARDED`], `x-ankusa-*`)
+///   is always removed; [`ForwardHeaders::Only`] keeps only the listed names.
+/// - A repeated name is one entry, its values joined with `", "` in arrival order, placed
+///   where the name first arrived.
+/// - Then the limits, deterministically, in first-arrival order: an entry is kept while
+///   fewer than `ctx.max_headers` are kept and its name plus value bytes fit in what is
+///   left of `ctx.forward_headers_max_bytes`; an entry that does not fit is dropped and
+///   later, smaller ones may still be kept.
+pub fn forwarded_headers(env: &Envelope, ctx: &Ctx) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (name, value) in env.headers() {
+        let lower = name.to_ascii_lowercase();
+        if !is_forwardable(&lower) {
+            continue;
+        }
+        if let ForwardHeaders::Only(allow) = &ctx.forward_headers
+            && !allow.iter().any(|a| *a == lower)
+        {
+            continue;
+        }
+        match out.iter_mut().find(|(n, _)| *n == lower) {
+            Some((_, v)) => {
+                v.push_str(", ");
+                v.push_str(value);
+            }
+            None => out.push((lower, value.clone())),
+        }
+    }
+    let max_count = ctx.max_headers.map_or(usize::MAX, NonZeroUsize::get);
+    let mut budget = ctx
+        .forward_headers_max_bytes
+        .map_or(usize::MAX, NonZeroUsize::get);
+    let mut kept = 0usize;
+    out.retain(|(n, v)| {
+        let cost = n.len() + v.len();
+        if kept < max_count && cost <= budget {
+            kept += 1;
+            budget -= cost;
+            true
+        } else {
+            false
+        }
+    });
+    out
+}
+
+/// Metadata for attribute-based transports (SQS, SNS, Pub/Sub), in this order:
+/// `ankusa_id`, `ankusa_source_id`, `ankusa_tenant_id`, `ankusa_message_version` (`"1"`),
+/// `ankusa_idempotency_key`, `content_type` (`application/json`), `ankusa_dedupe_key`,
+/// `ankusa_replay_id`. Pairs whose value is absent or empty are dropped (SQS refuses empty
+/// attribute values), so at most 8.
+pub fn attributes(env: &Envelope, ctx: &Ctx) -> Vec<(&'static str, String)> {
+    let pairs: [(&'static str, Option<String>); 8] = [
+        ("ankusa_id", Some(env.id().to_owned())),
+        ("ankusa_source_id", Some(env.source_id().to_owned())),
+        ("ankusa_tenant_id", env.tenant_id().map(str::to_owned)),
+        ("ankusa_message_version", Some("1".to_owned())),
+        ("ankusa_idempotency_key", Some(env.idempotency_key())),
+        ("content_type", Some("application/json".to_owned())),
+        ("ankusa_dedupe_key", env.dedupe_key().map(str::to_owned)),
+        ("ankusa_replay_id", ctx.replay_id.clone()),
+    ];
+    pairs
+        .into_iter()
+        .filter_map(|(k, v)| v.filter(|v| !v.is_empty()).map(|v| (k, v)))
+        .collect()
+}
+
+/// Lowercase hex sha256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Why an envelope could not be encoded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The body is over the sink's inline threshold and no claim was handed over.
+    #[error(
+        "body of {size} bytes exceeds inline_max_bytes {max} and ctx.claim is absent: \
+         configure a claim-check store in dispatch (ankusa-claimcheck) or raise inline_max_bytes"
+    )]
+    NoClaim {
+        /// Body size.
+        size: u64,
+        /// The threshold.
+        max: usize,
+    },
+    /// The claim's digest is not the body's.
+    #[error("ctx.claim sha256 does not match the body's sha256: the claim is for another body")]
+    ClaimDigestMismatch,
+}
+
+impl From<EncodeError> for Failure {
+    /// Both are the operator's to fix: a missing claim store, or a dispatcher handing the
+    /// wrong claim.
+    fn from(e: EncodeError) -> Self {
+        Failure::config(e)
+    }
+}
+
+/// How the body travels in a Message v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyMode {
+    /// In `body_base64`.
+    Inline,
+    /// By `claim`.
+    Claim,
+}
+
+/// Whether a body of `size` bytes goes inline under threshold `max` (`None`: always).
+/// Inclusive: exactly `max` bytes is inline.
+pub fn body_mode(size: u64, max: Option<NonZeroUsize>) -> BodyMode {
+    match max {
+        Some(max) if size > max.get() as u64 => BodyMode::Claim,
+        _ => BodyMode::Inline,
+    }
+}
+
+struct Wire<'a> {
+    env: &'a Envelope,
+    ctx: &'a Ctx,
+    idempotency_key: String,
+    headers: Vec<(String, String)>,
+    sha256: String,
+    claim: Option<&'a ClaimRef>,
+}
+
+struct HeaderMap<'a>(&'a [(String, String)]);
+
+impl Serialize for HeaderMap<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+struct Base64<'a>(&'a [u8]);
+
+impl Serialize for Base64<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(self.0))
+    }
+}
+
+impl Serialize for Wire<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let env = self.env;
+        let mut m = s.serialize_map(Some(13))?;
+        m.serialize_entry("v", &1)?;
+        m.serialize_entry("id", env.id())?;
+        m.serialize_entry("source_id", env.source_id())?;
+        m.serialize_entry("tenant_id", &env.tenant_id())?;
+        m.serialize_entry("received_at", &env.received_at())?;
+        m.serialize_entry("content_type", &env.content_type())?;
+        m.serialize_entry("size", &env.size())?;
+        m.serialize_entry("dedupe_key", &env.dedupe_key())?;
+        m.serialize_entry("replay_id", &self.ctx.replay_id)?;
+        m.serialize_entry("idempotency_key", &self.idempotency_key)?;
+        m.serialize_entry("headers", &HeaderMap(&self.headers))?;
+        m.serialize_entry("sha256", &self.sha256)?;
+        match self.claim {
+            Some(r) => m.serialize_entry("claim", &r.to_string())?,
+            None => m.serialize_entry("body_base64", &Base64(env.body()))?,
+        }
+        m.end()
+    }
+}
+
+/// Encode `env` as Message v1 JSON.
+///
+/// # Behavior
+/// - Inline (`body_base64`) when `env.size() <= inline_max_bytes` (inclusive) or the
+///   threshold is `None`; otherwise `claim` from `ctx.claim`.
+/// - `sha256` is the raw body's digest in both cases; a claim whose digest differs is
+///   refused ([`EncodeError::ClaimDigestMismatch`]).
+/// - Over the threshold with no `ctx.claim`: [`EncodeError::NoClaim`] (a config failure),
+///   nothing is checked in here: dispatch checks in once.
+/// - Deterministic: the same inputs give the same bytes.
+pub fn encode(
+    env: &Envelope,
+    ctx: &Ctx,
+    inline_max_bytes: Option<NonZeroUsize>,
+) -> Result<Vec<u8>, EncodeError> {
+    let sha256 = sha256_hex(env.body());
+    let claim = match body_mode(env.size(), inline_max_bytes) {
+        BodyMode::Inline => None,
+        BodyMode::Claim => {
+            let claim = ctx.claim.as_ref().ok_or(EncodeError::NoClaim {
+                size: env.size(),
+                max: inline_max_bytes.map_or(0, NonZeroUsize::get),
+            })?;
+            if claim.sha256() != sha256 {
+                return Err(EncodeError::ClaimDigestMismatch);
+            }
+            Some(claim.reference())
+        }
+    };
+    let wire = Wire {
+        env,
+        ctx,
+        idempotency_key: env.idempotency_key(),
+        headers: forwarded_headers(env, ctx),
+        sha256,
+        claim,
+    };
+    let inline = claim.is_none();
+    let mut out = Vec::with_capacity(512 + if inline { env.body().len() * 4 / 3 } else { 0 });
+    serde_json::to_writer(&mut out, &wire).expect("serializing to a Vec cannot fail");
+    Ok(out)
+}
+
+/// Why a Message v1 could not be decoded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// Not valid JSON or a required field is missing or mistyped.
+    #[error("not a Message v1: {0}")]
+    Json(#[from] serde_json::Error),
+    /// `v` is not 1.
+    #[error("unsupported message version {0}")]
+    Version(u64),
+    /// Neither or both of `body_base64` and `claim`.
+    #[error("exactly one of body_base64 and claim must be present")]
+    BodyOrClaim,
+    /// `body_base64` is not standard padded base64.
+    #[error("body_base64 is not valid base64")]
+    Base64,
+    /// The inline body's length is not `size`.
+    #[error("body is {actual} bytes but size says {declared}")]
+    Size {
+        /// `size` in the message.
+        declared: u64,
+        /// The decoded body's length.
+        actual: u64,
+    },
+    /// The inline body's digest is not `sha256`.
+    #[error("body sha256 does not match the message's sha256")]
+    Digest,
+    /// A malformed claim reference.
+    #[error(transparent)]
+    Claim(#[from] ClaimRefError),
+}
+
+/// A decoded Message v1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Hook id.
+    pub id: String,
+    /// Source id.
+    pub source_id: String,
+    /// Tenant.
+    pub tenant_id: Option<String>,
+    /// Unix ms.
+    pub received_at: i64,
+    /// Provider content type.
+    pub content_type: Option<String>,
+    /// Body bytes.
+    pub size: u64,
+    /// Provider event key.
+    pub dedupe_key: Option<String>,
+    /// Replay job id.
+    pub replay_id: Option<String>,
+    /// Consumer dedupe key.
+    pub idempotency_key: String,
+    /// Forwarded headers, in message order.
+    pub headers: Vec<(String, String)>,
+    /// Lowercase hex sha256 of the raw body.
+    pub sha256: String,
+    /// The body, inline or by reference.
+    pub body: MessageBody,
+}
+
+/// The body of a decoded message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MessageBody {
+    /// Inline, verified against `size` and `sha256`.
+    Inline(Bytes),
+    /// By reference; redeem it and check the digest.
+    Claim(ClaimRef),
+}
+
+#[derive(Deserialize)]
+struct WireIn {
+    v: u64,
+    id: String,
+    source_id: String,
+    #[serde(default)]
+    tenant_id: Option<String>,
+    received_at: i64,
+    #[serde(default)]
+    content_type: Option<String>,
+    size: u64,
+    #[serde(default)]
+    dedupe_key: Option<String>,
+    #[serde(default)]
+    replay_id: Option<String>,
+    idempotency_key: String,
+    headers: serde_json::Map<String, serde_json::Value>,
+    sha256: String,
+    #[serde(default)]
+    body_base64: Option<String>,
+    #[serde(default)]
+    claim: Option<String>,
+}
+
+/// Decode a Message v1, verifying an inline body's size and sha256. Unknown keys are
+/// ignored, as the format requires of consumers.
+pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
+    let w: WireIn = serde_json::from_slice(bytes)?;
+    if w.v != 1 {
+        return Err(DecodeError::Version(w.v));
+    }
+    let body = match (w.body_base64, w.claim) {
+        (Some(b64), None) => {
+            let body = STANDARD
+                .decode(b64.as_bytes())
+                .map_err(|_| DecodeError::Base64)?;
+            if body.len() as u64 != w.size {
+                return Err(DecodeError::Size {
+                    declared: w.size,
+                    actual: body.len() as u64,
+                });
+            }
+            if sha256_hex(&body) != w.sha256 {
+                return Err(DecodeError::Digest);
+            }
+            MessageBody::Inline(Bytes::from(body))
+        }
+        (None, Some(urn)) => MessageBody::Claim(urn.parse()?),
+        _ => return Err(DecodeError::BodyOrClaim),
+    };
+    let headers = w
+        .headers
+        .into_iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => (k, s),
+            other => (k, other.to_string()),
+        })
+        .collect();
+    Ok(Message {
+        id: w.id,
+        source_id: w.source_id,
+        tenant_id: w.tenant_id,
+        received_at: w.received_at,
+        content_type: w.content_type,
+        size: w.size,
+        dedupe_key: w.dedupe_key,
+        replay_id: w.replay_id,
+        idempotency_key: w.idempotency_key,
+        headers,
+        sha256: w.sha256,
+        body,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claim::Claim;
+
+    fn env() -> Envelope {
+        Envelope::builder("h1", "stripe", &b"hello"[..])
+            .tenant_id("acme")
+            .received_at(1_700_000_000_123)
+            .content_type("application/json")
+            .dedupe_key("evt_1")
+            .header("Stripe-Signature", "t=1")
+            .header("Authorization", "Bearer x")
+            .header("X-Multi", "a")
+            .header("x-multi", "b")
+            .header("X-Ankusa-Id", "spoof")
+            .header("Cookie", "c")
+            .build()
+            .unwrap()
+    }
+
+    fn nz(n: usize) -> NonZeroUsize {
+        NonZeroUsize::new(n).unwrap()
+    }
+
+    #[test]
+    fn exact_bytes_inline() {
+        let e = env();
+        let ctx = Ctx::for_envelope(&e).with_replay_id("r1");
+        let out = String::from_utf8(encode(&e, &ctx, Some(nz(5))).unwrap()).unwrap();
+        let sha = sha256_hex(b"hello");
+        assert_eq!(
+            out,
+            format!(
+                "{{\"v\":1,\"id\":\"h1\",\"source_id\":\"stripe\",\"tenant_id\":\"acme\",\
+                 \"received_at\":1700000000123,\"content_type\":\"application/json\",\"size\":5,\
+                 \"dedupe_key\":\"evt_1\",\"replay_id\":\"r1\",\
+                 \"idempotency_key\":\"acme:stripe:evt_1\",\
+                 \"headers\":{{\"stripe-signature\":\"t=1\",\"x-multi\":\"a, b\"}},\
+                 \"sha256\":\"{sha}\",\"body_base64\":\"aGVsbG8=\"}}"
+            )
+        );
+        assert_eq!(
+            sha,
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        );
+    }
+
+    #[test]
+    fn nulls_when_absent() {
+        let e = Envelope::builder("h", "s", "")
+            .received_at(1)
+            .build()
+            .unwrap();
+        let out = encode(&e, &Ctx::for_envelope(&e), None).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert!(v["tenant_id"].is_null() && v["replay_id"].is_null());
+        assert!(v["dedupe_key"].is_null() && v["content_type"].is_null());
+        assert_eq!(v["headers"], serde_json::json!({}));
+        assert_eq!(v["body_base64"], "");
+        assert_eq!(v["idempotency_key"], "h");
+    }
+
+    #[test]
+    fn threshold_is_inclusive_and_claim_is_used_above_it() {
+        let e = env();
+        let ctx = Ctx::for_envelope(&e);
+        assert!(decode(&encode(&e, &ctx, Some(nz(5))).unwrap()).is_ok());
+        let err = encode(&e, &ctx, Some(nz(4))).unwrap_err();
+        assert!(matches!(err, EncodeError::NoClaim { size: 5, max: 4 }));
+        assert_eq!(Failure::from(err).class(), crate::Class::Config);
+
+        let r: ClaimRef = "urn:ankusa:claim:v1:acme:01ARZ3NDEKTSV4RRFFQ69G5FAV"
+            .parse()
+            .unwrap();
+        let claim = Claim::new(r.clone(), sha256_hex(b"hello")).unwrap();
+        let ctx = ctx.with_claim(claim);
+        let out = encode(&e, &ctx, Some(nz(4))).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["claim"], r.to_string());
+        assert!(v.get("body_base64").is_none());
+        assert_eq!(v["sha256"], sha256_hex(b"hello"));
+        // Under the threshold the claim is ignored: the body goes inline.
+        let v: serde_json::Value =
+            serde_json::from_slice(&encode(&e, &ctx, Some(nz(5))).unwrap()).unwrap();
+        assert!(v.get("claim").is_none());
+
+        let wrong = Claim::new(r, "0".repeat(64)).unwrap();
+        let ctx = Ctx::for_envelope(&e).with_claim(wrong);
+        assert!(matches!(
+            encode(&e, &ctx, Some(nz(4))),
+            Err(EncodeError::ClaimDigestMismatch)
+        ));
+    }
+
+    #[test]
+    fn decode_round_trip_and_verification() {
+        let e = env();
+        let ctx = Ctx::for_envelope(&e);
+        let bytes = encode(&e, &ctx, None).unwrap();
+        let m = decode(&bytes).unwrap();
+        assert_eq!(m.body, MessageBody::Inline(Bytes::from_static(b"hello")));
+        assert_eq!(m.idempotency_key, "acme:stripe:evt_1");
+        assert_eq!(m.received_at, 1_700_000_000_123);
+        assert_eq!(m.headers[0], ("stripe-signature".into(), "t=1".into()));
+
+        let text = String::from_utf8(bytes).unwrap();
+        let tampered = text.replace("aGVsbG8=", "SGVsbG8=");
+        assert!(matches!(
+            decode(tampered.as_bytes()),
+            Err(DecodeError::Digest)
+        ));
+        let short = text.replace("\"size\":5", "\"size\":6");
+        assert!(matches!(
+            decode(short.as_bytes()),
+            Err(DecodeError::Size { .. })
+        ));
+        let v2 = text.replace("\"v\":1", "\"v\":2");
+        assert!(matches!(
+            decode(v2.as_bytes()),
+            Err(DecodeError::Version(2))
+        ));
+        let extra = text.replacen('{', "{\"future\":true,", 1);
+        assert!(decode(extra.as_bytes()).is_ok());
+        assert!(matches!(decode(b"nope"), Err(DecodeError::Json(_))));
+        let none = text.replace(",\"body_base64\":\"aGVsbG8=\"", "");
+        assert!(matches!(
+            decode(none.as_bytes()),
+            Err(DecodeError::BodyOrClaim)
+        ));
+    }
+
+    #[test]
+    fn forwarding_rules() {
+        let e = env();
+        let ctx = Ctx::for_envelope(&e);
+        assert_eq!(
+            forwarded_headers(&e, &ctx),
+            vec![
+                ("stripe-signature".to_string(), "t=1".to_string()),
+                ("x-multi".to_string(), "a, b".to_string())
+            ]
+        );
+        for name in NEVER_FORWARDED {
+            assert!(!is_forwardable(name));
+        }
+        assert!(!is_forwardable("x-ankusa-anything"));
+
+        let only = ctx
+            .clone()
+            .with_forward_headers(ForwardHeaders::only(["X-MULTI", "authorization"]).unwrap());
+        assert_eq!(
+            forwarded_headers(&e, &only),
+            vec![("x-multi".to_string(), "a, b".to_string())]
+        );
+        let none = ctx
+            .clone()
+            .with_forward_headers(ForwardHeaders::Only(vec![]));
+        assert!(forwarded_headers(&e, &none).is_empty());
+    }
+
+    #[test]
+    fn forwarding_limits_are_deterministic() {
+        let e = Envelope::builder("h", "s", "")
+            .header("a", "1234567890")
+            .header("b", "1")
+            .header("c", "12")
+            .header("d", "1")
+            .build()
+            .unwrap();
+        let ctx = Ctx::for_envelope(&e);
+        let count = ctx.clone().with_max_headers(nz(2));
+        let names = |h: Vec<(String, String)>| h.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+        assert_eq!(names(forwarded_headers(&e, &count)), ["a", "b"]);
+        // "a" (11 bytes) does not fit in 6; b (2) and c (3) do; d (2) no longer fits (1 left).
+        let bytes = ctx.clone().with_forward_headers_max_bytes(nz(6));
+        assert_eq!(names(forwarded_headers(&e, &bytes)), ["b", "c"]);
+        for _ in 0..3 {
+            assert_eq!(names(forwarded_headers(&e, &bytes)), ["b", "c"]);
+        }
+    }
+
+    #[test]
+    fn attribute_list() {
+        let e = env();
+        let ctx = Ctx::for_envelope(&e).with_replay_id("r");
+        let names: Vec<_> = attributes(&e, &ctx).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            names,
+            [
+                "ankusa_id",
+                "ankusa_source_id",
+                "ankusa_tenant_id",
+                "ankusa_message_version",
+                "ankusa_idempotency_key",
+                "content_type",
+                "ankusa_dedupe_key",
+                "ankusa_replay_id"
+            ]
+        );
+        let bare = Envelope::builder("h", "s", "")
+            .dedupe_key("")
+            .build()
+            .unwrap();
+        let names: Vec<_> = attributes(&bare, &Ctx::for_envelope(&bare))
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "ankusa_id",
+                "ankusa_source_id",
+                "ankusa_message_version",
+                "ankusa_idempotency_key",
+                "content_type"
+            ]
+        );
+    }
+}
