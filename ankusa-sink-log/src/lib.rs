@@ -1,1 +1,10 @@
-//! wip
+#![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
+
+mod config;
+mod error;
+mod sink;
+
+pub use config::LogConfig;
+pub use error::classify;
+pub use sink::LogSink;

@@ -1,0 +1,84 @@
+//! The log sink against the conformance suite, and its one structured line per hook.
+
+use ankusa_sink_core::{BoxError, Ctx, Envelope, Sink, async_trait};
+use ankusa_sink_log::{LogConfig, LogSink};
+use ankusa_sink_testkit::{Harness, Setup};
+use std::sync::{Arc, Mutex};
+
+/// The log sink has no probe: what it writes goes to the logger and stdout.
+struct LogHarness;
+
+#[async_trait]
+impl Harness for LogHarness {
+    type Sink = LogSink;
+    async fn destination(&self) -> Result<Setup<LogSink>, BoxError> {
+        Ok(Setup::new(LogSink::new(LogConfig::default())))
+    }
+}
+
+mod conformance {
+    ankusa_sink_testkit::conformance_suite!(super::LogHarness);
+}
+
+#[tokio::test]
+async fn whole_suite_passes_with_printed_skips() {
+    let report = ankusa_sink_testkit::run_all(&LogHarness).await;
+    report.assert_passed();
+    let durability = report.outcome(ankusa_sink_testkit::Case::Durability).unwrap();
+    assert!(durability.is_skip(), "{durability:?}");
+}
+
+#[derive(Clone, Default)]
+struct Buf(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Buf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn one_structured_line_per_hook() {
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let sink = LogSink::default();
+    assert!(!sink.durable());
+    assert!(sink.inline_max_bytes().is_none());
+    let env = Envelope::builder("h-1", "stripe", "secret body")
+        .tenant_id("acme")
+        .build()
+        .unwrap();
+    sink.deliver(&env, &Ctx::for_envelope(&env).with_attempt(4))
+        .await
+        .unwrap();
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    let f = &v["fields"];
+    assert_eq!(f["message"], "hook delivered");
+    assert_eq!(f["hook_id"], "h-1");
+    assert_eq!(f["source_id"], "stripe");
+    assert_eq!(f["tenant_id"], "acme");
+    assert_eq!(f["attempt"], 4);
+    assert_eq!(f["size"], 11);
+    assert_eq!(v["target"], "ankusa::sink::log");
+    assert!(!text.contains("secret body"), "the body is never logged");
+}
+
+#[test]
+fn config_is_strict() {
+    let c: LogConfig = serde_json::from_str(r#"{"messages":true}"#).unwrap();
+    assert!(c.messages);
+    let err = serde_json::from_str::<LogConfig>(r#"{"mesages":true}"#).unwrap_err();
+    assert!(err.to_string().contains("mesages"), "{err}");
+}
