@@ -32,3 +32,8 @@ pub use sink::{
 pub use async_trait::async_trait;
 /// Re-exported: envelope bodies are [`bytes::Bytes`].
 pub use bytes::Bytes;
+
+/// The workspace README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
