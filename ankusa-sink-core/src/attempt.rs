@@ -25,7 +25,11 @@ pub async fn attempt<T, F>(sink: &str, env: &Envelope, ctx: &Ctx, fut: F) -> Res
 where
     F: Future<Output = Result<T, Failure>>,
 {
-    let span = tracing::info_span!(
+    run(attempt_span(sink, env, ctx), fut).await
+}
+
+fn attempt_span(sink: &str, env: &Envelope, ctx: &Ctx) -> tracing::Span {
+    tracing::info_span!(
         "ankusa.dispatch.attempt",
         otel.name = ATTEMPT_SPAN,
         otel.kind = "producer",
@@ -37,7 +41,13 @@ where
         attempt = ctx.attempt.get(),
         replay_id = ctx.replay_id.as_deref(),
         class = tracing::field::Empty,
-    );
+    )
+}
+
+async fn run<T, F>(span: tracing::Span, fut: F) -> Result<T, Failure>
+where
+    F: Future<Output = Result<T, Failure>>,
+{
     let res = fut.instrument(span.clone()).await;
     if !span.is_disabled() {
         match &res {
@@ -51,6 +61,66 @@ where
         }
     }
     res
+}
+
+/// [`attempt`], joined to the hook's stored W3C trace context: the attempt span is a child
+/// of `traceparent` and linked to it, so every attempt of a hook, however late, is in its
+/// trace. A missing or malformed `traceparent` gives a root span (never an error: tracing
+/// must not fail a delivery).
+#[cfg(feature = "otel")]
+pub async fn attempt_in_trace<T, F>(
+    sink: &str,
+    env: &Envelope,
+    ctx: &Ctx,
+    traceparent: Option<&str>,
+    fut: F,
+) -> Result<T, Failure>
+where
+    F: Future<Output = Result<T, Failure>>,
+{
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let span = attempt_span(sink, env, ctx);
+    if let Some(sc) = traceparent.and_then(parse_traceparent) {
+        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(sc.clone()));
+        span.add_link(sc);
+    }
+    run(span, fut).await
+}
+
+/// Parse a W3C `traceparent` (`00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`).
+#[cfg(feature = "otel")]
+pub fn parse_traceparent(s: &str) -> Option<opentelemetry::trace::SpanContext> {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+    let mut parts = s.trim().split('-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |p: &str, n: usize| {
+        p.len() == n
+            && p.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    if version != "00"
+        || parts.next().is_some()
+        || !hex(trace, 32)
+        || !hex(span, 16)
+        || !hex(flags, 2)
+    {
+        return None;
+    }
+    let trace_id = TraceId::from_hex(trace).ok()?;
+    let span_id = SpanId::from_hex(span).ok()?;
+    if trace_id == TraceId::INVALID || span_id == SpanId::INVALID {
+        return None;
+    }
+    let flags = TraceFlags::new(u8::from_str_radix(flags, 16).ok()?);
+    Some(SpanContext::new(
+        trace_id,
+        span_id,
+        flags,
+        true,
+        TraceState::default(),
+    ))
 }
 
 #[cfg(test)]
@@ -125,5 +195,49 @@ mod tests {
         let e = env();
         let ctx = Ctx::for_envelope(&e);
         assert_eq!(attempt("log", &e, &ctx, async { Ok(5) }).await.unwrap(), 5);
+    }
+
+    #[cfg(feature = "otel")]
+    #[tokio::test]
+    async fn otel_export_joins_the_stored_trace() {
+        use opentelemetry::trace::{Status, TracerProvider as _};
+        use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("test"));
+        let sub = tracing_subscriber::registry().with(layer);
+        let _g = tracing::subscriber::set_default(sub);
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let e = env();
+        let ctx = Ctx::for_envelope(&e);
+        let _: Result<(), _> = super::attempt_in_trace("http", &e, &ctx, Some(tp), async {
+            Err(Failure::transient(Reason("reset".into())))
+        })
+        .await;
+        provider.force_flush().unwrap();
+        let spans = exporter.get_finished_spans().unwrap();
+        let s = spans
+            .iter()
+            .find(|s| s.name == ATTEMPT_SPAN)
+            .expect("exported");
+        assert_eq!(
+            s.span_context.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert_eq!(s.parent_span_id.to_string(), "00f067aa0ba902b7");
+        assert_eq!(s.links.links.len(), 1);
+        assert!(matches!(s.status, Status::Error { .. }));
+        assert!(s.attributes.iter().any(|kv| kv.key.as_str() == "hook_id"));
+        assert!(
+            super::parse_traceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01")
+                .is_none()
+        );
+        assert!(
+            super::parse_traceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+                .is_none()
+        );
+        assert!(super::parse_traceparent("garbage").is_none());
     }
 }

@@ -12,6 +12,8 @@ pub mod message;
 mod sink;
 
 pub use attempt::{ATTEMPT_SPAN, attempt};
+#[cfg(feature = "otel")]
+pub use attempt::{attempt_in_trace, parse_traceparent};
 pub use claim::{Claim, ClaimRef, ClaimRefError, parse_claim_id};
 pub use ctx::{Ctx, Extensions, ForwardHeaders};
 pub use describe::{Description, Payload, REDACTED, Subject, redact_url};
