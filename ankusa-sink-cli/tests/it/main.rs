@@ -1,0 +1,40 @@
+//! End to end through the `ankusa-sink` binary.
+
+mod config_errors;
+mod log_sink;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+/// The binary under test.
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ankusa-sink"));
+    c.env("RUST_LOG", "warn");
+    c
+}
+
+/// Run with `args`, returning the output.
+fn run(args: &[&str]) -> Output {
+    bin()
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the binary runs")
+}
+
+/// A file in a fresh temp dir, unique per call.
+fn temp_file(name: &str, contents: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "ankusa-cli-{}-{}",
+        std::process::id(),
+        ulid::Ulid::new()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, contents).unwrap();
+    p
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}

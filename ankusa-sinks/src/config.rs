@@ -1,0 +1,214 @@
+//! The `type`-tagged sink config and how it builds a sink.
+
+use ankusa_sink_core::Sink;
+use ankusa_sink_log::{LogConfig, LogSink};
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+
+/// Every sink `type` this crate knows, compiled in or not.
+pub const KNOWN_TYPES: [&str; 7] = ["log", "http", "kafka", "amqp", "sqs", "sns", "pubsub"];
+
+/// Why a sink config was refused. Messages name the key, type or feature at fault and never
+/// echo a configured value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file is not valid TOML (or JSON).
+    #[error("sink config is not valid {format}: {detail}")]
+    Syntax {
+        /// `TOML` or `JSON`.
+        format: &'static str,
+        /// Where and what, without the source text.
+        detail: String,
+    },
+    /// No `type` key.
+    #[error("sink config is missing field `type` (one of: {})", KNOWN_TYPES.join(", "))]
+    MissingType,
+    /// `type` is not a string.
+    #[error("sink config field `type` must be a string")]
+    TypeNotString,
+    /// `type` names no sink.
+    #[error("unknown sink type `{0}` (known: {known})", known = KNOWN_TYPES.join(", "))]
+    UnknownType(String),
+    /// The type exists but its cargo feature is off.
+    #[error("sink type `{ty}` is not compiled in: enable the `{feature}` feature of ankusa-sinks")]
+    NotCompiled {
+        /// The type.
+        ty: String,
+        /// The feature that brings it.
+        feature: &'static str,
+    },
+    /// A key is unknown, missing or has the wrong type.
+    #[error("{ty} sink config: {detail}")]
+    Field {
+        /// The sink type.
+        ty: &'static str,
+        /// serde's message: names the field.
+        detail: String,
+    },
+    /// A `${VAR}` reference could not be resolved.
+    #[error("sink config key {path}: {detail}")]
+    Env {
+        /// Dotted key path.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The adapter refused the options (bad URL, invalid value, ...).
+    #[error("{ty} sink: {reason}")]
+    Build {
+        /// The sink type.
+        ty: &'static str,
+        /// The adapter's reason.
+        reason: String,
+    },
+}
+
+/// One sink, by type, with its adapter's options.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum SinkConfig {
+    /// `type = "log"`.
+    Log(LogConfig),
+}
+
+fn feature_for(ty: &str) -> &'static str {
+    match ty {
+        "http" => "http",
+        "kafka" => "kafka",
+        "amqp" => "amqp",
+        "sqs" => "sqs",
+        "sns" => "sns",
+        "pubsub" => "pubsub",
+        _ => "default",
+    }
+}
+
+fn options<T: DeserializeOwned>(ty: &'static str, value: toml::Value) -> Result<T, ConfigError> {
+    value
+        .try_into()
+        .map_err(|e: toml::de::Error| ConfigError::Field {
+            ty,
+            detail: e.message().trim().to_owned(),
+        })
+}
+
+fn syntax(format: &'static str, text: &str, e: &toml::de::Error) -> ConfigError {
+    let place = e.span().map(|s| {
+        let before = &text[..s.start.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+        format!("line {line}, column {col}: ")
+    });
+    ConfigError::Syntax {
+        format,
+        detail: format!("{}{}", place.unwrap_or_default(), e.message().trim()),
+    }
+}
+
+impl SinkConfig {
+    /// The embedded default: the log sink with default options.
+    pub fn log() -> Self {
+        SinkConfig::Log(LogConfig::default())
+    }
+
+    /// Parse a TOML document whose top level is the sink's table.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| syntax("TOML", text, &e))?;
+        Self::from_table(table)
+    }
+
+    /// Parse a JSON object (same keys as TOML).
+    pub fn from_json_str(text: &str) -> Result<Self, ConfigError> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
+                format: "JSON",
+                detail: format!(
+                    "line {}, column {}: {:?}",
+                    e.line(),
+                    e.column(),
+                    e.classify()
+                ),
+            })?;
+        let table = toml::Table::try_from(value).map_err(|e| ConfigError::Syntax {
+            format: "JSON",
+            detail: e.to_string(),
+        })?;
+        Self::from_table(table)
+    }
+
+    /// Build from a parsed table: read `type`, expand `${VAR}` references, then let the
+    /// adapter's own config deserialize the rest (unknown keys are refused).
+    pub fn from_table(mut table: toml::Table) -> Result<Self, ConfigError> {
+        let ty = match table.remove("type") {
+            Some(toml::Value::String(s)) => s,
+            Some(_) => return Err(ConfigError::TypeNotString),
+            None => return Err(ConfigError::MissingType),
+        };
+        let mut value = toml::Value::Table(table);
+        crate::env::expand(&mut value, "")?;
+        match ty.as_str() {
+            "log" => Ok(SinkConfig::Log(options("log", value)?)),
+            t if KNOWN_TYPES.contains(&t) => Err(ConfigError::NotCompiled {
+                feature: feature_for(t),
+                ty,
+            }),
+            _ => Err(ConfigError::UnknownType(ty)),
+        }
+    }
+
+    /// The sink type.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SinkConfig::Log(_) => "log",
+        }
+    }
+
+    /// Build the sink. Adapters that connect do so lazily or within their own timeouts.
+    pub async fn build(&self) -> Result<Arc<dyn Sink>, ConfigError> {
+        match self {
+            SinkConfig::Log(c) => Ok(Arc::new(LogSink::new(c.clone()))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        SinkConfig::from_toml_str(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn log_builds() {
+        let c = SinkConfig::from_toml_str("type = \"log\"\nmessages = true").unwrap();
+        assert_eq!(c.kind(), "log");
+        assert!(matches!(
+            c,
+            SinkConfig::Log(LogConfig { messages: true, .. })
+        ));
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        assert!(err("messages = true").contains("missing field `type`"));
+        assert!(err("type = 3").contains("`type` must be a string"));
+        assert!(err("type = \"carrier-pigeon\"").contains("unknown sink type `carrier-pigeon`"));
+        assert!(err("type = \"log\"\nmesages = true").contains("unknown field `mesages`"));
+        assert!(err("type = \"log\"\nmessages = \"yes\"").contains("log sink config"));
+        let e = err("type = \"log\"\nmessages = \"secret-value");
+        assert!(e.contains("line 2"), "{e}");
+        assert!(
+            !e.contains("secret-value"),
+            "syntax errors never echo the source: {e}"
+        );
+    }
+
+    #[test]
+    fn json_works_too() {
+        let c = SinkConfig::from_json_str(r#"{"type":"log","messages":false}"#).unwrap();
+        assert_eq!(c.kind(), "log");
+        assert!(SinkConfig::from_json_str("{").is_err());
+    }
+}
