@@ -1,0 +1,370 @@
+//! [`HttpSink`]: POST (or PUT/PATCH) the raw hook body to an operator's endpoint.
+
+use crate::config::{ConfigError, HttpConfig, HttpSinkBuilder, SecretValue};
+use crate::error::{HttpError, classify_status, classify_transport, parse_retry_after};
+use crate::signing::Signer;
+use ankusa_sink_core::{
+    Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait, forwarded_headers,
+    redact_url,
+};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION, RETRY_AFTER};
+use reqwest::{Method, Response, Url};
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const X_ANKUSA_ID: HeaderName = HeaderName::from_static("x-ankusa-id");
+const X_ANKUSA_SOURCE: HeaderName = HeaderName::from_static("x-ankusa-source");
+const X_ANKUSA_TENANT: HeaderName = HeaderName::from_static("x-ankusa-tenant");
+const X_ANKUSA_IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("x-ankusa-idempotency-key");
+const X_ANKUSA_DEDUPE_KEY: HeaderName = HeaderName::from_static("x-ankusa-dedupe-key");
+const X_ANKUSA_REPLAY_ID: HeaderName = HeaderName::from_static("x-ankusa-replay-id");
+const WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
+const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
+const WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
+
+/// Framing and hop-by-hop headers HTTP owns; an operator cannot set them.
+const FRAMING: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+];
+
+/// The content type sent when the envelope has none.
+pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
+
+/// The `user-agent` sent unless the operator sets one.
+pub const USER_AGENT: &str = concat!("ankusa-sink-http/", env!("CARGO_PKG_VERSION"));
+
+/// Delivers a hook's raw body over HTTP(S), signed the Standard Webhooks way when secrets
+/// are set. Cheap to share: one pooled client per sink, connections are reused.
+///
+/// `Debug` shows the redacted URL, header names and the number of signing keys only.
+pub struct HttpSink {
+    client: reqwest::Client,
+    url: Url,
+    redacted_url: String,
+    method: Method,
+    headers: HeaderMap,
+    operator_content_type: bool,
+    signer: Option<Signer>,
+    max_response_bytes: usize,
+    timeout: Duration,
+    connect_timeout: Duration,
+}
+
+impl HttpSink {
+    /// A builder for `url`.
+    pub fn builder(url: impl Into<SecretValue>) -> HttpSinkBuilder {
+        HttpSinkBuilder::new(url)
+    }
+
+    /// Check every option of `config` (reading environment variables and CA files now) and
+    /// build the sink. Errors name the option, never a secret.
+    pub fn from_config(config: HttpConfig) -> Result<Self, ConfigError> {
+        let raw_url = config.url.resolve("url")?;
+        let url = Url::parse(&raw_url).map_err(ConfigError::InvalidUrl)?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(ConfigError::UnsupportedScheme(url.scheme().to_owned()));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(ConfigError::NoHost);
+        }
+        let redacted_url = redact_url(url.as_str());
+        let method = Method::from_bytes(config.method.as_str().as_bytes()).expect("static method");
+
+        let signer = if config.secrets.is_empty() {
+            None
+        } else {
+            let secrets = config
+                .secrets
+                .iter()
+                .enumerate()
+                .map(|(i, s)| s.resolve(&format!("signing secret #{i}")))
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(Signer::new(secrets)?)
+        };
+
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            reqwest::header::USER_AGENT,
+            HeaderValue::from_static(USER_AGENT),
+        );
+        for (name, value) in &config.headers {
+            let header = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| ConfigError::InvalidHeaderName(name.clone()))?;
+            if is_sink_owned(&header) || FRAMING.contains(&header.as_str()) {
+                return Err(ConfigError::ReservedHeader(name.clone()));
+            }
+            let mut v = HeaderValue::from_str(&value.resolve(&format!("header {name}"))?)
+                .map_err(|_| ConfigError::InvalidHeaderValue(name.clone()))?;
+            v.set_sensitive(true);
+            headers.insert(header, v);
+        }
+        let operator_content_type = headers.contains_key(CONTENT_TYPE);
+
+        let timeout = positive_ms(config.timeout_ms, "timeout_ms")?;
+        let connect_timeout = positive_ms(config.connect_timeout_ms, "connect_timeout_ms")?;
+        if config.max_response_bytes == 0 {
+            return Err(ConfigError::Zero("max_response_bytes"));
+        }
+
+        let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .retry(reqwest::retry::never())
+            .no_proxy()
+            .timeout(timeout)
+            .connect_timeout(connect_timeout);
+        let roots = load_roots(&config)?;
+        if config.tls.only {
+            if roots.is_empty() {
+                return Err(ConfigError::NoRoots);
+            }
+            builder = builder.tls_certs_only(roots);
+        } else if !roots.is_empty() {
+            builder = builder.tls_certs_merge(roots);
+        }
+        let client = builder
+            .build()
+            .map_err(|e| ConfigError::Client(e.without_url()))?;
+
+        Ok(HttpSink {
+            client,
+            url,
+            redacted_url,
+            method,
+            headers,
+            operator_content_type,
+            signer,
+            max_response_bytes: config.max_response_bytes,
+            timeout,
+            connect_timeout,
+        })
+    }
+
+    /// The endpoint, redacted (no userinfo, query values replaced).
+    pub fn redacted_url(&self) -> &str {
+        &self.redacted_url
+    }
+
+    /// Every header of one attempt, in this order: `x-ankusa-id`, `x-ankusa-source`,
+    /// `content-type`, `x-ankusa-tenant`, the operator's, `x-ankusa-idempotency-key`,
+    /// `x-ankusa-dedupe-key`, `x-ankusa-replay-id`, forwarded provider headers whose names
+    /// are not taken yet, then the signature headers for `timestamp`.
+    fn request_headers(
+        &self,
+        env: &Envelope,
+        ctx: &Ctx,
+        timestamp: u64,
+    ) -> Result<HeaderMap, Failure> {
+        let mut h = HeaderMap::with_capacity(self.headers.len() + 16);
+        h.insert(X_ANKUSA_ID, value(env.id(), "x-ankusa-id")?);
+        h.insert(X_ANKUSA_SOURCE, value(env.source_id(), "x-ankusa-source")?);
+        if !self.operator_content_type {
+            let ct = env.content_type().unwrap_or(DEFAULT_CONTENT_TYPE);
+            h.insert(CONTENT_TYPE, value(ct, "content-type")?);
+        }
+        if let Some(t) = env.tenant_id() {
+            h.insert(X_ANKUSA_TENANT, value(t, "x-ankusa-tenant")?);
+        }
+        for (name, v) in &self.headers {
+            h.insert(name.clone(), v.clone());
+        }
+        h.insert(
+            X_ANKUSA_IDEMPOTENCY_KEY,
+            value(&env.idempotency_key(), "x-ankusa-idempotency-key")?,
+        );
+        if let Some(d) = env.dedupe_key().filter(|d| !d.is_empty()) {
+            h.insert(X_ANKUSA_DEDUPE_KEY, value(d, "x-ankusa-dedupe-key")?);
+        }
+        if let Some(r) = ctx.replay_id.as_deref().filter(|r| !r.is_empty()) {
+            h.insert(X_ANKUSA_REPLAY_ID, value(r, "x-ankusa-replay-id")?);
+        }
+        for (name, v) in forwarded_headers(env, ctx) {
+            let (Ok(name), Ok(v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_bytes(v.as_bytes()),
+            ) else {
+                continue;
+            };
+            let signature_header =
+                [&WEBHOOK_ID, &WEBHOOK_TIMESTAMP, &WEBHOOK_SIGNATURE].contains(&&name);
+            if h.contains_key(&name) || (self.signer.is_some() && signature_header) {
+                continue;
+            }
+            h.insert(name, v);
+        }
+        if let Some(signer) = &self.signer {
+            let signature = signer.signature(env.id(), timestamp, env.body());
+            h.insert(WEBHOOK_ID, value(env.id(), "webhook-id")?);
+            h.insert(WEBHOOK_TIMESTAMP, HeaderValue::from(timestamp));
+            h.insert(
+                WEBHOOK_SIGNATURE,
+                HeaderValue::from_str(&signature).expect("base64 is a valid header value"),
+            );
+        }
+        Ok(h)
+    }
+
+    /// Read at most `max_response_bytes` of the answer, then drop it (closing the connection
+    /// when the answer was longer). A body that fails mid-way changes nothing: the status
+    /// decides.
+    async fn drain(&self, mut resp: Response) -> usize {
+        let mut read = 0usize;
+        while read < self.max_response_bytes {
+            match resp.chunk().await {
+                Ok(Some(chunk)) => read += chunk.len(),
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(error = %e.without_url(), read, "response body ended early");
+                    break;
+                }
+            }
+        }
+        read.min(self.max_response_bytes)
+    }
+}
+
+fn is_sink_owned(name: &HeaderName) -> bool {
+    name.as_str().starts_with("x-ankusa-")
+        || [WEBHOOK_ID, WEBHOOK_TIMESTAMP, WEBHOOK_SIGNATURE].contains(name)
+}
+
+fn positive_ms(ms: u64, what: &'static str) -> Result<Duration, ConfigError> {
+    if ms == 0 {
+        return Err(ConfigError::Zero(what));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+fn load_roots(config: &HttpConfig) -> Result<Vec<reqwest::Certificate>, ConfigError> {
+    let mut roots = Vec::new();
+    let parse = |pem: &[u8], what: String| match reqwest::Certificate::from_pem_bundle(pem) {
+        Ok(certs) if !certs.is_empty() => Ok(certs),
+        _ => Err(ConfigError::CaPem(what)),
+    };
+    for path in &config.tls.ca_files {
+        let pem = std::fs::read(path).map_err(|source| ConfigError::CaFile {
+            path: path.clone(),
+            source,
+        })?;
+        roots.extend(parse(&pem, format!("ca file {path:?}"))?);
+    }
+    for (i, pem) in config.tls.ca_pem.iter().enumerate() {
+        roots.extend(parse(pem.as_bytes(), format!("ca_pem #{i}"))?);
+    }
+    Ok(roots)
+}
+
+/// A header value from hook data. Validated envelopes always fit; a replay id need not.
+fn value(text: &str, header: &'static str) -> Result<HeaderValue, Failure> {
+    HeaderValue::from_bytes(text.as_bytes())
+        .map_err(|_| Failure::permanent(HttpError::HeaderValue(header)))
+}
+
+fn unix_seconds(now: SystemTime) -> u64 {
+    now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+#[async_trait]
+impl Sink for HttpSink {
+    /// One request per call; classification per [`crate::error`]'s table.
+    async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
+        let headers = self.request_headers(env, ctx, unix_seconds(SystemTime::now()))?;
+        let resp = self
+            .client
+            .request(self.method.clone(), self.url.clone())
+            .headers(headers)
+            .body(env.body().clone())
+            .send()
+            .await
+            .map_err(classify_transport)?;
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| parse_retry_after(v.as_bytes(), SystemTime::now()));
+        let location = matches!(status.as_u16(), 301 | 308)
+            .then(|| resp.headers().get(LOCATION)?.to_str().ok())
+            .flatten()
+            .and_then(|l| self.url.join(l).ok())
+            .map(|u| redact_url(u.as_str()));
+        let read = self.drain(resp).await;
+        tracing::debug!(
+            url = %self.redacted_url,
+            status = status.as_u16(),
+            response_bytes_read = read,
+            attempt = ctx.attempt(),
+            "http sink answer"
+        );
+        classify_status(status, retry_after, location, ctx.attempt())
+    }
+
+    /// A 2xx from the endpoint is the endpoint's acceptance.
+    fn durable(&self) -> bool {
+        true
+    }
+
+    /// Never: the raw body always travels (no claim check).
+    fn inline_max_bytes(&self) -> Option<std::num::NonZeroUsize> {
+        None
+    }
+
+    fn describe(&self, _subject: &Subject) -> Option<Description> {
+        let redacted = Url::parse(&self.redacted_url).ok()?;
+        let mut d = Description::new(redacted.scheme(), Payload::Body);
+        d.host = redacted.host_str().map(|h| match redacted.port() {
+            Some(p) => format!("{h}:{p}"),
+            None => h.to_owned(),
+        });
+        d.address = Some(match redacted.query() {
+            Some(q) => format!("{}?{q}", redacted.path()),
+            None => redacted.path().to_owned(),
+        });
+        d.bindings.insert(
+            "http".into(),
+            serde_json::json!({ "method": self.method.as_str(), "bindingVersion": "0.3.0" }),
+        );
+        let mut computed = vec![
+            "headers.x-ankusa-id",
+            "headers.x-ankusa-source",
+            "headers.x-ankusa-tenant",
+            "headers.x-ankusa-idempotency-key",
+            "headers.x-ankusa-dedupe-key",
+            "headers.x-ankusa-replay-id",
+            "headers.forwarded",
+        ];
+        if !self.operator_content_type {
+            computed.insert(2, "headers.content-type");
+        }
+        if self.signer.is_some() {
+            computed.extend([
+                "headers.webhook-id",
+                "headers.webhook-timestamp",
+                "headers.webhook-signature",
+            ]);
+        }
+        d.computed = computed.into_iter().map(str::to_owned).collect();
+        Some(d)
+    }
+}
+
+impl fmt::Debug for HttpSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpSink")
+            .field("url", &self.redacted_url)
+            .field("method", &self.method)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("signing_keys", &self.signer.as_ref().map_or(0, Signer::len))
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}

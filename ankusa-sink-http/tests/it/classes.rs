@@ -1,0 +1,157 @@
+//! Every row of the classification table, provoked by a real server answering it.
+
+use crate::server::{Reply, Server, always};
+use crate::{builder, class_of, deliver, deliver_attempt, envelope};
+use ankusa_sink_core::Class;
+use std::num::NonZeroU64;
+use std::time::{Duration, SystemTime};
+
+fn ra(ms: u64) -> Class {
+    Class::RetryAfter(NonZeroU64::new(ms).unwrap())
+}
+
+/// Deliver once to a server that always answers `reply`; also returns the server.
+async fn answer(reply: Reply) -> (Result<(), ankusa_sink_core::Failure>, Server) {
+    let server = Server::start(always(reply)).await;
+    let sink = builder(&server).build().unwrap();
+    let r = deliver(&sink, &envelope(b"{}")).await;
+    (r, server)
+}
+
+#[tokio::test]
+async fn row_2xx_is_ok() {
+    for status in [200, 201, 202, 204, 299] {
+        let (r, server) = answer(Reply::status(status)).await;
+        assert!(r.is_ok(), "{status}: {r:?}");
+        assert_eq!(server.captured().len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn row_410_is_permanent() {
+    let (r, _s) = answer(Reply::status(410)).await;
+    assert_eq!(class_of(&r), Class::Permanent);
+    assert!(r.unwrap_err().to_string().contains("410 Gone"));
+    // A Retry-After does not turn "gone" into a pause.
+    let (r, _s) = answer(Reply::with_header(410, "retry-after", "5")).await;
+    assert_eq!(class_of(&r), Class::Permanent);
+}
+
+#[tokio::test]
+async fn row_400_413_422_501_are_permanent() {
+    for status in [400, 413, 422, 501] {
+        let (r, _s) = answer(Reply::status(status)).await;
+        assert_eq!(class_of(&r), Class::Permanent, "{status}");
+        let (r, _s) = answer(Reply::with_header(status, "retry-after", "5")).await;
+        assert_eq!(class_of(&r), Class::Permanent, "{status} with Retry-After");
+    }
+}
+
+#[tokio::test]
+async fn row_401_403_404_405_are_config() {
+    for status in [401, 403, 404, 405] {
+        let (r, _s) = answer(Reply::status(status)).await;
+        assert_eq!(class_of(&r), Class::Config, "{status}");
+    }
+}
+
+#[tokio::test]
+async fn row_301_308_are_config_naming_the_redacted_location_and_not_followed() {
+    for status in [301, 308] {
+        let (r, server) = answer(Reply::with_header(
+            status,
+            "location",
+            "https://user:hunter2@new.example/hooks?token=sup3rsecret#frag",
+        ))
+        .await;
+        assert_eq!(class_of(&r), Class::Config, "{status}");
+        let text = r.as_ref().unwrap_err().to_string();
+        assert!(
+            text.contains("https://new.example/hooks?token=REDACTED"),
+            "{status}: {text}"
+        );
+        assert!(
+            !text.contains("sup3rsecret") && !text.contains("hunter2"),
+            "{text}"
+        );
+        assert_eq!(server.requests(), 1, "a redirect was followed");
+
+        // A relative Location is resolved against the sink's URL.
+        let (r, server) = answer(Reply::with_header(status, "location", "/v2/hooks")).await;
+        let text = r.unwrap_err().to_string();
+        assert!(text.contains(&server.url("/v2/hooks")), "{text}");
+        assert_eq!(server.requests(), 1);
+    }
+}
+
+#[tokio::test]
+async fn row_retryable_statuses_with_delta_seconds_retry_after() {
+    for status in [408, 425, 429, 500, 502, 503, 504] {
+        let (r, _s) = answer(Reply::with_header(status, "retry-after", "7")).await;
+        assert_eq!(class_of(&r), ra(7_000), "{status}");
+    }
+}
+
+#[tokio::test]
+async fn row_retryable_statuses_with_http_date_retry_after() {
+    let at = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(120));
+    for status in [408, 425, 429, 500, 502, 503, 504] {
+        let (r, _s) = answer(Reply::with_header(status, "retry-after", &at)).await;
+        let ms = class_of(&r).retry_after_ms().expect("retry-after");
+        // Second precision of the date, minus the time the test took so far.
+        assert!((60_000..=120_000).contains(&ms), "{status}: {ms}");
+    }
+}
+
+#[tokio::test]
+async fn a_retry_after_date_in_the_past_is_the_smallest_pause() {
+    for value in ["Sun, 06 Nov 1994 08:49:37 GMT", "0"] {
+        let (r, _s) = answer(Reply::with_header(503, "retry-after", value)).await;
+        assert_eq!(class_of(&r), ra(1), "{value}");
+    }
+}
+
+#[tokio::test]
+async fn row_429_without_retry_after_is_throttled_by_attempt() {
+    let server = Server::start(always(Reply::status(429))).await;
+    let sink = builder(&server).build().unwrap();
+    let env = envelope(b"{}");
+    for attempt in [1u32, 2, 4, 9] {
+        let r = deliver_attempt(&sink, &env, attempt).await;
+        let ms = class_of(&r).retry_after_ms().expect("429 is a throttle");
+        let cap = (500u64 << (attempt - 1).min(6)).min(30_000);
+        assert!((1..=cap).contains(&ms), "attempt {attempt}: {ms} > {cap}");
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_retry_after_is_treated_as_absent() {
+    for bad in ["soon", "-1", "1.5", "Sun, 99 Nov 1994 08:49:37 GMT"] {
+        // 503's other row: transient.
+        let (r, _s) = answer(Reply::with_header(503, "retry-after", bad)).await;
+        assert_eq!(class_of(&r), Class::Transient, "503 {bad}");
+        // 429's other row: a throttle of throttle_after_ms(1), at most 500 ms.
+        let (r, _s) = answer(Reply::with_header(429, "retry-after", bad)).await;
+        let ms = class_of(&r).retry_after_ms().expect("429 is a throttle");
+        assert!((1..=500).contains(&ms), "429 {bad}: {ms}");
+    }
+}
+
+#[tokio::test]
+async fn row_other_statuses_are_transient() {
+    // Other 3xx (never followed), other 4xx, other 5xx, and the retryable ones without
+    // Retry-After.
+    for status in [
+        302, 303, 304, 307, 402, 406, 409, 415, 418, 451, 505, 511, 408, 425, 500, 502, 503, 504,
+    ] {
+        let reply = if (300..400).contains(&status) {
+            Reply::with_header(status, "location", "/elsewhere")
+        } else {
+            Reply::status(status)
+        };
+        let (r, server) = answer(reply).await;
+        assert_eq!(class_of(&r), Class::Transient, "{status}");
+        assert_eq!(server.requests(), 1, "{status}: more than one request");
+        assert_eq!(server.captured()[0].target, "/hooks");
+    }
+}

@@ -1,0 +1,154 @@
+//! The testkit's conformance suite against real capture servers on 127.0.0.1.
+
+use crate::server::{Captured, Reply, Server, always};
+use ankusa_sink_core::{BoxError, Bytes, async_trait};
+use ankusa_sink_http::HttpSink;
+use ankusa_sink_testkit::{Fault, Harness, Probe, Received, Setup};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+const PASSWORD: &str = "pl4nted-pa55word";
+const QUERY_TOKEN: &str = "pl4nted-query-token";
+const HEADER_TOKEN: &str = "pl4nted-header-token";
+const WHSEC: &str = "whsec_cGw0bnRlZC1zaWduaW5nLWtleS1vZi10aGUtaGFybmVzcw==";
+const WHSEC_KEY: &str = "pl4nted-signing-key-of-the-harness";
+
+/// One endpoint: its live server (if running) and what earlier incarnations captured.
+struct Dest {
+    addr: SocketAddr,
+    live: Option<Server>,
+    archived: Vec<Captured>,
+}
+
+type Shared = Arc<Mutex<Dest>>;
+
+/// Reads back the hooks an endpoint accepted (answered 2xx), across restarts.
+struct CaptureProbe(Shared);
+
+#[async_trait]
+impl Probe for CaptureProbe {
+    async fn received(&self) -> Result<Vec<Received>, BoxError> {
+        let dest = self.0.lock().unwrap();
+        let live = dest.live.as_ref().map(Server::captured).unwrap_or_default();
+        Ok(dest
+            .archived
+            .iter()
+            .chain(&live)
+            .filter(|c| c.status.is_some_and(|s| (200..300).contains(&s)))
+            .map(received)
+            .collect())
+    }
+}
+
+fn received(c: &Captured) -> Received {
+    let h = |n: &str| c.header(n).map(str::to_owned);
+    Received {
+        id: h("x-ankusa-id").unwrap_or_default(),
+        source_id: h("x-ankusa-source"),
+        tenant_id: Some(h("x-ankusa-tenant")),
+        idempotency_key: h("x-ankusa-idempotency-key"),
+        received_at: None,
+        replay_id: Some(h("x-ankusa-replay-id")),
+        body: Some(Bytes::from(c.body.clone())),
+        claim: None,
+    }
+}
+
+/// Every endpoint answers per `reply`; the sink carries planted secrets in its URL
+/// userinfo and query, an operator header and a signing secret.
+#[derive(Default)]
+pub(crate) struct HttpHarness {
+    dests: Mutex<Vec<Shared>>,
+}
+
+impl HttpHarness {
+    async fn endpoint(&self, reply: Reply) -> Result<Setup<HttpSink>, BoxError> {
+        let server = Server::start(always(reply)).await;
+        let addr = server.addr();
+        let dest = Arc::new(Mutex::new(Dest {
+            addr,
+            live: Some(server),
+            archived: Vec::new(),
+        }));
+        self.dests.lock().unwrap().push(dest.clone());
+        let sink = sink_for(addr)?;
+        Ok(Setup::new(sink).with_probe(CaptureProbe(dest)))
+    }
+
+    fn last(&self) -> Result<Shared, BoxError> {
+        self.dests
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .ok_or_else(|| "no destination yet".into())
+    }
+}
+
+fn sink_for(addr: SocketAddr) -> Result<HttpSink, BoxError> {
+    Ok(HttpSink::builder(format!(
+        "http://hook:{PASSWORD}@{addr}/hooks?token={QUERY_TOKEN}"
+    ))
+    .header("authorization", format!("Bearer {HEADER_TOKEN}"))
+    .secret(WHSEC)
+    .build()?)
+}
+
+#[async_trait]
+impl Harness for HttpHarness {
+    type Sink = HttpSink;
+
+    async fn destination(&self) -> Result<Setup<HttpSink>, BoxError> {
+        self.endpoint(Reply::status(200)).await
+    }
+
+    async fn fault(&self, fault: Fault) -> Result<Option<Setup<HttpSink>>, BoxError> {
+        Ok(Some(match fault {
+            Fault::MissingDestination => self.endpoint(Reply::status(404)).await?,
+            Fault::RefusedCredential => self.endpoint(Reply::status(401)).await?,
+            Fault::Throttled => self.endpoint(Reply::status(429)).await?,
+            Fault::Oversized => self
+                .endpoint(Reply::status(413))
+                .await?
+                .with_body_size(1 << 20),
+            Fault::Unreachable => {
+                let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+                let addr = listener.local_addr()?;
+                drop(listener);
+                Setup::new(sink_for(addr)?)
+            }
+        }))
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        [PASSWORD, QUERY_TOKEN, HEADER_TOKEN, WHSEC, WHSEC_KEY]
+            .map(str::to_owned)
+            .to_vec()
+    }
+
+    fn can_restart(&self) -> bool {
+        true
+    }
+
+    async fn stop(&self) -> Result<(), BoxError> {
+        let dest = self.last()?;
+        let server = {
+            let mut d = dest.lock().unwrap();
+            let server = d.live.take().ok_or("already stopped")?;
+            d.archived.extend(server.captured());
+            server
+        };
+        server.stop().await;
+        Ok(())
+    }
+
+    async fn start(&self) -> Result<(), BoxError> {
+        let dest = self.last()?;
+        let addr = dest.lock().unwrap().addr;
+        let server = Server::start_on(addr, always(Reply::status(200)), None).await;
+        dest.lock().unwrap().live = Some(server);
+        Ok(())
+    }
+}
+
+ankusa_sink_testkit::conformance_suite!(HttpHarness::default());

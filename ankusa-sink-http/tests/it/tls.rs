@@ -1,0 +1,90 @@
+//! HTTPS: a rejected certificate is config; extra and exclusive CA roots.
+//!
+//! Fixtures (valid until 2126), made with:
+//! `openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 36500
+//! -subj "/CN=ankusa-sink-http test CA" -addext basicConstraints=critical,CA:TRUE ...`
+//! then a P-256 leaf for `IP:127.0.0.1, DNS:localhost` signed by it (key in PKCS#8).
+
+use crate::server::{Reply, Server, Tls, always};
+use crate::{class_of, deliver, envelope, reason};
+use ankusa_sink_core::Class;
+use ankusa_sink_http::{HttpError, HttpSink};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/fixtures")
+        .join(name)
+}
+
+fn acceptor() -> Tls {
+    let certs = CertificateDer::pem_file_iter(fixture("server.pem"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(fixture("server.key")).unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
+async fn https_server() -> (Server, String) {
+    let server = Server::start_on(
+        "127.0.0.1:0".parse().unwrap(),
+        always(Reply::status(200)),
+        Some(acceptor()),
+    )
+    .await;
+    let url = format!("https://127.0.0.1:{}/hooks", server.addr().port());
+    (server, url)
+}
+
+#[tokio::test]
+async fn an_untrusted_certificate_is_config() {
+    let (server, url) = https_server().await;
+    let sink = HttpSink::builder(url).build().unwrap();
+    let r = deliver(&sink, &envelope(b"{}")).await;
+    assert_eq!(class_of(&r), Class::Config, "{r:?}");
+    assert!(matches!(reason(&r), HttpError::Certificate(_)), "{r:?}");
+    assert!(server.captured().is_empty());
+}
+
+#[tokio::test]
+async fn extra_roots_are_trusted_alongside_the_platform_roots() {
+    let (server, url) = https_server().await;
+    let pem = std::fs::read_to_string(fixture("ca.pem")).unwrap();
+    let sink = HttpSink::builder(url).ca_pem(pem).build().unwrap();
+    deliver(&sink, &envelope(b"{\"tls\":1}")).await.unwrap();
+    assert_eq!(server.captured()[0].body, b"{\"tls\":1}");
+}
+
+#[tokio::test]
+async fn only_the_configured_roots() {
+    let (server, url) = https_server().await;
+    let sink = HttpSink::builder(url)
+        .ca_file(fixture("ca.pem"))
+        .tls_roots_only(true)
+        .build()
+        .unwrap();
+    deliver(&sink, &envelope(b"{}")).await.unwrap();
+    assert_eq!(server.captured().len(), 1);
+    // Roots-only with an unrelated root (the leaf itself is not a CA) rejects it.
+    let (server, url) = https_server().await;
+    let sink = HttpSink::builder(url)
+        .ca_file(fixture("server.pem"))
+        .tls_roots_only(true)
+        .build()
+        .unwrap();
+    let r = deliver(&sink, &envelope(b"{}")).await;
+    assert_eq!(class_of(&r), Class::Config, "{r:?}");
+    assert!(server.captured().is_empty());
+}
