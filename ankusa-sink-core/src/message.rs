@@ -72,7 +72,7 @@ pub fn forwarded_headers(env: &Envelope, ctx: &Ctx) -> Vec<(String, String)> {
             continue;
         }
         if let ForwardHeaders::Only(allow) = &ctx.forward_headers
-            && !allow.iter().any(|a| *a == lower)
+            && !allow.contains(&lower)
         {
             continue;
         }
