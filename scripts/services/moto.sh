@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Start moto (AWS SQS/SNS/S3 emulator) on 127.0.0.1, idempotently, for the aws sink's tests.
+#
+#   scripts/services/moto.sh          # moto on 127.0.0.1:4566 (ANKUSA_MOTO_PORT)
+#
+# - Installs moto + flask + flask-cors with pip when `moto_server` is missing.
+# - Starts it in the background (nohup) only when the port does not answer; logs to
+#   /root/.cache/ankusa-sinks/moto.log; waits (bounded) for /moto-api/ to answer.
+# - Never resets moto's state: other crates' tests share this server.
+# The IAM-denial tests start their own moto (INITIAL_NO_AUTH_ACTION_COUNT) on a free
+# loopback port and stop it themselves; they find `moto_server` via ANKUSA_MOTO_SERVER or PATH.
+set -euo pipefail
+
+port="${ANKUSA_MOTO_PORT:-4566}"
+logdir=/root/.cache/ankusa-sinks
+mkdir -p "$logdir"
+url="http://127.0.0.1:${port}/moto-api/"
+
+if curl -sf -o /dev/null --max-time 2 "$url"; then
+  echo "moto: already answering on 127.0.0.1:${port}"
+  exit 0
+fi
+
+py=""
+for cand in python3.11 python3; do
+  if command -v "$cand" >/dev/null 2>&1; then py="$cand"; break; fi
+done
+[ -n "$py" ] || { echo "moto: no python3 found" >&2; exit 1; }
+
+if ! command -v moto_server >/dev/null 2>&1 \
+   || ! "$py" -c 'import moto, flask, flask_cors' >/dev/null 2>&1; then
+  echo "moto: installing moto, flask, flask-cors with pip"
+  "$py" -m pip install --quiet 'moto[server]' flask flask-cors \
+    || "$py" -m pip install --quiet --break-system-packages 'moto[server]' flask flask-cors
+  hash -r
+fi
+
+server="$(command -v moto_server || true)"
+if [ -z "$server" ]; then
+  # pip may have put the entry point outside PATH; run the module instead.
+  server_cmd=("$py" -m moto.server)
+else
+  server_cmd=("$server")
+fi
+
+echo "moto: starting on 127.0.0.1:${port} (log $logdir/moto.log)"
+nohup "${server_cmd[@]}" -H 127.0.0.1 -p "$port" >>"$logdir/moto.log" 2>&1 </dev/null &
+echo $! >"$logdir/moto-${port}.pid"
+
+for _ in $(seq 1 120); do
+  if curl -sf -o /dev/null --max-time 2 "$url"; then
+    echo "moto: ready on 127.0.0.1:${port}"
+    exit 0
+  fi
+  sleep 0.5
+done
+echo "moto: not ready after 60 s; last log lines:" >&2
+tail -n 20 "$logdir/moto.log" >&2 || true
+exit 1
