@@ -1,6 +1,7 @@
 //! End to end through the `ankusa-sink` binary.
 
 mod config_errors;
+mod http;
 mod log_sink;
 
 use std::path::PathBuf;

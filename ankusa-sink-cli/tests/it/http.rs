@@ -1,0 +1,192 @@
+//! The HTTP sink through the binary, against scripted servers on 127.0.0.1.
+
+use super::{run, temp_file, text};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// A server answering each request with the next scripted response (the last repeats),
+/// recording when each request arrived.
+struct Scripted {
+    url: String,
+    arrivals: Arc<Mutex<Vec<Instant>>>,
+}
+
+fn serve(responses: Vec<&'static str>) -> Scripted {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let seen = arrivals.clone();
+    thread::spawn(move || {
+        for (i, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0; len];
+            let _ = reader.read_exact(&mut body);
+            seen.lock().unwrap().push(Instant::now());
+            let resp = responses[i.min(responses.len() - 1)];
+            let _ = stream.write_all(resp.as_bytes());
+        }
+    });
+    Scripted { url, arrivals }
+}
+
+fn http_sink(url: &str) -> std::path::PathBuf {
+    temp_file(
+        "http.toml",
+        &format!("type = \"http\"\nurl = \"{url}\"\ntimeout_ms = 2000\n"),
+    )
+}
+
+const OK: &str = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+const UNAVAILABLE: &str =
+    "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+const THROTTLED: &str = "HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+const GONE: &str = "HTTP/1.1 410 Gone\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+
+#[test]
+fn retry_rides_out_a_503_then_delivers() {
+    let server = serve(vec![UNAVAILABLE, UNAVAILABLE, OK]);
+    let sink = http_sink(&server.url);
+    let out = run(&[
+        "deliver",
+        "--sink",
+        sink.to_str().unwrap(),
+        "--id",
+        "h-503",
+        "--retry",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        r#"{"id":"h-503","outcome":"ok","attempts":3}"#
+    );
+    assert_eq!(server.arrivals.lock().unwrap().len(), 3);
+}
+
+#[test]
+fn retry_honours_retry_after() {
+    let server = serve(vec![THROTTLED, OK]);
+    let sink = http_sink(&server.url);
+    let out = run(&[
+        "deliver",
+        "--sink",
+        sink.to_str().unwrap(),
+        "--id",
+        "h-429",
+        "--retry",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        r#"{"id":"h-429","outcome":"ok","attempts":2}"#
+    );
+    let arrivals = server.arrivals.lock().unwrap();
+    let gap = arrivals[1] - arrivals[0];
+    assert!(
+        gap >= Duration::from_millis(950),
+        "waited only {gap:?} after Retry-After: 1"
+    );
+}
+
+#[test]
+fn failures_report_their_class_and_exit_3() {
+    let server = serve(vec![THROTTLED]);
+    let sink = http_sink(&server.url);
+    let out = run(&[
+        "deliver",
+        "--sink",
+        sink.to_str().unwrap(),
+        "--id",
+        "h-t",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["outcome"], "failed");
+    assert_eq!(v["class"], "retry_after");
+    assert_eq!(v["error_class"], "throttled");
+    assert_eq!(v["retry_after_ms"], 1000);
+    assert_eq!(v["attempts"], 1);
+    // The exact line, field order included.
+    let line = text(&out.stdout);
+    assert!(
+        line.starts_with(
+            r#"{"id":"h-t","outcome":"failed","class":"retry_after","error_class":"throttled","retry_after_ms":1000,"reason":""#
+        ),
+        "{line}"
+    );
+    assert!(line.trim_end().ends_with(r#","attempts":1}"#), "{line}");
+
+    let server = serve(vec![GONE]);
+    let sink = http_sink(&server.url);
+    let out = run(&[
+        "deliver",
+        "--sink",
+        sink.to_str().unwrap(),
+        "--id",
+        "h-g",
+        "--retry",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["outcome"], "dead_lettered");
+    assert_eq!(v["class"], "permanent");
+    assert_eq!(v["retry_after_ms"], serde_json::Value::Null);
+    assert_eq!(
+        server.arrivals.lock().unwrap().len(),
+        1,
+        "permanent is never retried"
+    );
+}
+
+#[test]
+fn http_config_errors_and_secrets() {
+    let f = temp_file("bad.toml", "type = \"http\"\nurl = \"ftp://x/\"\n");
+    let out = run(&["info", "--sink", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("not http or https"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let f = temp_file(
+        "d.toml",
+        "type = \"http\"\nurl = \"https://user:hunter2@example.invalid/hook?token=t0ps3cret\"\nsecrets = [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]\n",
+    );
+    let out = run(&[
+        "describe",
+        "--sink",
+        f.to_str().unwrap(),
+        "--source-id",
+        "s",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let d = text(&out.stdout);
+    for secret in ["hunter2", "t0ps3cret", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"] {
+        assert!(!d.contains(secret), "{d}");
+    }
+    let out = run(&["info", "--sink", f.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["durable"], true);
+}
