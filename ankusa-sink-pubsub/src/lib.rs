@@ -1,1 +1,10 @@
-//! Reserved for the Ankusa pubsub sink; it exports nothing yet (see the project's issue tracker).
+#![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod error;
+mod sink;
+
+pub use config::{Auth, BatchOptions, ConfigError, OrderingKey, PubSubConfig};
+pub use error::{PubSubError, classify};
+pub use sink::PubSubSink;

@@ -1,0 +1,243 @@
+//! Why a publish failed, and the one function that classifies it.
+//!
+//! | Outcome | Class |
+//! | --- | --- |
+//! | `PERMISSION_DENIED`, `UNAUTHENTICATED`, `NOT_FOUND` (topic missing); credentials that cannot produce a token | config |
+//! | `INVALID_ARGUMENT`; a message over `max_message_bytes` (checked before publishing) | permanent |
+//! | `RESOURCE_EXHAUSTED` | retry-after: `google.rpc.RetryInfo`'s delay when present, else `throttle_after_ms(attempt)` |
+//! | `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `INTERNAL`, `ABORTED`, `CANCELLED`, `UNKNOWN`, any other code; transport, connect, I/O and timeout errors; a paused ordering key; no message id | transient |
+
+use ankusa_sink_core::{Class, Failure};
+use google_cloud_gax::error::Error as GaxError;
+use google_cloud_gax::error::rpc::{Code, Status, StatusDetails};
+use google_cloud_pubsub::error::PublishError;
+use std::num::NonZeroU64;
+
+/// Why a delivery or a check failed, before classification by [`classify`].
+///
+/// The text carries the server's status message and the client's description, never a
+/// credential.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PubSubError {
+    /// The official client's publish failed (an RPC status, a paused ordering key, a
+    /// publisher shut down).
+    #[error("publish failed")]
+    Publish(#[source] PublishError),
+    /// An admin call (`check()`'s get-topic) failed.
+    #[error("get topic failed")]
+    Admin(#[source] GaxError),
+    /// The message is over `max_message_bytes`; it was not sent.
+    #[error(
+        "message of {size} bytes (data + attributes + ordering key) exceeds \
+         max_message_bytes {max}; not published"
+    )]
+    TooLarge {
+        /// data + attribute names and values + ordering key, in bytes.
+        size: usize,
+        /// The configured limit.
+        max: usize,
+    },
+    /// The server answered without a message id.
+    #[error("the publish answered without a message id")]
+    NoMessageId,
+    /// No answer within `timeout_ms`. The message may still be published (at least once).
+    #[error("no message id within {0} ms")]
+    Timeout(u128),
+}
+
+/// Classify a failed publish or check; `attempt` is `ctx.attempt` (for a throttle without
+/// `RetryInfo`). See the module table.
+pub fn classify(err: PubSubError, attempt: u32) -> Failure {
+    let class = match &err {
+        PubSubError::TooLarge { .. } => Class::Permanent,
+        PubSubError::NoMessageId | PubSubError::Timeout(_) => Class::Transient,
+        PubSubError::Publish(PublishError::Rpc(e)) => rpc_class(e, attempt),
+        PubSubError::Publish(_) => Class::Transient,
+        PubSubError::Admin(e) => rpc_class(e, attempt),
+    };
+    Failure::new(class, err)
+}
+
+/// The class of one client error: by gRPC status code when the server answered, else by
+/// the error's kind.
+fn rpc_class(e: &GaxError, attempt: u32) -> Class {
+    if let Some(status) = e.status() {
+        return match status.code {
+            Code::PermissionDenied | Code::Unauthenticated | Code::NotFound => Class::Config,
+            Code::InvalidArgument => Class::Permanent,
+            Code::ResourceExhausted => Class::RetryAfter(
+                retry_delay_ms(status)
+                    .unwrap_or_else(|| ankusa_sink_core::throttle_after_ms(attempt)),
+            ),
+            Code::Unavailable
+            | Code::DeadlineExceeded
+            | Code::Internal
+            | Code::Aborted
+            | Code::Cancelled
+            | Code::Unknown => Class::Transient,
+            _ => Class::Transient,
+        };
+    }
+    if e.is_authentication() && !e.is_transient_and_before_rpc() {
+        // The credentials cannot produce a token at all (no ADC, a revoked key): the
+        // operator's to fix, like UNAUTHENTICATED.
+        return Class::Config;
+    }
+    if e.is_binding() || e.is_serialization() {
+        // The request cannot be formed from this configuration or message.
+        return Class::Permanent;
+    }
+    Class::Transient
+}
+
+/// The delay of the status's `google.rpc.RetryInfo`, rounded up to whole milliseconds;
+/// `None` without one, or when it is zero or negative.
+fn retry_delay_ms(status: &Status) -> Option<NonZeroU64> {
+    let delay = status.details.iter().find_map(|d| match d {
+        StatusDetails::RetryInfo(info) => info.retry_delay.as_ref(),
+        _ => None,
+    })?;
+    let (secs, nanos) = (delay.seconds(), delay.nanos());
+    if secs < 0 || nanos < 0 {
+        return None;
+    }
+    let ms = (secs as u64)
+        .saturating_mul(1_000)
+        .saturating_add((nanos as u64).div_ceil(1_000_000));
+    NonZeroU64::new(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use google_cloud_gax::error::rpc::Status;
+    use std::sync::Arc;
+
+    fn rpc(code: Code) -> PubSubError {
+        PubSubError::Publish(PublishError::Rpc(Arc::new(GaxError::service(
+            Status::default().set_code(code).set_message("scripted"),
+        ))))
+    }
+
+    fn class(err: PubSubError) -> Class {
+        classify(err, 1).class()
+    }
+
+    #[test]
+    fn permission_denied_is_config() {
+        assert_eq!(class(rpc(Code::PermissionDenied)), Class::Config);
+    }
+
+    #[test]
+    fn unauthenticated_is_config() {
+        assert_eq!(class(rpc(Code::Unauthenticated)), Class::Config);
+    }
+
+    #[test]
+    fn not_found_is_config() {
+        assert_eq!(class(rpc(Code::NotFound)), Class::Config);
+        let admin = PubSubError::Admin(GaxError::service(
+            Status::default().set_code(Code::NotFound),
+        ));
+        assert_eq!(class(admin), Class::Config);
+    }
+
+    #[test]
+    fn invalid_argument_is_permanent() {
+        assert_eq!(class(rpc(Code::InvalidArgument)), Class::Permanent);
+    }
+
+    #[test]
+    fn over_the_size_limit_is_permanent() {
+        let f = classify(PubSubError::TooLarge { size: 11, max: 10 }, 1);
+        assert_eq!(f.class(), Class::Permanent);
+        assert!(
+            f.to_string().contains("exceeds max_message_bytes 10"),
+            "{f}"
+        );
+    }
+
+    #[test]
+    fn resource_exhausted_with_retry_info_waits_that_long() {
+        let info = google_cloud_rpc::model::RetryInfo::new()
+            .set_retry_delay(wkt::Duration::clamp(2, 500_000_001));
+        let status = Status::default()
+            .set_code(Code::ResourceExhausted)
+            .set_details([StatusDetails::RetryInfo(info)]);
+        let err = PubSubError::Publish(PublishError::Rpc(Arc::new(GaxError::service(status))));
+        assert_eq!(class(err).retry_after_ms(), Some(2_501));
+    }
+
+    #[test]
+    fn resource_exhausted_without_retry_info_is_throttled() {
+        for attempt in [1, 3, 40] {
+            let ms = classify(rpc(Code::ResourceExhausted), attempt)
+                .class()
+                .retry_after_ms()
+                .unwrap();
+            let cap = if attempt >= 7 {
+                30_000
+            } else {
+                500u64 << (attempt - 1)
+            };
+            assert!((1..=cap).contains(&ms), "attempt {attempt}: {ms}");
+        }
+        let zero =
+            google_cloud_rpc::model::RetryInfo::new().set_retry_delay(wkt::Duration::clamp(0, 0));
+        let status = Status::default()
+            .set_code(Code::ResourceExhausted)
+            .set_details([StatusDetails::RetryInfo(zero)]);
+        let err = PubSubError::Publish(PublishError::Rpc(Arc::new(GaxError::service(status))));
+        assert!(matches!(class(err), Class::RetryAfter(_)));
+    }
+
+    #[test]
+    fn server_side_transient_codes_are_transient() {
+        for code in [
+            Code::Unavailable,
+            Code::DeadlineExceeded,
+            Code::Internal,
+            Code::Aborted,
+            Code::Cancelled,
+            Code::Unknown,
+        ] {
+            assert_eq!(class(rpc(code)), Class::Transient, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn transport_errors_are_transient() {
+        for e in [
+            GaxError::io("connection reset"),
+            GaxError::connect("connection refused"),
+            GaxError::timeout("deadline"),
+            GaxError::transport(Default::default(), "h2 protocol error"),
+        ] {
+            let err = PubSubError::Publish(PublishError::Rpc(Arc::new(e)));
+            assert_eq!(class(err), Class::Transient);
+        }
+        assert_eq!(class(PubSubError::Timeout(10)), Class::Transient);
+    }
+
+    #[test]
+    fn client_side_states_are_transient() {
+        assert_eq!(
+            class(PubSubError::Publish(PublishError::OrderingKeyPaused)),
+            Class::Transient
+        );
+        assert_eq!(
+            class(PubSubError::Publish(PublishError::Shutdown)),
+            Class::Transient
+        );
+        assert_eq!(class(PubSubError::NoMessageId), Class::Transient);
+    }
+
+    #[test]
+    fn reason_carries_the_status_message() {
+        let f = classify(rpc(Code::InvalidArgument), 1);
+        let text = f.to_string();
+        assert!(text.starts_with("permanent: publish failed"), "{text}");
+        assert!(text.contains("scripted"), "{text}");
+    }
+}

@@ -1,0 +1,313 @@
+//! The Pub/Sub sink: Message v1 as `data`, the core attributes, an optional ordering key,
+//! published through Google's official client.
+
+use crate::config::{Auth, ConfigError, OrderingKey, PubSubConfig};
+use crate::error::{PubSubError, classify};
+use ankusa_sink_core::{
+    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait, attributes,
+    message,
+};
+use google_cloud_gax::options::RequestOptionsBuilder as _;
+use google_cloud_gax::retry_policy::NeverRetry;
+use google_cloud_pubsub::client::{BasePublisher, Publisher, TopicAdmin};
+use google_cloud_pubsub::error::PublishError;
+use google_cloud_pubsub::model::Message;
+use serde_json::json;
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+/// How many times one delivery re-publishes after finding its ordering key paused by an
+/// earlier failure (each time after resuming the key). A paused message was never sent.
+const PAUSED_RETRIES: usize = 3;
+
+/// Publishes each hook as one Pub/Sub message on `projects/<project>/topics/<topic>`.
+///
+/// # Behavior
+/// - `data` is the Message v1 JSON; `attributes` are the core attribute list
+///   ([`ankusa_sink_core::attributes`]); the ordering key is the configured template's
+///   rendering, none when it is absent or renders empty.
+/// - `Ok` only once the server answered with this message's id.
+/// - data + attribute names and values + ordering key over `max_message_bytes` is refused
+///   (permanent) before anything is sent.
+/// - With `ctx.batch`, the message goes through a batching publisher (the client's count,
+///   byte and delay thresholds); each delivery still gets its own result.
+/// - After a failure on an ordering key the key is resumed, so the next delivery on that
+///   key is published rather than refused as paused.
+/// - The client makes one attempt per delivery (no client-side retries): dispatch owns
+///   retries. Every publish and check is bounded by `timeout_ms`.
+pub struct PubSubSink {
+    config: PubSubConfig,
+    topic_name: String,
+    ordering_key: Option<OrderingKey>,
+    immediate: Publisher,
+    batched: Publisher,
+    admin: TopicAdmin,
+}
+
+impl fmt::Debug for PubSubSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PubSubSink")
+            .field("topic", &self.topic_name)
+            .field(
+                "endpoint",
+                &ankusa_sink_core::redact_url(self.config.endpoint()),
+            )
+            .field("auth", &self.config.auth())
+            .field("ordering_key", &self.config.ordering_key)
+            .field("inline_max_bytes", &self.config.inline_max_bytes)
+            .field("max_message_bytes", &self.config.max_message_bytes)
+            .field("timeout_ms", &self.config.timeout_ms)
+            .field("batch", &self.config.batch)
+            .finish()
+    }
+}
+
+impl PubSubSink {
+    /// Validate `config` and build the clients (no network traffic: connections open on
+    /// first use). Must run inside a Tokio runtime: the client's publishers are background
+    /// tasks.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an invalid value, or when the client cannot be built (for
+    /// example, no Application Default Credentials are available).
+    pub async fn new(config: PubSubConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let ordering_key = config
+            .ordering_key
+            .as_deref()
+            .map(OrderingKey::parse)
+            .transpose()?;
+        let topic_name = config.topic_name();
+        let endpoint = config.endpoint().to_owned();
+        let anonymous = config.auth() == Auth::Anonymous;
+
+        let mut base = BasePublisher::builder()
+            .with_endpoint(endpoint.clone())
+            .with_retry_policy(NeverRetry);
+        let mut admin = TopicAdmin::builder()
+            .with_endpoint(endpoint)
+            .with_retry_policy(NeverRetry);
+        if anonymous {
+            base = base.with_credentials(anonymous_credentials());
+            admin = admin.with_credentials(anonymous_credentials());
+        }
+        let base = base
+            .build()
+            .await
+            .map_err(|e| ConfigError::Client(e.to_string()))?;
+        let admin = admin
+            .build()
+            .await
+            .map_err(|e| ConfigError::Client(e.to_string()))?;
+
+        let immediate = base
+            .publisher(topic_name.clone())
+            .set_message_count_threshold(1)
+            .set_delay_threshold(Duration::ZERO)
+            .build();
+        let batch = &config.batch;
+        let batched = base
+            .publisher(topic_name.clone())
+            .set_message_count_threshold(batch.max_messages.get())
+            .set_byte_threshold(batch.max_bytes.get())
+            .set_delay_threshold(batch.delay())
+            .build();
+        Ok(PubSubSink {
+            config,
+            topic_name,
+            ordering_key,
+            immediate,
+            batched,
+            admin,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PubSubConfig {
+        &self.config
+    }
+
+    /// The topic's resource name, `projects/<project>/topics/<topic>`.
+    pub fn topic_name(&self) -> &str {
+        &self.topic_name
+    }
+
+    /// Publish `msg`, resuming its ordering key after any failure so the key never stays
+    /// paused; a publish refused because the key was paused by an earlier failure is
+    /// resumed and sent again (it never left the client).
+    async fn publish(&self, publisher: &Publisher, msg: Message) -> Result<String, PublishError> {
+        let key = msg.ordering_key.clone();
+        let mut paused = 0;
+        loop {
+            match publisher.publish(msg.clone()).await {
+                Ok(id) => return Ok(id),
+                Err(PublishError::OrderingKeyPaused)
+                    if !key.is_empty() && paused < PAUSED_RETRIES =>
+                {
+                    paused += 1;
+                    publisher.resume_publish(key.clone());
+                }
+                Err(e) => {
+                    if !key.is_empty() {
+                        publisher.resume_publish(key);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+fn anonymous_credentials() -> google_cloud_auth::credentials::Credentials {
+    google_cloud_auth::credentials::anonymous::Builder::new().build()
+}
+
+/// The endpoint's authority, without the port when it is the scheme's default.
+fn host_of(endpoint: &str) -> Option<String> {
+    let url = url::Url::parse(endpoint).ok()?;
+    let host = url.host_str()?;
+    Some(match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_owned(),
+    })
+}
+
+#[async_trait]
+impl Sink for PubSubSink {
+    async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
+        let data = message::encode(env, ctx, Some(self.config.inline_max_bytes))?;
+        let attrs = attributes(env, ctx);
+        let key = self
+            .ordering_key
+            .as_ref()
+            .map(|k| k.render(env))
+            .unwrap_or_default();
+        let size =
+            data.len() + attrs.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() + key.len();
+        let max = self.config.max_message_bytes.get();
+        if size > max {
+            return Err(classify(PubSubError::TooLarge { size, max }, ctx.attempt()));
+        }
+        let msg = Message::new()
+            .set_data(data)
+            .set_attributes(attrs)
+            .set_ordering_key(key);
+        let publisher = if ctx.batch {
+            &self.batched
+        } else {
+            &self.immediate
+        };
+        let timeout = self.config.timeout();
+        let err = match tokio::time::timeout(timeout, self.publish(publisher, msg)).await {
+            Ok(Ok(id)) if !id.is_empty() => return Ok(()),
+            Ok(Ok(_)) => PubSubError::NoMessageId,
+            Ok(Err(e)) => PubSubError::Publish(e),
+            Err(_) => PubSubError::Timeout(timeout.as_millis()),
+        };
+        Err(classify(err, ctx.attempt()))
+    }
+
+    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
+        Some(self.config.inline_max_bytes)
+    }
+
+    fn batched(&self) -> bool {
+        true
+    }
+
+    fn describe(&self, _subject: &Subject) -> Option<Description> {
+        let mut d = Description::new("googlepubsub", Payload::Message);
+        d.host = host_of(self.config.endpoint());
+        d.address = Some(self.topic_name.clone());
+        let mut binding = json!({
+            "topic": self.topic_name,
+            "bindingVersion": "0.2.0",
+        });
+        match &self.ordering_key {
+            Some(k) if k.is_static() => {
+                binding["orderingKey"] = json!(k.as_str());
+            }
+            Some(_) => d.computed.push("ordering_key".into()),
+            None => {}
+        }
+        d.bindings.insert("googlepubsub".into(), binding);
+        Some(d)
+    }
+
+    /// Get the topic through the admin API; publishes nothing, creates nothing.
+    async fn check(&self) -> Result<Check, Failure> {
+        let timeout = self.config.timeout();
+        let get = self
+            .admin
+            .get_topic()
+            .set_topic(self.topic_name.clone())
+            .with_attempt_timeout(timeout)
+            .send();
+        match tokio::time::timeout(timeout, get).await {
+            Ok(Ok(_)) => Ok(Check::Passed),
+            Ok(Err(e)) => Err(classify(PubSubError::Admin(e), 1)),
+            Err(_) => Err(classify(PubSubError::Timeout(timeout.as_millis()), 1)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_omits_default_ports() {
+        assert_eq!(
+            host_of("https://pubsub.googleapis.com").as_deref(),
+            Some("pubsub.googleapis.com")
+        );
+        assert_eq!(
+            host_of("https://pubsub.googleapis.com:443").as_deref(),
+            Some("pubsub.googleapis.com")
+        );
+        assert_eq!(
+            host_of("http://127.0.0.1:8085").as_deref(),
+            Some("127.0.0.1:8085")
+        );
+    }
+
+    #[tokio::test]
+    async fn describe_names_the_topic_and_a_static_key() {
+        let sink = PubSubSink::new(
+            PubSubConfig::new("proj", "hooks")
+                .with_endpoint("http://127.0.0.1:8085")
+                .with_ordering_key("fixed"),
+        )
+        .await
+        .unwrap();
+        let d = sink.describe(&Subject::new("s", None)).unwrap();
+        assert_eq!(d.protocol, "googlepubsub");
+        assert_eq!(d.host.as_deref(), Some("127.0.0.1:8085"));
+        assert_eq!(d.address.as_deref(), Some("projects/proj/topics/hooks"));
+        assert_eq!(d.bindings["googlepubsub"]["orderingKey"], "fixed");
+        assert!(d.computed.is_empty());
+        assert!(sink.batched());
+        assert!(sink.durable());
+        assert_eq!(sink.inline_max_bytes().unwrap().get(), 65_536);
+
+        let computed = PubSubSink::new(
+            PubSubConfig::new("proj", "hooks")
+                .with_endpoint("http://127.0.0.1:8085")
+                .with_ordering_key("{tenant_id}"),
+        )
+        .await
+        .unwrap();
+        let d = computed.describe(&Subject::new("s", None)).unwrap();
+        assert_eq!(d.computed, vec!["ordering_key".to_owned()]);
+        assert!(d.bindings["googlepubsub"].get("orderingKey").is_none());
+    }
+
+    #[tokio::test]
+    async fn invalid_config_is_refused_at_build() {
+        let e = PubSubSink::new(PubSubConfig::new("proj", "a/b"))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("topic"), "{e}");
+    }
+}

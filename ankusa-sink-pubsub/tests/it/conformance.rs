@@ -1,0 +1,292 @@
+//! The testkit's conformance suite against the real emulator (and the scripted server for
+//! the refused credential and the throttle).
+
+use crate::common::{Admin, PROJECT, PrivateEmulator, TestTopic, free_port, unique};
+use crate::scripted::{self, Script};
+use ankusa_sink_core::{BoxError, Envelope, async_trait};
+use ankusa_sink_pubsub::{PubSubConfig, PubSubSink};
+use ankusa_sink_testkit::{Case, Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
+use std::num::NonZeroUsize;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::OnceCell;
+use tonic::Code;
+
+/// Refused before publishing: data + attributes + key over this.
+const SMALL_MAX_MESSAGE: usize = 4_096;
+/// A body whose Message v1 is over [`SMALL_MAX_MESSAGE`] but under the inline threshold.
+const OVERSIZED_BODY: usize = 8_192;
+
+/// Reads a subscription back through the emulator's REST pull (and acks what it read).
+struct PullProbe {
+    admin: Admin,
+    sub: String,
+    seen: tokio::sync::Mutex<Vec<Received>>,
+}
+
+#[async_trait]
+impl Probe for PullProbe {
+    async fn received(&self) -> Result<Vec<Received>, BoxError> {
+        let mut seen = self.seen.lock().await;
+        for m in self.admin.pull_once(&self.sub).await? {
+            seen.push(Received::from_message_bytes(&m.data)?);
+        }
+        Ok(seen.clone())
+    }
+}
+
+/// Builds sinks for fresh topics on the shared emulator, or (for the recovery case) on a
+/// private emulator it can stop and start.
+pub(crate) struct PubSubHarness {
+    restartable: bool,
+    private: OnceCell<tokio::sync::Mutex<PrivateEmulator>>,
+    created: Mutex<Vec<TestTopic>>,
+}
+
+impl PubSubHarness {
+    /// On the shared emulator (scripts/services/pubsub.sh).
+    pub(crate) fn shared() -> Self {
+        Self::new(false)
+    }
+
+    /// On a private emulator this harness may stop and restart.
+    pub(crate) fn restartable() -> Self {
+        Self::new(true)
+    }
+
+    fn new(restartable: bool) -> Self {
+        PubSubHarness {
+            restartable,
+            private: OnceCell::new(),
+            created: Mutex::new(Vec::new()),
+        }
+    }
+
+    async fn admin(&self) -> Result<Admin, BoxError> {
+        if !self.restartable {
+            return Ok(Admin::shared());
+        }
+        let emu = self
+            .private
+            .get_or_try_init(|| async {
+                PrivateEmulator::start().await.map(tokio::sync::Mutex::new)
+            })
+            .await?;
+        Ok(emu.lock().await.admin())
+    }
+
+    async fn topic(&self) -> Result<TestTopic, BoxError> {
+        let t = self.admin().await?.topic_with_subscription().await?;
+        self.created.lock().unwrap().push(t.clone());
+        Ok(t)
+    }
+
+    fn setup(t: &TestTopic, sink: PubSubSink) -> Setup<PubSubSink> {
+        Setup::new(sink).with_probe(PullProbe {
+            admin: t.admin.clone(),
+            sub: t.sub.clone(),
+            seen: tokio::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    async fn small_limit_sink(t: &TestTopic) -> Result<PubSubSink, BoxError> {
+        Ok(PubSubSink::new(
+            t.config()
+                .with_max_message_bytes(NonZeroUsize::new(SMALL_MAX_MESSAGE).unwrap()),
+        )
+        .await?)
+    }
+}
+
+impl Drop for PubSubHarness {
+    fn drop(&mut self) {
+        let created = std::mem::take(&mut *self.created.lock().unwrap());
+        if created.is_empty() || self.restartable {
+            // A private emulator's topics die with it.
+            return;
+        }
+        // Drop cannot await; delete on a thread with its own runtime.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            if let Ok(rt) = rt {
+                rt.block_on(async {
+                    for t in created {
+                        t.delete().await;
+                    }
+                });
+            }
+        })
+        .join();
+    }
+}
+
+#[async_trait]
+impl Harness for PubSubHarness {
+    type Sink = PubSubSink;
+
+    async fn destination(&self) -> Result<Setup<PubSubSink>, BoxError> {
+        let t = self.topic().await?;
+        let sink = PubSubSink::new(t.config().with_timeout(Duration::from_secs(5))).await?;
+        Ok(Self::setup(&t, sink))
+    }
+
+    async fn fault(&self, fault: Fault) -> Result<Option<Setup<PubSubSink>>, BoxError> {
+        Ok(Some(match fault {
+            Fault::MissingDestination => {
+                let admin = self.admin().await?;
+                Setup::new(
+                    PubSubSink::new(
+                        PubSubConfig::new(PROJECT, unique("never-created"))
+                            .with_endpoint(admin.endpoint()),
+                    )
+                    .await?,
+                )
+            }
+            Fault::RefusedCredential => {
+                let server = scripted::start(Script::Fail(Code::PermissionDenied, None)).await;
+                Setup::new(server.sink().await)
+            }
+            Fault::Throttled => {
+                let server = scripted::start(Script::Fail(
+                    Code::ResourceExhausted,
+                    Some(Duration::from_secs(3)),
+                ))
+                .await;
+                Setup::new(server.sink().await)
+            }
+            Fault::Unreachable => Setup::new(
+                PubSubSink::new(
+                    PubSubConfig::new(PROJECT, "unreachable")
+                        .with_endpoint(format!("http://127.0.0.1:{}", free_port()))
+                        .with_timeout(Duration::from_secs(5)),
+                )
+                .await?,
+            ),
+            Fault::Oversized => {
+                let t = self.topic().await?;
+                let sink = Self::small_limit_sink(&t).await?;
+                Self::setup(&t, sink).with_body_size(OVERSIZED_BODY)
+            }
+        }))
+    }
+
+    /// Small hooks are published; hooks over `max_message_bytes` are refused before the
+    /// batch is sent, each with its own result.
+    async fn mixed_batch(&self) -> Result<Option<MixedBatch<PubSubSink>>, BoxError> {
+        let t = self.topic().await?;
+        let sink = Self::small_limit_sink(&t).await?;
+        let envelopes = (0..24)
+            .map(|i| {
+                let big = i % 4 == 3;
+                let body = if big {
+                    vec![b'x'; OVERSIZED_BODY]
+                } else {
+                    format!("{{\"i\":{i}}}").into_bytes()
+                };
+                let env = Envelope::builder(unique("mixed"), "testkit-src", body)
+                    .tenant_id("tk_tenant")
+                    .build()
+                    .expect("a valid envelope");
+                (env, if big { Expect::Permanent } else { Expect::Ok })
+            })
+            .collect();
+        Ok(Some(MixedBatch {
+            setup: Self::setup(&t, sink),
+            envelopes,
+        }))
+    }
+
+    fn can_restart(&self) -> bool {
+        self.restartable
+    }
+
+    async fn stop(&self) -> Result<(), BoxError> {
+        let emu = self
+            .private
+            .get()
+            .ok_or("no private emulator was started")?;
+        emu.lock().await.stop().await
+    }
+
+    /// Restart on the same port; the emulator keeps no state, so every topic and
+    /// subscription this harness made is made again.
+    async fn start(&self) -> Result<(), BoxError> {
+        let emu = self
+            .private
+            .get()
+            .ok_or("no private emulator was started")?;
+        let mut emu = emu.lock().await;
+        emu.restart().await?;
+        let admin = emu.admin();
+        let created = self.created.lock().unwrap().clone();
+        for t in created {
+            admin.create_topic(&t.topic).await?;
+            admin.create_subscription(&t.topic, &t.sub).await?;
+        }
+        Ok(())
+    }
+}
+
+fn run(case: Case) {
+    let make = if case == Case::Recovery {
+        PubSubHarness::restartable
+    } else {
+        PubSubHarness::shared
+    };
+    ankusa_sink_testkit::run_blocking(make, case);
+}
+
+#[test]
+fn contract() {
+    run(Case::Contract);
+}
+#[test]
+fn round_trip() {
+    run(Case::RoundTrip);
+}
+#[test]
+fn inline_boundary() {
+    run(Case::InlineBoundary);
+}
+#[test]
+fn classify_missing_destination() {
+    run(Case::ClassifyMissingDestination);
+}
+#[test]
+fn classify_refused_credential() {
+    run(Case::ClassifyRefusedCredential);
+}
+#[test]
+fn classify_unreachable() {
+    run(Case::ClassifyUnreachable);
+}
+#[test]
+fn classify_throttled() {
+    run(Case::ClassifyThrottled);
+}
+#[test]
+fn classify_oversized() {
+    run(Case::ClassifyOversized);
+}
+#[test]
+fn concurrency() {
+    run(Case::Concurrency);
+}
+#[test]
+fn durability() {
+    run(Case::Durability);
+}
+#[test]
+fn panic_safety() {
+    run(Case::PanicSafety);
+}
+#[test]
+fn batching() {
+    run(Case::Batching);
+}
+#[test]
+fn recovery() {
+    run(Case::Recovery);
+}

@@ -1,0 +1,379 @@
+//! Against the official Pub/Sub emulator (scripts/services/pubsub.sh).
+
+use crate::common::{Admin, PROJECT, PrivateEmulator, envelope, unique};
+use ankusa_sink_core::message::{self, MessageBody, sha256_hex};
+use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Sink, attributes};
+use ankusa_sink_pubsub::{PubSubConfig, PubSubSink};
+use futures_util::future::join_all;
+use std::collections::{HashMap, HashSet};
+use std::num::NonZeroUsize;
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn round_trip_carries_data_attributes_and_ordering_key() {
+    let t = Admin::shared().topic_with_subscription().await.unwrap();
+    let sink = PubSubSink::new(t.config().with_ordering_key("{tenant_id}/{source_id}"))
+        .await
+        .unwrap();
+    let env = envelope("rt-1", br#"{"ok":true}"#)
+        .to_builder()
+        .dedupe_key("evt_1")
+        .header("X-Trace", "abc")
+        .build()
+        .unwrap();
+    let ctx = Ctx::for_envelope(&env).with_replay_id("replay-7");
+    sink.deliver(&env, &ctx).await.unwrap();
+
+    let got = t.pull(1).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    let m = &got[0];
+    assert!(!m.message_id.is_empty());
+    // data is the Message v1 JSON, byte for byte.
+    let expected = message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap();
+    assert_eq!(m.data, expected);
+    let decoded = message::decode(&m.data).unwrap();
+    assert_eq!(decoded.id, "rt-1");
+    assert_eq!(decoded.replay_id.as_deref(), Some("replay-7"));
+    assert!(matches!(decoded.body, MessageBody::Inline(ref b) if &b[..] == br#"{"ok":true}"#));
+    // attributes are exactly the core list.
+    let want: HashMap<String, String> = attributes(&env, &ctx)
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    assert_eq!(m.attributes, want);
+    assert_eq!(m.attributes["ankusa_tenant_id"], "acme");
+    assert_eq!(m.attributes["ankusa_dedupe_key"], "evt_1");
+    assert_eq!(m.attributes["ankusa_replay_id"], "replay-7");
+    assert_eq!(m.attributes["content_type"], "application/json");
+    assert_eq!(m.ordering_key, "acme/stripe");
+
+    // No ordering key by default, and no tenant means no tenant attribute.
+    let plain = t.sink().await;
+    let env = ankusa_sink_core::Envelope::builder("rt-2", "gh", &b"x"[..])
+        .build()
+        .unwrap();
+    plain.deliver(&env, &Ctx::for_envelope(&env)).await.unwrap();
+    let got = t.pull(1).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].ordering_key, "");
+    assert!(!got[0].attributes.contains_key("ankusa_tenant_id"));
+    assert_eq!(got[0].attributes["ankusa_id"], "rt-2");
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn missing_topic_is_config_and_not_created() {
+    let admin = Admin::shared();
+    let topic = unique("never-created");
+    let sink = PubSubSink::new(PubSubConfig::new(PROJECT, &topic).with_endpoint(admin.endpoint()))
+        .await
+        .unwrap();
+    let env = envelope("missing-1", b"{}");
+    let err = sink
+        .deliver(&env, &Ctx::for_envelope(&env))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+    assert!(err.to_string().contains("NOT_FOUND") || err.to_string().contains("not found"));
+    assert!(!admin.topic_exists(&topic).await.unwrap());
+}
+
+#[tokio::test]
+async fn check_reports_a_missing_topic_as_config_without_publishing() {
+    let admin = Admin::shared();
+    let topic = unique("never-created");
+    let sink = PubSubSink::new(PubSubConfig::new(PROJECT, &topic).with_endpoint(admin.endpoint()))
+        .await
+        .unwrap();
+    let err = sink.check().await.unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+    assert!(
+        !admin.topic_exists(&topic).await.unwrap(),
+        "check created it"
+    );
+
+    // An existing topic passes, and nothing reaches its subscription.
+    let t = admin.topic_with_subscription().await.unwrap();
+    assert_eq!(t.sink().await.check().await.unwrap(), Check::Passed);
+    assert!(t.pull_nothing_expected().await.is_empty());
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn invalid_argument_is_permanent() {
+    // Topic names must start with a letter: the emulator answers INVALID_ARGUMENT.
+    let admin = Admin::shared();
+    let sink = PubSubSink::new(
+        PubSubConfig::new(PROJECT, "1-starts-with-a-digit").with_endpoint(admin.endpoint()),
+    )
+    .await
+    .unwrap();
+    let env = envelope("invalid-1", b"{}");
+    let err = sink
+        .deliver(&env, &Ctx::for_envelope(&env))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Permanent, "{err}");
+}
+
+#[tokio::test]
+async fn over_max_message_bytes_is_permanent_and_not_sent() {
+    let t = Admin::shared().topic_with_subscription().await.unwrap();
+    let sink = PubSubSink::new(
+        t.config()
+            .with_max_message_bytes(NonZeroUsize::new(2_048).unwrap()),
+    )
+    .await
+    .unwrap();
+    let env = envelope("big-1", &vec![b'a'; 4_096]);
+    let err = sink
+        .deliver(&env, &Ctx::for_envelope(&env))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Permanent, "{err}");
+    assert!(err.to_string().contains("max_message_bytes 2048"), "{err}");
+    assert!(t.pull_nothing_expected().await.is_empty());
+
+    // The limit counts data + attributes + ordering key: a message that fits with a short
+    // key does not fit with a long one.
+    let small = envelope("small-1", b"{}");
+    let data = message::encode(&small, &Ctx::for_envelope(&small), None).unwrap();
+    let attrs: usize = attributes(&small, &Ctx::for_envelope(&small))
+        .iter()
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    let exact = data.len() + attrs + 3;
+    let fits = PubSubSink::new(
+        t.config()
+            .with_ordering_key("abc")
+            .with_max_message_bytes(NonZeroUsize::new(exact).unwrap()),
+    )
+    .await
+    .unwrap();
+    fits.deliver(&small, &Ctx::for_envelope(&small))
+        .await
+        .unwrap();
+    let over = PubSubSink::new(
+        t.config()
+            .with_ordering_key("abcd")
+            .with_max_message_bytes(NonZeroUsize::new(exact).unwrap()),
+    )
+    .await
+    .unwrap();
+    let err = over
+        .deliver(&small, &Ctx::for_envelope(&small))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Permanent);
+    assert_eq!(t.pull(1).await.len(), 1);
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn body_over_the_threshold_carries_the_claim() {
+    let t = Admin::shared().topic_with_subscription().await.unwrap();
+    let sink = PubSubSink::new(
+        t.config()
+            .with_inline_max_bytes(NonZeroUsize::new(16).unwrap()),
+    )
+    .await
+    .unwrap();
+    let exact = envelope("inline-16", &[b'i'; 16]);
+    sink.deliver(&exact, &Ctx::for_envelope(&exact))
+        .await
+        .unwrap();
+
+    let body = vec![b'c'; 17];
+    let fat = envelope("fat-17", &body);
+    // Without a claim from dispatch the sink refuses (config) and sends nothing.
+    let err = sink
+        .deliver(&fat, &Ctx::for_envelope(&fat))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+
+    let reference = ClaimRef::new("acme", ulid::Ulid::new()).unwrap();
+    let claim = Claim::new(reference.clone(), sha256_hex(&body)).unwrap();
+    sink.deliver(&fat, &Ctx::for_envelope(&fat).with_claim(claim))
+        .await
+        .unwrap();
+
+    let got = t.pull(2).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    let by_id: HashMap<String, _> = got
+        .iter()
+        .map(|m| {
+            let d = message::decode(&m.data).unwrap();
+            (d.id.clone(), d)
+        })
+        .collect();
+    assert!(matches!(by_id["inline-16"].body, MessageBody::Inline(ref b) if b.len() == 16));
+    match &by_id["fat-17"].body {
+        MessageBody::Claim(r) => assert_eq!(r, &reference),
+        other => panic!("expected a claim, got {other:?}"),
+    }
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn an_ordering_key_recovers_after_a_failure() {
+    let admin = Admin::shared();
+    let t = admin.topic_with_subscription().await.unwrap();
+    let sink = PubSubSink::new(t.config().with_ordering_key("{tenant_id}"))
+        .await
+        .unwrap();
+    let first = envelope("ord-1", b"1");
+    sink.deliver(&first, &Ctx::for_envelope(&first))
+        .await
+        .unwrap();
+    assert_eq!(t.pull(1).await[0].ordering_key, "acme");
+
+    // The topic disappears: a publish on key "acme" fails, and the client pauses the key.
+    admin.delete(&t.topic, &t.sub).await;
+    let second = envelope("ord-2", b"2");
+    let err = sink
+        .deliver(&second, &Ctx::for_envelope(&second))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+
+    // The topic is back: the very next delivery on the same key succeeds, twice.
+    admin.create_topic(&t.topic).await.unwrap();
+    admin.create_subscription(&t.topic, &t.sub).await.unwrap();
+    for id in ["ord-3", "ord-4"] {
+        let env = envelope(id, b"3");
+        sink.deliver(&env, &Ctx::for_envelope(&env).with_attempt(2))
+            .await
+            .unwrap_or_else(|f| panic!("{id} after the failure: {f}"));
+    }
+    let got = t.pull(2).await;
+    let ids: Vec<String> = got
+        .iter()
+        .map(|m| message::decode(&m.data).unwrap().id)
+        .collect();
+    assert_eq!(ids, ["ord-3", "ord-4"], "in order, on the key");
+    assert!(got.iter().all(|m| m.ordering_key == "acme"));
+    t.delete().await;
+}
+
+/// The control for the test above: the official client alone, without `resume_publish`,
+/// leaves the key paused after one failure (what the sink must undo).
+#[tokio::test]
+async fn without_resume_the_client_keeps_the_key_paused() {
+    use google_cloud_pubsub::client::Publisher;
+    use google_cloud_pubsub::error::PublishError;
+    use google_cloud_pubsub::model::Message;
+
+    let admin = Admin::shared();
+    let topic = unique("paused");
+    let publisher = Publisher::builder(format!("projects/{PROJECT}/topics/{topic}"))
+        .with_endpoint(admin.endpoint())
+        .with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build())
+        .with_retry_policy(google_cloud_gax::retry_policy::NeverRetry)
+        .set_message_count_threshold(1)
+        .build()
+        .await
+        .unwrap();
+    let msg = || Message::new().set_data("x").set_ordering_key("k");
+    let first = publisher.publish(msg()).await;
+    assert!(matches!(first, Err(PublishError::Rpc(_))), "{first:?}");
+    admin.create_topic(&topic).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // The pause lands once the client has processed the failed batch.
+    loop {
+        match publisher.publish(msg()).await {
+            Err(PublishError::OrderingKeyPaused) => break,
+            other if Instant::now() >= deadline => panic!("never paused: {other:?}"),
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    publisher.resume_publish("k");
+    publisher.publish(msg()).await.expect("resumed");
+    admin.delete(&topic, "none").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_concurrent_deliveries_none_lost() {
+    let t = Admin::shared().topic_with_subscription().await.unwrap();
+    // A generous bound: the machine may be busy; losing nothing is the point here.
+    let sink = PubSubSink::new(t.config().with_timeout(Duration::from_secs(120)))
+        .await
+        .unwrap();
+    let envs: Vec<_> = (0..2_000)
+        .map(|i| envelope(&format!("c-{i}"), format!("{{\"n\":{i}}}").as_bytes()))
+        .collect();
+    // Half batched through the client's publisher, half one request per hook.
+    let results = join_all(envs.iter().enumerate().map(|(i, env)| {
+        let ctx = Ctx::for_envelope(env).with_batch(i % 2 == 0);
+        let sink = &sink;
+        async move { sink.deliver(env, &ctx).await }
+    }))
+    .await;
+    let failed: Vec<_> = results.iter().filter(|r| r.is_err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} failed: {:?}",
+        failed.len(),
+        failed.first()
+    );
+
+    let got = t
+        .admin
+        .pull_at_least(&t.sub, 2_000, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let ids: HashSet<String> = got
+        .iter()
+        .map(|m| message::decode(&m.data).unwrap().id)
+        .collect();
+    assert_eq!(ids.len(), 2_000, "distinct hooks read back");
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn emulator_stopped_is_transient_and_recovers_after_restart() {
+    // A private emulator, so stopping it disturbs no other test; dropping it kills it even
+    // when an assertion fails.
+    let mut emu = PrivateEmulator::start().await.unwrap();
+    let t = emu.admin().topic_with_subscription().await.unwrap();
+    let sink = PubSubSink::new(t.config().with_timeout(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    let before = envelope("before", b"{}");
+    sink.deliver(&before, &Ctx::for_envelope(&before))
+        .await
+        .unwrap();
+
+    emu.stop().await.unwrap();
+    let during = envelope("during", b"{}");
+    let started = Instant::now();
+    let err = sink
+        .deliver(&during, &Ctx::for_envelope(&during))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Transient, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10), "bounded");
+    assert!(sink.check().await.unwrap_err().class() == Class::Transient);
+
+    // Same port; its state was in memory, so the topic is made again.
+    emu.restart().await.unwrap();
+    let admin = emu.admin();
+    admin.create_topic(&t.topic).await.unwrap();
+    admin.create_subscription(&t.topic, &t.sub).await.unwrap();
+    let after = envelope("after", b"{}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut attempt = 1;
+    loop {
+        let ctx = Ctx::for_envelope(&after).with_attempt(attempt);
+        match sink.deliver(&after, &ctx).await {
+            Ok(()) => break,
+            Err(f) if Instant::now() < deadline && f.class() == Class::Transient => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(f) => panic!("no recovery after the restart: {f}"),
+        }
+    }
+    let got = t.pull(1).await;
+    assert_eq!(message::decode(&got[0].data).unwrap().id, "after");
+}
