@@ -22,7 +22,11 @@ mod tests {
 
     #[test]
     fn io_errors_are_transient() {
-        for kind in [ErrorKind::BrokenPipe, ErrorKind::StorageFull, ErrorKind::Other] {
+        for kind in [
+            ErrorKind::BrokenPipe,
+            ErrorKind::StorageFull,
+            ErrorKind::Other,
+        ] {
             assert_eq!(classify(Error::from(kind)).class(), Class::Transient);
         }
     }

@@ -14,10 +14,8 @@ pub(crate) fn expand_with(
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), ConfigError> {
     match value {
-        toml::Value::String(s) => {
-            if s.contains("${") {
-                *s = expand_str(s, path, lookup)?;
-            }
+        toml::Value::String(s) if s.contains("${") => {
+            *s = expand_str(s, path, lookup)?;
         }
         toml::Value::Array(items) => {
             for (i, v) in items.iter_mut().enumerate() {

@@ -50,7 +50,9 @@ impl Received {
 
     /// Decode Message v1 bytes (verifying size and digest) into what they carry.
     pub fn from_message_bytes(bytes: &[u8]) -> Result<Self, BoxError> {
-        Ok(Self::from_message(ankusa_sink_core::message::decode(bytes)?))
+        Ok(Self::from_message(ankusa_sink_core::message::decode(
+            bytes,
+        )?))
     }
 }
 

@@ -38,7 +38,10 @@ pub struct Report {
 impl Report {
     /// The outcome of one case.
     pub fn outcome(&self, case: Case) -> Option<&Outcome> {
-        self.outcomes.iter().find(|(c, _)| *c == case).map(|(_, o)| o)
+        self.outcomes
+            .iter()
+            .find(|(c, _)| *c == case)
+            .map(|(_, o)| o)
     }
     /// The failed cases.
     pub fn failures(&self) -> Vec<Case> {
@@ -56,7 +59,11 @@ impl Report {
             .filter(|(_, o)| o.is_fail())
             .map(|(c, o)| format!("{c}: {o}"))
             .collect();
-        assert!(failed.is_empty(), "conformance failures:\n{}", failed.join("\n"));
+        assert!(
+            failed.is_empty(),
+            "conformance failures:\n{}",
+            failed.join("\n")
+        );
     }
 }
 

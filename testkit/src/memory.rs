@@ -8,8 +8,8 @@
 use crate::harness::{Fault, Harness, Probe, Received, Setup};
 use ankusa_sink_core::message::encode;
 use ankusa_sink_core::{
-    BoxError, Check, Ctx, DEFAULT_INLINE_MAX_BYTES, Description, Envelope, Failure, Payload,
-    Sink, Subject, async_trait,
+    BoxError, Check, Ctx, DEFAULT_INLINE_MAX_BYTES, Description, Envelope, Failure, Payload, Sink,
+    Subject, async_trait,
 };
 use std::collections::HashMap;
 use std::fmt;
@@ -115,7 +115,12 @@ impl MemoryBroker {
         Ok(())
     }
     /// Publish one message.
-    pub fn publish(&self, queue: &str, token: Option<&str>, msg: Vec<u8>) -> Result<(), MemoryError> {
+    pub fn publish(
+        &self,
+        queue: &str,
+        token: Option<&str>,
+        msg: Vec<u8>,
+    ) -> Result<(), MemoryError> {
         let mut s = self.lock();
         self.admit(&s, queue, token)?;
         if s.throttled {
@@ -314,7 +319,11 @@ impl MemoryHarness {
     }
     fn queue_name() -> String {
         static N: AtomicU64 = AtomicU64::new(0);
-        format!("q-{}-{}", ulid::Ulid::new(), N.fetch_add(1, Ordering::Relaxed))
+        format!(
+            "q-{}-{}",
+            ulid::Ulid::new(),
+            N.fetch_add(1, Ordering::Relaxed)
+        )
     }
     /// A durable sink on a fresh queue of `broker` with the right token.
     pub fn sink_on(&self, broker: &MemoryBroker) -> MemorySink {

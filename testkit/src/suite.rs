@@ -214,8 +214,9 @@ fn check_failure_secrets(secrets: &[String], f: &Failure) -> Result<(), String> 
 /// Whether any string in the JSON value is a URL with userinfo.
 fn has_userinfo(v: &serde_json::Value) -> bool {
     match v {
-        serde_json::Value::String(s) => url::Url::parse(s)
-            .is_ok_and(|u| !u.username().is_empty() || u.password().is_some()),
+        serde_json::Value::String(s) => {
+            url::Url::parse(s).is_ok_and(|u| !u.username().is_empty() || u.password().is_some())
+        }
         serde_json::Value::Array(a) => a.iter().any(has_userinfo),
         serde_json::Value::Object(o) => o.values().any(has_userinfo),
         _ => false,
@@ -277,7 +278,11 @@ fn count_by_id(got: &[Received]) -> HashMap<&str, usize> {
 fn compare(env: &Envelope, ctx: &Ctx, r: &Received, inline: bool) -> Result<(), String> {
     let id = env.id();
     if let Some(s) = &r.source_id {
-        ensure!(s == env.source_id(), "{id}: source_id {s:?} != {:?}", env.source_id());
+        ensure!(
+            s == env.source_id(),
+            "{id}: source_id {s:?} != {:?}",
+            env.source_id()
+        );
     }
     if let Some(t) = &r.tenant_id {
         ensure!(
@@ -294,13 +299,25 @@ fn compare(env: &Envelope, ctx: &Ctx, r: &Received, inline: bool) -> Result<(), 
         );
     }
     if let Some(at) = r.received_at {
-        ensure!(at == env.received_at(), "{id}: received_at {at} != {}", env.received_at());
+        ensure!(
+            at == env.received_at(),
+            "{id}: received_at {at} != {}",
+            env.received_at()
+        );
     }
     if let Some(rp) = &r.replay_id {
-        ensure!(*rp == ctx.replay_id, "{id}: replay_id {rp:?} != {:?}", ctx.replay_id);
+        ensure!(
+            *rp == ctx.replay_id,
+            "{id}: replay_id {rp:?} != {:?}",
+            ctx.replay_id
+        );
     }
     if inline {
-        ensure!(r.claim.is_none(), "{id}: expected an inline body, got claim {:?}", r.claim);
+        ensure!(
+            r.claim.is_none(),
+            "{id}: expected an inline body, got claim {:?}",
+            r.claim
+        );
         match &r.body {
             Some(b) => ensure!(
                 b == env.body(),
@@ -318,8 +335,7 @@ async fn contract<H: Harness>(h: &H) -> CaseResult {
     let secrets = h.secrets();
     let setup = destination(h).await?;
     let sink = &setup.sink;
-    resolve_inline_max_bytes(sink)
-        .map_err(|e| format!("inline_max_bytes must not panic: {e}"))?;
+    resolve_inline_max_bytes(sink).map_err(|e| format!("inline_max_bytes must not panic: {e}"))?;
     let _ = resolve_durable(sink);
     let _ = resolve_batched(sink);
     // The resolvers hide panics; call the methods under catch_unwind to report them.
@@ -344,7 +360,11 @@ async fn contract<H: Harness>(h: &H) -> CaseResult {
         ensure!(!has_userinfo(&v), "describe contains URL userinfo");
     }
     check_secret(&secrets, "the sink's Debug", &format!("{sink:?}"))?;
-    check_secret(&secrets, "the sink's alternate Debug", &format!("{sink:#?}"))?;
+    check_secret(
+        &secrets,
+        "the sink's alternate Debug",
+        &format!("{sink:#?}"),
+    )?;
     // Failures from every provokable fault must not leak either.
     let mut checked = 0;
     for fault in [
@@ -416,7 +436,10 @@ fn round_trip_set() -> Vec<(Envelope, Ctx)> {
 async fn round_trip<H: Harness>(h: &H) -> CaseResult {
     let secrets = h.secrets();
     let setup = destination(h).await?;
-    let max = setup.sink.inline_max_bytes().map_or(usize::MAX, |n| n.get());
+    let max = setup
+        .sink
+        .inline_max_bytes()
+        .map_or(usize::MAX, |n| n.get());
     let set: Vec<(Envelope, Ctx)> = round_trip_set()
         .into_iter()
         .filter(|(e, _)| e.body().len() <= max)
@@ -552,7 +575,10 @@ async fn classify<H: Harness>(h: &H, fault: Fault) -> CaseResult {
     ensure!(!is_panic(&f), "{fault:?}: the sink panicked: {f}");
     match fault {
         Fault::MissingDestination | Fault::RefusedCredential => {
-            ensure!(f.class() == Class::Config, "{fault:?} must be config, got {f}");
+            ensure!(
+                f.class() == Class::Config,
+                "{fault:?} must be config, got {f}"
+            );
         }
         Fault::Unreachable => {
             ensure!(
@@ -569,9 +595,10 @@ async fn classify<H: Harness>(h: &H, fault: Fault) -> CaseResult {
             );
         }
         Fault::Throttled => {
-            let ms = f.class().retry_after_ms().ok_or_else(|| {
-                format!("throttled must be retry-after, got {f}")
-            })?;
+            let ms = f
+                .class()
+                .retry_after_ms()
+                .ok_or_else(|| format!("throttled must be retry-after, got {f}"))?;
             ensure!(
                 ms > 0 && ms <= 3_600_000,
                 "retry-after must be in 1..=3600000 ms, got {ms}"
@@ -655,9 +682,7 @@ async fn concurrency<H: Harness>(h: &H) -> CaseResult {
 async fn durability<H: Harness>(h: &H) -> CaseResult {
     let setup = destination(h).await?;
     if !resolve_durable(&setup.sink) {
-        return Ok(Outcome::Skip(
-            "the sink declares itself not durable".into(),
-        ));
+        return Ok(Outcome::Skip("the sink declares itself not durable".into()));
     }
     let Some(probe) = setup.probe.as_deref() else {
         return Ok(Outcome::Skip(
@@ -686,7 +711,9 @@ async fn panic_safety<H: Harness>(h: &H) -> CaseResult {
     let big_ctx = Ctx::for_envelope(&big);
     odd.push((big, big_ctx));
     let e = envelope("attempt", &b"{}"[..]);
-    let c = Ctx::for_envelope(&e).with_attempt(u32::MAX).with_batch(true);
+    let c = Ctx::for_envelope(&e)
+        .with_attempt(u32::MAX)
+        .with_batch(true);
     odd.push((e, c));
     let mut failures = 0;
     for (env, ctx) in &odd {
@@ -725,7 +752,9 @@ async fn batching<H: Harness>(h: &H) -> CaseResult {
     for ((env, expect), res) in plan.iter().zip(&results) {
         match (expect, res) {
             (Expect::Ok, Ok(())) => {}
-            (Expect::Ok, Err(f)) => return Err(format!("{} should be accepted, got {f}", env.id())),
+            (Expect::Ok, Err(f)) => {
+                return Err(format!("{} should be accepted, got {f}", env.id()));
+            }
             (Expect::Permanent, Ok(())) => {
                 return Err(format!("{} should be refused, got Ok", env.id()));
             }
@@ -750,12 +779,16 @@ async fn batching<H: Harness>(h: &H) -> CaseResult {
     let got = read_until(h, probe, &accepted).await?;
     // Let any re-send arrive before counting.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let got = probe.received().await.map_err(|e| e.to_string()).map(|mut later| {
-        if later.len() < got.len() {
-            later = got;
-        }
-        later
-    })?;
+    let got = probe
+        .received()
+        .await
+        .map_err(|e| e.to_string())
+        .map(|mut later| {
+            if later.len() < got.len() {
+                later = got;
+            }
+            later
+        })?;
     let counts = count_by_id(&got);
     for id in &accepted {
         ensure!(

@@ -24,7 +24,9 @@ mod conformance {
 async fn whole_suite_passes_with_printed_skips() {
     let report = ankusa_sink_testkit::run_all(&LogHarness).await;
     report.assert_passed();
-    let durability = report.outcome(ankusa_sink_testkit::Case::Durability).unwrap();
+    let durability = report
+        .outcome(ankusa_sink_testkit::Case::Durability)
+        .unwrap();
     assert!(durability.is_skip(), "{durability:?}");
 }
 

@@ -160,7 +160,10 @@ async fn acks_without_storing_is_caught() {
 async fn secret_in_describe_is_caught() {
     let why = caught(Defect::LeaksSecretInDescribe, Case::Contract).await;
     assert!(why.contains("describe"), "{why}");
-    assert!(!why.contains("planted-token"), "the report itself must not leak: {why}");
+    assert!(
+        !why.contains("planted-token"),
+        "the report itself must not leak: {why}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

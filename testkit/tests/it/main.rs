@@ -88,7 +88,10 @@ async fn skips_are_skips_not_passes() {
         Case::Batching,
         Case::Recovery,
     ] {
-        assert!(report.outcome(case).unwrap().is_skip(), "{case} should skip");
+        assert!(
+            report.outcome(case).unwrap().is_skip(),
+            "{case} should skip"
+        );
     }
 }
 
