@@ -1,0 +1,375 @@
+//! What went wrong talking to the broker, and the one function that classifies it.
+
+use ankusa_sink_core::{Class, Failure, throttle_after_ms};
+use lapin::ErrorKind;
+use std::fmt;
+use std::sync::Arc;
+
+/// AMQP reply codes the classification names (AMQP 0-9-1 spec, section 1.9 "Constants").
+pub mod reply_code {
+    /// A mandatory message could not be routed to any queue (basic.return).
+    pub const NO_ROUTE: u16 = 312;
+    /// An immediate message had no consumer (basic.return).
+    pub const NO_CONSUMERS: u16 = 313;
+    /// The broker closed the connection (shutdown, `stop_app`, operator action).
+    pub const CONNECTION_FORCED: u16 = 320;
+    /// A frame larger than allowed.
+    pub const CONTENT_TOO_LARGE: u16 = 311;
+    /// The vhost path is invalid.
+    pub const INVALID_PATH: u16 = 402;
+    /// The credential or permissions refuse the operation (also a refused login).
+    pub const ACCESS_REFUSED: u16 = 403;
+    /// The exchange (or queue) does not exist.
+    pub const NOT_FOUND: u16 = 404;
+    /// A declare that contradicts the existing entity, or a publish the broker refuses.
+    pub const PRECONDITION_FAILED: u16 = 406;
+    /// The vhost is missing or not allowed for this user.
+    pub const NOT_ALLOWED: u16 = 530;
+}
+
+/// Which step of talking to the broker failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Opening the TCP connection and the AMQP handshake (login, vhost).
+    Connect,
+    /// Opening the channel and enabling publisher confirms.
+    Channel,
+    /// Declaring (or passively checking) the exchange.
+    Declare,
+    /// Sending basic.publish.
+    Publish,
+    /// Waiting for the publisher confirm.
+    Confirm,
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Stage::Connect => "connect",
+            Stage::Channel => "channel open",
+            Stage::Declare => "exchange declare",
+            Stage::Publish => "publish",
+            Stage::Confirm => "publisher confirm",
+        })
+    }
+}
+
+/// A failed delivery or check, before classification. Never holds credentials: endpoints
+/// are printed as `amqp://host:port/<vhost>`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AmqpError {
+    /// lapin reported an error at `stage` (an AMQP close with its reply code, an IO error,
+    /// a closed channel or connection).
+    #[error("{stage} failed on {endpoint}")]
+    Lapin {
+        /// The step that failed.
+        stage: Stage,
+        /// Where, without credentials.
+        endpoint: String,
+        /// lapin's error.
+        #[source]
+        source: lapin::Error,
+    },
+    /// Opening the connection and channel took longer than `connect_timeout`.
+    #[error("connecting to {endpoint} did not finish within {ms} ms")]
+    ConnectTimeout {
+        /// Where, without credentials.
+        endpoint: String,
+        /// The bound.
+        ms: u128,
+    },
+    /// The last attempt to connect failed moments ago; this delivery did not retry it.
+    #[error("not connected to the broker (the attempt {ago_ms} ms ago failed)")]
+    NotConnected {
+        /// How long ago the failed attempt was.
+        ago_ms: u128,
+        /// Why it failed.
+        #[source]
+        source: Arc<AmqpError>,
+    },
+    /// The broker returned the message (basic.return) before acking it.
+    #[error(
+        "broker returned the message: {code} {text} (exchange {exchange:?}, routing key {routing_key:?})"
+    )]
+    Returned {
+        /// The reply code, e.g. 312 NO_ROUTE.
+        code: u16,
+        /// The reply text.
+        text: String,
+        /// The exchange published to.
+        exchange: String,
+        /// The routing key used.
+        routing_key: String,
+    },
+    /// The broker nacked the message (e.g. a full queue with `x-overflow=reject-publish`).
+    #[error("broker nacked the message (exchange {exchange:?}, routing key {routing_key:?})")]
+    Nacked {
+        /// The exchange published to.
+        exchange: String,
+        /// The routing key used.
+        routing_key: String,
+    },
+    /// The broker blocked the connection (connection.blocked: a memory or disk alarm).
+    #[error("broker blocked the connection (resource alarm)")]
+    Blocked,
+    /// No confirm within `confirm_timeout`: the message may or may not have been taken.
+    #[error("no publisher confirm within {ms} ms")]
+    ConfirmTimeout {
+        /// The bound.
+        ms: u128,
+    },
+    /// `max_inflight` publishes awaited confirms and none finished within `confirm_timeout`.
+    #[error("{max} publishes already await confirms; none finished within {ms} ms")]
+    Busy {
+        /// `max_inflight`.
+        max: usize,
+        /// The bound.
+        ms: u128,
+    },
+    /// The encoded message is larger than `max_message_bytes`; it was not sent.
+    #[error("message of {size} bytes exceeds max_message_bytes {max}; not sent")]
+    TooLarge {
+        /// Encoded size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The rendered routing key or the hook id (`message_id`) is longer than AMQP's
+    /// 255-byte short string; nothing was sent.
+    #[error("{field} of {len} bytes exceeds AMQP's 255-byte limit; not sent")]
+    TooLong {
+        /// `routing key` or `message_id`.
+        field: &'static str,
+        /// Its length.
+        len: usize,
+    },
+    /// The broker confirmed a publish without confirm mode (should never happen).
+    #[error("broker did not confirm: the channel is not in confirm mode")]
+    NotConfirmed,
+}
+
+impl AmqpError {
+    pub(crate) fn lapin(stage: Stage, endpoint: &str, source: lapin::Error) -> Self {
+        AmqpError::Lapin {
+            stage,
+            endpoint: endpoint.to_owned(),
+            source,
+        }
+    }
+
+    /// The AMQP reply code behind this error, if the broker sent one.
+    pub fn reply_code(&self) -> Option<u16> {
+        match self {
+            AmqpError::Lapin { source, .. } => match source.kind() {
+                ErrorKind::ProtocolError(e) => Some(e.get_id()),
+                _ => None,
+            },
+            AmqpError::Returned { code, .. } => Some(*code),
+            AmqpError::NotConnected { source, .. } => source.reply_code(),
+            _ => None,
+        }
+    }
+
+    /// This error as a [`Failure`] of class [`classify`]`(self, attempt)`.
+    pub fn into_failure(self, attempt: u32) -> Failure {
+        Failure::new(classify(&self, attempt), self)
+    }
+}
+
+/// The class of a failed delivery or check. The one place the sink decides classes.
+///
+/// | Broker event | Class |
+/// | --- | --- |
+/// | basic.return 312 NO_ROUTE (or 313 NO_CONSUMERS) | config |
+/// | 403 ACCESS_REFUSED, 530 NOT_ALLOWED, 402 INVALID_PATH, login refused (403) | config |
+/// | 404 NOT_FOUND (exchange missing) | config |
+/// | 406 PRECONDITION_FAILED at connect, channel open or declare | config |
+/// | 406 PRECONDITION_FAILED on publish (e.g. over the broker's `max_message_size`), 311 | permanent |
+/// | over `max_message_bytes`, routing key or hook id over 255 bytes (nothing sent) | permanent |
+/// | basic.nack; connection.blocked | retry-after `throttle_after_ms(attempt)` |
+/// | confirm timeout, busy, connection lost or refused, 320 CONNECTION_FORCED, other codes | transient |
+///
+/// lapin errors are matched on their typed kind and the AMQP reply code, never on text.
+pub fn classify(err: &AmqpError, attempt: u32) -> Class {
+    let throttled = || Class::RetryAfter(throttle_after_ms(attempt));
+    match err {
+        AmqpError::Lapin { stage, source, .. } => match source.kind() {
+            ErrorKind::ProtocolError(e) => classify_code(*stage, e.get_id()),
+            // The broker speaks another protocol version (wrong port) or the credential
+            // provider failed: the operator's to fix.
+            ErrorKind::InvalidProtocolVersion(_)
+            | ErrorKind::AuthProviderError(_)
+            | ErrorKind::NoDefaultRuntime => Class::Config,
+            // IO errors (refused, reset), closed channels and connections, heartbeats.
+            _ => Class::Transient,
+        },
+        AmqpError::NotConnected { source, .. } => classify(source, attempt),
+        AmqpError::Returned { code, .. } => classify_code(Stage::Confirm, *code),
+        AmqpError::Nacked { .. } | AmqpError::Blocked => throttled(),
+        AmqpError::TooLarge { .. } | AmqpError::TooLong { .. } => Class::Permanent,
+        AmqpError::ConnectTimeout { .. }
+        | AmqpError::ConfirmTimeout { .. }
+        | AmqpError::Busy { .. }
+        | AmqpError::NotConfirmed => Class::Transient,
+    }
+}
+
+fn classify_code(stage: Stage, code: u16) -> Class {
+    use reply_code::*;
+    match code {
+        NO_ROUTE | NO_CONSUMERS => Class::Config,
+        ACCESS_REFUSED | NOT_ALLOWED | INVALID_PATH | NOT_FOUND => Class::Config,
+        PRECONDITION_FAILED => match stage {
+            Stage::Connect | Stage::Channel | Stage::Declare => Class::Config,
+            Stage::Publish | Stage::Confirm => Class::Permanent,
+        },
+        CONTENT_TOO_LARGE => Class::Permanent,
+        // 320 CONNECTION_FORCED, 405 RESOURCE_LOCKED, 506 RESOURCE_ERROR, 541 INTERNAL_ERROR
+        // and the protocol-violation codes: retrying on a fresh channel may help.
+        _ => Class::Transient,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lapin::protocol::AMQPError;
+    use std::io;
+
+    fn amqp(stage: Stage, code: u16) -> AmqpError {
+        let e = AMQPError::from_id(code, "text".into()).expect("a known reply code");
+        AmqpError::lapin(
+            stage,
+            "amqp://h:5672/%2F",
+            ErrorKind::ProtocolError(e).into(),
+        )
+    }
+
+    fn io_err(stage: Stage, kind: io::ErrorKind) -> AmqpError {
+        AmqpError::lapin(stage, "amqp://h:5672/%2F", io::Error::from(kind).into())
+    }
+
+    fn c(e: &AmqpError) -> Class {
+        classify(e, 1)
+    }
+
+    #[test]
+    fn row_ack_not_returned_is_ok() {
+        // Ok is not an error: the sink returns Ok(()) for Confirmation::Ack(None) (see
+        // sink::outcome); nothing to classify here beyond the absence of an error.
+        assert!(crate::sink::outcome(lapin::Confirmation::Ack(None), "x", "k").is_ok());
+    }
+
+    #[test]
+    fn row_no_route_is_config() {
+        let e = AmqpError::Returned {
+            code: 312,
+            text: "NO_ROUTE".into(),
+            exchange: "x".into(),
+            routing_key: "k".into(),
+        };
+        assert_eq!(c(&e), Class::Config);
+        assert_eq!(e.reply_code(), Some(312));
+    }
+
+    #[test]
+    fn row_access_refused_not_allowed_login_are_config() {
+        for stage in [
+            Stage::Connect,
+            Stage::Channel,
+            Stage::Declare,
+            Stage::Confirm,
+        ] {
+            assert_eq!(c(&amqp(stage, 403)), Class::Config, "{stage}");
+        }
+        assert_eq!(c(&amqp(Stage::Connect, 530)), Class::Config);
+        assert_eq!(c(&amqp(Stage::Connect, 402)), Class::Config);
+        let auth = AmqpError::lapin(
+            Stage::Connect,
+            "e",
+            ErrorKind::AuthProviderError("no token".into()).into(),
+        );
+        assert_eq!(c(&auth), Class::Config);
+    }
+
+    #[test]
+    fn row_not_found_and_precondition_on_declare_are_config() {
+        assert_eq!(c(&amqp(Stage::Declare, 404)), Class::Config);
+        assert_eq!(c(&amqp(Stage::Confirm, 404)), Class::Config);
+        assert_eq!(c(&amqp(Stage::Declare, 406)), Class::Config);
+        assert_eq!(c(&amqp(Stage::Confirm, 406)), Class::Permanent);
+    }
+
+    #[test]
+    fn row_too_large_is_permanent() {
+        assert_eq!(
+            c(&AmqpError::TooLarge { size: 2, max: 1 }),
+            Class::Permanent
+        );
+        assert_eq!(
+            c(&AmqpError::TooLong {
+                field: "routing key",
+                len: 300
+            }),
+            Class::Permanent
+        );
+    }
+
+    #[test]
+    fn row_nack_and_blocked_are_retry_after() {
+        let nack = AmqpError::Nacked {
+            exchange: "x".into(),
+            routing_key: "k".into(),
+        };
+        for (e, attempt) in [(&nack, 1), (&AmqpError::Blocked, 7)] {
+            let class = classify(e, attempt);
+            let ms = class.retry_after_ms().expect("retry-after");
+            assert!(ms >= 1 && ms <= 500u64 << (attempt - 1).min(6), "{ms}");
+        }
+    }
+
+    #[test]
+    fn row_timeouts_lost_and_refused_are_transient() {
+        assert_eq!(c(&AmqpError::ConfirmTimeout { ms: 5 }), Class::Transient);
+        assert_eq!(
+            c(&AmqpError::ConnectTimeout {
+                endpoint: "e".into(),
+                ms: 5
+            }),
+            Class::Transient
+        );
+        assert_eq!(c(&AmqpError::Busy { max: 1, ms: 5 }), Class::Transient);
+        assert_eq!(
+            c(&io_err(Stage::Connect, io::ErrorKind::ConnectionRefused)),
+            Class::Transient
+        );
+        assert_eq!(
+            c(&io_err(Stage::Confirm, io::ErrorKind::ConnectionReset)),
+            Class::Transient
+        );
+        assert_eq!(c(&amqp(Stage::Confirm, 320)), Class::Transient);
+        assert_eq!(c(&amqp(Stage::Confirm, 541)), Class::Transient);
+        let closed = AmqpError::lapin(
+            Stage::Publish,
+            "e",
+            ErrorKind::InvalidConnectionState(lapin::ConnectionState::Closed).into(),
+        );
+        assert_eq!(c(&closed), Class::Transient);
+        let hb = AmqpError::lapin(Stage::Confirm, "e", ErrorKind::MissingHeartbeatError.into());
+        assert_eq!(c(&hb), Class::Transient);
+    }
+
+    #[test]
+    fn not_connected_keeps_the_cause_class() {
+        let e = AmqpError::NotConnected {
+            ago_ms: 3,
+            source: Arc::new(amqp(Stage::Connect, 403)),
+        };
+        assert_eq!(c(&e), Class::Config);
+        assert_eq!(e.reply_code(), Some(403));
+        let f = e.into_failure(1);
+        assert_eq!(f.class(), Class::Config);
+        assert!(f.to_string().contains("connect failed"), "{f}");
+    }
+}

@@ -1,0 +1,515 @@
+//! The AMQP sink: one connection and one confirm-mode channel per sink, shared by every
+//! concurrent delivery, reopened on demand.
+
+use crate::config::{AmqpConfig, MAX_SHORT_STRING};
+use crate::error::{AmqpError, Stage};
+use ankusa_sink_core::message;
+use ankusa_sink_core::{
+    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait,
+};
+use futures_util::StreamExt as _;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Event};
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Mutex, Semaphore, watch};
+use tokio::time::{Instant, timeout, timeout_at};
+
+/// After a failed connection attempt, deliveries fail at once (with that attempt's error)
+/// for this long instead of each dialling the broker again.
+pub const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
+
+/// AMQP header carrying [`Envelope::idempotency_key`], always present.
+pub const HEADER_IDEMPOTENCY_KEY: &str = "ankusa_idempotency_key";
+/// AMQP header carrying the provider's dedupe key, when the hook has one.
+pub const HEADER_DEDUPE_KEY: &str = "ankusa_dedupe_key";
+/// AMQP header carrying `ctx.replay_id`, when set.
+pub const HEADER_REPLAY_ID: &str = "ankusa_replay_id";
+
+/// Publishes Message v1 to a RabbitMQ exchange with publisher confirms and `mandatory`.
+///
+/// Connects lazily on the first delivery (or [`check`](Sink::check)) and reconnects by
+/// itself after the broker restarts or the connection or channel is closed. See the crate
+/// docs for the options and the classification table.
+pub struct AmqpSink {
+    cfg: Arc<AmqpConfig>,
+    endpoint: String,
+    state: Mutex<State>,
+    inflight: Arc<Semaphore>,
+}
+
+#[derive(Default)]
+struct State {
+    conn: Option<Arc<Conn>>,
+    link: Option<Arc<Link>>,
+    failed: Option<(Instant, Arc<AmqpError>)>,
+}
+
+/// A connection and the watch of its connection.blocked state.
+struct Conn {
+    conn: Connection,
+    blocked: watch::Receiver<bool>,
+}
+
+impl Conn {
+    fn is_blocked(&self) -> bool {
+        *self.blocked.borrow() || self.conn.status().blocked()
+    }
+}
+
+/// The shared publishing channel, in confirm mode, on `conn`.
+struct Link {
+    conn: Arc<Conn>,
+    channel: Channel,
+}
+
+impl Link {
+    fn usable(&self) -> bool {
+        self.conn.conn.status().connected() && self.channel.status().connected()
+    }
+}
+
+impl AmqpSink {
+    /// A sink for `cfg`. Nothing is dialled until the first delivery or check.
+    pub fn new(cfg: AmqpConfig) -> Self {
+        let endpoint = cfg.redacted_url();
+        let inflight = Arc::new(Semaphore::new(cfg.max_inflight().get()));
+        AmqpSink {
+            cfg: Arc::new(cfg),
+            endpoint,
+            state: Mutex::new(State::default()),
+            inflight,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AmqpConfig {
+        &self.cfg
+    }
+
+    /// Publishes currently awaiting a confirm.
+    pub fn in_flight(&self) -> usize {
+        self.cfg.max_inflight().get() - self.inflight.available_permits()
+    }
+
+    /// Whether the sink holds an open connection and channel right now.
+    pub async fn is_connected(&self) -> bool {
+        let st = self.state.lock().await;
+        st.link.as_ref().is_some_and(|l| l.usable())
+    }
+
+    fn lapin_err(&self, stage: Stage, e: lapin::Error) -> AmqpError {
+        AmqpError::lapin(stage, &self.endpoint, e)
+    }
+
+    fn connect_timeout_err(&self) -> AmqpError {
+        AmqpError::ConnectTimeout {
+            endpoint: self.endpoint.clone(),
+            ms: self.cfg.connect_timeout().as_millis(),
+        }
+    }
+
+    /// The shared channel, opening the connection and/or channel when needed, within
+    /// `connect_timeout`.
+    async fn link(&self) -> Result<Arc<Link>, AmqpError> {
+        let deadline = Instant::now() + self.cfg.connect_timeout();
+        let mut st = timeout_at(deadline, self.state.lock())
+            .await
+            .map_err(|_| self.connect_timeout_err())?;
+        if let Some(link) = &st.link
+            && link.usable()
+        {
+            return Ok(Arc::clone(link));
+        }
+        if let Some((at, err)) = &st.failed
+            && at.elapsed() < RECONNECT_PAUSE
+        {
+            return Err(AmqpError::NotConnected {
+                ago_ms: at.elapsed().as_millis(),
+                source: Arc::clone(err),
+            });
+        }
+        st.link = None;
+        let res = match timeout_at(deadline, self.open(&mut st)).await {
+            Ok(res) => res,
+            Err(_) => Err(self.connect_timeout_err()),
+        };
+        match res {
+            Ok(link) => {
+                st.failed = None;
+                st.link = Some(Arc::clone(&link));
+                Ok(link)
+            }
+            Err(e) => {
+                tracing::warn!(endpoint = %self.endpoint, error = %ErrChain(&e), "amqp sink: cannot open channel");
+                let e = Arc::new(e);
+                st.failed = Some((Instant::now(), Arc::clone(&e)));
+                Err(AmqpError::NotConnected {
+                    ago_ms: 0,
+                    source: e,
+                })
+            }
+        }
+    }
+
+    async fn open(&self, st: &mut State) -> Result<Arc<Link>, AmqpError> {
+        let conn = match &st.conn {
+            Some(c) if c.conn.status().connected() => Arc::clone(c),
+            _ => {
+                st.conn = None;
+                let c = Arc::new(self.connect().await?);
+                st.conn = Some(Arc::clone(&c));
+                c
+            }
+        };
+        let channel = conn
+            .conn
+            .create_channel()
+            .await
+            .map_err(|e| self.lapin_err(Stage::Channel, e))?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(|e| self.lapin_err(Stage::Channel, e))?;
+        self.declare(&channel, !self.cfg.declare_exchange()).await?;
+        Ok(Arc::new(Link { conn, channel }))
+    }
+
+    async fn connect(&self) -> Result<Conn, AmqpError> {
+        tracing::debug!(endpoint = %self.endpoint, "amqp sink: connecting");
+        let props = ConnectionProperties::default().with_connection_name(
+            format!("ankusa-sink-amqp exchange={}", self.cfg.exchange()).into(),
+        );
+        let conn = Connection::connect_uri(self.cfg.url.uri.clone(), props)
+            .await
+            .map_err(|e| self.lapin_err(Stage::Connect, e))?;
+        let (tx, rx) = watch::channel(conn.status().blocked());
+        let mut events = Box::pin(conn.events_listener());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tx.closed() => break,
+                    ev = events.next() => match ev {
+                        Some(Event::ConnectionBlocked(reason)) => {
+                            tracing::warn!(%reason, "amqp sink: broker blocked the connection");
+                            tx.send_replace(true);
+                        }
+                        Some(Event::ConnectionUnblocked) => {
+                            tracing::info!("amqp sink: broker unblocked the connection");
+                            tx.send_replace(false);
+                        }
+                        Some(_) => {}
+                        None => break,
+                    },
+                }
+            }
+        });
+        Ok(Conn { conn, blocked: rx })
+    }
+
+    /// Declare the exchange durable, or (passive) check that it exists. The default
+    /// exchange `""` always exists and cannot be declared.
+    async fn declare(&self, channel: &Channel, passive: bool) -> Result<(), AmqpError> {
+        if self.cfg.exchange().is_empty() {
+            return Ok(());
+        }
+        let options = ExchangeDeclareOptions {
+            passive,
+            durable: true,
+            ..ExchangeDeclareOptions::default()
+        };
+        channel
+            .exchange_declare(
+                self.cfg.exchange().into(),
+                self.cfg.exchange_type().kind(),
+                options,
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| self.lapin_err(Stage::Declare, e))
+    }
+
+    async fn publish(&self, env: &Envelope, ctx: &Ctx, body: Vec<u8>) -> Result<(), AmqpError> {
+        let max = self.cfg.max_message_bytes().get();
+        if body.len() > max {
+            return Err(AmqpError::TooLarge {
+                size: body.len(),
+                max,
+            });
+        }
+        let routing_key = self.cfg.routing_key().render(env);
+        for (field, len) in [
+            ("routing key", routing_key.len()),
+            ("message_id", env.id().len()),
+        ] {
+            if len > MAX_SHORT_STRING {
+                return Err(AmqpError::TooLong { field, len });
+            }
+        }
+        let confirm_timeout = self.cfg.confirm_timeout();
+        let _permit = timeout(confirm_timeout, Arc::clone(&self.inflight).acquire_owned())
+            .await
+            .map_err(|_| AmqpError::Busy {
+                max: self.cfg.max_inflight().get(),
+                ms: confirm_timeout.as_millis(),
+            })?
+            .expect("the in-flight semaphore is never closed");
+        let link = self.link().await?;
+        if link.conn.is_blocked() {
+            return Err(AmqpError::Blocked);
+        }
+        let exchange = self.cfg.exchange();
+        let publish = async {
+            let confirm = link
+                .channel
+                .basic_publish(
+                    exchange.into(),
+                    routing_key.as_str().into(),
+                    BasicPublishOptions {
+                        mandatory: true,
+                        immediate: false,
+                    },
+                    &body,
+                    properties(env, ctx),
+                )
+                .await
+                .map_err(|e| self.lapin_err(Stage::Publish, e))?;
+            let confirmation = confirm
+                .await
+                .map_err(|e| self.lapin_err(Stage::Confirm, e))?;
+            outcome(confirmation, exchange, &routing_key)
+        };
+        let mut blocked = link.conn.blocked.clone();
+        let became_blocked = async move {
+            if blocked.wait_for(|b| *b).await.is_err() {
+                // The watcher ended with the connection; the publish itself reports that.
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            res = timeout(confirm_timeout, publish) => match res {
+                Ok(res) => res,
+                Err(_) if link.conn.is_blocked() => Err(AmqpError::Blocked),
+                Err(_) => Err(AmqpError::ConfirmTimeout {
+                    ms: confirm_timeout.as_millis(),
+                }),
+            },
+            () = became_blocked => Err(AmqpError::Blocked),
+        }
+    }
+}
+
+/// What a publisher confirm means for the delivery: Ok only for an ack of a message that
+/// was not returned.
+pub(crate) fn outcome(
+    confirmation: Confirmation,
+    exchange: &str,
+    routing_key: &str,
+) -> Result<(), AmqpError> {
+    match confirmation {
+        Confirmation::Ack(None) => Ok(()),
+        Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => {
+            Err(AmqpError::Returned {
+                code: returned.reply_code,
+                text: returned.reply_text.to_string(),
+                exchange: exchange.to_owned(),
+                routing_key: routing_key.to_owned(),
+            })
+        }
+        Confirmation::Nack(None) => Err(AmqpError::Nacked {
+            exchange: exchange.to_owned(),
+            routing_key: routing_key.to_owned(),
+        }),
+        Confirmation::NotRequested => Err(AmqpError::NotConfirmed),
+    }
+}
+
+/// The AMQP properties of a hook's message: persistent, `application/json`, `message_id` =
+/// hook id, `timestamp` = receive time (seconds), and the `ankusa_*` headers.
+pub fn properties(env: &Envelope, ctx: &Ctx) -> BasicProperties {
+    let mut headers = FieldTable::default();
+    let mut put = |name: &str, value: String| {
+        headers.insert(name.into(), AMQPValue::LongString(value.into()));
+    };
+    put(HEADER_IDEMPOTENCY_KEY, env.idempotency_key());
+    if let Some(key) = env.dedupe_key().filter(|k| !k.is_empty()) {
+        put(HEADER_DEDUPE_KEY, key.to_owned());
+    }
+    if let Some(replay) = ctx.replay_id.as_deref().filter(|r| !r.is_empty()) {
+        put(HEADER_REPLAY_ID, replay.to_owned());
+    }
+    BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_delivery_mode(2)
+        .with_message_id(env.id().into())
+        .with_timestamp(u64::try_from(env.received_at() / 1000).unwrap_or(0))
+        .with_headers(headers)
+}
+
+#[async_trait]
+impl Sink for AmqpSink {
+    async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
+        let body = message::encode(env, ctx, self.inline_max_bytes())?;
+        self.publish(env, ctx, body)
+            .await
+            .map_err(|e| e.into_failure(ctx.attempt()))
+    }
+
+    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
+        Some(self.cfg.inline_max_bytes())
+    }
+
+    fn describe(&self, subject: &Subject) -> Option<Description> {
+        let url = &self.cfg.url;
+        let mut d = Description::new(url.scheme(), Payload::Message);
+        d.host = Some(url.host_port.clone());
+        d.pathname = match url.vhost() {
+            "/" => None,
+            vhost => Some(format!("/{vhost}")),
+        };
+        d.address = self
+            .cfg
+            .routing_key()
+            .render_for(&subject.source_id, subject.tenant_id.as_deref());
+        if d.address.is_none() {
+            d.computed.push("routing_key".to_owned());
+        }
+        d.bindings.insert(
+            "amqp".to_owned(),
+            serde_json::json!({
+                "is": "routingKey",
+                "exchange": {
+                    "name": self.cfg.exchange(),
+                    "type": self.cfg.exchange_type().as_str(),
+                    "durable": true,
+                    "vhost": url.vhost(),
+                },
+                "bindingVersion": "0.3.0",
+            }),
+        );
+        Some(d)
+    }
+
+    /// Opens the connection and channel (login, vhost) and passively declares the
+    /// exchange on a throwaway channel. Publishes nothing.
+    async fn check(&self) -> Result<Check, Failure> {
+        let fail = |e: AmqpError| e.into_failure(1);
+        let link = self.link().await.map_err(fail)?;
+        let probe = async {
+            let channel = link
+                .conn
+                .conn
+                .create_channel()
+                .await
+                .map_err(|e| self.lapin_err(Stage::Channel, e))?;
+            let res = self.declare(&channel, true).await;
+            if channel.status().connected() {
+                let _ = channel.close(200, "OK".into()).await;
+            }
+            res
+        };
+        match timeout(self.cfg.connect_timeout(), probe).await {
+            Ok(res) => res.map_err(fail)?,
+            Err(_) => return Err(fail(self.connect_timeout_err())),
+        }
+        Ok(Check::Passed)
+    }
+}
+
+impl fmt::Debug for AmqpSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AmqpSink")
+            .field("endpoint", &self.endpoint)
+            .field("exchange", &self.cfg.exchange())
+            .field("routing_key", &self.cfg.routing_key().as_str())
+            .field("in_flight", &self.in_flight())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Displays an error and its sources, for logs.
+struct ErrChain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for ErrChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut next = self.0.source();
+        while let Some(e) = next {
+            write!(f, ": {e}")?;
+            next = e.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::AmqpConfig;
+
+    fn sink(url: &str, rk: Option<&str>) -> AmqpSink {
+        let mut b = AmqpConfig::builder(url, "hooks");
+        if let Some(t) = rk {
+            b = b.routing_key_template(t);
+        }
+        AmqpSink::new(b.build().unwrap())
+    }
+
+    #[test]
+    fn describe_has_no_credentials() {
+        let s = sink("amqps://user:s3cr3t@broker.example:5671/prod", None);
+        let d = s.describe(&Subject::new("stripe", None)).unwrap();
+        assert_eq!(d.protocol, "amqps");
+        assert_eq!(d.host.as_deref(), Some("broker.example:5671"));
+        assert_eq!(d.pathname.as_deref(), Some("/prod"));
+        assert_eq!(d.address.as_deref(), Some("ankusa.stripe"));
+        assert!(d.computed.is_empty());
+        let json = serde_json::to_string(&d).unwrap();
+        assert!(!json.contains("s3cr3t") && !json.contains("user"), "{json}");
+        assert!(json.contains("\"is\":\"routingKey\""), "{json}");
+        assert!(!format!("{s:?}").contains("s3cr3t"));
+
+        let s = sink(
+            "amqp://u:s3cr3t@127.0.0.1",
+            Some("t.{tenant_id}.{source_id}"),
+        );
+        let d = s.describe(&Subject::new("stripe", None)).unwrap();
+        assert_eq!(d.pathname, None);
+        assert_eq!(d.host.as_deref(), Some("127.0.0.1:5672"));
+        assert_eq!(d.address, None);
+        assert_eq!(d.computed, vec!["routing_key".to_owned()]);
+        let d = s
+            .describe(&Subject::new("stripe", Some("acme".into())))
+            .unwrap();
+        assert_eq!(d.address.as_deref(), Some("t.acme.stripe"));
+    }
+
+    #[test]
+    fn properties_carry_identity() {
+        let env = Envelope::builder("h1", "s", "{}")
+            .tenant_id("t")
+            .dedupe_key("evt")
+            .received_at(1_700_000_000_999)
+            .build()
+            .unwrap();
+        let ctx = Ctx::for_envelope(&env).with_replay_id("r1");
+        let p = properties(&env, &ctx);
+        assert_eq!(p.delivery_mode(), &Some(2));
+        assert_eq!(p.message_id().as_ref().map(|m| m.as_str()), Some("h1"));
+        assert_eq!(
+            p.content_type().as_ref().map(|m| m.as_str()),
+            Some("application/json")
+        );
+        assert_eq!(p.timestamp(), &Some(1_700_000_000));
+        let h = p.headers().as_ref().unwrap().inner();
+        assert_eq!(h.len(), 3);
+        let env = Envelope::builder("h1", "s", "{}").build().unwrap();
+        let p = properties(&env, &Ctx::for_envelope(&env));
+        let h = p.headers().as_ref().unwrap().inner();
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key(HEADER_IDEMPOTENCY_KEY));
+    }
+}

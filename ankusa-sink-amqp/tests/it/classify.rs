@@ -1,0 +1,355 @@
+//! Every row of the classification table, provoked on a real broker.
+
+use crate::common::*;
+use ankusa_sink_amqp::lapin::ExchangeKind;
+use ankusa_sink_amqp::lapin::types::AMQPValue;
+use ankusa_sink_amqp::{AmqpError, AmqpSink, RECONNECT_PAUSE, reply_code};
+use ankusa_sink_core::{Class, Ctx, Failure, Sink};
+use std::time::Duration;
+
+/// The AMQP reply code behind a failure (walking to the sink's typed error).
+fn code(f: &Failure) -> Option<u16> {
+    f.reason()
+        .downcast_ref::<AmqpError>()
+        .and_then(AmqpError::reply_code)
+}
+
+fn typed(f: &Failure) -> &AmqpError {
+    f.reason()
+        .downcast_ref::<AmqpError>()
+        .unwrap_or_else(|| panic!("not an AmqpError: {f}"))
+}
+
+#[tokio::test]
+async fn no_route_is_config_then_ok_after_bind() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let x = unique("x");
+    admin.exchange(&x, ExchangeKind::Topic).await;
+    let sink = sink(&x);
+    let e = env("hook-nr", "stripe");
+    let err = bounded(sink.deliver(&e, &Ctx::for_envelope(&e)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+    assert_eq!(code(&err), Some(reply_code::NO_ROUTE));
+    assert!(err.to_string().contains("ankusa.stripe"), "{err}");
+    // The channel survives a return: bind, and the same sink delivers.
+    let q = admin.queue(&x, "ankusa.#", &[]).await;
+    bounded(sink.deliver(&e, &Ctx::for_envelope(&e)))
+        .await
+        .unwrap();
+    assert_eq!(admin.count(&q).await, 1);
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn deleted_exchange_is_config_and_the_sink_recovers() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let x = unique("x");
+    admin.exchange(&x, ExchangeKind::Topic).await;
+    admin.queue(&x, "#", &[]).await;
+    let sink = sink(&x);
+    let e = env("hook-del", "stripe");
+    let ctx = Ctx::for_envelope(&e);
+    bounded(sink.deliver(&e, &ctx)).await.unwrap();
+
+    admin.delete_exchange(&x).await;
+    let err = bounded(sink.deliver(&e, &ctx)).await.unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+    assert_eq!(code(&err), Some(reply_code::NOT_FOUND), "{err}");
+    // While it is missing, the reopened channel's passive check says 404 too.
+    tokio::time::sleep(RECONNECT_PAUSE).await;
+    let err = bounded(sink.deliver(&e, &ctx)).await.unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+    assert_eq!(code(&err), Some(reply_code::NOT_FOUND), "{err}");
+
+    admin.exchange(&x, ExchangeKind::Topic).await;
+    let q = admin.queue(&x, "#", &[]).await;
+    deliver_until(&sink, &e, &ctx, |r| r.is_ok()).await.unwrap();
+    assert_eq!(admin.count(&q).await, 1);
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn missing_exchange_is_config_for_check_and_deliver() {
+    let _g = shared().await;
+    let x = unique("missing");
+    let sink = sink(&x);
+    let err = bounded(sink.check()).await.unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+    assert_eq!(code(&err), Some(reply_code::NOT_FOUND));
+    let e = env("hook-missing", "s");
+    let err = bounded(sink.deliver(&e, &Ctx::for_envelope(&e)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+    assert_eq!(code(&err), Some(reply_code::NOT_FOUND));
+    // Passive by default: the sink did not create it.
+    tokio::time::sleep(RECONNECT_PAUSE).await;
+    let err = bounded(sink.check()).await.unwrap_err();
+    assert_eq!(code(&err), Some(reply_code::NOT_FOUND));
+}
+
+#[tokio::test]
+async fn precondition_failed_on_declare_is_config() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let x = unique("x");
+    admin.exchange(&x, ExchangeKind::Direct).await;
+    // Declaring it as topic contradicts the existing direct exchange: 406.
+    let sink = AmqpSink::new(builder(&x).declare_exchange(true).build().unwrap());
+    let e = env("hook-406", "s");
+    let err = bounded(sink.deliver(&e, &Ctx::for_envelope(&e)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+    assert_eq!(code(&err), Some(reply_code::PRECONDITION_FAILED));
+    tokio::time::sleep(RECONNECT_PAUSE).await;
+    let err = bounded(sink.check()).await.unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+    assert_eq!(code(&err), Some(reply_code::PRECONDITION_FAILED));
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn restricted_user_refusals_are_config_and_never_leak_the_password() {
+    let _g = shared().await;
+    let t = Tenant::new().await;
+    let mut admin = Admin::connect(&t.guest_url()).await;
+    let allowed = unique("x");
+    let forbidden = format!("other.{}", unique("x"));
+    admin.exchange(&allowed, ExchangeKind::Topic).await;
+    admin.exchange(&forbidden, ExchangeKind::Topic).await;
+    let q = admin.queue(&allowed, "#", &[]).await;
+    admin.bind(&q, &forbidden, "#").await;
+    let e = env("hook-acl", "s");
+    let ctx = Ctx::for_envelope(&e);
+    let no_secret = |f: &Failure| {
+        let text = format!("{f} {f:?}");
+        assert!(!text.contains(&t.password), "password leaked: {text}");
+    };
+
+    // The user works where it is allowed.
+    let ok = AmqpSink::new(
+        ankusa_sink_amqp::AmqpConfig::builder(t.url(), &allowed)
+            .build()
+            .unwrap(),
+    );
+    bounded(ok.deliver(&e, &ctx)).await.unwrap();
+    assert_eq!(
+        bounded(ok.check()).await.unwrap(),
+        ankusa_sink_core::Check::Passed
+    );
+
+    // 403 ACCESS_REFUSED on a forbidden exchange (channel closed by the broker).
+    let refused = AmqpSink::new(
+        ankusa_sink_amqp::AmqpConfig::builder(t.url(), &forbidden)
+            .build()
+            .unwrap(),
+    );
+    let err = bounded(refused.deliver(&e, &ctx)).await.unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+    assert_eq!(code(&err), Some(reply_code::ACCESS_REFUSED), "{err}");
+    no_secret(&err);
+
+    // Login refused (bad password): 403 at connection open, for deliver and check.
+    let bad = AmqpSink::new(
+        ankusa_sink_amqp::AmqpConfig::builder(
+            url_with(&t.user, "wrong-password", &t.vhost),
+            &allowed,
+        )
+        .build()
+        .unwrap(),
+    );
+    let err = bounded(bad.deliver(&e, &ctx)).await.unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+    assert_eq!(code(&err), Some(reply_code::ACCESS_REFUSED), "{err}");
+    assert!(!format!("{err}").contains("wrong-password"));
+    tokio::time::sleep(RECONNECT_PAUSE).await;
+    let err = bounded(bad.check()).await.unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+
+    // 530 NOT_ALLOWED: a vhost the user has no access to.
+    let vhost_refused = AmqpSink::new(
+        ankusa_sink_amqp::AmqpConfig::builder(url_with(&t.user, &t.password, "/"), &allowed)
+            .build()
+            .unwrap(),
+    );
+    let err = bounded(vhost_refused.deliver(&e, &ctx)).await.unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+    assert_eq!(code(&err), Some(reply_code::NOT_ALLOWED), "{err}");
+    no_secret(&err);
+    tokio::time::sleep(RECONNECT_PAUSE).await;
+    let err = bounded(vhost_refused.check()).await.unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+
+    // Only the allowed publish got through.
+    assert_eq!(admin.count(&q).await, 1);
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn nack_from_reject_publish_queue_is_retry_after() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let x = unique("x");
+    admin.exchange(&x, ExchangeKind::Topic).await;
+    let q = admin
+        .queue(
+            &x,
+            "#",
+            &[
+                ("x-max-length", AMQPValue::LongInt(1)),
+                ("x-overflow", AMQPValue::LongString("reject-publish".into())),
+            ],
+        )
+        .await;
+    let sink = sink(&x);
+    let e = env("hook-nack", "s");
+    bounded(sink.deliver(&e, &Ctx::for_envelope(&e)))
+        .await
+        .unwrap();
+    for attempt in [1, 4] {
+        let ctx = Ctx::for_envelope(&e).with_attempt(attempt);
+        let err = bounded(sink.deliver(&e, &ctx)).await.unwrap_err();
+        let ms = err
+            .class()
+            .retry_after_ms()
+            .unwrap_or_else(|| panic!("not retry-after: {err}"));
+        assert!(
+            (1..=500u64 << (attempt - 1)).contains(&ms),
+            "attempt {attempt}: {ms} ms"
+        );
+        assert!(matches!(typed(&err), AmqpError::Nacked { .. }), "{err}");
+    }
+    assert_eq!(admin.count(&q).await, 1);
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn refused_connection_is_transient_and_fails_fast() {
+    let _g = shared().await;
+    // A loopback port with nobody listening.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let sink = AmqpSink::new(
+        ankusa_sink_amqp::AmqpConfig::builder(
+            format!("amqp://guest:guest@127.0.0.1:{port}/%2f"),
+            "x",
+        )
+        .build()
+        .unwrap(),
+    );
+    let e = env("hook-refused", "s");
+    for _ in 0..3 {
+        let err = bounded(sink.deliver(&e, &Ctx::for_envelope(&e)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.class(), Class::Transient, "{err}");
+        assert!(!err.to_string().contains("guest:guest"), "{err}");
+    }
+    let err = bounded(sink.check()).await.unwrap_err();
+    assert_eq!(err.class(), Class::Transient, "{err}");
+}
+
+/// `sys:suspend`s the queue's process (so the broker cannot confirm messages routed to
+/// it) and resumes it on drop.
+struct SuspendedQueue(String);
+
+impl SuspendedQueue {
+    fn eval(name: &str, op: &str) -> String {
+        format!(
+            "{{ok, Q}} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"{name}\">>)), \
+             sys:{op}(amqqueue:get_pid(Q))."
+        )
+    }
+    async fn new(name: &str) -> Self {
+        rabbitmqctl(&["eval", &Self::eval(name, "suspend")]).await;
+        SuspendedQueue(name.to_owned())
+    }
+}
+
+impl Drop for SuspendedQueue {
+    fn drop(&mut self) {
+        rabbitmqctl_blocking(&["eval", &Self::eval(&self.0, "resume")]);
+    }
+}
+
+#[tokio::test]
+async fn confirm_timeout_is_transient() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let x = unique("x");
+    admin.exchange(&x, ExchangeKind::Topic).await;
+    let q = admin.queue(&x, "#", &[]).await;
+    let sink = AmqpSink::new(
+        builder(&x)
+            .confirm_timeout(Duration::from_millis(800))
+            .build()
+            .unwrap(),
+    );
+    let e = env("hook-slow", "s");
+    let ctx = Ctx::for_envelope(&e);
+    bounded(sink.deliver(&e, &ctx)).await.unwrap();
+    {
+        let _suspended = SuspendedQueue::new(&q).await;
+        let err = bounded(sink.deliver(&e, &ctx)).await.unwrap_err();
+        assert_eq!(err.class(), Class::Transient, "{err}");
+        assert!(
+            matches!(typed(&err), AmqpError::ConfirmTimeout { .. }),
+            "{err}"
+        );
+    }
+    // Resumed: the same sink and channel deliver again.
+    deliver_until(&sink, &e, &ctx, |r| r.is_ok()).await.unwrap();
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn connection_lost_is_transient_and_the_next_delivery_reconnects() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let x = unique("x");
+    admin.exchange(&x, ExchangeKind::Topic).await;
+    let q = admin.queue(&x, "#", &[]).await;
+    let sink = AmqpSink::new(
+        builder(&x)
+            .confirm_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap(),
+    );
+    let e = env("hook-lost", "s");
+    let ctx = Ctx::for_envelope(&e);
+    bounded(sink.deliver(&e, &ctx)).await.unwrap();
+
+    let res = {
+        let _suspended = SuspendedQueue::new(&q).await;
+        let pending = sink.deliver(&e, &ctx);
+        let kill = async {
+            // Wait until the publish awaits its confirm, then close our connection.
+            while sink.in_flight() == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let conns = rabbitmqctl(&["list_connections", "pid", "client_properties"]).await;
+            let pid = conns
+                .lines()
+                .find(|l| l.contains(&x))
+                .and_then(|l| l.split_whitespace().next())
+                .unwrap_or_else(|| panic!("our connection is not listed:\n{conns}"))
+                .to_owned();
+            rabbitmqctl(&["close_connection", &pid, "test closes the connection"]).await;
+        };
+        let (res, ()) = bounded(async { tokio::join!(pending, kill) }).await;
+        res
+    };
+    let err = res.unwrap_err();
+    assert_eq!(err.class(), Class::Transient, "{err}");
+    assert!(!sink.is_connected().await);
+    deliver_until(&sink, &e, &ctx, |r| r.is_ok()).await.unwrap();
+    assert!(sink.is_connected().await);
+    admin.cleanup().await;
+}

@@ -1,0 +1,280 @@
+//! What reaches the broker: body, properties, headers, routing keys, claims, concurrency.
+
+use crate::common::*;
+use ankusa_sink_amqp::lapin::ExchangeKind;
+use ankusa_sink_amqp::lapin::types::AMQPValue;
+use ankusa_sink_amqp::{AmqpSink, HEADER_DEDUPE_KEY, HEADER_IDEMPOTENCY_KEY, HEADER_REPLAY_ID};
+use ankusa_sink_core::message::{self, MessageBody};
+use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Envelope, Sink};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn header(props: &ankusa_sink_amqp::lapin::BasicProperties, name: &str) -> Option<String> {
+    match props.headers().as_ref()?.inner().get(name)? {
+        AMQPValue::LongString(s) => Some(s.to_string()),
+        other => panic!("{name} is not a longstr: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn round_trip_body_properties_and_headers() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let x = unique("x");
+    admin.exchange(&x, ExchangeKind::Topic).await;
+    let q = admin.queue(&x, "#", &[]).await;
+    let sink = sink(&x);
+
+    let env = Envelope::builder("hook-rt-1", "stripe", &br#"{"a":1}"#[..])
+        .tenant_id("acme")
+        .dedupe_key("evt_42")
+        .content_type("application/json")
+        .header("Stripe-Signature", "t=1,v1=abc")
+        .header("Authorization", "Bearer never-forwarded")
+        .received_at(1_700_000_000_123)
+        .build()
+        .unwrap();
+    let ctx = Ctx::for_envelope(&env).with_replay_id("replay-7");
+    bounded(sink.deliver(&env, &ctx)).await.unwrap();
+
+    let got = admin.get(&q).await;
+    let d = &got.delivery;
+    assert_eq!(d.exchange.as_str(), x);
+    assert_eq!(d.routing_key.as_str(), "ankusa.stripe");
+    let p = &d.properties;
+    assert_eq!(p.message_id().as_ref().unwrap().as_str(), "hook-rt-1");
+    assert_eq!(
+        p.content_type().as_ref().unwrap().as_str(),
+        "application/json"
+    );
+    assert_eq!(*p.delivery_mode(), Some(2));
+    assert_eq!(*p.timestamp(), Some(1_700_000_000));
+    assert_eq!(
+        header(p, HEADER_IDEMPOTENCY_KEY).as_deref(),
+        Some("acme:stripe:evt_42")
+    );
+    assert_eq!(header(p, HEADER_DEDUPE_KEY).as_deref(), Some("evt_42"));
+    assert_eq!(header(p, HEADER_REPLAY_ID).as_deref(), Some("replay-7"));
+    assert_eq!(p.headers().as_ref().unwrap().inner().len(), 3);
+
+    // The body is exactly Message v1 and decodes.
+    let expected = message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap();
+    assert_eq!(d.data, expected);
+    let msg = message::decode(&d.data).unwrap();
+    assert_eq!(msg.id, "hook-rt-1");
+    assert_eq!(msg.replay_id.as_deref(), Some("replay-7"));
+    assert_eq!(msg.body, MessageBody::Inline(env.body().clone()));
+    assert_eq!(
+        msg.headers,
+        vec![("stripe-signature".into(), "t=1,v1=abc".into())]
+    );
+
+    // Without dedupe key and replay id only the idempotency key (= hook id) is sent.
+    let plain = env_plain("hook-rt-2");
+    bounded(sink.deliver(&plain, &Ctx::for_envelope(&plain)))
+        .await
+        .unwrap();
+    let got = admin.get(&q).await;
+    let p = &got.delivery.properties;
+    assert_eq!(
+        header(p, HEADER_IDEMPOTENCY_KEY).as_deref(),
+        Some("hook-rt-2")
+    );
+    assert_eq!(p.headers().as_ref().unwrap().inner().len(), 1);
+    admin.cleanup().await;
+}
+
+fn env_plain(id: &str) -> Envelope {
+    Envelope::builder(id, "stripe", "{}").build().unwrap()
+}
+
+#[tokio::test]
+async fn static_and_template_routing_keys() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let x = unique("x");
+    admin.exchange(&x, ExchangeKind::Topic).await;
+    let q_static = admin.queue(&x, "fixed.key", &[]).await;
+    let q_tpl = admin.queue(&x, "t.acme.*", &[]).await;
+
+    let fixed = AmqpSink::new(builder(&x).routing_key("fixed.key").build().unwrap());
+    let e = env("hook-rk-1", "github");
+    bounded(fixed.deliver(&e, &Ctx::for_envelope(&e)))
+        .await
+        .unwrap();
+    assert_eq!(
+        admin.get(&q_static).await.delivery.routing_key.as_str(),
+        "fixed.key"
+    );
+
+    let tpl = AmqpSink::new(
+        builder(&x)
+            .routing_key_template("t.{tenant_id}.{source_id}")
+            .build()
+            .unwrap(),
+    );
+    bounded(tpl.deliver(&e, &Ctx::for_envelope(&e)))
+        .await
+        .unwrap();
+    assert_eq!(
+        admin.get(&q_tpl).await.delivery.routing_key.as_str(),
+        "t.acme.github"
+    );
+    assert_eq!(admin.count(&q_static).await, 0);
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn body_over_threshold_carries_the_claim() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let x = unique("x");
+    admin.exchange(&x, ExchangeKind::Topic).await;
+    let q = admin.queue(&x, "#", &[]).await;
+    let sink = AmqpSink::new(builder(&x).inline_max_bytes(16).build().unwrap());
+
+    let body = vec![b'z'; 100];
+    let env = Envelope::builder("hook-fat", "s3", body.clone())
+        .tenant_id("acme")
+        .build()
+        .unwrap();
+    // Without a claim: config, nothing sent.
+    let err = bounded(sink.deliver(&env, &Ctx::for_envelope(&env)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+
+    let reference = ClaimRef::new("acme", ulid::Ulid::new()).unwrap();
+    let claim = Claim::new(reference.clone(), message::sha256_hex(&body)).unwrap();
+    let ctx = Ctx::for_envelope(&env).with_claim(claim);
+    bounded(sink.deliver(&env, &ctx)).await.unwrap();
+    let got = admin.get(&q).await;
+    let msg = message::decode(&got.delivery.data).unwrap();
+    assert_eq!(msg.body, MessageBody::Claim(reference));
+    assert_eq!(msg.size, 100);
+    assert_eq!(msg.sha256, message::sha256_hex(&body));
+    assert!(!String::from_utf8_lossy(&got.delivery.data).contains("body_base64"));
+    // Exactly at the threshold is inline.
+    let edge = Envelope::builder("hook-edge", "s3", vec![b'y'; 16])
+        .build()
+        .unwrap();
+    bounded(sink.deliver(&edge, &Ctx::for_envelope(&edge)))
+        .await
+        .unwrap();
+    let msg = message::decode(&admin.get(&q).await.delivery.data).unwrap();
+    assert!(matches!(msg.body, MessageBody::Inline(_)));
+    assert_eq!(admin.count(&q).await, 0);
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn five_hundred_concurrent_deliveries_pipeline_confirms() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let x = unique("x");
+    admin.exchange(&x, ExchangeKind::Topic).await;
+    let q = admin.queue(&x, "#", &[]).await;
+    let sink = AmqpSink::new(builder(&x).max_inflight(64).build().unwrap());
+    let envs: Vec<Envelope> = (0..500)
+        .map(|i| env(&format!("hook-c-{i}"), "load"))
+        .collect();
+
+    let max_seen = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let deliveries = futures_util::future::join_all(envs.iter().map(|e| async {
+        let r = sink.deliver(e, &Ctx::for_envelope(e)).await;
+        done.fetch_add(1, Ordering::Relaxed);
+        r
+    }));
+    let sampler = async {
+        while done.load(Ordering::Relaxed) < envs.len() {
+            max_seen.fetch_max(sink.in_flight(), Ordering::Relaxed);
+            tokio::task::yield_now().await;
+        }
+    };
+    let (results, ()) = bounded(async { tokio::join!(deliveries, sampler) }).await;
+    for r in &results {
+        assert!(r.is_ok(), "{r:?}");
+    }
+    let max_seen = max_seen.load(Ordering::Relaxed);
+    assert!(
+        max_seen > 1,
+        "confirms were not pipelined (max in flight {max_seen})"
+    );
+    assert!(max_seen <= 64, "max_inflight not honoured: {max_seen}");
+    assert_eq!(sink.in_flight(), 0);
+
+    assert_eq!(admin.count(&q).await, 500);
+    let mut ids = HashSet::new();
+    for _ in 0..500 {
+        let got = admin.get(&q).await;
+        ids.insert(
+            got.delivery
+                .properties
+                .message_id()
+                .clone()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(ids.len(), 500);
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn over_max_message_bytes_is_permanent_and_nothing_is_sent() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let x = unique("x");
+    admin.exchange(&x, ExchangeKind::Topic).await;
+    let q = admin.queue(&x, "#", &[]).await;
+    let sink = AmqpSink::new(builder(&x).max_message_bytes(600).build().unwrap());
+    let big = Envelope::builder("hook-big", "s", vec![b'a'; 2000])
+        .build()
+        .unwrap();
+    let err = bounded(sink.deliver(&big, &Ctx::for_envelope(&big)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Permanent, "{err}");
+    assert!(err.to_string().contains("max_message_bytes"), "{err}");
+    // Refused before any broker traffic: the sink never even connected.
+    assert!(!sink.is_connected().await);
+    let small = env("hook-small", "s");
+    bounded(sink.deliver(&small, &Ctx::for_envelope(&small)))
+        .await
+        .unwrap();
+    assert_eq!(
+        admin
+            .get(&q)
+            .await
+            .delivery
+            .properties
+            .message_id()
+            .clone()
+            .unwrap()
+            .as_str(),
+        "hook-small"
+    );
+    assert_eq!(admin.count(&q).await, 0);
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn check_passes_and_publishes_nothing() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let x = unique("x");
+    admin.exchange(&x, ExchangeKind::Topic).await;
+    let q = admin.queue(&x, "#", &[]).await;
+    let sink = sink(&x);
+    assert_eq!(bounded(sink.check()).await.unwrap(), Check::Passed);
+    assert_eq!(bounded(sink.check()).await.unwrap(), Check::Passed);
+    assert_eq!(admin.count(&q).await, 0);
+
+    // declare_exchange creates a missing exchange; check then passes.
+    let y = unique("x");
+    let declaring = AmqpSink::new(builder(&y).declare_exchange(true).build().unwrap());
+    assert_eq!(bounded(declaring.check()).await.unwrap(), Check::Passed);
+    admin.delete_exchange(&y).await;
+    admin.cleanup().await;
+}
