@@ -1,0 +1,452 @@
+//! Every produce error, classified: the one table in this crate that decides what dispatch
+//! does with a Kafka failure.
+
+use ankusa_sink_core::Failure;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use std::fmt;
+
+/// What a Kafka error means for a delivery; [`Verdict::failure`] turns it into a [`Failure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// The record will never be taken: dead-letter now.
+    Permanent,
+    /// The operator's to fix (credentials, ACLs, a missing topic, bad settings).
+    Config,
+    /// The client or broker asked for a pause: retry after `throttle_after_ms(attempt)`.
+    Throttled,
+    /// Anything else: the retry policy decides.
+    Transient,
+}
+
+impl Verdict {
+    /// The failure of this verdict for a delivery at `attempt` (1-based).
+    pub fn failure(self, attempt: u32, reason: KafkaFailure) -> Failure {
+        match self {
+            Verdict::Permanent => Failure::permanent(reason),
+            Verdict::Config => Failure::config(reason),
+            Verdict::Throttled => Failure::throttled(attempt, reason),
+            Verdict::Transient => Failure::transient(reason),
+        }
+    }
+}
+
+/// The reason carried by a Kafka sink's [`Failure`]. It names codes and sizes only: never a
+/// broker address with credentials, a property value or a record's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KafkaFailure {
+    /// librdkafka or the broker answered with this code.
+    Code {
+        /// What was being done: `produce`, `enqueue`, `metadata`.
+        during: &'static str,
+        /// The code.
+        code: RDKafkaErrorCode,
+    },
+    /// The code of the last client-level error explains a timed-out delivery (for
+    /// example a refused SASL login, after which the message could only time out).
+    Explained {
+        /// What was being done: `produce`, `enqueue`, `metadata`.
+        during: &'static str,
+        /// The delivery's own code (`MessageTimedOut`, `AllBrokersDown`).
+        code: RDKafkaErrorCode,
+        /// The client error seen while the message waited.
+        cause: RDKafkaErrorCode,
+    },
+    /// Value plus key over `max_record_bytes`: refused before producing.
+    RecordTooLarge {
+        /// Value plus key bytes.
+        size: usize,
+        /// The configured limit.
+        max: usize,
+    },
+    /// The topic is not in the cluster's metadata.
+    TopicMissing {
+        /// The topic.
+        topic: String,
+    },
+    /// No delivery report arrived within the produce timeout plus a grace period.
+    NoDeliveryReport {
+        /// How long the sink waited, in ms.
+        waited_ms: u128,
+    },
+    /// A client error without a librdkafka code (configuration refused at creation, the
+    /// producer gone).
+    Client(String),
+}
+
+impl fmt::Display for KafkaFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KafkaFailure::Code { during, code } => write!(f, "kafka {during}: {code:?}"),
+            KafkaFailure::Explained {
+                during,
+                code,
+                cause,
+            } => {
+                write!(f, "kafka {during}: {code:?} after client error {cause:?}")
+            }
+            KafkaFailure::RecordTooLarge { size, max } => write!(
+                f,
+                "kafka record of {size} bytes (value + key) exceeds max_record_bytes {max}; \
+                 nothing was produced"
+            ),
+            KafkaFailure::TopicMissing { topic } => {
+                write!(f, "kafka topic {topic:?} does not exist (not auto-created)")
+            }
+            KafkaFailure::NoDeliveryReport { waited_ms } => {
+                write!(f, "kafka: no delivery report within {waited_ms} ms")
+            }
+            KafkaFailure::Client(what) => write!(f, "kafka client: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for KafkaFailure {}
+
+/// The class of every librdkafka and broker error code: the complete table.
+///
+/// Written as one exhaustive `match` listing every variant of [`RDKafkaErrorCode`] in
+/// rdkafka 0.39 (librdkafka 2.12). The enum is `#[non_exhaustive]`, so the compiler requires
+/// a final arm for codes a later librdkafka adds: those are transient, the safe default for
+/// an unknown code (retried, bounded by the retry policy).
+///
+/// | Codes | Verdict |
+/// | --- | --- |
+/// | `MessageSizeTooLarge`, `InvalidMessage` (CORRUPT_MESSAGE), `InvalidRecord`, `MessageBatchTooLarge` (RECORD_LIST_TOO_LARGE), `InvalidMessageSize`, `InvalidTimestamp`, `PolicyViolation`, `InvalidRequest`, `BadMessage`, `InvalidType`, (de)serialization | permanent |
+/// | `TopicAuthorizationFailed`, `ClusterAuthorizationFailed`, `SaslAuthenticationFailed`, `Authentication`, `UnknownTopicOrPartition`, `UnknownTopic`, `UnknownPartition`, `InvalidTopic`, unsupported SASL / version / compression / feature, invalid config, delegation-token and principal errors | config |
+/// | `QueueFull`, `ThrottlingQuotaExceeded` | throttled |
+/// | `MessageTimedOut`, `RequestTimedOut`, `NotLeaderForPartition`, `BrokerTransportFailure`, `AllBrokersDown`, leader / replica / coordinator movement, idempotence and fencing states, every other code | transient |
+pub fn verdict(code: RDKafkaErrorCode) -> Verdict {
+    use RDKafkaErrorCode as C;
+    use Verdict::{Config, Permanent, Throttled, Transient};
+    match code {
+        // The record itself will never be accepted.
+        C::MessageSizeTooLarge
+        | C::InvalidMessage
+        | C::InvalidRecord
+        | C::MessageBatchTooLarge
+        | C::InvalidMessageSize
+        | C::InvalidTimestamp
+        | C::PolicyViolation
+        | C::InvalidRequest
+        | C::BadMessage
+        | C::InvalidType
+        | C::KeySerialization
+        | C::ValueSerialization
+        | C::KeyDeserialization
+        | C::ValueDeserialization => Permanent,
+
+        // The operator's to fix: credentials, ACLs, the topic, the settings.
+        C::TopicAuthorizationFailed
+        | C::ClusterAuthorizationFailed
+        | C::GroupAuthorizationFailed
+        | C::TransactionalIdAuthorizationFailed
+        | C::SaslAuthenticationFailed
+        | C::Authentication
+        | C::UnsupportedSASLMechanism
+        | C::IllegalSASLState
+        | C::UnacceptableCredential
+        | C::SecurityDisabled
+        | C::InvalidPrincipalType
+        | C::PrincipalDeserializationFailure
+        | C::DelegationTokenAuthDisabled
+        | C::DelegationTokenNotFound
+        | C::DelegationTokenOwnerMismatch
+        | C::DelegationTokenRequestNotAllowed
+        | C::DelegationTokenAuthorizationFailed
+        | C::DelegationTokenExpired
+        | C::UnknownTopicOrPartition
+        | C::UnknownTopic
+        | C::UnknownPartition
+        | C::UnknownTopicId
+        | C::InvalidTopic
+        | C::TopicDeletionDisabled
+        | C::ResourceNotFound
+        | C::UnsupportedForMessageFormat
+        | C::UnsupportedCompressionType
+        | C::BadCompression
+        | C::UnsupportedVersion
+        | C::UnsupportedFeature
+        | C::UnknownProtocol
+        | C::NotImplemented
+        | C::NotConfigured
+        | C::InvalidArgument
+        | C::InvalidConfig
+        | C::InvalidRequiredAcks
+        | C::InvalidPartitions
+        | C::InvalidReplicationFactor
+        | C::InvalidReplicaAssignment
+        | C::InvalidTransactionTimeout => Config,
+
+        // Back-pressure: the local queue is full, or the broker's quota says wait.
+        C::QueueFull | C::ThrottlingQuotaExceeded => Throttled,
+
+        // Timeouts, transport and leadership: the cluster is moving or unreachable.
+        C::MessageTimedOut
+        | C::RequestTimedOut
+        | C::OperationTimedOut
+        | C::TimedOutQueue
+        | C::NotLeaderForPartition
+        | C::LeaderNotAvailable
+        | C::PreferredLeaderNotAvailable
+        | C::EligibleLeadersNotAvailable
+        | C::BrokerNotAvailable
+        | C::ReplicaNotAvailable
+        | C::NotEnoughReplicas
+        | C::NotEnoughReplicasAfterAppend
+        | C::ISRInsufficient
+        | C::NetworkException
+        | C::BrokerTransportFailure
+        | C::AllBrokersDown
+        | C::Resolve
+        | C::SSL
+        | C::ListenerNotFound
+        | C::KafkaStorageError
+        | C::LogDirNotFound
+        | C::NotController
+        | C::StaleControllerEpoch
+        | C::StaleBrokerEpoch
+        | C::FencedLeaderEpoch
+        | C::UnknownLeaderEpoch
+        | C::ReassignmentInProgress
+        | C::NoReassignmentInProgress
+        | C::ElectionNotNeeded
+        | C::RebootstrapRequired
+        | C::NodeUpdate
+        | C::UnknownBroker
+        | C::BrokerDestroy
+        | C::DestroyBroker
+        | C::CriticalSystemResource
+        | C::FileSystem
+        // Idempotent / transactional producer state: a new producer id fixes it.
+        | C::OutOfOrderSequenceNumber
+        | C::DuplicateSequenceNumber
+        | C::InvalidProducerEpoch
+        | C::InvalidProducerIdMapping
+        | C::UnknownProducerId
+        | C::ProducerFenced
+        | C::Fenced
+        | C::Fatal
+        | C::GaplessGuarantee
+        | C::InvalidDifferentRecord
+        | C::InvalidTransactionalState
+        | C::ConcurrentTransactions
+        | C::TransactionCoordinatorFenced
+        | C::OperationNotAttempted
+        | C::PurgeQueue
+        | C::PurgeInflight
+        | C::Inconsistent
+        // Consumer, group and admin codes a producer does not expect: transient if seen.
+        | C::OffsetOutOfRange
+        | C::OffsetMetadataTooLarge
+        | C::OffsetNotAvailable
+        | C::CoordinatorLoadInProgress
+        | C::CoordinatorNotAvailable
+        | C::NotCoordinator
+        | C::IllegalGeneration
+        | C::InconsistentGroupProtocol
+        | C::InvalidGroupId
+        | C::UnknownMemberId
+        | C::InvalidSessionTimeout
+        | C::RebalanceInProgress
+        | C::InvalidCommitOffsetSize
+        | C::TopicAlreadyExists
+        | C::NonEmptyGroup
+        | C::GroupIdNotFound
+        | C::FetchSessionIdNotFound
+        | C::InvalidFetchSessionEpoch
+        | C::MemberIdRequired
+        | C::GroupMaxSizeReached
+        | C::FencedInstanceId
+        | C::GroupSubscribedToTopic
+        | C::UnstableOffsetCommit
+        | C::DuplicateResource
+        | C::InconsistentVoterSet
+        | C::InvalidUpdateVersion
+        | C::FeatureUpdateFailed
+        | C::FencedMemberEpoch
+        | C::UnreleasedInstanceId
+        | C::UnsupportedAssignor
+        | C::StaleMemberEpoch
+        | C::UnknownSubscriptionId
+        | C::TelemetryTooLarge
+        | C::WaitingForCoordinator
+        | C::UnknownGroup
+        | C::InProgress
+        | C::PreviousInProgress
+        | C::ExistingSubscription
+        | C::AssignPartitions
+        | C::RevokePartitions
+        | C::Conflict
+        | C::State
+        | C::NoOffset
+        | C::Outdated
+        | C::WaitCache
+        | C::Interrupted
+        | C::Partial
+        | C::ReadOnly
+        | C::NoEnt
+        | C::Underflow
+        | C::Retry
+        | C::PollExceeded
+        | C::Application
+        | C::AssignmentLost
+        | C::Noop
+        | C::AutoOffsetReset
+        | C::LogTruncation
+        | C::PartitionEOF
+        // Generic and sentinel codes.
+        | C::Fail
+        | C::Unknown
+        | C::NoError
+        | C::Begin
+        | C::End
+        | C::EndAll => Transient,
+
+        // Required by `#[non_exhaustive]`: a code added by a later librdkafka.
+        _ => Transient,
+    }
+}
+
+/// The failure of a client error that is not a delivery report: configuration refused at
+/// creation is config; anything carrying a code follows [`verdict`]; the rest is transient.
+pub(crate) fn client_failure(err: &KafkaError, during: &'static str, attempt: u32) -> Failure {
+    match err.rdkafka_error_code() {
+        Some(code) => verdict(code).failure(attempt, KafkaFailure::Code { during, code }),
+        None => match err {
+            // The text of a refused property names librdkafka's complaint, which may quote
+            // the value: keep only the variant.
+            KafkaError::ClientConfig(..) | KafkaError::ClientCreation(_) | KafkaError::Nul(_) => {
+                Failure::config(KafkaFailure::Client(format!(
+                    "{during}: configuration refused by librdkafka"
+                )))
+            }
+            _ => Failure::transient(KafkaFailure::Client(format!("{during}: {err}"))),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ankusa_sink_core::Class;
+    use rdkafka::error::RDKafkaErrorCode as C;
+
+    fn class(code: C) -> Class {
+        verdict(code)
+            .failure(
+                3,
+                KafkaFailure::Code {
+                    during: "produce",
+                    code,
+                },
+            )
+            .class()
+    }
+
+    #[test]
+    fn row_record_never_taken_is_permanent() {
+        for code in [
+            C::MessageSizeTooLarge,
+            C::InvalidRecord,
+            C::InvalidMessage,       // CORRUPT_MESSAGE
+            C::MessageBatchTooLarge, // RECORD_LIST_TOO_LARGE
+            C::InvalidMessageSize,
+            C::InvalidTimestamp,
+        ] {
+            assert_eq!(class(code), Class::Permanent, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn row_refused_credentials_and_missing_topic_are_config() {
+        for code in [
+            C::TopicAuthorizationFailed,
+            C::ClusterAuthorizationFailed,
+            C::SaslAuthenticationFailed,
+            C::Authentication,
+            C::UnknownTopicOrPartition,
+            C::UnknownTopic,
+            C::UnsupportedSASLMechanism,
+            C::InvalidConfig,
+            C::InvalidArgument,
+        ] {
+            assert_eq!(class(code), Class::Config, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn row_queue_full_and_throttling_retry_after_the_throttle_pause() {
+        for code in [C::QueueFull, C::ThrottlingQuotaExceeded] {
+            let c = class(code);
+            let ms = c
+                .retry_after_ms()
+                .unwrap_or_else(|| panic!("{code:?}: {c}"));
+            // throttle_after_ms(3): uniform in 1..=min(30_000, 500 * 2^2).
+            assert!((1..=2_000).contains(&ms), "{code:?}: {ms}");
+        }
+    }
+
+    #[test]
+    fn row_timeouts_leadership_and_transport_are_transient() {
+        for code in [
+            C::MessageTimedOut,
+            C::RequestTimedOut,
+            C::NotLeaderForPartition,
+            C::LeaderNotAvailable,
+            C::BrokerTransportFailure,
+            C::AllBrokersDown,
+            C::NetworkException,
+            C::Resolve,
+            C::NotEnoughReplicas,
+            C::OutOfOrderSequenceNumber,
+            C::Fatal,
+        ] {
+            assert_eq!(class(code), Class::Transient, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn the_table_pins_every_code_librdkafka_knows() {
+        // Every code librdkafka 2.12 defines, counted per verdict: a change to any row of
+        // the table changes these numbers.
+        let mut count = std::collections::BTreeMap::new();
+        for raw in -200..=200 {
+            let Ok(resp) = rdkafka::types::RDKafkaRespErr::try_from(raw) else {
+                continue;
+            };
+            let v = verdict(C::from(resp));
+            *count.entry(format!("{v:?}")).or_insert(0) += 1;
+        }
+        let count: Vec<(String, i32)> = count.into_iter().collect();
+        assert_eq!(
+            count,
+            [
+                ("Config".to_owned(), 40),
+                ("Permanent".to_owned(), 14),
+                ("Throttled".to_owned(), 2),
+                ("Transient".to_owned(), 117),
+            ]
+        );
+    }
+
+    #[test]
+    fn client_errors_without_a_code() {
+        let err = KafkaError::ClientCreation("sasl.password=hunter2 refused".into());
+        let f = client_failure(&err, "create", 1);
+        assert_eq!(f.class(), Class::Config);
+        assert!(!f.to_string().contains("hunter2"), "{f}");
+        let f = client_failure(&KafkaError::Canceled, "produce", 1);
+        assert_eq!(f.class(), Class::Transient);
+        let f = client_failure(
+            &KafkaError::MetadataFetch(C::TopicAuthorizationFailed),
+            "metadata",
+            1,
+        );
+        assert_eq!(f.class(), Class::Config);
+        assert_eq!(
+            f.to_string(),
+            "config: kafka metadata: TopicAuthorizationFailed"
+        );
+    }
+}

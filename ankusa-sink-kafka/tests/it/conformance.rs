@@ -1,0 +1,188 @@
+//! The shared conformance suite (`ankusa-sink-testkit`) against a private tansu broker per
+//! case, so the recovery case can stop and restart it without disturbing other tests.
+
+use crate::common::*;
+use ankusa_sink_core::{BoxError, Ctx, Sink, async_trait};
+use ankusa_sink_kafka::rdkafka::ClientConfig;
+use ankusa_sink_kafka::rdkafka::consumer::{BaseConsumer, Consumer};
+use ankusa_sink_kafka::rdkafka::message::Message;
+use ankusa_sink_kafka::rdkafka::{Offset, TopicPartitionList};
+use ankusa_sink_kafka::{KafkaConfig, KafkaSink, SaslConfig, SaslMechanism};
+use ankusa_sink_testkit::{Fault, Harness, Probe, Received, Setup};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const PLANTED_PASSWORD: &str = "planted-kafka-password-8c1f";
+const PLANTED_PROPERTY: &str = "planted-keystore-secret-51aa";
+
+pub(crate) struct KafkaHarness {
+    broker: Mutex<Tansu>,
+    /// Topics created on `broker`, recreated after a restart (memory storage forgets them).
+    topics: Mutex<Vec<String>>,
+    /// Brokers that demand authentication, for the refused-credential fault.
+    auth_brokers: Mutex<Vec<Tansu>>,
+}
+
+impl KafkaHarness {
+    pub(crate) fn new() -> Self {
+        KafkaHarness {
+            broker: Mutex::new(Tansu::start(&[])),
+            topics: Mutex::new(Vec::new()),
+            auth_brokers: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn addr(&self) -> String {
+        self.broker.lock().unwrap().addr()
+    }
+
+    fn config(&self, topic: &str) -> KafkaConfig {
+        KafkaConfig::new(self.addr(), topic)
+            .with_produce_timeout(Duration::from_secs(10))
+            .with_property("ssl.keystore.password", PLANTED_PROPERTY)
+    }
+
+    async fn new_topic(&self) -> String {
+        let topic = unique_topic("conf");
+        create_topic(&self.addr(), &topic, 1).await;
+        self.topics.lock().unwrap().push(topic.clone());
+        topic
+    }
+}
+
+/// Reads a topic back with an `assign()`ed consumer, accumulating what it has seen.
+struct TopicProbe {
+    state: Arc<Mutex<(BaseConsumer, Vec<Received>)>>,
+}
+
+impl TopicProbe {
+    fn new(brokers: &str, topic: &str) -> Result<Self, BoxError> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .set("group.id", "ankusa-conformance")
+            .set("enable.auto.commit", "false")
+            .set("allow.auto.create.topics", "false")
+            .create()?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
+        consumer.assign(&tpl)?;
+        Ok(TopicProbe {
+            state: Arc::new(Mutex::new((consumer, Vec::new()))),
+        })
+    }
+}
+
+#[async_trait]
+impl Probe for TopicProbe {
+    async fn received(&self) -> Result<Vec<Received>, BoxError> {
+        let state = Arc::clone(&self.state);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = state.lock().unwrap();
+            let (consumer, seen) = &mut *guard;
+            let until = Instant::now() + Duration::from_millis(800);
+            while Instant::now() < until {
+                // An error (a restarted broker, a partition not known yet) is tried again
+                // on the next call.
+                if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+                    seen.push(Received::from_message_bytes(
+                        m.payload().unwrap_or_default(),
+                    )?);
+                }
+            }
+            Ok(seen.clone())
+        })
+        .await?
+    }
+}
+
+#[async_trait]
+impl Harness for KafkaHarness {
+    type Sink = Arc<KafkaSink>;
+
+    async fn destination(&self) -> Result<Setup<Self::Sink>, BoxError> {
+        let topic = self.new_topic().await;
+        let sink = KafkaSink::new(self.config(&topic))?;
+        let probe = TopicProbe::new(&self.addr(), &topic)?;
+        Ok(Setup::new(Arc::new(sink)).with_probe(probe))
+    }
+
+    async fn fault(&self, fault: Fault) -> Result<Option<Setup<Self::Sink>>, BoxError> {
+        let setup = match fault {
+            Fault::MissingDestination => {
+                let cfg = self
+                    .config(&unique_topic("absent"))
+                    .with_produce_timeout(Duration::from_secs(4));
+                Setup::new(Arc::new(KafkaSink::new(cfg)?))
+            }
+            Fault::RefusedCredential => {
+                let broker = Tansu::start(&["--authentication"]);
+                let cfg = KafkaConfig::new(broker.addr(), "t")
+                    .with_produce_timeout(Duration::from_secs(3))
+                    .with_sasl(SaslConfig::new(
+                        SaslMechanism::ScramSha512,
+                        "svc",
+                        PLANTED_PASSWORD,
+                    ));
+                self.auth_brokers.lock().unwrap().push(broker);
+                Setup::new(Arc::new(KafkaSink::new(cfg)?))
+            }
+            Fault::Unreachable => {
+                let cfg = KafkaConfig::new(format!("127.0.0.1:{}", closed_port()), "t")
+                    .with_produce_timeout(Duration::from_secs(2));
+                Setup::new(Arc::new(KafkaSink::new(cfg)?))
+            }
+            Fault::Throttled => {
+                // librdkafka's own back-pressure: a one-record local queue, already taken by
+                // a record waiting for a broker that is not there.
+                let cfg = KafkaConfig::new(format!("127.0.0.1:{}", closed_port()), "t")
+                    .with_produce_timeout(Duration::from_secs(20))
+                    .with_property("queue.buffering.max.messages", "1");
+                let sink = Arc::new(KafkaSink::new(cfg)?);
+                let holder = Arc::clone(&sink);
+                tokio::spawn(async move {
+                    let env = envelope("queue-holder", "{}");
+                    let _ = holder.deliver(&env, &Ctx::for_envelope(&env)).await;
+                });
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                Setup::new(sink)
+            }
+            Fault::Oversized => {
+                let topic = self.new_topic().await;
+                let cfg = self
+                    .config(&topic)
+                    .with_inline_max_bytes(NonZeroUsize::new(1 << 20).unwrap())
+                    .with_max_record_bytes(NonZeroUsize::new(10_000).unwrap());
+                let probe = TopicProbe::new(&self.addr(), &topic)?;
+                Setup::new(Arc::new(KafkaSink::new(cfg)?))
+                    .with_probe(probe)
+                    .with_body_size(20_000)
+            }
+        };
+        Ok(Some(setup))
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        vec![PLANTED_PASSWORD.into(), PLANTED_PROPERTY.into()]
+    }
+
+    fn can_restart(&self) -> bool {
+        true
+    }
+
+    async fn stop(&self) -> Result<(), BoxError> {
+        self.broker.lock().unwrap().stop();
+        Ok(())
+    }
+
+    async fn start(&self) -> Result<(), BoxError> {
+        self.broker.lock().unwrap().restart();
+        let topics = self.topics.lock().unwrap().clone();
+        for t in topics {
+            create_topic(&self.addr(), &t, 1).await;
+        }
+        Ok(())
+    }
+}
+
+ankusa_sink_testkit::conformance_suite!(KafkaHarness::new());

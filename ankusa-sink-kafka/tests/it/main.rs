@@ -1,0 +1,8 @@
+//! Integration tests against a real Kafka-protocol broker (tansu, started by
+//! `scripts/services/kafka.sh`) and librdkafka's in-process mock cluster.
+
+mod common;
+mod conformance;
+mod mock;
+mod outage;
+mod roundtrip;

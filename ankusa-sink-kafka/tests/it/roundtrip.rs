@@ -1,0 +1,291 @@
+//! Against the real broker: what a consumer reads back, concurrency, size rules, check().
+
+use crate::common::*;
+use ankusa_sink_core::message::{self, MessageBody};
+use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Sink, Subject};
+use ankusa_sink_kafka::{KafkaConfig, KafkaSink};
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trip_value_key_headers_timestamp() {
+    let topic = Topic::new("rt", 1).await;
+    let sink = topic.sink();
+    let env = envelope("h1", r#"{"type":"charge.succeeded"}"#);
+    let ctx = Ctx::for_envelope(&env).with_replay_id("replay-7");
+    sink.deliver(&env, &ctx).await.unwrap();
+
+    let got = read_back(&topic.brokers, &topic.name, 1, Duration::from_secs(20));
+    assert_eq!(got.len(), 1, "{got:?}");
+    let r = &got[0];
+    assert_eq!(r.key.as_deref(), Some(&b"acme/stripe"[..]));
+    assert_eq!(r.timestamp, Some(1_700_000_000_123));
+    assert_eq!(
+        r.value,
+        message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap()
+    );
+    let msg = message::decode(&r.value).unwrap();
+    assert_eq!(msg.id, "h1");
+    assert_eq!(msg.replay_id.as_deref(), Some("replay-7"));
+    assert_eq!(msg.body, MessageBody::Inline(env.body().clone()));
+    assert_eq!(
+        msg.headers,
+        [("stripe-signature".to_owned(), "t=1,v1=abc".to_owned())]
+    );
+    let want: Vec<(String, String)> = [
+        ("ankusa_id", "h1"),
+        ("ankusa_source_id", "stripe"),
+        ("ankusa_tenant_id", "acme"),
+        ("ankusa_message_version", "1"),
+        ("ankusa_idempotency_key", "acme:stripe:evt_h1"),
+        ("content_type", "application/json"),
+        ("ankusa_dedupe_key", "evt_h1"),
+        ("ankusa_replay_id", "replay-7"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect();
+    assert_eq!(r.headers, want);
+    topic.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_tenant_static_and_template_keys() {
+    let topic = Topic::new("keys", 1).await;
+    let bare = ankusa_sink_core::Envelope::builder("h2", "gh", "{}")
+        .received_at(5)
+        .build()
+        .unwrap();
+    let default = topic.sink();
+    default
+        .deliver(&bare, &Ctx::for_envelope(&bare))
+        .await
+        .unwrap();
+    let fixed = KafkaSink::new(topic.config().with_key("fixed-key")).unwrap();
+    fixed
+        .deliver(&bare, &Ctx::for_envelope(&bare))
+        .await
+        .unwrap();
+    let templ = KafkaSink::new(topic.config().with_key("{source_id}:{id}")).unwrap();
+    templ
+        .deliver(&bare, &Ctx::for_envelope(&bare))
+        .await
+        .unwrap();
+
+    let got = read_back(&topic.brokers, &topic.name, 3, Duration::from_secs(20));
+    let keys: Vec<&[u8]> = got.iter().map(|r| r.key.as_deref().unwrap()).collect();
+    assert_eq!(keys, [&b"/gh"[..], b"fixed-key", b"gh:h2"]);
+    // Without a tenant the header is present and empty, and no dedupe/replay headers.
+    let h = &got[0].headers;
+    assert_eq!(h.len(), 6, "{h:?}");
+    assert_eq!(h[2], ("ankusa_tenant_id".to_owned(), String::new()));
+    assert_eq!(h[4], ("ankusa_idempotency_key".to_owned(), "h2".to_owned()));
+    topic.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_thousand_concurrent_deliveries_none_lost() {
+    const N: usize = 5_000;
+    let topic = Topic::new("load", 3).await;
+    let sink = Arc::new(topic.sink());
+    let started = Instant::now();
+    let results = futures_util::future::join_all((0..N).map(|i| {
+        let sink = Arc::clone(&sink);
+        tokio::spawn(async move {
+            let env = envelope(&format!("load-{i}"), format!("{{\"n\":{i}}}"));
+            sink.deliver(&env, &Ctx::for_envelope(&env)).await
+        })
+    }))
+    .await;
+    let produce = started.elapsed();
+    let failed: Vec<String> = results
+        .into_iter()
+        .filter_map(|r| r.unwrap().err().map(|f| f.to_string()))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} failed, first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+
+    let got = read_back(&topic.brokers, &topic.name, N, Duration::from_secs(60));
+    let mut ids: Vec<String> = got
+        .iter()
+        .map(|r| message::decode(&r.value).unwrap().id)
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), N, "distinct ids read back");
+    // Same key (acme/stripe) => one partition: the murmur2 partitioner is deterministic.
+    let parts: std::collections::BTreeSet<i32> = got.iter().map(|r| r.partition).collect();
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    eprintln!("5000 deliveries acknowledged in {produce:?}");
+    topic.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_over_threshold_carries_the_claim() {
+    let topic = Topic::new("claim", 1).await;
+    let sink = KafkaSink::new(
+        topic
+            .config()
+            .with_inline_max_bytes(NonZeroUsize::new(16).unwrap()),
+    )
+    .unwrap();
+    let body = vec![b'x'; 17];
+    let env = envelope("fat", body.clone());
+    // Over the threshold without a claim: dispatch must have checked it in (config).
+    let f = expect_err(sink.deliver(&env, &Ctx::for_envelope(&env)).await);
+    assert_eq!(f.class(), Class::Config, "{f}");
+
+    let r = ClaimRef::new("acme", ulid::Ulid::new()).unwrap();
+    let claim = Claim::new(r.clone(), message::sha256_hex(&body)).unwrap();
+    let ctx = Ctx::for_envelope(&env).with_claim(claim);
+    sink.deliver(&env, &ctx).await.unwrap();
+    // Exactly at the threshold stays inline.
+    let at = envelope("at", vec![b'y'; 16]);
+    sink.deliver(&at, &Ctx::for_envelope(&at)).await.unwrap();
+
+    let got = read_back(&topic.brokers, &topic.name, 2, Duration::from_secs(20));
+    assert_eq!(got.len(), 2);
+    let fat = message::decode(&got[0].value).unwrap();
+    assert_eq!(fat.body, MessageBody::Claim(r));
+    assert_eq!(fat.sha256, message::sha256_hex(&body));
+    assert_eq!(fat.size, 17);
+    let inline = message::decode(&got[1].value).unwrap();
+    assert!(matches!(inline.body, MessageBody::Inline(_)));
+    topic.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_over_max_record_bytes_is_permanent_and_nothing_is_produced() {
+    let topic = Topic::new("size", 1).await;
+    let sink = KafkaSink::new(
+        topic
+            .config()
+            .with_max_record_bytes(NonZeroUsize::new(600).unwrap()),
+    )
+    .unwrap();
+    let env = envelope("big", vec![b'z'; 600]);
+    let f = expect_err(sink.deliver(&env, &Ctx::for_envelope(&env)).await);
+    assert_eq!(f.class(), Class::Permanent, "{f}");
+    assert!(
+        f.to_string().contains("exceeds max_record_bytes 600"),
+        "{f}"
+    );
+    assert_eq!(high_watermark(&topic.brokers, &topic.name), 0);
+    // A small one passes the same sink.
+    let small = envelope("small", "{}");
+    sink.deliver(&small, &Ctx::for_envelope(&small))
+        .await
+        .unwrap();
+    assert_eq!(high_watermark(&topic.brokers, &topic.name), 1);
+    topic.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_passes_for_an_existing_topic_and_produces_nothing() {
+    let topic = Topic::new("check", 2).await;
+    let sink = topic.sink();
+    assert_eq!(sink.check().await.unwrap(), Check::Passed);
+    assert_eq!(high_watermark(&topic.brokers, &topic.name), 0);
+    topic.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_missing_topic_is_config_for_check_and_deliver_and_is_not_created() {
+    let brokers = brokers();
+    let name = unique_topic("missing");
+    let sink = KafkaSink::new(
+        KafkaConfig::new(&brokers, &name).with_produce_timeout(Duration::from_secs(4)),
+    )
+    .unwrap();
+    let f = sink.check().await.unwrap_err();
+    assert_eq!(f.class(), Class::Config, "{f}");
+    assert!(!topic_exists(&brokers, &name), "check() created the topic");
+
+    let env = envelope("m1", "{}");
+    let started = Instant::now();
+    let f = expect_err(sink.deliver(&env, &Ctx::for_envelope(&env)).await);
+    assert_eq!(f.class(), Class::Config, "{f}");
+    assert!(started.elapsed() < Duration::from_secs(4) + Duration::from_secs(5));
+    assert!(
+        !topic_exists(&brokers, &name),
+        "deliver() created the topic"
+    );
+}
+
+#[test]
+fn describe_names_brokers_topic_and_key_schema_never_credentials() {
+    let cfg = KafkaConfig::new("127.0.0.1:9092,127.0.0.1:9093", "hooks")
+        .with_sasl(ankusa_sink_kafka::SaslConfig::new(
+            ankusa_sink_kafka::SaslMechanism::ScramSha256,
+            "svc-user",
+            "planted-secret-1",
+        ))
+        .with_property("ssl.keystore.password", "planted-secret-2");
+    let sink = KafkaSink::new(cfg).unwrap();
+    let d = sink
+        .describe(&Subject::new("stripe", Some("acme".into())))
+        .unwrap();
+    assert_eq!(d.protocol, "kafka");
+    assert_eq!(d.host.as_deref(), Some("127.0.0.1:9092,127.0.0.1:9093"));
+    assert_eq!(d.address.as_deref(), Some("hooks"));
+    assert_eq!(
+        d.bindings["kafka"],
+        serde_json::json!({"topic":"hooks","key":{"type":"string","const":"acme/stripe"},"bindingVersion":"0.5.0"})
+    );
+    let all = format!(
+        "{} {:?} {:?} {:?}",
+        serde_json::to_string(&d).unwrap(),
+        d,
+        sink,
+        sink.config()
+    );
+    for s in ["planted-secret-1", "planted-secret-2", "svc-user"] {
+        if s == "svc-user" {
+            assert!(!serde_json::to_string(&d).unwrap().contains(s));
+        } else {
+            assert!(!all.contains(s), "{s} leaked: {all}");
+        }
+    }
+}
+
+#[test]
+fn row_invalid_config_is_refused_when_the_sink_is_built() {
+    let base = || KafkaConfig::new("127.0.0.1:9092", "hooks");
+    // librdkafka judges extra properties: names and values.
+    let err = KafkaSink::new(base().with_property("linger.ms", "soon")).unwrap_err();
+    assert!(err.to_string().contains("\"linger.ms\""), "{err}");
+    let err = KafkaSink::new(base().with_property("no.such.property", "1")).unwrap_err();
+    assert!(err.to_string().contains("no.such.property"), "{err}");
+    // A refused property whose name looks secret is named, its value never quoted.
+    let err = KafkaSink::new(base().with_property("sasl.oauthbearer.client.secret", "planted-s3"))
+        .unwrap_err();
+    assert!(!format!("{err} {err:?}").contains("planted-s3"), "{err}");
+    // Properties the sink owns are refused before librdkafka sees them.
+    for owned in [
+        "acks",
+        "enable.idempotence",
+        "partitioner",
+        "message.timeout.ms",
+    ] {
+        let err = KafkaSink::new(base().with_property(owned, "x")).unwrap_err();
+        assert!(
+            err.to_string().contains("set by the sink"),
+            "{owned}: {err}"
+        );
+    }
+    // A TLS file that does not exist fails when the producer is created.
+    let err = KafkaSink::new(base().with_tls(ankusa_sink_kafka::TlsConfig {
+        ca_location: Some("/nonexistent/ca.pem".into()),
+        ..Default::default()
+    }))
+    .unwrap_err();
+    assert!(
+        matches!(err, ankusa_sink_kafka::ConfigError::Client(_)),
+        "{err}"
+    );
+}
