@@ -2,6 +2,7 @@
 #![deny(missing_docs)]
 
 mod attempt;
+mod batcher;
 mod claim;
 mod ctx;
 mod describe;
@@ -14,6 +15,7 @@ mod sink;
 pub use attempt::{ATTEMPT_SPAN, attempt};
 #[cfg(feature = "otel")]
 pub use attempt::{attempt_in_trace, parse_traceparent};
+pub use batcher::{BatchConfig, BatchError, BatchSend, Batcher};
 pub use claim::{Claim, ClaimRef, ClaimRefError, parse_claim_id};
 pub use ctx::{Ctx, Extensions, ForwardHeaders};
 pub use describe::{Description, Payload, REDACTED, Subject, redact_url};

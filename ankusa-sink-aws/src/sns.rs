@@ -1,0 +1,199 @@
+//! The SNS sink: `Publish`, `PublishBatch`, `GetTopicAttributes`.
+
+use crate::config::{ConfigError, SnsConfig};
+use crate::error::{classify_entry, classify_sns};
+use crate::sink::{AwsSink, BatchResults, Entry, Publisher, confirm, forward_sink};
+use ankusa_sink_core::{Description, Failure, Payload, Subject, async_trait};
+use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
+use std::collections::HashMap;
+use std::fmt;
+
+/// Publishes each hook as one SNS message: the Message v1 JSON with String message
+/// attributes.
+///
+/// # Behavior
+/// - `Ok` only when SNS returned a message id.
+/// - FIFO topics (name ending in `.fifo`) get a message group id (`message_group_id`, else
+///   `<tenant>/<source>`) and a deduplication id (the hook id, or `<id>:replay:<replay_id>`).
+/// - A message over `max_message_bytes` (default 256 KiB) is permanent and not sent.
+/// - With batching on and `ctx.batch` set, deliveries share `PublishBatch` requests (10
+///   entries, `max_message_bytes` in total); each gets its own entry's result.
+/// - `check()` reads the topic's attributes (`GetTopicAttributes`); nothing is published.
+pub struct SnsSink {
+    inner: AwsSink<SnsPublisher>,
+}
+
+impl fmt::Debug for SnsSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SnsSink")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl SnsSink {
+    /// A sink with a client built from [`SnsConfig::sdk_config`].
+    pub async fn new(config: SnsConfig) -> Result<Self, ConfigError> {
+        let sdk = config.sdk_config().await?;
+        Ok(Self::from_client(config, aws_sdk_sns::Client::new(&sdk)))
+    }
+
+    /// A sink using `client` (its region, endpoint, credentials and interceptors); the
+    /// config's connection options are not used.
+    pub fn from_client(config: SnsConfig, client: aws_sdk_sns::Client) -> Self {
+        let host = match config.options().endpoint.as_deref() {
+            Some(e) => url::Url::parse(e).ok().and_then(|u| {
+                let host = u.host_str()?.to_owned();
+                Some(match u.port() {
+                    Some(p) => format!("{host}:{p}"),
+                    None => host,
+                })
+            }),
+            None => Some(format!("sns.{}.amazonaws.com", config.region())),
+        };
+        let publisher = SnsPublisher {
+            client,
+            topic_arn: config.topic_arn().to_owned(),
+            topic_name: config.topic_name().to_owned(),
+            fifo: config.fifo(),
+            host,
+        };
+        let max = config.max_message_bytes();
+        SnsSink {
+            inner: AwsSink::new(publisher, config.options().clone(), max, max),
+        }
+    }
+
+    /// The SDK client.
+    pub fn client(&self) -> &aws_sdk_sns::Client {
+        &self.inner.publisher().client
+    }
+}
+
+forward_sink!(SnsSink);
+
+pub(crate) struct SnsPublisher {
+    client: aws_sdk_sns::Client,
+    topic_arn: String,
+    topic_name: String,
+    fifo: bool,
+    host: Option<String>,
+}
+
+impl fmt::Debug for SnsPublisher {
+    // The client's config holds the credentials provider: never printed.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SnsPublisher")
+            .field("topic_arn", &self.topic_arn)
+            .field("fifo", &self.fifo)
+            .finish_non_exhaustive()
+    }
+}
+
+fn attributes(e: &Entry) -> HashMap<String, MessageAttributeValue> {
+    e.attributes
+        .iter()
+        .map(|(k, v)| {
+            let value = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(v)
+                .build()
+                .expect("data_type is set");
+            ((*k).to_owned(), value)
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Publisher for SnsPublisher {
+    fn fifo(&self) -> bool {
+        self.fifo
+    }
+
+    async fn publish(&self, e: &Entry) -> Result<(), Failure> {
+        const OP: &str = "Publish";
+        let out = self
+            .client
+            .publish()
+            .topic_arn(&self.topic_arn)
+            .message(&e.body)
+            .set_message_attributes(Some(attributes(e)))
+            .set_message_group_id(e.group_id.clone())
+            .set_message_deduplication_id(e.dedup_id.clone())
+            .send()
+            .await
+            .map_err(|err| classify_sns(OP, err).failure(e.attempt))?;
+        confirm("sns", OP, &e.body, out.message_id(), None)
+    }
+
+    async fn publish_batch(&self, entries: &[Entry]) -> Vec<Result<(), Failure>> {
+        const OP: &str = "PublishBatch";
+        let request: Vec<_> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                PublishBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message(&e.body)
+                    .set_message_attributes(Some(attributes(e)))
+                    .set_message_group_id(e.group_id.clone())
+                    .set_message_deduplication_id(e.dedup_id.clone())
+                    .build()
+                    .expect("id and message are set")
+            })
+            .collect();
+        let out = match self
+            .client
+            .publish_batch()
+            .topic_arn(&self.topic_arn)
+            .set_publish_batch_request_entries(Some(request))
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(err) => {
+                let v = classify_sns(OP, err);
+                return entries.iter().map(|e| Err(v.failure(e.attempt))).collect();
+            }
+        };
+        let mut results = BatchResults::new("sns", OP, entries.len());
+        for ok in out.successful() {
+            results.set(ok.id().unwrap_or_default(), |i| {
+                confirm("sns", OP, &entries[i].body, ok.message_id(), None)
+            });
+        }
+        for failed in out.failed() {
+            results.set(failed.id(), |i| {
+                let v = classify_entry("sns", OP, failed.code(), failed.message());
+                Err(v.failure(entries[i].attempt))
+            });
+        }
+        results.finish()
+    }
+
+    async fn check(&self) -> Result<(), Failure> {
+        self.client
+            .get_topic_attributes()
+            .topic_arn(&self.topic_arn)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|err| classify_sns("GetTopicAttributes", err).failure(1))
+    }
+
+    fn describe(&self, _subject: &Subject) -> Description {
+        let mut d = Description::new("sns", Payload::Message);
+        d.host = self.host.clone();
+        d.address = Some(self.topic_name.clone());
+        let ordering = if self.fifo { "FIFO" } else { "standard" };
+        d.bindings.insert(
+            "sns".into(),
+            serde_json::json!({
+                "topic": {"name": self.topic_name},
+                "ordering": {"type": ordering},
+                "bindingVersion": "1.0.0",
+            }),
+        );
+        d
+    }
+}

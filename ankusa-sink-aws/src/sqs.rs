@@ -1,0 +1,219 @@
+//! The SQS sink: `SendMessage`, `SendMessageBatch`, `GetQueueAttributes`.
+
+use crate::config::{ConfigError, SQS_MAX_BATCH_BYTES, SqsConfig};
+use crate::error::{classify_entry, classify_sqs};
+use crate::sink::{AwsSink, BatchResults, Entry, Publisher, confirm, forward_sink};
+use ankusa_sink_core::{Description, Failure, Payload, Subject, async_trait};
+use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
+use std::collections::HashMap;
+use std::fmt;
+
+/// Delivers each hook as one SQS message: the Message v1 JSON body with String attributes.
+///
+/// # Behavior
+/// - `Ok` only when SQS returned a message id and the MD5 of the body it stored equals the
+///   MD5 of the body sent.
+/// - FIFO queues (URL ending in `.fifo`) get a message group id (`message_group_id`, else
+///   `<tenant>/<source>`) and a deduplication id (the hook id, or `<id>:replay:<replay_id>`
+///   for a replay). A standard queue gets a group id only when one is configured.
+/// - A message whose body plus attributes exceed `max_message_bytes` is permanent and not
+///   sent.
+/// - With batching on and `ctx.batch` set, deliveries share `SendMessageBatch` requests (10
+///   entries, 1 MiB); each gets its own entry's result.
+/// - `check()` reads the queue's ARN (`GetQueueAttributes`); nothing is sent.
+pub struct SqsSink {
+    inner: AwsSink<SqsPublisher>,
+}
+
+impl fmt::Debug for SqsSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqsSink")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl SqsSink {
+    /// A sink with a client built from [`SqsConfig::sdk_config`].
+    pub async fn new(config: SqsConfig) -> Result<Self, ConfigError> {
+        let sdk = config.sdk_config().await?;
+        Ok(Self::from_client(config, aws_sdk_sqs::Client::new(&sdk)))
+    }
+
+    /// A sink using `client` (its region, endpoint, credentials and interceptors); the
+    /// config's connection options are not used.
+    pub fn from_client(config: SqsConfig, client: aws_sdk_sqs::Client) -> Self {
+        let host = description_host(config.endpoint(), config.queue_url());
+        let publisher = SqsPublisher {
+            client,
+            queue_url: config.queue_url().to_owned(),
+            queue_name: config.queue_name().to_owned(),
+            fifo: config.fifo(),
+            host,
+        };
+        let max = config.max_message_bytes();
+        SqsSink {
+            inner: AwsSink::new(
+                publisher,
+                config.options().clone(),
+                max,
+                SQS_MAX_BATCH_BYTES,
+            ),
+        }
+    }
+
+    /// The SDK client.
+    pub fn client(&self) -> &aws_sdk_sqs::Client {
+        &self.inner.publisher().client
+    }
+}
+
+forward_sink!(SqsSink);
+
+/// `host[:port]` of the endpoint, else of the queue URL; never userinfo.
+fn description_host(endpoint: Option<&str>, queue_url: &str) -> Option<String> {
+    let url = url::Url::parse(endpoint.unwrap_or(queue_url)).ok()?;
+    let host = url.host_str()?;
+    Some(match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_owned(),
+    })
+}
+
+pub(crate) struct SqsPublisher {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+    queue_name: String,
+    fifo: bool,
+    host: Option<String>,
+}
+
+impl fmt::Debug for SqsPublisher {
+    // The client's config holds the credentials provider: never printed.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqsPublisher")
+            .field("queue_url", &self.queue_url)
+            .field("fifo", &self.fifo)
+            .finish_non_exhaustive()
+    }
+}
+
+fn attributes(e: &Entry) -> HashMap<String, MessageAttributeValue> {
+    e.attributes
+        .iter()
+        .map(|(k, v)| {
+            let value = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(v)
+                .build()
+                .expect("data_type is set");
+            ((*k).to_owned(), value)
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Publisher for SqsPublisher {
+    fn fifo(&self) -> bool {
+        self.fifo
+    }
+
+    async fn publish(&self, e: &Entry) -> Result<(), Failure> {
+        const OP: &str = "SendMessage";
+        let out = self
+            .client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(&e.body)
+            .set_message_attributes(Some(attributes(e)))
+            .set_message_group_id(e.group_id.clone())
+            .set_message_deduplication_id(e.dedup_id.clone())
+            .send()
+            .await
+            .map_err(|err| classify_sqs(OP, err).failure(e.attempt))?;
+        confirm(
+            "sqs",
+            OP,
+            &e.body,
+            out.message_id(),
+            Some(out.md5_of_message_body()),
+        )
+    }
+
+    async fn publish_batch(&self, entries: &[Entry]) -> Vec<Result<(), Failure>> {
+        const OP: &str = "SendMessageBatch";
+        let request: Vec<_> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(&e.body)
+                    .set_message_attributes(Some(attributes(e)))
+                    .set_message_group_id(e.group_id.clone())
+                    .set_message_deduplication_id(e.dedup_id.clone())
+                    .build()
+                    .expect("id and body are set")
+            })
+            .collect();
+        let out = match self
+            .client
+            .send_message_batch()
+            .queue_url(&self.queue_url)
+            .set_entries(Some(request))
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(err) => {
+                let v = classify_sqs(OP, err);
+                return entries.iter().map(|e| Err(v.failure(e.attempt))).collect();
+            }
+        };
+        let mut results = BatchResults::new("sqs", OP, entries.len());
+        for ok in out.successful() {
+            results.set(ok.id(), |i| {
+                let md5 = Some(ok.md5_of_message_body()).filter(|m| !m.is_empty());
+                confirm(
+                    "sqs",
+                    OP,
+                    &entries[i].body,
+                    Some(ok.message_id()),
+                    Some(md5),
+                )
+            });
+        }
+        for failed in out.failed() {
+            results.set(failed.id(), |i| {
+                let v = classify_entry("sqs", OP, failed.code(), failed.message());
+                Err(v.failure(entries[i].attempt))
+            });
+        }
+        results.finish()
+    }
+
+    async fn check(&self) -> Result<(), Failure> {
+        self.client
+            .get_queue_attributes()
+            .queue_url(&self.queue_url)
+            .attribute_names(QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|err| classify_sqs("GetQueueAttributes", err).failure(1))
+    }
+
+    fn describe(&self, _subject: &Subject) -> Description {
+        let mut d = Description::new("sqs", Payload::Message);
+        d.host = self.host.clone();
+        d.address = Some(self.queue_name.clone());
+        d.bindings.insert(
+            "sqs".into(),
+            serde_json::json!({
+                "queue": {"name": self.queue_name, "fifoQueue": self.fifo},
+                "bindingVersion": "0.3.0",
+            }),
+        );
+        d
+    }
+}

@@ -1,0 +1,261 @@
+//! Shared helpers: moto addresses, unique names, envelopes, readback, request counting.
+
+use ankusa_sink_aws::sdk::{aws_sdk_sns, aws_sdk_sqs};
+use ankusa_sink_aws::{AwsOptions, SnsConfig, SqsConfig, StaticCredentials};
+use ankusa_sink_core::{Class, Ctx, Envelope, Failure};
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// moto's endpoint: `ANKUSA_MOTO_ENDPOINT`, default `http://127.0.0.1:4566`
+/// (`scripts/services/moto.sh` starts it).
+pub(crate) fn moto() -> String {
+    std::env::var("ANKUSA_MOTO_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
+}
+
+pub(crate) const ACCOUNT: &str = "123456789012";
+pub(crate) const REGION: &str = "us-east-1";
+
+/// A name no other test or run uses.
+pub(crate) fn unique(prefix: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "ankusa-{prefix}-{}-{}",
+        ulid::Ulid::new().to_string().to_lowercase(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub(crate) fn creds() -> StaticCredentials {
+    StaticCredentials::new("AKIAIOSFODNN7EXAMPLE", "moto-secret-not-checked")
+}
+
+pub(crate) fn options(endpoint: &str) -> AwsOptions {
+    AwsOptions::default()
+        .with_region(REGION)
+        .with_endpoint(endpoint)
+        .with_credentials(creds())
+        .with_timeout(Duration::from_secs(5))
+}
+
+pub(crate) async fn sqs_admin(endpoint: &str) -> aws_sdk_sqs::Client {
+    let cfg = SqsConfig::new(format!("{endpoint}/{ACCOUNT}/admin"), options(endpoint)).unwrap();
+    aws_sdk_sqs::Client::new(&cfg.sdk_config().await.unwrap())
+}
+
+pub(crate) async fn sns_admin(endpoint: &str) -> aws_sdk_sns::Client {
+    let cfg = SnsConfig::new(
+        format!("arn:aws:sns:{REGION}:{ACCOUNT}:admin"),
+        options(endpoint),
+    )
+    .unwrap();
+    aws_sdk_sns::Client::new(&cfg.sdk_config().await.unwrap())
+}
+
+/// Create a queue and answer its URL.
+pub(crate) async fn create_queue(
+    admin: &aws_sdk_sqs::Client,
+    name: &str,
+    attrs: &[(QueueAttributeName, &str)],
+) -> String {
+    let mut req = admin.create_queue().queue_name(name);
+    for (k, v) in attrs {
+        req = req.attributes(k.clone(), *v);
+    }
+    req.send().await.unwrap().queue_url().unwrap().to_owned()
+}
+
+pub(crate) fn env(id: &str, body: &[u8]) -> Envelope {
+    Envelope::builder(id, "stripe", body.to_vec())
+        .tenant_id("acme")
+        .received_at(1_700_000_000_000)
+        .content_type("application/json")
+        .header("Stripe-Signature", "t=1,v1=abc")
+        .dedupe_key(format!("evt_{id}"))
+        .build()
+        .unwrap()
+}
+
+pub(crate) fn ctx(env: &Envelope) -> Ctx {
+    Ctx::for_envelope(env)
+}
+
+/// One received message: body, message attributes, system attributes.
+#[derive(Debug, Clone)]
+pub(crate) struct Received {
+    pub(crate) body: String,
+    pub(crate) attributes: HashMap<String, String>,
+    pub(crate) system: HashMap<String, String>,
+}
+
+/// Receive until `want` messages arrived or 30 s passed.
+pub(crate) async fn receive(
+    admin: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    want: usize,
+) -> Vec<Received> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut out = Vec::new();
+    while out.len() < want && Instant::now() < deadline {
+        let got = admin
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .message_attribute_names("All")
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .visibility_timeout(600)
+            .send()
+            .await
+            .unwrap();
+        let msgs = got.messages();
+        if msgs.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for m in msgs {
+            out.push(Received {
+                body: m.body().unwrap_or_default().to_owned(),
+                attributes: m
+                    .message_attributes()
+                    .map(|a| {
+                        a.iter()
+                            .map(|(k, v)| {
+                                (k.clone(), v.string_value().unwrap_or_default().to_owned())
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                system: m
+                    .attributes()
+                    .map(|a| {
+                        a.iter()
+                            .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            });
+        }
+    }
+    out
+}
+
+/// How many messages the queue holds (visible or not).
+pub(crate) async fn queue_depth(admin: &aws_sdk_sqs::Client, queue_url: &str) -> usize {
+    let out = admin
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .unwrap();
+    out.attributes()
+        .map(|a| a.values().map(|v| v.parse::<usize>().unwrap_or(0)).sum())
+        .unwrap_or(0)
+}
+
+pub(crate) fn assert_class(res: &Result<(), Failure>, want: Class) {
+    match res {
+        Err(f) => assert_eq!(f.class(), want, "{f}"),
+        Ok(()) => panic!("expected {want}, got Ok"),
+    }
+}
+
+pub(crate) fn assert_retry_after(res: &Result<(), Failure>) -> u64 {
+    match res {
+        Err(f) => f
+            .class()
+            .retry_after_ms()
+            .unwrap_or_else(|| panic!("expected retry_after, got {f}")),
+        Ok(()) => panic!("expected retry_after, got Ok"),
+    }
+}
+
+/// Counts HTTP requests a client transmits, by operation (`x-amz-target`, or the form's
+/// `Action`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RequestCounter {
+    pub(crate) total: Arc<AtomicUsize>,
+}
+
+impl RequestCounter {
+    pub(crate) fn count(&self) -> usize {
+        self.total.load(Ordering::SeqCst)
+    }
+}
+
+impl aws_sdk_sqs::config::Intercept for RequestCounter {
+    fn name(&self) -> &'static str {
+        "RequestCounter"
+    }
+    fn read_before_transmit(
+        &self,
+        _ctx: &aws_sdk_sqs::config::interceptors::BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &aws_sdk_sqs::config::RuntimeComponents,
+        _cfg: &mut aws_sdk_sqs::config::ConfigBag,
+    ) -> Result<(), aws_sdk_sqs::error::BoxError> {
+        self.total.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// A moto of our own; killed when dropped, even when the test panics.
+pub(crate) struct Moto {
+    child: Child,
+    pub(crate) endpoint: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start a moto of our own on a free loopback port, checking IAM after
+/// `no_auth_actions` actions (`ANKUSA_MOTO_SERVER` or `moto_server` on PATH).
+pub(crate) fn start_moto(no_auth_actions: u32) -> Moto {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = std::env::var("ANKUSA_MOTO_SERVER").unwrap_or_else(|_| "moto_server".into());
+    let child = Command::new(server)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .env("INITIAL_NO_AUTH_ACTION_COUNT", no_auth_actions.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("moto_server on PATH (scripts/services/moto.sh installs it)");
+    let moto = Moto {
+        child,
+        endpoint: format!("http://127.0.0.1:{port}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.write_all(b"GET /moto-api/ HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+            let mut buf = [0u8; 12];
+            if s.read_exact(&mut buf).is_ok() && buf.starts_with(b"HTTP/1.") {
+                return moto;
+            }
+        }
+        assert!(Instant::now() < deadline, "dedicated moto did not start");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Delete a queue (best effort: the test's result is already decided).
+pub(crate) async fn delete_queue(admin: &aws_sdk_sqs::Client, queue_url: &str) {
+    let _ = admin.delete_queue().queue_url(queue_url).send().await;
+}
+
+/// Delete a topic (best effort).
+pub(crate) async fn delete_topic(admin: &aws_sdk_sns::Client, arn: &str) {
+    let _ = admin.delete_topic().topic_arn(arn).send().await;
+}

@@ -1,0 +1,113 @@
+//! IAM denial from a real moto: a dedicated moto (its own loopback port) started with
+//! `INITIAL_NO_AUTH_ACTION_COUNT`, so after the setup calls every request is checked.
+
+use crate::common::*;
+use ankusa_sink_aws::{SnsConfig, SnsSink, SqsConfig, SqsSink, StaticCredentials};
+use ankusa_sink_core::{Class, Sink};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// Raw HTTP/1.1 POST with a form body (moto does not check signatures during the no-auth
+/// actions; the credential scope in the header routes the request to the service).
+fn post(addr: &str, service: &str, form: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let req = format!(
+        "POST / HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/x-www-form-urlencoded\r\n\
+         authorization: AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20260101/{REGION}/{service}/aws4_request, SignedHeaders=host, Signature=0\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{form}",
+        form.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, out)
+}
+
+fn between<'a>(text: &'a str, open: &str, close: &str) -> &'a str {
+    let start = text
+        .find(open)
+        .unwrap_or_else(|| panic!("no {open} in {text}"))
+        + open.len();
+    let end = text[start..].find(close).unwrap() + start;
+    &text[start..end]
+}
+
+#[tokio::test]
+async fn iam_denials_are_config_for_sqs_and_sns() {
+    // Four unauthenticated actions: CreateQueue, CreateTopic, CreateUser, CreateAccessKey.
+    let moto = tokio::task::spawn_blocking(|| start_moto(4)).await.unwrap();
+    let ep = moto.endpoint.clone();
+    let addr = ep.trim_start_matches("http://").to_owned();
+
+    let queue_url = create_queue(&sqs_admin(&ep).await, "denied", &[]).await;
+    let topic_arn = sns_admin(&ep)
+        .await
+        .create_topic()
+        .name("denied")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn()
+        .unwrap()
+        .to_owned();
+    let (key_id, secret) = tokio::task::spawn_blocking(move || {
+        let (st, _) = post(
+            &addr,
+            "iam",
+            "Action=CreateUser&UserName=nopolicy&Version=2010-05-08",
+        );
+        assert_eq!(st, 200);
+        let (st, body) = post(
+            &addr,
+            "iam",
+            "Action=CreateAccessKey&UserName=nopolicy&Version=2010-05-08",
+        );
+        assert_eq!(st, 200, "{body}");
+        (
+            between(&body, "<AccessKeyId>", "</AccessKeyId>").to_owned(),
+            between(&body, "<SecretAccessKey>", "</SecretAccessKey>").to_owned(),
+        )
+    })
+    .await
+    .unwrap();
+
+    let cases = [
+        (
+            "InvalidClientTokenId",
+            StaticCredentials::new("AKIAUNKNOWNKEY000000", "whatever"),
+        ),
+        (
+            "SignatureDoesNotMatch",
+            StaticCredentials::new(key_id.clone(), "not-the-secret"),
+        ),
+        ("AccessDenied", StaticCredentials::new(key_id, secret)),
+    ];
+    for (why, creds) in cases {
+        let opts = options(&ep).with_credentials(creds);
+        let sqs = SqsSink::new(SqsConfig::new(&queue_url, opts.clone()).unwrap())
+            .await
+            .unwrap();
+        let sns = SnsSink::new(SnsConfig::new(&topic_arn, opts).unwrap())
+            .await
+            .unwrap();
+        let e = env("h-iam", b"{}");
+        for (name, res) in [
+            ("sqs deliver", sqs.deliver(&e, &ctx(&e)).await),
+            ("sqs check", sqs.check().await.map(|_| ())),
+            ("sns deliver", sns.deliver(&e, &ctx(&e)).await),
+            ("sns check", sns.check().await.map(|_| ())),
+        ] {
+            let f = res.expect_err(name);
+            assert_eq!(f.class(), Class::Config, "{why} {name}: {f}");
+            assert!(f.to_string().contains("403"), "{why} {name}: {f}");
+        }
+    }
+    drop(moto);
+}

@@ -1,0 +1,10 @@
+//! Integration tests: moto on 127.0.0.1 (`scripts/services/moto.sh`), a dedicated moto for
+//! IAM denial, and a scripted loopback server for throttling, 5xx and batch shapes.
+
+mod common;
+mod conformance;
+mod iam;
+mod proxy;
+mod scripted;
+mod sns;
+mod sqs;

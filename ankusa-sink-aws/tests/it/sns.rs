@@ -1,0 +1,308 @@
+//! SNS against moto (read back through an SQS subscription with raw delivery), and against
+//! the scripted server speaking the SNS query/XML protocol.
+
+use crate::common::*;
+use crate::scripted::{Resp, Scripted};
+use ankusa_sink_aws::sdk::{aws_sdk_sns, aws_sdk_sqs};
+use ankusa_sink_aws::{AwsOptions, BatchOptions, SnsConfig, SnsSink};
+use ankusa_sink_core::{Check, Class, Sink, Subject, attributes, message};
+use aws_sdk_sqs::types::QueueAttributeName;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A topic with a raw-delivery SQS subscription: (sqs admin, queue url, topic arn).
+async fn topic(fifo: bool) -> (aws_sdk_sqs::Client, String, String) {
+    let sqs = sqs_admin(&moto()).await;
+    let sns = sns_admin(&moto()).await;
+    let mut name = unique("t");
+    if fifo {
+        name.push_str(".fifo");
+    }
+    let mut t = sns.create_topic().name(&name);
+    let mut qattrs = Vec::new();
+    if fifo {
+        t = t.attributes("FifoTopic", "true");
+        qattrs.push((QueueAttributeName::FifoQueue, "true"));
+    }
+    let arn = t.send().await.unwrap().topic_arn().unwrap().to_owned();
+    let url = create_queue(&sqs, &name, &qattrs).await;
+    sns.subscribe()
+        .topic_arn(&arn)
+        .protocol("sqs")
+        .endpoint(format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"))
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .unwrap();
+    (sqs, url, arn)
+}
+
+async fn drop_topic(sqs: &aws_sdk_sqs::Client, url: &str, arn: &str) {
+    delete_queue(sqs, url).await;
+    delete_topic(&sns_admin(&moto()).await, arn).await;
+}
+
+async fn sink(arn: &str, options: AwsOptions) -> SnsSink {
+    SnsSink::new(SnsConfig::new(arn, options).unwrap())
+        .await
+        .unwrap()
+}
+
+async fn counted_sink(arn: &str, options: AwsOptions) -> (SnsSink, RequestCounter) {
+    let cfg = SnsConfig::new(arn, options).unwrap();
+    let counter = RequestCounter::default();
+    let sdk = cfg.sdk_config().await.unwrap();
+    let conf = aws_sdk_sns::config::Builder::from(&sdk)
+        .interceptor(counter.clone())
+        .build();
+    (
+        SnsSink::from_client(cfg, aws_sdk_sns::Client::from_conf(conf)),
+        counter,
+    )
+}
+
+#[tokio::test]
+async fn round_trip_through_a_raw_sqs_subscription() {
+    let (sqs, url, arn) = topic(false).await;
+    let s = sink(&arn, options(&moto())).await;
+    let e = env("h-sns", br#"{"type":"push"}"#);
+    let c = ctx(&e).with_replay_id("r9");
+    s.deliver(&e, &c).await.unwrap();
+    let got = receive(&sqs, &url, 1).await;
+    assert_eq!(got.len(), 1);
+    let expected = message::encode(&e, &c, Some(message::DEFAULT_INLINE_MAX_BYTES)).unwrap();
+    assert_eq!(got[0].body.as_bytes(), &expected[..]);
+    assert_eq!(
+        message::decode(got[0].body.as_bytes())
+            .unwrap()
+            .replay_id
+            .as_deref(),
+        Some("r9")
+    );
+    let want: std::collections::HashMap<String, String> = attributes(&e, &c)
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    assert_eq!(got[0].attributes, want);
+    drop_topic(&sqs, &url, &arn).await;
+}
+
+#[tokio::test]
+async fn fifo_topic_gets_group_and_dedup_ids() {
+    let (sqs, url, arn) = topic(true).await;
+    let s = sink(&arn, options(&moto())).await;
+    let e = env("h-snsfifo", b"{}");
+    s.deliver(&e, &ctx(&e)).await.unwrap();
+    s.deliver(&e, &ctx(&e).with_replay_id("r2")).await.unwrap();
+    let got = receive(&sqs, &url, 2).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0].system["MessageGroupId"], "acme/stripe");
+    let dedup: Vec<&str> = got
+        .iter()
+        .map(|m| m.system["MessageDeduplicationId"].as_str())
+        .collect();
+    assert_eq!(dedup, ["h-snsfifo", "h-snsfifo:replay:r2"]);
+    drop_topic(&sqs, &url, &arn).await;
+}
+
+#[tokio::test]
+async fn missing_topic_is_config() {
+    let arn = format!("arn:aws:sns:{REGION}:{ACCOUNT}:{}", unique("missing"));
+    let s = sink(&arn, options(&moto())).await;
+    let e = env("h-nt", b"{}");
+    let res = s.deliver(&e, &ctx(&e)).await;
+    assert_class(&res, Class::Config);
+    assert!(res.unwrap_err().to_string().contains("NotFound"));
+    assert_eq!(s.check().await.unwrap_err().class(), Class::Config);
+}
+
+#[tokio::test]
+async fn check_passes_and_publishes_nothing() {
+    let (sqs, url, arn) = topic(false).await;
+    let s = sink(&arn, options(&moto())).await;
+    assert_eq!(s.check().await.unwrap(), Check::Passed);
+    assert_eq!(queue_depth(&sqs, &url).await, 0);
+    drop_topic(&sqs, &url, &arn).await;
+}
+
+#[tokio::test]
+async fn oversize_is_permanent_from_sns_and_before_sending() {
+    let (sqs, url, arn) = topic(false).await;
+    // Over SNS's 256 KiB (moto's limit) with the pre-check raised to 1 MiB: SNS refuses it.
+    let big_opts = options(&moto())
+        .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap())
+        .with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap());
+    let s = sink(&arn, big_opts).await;
+    let e = env("h-huge", &vec![b'x'; 300_000]);
+    let res = s.deliver(&e, &ctx(&e)).await;
+    assert_class(&res, Class::Permanent);
+
+    // The default 256 KiB pre-check: refused here.
+    let s = sink(
+        &arn,
+        options(&moto()).with_inline_max_bytes(NonZeroUsize::new(190_000).unwrap()),
+    )
+    .await;
+    let e = ankusa_sink_core::Envelope::builder("h-pre", "stripe", vec![b'y'; 190_000])
+        .header("x-big", "z".repeat(20_000))
+        .build()
+        .unwrap();
+    let res = s.deliver(&e, &ctx(&e)).await;
+    assert_class(&res, Class::Permanent);
+    assert!(
+        res.unwrap_err()
+            .to_string()
+            .contains("exceeds max_message_bytes 262144")
+    );
+    assert_eq!(queue_depth(&sqs, &url).await, 0, "nothing was published");
+    drop_topic(&sqs, &url, &arn).await;
+}
+
+#[tokio::test]
+async fn a_batch_with_a_refused_entry_answers_each_delivery() {
+    let (sqs, url, arn) = topic(false).await;
+    let opts = options(&moto())
+        .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap())
+        .with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap())
+        .with_batch(BatchOptions::default().with_linger(Duration::from_millis(300)));
+    let (s, counter) = counted_sink(&arn, opts).await;
+    let s = Arc::new(s);
+    let mut tasks = Vec::new();
+    for (i, size) in [10usize, 300_000, 10].into_iter().enumerate() {
+        let s = Arc::clone(&s);
+        tasks.push(tokio::spawn(async move {
+            let e = env(&format!("b{i}"), &vec![b'x'; size]);
+            s.deliver(&e, &ctx(&e).with_batch(true)).await
+        }));
+    }
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.unwrap());
+    }
+    assert_eq!(counter.count(), 1, "one PublishBatch");
+    assert!(results[0].is_ok(), "{:?}", results[0]);
+    assert_class(&results[1], Class::Permanent);
+    assert!(results[2].is_ok(), "{:?}", results[2]);
+    let got = receive(&sqs, &url, 2).await;
+    let mut ids: Vec<String> = got
+        .iter()
+        .map(|m| message::decode(m.body.as_bytes()).unwrap().id)
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["b0", "b2"]);
+    drop_topic(&sqs, &url, &arn).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_deliveries_none_lost() {
+    const N: usize = 500;
+    let (sqs, url, arn) = topic(false).await;
+    let opts =
+        options(&moto()).with_batch(BatchOptions::default().with_linger(Duration::from_millis(20)));
+    let (s, counter) = counted_sink(&arn, opts).await;
+    let s = Arc::new(s);
+    let mut tasks = Vec::new();
+    for i in 0..N {
+        let s = Arc::clone(&s);
+        tasks.push(tokio::spawn(async move {
+            let e = env(&format!("n{i}"), b"{}");
+            s.deliver(&e, &ctx(&e).with_batch(true)).await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let requests = counter.count();
+    assert!(
+        (N / 10..=N / 4).contains(&requests),
+        "{requests} requests for {N}"
+    );
+    let got = receive(&sqs, &url, N).await;
+    let mut ids: Vec<String> = got
+        .iter()
+        .map(|m| message::decode(m.body.as_bytes()).unwrap().id)
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), N);
+    drop_topic(&sqs, &url, &arn).await;
+}
+
+#[tokio::test]
+async fn describe_names_the_topic_never_credentials() {
+    let planted =
+        ankusa_sink_aws::StaticCredentials::new("AKIAPLANTEDKEYID0000", "planted-secret-value");
+    let s = sink(
+        &format!("arn:aws:sns:{REGION}:{ACCOUNT}:events.fifo"),
+        options(&moto()).with_credentials(planted),
+    )
+    .await;
+    let d = s
+        .describe(&Subject::new("stripe", Some("acme".into())))
+        .unwrap();
+    assert_eq!(d.protocol, "sns");
+    assert_eq!(d.address.as_deref(), Some("events.fifo"));
+    assert_eq!(d.bindings["sns"]["ordering"]["type"], "FIFO");
+    let printed = format!("{d:?} {} {s:?}", serde_json::to_string(&d).unwrap());
+    assert!(
+        !printed.contains("AKIAPLANTEDKEYID0000") && !printed.contains("planted-secret-value"),
+        "{printed}"
+    );
+}
+
+// ---- scripted server: the SNS query/XML protocol ----
+
+async fn scripted_result(resp: Resp) -> Result<(), ankusa_sink_core::Failure> {
+    let server = Scripted::start(move |_| resp.clone()).await;
+    let s = sink(
+        &format!("arn:aws:sns:{REGION}:{ACCOUNT}:scripted"),
+        options(&server.endpoint()),
+    )
+    .await;
+    let e = env("h-scripted", b"{}");
+    let res = s.deliver(&e, &ctx(&e)).await;
+    assert_eq!(server.count(), 1, "one attempt, no SDK retries");
+    res
+}
+
+#[tokio::test]
+async fn sns_codes_from_the_wire() {
+    for (status, code) in [
+        (403, "AuthorizationError"),
+        (404, "NotFound"),
+        (403, "InvalidClientTokenId"),
+        (403, "SignatureDoesNotMatch"),
+        (400, "KMSAccessDenied"),
+        (403, "AccessDenied"),
+    ] {
+        let res = scripted_result(Resp::sns_error(status, code)).await;
+        assert_class(&res, Class::Config);
+    }
+    for code in [
+        "InvalidParameter",
+        "InvalidParameterValue",
+        "MessageTooLong",
+    ] {
+        assert_class(
+            &scripted_result(Resp::sns_error(400, code)).await,
+            Class::Permanent,
+        );
+    }
+    for code in ["Throttled", "Throttling", "KMSThrottling"] {
+        let ms = assert_retry_after(&scripted_result(Resp::sns_error(400, code)).await);
+        assert!((1..=500).contains(&ms), "{code}: {ms}");
+    }
+    let resp = Resp::sns_error(400, "Throttled").header("retry-after", "3");
+    assert_eq!(assert_retry_after(&scripted_result(resp).await), 3_000);
+    for (status, code) in [(500, "InternalError"), (503, "ServiceUnavailable")] {
+        assert_class(
+            &scripted_result(Resp::sns_error(status, code)).await,
+            Class::Transient,
+        );
+    }
+    assert_class(
+        &scripted_result(Resp::new(502, "bad gateway")).await,
+        Class::Transient,
+    );
+}

@@ -1,0 +1,536 @@
+//! SQS against moto, and against the scripted server for what moto cannot produce.
+
+use crate::common::*;
+use crate::scripted::{Resp, Scripted, md5_hex};
+use ankusa_sink_aws::sdk::aws_sdk_sqs;
+use ankusa_sink_aws::{AwsOptions, BatchOptions, SqsConfig, SqsSink};
+use ankusa_sink_core::{Check, Class, Sink, Subject, attributes, message};
+use aws_sdk_sqs::types::QueueAttributeName;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+async fn moto_queue(
+    attrs: &[(QueueAttributeName, &str)],
+    fifo: bool,
+) -> (aws_sdk_sqs::Client, String) {
+    let admin = sqs_admin(&moto()).await;
+    let mut name = unique("q");
+    if fifo {
+        name.push_str(".fifo");
+    }
+    let url = create_queue(&admin, &name, attrs).await;
+    (admin, url)
+}
+
+async fn sink(url: &str, options: AwsOptions) -> SqsSink {
+    SqsSink::new(SqsConfig::new(url, options).unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn round_trip_body_and_attributes() {
+    let (admin, url) = moto_queue(&[], false).await;
+    let s = sink(&url, options(&moto())).await;
+    let e = env("h-rt", br#"{"type":"charge.succeeded"}"#);
+    let c = ctx(&e);
+    s.deliver(&e, &c).await.unwrap();
+
+    let got = receive(&admin, &url, 1).await;
+    assert_eq!(got.len(), 1);
+    let expected = message::encode(&e, &c, Some(message::DEFAULT_INLINE_MAX_BYTES)).unwrap();
+    assert_eq!(got[0].body.as_bytes(), &expected[..]);
+    let msg = message::decode(got[0].body.as_bytes()).unwrap();
+    assert_eq!(msg.id, "h-rt");
+    assert_eq!(msg.tenant_id.as_deref(), Some("acme"));
+    let want: std::collections::HashMap<String, String> = attributes(&e, &c)
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    assert_eq!(got[0].attributes, want);
+    // A standard queue: no group, no dedup id.
+    assert!(
+        !got[0].system.contains_key("MessageGroupId"),
+        "{:?}",
+        got[0].system
+    );
+    delete_queue(&admin, &url).await;
+}
+
+#[tokio::test]
+async fn fifo_group_and_dedup_ids() {
+    let (admin, url) = moto_queue(&[(QueueAttributeName::FifoQueue, "true")], true).await;
+    let s = sink(&url, options(&moto())).await;
+    let e = env("h-fifo", b"{}");
+    s.deliver(&e, &ctx(&e)).await.unwrap();
+    // A retried delivery collapses; a replay is a new message.
+    s.deliver(&e, &ctx(&e).with_attempt(2)).await.unwrap();
+    s.deliver(&e, &ctx(&e).with_replay_id("r1")).await.unwrap();
+
+    let got = receive(&admin, &url, 3).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0].system["MessageGroupId"], "acme/stripe");
+    let dedup: Vec<&str> = got
+        .iter()
+        .map(|m| m.system["MessageDeduplicationId"].as_str())
+        .collect();
+    assert_eq!(dedup, ["h-fifo", "h-fifo:replay:r1"]);
+    assert_eq!(got[1].attributes["ankusa_replay_id"], "r1");
+
+    // No tenant: the group is `/<source>`; a configured group wins.
+    let e2 = ankusa_sink_core::Envelope::builder("h-nt", "gh", "{}")
+        .build()
+        .unwrap();
+    s.deliver(&e2, &ctx(&e2)).await.unwrap();
+    let fixed = sink(&url, options(&moto()).with_message_group_id("g1")).await;
+    let e3 = env("h-fixed", b"{}");
+    fixed.deliver(&e3, &ctx(&e3)).await.unwrap();
+    let got = receive(&admin, &url, 2).await;
+    let groups: Vec<&str> = got
+        .iter()
+        .map(|m| m.system["MessageGroupId"].as_str())
+        .collect();
+    assert_eq!(groups, ["/gh", "g1"]);
+    delete_queue(&admin, &url).await;
+}
+
+#[tokio::test]
+async fn missing_queue_is_config() {
+    let url = format!("{}/{ACCOUNT}/{}", moto(), unique("missing"));
+    let s = sink(&url, options(&moto())).await;
+    let e = env("h-missing", b"{}");
+    let res = s.deliver(&e, &ctx(&e)).await;
+    assert_class(&res, Class::Config);
+    let text = res.unwrap_err().to_string();
+    assert!(
+        text.contains("NonExistentQueue") || text.contains("QueueDoesNotExist"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn oversize_is_permanent_from_the_queue_and_before_sending() {
+    let (admin, url) = moto_queue(&[(QueueAttributeName::MaximumMessageSize, "1024")], false).await;
+    let s = sink(&url, options(&moto())).await;
+    let e = env("h-big", &[b'x'; 2000]);
+    let res = s.deliver(&e, &ctx(&e)).await;
+    assert_class(&res, Class::Permanent);
+    assert!(
+        res.unwrap_err()
+            .to_string()
+            .contains("InvalidParameterValue")
+    );
+
+    // Over max_message_bytes: refused here, nothing sent.
+    let tiny = sink(
+        &url,
+        options(&moto())
+            .with_max_message_bytes(NonZeroUsize::new(8192).unwrap())
+            .with_inline_max_bytes(NonZeroUsize::new(100).unwrap()),
+    )
+    .await;
+    let e = env("h-over", &[b'y'; 100]);
+    let big_header = ankusa_sink_core::Envelope::builder("h-over", "stripe", vec![b'y'; 100])
+        .header("x-big", "z".repeat(9000))
+        .build()
+        .unwrap();
+    assert!(tiny.deliver(&e, &ctx(&e)).await.is_ok());
+    let res = tiny.deliver(&big_header, &ctx(&big_header)).await;
+    assert_class(&res, Class::Permanent);
+    assert!(
+        res.unwrap_err()
+            .to_string()
+            .contains("exceeds max_message_bytes 8192")
+    );
+    assert_eq!(
+        queue_depth(&admin, &url).await,
+        1,
+        "only the small message was sent"
+    );
+    delete_queue(&admin, &url).await;
+}
+
+#[tokio::test]
+async fn check_passes_or_is_config_and_sends_nothing() {
+    let (admin, url) = moto_queue(&[], false).await;
+    let s = sink(&url, options(&moto())).await;
+    assert_eq!(s.check().await.unwrap(), Check::Passed);
+    assert_eq!(queue_depth(&admin, &url).await, 0);
+    let missing = sink(
+        &format!("{}/{ACCOUNT}/{}", moto(), unique("nope")),
+        options(&moto()),
+    )
+    .await;
+    let err = missing.check().await.unwrap_err();
+    assert_eq!(err.class(), Class::Config, "{err}");
+    delete_queue(&admin, &url).await;
+}
+
+#[tokio::test]
+async fn describe_names_the_queue_never_credentials() {
+    let url = format!("{}/{ACCOUNT}/orders.fifo", moto());
+    let planted =
+        ankusa_sink_aws::StaticCredentials::new("AKIAPLANTEDKEYID0000", "planted-secret-value")
+            .with_session_token("planted-session-token");
+    let s = sink(&url, options(&moto()).with_credentials(planted)).await;
+    let d = s.describe(&Subject::new("stripe", None)).unwrap();
+    assert_eq!(d.protocol, "sqs");
+    assert_eq!(d.address.as_deref(), Some("orders.fifo"));
+    assert_eq!(d.host.as_deref(), moto().strip_prefix("http://"));
+    assert_eq!(d.bindings["sqs"]["queue"]["fifoQueue"], true);
+    let printed = format!("{d:?} {} {s:?}", serde_json::to_string(&d).unwrap());
+    for secret in [
+        "AKIAPLANTEDKEYID0000",
+        "planted-secret-value",
+        "planted-session-token",
+    ] {
+        assert!(!printed.contains(secret), "{printed}");
+    }
+}
+
+/// A sink on `url` whose client counts its HTTP requests.
+async fn counted_sink(url: &str, options: AwsOptions) -> (SqsSink, RequestCounter) {
+    let cfg = SqsConfig::new(url, options).unwrap();
+    let counter = RequestCounter::default();
+    let sdk = cfg.sdk_config().await.unwrap();
+    let conf = aws_sdk_sqs::config::Builder::from(&sdk)
+        .interceptor(counter.clone())
+        .build();
+    (
+        SqsSink::from_client(cfg, aws_sdk_sqs::Client::from_conf(conf)),
+        counter,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_thousand_batched_deliveries_none_lost() {
+    const N: usize = 5_000;
+    // moto's SendMessage and ReceiveMessage slow down as one queue grows (quadratic
+    // overall), so the 5,000 deliveries go to 100 queues of 50, one sink each; every
+    // sink's client counts into one counter.
+    const QUEUES: usize = 100;
+    let admin = sqs_admin(&moto()).await;
+    let counter = RequestCounter::default();
+    let mut sinks = Vec::new();
+    let mut urls = Vec::new();
+    for _ in 0..QUEUES {
+        let url = create_queue(&admin, &unique("bulk"), &[]).await;
+        let batch = BatchOptions::default()
+            .with_linger(Duration::from_millis(20))
+            .with_max_requests(NonZeroUsize::new(2).unwrap());
+        let opts = options(&moto())
+            .with_batch(batch)
+            .with_timeout(Duration::from_secs(30));
+        let cfg = SqsConfig::new(&url, opts).unwrap();
+        let sdk = cfg.sdk_config().await.unwrap();
+        let conf = aws_sdk_sqs::config::Builder::from(&sdk)
+            .interceptor(counter.clone())
+            .build();
+        sinks.push(Arc::new(SqsSink::from_client(
+            cfg,
+            aws_sdk_sqs::Client::from_conf(conf),
+        )));
+        urls.push(url);
+    }
+    let mut tasks = Vec::new();
+    for i in 0..N {
+        let s = Arc::clone(&sinks[i % QUEUES]);
+        tasks.push(tokio::spawn(async move {
+            let e = ankusa_sink_core::Envelope::builder(
+                format!("h{i}"),
+                "stripe",
+                format!("{{\"n\":{i}}}"),
+            )
+            .tenant_id(format!("t{}", i % 7))
+            .build()
+            .unwrap();
+            s.deliver(&e, &ctx(&e).with_batch(true)).await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let requests = counter.count();
+    assert!(requests >= N / 10, "{requests} requests for {N} messages");
+    assert!(
+        requests <= N / 4,
+        "batching should cut requests: {requests} for {N}"
+    );
+
+    let mut ids = Vec::new();
+    for url in &urls {
+        for m in receive(&admin, url, N / QUEUES).await {
+            ids.push(message::decode(m.body.as_bytes()).unwrap().id);
+        }
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), N, "every delivery arrived exactly once");
+    for url in &urls {
+        delete_queue(&admin, url).await;
+    }
+}
+
+#[tokio::test]
+async fn unbatched_without_ctx_batch() {
+    let (admin, url) = moto_queue(&[], false).await;
+    let (s, counter) = counted_sink(&url, options(&moto())).await;
+    for i in 0..3 {
+        let e = env(&format!("h-ub{i}"), b"{}");
+        s.deliver(&e, &ctx(&e)).await.unwrap();
+    }
+    assert_eq!(counter.count(), 3, "one SendMessage per delivery");
+    assert_eq!(receive(&admin, &url, 3).await.len(), 3);
+    delete_queue(&admin, &url).await;
+}
+
+// ---- scripted server: shapes moto cannot produce ----
+
+fn scripted_url(server: &Scripted) -> String {
+    format!("{}/{ACCOUNT}/scripted", server.endpoint())
+}
+
+async fn scripted_result(resp: Resp) -> Result<(), ankusa_sink_core::Failure> {
+    let server = Scripted::start(move |_| resp.clone()).await;
+    let s = sink(&scripted_url(&server), options(&server.endpoint())).await;
+    let e = env("h-scripted", b"{}");
+    let res = s.deliver(&e, &ctx(&e)).await;
+    assert_eq!(server.count(), 1, "one attempt, no SDK retries");
+    res
+}
+
+#[tokio::test]
+async fn config_codes_from_the_wire() {
+    for (code, query) in [
+        (
+            "QueueDoesNotExist",
+            "AWS.SimpleQueueService.NonExistentQueue",
+        ),
+        ("KmsAccessDenied", "KMS.AccessDeniedException"),
+        ("KmsDisabled", "KMS.DisabledException"),
+        ("KmsNotFound", "KMS.NotFoundException"),
+        ("InvalidAddress", "InvalidAddress"),
+        ("AccessDenied", "AccessDenied"),
+        ("UnrecognizedClientException", "UnrecognizedClientException"),
+    ] {
+        let res = scripted_result(Resp::sqs_error(400, code, query)).await;
+        assert_class(&res, Class::Config);
+    }
+    // A 403 whose body is not JSON (moto's IAM answers are XML): config by status.
+    let xml = Resp::new(
+        403,
+        "<ErrorResponse><Error><Code>AccessDenied</Code></Error></ErrorResponse>",
+    )
+    .header("content-type", "text/xml");
+    assert_class(&scripted_result(xml).await, Class::Config);
+}
+
+#[tokio::test]
+async fn permanent_codes_from_the_wire() {
+    for (code, query) in [
+        ("InvalidMessageContents", "InvalidMessageContents"),
+        ("InvalidParameterValue", "InvalidParameterValue"),
+        ("InvalidParameterValueException", "InvalidParameterValue"),
+        ("InvalidAttributeValue", "InvalidAttributeValue"),
+    ] {
+        let res = scripted_result(Resp::sqs_error(400, code, query)).await;
+        assert_class(&res, Class::Permanent);
+    }
+}
+
+#[tokio::test]
+async fn throttles_are_retry_after() {
+    for (code, query) in [
+        ("RequestThrottled", "RequestThrottled"),
+        ("ThrottlingException", "Throttling"),
+        ("KmsThrottled", "KMS.ThrottlingException"),
+    ] {
+        let ms = assert_retry_after(&scripted_result(Resp::sqs_error(400, code, query)).await);
+        // No server delay: throttle_after_ms(1), in 1..=500.
+        assert!((1..=500).contains(&ms), "{code}: {ms}");
+    }
+    // The server's delay wins.
+    let resp = Resp::sqs_error(400, "ThrottlingException", "Throttling").header("retry-after", "7");
+    assert_eq!(assert_retry_after(&scripted_result(resp).await), 7_000);
+    let resp = Resp::sqs_error(400, "RequestThrottled", "RequestThrottled")
+        .header("x-amz-retry-after", "1500");
+    assert_eq!(assert_retry_after(&scripted_result(resp).await), 1_500);
+}
+
+#[tokio::test]
+async fn server_errors_timeouts_and_connection_errors_are_transient() {
+    for resp in [
+        Resp::sqs_error(500, "InternalError", "InternalError"),
+        Resp::sqs_error(500, "InternalFailure", "InternalFailure"),
+        Resp::sqs_error(503, "ServiceUnavailable", "ServiceUnavailable"),
+        Resp::new(502, "bad gateway"),
+        Resp::sqs_error(400, "ExpiredToken", "ExpiredToken"),
+    ] {
+        assert_class(&scripted_result(resp).await, Class::Transient);
+    }
+
+    // A server that never answers: bounded by timeout_ms.
+    let server = Scripted::start(|_| Resp::hang()).await;
+    let s = sink(
+        &scripted_url(&server),
+        options(&server.endpoint()).with_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    let e = env("h-hang", b"{}");
+    let res = tokio::time::timeout(Duration::from_secs(10), s.deliver(&e, &ctx(&e)))
+        .await
+        .expect("bounded by the sink's timeout");
+    assert_class(&res, Class::Transient);
+
+    // Nothing listening.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let s = sink(&format!("{endpoint}/{ACCOUNT}/q"), options(&endpoint)).await;
+    assert_class(&s.deliver(&e, &ctx(&e)).await, Class::Transient);
+}
+
+#[tokio::test]
+async fn ok_needs_a_message_id_and_the_right_md5() {
+    // Right MD5: Ok.
+    let server = Scripted::start(|req| {
+        let body = req.json()["MessageBody"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        Resp::sqs_ok(serde_json::json!({"MessageId": "m-1", "MD5OfMessageBody": md5_hex(&body)}))
+    })
+    .await;
+    let s = sink(&scripted_url(&server), options(&server.endpoint())).await;
+    let e = env("h-md5", b"{}");
+    s.deliver(&e, &ctx(&e)).await.unwrap();
+
+    let wrong =
+        Resp::sqs_ok(serde_json::json!({"MessageId": "m-1", "MD5OfMessageBody": md5_hex("other")}));
+    let res = scripted_result(wrong).await;
+    assert_class(&res, Class::Transient);
+    assert!(res.unwrap_err().to_string().contains("MD5"));
+    let no_id = Resp::sqs_ok(serde_json::json!({"MD5OfMessageBody": md5_hex("x")}));
+    assert_class(&scripted_result(no_id).await, Class::Transient);
+}
+
+#[tokio::test]
+async fn a_batch_gives_each_delivery_its_own_entry_result() {
+    // Entries are answered by hook id: h0 ok, h1 refused, h2 throttled, h3 wrong MD5,
+    // h4 internal error, h5 not mentioned, h6 ok.
+    let server = Scripted::start(|req| {
+        let mut ok = Vec::new();
+        let mut failed = Vec::new();
+        for entry in req.json()["Entries"].as_array().cloned().unwrap_or_default() {
+            let id = entry["Id"].as_str().unwrap().to_owned();
+            let body = entry["MessageBody"].as_str().unwrap().to_owned();
+            let hook = message::decode(body.as_bytes()).unwrap().id;
+            let fail = |code: &str, sender: bool| {
+                serde_json::json!({"Id": id, "Code": code, "SenderFault": sender, "Message": "scripted"})
+            };
+            match hook.as_str() {
+                "h1" => failed.push(fail("InvalidMessageContents", true)),
+                "h2" => failed.push(fail("RequestThrottled", true)),
+                "h4" => failed.push(fail("InternalError", false)),
+                "h5" => {}
+                "h3" => ok.push(serde_json::json!({"Id": id, "MessageId": "m", "MD5OfMessageBody": md5_hex("not it")})),
+                _ => ok.push(serde_json::json!({"Id": id, "MessageId": format!("m-{hook}"), "MD5OfMessageBody": md5_hex(&body)})),
+            }
+        }
+        Resp::sqs_ok(serde_json::json!({"Successful": ok, "Failed": failed}))
+    })
+    .await;
+    let batch = BatchOptions::default().with_linger(Duration::from_millis(300));
+    let s = Arc::new(
+        sink(
+            &scripted_url(&server),
+            options(&server.endpoint()).with_batch(batch),
+        )
+        .await,
+    );
+    let mut tasks = Vec::new();
+    for i in 0..7 {
+        let s = Arc::clone(&s);
+        tasks.push(tokio::spawn(async move {
+            let e = env(&format!("h{i}"), b"{}");
+            s.deliver(&e, &ctx(&e).with_batch(true)).await
+        }));
+    }
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.unwrap());
+    }
+    assert_eq!(server.count(), 1, "one SendMessageBatch, nothing re-sent");
+    assert!(
+        server.requests.lock().unwrap()[0]
+            .header("x-amz-target")
+            .unwrap()
+            .ends_with("SendMessageBatch")
+    );
+    assert!(results[0].is_ok());
+    assert_class(&results[1], Class::Permanent);
+    assert_retry_after(&results[2]);
+    assert_class(&results[3], Class::Transient);
+    assert_class(&results[4], Class::Transient);
+    assert_class(&results[5], Class::Transient);
+    assert!(results[6].is_ok());
+
+    // A failed batch request fails every entry, each with the request's class.
+    let server = Scripted::start(|_| {
+        Resp::sqs_error(
+            400,
+            "QueueDoesNotExist",
+            "AWS.SimpleQueueService.NonExistentQueue",
+        )
+    })
+    .await;
+    let batch = BatchOptions::default().with_linger(Duration::from_millis(300));
+    let s = Arc::new(
+        sink(
+            &scripted_url(&server),
+            options(&server.endpoint()).with_batch(batch),
+        )
+        .await,
+    );
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        let s = Arc::clone(&s);
+        tasks.push(tokio::spawn(async move {
+            let e = env(&format!("q{i}"), b"{}");
+            s.deliver(&e, &ctx(&e).with_batch(true)).await
+        }));
+    }
+    for t in tasks {
+        assert_class(&t.await.unwrap(), Class::Config);
+    }
+    assert_eq!(server.count(), 1);
+}
+
+#[tokio::test]
+async fn batching_off_never_batches() {
+    let server = Scripted::start(|req| {
+        let body = req.json()["MessageBody"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        Resp::sqs_ok(serde_json::json!({"MessageId": "m-1", "MD5OfMessageBody": md5_hex(&body)}))
+    })
+    .await;
+    let s = sink(
+        &scripted_url(&server),
+        options(&server.endpoint()).with_batching(false),
+    )
+    .await;
+    assert!(!s.batched());
+    let e = env("h-nb", b"{}");
+    s.deliver(&e, &ctx(&e).with_batch(true)).await.unwrap();
+    assert!(
+        server.requests.lock().unwrap()[0]
+            .header("x-amz-target")
+            .unwrap()
+            .ends_with(".SendMessage")
+    );
+}

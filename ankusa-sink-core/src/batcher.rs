@@ -1,0 +1,661 @@
+//! A generic request batcher for sinks whose destination takes several messages per request
+//! (SQS `SendMessageBatch`, SNS `PublishBatch`, ...).
+
+use crate::failure::Failure;
+use async_trait::async_trait;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// Sends one request that carries several entries.
+#[async_trait]
+pub trait BatchSend: Send + Sync + 'static {
+    /// One prepared message.
+    type Entry: Send + 'static;
+
+    /// Send `entries` (never empty) in one request.
+    ///
+    /// # Behavior
+    /// - Answers exactly one result per entry, in the order of `entries`: the entry's own
+    ///   outcome (an entry the destination accepted is `Ok`, whatever happened to the
+    ///   others). A failure of the whole request is a failure of every entry.
+    async fn send_batch(&self, entries: Vec<Self::Entry>) -> Vec<Result<(), Failure>>;
+}
+
+/// The limits of a [`Batcher`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BatchConfig {
+    /// Entries per request (SQS and SNS: 10).
+    pub max_entries: NonZeroUsize,
+    /// Total declared bytes per request (SQS: 1 MiB; SNS: 256 KiB by default).
+    pub max_bytes: NonZeroUsize,
+    /// The longest an entry waits for companions. Default 10 ms.
+    pub linger: Duration,
+    /// Entries waiting in the queue, all tenants. Default 10,000.
+    pub max_queued: NonZeroUsize,
+    /// Entries of one tenant waiting in the queue. Default 2,500.
+    pub max_queued_per_tenant: NonZeroUsize,
+    /// Requests in flight at once. Default 16.
+    pub max_requests: NonZeroUsize,
+}
+
+impl BatchConfig {
+    /// Limits of `max_entries` entries and `max_bytes` bytes per request, other limits at
+    /// their defaults.
+    pub fn new(max_entries: NonZeroUsize, max_bytes: NonZeroUsize) -> Self {
+        BatchConfig {
+            max_entries,
+            max_bytes,
+            linger: Duration::from_millis(10),
+            max_queued: NonZeroUsize::new(10_000).expect("non-zero"),
+            max_queued_per_tenant: NonZeroUsize::new(2_500).expect("non-zero"),
+            max_requests: NonZeroUsize::new(16).expect("non-zero"),
+        }
+    }
+    /// Set [`linger`](Self::linger).
+    pub fn with_linger(mut self, linger: Duration) -> Self {
+        self.linger = linger;
+        self
+    }
+    /// Set [`max_queued`](Self::max_queued).
+    pub fn with_max_queued(mut self, max: NonZeroUsize) -> Self {
+        self.max_queued = max;
+        self
+    }
+    /// Set [`max_queued_per_tenant`](Self::max_queued_per_tenant).
+    pub fn with_max_queued_per_tenant(mut self, max: NonZeroUsize) -> Self {
+        self.max_queued_per_tenant = max;
+        self
+    }
+    /// Set [`max_requests`](Self::max_requests).
+    pub fn with_max_requests(mut self, max: NonZeroUsize) -> Self {
+        self.max_requests = max;
+        self
+    }
+}
+
+/// Why the batcher itself failed a delivery.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BatchError {
+    /// The queue holds `max_queued` entries (retry-after).
+    #[error("batcher queue is full ({queued} entries waiting, cap {cap})")]
+    QueueFull {
+        /// Entries waiting.
+        queued: usize,
+        /// The cap.
+        cap: usize,
+    },
+    /// This tenant holds its share of the queue (retry-after).
+    #[error("tenant {tenant:?} holds its share of the batcher queue ({queued} of {share})")]
+    TenantShare {
+        /// The tenant (empty: no tenant).
+        tenant: String,
+        /// Its entries waiting.
+        queued: usize,
+        /// Its share.
+        share: usize,
+    },
+    /// The sender answered fewer results than entries (transient).
+    #[error("the batch sender gave no result for this entry")]
+    NoResult,
+    /// The request task ended without answering, e.g. it panicked (transient).
+    #[error("the batch request ended without a result for this entry")]
+    Dropped,
+}
+
+struct Pending<E> {
+    tenant: String,
+    bytes: usize,
+    since: Instant,
+    entry: E,
+    reply: oneshot::Sender<Result<(), Failure>>,
+}
+
+struct State<E> {
+    queue: VecDeque<Pending<E>>,
+    bytes: usize,
+    per_tenant: HashMap<String, usize>,
+    flusher: Option<JoinHandle<()>>,
+    closed: bool,
+}
+
+struct Shared<S: BatchSend> {
+    sender: S,
+    config: BatchConfig,
+    state: Mutex<State<S::Entry>>,
+    wake: Notify,
+    requests: Arc<Semaphore>,
+}
+
+impl<S: BatchSend> Shared<S> {
+    fn lock(&self) -> MutexGuard<'_, State<S::Entry>> {
+        // A panic while holding the lock leaves consistent counters (no await inside).
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Groups entries into requests.
+///
+/// A sink whose [`batched`](crate::Sink::batched) is true and that sees `ctx.batch` hands
+/// its prepared entry to [`Batcher::submit`] and awaits that entry's own result. The
+/// batcher groups waiting entries into requests and sends them through the sink's
+/// [`BatchSend`].
+///
+/// # Behavior
+/// - A request carries at most [`max_entries`](BatchConfig::max_entries) entries whose
+///   declared sizes add up to at most [`max_bytes`](BatchConfig::max_bytes); an entry
+///   larger than `max_bytes` on its own is sent alone (the destination decides).
+/// - An entry waits at most [`linger`](BatchConfig::linger) for companions: a request leaves
+///   when it is full (by count or bytes) or when its oldest entry has waited `linger`.
+/// - *Requests*, not messages, count toward [`max_requests`](BatchConfig::max_requests):
+///   a request needs a permit of the batcher's semaphore (shareable with
+///   [`Batcher::with_semaphore`]). While every permit is taken, entries keep gathering, so
+///   batches grow under load.
+/// - Bounded: at most [`max_queued`](BatchConfig::max_queued) entries wait in the queue, at
+///   most [`max_queued_per_tenant`](BatchConfig::max_queued_per_tenant) of one tenant
+///   (no tenant is a tenant of its own), so one tenant cannot fill it. Over either cap,
+///   `submit` queues nothing and answers [`Class::RetryAfter`](crate::Class::RetryAfter)
+///   with [`throttle_after_ms`](crate::throttle_after_ms)`(attempt)`: back-pressure, like a
+///   destination's throttle. Entries leave the queue (and free their share) when their
+///   request starts.
+/// - Each waiting delivery gets the result of its own entry: [`BatchSend::send_batch`]
+///   answers one result per entry, in order. A missing result, or a request task that
+///   panicked, is a transient failure for the entries concerned; nothing is re-sent by the
+///   batcher (dispatch retries the failed deliveries only).
+/// - A caller that stops waiting (a deadline) does not withdraw its entry: it is still
+///   sent (at-least-once).
+/// - Dropping the batcher sends what is queued without waiting for `linger`; the
+///   background task then ends.
+pub struct Batcher<S: BatchSend> {
+    shared: Arc<Shared<S>>,
+}
+
+impl<S: BatchSend> fmt::Debug for Batcher<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let queued = self.shared.lock().queue.len();
+        f.debug_struct("Batcher")
+            .field("config", &self.shared.config)
+            .field("queued", &queued)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: BatchSend> Batcher<S> {
+    /// A batcher sending through `sender`, with its own semaphore of
+    /// [`max_requests`](BatchConfig::max_requests) permits.
+    pub fn new(sender: S, config: BatchConfig) -> Self {
+        let requests = Arc::new(Semaphore::new(config.max_requests.get()));
+        Self::with_semaphore(sender, config, requests)
+    }
+
+    /// A batcher whose requests take permits of `requests` (e.g. the sink's concurrency
+    /// limit, shared with its unbatched deliveries); `max_requests` is then not used.
+    pub fn with_semaphore(sender: S, config: BatchConfig, requests: Arc<Semaphore>) -> Self {
+        Batcher {
+            shared: Arc::new(Shared {
+                sender,
+                config,
+                state: Mutex::new(State {
+                    queue: VecDeque::new(),
+                    bytes: 0,
+                    per_tenant: HashMap::new(),
+                    flusher: None,
+                    closed: false,
+                }),
+                wake: Notify::new(),
+                requests,
+            }),
+        }
+    }
+
+    /// The limits.
+    pub fn config(&self) -> &BatchConfig {
+        &self.shared.config
+    }
+
+    /// The sender.
+    pub fn sender(&self) -> &S {
+        &self.shared.sender
+    }
+
+    /// Entries waiting for a request right now.
+    pub fn queued(&self) -> usize {
+        self.shared.lock().queue.len()
+    }
+
+    /// Queue `entry` (of `bytes` declared bytes) for `tenant` and wait for its own result.
+    ///
+    /// `attempt` is `ctx.attempt`, used for the retry-after pause when the queue or the
+    /// tenant's share is full (then nothing is queued). Must be called inside a Tokio
+    /// runtime: the first call starts the batcher's background task.
+    pub async fn submit(
+        &self,
+        tenant: Option<&str>,
+        bytes: usize,
+        attempt: u32,
+        entry: S::Entry,
+    ) -> Result<(), Failure> {
+        let rx = self.enqueue(tenant.unwrap_or(""), bytes, attempt, entry)?;
+        self.shared.wake.notify_one();
+        rx.await
+            .unwrap_or_else(|_| Err(Failure::transient(BatchError::Dropped)))
+    }
+
+    fn enqueue(
+        &self,
+        tenant: &str,
+        bytes: usize,
+        attempt: u32,
+        entry: S::Entry,
+    ) -> Result<oneshot::Receiver<Result<(), Failure>>, Failure> {
+        let cfg = &self.shared.config;
+        let mut st = self.shared.lock();
+        if st.queue.len() >= cfg.max_queued.get() {
+            let err = BatchError::QueueFull {
+                queued: st.queue.len(),
+                cap: cfg.max_queued.get(),
+            };
+            return Err(Failure::throttled(attempt, err));
+        }
+        let mine = st.per_tenant.get(tenant).copied().unwrap_or(0);
+        if mine >= cfg.max_queued_per_tenant.get() {
+            let err = BatchError::TenantShare {
+                tenant: tenant.to_owned(),
+                queued: mine,
+                share: cfg.max_queued_per_tenant.get(),
+            };
+            return Err(Failure::throttled(attempt, err));
+        }
+        let (reply, rx) = oneshot::channel();
+        *st.per_tenant.entry(tenant.to_owned()).or_insert(0) += 1;
+        st.bytes += bytes;
+        st.queue.push_back(Pending {
+            tenant: tenant.to_owned(),
+            bytes,
+            since: Instant::now(),
+            entry,
+            reply,
+        });
+        if st.flusher.as_ref().is_none_or(JoinHandle::is_finished) {
+            st.flusher = Some(tokio::spawn(flush_loop(Arc::clone(&self.shared))));
+        }
+        Ok(rx)
+    }
+}
+
+impl<S: BatchSend> Drop for Batcher<S> {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.wake.notify_one();
+    }
+}
+
+/// Wait until a request should leave; `false` when the batcher is closed and drained.
+async fn ready<S: BatchSend>(shared: &Shared<S>) -> bool {
+    let cfg = &shared.config;
+    loop {
+        let deadline = {
+            let st = shared.lock();
+            match st.queue.front() {
+                None if st.closed => return false,
+                None => None,
+                Some(_)
+                    if st.closed
+                        || st.queue.len() >= cfg.max_entries.get()
+                        || st.bytes >= cfg.max_bytes.get() =>
+                {
+                    return true;
+                }
+                Some(oldest) => Some(oldest.since + cfg.linger),
+            }
+        };
+        match deadline {
+            None => shared.wake.notified().await,
+            Some(at) if Instant::now() >= at => return true,
+            Some(at) => {
+                let lingered = tokio::select! {
+                    _ = tokio::time::sleep_until(at) => true,
+                    _ = shared.wake.notified() => false,
+                };
+                if lingered {
+                    return true;
+                }
+            }
+        }
+    }
+}
+
+/// Take the next request's entries off the queue.
+fn take<S: BatchSend>(shared: &Shared<S>) -> Vec<Pending<S::Entry>> {
+    let cfg = &shared.config;
+    let mut st = shared.lock();
+    let mut batch = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(next) = st.queue.front() {
+        let full = batch.len() >= cfg.max_entries.get()
+            || (!batch.is_empty() && bytes + next.bytes > cfg.max_bytes.get());
+        if full {
+            break;
+        }
+        let p = st.queue.pop_front().expect("front exists");
+        bytes += p.bytes;
+        st.bytes -= p.bytes;
+        if let Some(n) = st.per_tenant.get_mut(&p.tenant) {
+            *n -= 1;
+            if *n == 0 {
+                st.per_tenant.remove(&p.tenant);
+            }
+        }
+        batch.push(p);
+    }
+    batch
+}
+
+async fn flush_loop<S: BatchSend>(shared: Arc<Shared<S>>) {
+    while ready(&shared).await {
+        let Ok(permit) = Arc::clone(&shared.requests).acquire_owned().await else {
+            // Only a caller-owned semaphore can be closed: nothing can be sent any more.
+            fail_all(&shared);
+            return;
+        };
+        let batch = take(&shared);
+        if batch.is_empty() {
+            continue;
+        }
+        tokio::spawn(send(Arc::clone(&shared), batch, permit));
+    }
+}
+
+fn fail_all<S: BatchSend>(shared: &Shared<S>) {
+    let mut st = shared.lock();
+    st.bytes = 0;
+    st.per_tenant.clear();
+    for p in st.queue.drain(..) {
+        let _ = p.reply.send(Err(Failure::transient(BatchError::Dropped)));
+    }
+}
+
+async fn send<S: BatchSend>(
+    shared: Arc<Shared<S>>,
+    batch: Vec<Pending<S::Entry>>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let mut replies = Vec::with_capacity(batch.len());
+    let entries = batch
+        .into_iter()
+        .map(|p| {
+            replies.push(p.reply);
+            p.entry
+        })
+        .collect();
+    let mut results = shared.sender.send_batch(entries).await.into_iter();
+    for reply in replies {
+        let res = results
+            .next()
+            .unwrap_or_else(|| Err(Failure::transient(BatchError::NoResult)));
+        // The caller may have stopped waiting; its entry was still sent.
+        let _ = reply.send(res);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::failure::{Class, Reason};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Records every request; fails entries whose value is odd (permanent) and, when
+    /// `short`, answers one result too few.
+    #[derive(Default)]
+    struct Recorder {
+        requests: Mutex<Vec<Vec<u32>>>,
+        in_flight: AtomicUsize,
+        max_in_flight: AtomicUsize,
+        gate: Option<Arc<Semaphore>>,
+        short: bool,
+    }
+
+    #[async_trait]
+    impl BatchSend for Arc<Recorder> {
+        type Entry = u32;
+        async fn send_batch(&self, entries: Vec<u32>) -> Vec<Result<(), Failure>> {
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+            if let Some(gate) = &self.gate {
+                let _p = gate.acquire().await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            self.requests.lock().unwrap().push(entries.clone());
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            let take = if self.short {
+                entries.len() - 1
+            } else {
+                entries.len()
+            };
+            entries
+                .into_iter()
+                .take(take)
+                .map(|v| {
+                    if v % 2 == 1 {
+                        Err(Failure::permanent(Reason(format!("odd {v}"))))
+                    } else {
+                        Ok(())
+                    }
+                })
+                .collect()
+        }
+    }
+
+    fn nz(n: usize) -> NonZeroUsize {
+        NonZeroUsize::new(n).unwrap()
+    }
+
+    fn cfg(entries: usize, bytes: usize) -> BatchConfig {
+        BatchConfig::new(nz(entries), nz(bytes))
+    }
+
+    async fn submit_all(b: &Arc<Batcher<Arc<Recorder>>>, n: u32) -> Vec<Result<(), Failure>> {
+        let tasks: Vec<_> = (0..n)
+            .map(|i| {
+                let b = Arc::clone(b);
+                tokio::spawn(async move { b.submit(Some("t"), 10, 1, i).await })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn groups_up_to_max_entries_and_answers_each_entry() {
+        let rec = Arc::new(Recorder::default());
+        let b = Arc::new(Batcher::new(
+            Arc::clone(&rec),
+            cfg(10, 1 << 20).with_max_requests(nz(1)),
+        ));
+        let results = submit_all(&b, 25).await;
+        for (i, r) in results.iter().enumerate() {
+            match r {
+                Ok(()) => assert_eq!(i % 2, 0, "entry {i}"),
+                Err(f) => {
+                    assert_eq!(i % 2, 1, "entry {i}");
+                    assert_eq!(f.class(), Class::Permanent);
+                    assert_eq!(f.to_string(), format!("permanent: odd {i}"));
+                }
+            }
+        }
+        let reqs = rec.requests.lock().unwrap().clone();
+        assert!(reqs.iter().all(|r| r.len() <= 10), "{reqs:?}");
+        let mut sent: Vec<u32> = reqs.iter().flatten().copied().collect();
+        sent.sort_unstable();
+        assert_eq!(sent, (0..25).collect::<Vec<_>>(), "each entry sent once");
+        assert_eq!(reqs.len(), 3, "{reqs:?}");
+        assert_eq!(b.queued(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn total_bytes_split_requests() {
+        let rec = Arc::new(Recorder::default());
+        // 10-byte entries, 35 bytes per request: at most 3 per request.
+        let b = Arc::new(Batcher::new(
+            Arc::clone(&rec),
+            cfg(10, 35).with_max_requests(nz(1)),
+        ));
+        let results = submit_all(&b, 9).await;
+        assert_eq!(results.len(), 9);
+        let reqs = rec.requests.lock().unwrap().clone();
+        assert!(reqs.iter().all(|r| r.len() <= 3), "{reqs:?}");
+        assert_eq!(reqs.iter().map(Vec::len).sum::<usize>(), 9);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_entry_larger_than_max_bytes_goes_alone() {
+        let rec = Arc::new(Recorder::default());
+        let b = Batcher::new(Arc::clone(&rec), cfg(10, 5));
+        b.submit(None, 50, 1, 2).await.unwrap();
+        assert_eq!(rec.requests.lock().unwrap().clone(), vec![vec![2]]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_entry_waits_at_most_linger() {
+        let rec = Arc::new(Recorder::default());
+        let b = Batcher::new(
+            Arc::clone(&rec),
+            cfg(10, 1000).with_linger(Duration::from_millis(200)),
+        );
+        let start = Instant::now();
+        b.submit(None, 1, 1, 4).await.unwrap();
+        let took = start.elapsed();
+        // linger, plus the recorder's 5 ms request.
+        assert!(took >= Duration::from_millis(200), "{took:?}");
+        assert!(took < Duration::from_millis(300), "{took:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_not_messages_count_toward_the_limit() {
+        let rec = Arc::new(Recorder::default());
+        let b = Arc::new(Batcher::new(
+            Arc::clone(&rec),
+            cfg(10, 1 << 20).with_max_requests(nz(2)),
+        ));
+        let results = submit_all(&b, 200).await;
+        assert_eq!(results.len(), 200);
+        assert!(rec.max_in_flight.load(Ordering::SeqCst) <= 2);
+        let reqs = rec.requests.lock().unwrap().len();
+        assert!((20..200).contains(&reqs), "{reqs} requests");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_queue_and_a_tenants_share_answer_retry_after() {
+        let gate = Arc::new(Semaphore::new(0));
+        let rec = Arc::new(Recorder {
+            gate: Some(Arc::clone(&gate)),
+            ..Recorder::default()
+        });
+        let b = Arc::new(Batcher::new(
+            Arc::clone(&rec),
+            cfg(1, 1 << 20)
+                .with_max_requests(nz(1))
+                .with_max_queued(nz(4))
+                .with_max_queued_per_tenant(nz(2)),
+        ));
+        // One request in flight (held by the gate), then the queue fills.
+        let spawn = |tenant: &'static str, v: u32| {
+            let b = Arc::clone(&b);
+            tokio::spawn(async move { b.submit(Some(tenant), 1, 3, v).await })
+        };
+        let first = spawn("a", 0);
+        while rec.in_flight.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let a1 = spawn("a", 2);
+        let a2 = spawn("a", 4);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(b.queued(), 2);
+
+        let over_share = b.submit(Some("a"), 1, 3, 6).await.unwrap_err();
+        assert!(matches!(over_share.class(), Class::RetryAfter(_)));
+        assert!(over_share.to_string().contains("share"), "{over_share}");
+
+        let b1 = spawn("b", 8);
+        let none = spawn("", 10);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(b.queued(), 4);
+        let full = b.submit(Some("c"), 1, 3, 12).await.unwrap_err();
+        assert!(matches!(full.class(), Class::RetryAfter(_)));
+        assert!(full.to_string().contains("queue is full"), "{full}");
+
+        gate.add_permits(100);
+        for t in [first, a1, a2, b1, none] {
+            t.await.unwrap().unwrap();
+        }
+        assert_eq!(b.queued(), 0);
+        // Shares are free again.
+        b.submit(Some("a"), 1, 1, 14).await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_missing_result_is_transient() {
+        let rec = Arc::new(Recorder {
+            short: true,
+            ..Recorder::default()
+        });
+        let b = Arc::new(Batcher::new(
+            Arc::clone(&rec),
+            cfg(10, 1 << 20).with_max_requests(nz(1)),
+        ));
+        let results = submit_all(&b, 2).await;
+        let failures: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+        assert_eq!(failures.len(), 1, "{results:?}");
+        assert_eq!(failures[0].class(), Class::Transient);
+        assert!(failures[0].to_string().contains("no result"));
+    }
+
+    struct Panics;
+
+    #[async_trait]
+    impl BatchSend for Panics {
+        type Entry = ();
+        async fn send_batch(&self, _: Vec<()>) -> Vec<Result<(), Failure>> {
+            panic!("sender bug")
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_request_fails_its_entries_transiently() {
+        let b = Batcher::new(Panics, cfg(10, 100));
+        let err = b.submit(None, 1, 1, ()).await.unwrap_err();
+        assert_eq!(err.class(), Class::Transient);
+        // The batcher still works for the next delivery.
+        let err = b.submit(None, 1, 1, ()).await.unwrap_err();
+        assert_eq!(err.class(), Class::Transient);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropping_the_batcher_sends_what_is_queued() {
+        let rec = Arc::new(Recorder::default());
+        let b = Batcher::new(
+            Arc::clone(&rec),
+            cfg(10, 1000).with_linger(Duration::from_secs(3600)),
+        );
+        // A one-hour linger: the caller gives up waiting, its entry stays queued...
+        tokio::select! {
+            _ = b.submit(None, 1, 1, 2) => panic!("answered before the linger ended"),
+            _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+        }
+        assert_eq!(b.queued(), 1);
+        // ...and is sent at once when the batcher is dropped.
+        drop(b);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(rec.requests.lock().unwrap().len(), 1);
+    }
+}
