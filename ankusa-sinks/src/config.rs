@@ -73,6 +73,9 @@ pub enum SinkConfig {
     /// `type = "http"`.
     #[cfg(feature = "http")]
     Http(ankusa_sink_http::HttpConfig),
+    /// `type = "pubsub"`.
+    #[cfg(feature = "pubsub")]
+    Pubsub(ankusa_sink_pubsub::PubSubConfig),
 }
 
 fn feature_for(ty: &str) -> &'static str {
@@ -167,6 +170,8 @@ impl SinkConfig {
             "log" => Ok(SinkConfig::Log(options("log", value)?)),
             #[cfg(feature = "http")]
             "http" => Ok(SinkConfig::Http(options("http", value)?)),
+            #[cfg(feature = "pubsub")]
+            "pubsub" => Ok(SinkConfig::Pubsub(options("pubsub", value)?)),
             t if KNOWN_TYPES.contains(&t) => Err(ConfigError::NotCompiled {
                 feature: feature_for(t),
                 ty,
@@ -181,6 +186,8 @@ impl SinkConfig {
             SinkConfig::Log(_) => "log",
             #[cfg(feature = "http")]
             SinkConfig::Http(_) => "http",
+            #[cfg(feature = "pubsub")]
+            SinkConfig::Pubsub(_) => "pubsub",
         }
     }
 
@@ -192,6 +199,11 @@ impl SinkConfig {
             SinkConfig::Http(c) => ankusa_sink_http::HttpSink::from_config(c.clone())
                 .map(|s| Arc::new(s) as Arc<dyn Sink>)
                 .map_err(|e| build_error("http", &e)),
+            #[cfg(feature = "pubsub")]
+            SinkConfig::Pubsub(c) => ankusa_sink_pubsub::PubSubSink::new(c.clone())
+                .await
+                .map(|s| Arc::new(s) as Arc<dyn Sink>)
+                .map_err(|e| build_error("pubsub", &e)),
         }
     }
 }

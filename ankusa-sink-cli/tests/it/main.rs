@@ -3,6 +3,7 @@
 mod config_errors;
 mod http;
 mod log_sink;
+mod pubsub;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
