@@ -217,7 +217,8 @@ impl Default for TlsConfig {
 #[non_exhaustive]
 pub struct KafkaConfig {
     /// `host:port` of one or more brokers (YAML also takes one comma-separated string).
-    #[serde(deserialize_with = "servers")]
+    /// Also accepted as `brokers`, the key the sink registry documents.
+    #[serde(deserialize_with = "servers", alias = "brokers")]
     pub bootstrap_servers: Vec<String>,
     /// The topic every record goes to. Never created by the sink.
     pub topic: String,

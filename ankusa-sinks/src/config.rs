@@ -73,6 +73,18 @@ pub enum SinkConfig {
     /// `type = "http"`.
     #[cfg(feature = "http")]
     Http(ankusa_sink_http::HttpConfig),
+    /// `type = "kafka"`.
+    #[cfg(feature = "kafka")]
+    Kafka(ankusa_sink_kafka::KafkaConfig),
+    /// `type = "amqp"`.
+    #[cfg(feature = "amqp")]
+    Amqp(ankusa_sink_amqp::AmqpConfig),
+    /// `type = "sqs"`.
+    #[cfg(feature = "sqs")]
+    Sqs(ankusa_sink_aws::SqsConfig),
+    /// `type = "sns"`.
+    #[cfg(feature = "sns")]
+    Sns(ankusa_sink_aws::SnsConfig),
     /// `type = "pubsub"`.
     #[cfg(feature = "pubsub")]
     Pubsub(ankusa_sink_pubsub::PubSubConfig),
@@ -170,6 +182,14 @@ impl SinkConfig {
             "log" => Ok(SinkConfig::Log(options("log", value)?)),
             #[cfg(feature = "http")]
             "http" => Ok(SinkConfig::Http(options("http", value)?)),
+            #[cfg(feature = "kafka")]
+            "kafka" => Ok(SinkConfig::Kafka(options("kafka", value)?)),
+            #[cfg(feature = "amqp")]
+            "amqp" => Ok(SinkConfig::Amqp(options("amqp", value)?)),
+            #[cfg(feature = "sqs")]
+            "sqs" => Ok(SinkConfig::Sqs(options("sqs", value)?)),
+            #[cfg(feature = "sns")]
+            "sns" => Ok(SinkConfig::Sns(options("sns", value)?)),
             #[cfg(feature = "pubsub")]
             "pubsub" => Ok(SinkConfig::Pubsub(options("pubsub", value)?)),
             t if KNOWN_TYPES.contains(&t) => Err(ConfigError::NotCompiled {
@@ -186,6 +206,14 @@ impl SinkConfig {
             SinkConfig::Log(_) => "log",
             #[cfg(feature = "http")]
             SinkConfig::Http(_) => "http",
+            #[cfg(feature = "kafka")]
+            SinkConfig::Kafka(_) => "kafka",
+            #[cfg(feature = "amqp")]
+            SinkConfig::Amqp(_) => "amqp",
+            #[cfg(feature = "sqs")]
+            SinkConfig::Sqs(_) => "sqs",
+            #[cfg(feature = "sns")]
+            SinkConfig::Sns(_) => "sns",
             #[cfg(feature = "pubsub")]
             SinkConfig::Pubsub(_) => "pubsub",
         }
@@ -199,6 +227,22 @@ impl SinkConfig {
             SinkConfig::Http(c) => ankusa_sink_http::HttpSink::from_config(c.clone())
                 .map(|s| Arc::new(s) as Arc<dyn Sink>)
                 .map_err(|e| build_error("http", &e)),
+            #[cfg(feature = "kafka")]
+            SinkConfig::Kafka(c) => ankusa_sink_kafka::KafkaSink::new(c.clone())
+                .map(|s| Arc::new(s) as Arc<dyn Sink>)
+                .map_err(|e| build_error("kafka", &e)),
+            #[cfg(feature = "amqp")]
+            SinkConfig::Amqp(c) => Ok(Arc::new(ankusa_sink_amqp::AmqpSink::new(c.clone()))),
+            #[cfg(feature = "sqs")]
+            SinkConfig::Sqs(c) => ankusa_sink_aws::SqsSink::new(c.clone())
+                .await
+                .map(|s| Arc::new(s) as Arc<dyn Sink>)
+                .map_err(|e| build_error("sqs", &e)),
+            #[cfg(feature = "sns")]
+            SinkConfig::Sns(c) => ankusa_sink_aws::SnsSink::new(c.clone())
+                .await
+                .map(|s| Arc::new(s) as Arc<dyn Sink>)
+                .map_err(|e| build_error("sns", &e)),
             #[cfg(feature = "pubsub")]
             SinkConfig::Pubsub(c) => ankusa_sink_pubsub::PubSubSink::new(c.clone())
                 .await
@@ -262,6 +306,53 @@ mod tests {
             err("type = \"http\"\nurl = \"x\"\nmethodd = \"put\"")
                 .contains("unknown field `methodd`")
         );
+    }
+
+    #[cfg(feature = "all")]
+    #[test]
+    fn every_type_names_its_missing_and_unknown_fields() {
+        for (ty, required, missing) in [
+            ("kafka", "brokers = [\"127.0.0.1:9092\"]", "topic"),
+            ("kafka", "topic = \"t\"", "bootstrap_servers"),
+            ("amqp", "url = \"amqp://127.0.0.1\"", "exchange"),
+            ("sqs", "region = \"us-east-1\"", "queue_url"),
+            ("sns", "region = \"us-east-1\"", "topic_arn"),
+            ("pubsub", "topic = \"t\"", "project"),
+        ] {
+            let e = err(&format!("type = \"{ty}\"\n{required}"));
+            assert!(
+                e.contains(&format!("missing field `{missing}`")),
+                "{ty}: {e}"
+            );
+        }
+        for (ty, text) in [
+            ("kafka", "brokers = [\"127.0.0.1:9092\"]\ntopic = \"t\""),
+            (
+                "amqp",
+                "url = \"amqp://u:p@127.0.0.1/%2f\"\nexchange = \"x\"\nrouting_key = \"k\"",
+            ),
+            (
+                "sqs",
+                "queue_url = \"http://127.0.0.1:4566/000000000000/q\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"",
+            ),
+            (
+                "sns",
+                "topic_arn = \"arn:aws:sns:us-east-1:000000000000:t\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"",
+            ),
+            (
+                "pubsub",
+                "project = \"p\"\ntopic = \"t\"\nendpoint = \"http://127.0.0.1:8085\"",
+            ),
+        ] {
+            let c = SinkConfig::from_toml_str(&format!("type = \"{ty}\"\n{text}")).unwrap();
+            assert_eq!(c.kind(), ty);
+            assert!(
+                !format!("{c:?}").contains("u:p@"),
+                "{ty}: Debug shows credentials"
+            );
+            let e = err(&format!("type = \"{ty}\"\n{text}\nbogus_key = 1"));
+            assert!(e.contains("bogus_key"), "{ty}: {e}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! End to end through the `ankusa-sink` binary.
 
+mod brokers;
 mod config_errors;
 mod http;
 mod log_sink;
@@ -12,6 +13,8 @@ use std::process::{Command, Output, Stdio};
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ankusa-sink"));
     c.env("RUST_LOG", "warn");
+    // Never let the AWS credential chain reach for instance metadata off loopback.
+    c.env("AWS_EC2_METADATA_DISABLED", "true");
     c
 }
 

@@ -1,0 +1,381 @@
+//! Every broker sink type built from a config file, against the brokers the test script
+//! starts; and the README's swap: the same hooks to RabbitMQ by changing only the file.
+
+use super::{bin, run, temp_file, text};
+use ankusa_sink_amqp::lapin::options::{
+    BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+    QueueDeleteOptions,
+};
+use ankusa_sink_amqp::lapin::types::FieldTable;
+use ankusa_sink_amqp::lapin::{Connection, ConnectionProperties, ExchangeKind};
+use ankusa_sink_kafka::rdkafka::ClientConfig;
+use ankusa_sink_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use ankusa_sink_kafka::rdkafka::client::DefaultClientContext;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+fn unique(tag: &str) -> String {
+    format!("cli-{tag}-{}", ulid::Ulid::new().to_string().to_lowercase())
+}
+
+fn amqp_url() -> String {
+    std::env::var("ANKUSA_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+/// `forward` the same generated hooks to `sink`, with `env` for the child.
+fn forward(sink: &Path, hooks: &Path, env: &[(&str, String)]) -> std::process::Output {
+    let mut c = bin();
+    c.args([
+        "forward",
+        "--sink",
+        sink.to_str().unwrap(),
+        "--input",
+        hooks.to_str().unwrap(),
+    ])
+    .args(["--json", "--concurrency", "16"])
+    .stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn ok_lines(out: &std::process::Output) -> usize {
+    text(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(r#""outcome":"ok""#))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_hooks_swap_to_rabbitmq_by_config_only() {
+    let hooks = temp_file(
+        "hooks.jsonl",
+        &text(&run(&["gen", "--count", "20", "--size", "300"]).stdout),
+    );
+    // First the embedded default ...
+    let out = forward(Path::new("log"), &hooks, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(ok_lines(&out), 20);
+
+    // ... then RabbitMQ, through the README's example file, unchanged.
+    let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
+        .await
+        .expect("RabbitMQ is running");
+    let ch = conn.create_channel().await.unwrap();
+    let mut durable = ExchangeDeclareOptions::default();
+    durable.durable = true;
+    ch.exchange_declare(
+        "ankusa.hooks".into(),
+        ExchangeKind::Topic,
+        durable,
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    let queue = unique("q");
+    ch.queue_declare(
+        queue.as_str().into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    ch.queue_bind(
+        queue.as_str().into(),
+        "ankusa.hooks".into(),
+        "hooks.#".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/sinks/amqp.toml");
+    let out = forward(&example, &hooks, &[("ANKUSA_AMQP_URL", amqp_url())]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(ok_lines(&out), 20);
+    let mut got = 0;
+    while let Some(msg) = ch
+        .basic_get(queue.as_str().into(), BasicGetOptions { no_ack: true })
+        .await
+        .unwrap()
+    {
+        let m = ankusa_sink_core::message::decode(&msg.delivery.data).expect("Message v1");
+        assert_eq!(m.source_id, "gen");
+        got += 1;
+    }
+    assert_eq!(got, 20, "every hook reached the bound queue");
+    let out = run(&[
+        "describe",
+        "--sink",
+        example.to_str().unwrap(),
+        "--sink",
+        "log",
+        "--source-id",
+        "gen",
+    ]);
+    // The example's URL comes from the environment, so describe needs it too.
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("ANKUSA_AMQP_URL is not set"));
+    let _ = ch
+        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_missing_exchange_is_config() {
+    let f = temp_file(
+        "amqp.toml",
+        &format!(
+            "type = \"amqp\"\nurl = \"{}\"\nexchange = \"{}\"\n",
+            amqp_url(),
+            unique("absent")
+        ),
+    );
+    let out = run(&["check", "--sink", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("config"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(!text(&out.stdout).contains("guest:guest"));
+    let out = run(&["deliver", "--sink", f.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stdout).contains(r#""class":"config""#));
+}
+
+fn kafka_brokers() -> String {
+    std::env::var("ANKUSA_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_from_a_config_file() {
+    let topic = unique("t");
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", kafka_brokers())
+        .create()
+        .unwrap();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    for r in admin
+        .create_topics(
+            &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))],
+            &opts,
+        )
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    let f = temp_file(
+        "kafka.toml",
+        &format!(
+            "type = \"kafka\"\nbrokers = [\"{}\"]\ntopic = \"{topic}\"\n",
+            kafka_brokers()
+        ),
+    );
+    let out = run(&["check", "--sink", f.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let out = run(&[
+        "deliver",
+        "--sink",
+        f.to_str().unwrap(),
+        "--id",
+        "k-1",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        r#"{"id":"k-1","outcome":"ok","attempts":1}"#
+    );
+    let missing = temp_file(
+        "kafka.toml",
+        &format!(
+            "type = \"kafka\"\nbrokers = [\"{}\"]\ntopic = \"{topic}-missing\"\n",
+            kafka_brokers()
+        ),
+    );
+    let out = run(&["check", "--sink", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stdout).contains("config"),
+        "{}",
+        text(&out.stdout)
+    );
+    let _ = admin.delete_topics(&[&topic], &opts).await;
+}
+
+/// One AWS query-protocol call to moto for `service`; returns the response body. moto
+/// routes by the credential scope and does not check the signature.
+fn moto(service: &str, body: &str) -> String {
+    let host =
+        std::env::var("ANKUSA_MOTO_ENDPOINT").unwrap_or_else(|_| "127.0.0.1:4566".to_owned());
+    let mut s = TcpStream::connect(&host).expect("moto is running");
+    write!(
+        s,
+        "POST / HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/x-www-form-urlencoded\r\nauthorization: AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut r = BufReader::new(s);
+    let mut len = 0;
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap();
+        }
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+    }
+    let mut out = vec![0; len];
+    r.read_exact(&mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+fn xml_field(xml: &str, tag: &str) -> String {
+    let start = xml.find(&format!("<{tag}>")).expect(tag) + tag.len() + 2;
+    let end = xml[start..].find(&format!("</{tag}>")).unwrap() + start;
+    xml[start..end].to_owned()
+}
+
+const AWS_ENV: [(&str, &str); 3] = [
+    ("AWS_ACCESS_KEY_ID", "testing"),
+    ("AWS_SECRET_ACCESS_KEY", "testing"),
+    ("AWS_EC2_METADATA_DISABLED", "true"),
+];
+
+fn aws_run(args: &[&str]) -> std::process::Output {
+    let mut c = bin();
+    c.args(args).stdin(Stdio::null()).envs(AWS_ENV);
+    c.output().unwrap()
+}
+
+#[test]
+fn sqs_and_sns_from_config_files() {
+    let q = unique("q");
+    let queue_url = xml_field(
+        &moto(
+            "sqs",
+            &format!("Action=CreateQueue&QueueName={q}&Version=2012-11-05"),
+        ),
+        "QueueUrl",
+    );
+    let sqs = temp_file(
+        "sqs.toml",
+        &format!(
+            "type = \"sqs\"\nqueue_url = \"{queue_url}\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\n"
+        ),
+    );
+    let out = aws_run(&["check", "--sink", sqs.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let out = aws_run(&[
+        "deliver",
+        "--sink",
+        sqs.to_str().unwrap(),
+        "--id",
+        "s-1",
+        "--json",
+    ]);
+    assert_eq!(
+        text(&out.stdout).trim(),
+        r#"{"id":"s-1","outcome":"ok","attempts":1}"#,
+        "{}",
+        text(&out.stderr)
+    );
+    let gone = temp_file(
+        "sqs.toml",
+        &format!(
+            "type = \"sqs\"\nqueue_url = \"{queue_url}-gone\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\n"
+        ),
+    );
+    let out = aws_run(&["deliver", "--sink", gone.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stdout).contains(r#""class":"config""#),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let t = unique("t");
+    let arn = xml_field(
+        &moto(
+            "sns",
+            &format!("Action=CreateTopic&Name={t}&Version=2010-03-31"),
+        ),
+        "TopicArn",
+    );
+    let sns = temp_file(
+        "sns.toml",
+        &format!(
+            "type = \"sns\"\ntopic_arn = \"{arn}\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\n"
+        ),
+    );
+    let out = aws_run(&["check", "--sink", sns.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let out = aws_run(&[
+        "deliver",
+        "--sink",
+        sns.to_str().unwrap(),
+        "--id",
+        "n-1",
+        "--json",
+    ]);
+    assert_eq!(
+        text(&out.stdout).trim(),
+        r#"{"id":"n-1","outcome":"ok","attempts":1}"#,
+        "{}",
+        text(&out.stderr)
+    );
+    let out = aws_run(&[
+        "describe",
+        "--sink",
+        sqs.to_str().unwrap(),
+        "--sink",
+        sns.to_str().unwrap(),
+        "--source-id",
+        "s",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["asyncapi"], "3.0.0");
+    assert_eq!(doc["channels"].as_object().unwrap().len(), 2);
+    assert!(
+        !text(&out.stdout).contains("testing"),
+        "no credentials in describe"
+    );
+
+    moto(
+        "sqs",
+        &format!("Action=DeleteQueue&QueueUrl={queue_url}&Version=2012-11-05"),
+    );
+    moto(
+        "sns",
+        &format!("Action=DeleteTopic&TopicArn={arn}&Version=2010-03-31"),
+    );
+}
