@@ -67,8 +67,10 @@ async fn the_same_hooks_swap_to_rabbitmq_by_config_only() {
         .await
         .expect("RabbitMQ is running");
     let ch = conn.create_channel().await.unwrap();
-    let mut durable = ExchangeDeclareOptions::default();
-    durable.durable = true;
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
     ch.exchange_declare(
         "ankusa.hooks".into(),
         ExchangeKind::Topic,
