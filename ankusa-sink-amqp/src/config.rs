@@ -1,5 +1,6 @@
 //! Sink configuration: a serde form and a builder, both validated at build time.
 
+use ankusa_sink_core::template::{Placeholder, Template, TemplateFields};
 use ankusa_sink_core::{DEFAULT_INLINE_MAX_BYTES, Envelope};
 use lapin::uri::{AMQPScheme, AMQPUri};
 use serde::Deserialize;
@@ -97,139 +98,64 @@ impl FromStr for ExchangeType {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Part {
-    Lit(String),
-    Id,
-    SourceId,
-    TenantId,
-}
-
 /// How the routing key of a hook is chosen.
 ///
-/// A template holds literal text and the placeholders `{id}`, `{source_id}` and
-/// `{tenant_id}` (`default` when the hook has no tenant); `{{` and `}}` are literal braces.
+/// A template holds literal text and the placeholders `{id}`, `{source_id}`,
+/// `{tenant_id}` (`default` when the hook has no tenant) and `{dedupe_key}`; `{{` and `}}`
+/// are literal braces (the grammar of [`ankusa_sink_core::template`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RoutingKey {
-    source: String,
-    parts: Vec<Part>,
-}
+pub struct RoutingKey(Template);
+
+/// What `{tenant_id}` renders as for a hook without a tenant.
+const NO_TENANT: &str = "default";
 
 impl RoutingKey {
     /// The same key for every hook.
     pub fn fixed(key: impl Into<String>) -> Result<Self, ConfigError> {
         let key = key.into();
         check_short("routing key", &key).map_err(ConfigError::RoutingKey)?;
-        Ok(RoutingKey {
-            parts: vec![Part::Lit(key.clone())],
-            source: key,
-        })
+        Ok(RoutingKey(Template::literal(key)))
     }
 
     /// A key computed from each hook, e.g. `ankusa.{tenant_id}.{source_id}`.
     pub fn template(template: impl Into<String>) -> Result<Self, ConfigError> {
-        let source = template.into();
-        let mut parts = Vec::new();
-        let mut lit = String::new();
-        let mut chars = source.chars().peekable();
-        while let Some(c) = chars.next() {
-            match c {
-                '{' if chars.peek() == Some(&'{') => {
-                    chars.next();
-                    lit.push('{');
-                }
-                '}' if chars.peek() == Some(&'}') => {
-                    chars.next();
-                    lit.push('}');
-                }
-                '{' => {
-                    let mut name = String::new();
-                    loop {
-                        match chars.next() {
-                            Some('}') => break,
-                            Some(c) => name.push(c),
-                            None => {
-                                return Err(ConfigError::RoutingKey(format!(
-                                    "template {source:?}: unclosed '{{'"
-                                )));
-                            }
-                        }
-                    }
-                    let part = match name.as_str() {
-                        "id" => Part::Id,
-                        "source_id" => Part::SourceId,
-                        "tenant_id" => Part::TenantId,
-                        other => {
-                            return Err(ConfigError::RoutingKey(format!(
-                                "template {source:?}: unknown placeholder {{{other}}} \
-                                 (known: {{id}}, {{source_id}}, {{tenant_id}})"
-                            )));
-                        }
-                    };
-                    if !lit.is_empty() {
-                        parts.push(Part::Lit(std::mem::take(&mut lit)));
-                    }
-                    parts.push(part);
-                }
-                '}' => {
-                    return Err(ConfigError::RoutingKey(format!(
-                        "template {source:?}: unmatched '}}' (write '}}}}')"
-                    )));
-                }
-                c => lit.push(c),
-            }
-        }
-        if !lit.is_empty() {
-            parts.push(Part::Lit(lit));
-        }
-        let literal: String = parts
-            .iter()
-            .filter_map(|p| match p {
-                Part::Lit(s) => Some(s.as_str()),
-                _ => None,
-            })
-            .collect();
-        check_short("routing key template", &literal).map_err(ConfigError::RoutingKey)?;
-        Ok(RoutingKey { source, parts })
+        let t = Template::parse(&template.into())
+            .map_err(|e| ConfigError::RoutingKey(e.to_string()))?;
+        check_short("routing key template", &t.literal_text()).map_err(ConfigError::RoutingKey)?;
+        Ok(RoutingKey(t))
     }
 
     /// Whether the key is the same for every hook.
     pub fn is_fixed(&self) -> bool {
-        self.parts.iter().all(|p| matches!(p, Part::Lit(_)))
+        self.0.is_static()
     }
 
     /// The key or template as configured.
     pub fn as_str(&self) -> &str {
-        &self.source
+        self.0.as_str()
     }
 
     /// The routing key of `env` (may exceed 255 bytes; the sink refuses such keys).
     pub fn render(&self, env: &Envelope) -> String {
-        self.render_with(env.id(), env.source_id(), env.tenant_id())
-            .unwrap_or_default()
+        self.0.render(&TemplateFields::of(env), NO_TENANT)
     }
 
-    /// The key for a source and tenant, or `None` when it depends on the hook id or on a
-    /// tenant that is not known (`None`).
+    /// The key for a source and tenant, or `None` when it depends on the hook (its id or
+    /// dedupe key) or on a tenant that is not known (`None`).
     pub(crate) fn render_for(&self, source_id: &str, tenant_id: Option<&str>) -> Option<String> {
-        let uses_tenant = self.parts.contains(&Part::TenantId);
-        if self.parts.contains(&Part::Id) || (uses_tenant && tenant_id.is_none()) {
+        let t = &self.0;
+        if t.uses(Placeholder::Id)
+            || t.uses(Placeholder::DedupeKey)
+            || (t.uses(Placeholder::TenantId) && tenant_id.is_none())
+        {
             return None;
         }
-        self.render_with("", source_id, tenant_id)
-    }
-
-    fn render_with(&self, id: &str, source_id: &str, tenant_id: Option<&str>) -> Option<String> {
-        let mut out = String::new();
-        for p in &self.parts {
-            match p {
-                Part::Lit(s) => out.push_str(s),
-                Part::Id => out.push_str(id),
-                Part::SourceId => out.push_str(source_id),
-                Part::TenantId => out.push_str(tenant_id.unwrap_or("default")),
-            }
-        }
-        Some(out)
+        let fields = TemplateFields {
+            source_id,
+            tenant_id,
+            ..TemplateFields::default()
+        };
+        Some(t.render(&fields, NO_TENANT))
     }
 }
 

@@ -11,6 +11,7 @@ mod envelope;
 mod failure;
 pub mod message;
 mod sink;
+pub mod template;
 
 pub use attempt::{ATTEMPT_SPAN, attempt};
 #[cfg(feature = "otel")]

@@ -1,6 +1,7 @@
 //! The Kafka sink's configuration: serde shape, builder, validation, and the librdkafka
 //! properties it becomes.
 
+use ankusa_sink_core::template::{Placeholder, Template, TemplateFields};
 use ankusa_sink_core::{Envelope, REDACTED};
 use rdkafka::ClientConfig;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -600,117 +601,39 @@ pub enum ConfigError {
 /// or dedupe key by the empty string); `{{` and `}}` are literal braces. A template with no
 /// placeholder is a static key. The default is `{tenant_id}/{source_id}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyTemplate {
-    source: String,
-    parts: Vec<Part>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Part {
-    Text(String),
-    Field(Field),
-}
-
-/// A field a key template can name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Field {
-    Tenant,
-    Source,
-    Id,
-    DedupeKey,
-}
+pub struct KeyTemplate(Template);
 
 impl KeyTemplate {
     /// Parse a template.
     pub fn parse(template: &str) -> Result<Self, ConfigError> {
-        let mut parts = Vec::new();
-        let mut text = String::new();
-        let mut chars = template.chars().peekable();
-        while let Some(c) = chars.next() {
-            match c {
-                '{' if chars.peek() == Some(&'{') => {
-                    chars.next();
-                    text.push('{');
-                }
-                '}' if chars.peek() == Some(&'}') => {
-                    chars.next();
-                    text.push('}');
-                }
-                '{' => {
-                    let mut name = String::new();
-                    loop {
-                        match chars.next() {
-                            Some('}') => break,
-                            Some(c) => name.push(c),
-                            None => {
-                                return Err(ConfigError::KeyTemplate(format!(
-                                    "unclosed {{ in {template:?}"
-                                )));
-                            }
-                        }
-                    }
-                    let field = match name.as_str() {
-                        "tenant_id" => Field::Tenant,
-                        "source_id" => Field::Source,
-                        "id" => Field::Id,
-                        "dedupe_key" => Field::DedupeKey,
-                        other => {
-                            return Err(ConfigError::KeyTemplate(format!(
-                                "unknown placeholder {{{other}}}: use {{tenant_id}}, \
-                                 {{source_id}}, {{id}} or {{dedupe_key}}"
-                            )));
-                        }
-                    };
-                    if !text.is_empty() {
-                        parts.push(Part::Text(std::mem::take(&mut text)));
-                    }
-                    parts.push(Part::Field(field));
-                }
-                '}' => {
-                    return Err(ConfigError::KeyTemplate(format!(
-                        "unmatched }} in {template:?} (write }}}} for a brace)"
-                    )));
-                }
-                c => text.push(c),
-            }
-        }
-        if !text.is_empty() {
-            parts.push(Part::Text(text));
-        }
-        Ok(KeyTemplate {
-            source: template.to_owned(),
-            parts,
-        })
+        Template::parse(template)
+            .map(KeyTemplate)
+            .map_err(|e| ConfigError::KeyTemplate(e.to_string()))
     }
 
     /// The template as written.
     pub fn as_str(&self) -> &str {
-        &self.source
+        self.0.as_str()
     }
 
     /// Whether the key is the same for every hook.
     pub fn is_static(&self) -> bool {
-        self.parts.iter().all(|p| matches!(p, Part::Text(_)))
+        self.0.is_static()
     }
 
     /// Whether the key depends only on the tenant and the source.
     pub(crate) fn only_tenant_and_source(&self) -> bool {
-        self.parts.iter().all(|p| {
-            matches!(
-                p,
-                Part::Text(_) | Part::Field(Field::Tenant) | Part::Field(Field::Source)
-            )
-        })
+        !self.0.uses(Placeholder::Id) && !self.0.uses(Placeholder::DedupeKey)
     }
 
     /// Whether the template names the tenant.
     pub(crate) fn uses_tenant(&self) -> bool {
-        self.parts.contains(&Part::Field(Field::Tenant))
+        self.0.uses(Placeholder::TenantId)
     }
 
     /// The key of `env`.
     pub fn render(&self, env: &Envelope) -> String {
-        self.render_with(env.tenant_id(), env.source_id(), env.id(), env.dedupe_key())
+        self.0.render(&TemplateFields::of(env), "")
     }
 
     pub(crate) fn render_with(
@@ -720,17 +643,13 @@ impl KeyTemplate {
         id: &str,
         dedupe_key: Option<&str>,
     ) -> String {
-        let mut out = String::new();
-        for p in &self.parts {
-            match p {
-                Part::Text(t) => out.push_str(t),
-                Part::Field(Field::Tenant) => out.push_str(tenant.unwrap_or("")),
-                Part::Field(Field::Source) => out.push_str(source),
-                Part::Field(Field::Id) => out.push_str(id),
-                Part::Field(Field::DedupeKey) => out.push_str(dedupe_key.unwrap_or("")),
-            }
-        }
-        out
+        let fields = TemplateFields {
+            id,
+            source_id: source,
+            tenant_id: tenant,
+            dedupe_key,
+        };
+        self.0.render(&fields, "")
     }
 }
 

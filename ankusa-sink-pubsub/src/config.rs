@@ -2,6 +2,7 @@
 //! ordering key template.
 
 use ankusa_sink_core::Envelope;
+use ankusa_sink_core::template::{Template, TemplateFields};
 use serde::{Deserialize, Serialize};
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::time::Duration;
@@ -363,111 +364,29 @@ pub enum ConfigError {
 /// or dedupe key by the empty string); `{{` and `}}` are literal braces. A template with no
 /// placeholder is a static key. A key that renders empty is not sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OrderingKey {
-    source: String,
-    parts: Vec<Part>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Part {
-    Text(String),
-    Field(Field),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Field {
-    Tenant,
-    Source,
-    Id,
-    DedupeKey,
-}
+pub struct OrderingKey(Template);
 
 impl OrderingKey {
     /// Parse a template.
     pub fn parse(template: &str) -> Result<Self, ConfigError> {
-        let mut parts = Vec::new();
-        let mut text = String::new();
-        let mut chars = template.chars().peekable();
-        while let Some(c) = chars.next() {
-            match c {
-                '{' if chars.peek() == Some(&'{') => {
-                    chars.next();
-                    text.push('{');
-                }
-                '}' if chars.peek() == Some(&'}') => {
-                    chars.next();
-                    text.push('}');
-                }
-                '{' => {
-                    let mut name = String::new();
-                    loop {
-                        match chars.next() {
-                            Some('}') => break,
-                            Some(c) => name.push(c),
-                            None => {
-                                return Err(ConfigError::OrderingKey(format!(
-                                    "unclosed {{ in {template:?}"
-                                )));
-                            }
-                        }
-                    }
-                    let field = match name.as_str() {
-                        "tenant_id" => Field::Tenant,
-                        "source_id" => Field::Source,
-                        "id" => Field::Id,
-                        "dedupe_key" => Field::DedupeKey,
-                        other => {
-                            return Err(ConfigError::OrderingKey(format!(
-                                "unknown placeholder {{{other}}}: use {{tenant_id}}, \
-                                 {{source_id}}, {{id}} or {{dedupe_key}}"
-                            )));
-                        }
-                    };
-                    if !text.is_empty() {
-                        parts.push(Part::Text(std::mem::take(&mut text)));
-                    }
-                    parts.push(Part::Field(field));
-                }
-                '}' => {
-                    return Err(ConfigError::OrderingKey(format!(
-                        "unmatched }} in {template:?} (write }}}} for a brace)"
-                    )));
-                }
-                c => text.push(c),
-            }
-        }
-        if !text.is_empty() {
-            parts.push(Part::Text(text));
-        }
-        Ok(OrderingKey {
-            source: template.to_owned(),
-            parts,
-        })
+        Template::parse(template)
+            .map(OrderingKey)
+            .map_err(|e| ConfigError::OrderingKey(e.to_string()))
     }
 
     /// The template as written.
     pub fn as_str(&self) -> &str {
-        &self.source
+        self.0.as_str()
     }
 
     /// Whether the key is the same for every hook.
     pub fn is_static(&self) -> bool {
-        self.parts.iter().all(|p| matches!(p, Part::Text(_)))
+        self.0.is_static()
     }
 
     /// The key for `env` (possibly empty: then no key is sent).
     pub fn render(&self, env: &Envelope) -> String {
-        let mut out = String::new();
-        for p in &self.parts {
-            match p {
-                Part::Text(t) => out.push_str(t),
-                Part::Field(Field::Tenant) => out.push_str(env.tenant_id().unwrap_or("")),
-                Part::Field(Field::Source) => out.push_str(env.source_id()),
-                Part::Field(Field::Id) => out.push_str(env.id()),
-                Part::Field(Field::DedupeKey) => out.push_str(env.dedupe_key().unwrap_or("")),
-            }
-        }
-        out
+        self.0.render(&TemplateFields::of(env), "")
     }
 }
 
