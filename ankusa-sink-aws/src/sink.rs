@@ -216,11 +216,28 @@ macro_rules! forward_sink {
 }
 pub(crate) use forward_sink;
 
+/// Lowercase hex MD5 of a body, as SQS reports it.
+pub(crate) fn body_md5(body: &str) -> String {
+    hex::encode(<md5::Md5 as md5::Digest>::digest(body.as_bytes()))
+}
+
 /// `Ok` only for a message id, and (SQS) a body MD5 equal to the body's.
 pub(crate) fn confirm(
     service: &'static str,
     operation: &'static str,
     body: &str,
+    message_id: Option<&str>,
+    md5: Option<Option<&str>>,
+) -> Result<(), Failure> {
+    confirm_with(service, operation, || body_md5(body), message_id, md5)
+}
+
+/// [`confirm`] with the body's MD5 from `expected` (computed while the request was in
+/// flight).
+pub(crate) fn confirm_with(
+    service: &'static str,
+    operation: &'static str,
+    expected: impl FnOnce() -> String,
     message_id: Option<&str>,
     md5: Option<Option<&str>>,
 ) -> Result<(), Failure> {
@@ -230,7 +247,7 @@ pub(crate) fn confirm(
     }
     if let Some(got) = md5 {
         let got = got.filter(|g| !g.is_empty()).ok_or_else(unconfirmed)?;
-        let expected = hex::encode(<md5::Md5 as md5::Digest>::digest(body.as_bytes()));
+        let expected = expected();
         if !got.eq_ignore_ascii_case(&expected) {
             return Err(Failure::transient(SinkError::Md5Mismatch {
                 service,

@@ -2,11 +2,13 @@
 
 use crate::config::{ConfigError, SQS_MAX_BATCH_BYTES, SqsConfig};
 use crate::error::{classify_entry, classify_sqs};
-use crate::sink::{AwsSink, BatchResults, Entry, Publisher, confirm, forward_sink};
+use crate::sink::{AwsSink, BatchResults, Entry, Publisher, body_md5, confirm_with, forward_sink};
 use ankusa_sink_core::{Description, Failure, Payload, Subject, async_trait};
 use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
+use std::task::Poll;
 
 /// Delivers each hook as one SQS message: the Message v1 JSON body with String attributes.
 ///
@@ -98,6 +100,19 @@ impl fmt::Debug for SqsPublisher {
     }
 }
 
+/// Start `send` (serialize, sign, hand the request to the connection), run `work` while
+/// the request is in flight, then finish `send`: the body MD5s cost no latency.
+async fn while_in_flight<F: Future, T>(send: F, work: impl FnOnce() -> T) -> (F::Output, T) {
+    let mut send = std::pin::pin!(send);
+    let first = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
+    let done = work();
+    let out = match first {
+        Poll::Ready(out) => out,
+        Poll::Pending => send.await,
+    };
+    (out, done)
+}
+
 fn attributes(e: &Entry) -> HashMap<String, MessageAttributeValue> {
     e.attributes
         .iter()
@@ -120,7 +135,7 @@ impl Publisher for SqsPublisher {
 
     async fn publish(&self, e: &Entry) -> Result<(), Failure> {
         const OP: &str = "SendMessage";
-        let out = self
+        let send = self
             .client
             .send_message()
             .queue_url(&self.queue_url)
@@ -128,13 +143,13 @@ impl Publisher for SqsPublisher {
             .set_message_attributes(Some(attributes(e)))
             .set_message_group_id(e.group_id.clone())
             .set_message_deduplication_id(e.dedup_id.clone())
-            .send()
-            .await
-            .map_err(|err| classify_sqs(OP, err).failure(e.attempt))?;
-        confirm(
+            .send();
+        let (out, expected) = while_in_flight(send, || body_md5(&e.body)).await;
+        let out = out.map_err(|err| classify_sqs(OP, err).failure(e.attempt))?;
+        confirm_with(
             "sqs",
             OP,
-            &e.body,
+            || expected,
             out.message_id(),
             Some(out.md5_of_message_body()),
         )
@@ -156,14 +171,20 @@ impl Publisher for SqsPublisher {
                     .expect("id and body are set")
             })
             .collect();
-        let out = match self
+        let send = self
             .client
             .send_message_batch()
             .queue_url(&self.queue_url)
             .set_entries(Some(request))
-            .send()
-            .await
-        {
+            .send();
+        let (out, mut expected) = while_in_flight(send, || {
+            entries
+                .iter()
+                .map(|e| body_md5(&e.body))
+                .collect::<Vec<_>>()
+        })
+        .await;
+        let out = match out {
             Ok(out) => out,
             Err(err) => {
                 let v = classify_sqs(OP, err);
@@ -174,10 +195,10 @@ impl Publisher for SqsPublisher {
         for ok in out.successful() {
             results.set(ok.id(), |i| {
                 let md5 = Some(ok.md5_of_message_body()).filter(|m| !m.is_empty());
-                confirm(
+                confirm_with(
                     "sqs",
                     OP,
-                    &entries[i].body,
+                    || std::mem::take(&mut expected[i]),
                     Some(ok.message_id()),
                     Some(md5),
                 )

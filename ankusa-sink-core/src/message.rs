@@ -180,7 +180,7 @@ struct Wire<'a> {
     ctx: &'a Ctx,
     idempotency_key: String,
     headers: Vec<(String, String)>,
-    sha256: String,
+    sha256: &'a str,
     claim: Option<&'a ClaimRef>,
 }
 
@@ -193,14 +193,6 @@ impl Serialize for HeaderMap<'_> {
             m.serialize_entry(k, v)?;
         }
         m.end()
-    }
-}
-
-struct Base64<'a>(&'a [u8]);
-
-impl Serialize for Base64<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&STANDARD.encode(self.0))
     }
 }
 
@@ -219,10 +211,10 @@ impl Serialize for Wire<'_> {
         m.serialize_entry("replay_id", &self.ctx.replay_id)?;
         m.serialize_entry("idempotency_key", &self.idempotency_key)?;
         m.serialize_entry("headers", &HeaderMap(&self.headers))?;
-        m.serialize_entry("sha256", &self.sha256)?;
-        match self.claim {
-            Some(r) => m.serialize_entry("claim", &r.to_string())?,
-            None => m.serialize_entry("body_base64", &Base64(env.body()))?,
+        m.serialize_entry("sha256", self.sha256)?;
+        // An inline body is appended by `encode` as the last member, `body_base64`.
+        if let Some(r) = self.claim {
+            m.serialize_entry("claim", &r.to_string())?;
         }
         m.end()
     }
@@ -243,7 +235,10 @@ pub fn encode(
     ctx: &Ctx,
     inline_max_bytes: Option<NonZeroUsize>,
 ) -> Result<Vec<u8>, EncodeError> {
-    let sha256 = sha256_hex(env.body());
+    // Hex on the stack: `hex::encode` builds a String char by char.
+    let mut hex_buf = [0u8; 64];
+    hex::encode_to_slice(Sha256::digest(env.body()), &mut hex_buf).expect("32 bytes, 64 digits");
+    let sha256 = std::str::from_utf8(&hex_buf).expect("hex is ASCII");
     let claim = match body_mode(env.size(), inline_max_bytes) {
         BodyMode::Inline => None,
         BodyMode::Claim => {
@@ -265,9 +260,26 @@ pub fn encode(
         sha256,
         claim,
     };
-    let inline = claim.is_none();
-    let mut out = Vec::with_capacity(512 + if inline { env.body().len() * 4 / 3 } else { 0 });
+    let b64_len = match claim {
+        None => base64::encoded_len(env.body().len(), true).expect("a body fits in memory"),
+        Some(_) => 0,
+    };
+    let mut out = Vec::with_capacity(768 + b64_len);
     serde_json::to_writer(&mut out, &wire).expect("serializing to a Vec cannot fail");
+    if claim.is_none() {
+        // Base64 straight into the output: its alphabet never needs JSON escaping, so this
+        // skips serde_json's escape scan and an intermediate String (same bytes).
+        debug_assert_eq!(out.last(), Some(&b'}'));
+        out.pop();
+        out.extend_from_slice(b",\"body_base64\":\"");
+        let start = out.len();
+        out.resize(start + b64_len, 0);
+        let written = STANDARD
+            .encode_slice(env.body(), &mut out[start..])
+            .expect("sized by encoded_len");
+        debug_assert_eq!(written, b64_len);
+        out.extend_from_slice(b"\"}");
+    }
     Ok(out)
 }
 

@@ -277,14 +277,24 @@ impl Sink for HttpSink {
     /// One request per call; classification per [`crate::error`]'s table.
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
         let headers = self.request_headers(env, ctx, unix_seconds(SystemTime::now()))?;
-        let resp = self
+        let mut req = self
             .client
             .request(self.method.clone(), self.url.clone())
-            .headers(headers)
             .body(env.body().clone())
-            .send()
-            .await
+            .build()
             .map_err(classify_transport)?;
+        // Move the headers in rather than copying them into the request's own map (what
+        // `RequestBuilder::headers` does). What the builder set (basic auth from URL
+        // userinfo) stays unless the sink set that name too, as with `headers`.
+        let from_builder = std::mem::replace(req.headers_mut(), headers);
+        for name in from_builder.keys() {
+            if !req.headers().contains_key(name) {
+                for v in from_builder.get_all(name) {
+                    req.headers_mut().append(name.clone(), v.clone());
+                }
+            }
+        }
+        let resp = self.client.execute(req).await.map_err(classify_transport)?;
         let status = resp.status();
         let retry_after = resp
             .headers()

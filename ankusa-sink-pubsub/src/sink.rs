@@ -137,6 +137,10 @@ impl PubSubSink {
     /// paused; a publish refused because the key was paused by an earlier failure is
     /// resumed and sent again (it never left the client).
     async fn publish(&self, publisher: &Publisher, msg: Message) -> Result<String, PublishError> {
+        if msg.ordering_key.is_empty() {
+            // Without a key nothing pauses: one publish, no copy kept for a re-send.
+            return publisher.publish(msg).await;
+        }
         let key = msg.ordering_key.clone();
         let mut paused = 0;
         loop {

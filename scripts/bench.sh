@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Benchmarks (issue 11): start the brokers, run every adapter's `vs_raw` bench (sink vs its
+# raw client, side by side) and the core benches, then write the chart and the ratio table.
+#
+#   bash scripts/bench.sh                 everything
+#   BENCH_ADAPTERS="http kafka" bash scripts/bench.sh    a subset of adapters (core still runs)
+#
+# Results: target/bench-results/{<adapter>.json,<adapter>.txt,core.txt,allocs.txt,table.md};
+# chart: docs/benchmarks-throughput.svg. Measurements hold /tmp/ankusa-bench.lock so two
+# benchmark runs on this machine never overlap; builds happen before, outside the lock.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/ankusa-sinks/target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+export BENCH_OUT_DIR="${BENCH_OUT_DIR:-$PWD/target/bench-results}"
+LOCK="${BENCH_LOCK:-/tmp/ankusa-bench.lock}"
+mkdir -p "$BENCH_OUT_DIR"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+for svc in scripts/services/*.sh; do
+  step "service: $svc"
+  bash "$svc"
+done
+
+adapters=()
+for a in ${BENCH_ADAPTERS:-http amqp kafka aws pubsub}; do
+  if [ -f "ankusa-sink-$a/benches/vs_raw.rs" ]; then
+    adapters+=("$a")
+  else
+    echo "bench.sh: no ankusa-sink-$a/benches/vs_raw.rs, skipping $a" >&2
+  fi
+done
+
+step "build (bench profile)"
+for a in "${adapters[@]}"; do
+  cargo bench -p "ankusa-sink-$a" --bench vs_raw --no-run
+done
+cargo bench -p ankusa-sink-core --bench core --bench allocs --no-run
+
+failed=()
+for a in "${adapters[@]}"; do
+  step "vs_raw: $a"
+  if ! flock "$LOCK" cargo bench -p "ankusa-sink-$a" --bench vs_raw 2>&1 | tee "$BENCH_OUT_DIR/$a.txt"; then
+    failed+=("$a")
+  fi
+done
+
+step "core (criterion)"
+flock "$LOCK" cargo bench -p ankusa-sink-core --bench core -- --warm-up-time 1 --measurement-time 3 \
+  2>&1 | tee "$BENCH_OUT_DIR/core.txt"
+step "core allocations (dhat)"
+flock "$LOCK" cargo bench -p ankusa-sink-core --bench allocs 2>&1 | tee "$BENCH_OUT_DIR/allocs.txt"
+
+step "chart and table"
+python3 scripts/bench_chart.py "$BENCH_OUT_DIR" docs/benchmarks-throughput.svg "$BENCH_OUT_DIR/table.md"
+
+if ((${#failed[@]})); then
+  echo "bench.sh: these benches failed: ${failed[*]}" >&2
+  exit 1
+fi
