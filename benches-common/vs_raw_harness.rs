@@ -1,0 +1,177 @@
+// The vs_raw measurement harness, shared by textual inclusion (`include!`) so it can use
+// each bench's constants (ADAPTER, REPS, WORKLOADS, ...) and imports. Used by the HTTP,
+// AMQP and Kafka `vs_raw` benches.
+
+type Op = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+
+struct Sample {
+    seconds: f64,
+    lat_us: Vec<u32>,
+    errors: usize,
+}
+
+/// `n` calls of `op`, `concurrency` at a time.
+async fn run(op: &Op, concurrency: usize, n: usize) -> Sample {
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (op, next) = (Arc::clone(op), Arc::clone(&next));
+        tasks.spawn(async move {
+            let mut lat = Vec::with_capacity(n / concurrency + 1);
+            let mut errors = 0;
+            while next.fetch_add(1, Ordering::Relaxed) < n {
+                let t = Instant::now();
+                if !op().await {
+                    errors += 1;
+                }
+                lat.push(t.elapsed().as_micros() as u32);
+            }
+            (lat, errors)
+        });
+    }
+    let mut lat_us = Vec::with_capacity(n);
+    let mut errors = 0;
+    while let Some(r) = tasks.join_next().await {
+        let (l, e) = r.expect("worker panicked");
+        lat_us.extend(l);
+        errors += e;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    lat_us.sort_unstable();
+    Sample {
+        seconds,
+        lat_us,
+        errors,
+    }
+}
+
+fn pct(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    f64::from(sorted[i])
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn out_dir() -> std::path::PathBuf {
+    std::env::var_os("BENCH_OUT_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-results"),
+        Into::into,
+    )
+}
+
+type After<'a> = &'a (dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Sync);
+
+/// Interleaved sink/raw runs of every workload (`after` runs, untimed, after each run);
+/// returns the JSON `runs`.
+async fn compare(ops: impl Fn(&str, usize) -> Op, after: After<'_>) -> Vec<serde_json::Value> {
+    println!(
+        "{:<5} {:>5} {:>7} {:>7} {:>12} {:>10} {:>10} {:>7}",
+        "mode", "conc", "body", "n", "per_sec", "p50_us", "p99_us", "errors"
+    );
+    let mut runs = Vec::new();
+    for &(conc, body) in WORKLOADS {
+        let (sink, raw) = (ops("sink", body), ops("raw", body));
+        let warm_n = (4 * conc).max(100);
+        let warm = run(&sink, conc, warm_n).await;
+        after().await;
+        run(&raw, conc, warm_n).await;
+        after().await;
+        let rate = warm_n as f64 / warm.seconds;
+        let n = ((rate * TARGET_SECS) as usize)
+            .min(MAX_BYTES / body)
+            .clamp(MIN_N.max(conc), MAX_N);
+        let mut per = [
+            (Vec::new(), Vec::new(), Vec::new()),
+            (Vec::new(), Vec::new(), Vec::new()),
+        ];
+        for _ in 0..REPS {
+            for (i, (mode, op)) in [("sink", &sink), ("raw", &raw)].into_iter().enumerate() {
+                let s = run(op, conc, n).await;
+                after().await;
+                let per_sec = n as f64 / s.seconds;
+                let (p50, p99) = (pct(&s.lat_us, 0.50), pct(&s.lat_us, 0.99));
+                println!(
+                    "{mode:<5} {conc:>5} {body:>7} {n:>7} {per_sec:>12.0} {p50:>10.0} {p99:>10.0} {:>7}",
+                    s.errors
+                );
+                if s.errors > 0 {
+                    eprintln!("warning: {} failed deliveries in {mode} run", s.errors);
+                }
+                per[i].0.push(per_sec);
+                per[i].1.push(p50);
+                per[i].2.push(p99);
+            }
+        }
+        for (i, mode) in ["sink", "raw"].into_iter().enumerate() {
+            let per_sec = median(per[i].0.clone());
+            runs.push(serde_json::json!({
+                "mode": mode, "variant": "default", "concurrency": conc, "body_bytes": body,
+                "deliveries": n, "seconds": n as f64 / per_sec, "per_sec": per_sec,
+                "p50_us": median(per[i].1.clone()), "p99_us": median(per[i].2.clone()),
+                "requests_per_delivery": serde_json::Value::Null,
+            }));
+        }
+    }
+    runs
+}
+
+/// Peak RSS of a child process running only `mode` at concurrency 256.
+fn peak_rss(mode: &str) -> Option<u64> {
+    let out = std::process::Command::new(std::env::current_exe().ok()?)
+        .args(["--only", mode])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("VMHWM_KB="))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn vm_hwm_kb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+async fn only(ops: impl Fn(&str, usize) -> Op, after: After<'_>, mode: &str) {
+    for (body, n) in [(1024, ONLY_N.0), (65_536, ONLY_N.1)] {
+        run(&ops(mode, body), 256, n).await;
+        after().await;
+    }
+    println!("VMHWM_KB={}", vm_hwm_kb());
+}
+
+fn write_json(runs: Vec<serde_json::Value>, rss: (Option<u64>, Option<u64>)) {
+    let doc = serde_json::json!({
+        "adapter": ADAPTER,
+        "runs": runs,
+        "peak_rss_kb": { "sink": rss.0, "raw": rss.1 },
+    });
+    let dir = out_dir();
+    std::fs::create_dir_all(&dir).expect("create the results dir");
+    let path = dir.join(format!("{ADAPTER}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).expect("write results");
+    println!(
+        "peak RSS kB: sink {:?}, raw {:?}; wrote {}",
+        rss.0,
+        rss.1,
+        path.display()
+    );
+}
+
+fn only_mode() -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.windows(2)
+        .find(|w| w[0] == "--only")
+        .map(|w| w[1].clone())
+}
