@@ -27,6 +27,19 @@ step "cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --locked --quiet
 
 step "cargo test"
-cargo test --workspace --all-features --locked --no-fail-fast
+log="$(mktemp)"
+if ! cargo test --workspace --all-features --locked --no-fail-fast 2>&1 | tee "$log"; then
+  # A failed target is run once more, loudly, before the suite is declared red: librdkafka's
+  # in-process mock cluster has crashed once under heavy load. A target that passes on the
+  # rerun is flaky and named here; one that fails again fails the suite.
+  mapfile -t failed < <(grep -oE '`-p [A-Za-z0-9_-]+ --(lib|doc|test [A-Za-z0-9_-]+|bin [A-Za-z0-9_-]+)`' "$log" | tr -d '`')
+  if [ "${#failed[@]}" -eq 0 ]; then exit 1; fi
+  for target in "${failed[@]}"; do
+    step "FLAKY? rerunning once: cargo test --all-features $target"
+    # shellcheck disable=SC2086 # the target is several words on purpose
+    cargo test --all-features --locked $target
+  done
+fi
+rm -f "$log"
 # The registry without adapters: types not compiled in must be clear errors.
 cargo test -p ankusa-sinks --lib --locked
