@@ -1,6 +1,24 @@
 // The vs_raw measurement harness, shared by textual inclusion (`include!`) so it can use
 // each bench's constants (ADAPTER, REPS, WORKLOADS, ...) and imports. Used by the HTTP,
-// AMQP and Kafka `vs_raw` benches.
+// AMQP and Kafka `vs_raw` benches. Each bench defines what differs: ADAPTER, MIN_N,
+// MAX_BYTES and ONLY_N.
+
+/// Repetitions of each workload, sink and raw interleaved; the median is reported.
+const REPS: usize = 3;
+/// Each timed run aims at this long (the count is calibrated from a warm-up, then bounded).
+const TARGET_SECS: f64 = 1.0;
+const MAX_N: usize = 20_000;
+/// (concurrency, body bytes) of every measured workload.
+const WORKLOADS: &[(usize, usize)] = &[
+    (1, 1024),
+    (16, 1024),
+    (256, 1024),
+    (1, 65_536),
+    (16, 65_536),
+    (256, 65_536),
+];
+/// The per-delivery deadline given to `safe_deliver`, as dispatch does.
+const DEADLINE: Duration = Duration::from_secs(30);
 
 type Op = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
 

@@ -20,24 +20,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const ADAPTER: &str = "amqp";
-const REPS: usize = 3;
-/// Each timed run aims at this long (the count is calibrated from a warm-up, then bounded).
-const TARGET_SECS: f64 = 1.0;
 const MIN_N: usize = 300;
-const MAX_N: usize = 20_000;
 /// Bytes of bodies per timed run, at most (the queue is purged after every run).
 const MAX_BYTES: usize = 128 << 20;
 /// Deliveries (1 KiB, 64 KiB) of the `--only` memory run, at concurrency 256.
 const ONLY_N: (usize, usize) = (5_000, 1_000);
-const WORKLOADS: &[(usize, usize)] = &[
-    (1, 1024),
-    (16, 1024),
-    (256, 1024),
-    (1, 65_536),
-    (16, 65_536),
-    (256, 65_536),
-];
-const DEADLINE: Duration = Duration::from_secs(30);
 const URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 const EXCHANGE: &str = "ankusa.bench";
 const QUEUE: &str = "ankusa.bench.vs_raw";

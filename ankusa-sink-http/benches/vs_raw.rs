@@ -16,24 +16,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const ADAPTER: &str = "http";
-const REPS: usize = 3;
-/// Each timed run aims at this long (the count is calibrated from a warm-up, then bounded).
-const TARGET_SECS: f64 = 1.0;
 const MIN_N: usize = 500;
-const MAX_N: usize = 20_000;
 /// Bytes of bodies per timed run, at most.
 const MAX_BYTES: usize = 2 << 30;
 /// Deliveries (1 KiB, 64 KiB) of the `--only` memory run, at concurrency 256.
 const ONLY_N: (usize, usize) = (5_000, 2_000);
-const WORKLOADS: &[(usize, usize)] = &[
-    (1, 1024),
-    (16, 1024),
-    (256, 1024),
-    (1, 65_536),
-    (16, 65_536),
-    (256, 65_536),
-];
-const DEADLINE: Duration = Duration::from_secs(30);
 
 // ---- harness ----
 include!("../../benches-common/vs_raw_harness.rs");
