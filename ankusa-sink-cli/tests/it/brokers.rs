@@ -1,7 +1,7 @@
 //! Every broker sink type built from a config file, against the brokers the test script
 //! starts; and the README's swap: the same hooks to RabbitMQ by changing only the file.
 
-use super::{bin, run, temp_file, text};
+use super::{bin, check_then_deliver, run, temp_file, text};
 use ankusa_sink_amqp::lapin::options::{
     BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
     QueueDeleteOptions,
@@ -180,27 +180,7 @@ async fn kafka_from_a_config_file() {
             kafka_brokers()
         ),
     );
-    let out = run(&["check", "--sink", f.to_str().unwrap()]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    let out = run(&[
-        "deliver",
-        "--sink",
-        f.to_str().unwrap(),
-        "--id",
-        "k-1",
-        "--json",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(
-        text(&out.stdout).trim(),
-        r#"{"id":"k-1","outcome":"ok","attempts":1}"#
-    );
+    check_then_deliver(&f, "k-1", &[]);
     let missing = temp_file(
         "kafka.toml",
         &format!(
@@ -282,28 +262,7 @@ fn sqs_and_sns_from_config_files() {
             "type = \"sqs\"\nqueue_url = \"{queue_url}\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\n"
         ),
     );
-    let out = aws_run(&["check", "--sink", sqs.to_str().unwrap()]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    let out = aws_run(&[
-        "deliver",
-        "--sink",
-        sqs.to_str().unwrap(),
-        "--id",
-        "s-1",
-        "--json",
-    ]);
-    assert_eq!(
-        text(&out.stdout).trim(),
-        r#"{"id":"s-1","outcome":"ok","attempts":1}"#,
-        "{}",
-        text(&out.stderr)
-    );
+    check_then_deliver(&sqs, "s-1", &AWS_ENV);
     let gone = temp_file(
         "sqs.toml",
         &format!(
@@ -332,28 +291,7 @@ fn sqs_and_sns_from_config_files() {
             "type = \"sns\"\ntopic_arn = \"{arn}\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\n"
         ),
     );
-    let out = aws_run(&["check", "--sink", sns.to_str().unwrap()]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    let out = aws_run(&[
-        "deliver",
-        "--sink",
-        sns.to_str().unwrap(),
-        "--id",
-        "n-1",
-        "--json",
-    ]);
-    assert_eq!(
-        text(&out.stdout).trim(),
-        r#"{"id":"n-1","outcome":"ok","attempts":1}"#,
-        "{}",
-        text(&out.stderr)
-    );
+    check_then_deliver(&sns, "n-1", &AWS_ENV);
     let out = aws_run(&[
         "describe",
         "--sink",

@@ -40,6 +40,40 @@ fn temp_file(name: &str, contents: &str) -> PathBuf {
     p
 }
 
+/// `check` passes and one `deliver --id ID --json` is exactly ok, with `env` for the child.
+fn check_then_deliver(sink: &std::path::Path, id: &str, env: &[(&str, &str)]) {
+    let sink = sink.to_str().unwrap();
+    let out = bin()
+        .args(["check", "--sink", sink])
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("check passed"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = bin()
+        .args(["deliver", "--sink", sink, "--id", id, "--json"])
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        format!(r#"{{"id":"{id}","outcome":"ok","attempts":1}}"#)
+    );
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }

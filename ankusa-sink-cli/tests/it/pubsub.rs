@@ -1,6 +1,6 @@
 //! The Pub/Sub sink through the binary, against the emulator the test script starts.
 
-use super::{run, temp_file, text};
+use super::{check_then_deliver, run, temp_file};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 
@@ -43,22 +43,7 @@ fn pubsub_from_a_config_file() {
         200
     );
     let sink = config(&topic);
-    let out = run(&["check", "--sink", sink.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("check passed"));
-    let out = run(&[
-        "deliver",
-        "--sink",
-        sink.to_str().unwrap(),
-        "--id",
-        "ps-1",
-        "--json",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(
-        text(&out.stdout).trim(),
-        r#"{"id":"ps-1","outcome":"ok","attempts":1}"#
-    );
+    check_then_deliver(&sink, "ps-1", &[]);
     let out = run(&["info", "--sink", sink.to_str().unwrap(), "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["inline_max_bytes"], 65_536);
