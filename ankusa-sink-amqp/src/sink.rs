@@ -263,6 +263,7 @@ impl AmqpSink {
         }
         let exchange = self.cfg.exchange();
         let publish = async {
+            let body = body;
             let confirm = link
                 .channel
                 .basic_publish(
@@ -277,6 +278,9 @@ impl AmqpSink {
                 )
                 .await
                 .map_err(|e| self.lapin_err(Stage::Publish, e))?;
+            // lapin has copied the body into its frames: free ours now rather than holding
+            // it for the whole confirm round trip (peak memory at high concurrency).
+            drop(body);
             let confirmation = confirm
                 .await
                 .map_err(|e| self.lapin_err(Stage::Confirm, e))?;

@@ -281,7 +281,10 @@ fn sink_op(
     let env = Arc::clone(&w.env);
     let ctx = Arc::new(Ctx::for_envelope(&env).with_batch(batched));
     Arc::new(move |i| {
-        let (sinks, env, ctx) = (Arc::clone(&sinks), Arc::clone(&env), Arc::clone(&ctx));
+        let (sinks, ctx) = (Arc::clone(&sinks), Arc::clone(&ctx));
+        // A fresh copy per delivery, as if loaded from storage: no body digest carried over
+        // from an earlier delivery (`build` resets it). The copy is charged to the sink.
+        let env = env.to_builder().build().unwrap();
         Box::pin(async move {
             safe_deliver(&*sinks[i / per_dest], &env, &ctx, Some(DEADLINE))
                 .await

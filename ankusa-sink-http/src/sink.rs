@@ -7,7 +7,9 @@ use ankusa_sink_core::{
     Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait, forwarded_headers,
     redact_url,
 };
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION, RETRY_AFTER};
+use reqwest::header::{
+    AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION, RETRY_AFTER,
+};
 use reqwest::{Method, Response, Url};
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -48,10 +50,16 @@ pub const USER_AGENT: &str = concat!("ankusa-sink-http/", env!("CARGO_PKG_VERSIO
 /// `Debug` shows the redacted URL, header names and the number of signing keys only.
 pub struct HttpSink {
     client: reqwest::Client,
+    /// Where requests go: the configured URL without its userinfo (that became `base`'s
+    /// basic auth, as reqwest's builder would do per request).
     url: Url,
     redacted_url: String,
     method: Method,
+    /// The operator's headers, as configured (names for `Debug`).
     headers: HeaderMap,
+    /// What every request starts from, built once: `user-agent`, basic auth from URL
+    /// userinfo unless the operator set `authorization`, the operator's headers.
+    base: HeaderMap,
     operator_content_type: bool,
     signer: Option<Signer>,
     max_response_bytes: usize,
@@ -69,7 +77,7 @@ impl HttpSink {
     /// build the sink. Errors name the option, never a secret.
     pub fn from_config(config: HttpConfig) -> Result<Self, ConfigError> {
         let raw_url = config.url.resolve("url")?;
-        let url = Url::parse(&raw_url).map_err(ConfigError::InvalidUrl)?;
+        let mut url = Url::parse(&raw_url).map_err(ConfigError::InvalidUrl)?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(ConfigError::UnsupportedScheme(url.scheme().to_owned()));
         }
@@ -92,10 +100,6 @@ impl HttpSink {
         };
 
         let mut headers = HeaderMap::new();
-        headers.insert(
-            reqwest::header::USER_AGENT,
-            HeaderValue::from_static(USER_AGENT),
-        );
         for (name, value) in &config.headers {
             let header = HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| ConfigError::InvalidHeaderName(name.clone()))?;
@@ -108,6 +112,19 @@ impl HttpSink {
             headers.insert(header, v);
         }
         let operator_content_type = headers.contains_key(CONTENT_TYPE);
+        let mut base = HeaderMap::with_capacity(headers.len() + 2);
+        base.insert(
+            reqwest::header::USER_AGENT,
+            HeaderValue::from_static(USER_AGENT),
+        );
+        if let Some(auth) = take_userinfo(&mut url)
+            && !headers.contains_key(AUTHORIZATION)
+        {
+            base.insert(AUTHORIZATION, auth);
+        }
+        for (name, v) in &headers {
+            base.insert(name.clone(), v.clone());
+        }
 
         let timeout = positive_ms(config.timeout_ms, "timeout_ms")?;
         let connect_timeout = positive_ms(config.connect_timeout_ms, "connect_timeout_ms")?;
@@ -140,6 +157,7 @@ impl HttpSink {
             redacted_url,
             method,
             headers,
+            base,
             operator_content_type,
             signer,
             max_response_bytes: config.max_response_bytes,
@@ -153,8 +171,9 @@ impl HttpSink {
         &self.redacted_url
     }
 
-    /// Every header of one attempt, in this order: `x-ankusa-id`, `x-ankusa-source`,
-    /// `content-type`, `x-ankusa-tenant`, the operator's, `x-ankusa-idempotency-key`,
+    /// Every header of one attempt: the prebuilt `base` (user-agent, basic auth, the
+    /// operator's), then `x-ankusa-id`, `x-ankusa-source`, `content-type` (unless the
+    /// operator set one), `x-ankusa-tenant`, `x-ankusa-idempotency-key`,
     /// `x-ankusa-dedupe-key`, `x-ankusa-replay-id`, forwarded provider headers whose names
     /// are not taken yet, then the signature headers for `timestamp`.
     fn request_headers(
@@ -163,7 +182,9 @@ impl HttpSink {
         ctx: &Ctx,
         timestamp: u64,
     ) -> Result<HeaderMap, Failure> {
-        let mut h = HeaderMap::with_capacity(self.headers.len() + 16);
+        // Cloning the prebuilt map shares its values (no copy, no re-validation).
+        let mut h = self.base.clone();
+        h.reserve(8 + env.headers().len());
         h.insert(X_ANKUSA_ID, value(env.id(), "x-ankusa-id")?);
         h.insert(X_ANKUSA_SOURCE, value(env.source_id(), "x-ankusa-source")?);
         if !self.operator_content_type {
@@ -173,12 +194,12 @@ impl HttpSink {
         if let Some(t) = env.tenant_id() {
             h.insert(X_ANKUSA_TENANT, value(t, "x-ankusa-tenant")?);
         }
-        for (name, v) in &self.headers {
-            h.insert(name.clone(), v.clone());
-        }
+        // The key is a fresh String: hand it over rather than copying it.
         h.insert(
             X_ANKUSA_IDEMPOTENCY_KEY,
-            value(&env.idempotency_key(), "x-ankusa-idempotency-key")?,
+            HeaderValue::try_from(env.idempotency_key()).map_err(|_| {
+                Failure::permanent(HttpError::HeaderValue("x-ankusa-idempotency-key"))
+            })?,
         );
         if let Some(d) = env.dedupe_key().filter(|d| !d.is_empty()) {
             h.insert(X_ANKUSA_DEDUPE_KEY, value(d, "x-ankusa-dedupe-key")?);
@@ -189,7 +210,7 @@ impl HttpSink {
         for (name, v) in forwarded_headers(env, ctx) {
             let (Ok(name), Ok(v)) = (
                 HeaderName::from_bytes(name.as_bytes()),
-                HeaderValue::from_bytes(v.as_bytes()),
+                HeaderValue::try_from(v),
             ) else {
                 continue;
             };
@@ -262,6 +283,33 @@ fn load_roots(config: &HttpConfig) -> Result<Vec<reqwest::Certificate>, ConfigEr
     Ok(roots)
 }
 
+/// The URL's userinfo as a basic-auth value (removed from `url`), the way reqwest's
+/// request builder turns it into `authorization` on every request. Marked sensitive.
+fn take_userinfo(url: &mut Url) -> Option<HeaderValue> {
+    use base64::Engine as _;
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8()
+            .ok()
+            .map(|c| c.into_owned())
+    };
+    let user = decode(url.username())?;
+    let password = match url.password() {
+        Some(p) => Some(decode(p)?),
+        None => None,
+    };
+    if user.is_empty() && password.is_none() {
+        return None;
+    }
+    url.set_username("").ok()?;
+    url.set_password(None).ok()?;
+    let credentials = format!("{user}:{}", password.unwrap_or_default());
+    let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
+    let mut v = HeaderValue::try_from(format!("Basic {encoded}")).ok()?;
+    v.set_sensitive(true);
+    Some(v)
+}
+
 /// A header value from hook data. Validated envelopes always fit; a replay id need not.
 fn value(text: &str, header: &'static str) -> Result<HeaderValue, Failure> {
     HeaderValue::from_bytes(text.as_bytes())
@@ -277,23 +325,12 @@ impl Sink for HttpSink {
     /// One request per call; classification per [`crate::error`]'s table.
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
         let headers = self.request_headers(env, ctx, unix_seconds(SystemTime::now()))?;
-        let mut req = self
-            .client
-            .request(self.method.clone(), self.url.clone())
-            .body(env.body().clone())
-            .build()
-            .map_err(classify_transport)?;
-        // Move the headers in rather than copying them into the request's own map (what
-        // `RequestBuilder::headers` does). What the builder set (basic auth from URL
-        // userinfo) stays unless the sink set that name too, as with `headers`.
-        let from_builder = std::mem::replace(req.headers_mut(), headers);
-        for name in from_builder.keys() {
-            if !req.headers().contains_key(name) {
-                for v in from_builder.get_all(name) {
-                    req.headers_mut().append(name.clone(), v.clone());
-                }
-            }
-        }
+        // The request is assembled directly: the builder would re-parse the URL's userinfo
+        // and copy every header into a map of its own on each call. Both were done once, in
+        // `base`, at config time.
+        let mut req = reqwest::Request::new(self.method.clone(), self.url.clone());
+        *req.headers_mut() = headers;
+        *req.body_mut() = Some(env.body().clone().into());
         let resp = self.client.execute(req).await.map_err(classify_transport)?;
         let status = resp.status();
         let retry_after = resp

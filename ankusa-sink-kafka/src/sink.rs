@@ -330,6 +330,9 @@ impl Sink for KafkaSink {
                 ));
             }
         };
+        // librdkafka copied key and value (RD_KAFKA_MSG_F_COPY): free ours before waiting
+        // for the report rather than holding them for the whole round trip.
+        drop((value, key));
         let wait = self.config.produce_timeout() + REPORT_GRACE;
         match tokio::time::timeout(wait, report).await {
             Ok(Ok(Ok(_delivery))) => Ok(()),

@@ -111,7 +111,10 @@ async fn sink_op(topic: &str, w: &Workload, batched: bool) -> Op {
     let env = Arc::clone(&w.env);
     let ctx = Arc::new(Ctx::for_envelope(&env).with_batch(batched));
     Arc::new(move |_| {
-        let (sink, env, ctx) = (Arc::clone(&sink), Arc::clone(&env), Arc::clone(&ctx));
+        let (sink, ctx) = (Arc::clone(&sink), Arc::clone(&ctx));
+        // A fresh copy per delivery, as if loaded from storage: no body digest carried over
+        // from an earlier delivery (`build` resets it). The copy is charged to the sink.
+        let env = env.to_builder().build().unwrap();
         Box::pin(async move {
             safe_deliver(&*sink, &env, &ctx, Some(DEADLINE))
                 .await
