@@ -161,7 +161,27 @@ fn vm_hwm_kb() -> u64 {
         .unwrap_or(0)
 }
 
+/// `--only sink|raw`: the peak-memory child (concurrency 256, 1 KiB then 64 KiB).
+/// `--only sink|raw --profile <concurrency> <deliveries> <body_bytes>`: one longer run of
+/// one workload, to attach a profiler to one mode.
 async fn only(ops: impl Fn(&str, usize) -> Op, after: After<'_>, mode: &str) {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--profile") {
+        let arg = |k: usize, default: usize| {
+            args.get(i + k)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        let (conc, n, body) = (arg(1, 16), arg(2, 200_000), arg(3, 1024));
+        let s = run(&ops(mode, body), conc, n).await;
+        after().await;
+        println!(
+            "{mode} c={conc} body={body} n={n}: {:.0}/s, errors {}",
+            n as f64 / s.seconds,
+            s.errors
+        );
+        return;
+    }
     for (body, n) in [(1024, ONLY_N.0), (65_536, ONLY_N.1)] {
         run(&ops(mode, body), 256, n).await;
         after().await;
