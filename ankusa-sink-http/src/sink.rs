@@ -7,6 +7,7 @@ use ankusa_sink_core::{
     Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait, forwarded_headers,
     redact_url,
 };
+use bytes::BytesMut;
 use reqwest::header::{
     AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION, RETRY_AFTER,
 };
@@ -185,27 +186,48 @@ impl HttpSink {
         // Cloning the prebuilt map shares its values (no copy, no re-validation).
         let mut h = self.base.clone();
         h.reserve(8 + env.headers().len());
-        h.insert(X_ANKUSA_ID, value(env.id(), "x-ankusa-id")?);
-        h.insert(X_ANKUSA_SOURCE, value(env.source_id(), "x-ankusa-source")?);
-        if !self.operator_content_type {
-            let ct = env.content_type().unwrap_or(DEFAULT_CONTENT_TYPE);
-            h.insert(CONTENT_TYPE, value(ct, "content-type")?);
+        let idempotency_key = env.idempotency_key();
+        let content_type = (!self.operator_content_type)
+            .then(|| env.content_type().unwrap_or(DEFAULT_CONTENT_TYPE));
+        let fields: [(HeaderName, &'static str, Option<&str>); 7] = [
+            (X_ANKUSA_ID, "x-ankusa-id", Some(env.id())),
+            (X_ANKUSA_SOURCE, "x-ankusa-source", Some(env.source_id())),
+            (CONTENT_TYPE, "content-type", content_type),
+            (X_ANKUSA_TENANT, "x-ankusa-tenant", env.tenant_id()),
+            (
+                X_ANKUSA_IDEMPOTENCY_KEY,
+                "x-ankusa-idempotency-key",
+                Some(&idempotency_key),
+            ),
+            (
+                X_ANKUSA_DEDUPE_KEY,
+                "x-ankusa-dedupe-key",
+                env.dedupe_key().filter(|d| !d.is_empty()),
+            ),
+            (
+                X_ANKUSA_REPLAY_ID,
+                "x-ankusa-replay-id",
+                ctx.replay_id.as_deref().filter(|r| !r.is_empty()),
+            ),
+        ];
+        // One buffer holds every value taken from the hook, and each header value is a
+        // shared slice of it: one allocation per request instead of one per header
+        // (allocations were most of this sink's cost over a raw client).
+        let len = fields.iter().filter_map(|f| f.2).map(str::len).sum();
+        let mut buf = BytesMut::with_capacity(len);
+        for (_, _, text) in &fields {
+            buf.extend_from_slice(text.unwrap_or_default().as_bytes());
         }
-        if let Some(t) = env.tenant_id() {
-            h.insert(X_ANKUSA_TENANT, value(t, "x-ankusa-tenant")?);
-        }
-        // The key is a fresh String: hand it over rather than copying it.
-        h.insert(
-            X_ANKUSA_IDEMPOTENCY_KEY,
-            HeaderValue::try_from(env.idempotency_key()).map_err(|_| {
-                Failure::permanent(HttpError::HeaderValue("x-ankusa-idempotency-key"))
-            })?,
-        );
-        if let Some(d) = env.dedupe_key().filter(|d| !d.is_empty()) {
-            h.insert(X_ANKUSA_DEDUPE_KEY, value(d, "x-ankusa-dedupe-key")?);
-        }
-        if let Some(r) = ctx.replay_id.as_deref().filter(|r| !r.is_empty()) {
-            h.insert(X_ANKUSA_REPLAY_ID, value(r, "x-ankusa-replay-id")?);
+        let buf = buf.freeze();
+        let mut start = 0;
+        for (name, label, text) in fields {
+            let Some(text) = text else { continue };
+            let end = start + text.len();
+            // Validated envelopes always fit; a replay id need not.
+            let v = HeaderValue::from_maybe_shared(buf.slice(start..end))
+                .map_err(|_| Failure::permanent(HttpError::HeaderValue(label)))?;
+            h.insert(name, v);
+            start = end;
         }
         for (name, v) in forwarded_headers(env, ctx) {
             let (Ok(name), Ok(v)) = (
@@ -310,7 +332,7 @@ fn take_userinfo(url: &mut Url) -> Option<HeaderValue> {
     Some(v)
 }
 
-/// A header value from hook data. Validated envelopes always fit; a replay id need not.
+/// A header value from hook data.
 fn value(text: &str, header: &'static str) -> Result<HeaderValue, Failure> {
     HeaderValue::from_bytes(text.as_bytes())
         .map_err(|_| Failure::permanent(HttpError::HeaderValue(header)))
