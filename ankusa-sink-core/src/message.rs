@@ -25,6 +25,7 @@ use bytes::Bytes;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::num::NonZeroUsize;
 
 /// The default inline threshold of queue sinks: 64 KiB.
@@ -64,24 +65,31 @@ pub fn is_forwardable(lower_name: &str) -> bool {
 ///   fewer than `ctx.max_headers` are kept and its name plus value bytes fit in what is
 ///   left of `ctx.forward_headers_max_bytes`; an entry that does not fit is dropped and
 ///   later, smaller ones may still be kept.
-pub fn forwarded_headers(env: &Envelope, ctx: &Ctx) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
+/// - Borrowed from the envelope where it can be (a name already lowercase, a value that
+///   was not joined): forwarding allocates only for what it changes.
+pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>, Cow<'a, str>)> {
+    let mut out: Vec<(Cow<'a, str>, Cow<'a, str>)> = Vec::new();
     for (name, value) in env.headers() {
-        let lower = name.to_ascii_lowercase();
+        let lower = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(name.to_ascii_lowercase())
+        } else {
+            Cow::Borrowed(name.as_str())
+        };
         if !is_forwardable(&lower) {
             continue;
         }
         if let ForwardHeaders::Only(allow) = &ctx.forward_headers
-            && !allow.contains(&lower)
+            && !allow.iter().any(|a| *a == *lower)
         {
             continue;
         }
         match out.iter_mut().find(|(n, _)| *n == lower) {
             Some((_, v)) => {
-                v.push_str(", ");
-                v.push_str(value);
+                let joined = v.to_mut();
+                joined.push_str(", ");
+                joined.push_str(value);
             }
-            None => out.push((lower, value.clone())),
+            None => out.push((lower, Cow::Borrowed(value.as_str()))),
         }
     }
     let max_count = ctx.max_headers.map_or(usize::MAX, NonZeroUsize::get);
@@ -179,12 +187,12 @@ struct Wire<'a> {
     env: &'a Envelope,
     ctx: &'a Ctx,
     idempotency_key: String,
-    headers: Vec<(String, String)>,
+    headers: Vec<(Cow<'a, str>, Cow<'a, str>)>,
     sha256: &'a str,
     claim: Option<&'a ClaimRef>,
 }
 
-struct HeaderMap<'a>(&'a [(String, String)]);
+struct HeaderMap<'a>(&'a [(Cow<'a, str>, Cow<'a, str>)]);
 
 impl Serialize for HeaderMap<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -565,8 +573,8 @@ mod tests {
         assert_eq!(
             forwarded_headers(&e, &ctx),
             vec![
-                ("stripe-signature".to_string(), "t=1".to_string()),
-                ("x-multi".to_string(), "a, b".to_string())
+                ("stripe-signature".into(), "t=1".into()),
+                ("x-multi".into(), "a, b".into())
             ]
         );
         for name in NEVER_FORWARDED {
@@ -579,7 +587,7 @@ mod tests {
             .with_forward_headers(ForwardHeaders::only(["X-MULTI", "authorization"]).unwrap());
         assert_eq!(
             forwarded_headers(&e, &only),
-            vec![("x-multi".to_string(), "a, b".to_string())]
+            vec![("x-multi".into(), "a, b".into())]
         );
         let none = ctx
             .clone()
@@ -598,7 +606,11 @@ mod tests {
             .unwrap();
         let ctx = Ctx::for_envelope(&e);
         let count = ctx.clone().with_max_headers(nz(2));
-        let names = |h: Vec<(String, String)>| h.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+        let names = |h: Vec<(Cow<str>, Cow<str>)>| {
+            h.into_iter()
+                .map(|(n, _)| n.into_owned())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(names(forwarded_headers(&e, &count)), ["a", "b"]);
         // "a" (11 bytes) does not fit in 6; b (2) and c (3) do; d (2) no longer fits (1 left).
         let bytes = ctx.clone().with_forward_headers_max_bytes(nz(6));

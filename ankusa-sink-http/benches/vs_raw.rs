@@ -56,7 +56,7 @@ fn raw_headers(env: &Envelope) -> HeaderMap {
     put(&mut h, "x-ankusa-idempotency-key", &env.idempotency_key());
     put(&mut h, "x-ankusa-dedupe-key", env.dedupe_key().unwrap());
     for (name, v) in forwarded_headers(env, &ctx) {
-        if !h.contains_key(name.as_str()) {
+        if !h.contains_key(&*name) {
             put(&mut h, &name, &v);
         }
     }

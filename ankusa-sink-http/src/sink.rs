@@ -183,9 +183,13 @@ impl HttpSink {
         ctx: &Ctx,
         timestamp: u64,
     ) -> Result<HeaderMap, Failure> {
-        // Cloning the prebuilt map shares its values (no copy, no re-validation).
-        let mut h = self.base.clone();
-        h.reserve(8 + env.headers().len());
+        let forwarded = forwarded_headers(env, ctx);
+        // Sized once for everything below; the prebuilt values are shared, not copied
+        // (cloning `base` and growing it would reallocate its tables on every request).
+        let mut h = HeaderMap::with_capacity(self.base.len() + 10 + forwarded.len());
+        for (name, v) in &self.base {
+            h.insert(name.clone(), v.clone());
+        }
         let idempotency_key = env.idempotency_key();
         let content_type = (!self.operator_content_type)
             .then(|| env.content_type().unwrap_or(DEFAULT_CONTENT_TYPE));
@@ -210,13 +214,21 @@ impl HttpSink {
                 ctx.replay_id.as_deref().filter(|r| !r.is_empty()),
             ),
         ];
-        // One buffer holds every value taken from the hook, and each header value is a
-        // shared slice of it: one allocation per request instead of one per header
-        // (allocations were most of this sink's cost over a raw client).
-        let len = fields.iter().filter_map(|f| f.2).map(str::len).sum();
+        // One buffer holds every value taken from the hook (forwarded ones after the sink's),
+        // and each header value is a shared slice of it: one allocation per request instead
+        // of one per header (allocations were most of this sink's cost over a raw client).
+        let len = fields
+            .iter()
+            .filter_map(|f| f.2)
+            .map(str::len)
+            .sum::<usize>()
+            + forwarded.iter().map(|(_, v)| v.len()).sum::<usize>();
         let mut buf = BytesMut::with_capacity(len);
         for (_, _, text) in &fields {
             buf.extend_from_slice(text.unwrap_or_default().as_bytes());
+        }
+        for (_, v) in &forwarded {
+            buf.extend_from_slice(v.as_bytes());
         }
         let buf = buf.freeze();
         let mut start = 0;
@@ -229,10 +241,13 @@ impl HttpSink {
             h.insert(name, v);
             start = end;
         }
-        for (name, v) in forwarded_headers(env, ctx) {
+        for (name, v) in &forwarded {
+            let end = start + v.len();
+            let value = buf.slice(start..end);
+            start = end;
             let (Ok(name), Ok(v)) = (
                 HeaderName::from_bytes(name.as_bytes()),
-                HeaderValue::try_from(v),
+                HeaderValue::from_maybe_shared(value),
             ) else {
                 continue;
             };
@@ -245,7 +260,10 @@ impl HttpSink {
         }
         if let Some(signer) = &self.signer {
             let signature = signer.signature(env.id(), timestamp, env.body());
-            h.insert(WEBHOOK_ID, value(env.id(), "webhook-id")?);
+            // The same value as x-ankusa-id (a shared slice, no copy).
+            if let Some(id) = h.get(X_ANKUSA_ID).cloned() {
+                h.insert(WEBHOOK_ID, id);
+            }
             h.insert(WEBHOOK_TIMESTAMP, HeaderValue::from(timestamp));
             h.insert(
                 WEBHOOK_SIGNATURE,
@@ -330,12 +348,6 @@ fn take_userinfo(url: &mut Url) -> Option<HeaderValue> {
     let mut v = HeaderValue::try_from(format!("Basic {encoded}")).ok()?;
     v.set_sensitive(true);
     Some(v)
-}
-
-/// A header value from hook data.
-fn value(text: &str, header: &'static str) -> Result<HeaderValue, Failure> {
-    HeaderValue::from_bytes(text.as_bytes())
-        .map_err(|_| Failure::permanent(HttpError::HeaderValue(header)))
 }
 
 fn unix_seconds(now: SystemTime) -> u64 {
