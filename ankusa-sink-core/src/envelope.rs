@@ -2,9 +2,7 @@
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::fmt;
-use std::sync::OnceLock;
 
 /// Why an [`Envelope`] (or a tenant id) was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -103,21 +101,7 @@ pub struct Envelope {
     seq: Option<u64>,
     verification: Option<Verification>,
     dedupe_key: Option<String>,
-    body_sha256: BodyDigest,
 }
-
-/// The body's SHA-256, computed on first use and kept: retries and every sink a hook fans
-/// out to reuse it (Message v1 carries it; at 64 KiB it is most of the encoding cost).
-/// Not part of the envelope's identity: equality ignores it, serde never sees it.
-#[derive(Clone, Default)]
-struct BodyDigest(OnceLock<[u8; 32]>);
-
-impl PartialEq for BodyDigest {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-impl Eq for BodyDigest {}
 
 impl Envelope {
     /// Start an envelope with its required identity and body. `method` defaults to `POST`,
@@ -141,7 +125,6 @@ impl Envelope {
                 seq: None,
                 verification: None,
                 dedupe_key: None,
-                body_sha256: BodyDigest::default(),
             },
             size: None,
         }
@@ -189,13 +172,6 @@ impl Envelope {
     /// The exact raw body.
     pub fn body(&self) -> &Bytes {
         &self.body
-    }
-    /// The SHA-256 of the body, computed once per envelope (clones made after the first
-    /// call share the result).
-    pub fn body_sha256(&self) -> &[u8; 32] {
-        self.body_sha256
-            .0
-            .get_or_init(|| Sha256::digest(&self.body).into())
     }
     /// The body length in bytes.
     pub fn size(&self) -> u64 {
@@ -394,7 +370,7 @@ impl EnvelopeBuilder {
         self
     }
     /// Validate and build.
-    pub fn build(mut self) -> Result<Envelope, EnvelopeError> {
+    pub fn build(self) -> Result<Envelope, EnvelopeError> {
         if let Some(size) = self.size {
             let body_len = self.env.body.len() as u64;
             if size != body_len {
@@ -402,8 +378,6 @@ impl EnvelopeBuilder {
             }
         }
         self.env.validate()?;
-        // The body may have changed since a `to_builder` copy: never carry a stale digest.
-        self.env.body_sha256 = BodyDigest::default();
         Ok(self.env)
     }
 }
@@ -478,7 +452,6 @@ impl TryFrom<EnvelopeRepr> for Envelope {
             seq: r.seq,
             verification: r.verification,
             dedupe_key: r.dedupe_key,
-            body_sha256: BodyDigest::default(),
         };
         let mut b = env.to_builder();
         b.size = r.size;
@@ -513,25 +486,6 @@ mod tests {
 
     fn env() -> EnvelopeBuilder {
         Envelope::builder("h1", "stripe", &b"{}"[..]).received_at(1_700_000_000_000)
-    }
-
-    #[test]
-    fn body_digest_is_the_bodys_and_never_stale() {
-        let a = env().build().unwrap();
-        let expected: [u8; 32] = Sha256::digest(b"{}").into();
-        assert_eq!(a.body_sha256(), &expected);
-        // A clone made after the first call keeps it; equality ignores the memo.
-        let fresh = env().build().unwrap();
-        assert_eq!(a.clone(), fresh);
-        assert_eq!(a.clone().body_sha256(), &expected);
-        // A variation with another body gets its own digest, not the copied one.
-        let b = a.to_builder().body(&b"[1]"[..]).build().unwrap();
-        let other: [u8; 32] = Sha256::digest(b"[1]").into();
-        assert_eq!(b.body_sha256(), &other);
-        // Deserialized envelopes compute it from their own body.
-        let json = serde_json::to_string(&b).unwrap();
-        let back: Envelope = serde_json::from_str(&json).unwrap();
-        assert_eq!(back.body_sha256(), &other);
     }
 
     #[test]

