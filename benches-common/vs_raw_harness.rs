@@ -3,6 +3,9 @@
 // AMQP and Kafka `vs_raw` benches. Each bench defines what differs: ADAPTER, MIN_N,
 // MAX_BYTES and ONLY_N.
 
+// pct, median, out_dir, vm_hwm_kb: shared with the AWS and Pub/Sub harness.
+include!("bench_util.rs");
+
 /// Repetitions of each workload, sink and raw interleaved; the median is reported.
 const REPS: usize = 3;
 /// Each timed run aims at this long (the count is calibrated from a warm-up, then bounded).
@@ -62,26 +65,6 @@ async fn run(op: &Op, concurrency: usize, n: usize) -> Sample {
         lat_us,
         errors,
     }
-}
-
-fn pct(sorted: &[u32], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    f64::from(sorted[i])
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn out_dir() -> std::path::PathBuf {
-    std::env::var_os("BENCH_OUT_DIR").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-results"),
-        Into::into,
-    )
 }
 
 type After<'a> = &'a (dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Sync);
@@ -150,15 +133,6 @@ fn peak_rss(mode: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix("VMHWM_KB="))
         .and_then(|v| v.trim().parse().ok())
-}
-
-fn vm_hwm_kb() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// `--only sink|raw`: the peak-memory child (concurrency 256, 1 KiB then 64 KiB).

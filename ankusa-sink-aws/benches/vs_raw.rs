@@ -31,8 +31,19 @@ const PER_DEST_BATCHED: usize = 500;
 /// the queue on every send), so batched SQS runs keep 50-message queues; the 256 in flight
 /// then straddle ~6 sinks, each flushing a partial batch after linger (see `one_queue`).
 const PER_DEST_BATCHED_SQS: usize = 50;
-const REPS: usize = 3;
-const DEADLINE: Duration = Duration::from_secs(30);
+/// The unbatched variant's name (table and JSON).
+const UNBATCHED: &str = "unbatched";
+/// Width of the table's variant column.
+const VARIANT_WIDTH: usize = 10;
+/// Requests are counted (SDK interceptor): the table shows requests per delivery.
+const COUNTS_REQUESTS: bool = true;
+/// One `Op` call: a delivery, or a raw batch of 10.
+const UNIT: &str = "unit";
+
+// ---- harness ----
+include!("../../benches-common/indexed_harness.rs");
+
+// ---- the SQS / SNS specifics ----
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Service {
@@ -45,21 +56,6 @@ impl Service {
         match self {
             Service::Sqs => "sqs",
             Service::Sns => "sns",
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    Sink,
-    Raw,
-}
-
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::Sink => "sink",
-            Mode::Raw => "raw",
         }
     }
 }
@@ -126,14 +122,8 @@ async fn clients(counter: Option<Counter>) -> Clients {
     Clients { sqs, sns, counter }
 }
 
-static NAME: AtomicUsize = AtomicUsize::new(0);
-
 fn unique(prefix: &str) -> String {
-    format!(
-        "ankusa-bench-{prefix}-{}-{}",
-        std::process::id(),
-        NAME.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("ankusa-bench-{prefix}-{}", unique_suffix())
 }
 
 /// Create `k` queues (URLs) or topics (ARNs).
@@ -194,10 +184,6 @@ async fn delete(admin: &Clients, svc: Service, dests: Vec<String>) {
     while set.join_next().await.is_some() {}
 }
 
-type BoxFut = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
-/// Sends unit `i` (one delivery, or one raw batch of 10).
-type Op = Arc<dyn Fn(usize) -> BoxFut + Send + Sync>;
-
 struct Workload {
     env: Arc<Envelope>,
     /// The Message v1 body the sink would send (raw sends it as is).
@@ -206,15 +192,7 @@ struct Workload {
 }
 
 fn workload(body_bytes: usize) -> Workload {
-    let pad = "x".repeat(body_bytes - 10);
-    let raw = format!("{{\"pad\":\"{pad}\"}}");
-    assert_eq!(raw.len(), body_bytes);
-    let env = Envelope::builder("01JBENCH0000000000000000", "stripe", raw.into_bytes())
-        .tenant_id("acme")
-        .received_at(1_700_000_000_000)
-        .content_type("application/json")
-        .build()
-        .unwrap();
+    let env = envelope(body_bytes);
     let ctx = Ctx::for_envelope(&env);
     let body = message::encode(&env, &ctx, Some(AwsOptions::default().inline_max_bytes)).unwrap();
     let attrs = ankusa_sink_core::attributes(&env, &ctx);
@@ -253,16 +231,9 @@ fn sns_attrs(w: &Workload) -> HashMap<String, aws_sdk_sns::types::MessageAttribu
         .collect()
 }
 
-/// The sink's op: delivery `i` goes to destination `i / PER_DEST`, one sink per destination.
-fn sink_op(
-    c: &Clients,
-    svc: Service,
-    dests: &[String],
-    w: &Workload,
-    batched: bool,
-    per_dest: usize,
-) -> Op {
-    let sinks: Vec<Arc<dyn Sink>> = dests
+/// One sink per destination, over the bench's clients.
+fn sinks(c: &Clients, svc: Service, dests: &[String]) -> Vec<Arc<dyn Sink>> {
+    dests
         .iter()
         .map(|d| -> Arc<dyn Sink> {
             match svc {
@@ -276,18 +247,7 @@ fn sink_op(
                 )),
             }
         })
-        .collect();
-    let sinks = Arc::new(sinks);
-    let env = Arc::clone(&w.env);
-    let ctx = Arc::new(Ctx::for_envelope(&env).with_batch(batched));
-    Arc::new(move |i| {
-        let (sinks, env, ctx) = (Arc::clone(&sinks), Arc::clone(&env), Arc::clone(&ctx));
-        Box::pin(async move {
-            safe_deliver(&*sinks[i / per_dest], &env, &ctx, Some(DEADLINE))
-                .await
-                .map_err(|f| f.to_string())
-        })
-    })
+        .collect()
 }
 
 /// The raw op: `SendMessage` / `Publish` per unit, or (batched) a 10-entry
@@ -398,89 +358,18 @@ fn raw_op(
     }
 }
 
-/// `units` calls of `op` by `workers` concurrent tasks; per-unit latencies in µs.
-async fn drive(op: Op, units: usize, workers: usize) -> (f64, Vec<u64>) {
-    let next = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..workers.min(units) {
-        let (op, next) = (Arc::clone(&op), Arc::clone(&next));
-        set.spawn(async move {
-            let mut lat = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= units {
-                    break;
-                }
-                let t = Instant::now();
-                if let Err(e) = op(i).await {
-                    panic!("unit {i} failed: {e}");
-                }
-                lat.push(t.elapsed().as_micros() as u64);
-            }
-            lat
-        });
-    }
-    let mut lat = Vec::with_capacity(units);
-    while let Some(r) = set.join_next().await {
-        lat.extend(r.unwrap());
-    }
-    (start.elapsed().as_secs_f64(), lat)
-}
-
-#[derive(Debug, Clone)]
-struct Run {
+/// One run of `s` on fresh destinations of `per_dest` messages (`None`: the default for
+/// the variant), deleted afterwards.
+async fn run_once(
+    c: &Clients,
+    admin: &Clients,
+    svc: Service,
     mode: Mode,
-    batched: bool,
-    concurrency: usize,
-    body_bytes: usize,
-    deliveries: usize,
-    seconds: f64,
-    p50_us: f64,
-    p99_us: f64,
-    requests: usize,
-}
-
-impl Run {
-    fn per_sec(&self) -> f64 {
-        self.deliveries as f64 / self.seconds
-    }
-    fn rpd(&self) -> f64 {
-        self.requests as f64 / self.deliveries as f64
-    }
-    fn json(&self) -> Value {
-        json!({
-            "mode": self.mode.name(),
-            "variant": if self.batched { "batched" } else { "unbatched" },
-            "concurrency": self.concurrency,
-            "body_bytes": self.body_bytes,
-            "deliveries": self.deliveries,
-            "seconds": (self.seconds * 1000.0).round() / 1000.0,
-            "per_sec": self.per_sec().round(),
-            "p50_us": self.p50_us.round(),
-            "p99_us": self.p99_us.round(),
-            "requests_per_delivery": (self.rpd() * 1000.0).round() / 1000.0,
-        })
-    }
-}
-
-fn pct(sorted: &[u64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i] as f64
-}
-
-struct Spec {
-    /// Messages per queue/topic; `None`: the default for the variant.
+    s: Spec,
     per_dest: Option<usize>,
-    batched: bool,
-    concurrency: usize,
-    body_bytes: usize,
-    deliveries: usize,
-}
-
-async fn run_once(c: &Clients, admin: &Clients, svc: Service, mode: Mode, s: &Spec) -> Run {
+) -> Run {
     let w = workload(s.body_bytes);
-    let per_dest = s.per_dest.unwrap_or(match (s.batched, svc) {
+    let per_dest = per_dest.unwrap_or(match (s.batched, svc) {
         (false, _) => PER_DEST,
         (true, Service::Sqs) => std::env::var("BENCH_SQS_PER_DEST_BATCHED")
             .ok()
@@ -491,7 +380,7 @@ async fn run_once(c: &Clients, admin: &Clients, svc: Service, mode: Mode, s: &Sp
     let dests = create(admin, svc, s.deliveries.div_ceil(per_dest)).await;
     let raw_batched = mode == Mode::Raw && s.batched;
     let op = match mode {
-        Mode::Sink => sink_op(c, svc, &dests, &w, s.batched, per_dest),
+        Mode::Sink => sink_op(sinks(c, svc, &dests), per_dest, &w.env, s.batched),
         Mode::Raw => raw_op(c, svc, &dests, &w, s.batched, per_dest),
     };
     // A raw batch carries 10 deliveries; as many messages in flight as the sink may have,
@@ -502,54 +391,22 @@ async fn run_once(c: &Clients, admin: &Clients, svc: Service, mode: Mode, s: &Sp
         (s.deliveries, s.concurrency)
     };
     let before = c.counter.0.load(Ordering::Relaxed);
-    let (seconds, mut lat) = drive(op, units, workers).await;
+    let (seconds, lat) = drive(op, units, workers).await;
     let requests = c.counter.0.load(Ordering::Relaxed) - before;
     delete(admin, svc, dests).await;
-    lat.sort_unstable();
-    Run {
-        mode,
-        batched: s.batched,
-        concurrency: s.concurrency,
-        body_bytes: s.body_bytes,
-        deliveries: s.deliveries,
-        seconds,
-        p50_us: pct(&lat, 0.5),
-        p99_us: pct(&lat, 0.99),
-        requests,
-    }
+    Run::new(mode, s, seconds, lat, Some(requests))
 }
 
-fn specs() -> Vec<Spec> {
-    let scale: f64 = std::env::var("BENCH_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
-    let n = |x: usize| ((x as f64 * scale) as usize / 50).max(1) * 50;
-    let mut v = Vec::new();
-    for (body_bytes, counts) in [
-        (1024, [(1, 150), (16, 1000), (256, 800)]),
-        (65_536, [(1, 100), (16, 300), (256, 500)]),
-    ] {
-        for (concurrency, deliveries) in counts {
-            v.push(Spec {
-                per_dest: None,
-                batched: false,
-                concurrency,
-                body_bytes,
-                deliveries: n(deliveries),
-            });
-        }
-    }
-    for (concurrency, deliveries) in [(16, 1000), (256, 2000)] {
-        v.push(Spec {
-            per_dest: None,
-            batched: true,
-            concurrency,
-            body_bytes: 1024,
-            deliveries: n(deliveries),
-        });
-    }
-    v
+/// The workloads; counts are multiples of 50 (whole queues).
+fn aws_specs() -> Vec<Spec> {
+    specs(
+        [
+            (1024, [(1, 150), (16, 1000), (256, 800)]),
+            (65_536, [(1, 100), (16, 300), (256, 500)]),
+        ],
+        [(16, 1000), (256, 2000)],
+        |x| (x / 50).max(1) * 50,
+    )
 }
 
 /// The sink's own CPU work per delivery, µs, measured in-process: Message v1 encoding
@@ -557,73 +414,18 @@ fn specs() -> Vec<Spec> {
 fn sink_cpu_us(body_bytes: usize) -> Value {
     let w = workload(body_bytes);
     let ctx = Ctx::for_envelope(&w.env);
-    let iters = if body_bytes > 1024 { 300 } else { 5000 };
-    let t = Instant::now();
-    for _ in 0..iters {
+    let encode = cpu_us(body_bytes, || {
         let body = message::encode(&w.env, &ctx, Some(AwsOptions::default().inline_max_bytes));
         std::hint::black_box(ankusa_sink_core::attributes(&w.env, &ctx));
         std::hint::black_box(body.unwrap());
-    }
-    let encode = t.elapsed().as_secs_f64() * 1e6 / iters as f64;
-    let t = Instant::now();
-    for _ in 0..iters {
+    });
+    let md5 = cpu_us(body_bytes, || {
         std::hint::black_box(hex::encode(<md5::Md5 as md5::Digest>::digest(
             w.body.as_bytes(),
         )));
-    }
-    let md5 = t.elapsed().as_secs_f64() * 1e6 / iters as f64;
+    });
     json!({"body_bytes": body_bytes, "message_bytes": w.body.len(),
            "encode_us": (encode * 10.0).round() / 10.0, "md5_us": (md5 * 10.0).round() / 10.0})
-}
-
-/// The median repetition by throughput, with the median p50 and p99 of all repetitions.
-fn median(mut runs: Vec<Run>) -> Run {
-    let mid = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let p50 = mid(runs.iter().map(|r| r.p50_us).collect());
-    let p99 = mid(runs.iter().map(|r| r.p99_us).collect());
-    runs.sort_by(|a, b| a.per_sec().total_cmp(&b.per_sec()));
-    let mut m = runs[runs.len() / 2].clone();
-    (m.p50_us, m.p99_us) = (p50, p99);
-    m
-}
-
-fn vm_hwm_kb() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// Peak RSS of a child process running only `mode` (c=16, 1 KiB, unbatched).
-fn child_rss(svc: Service, mode: Mode) -> u64 {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--only", mode.name(), svc.name()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix("VMHWM_KB "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| {
-            panic!(
-                "child --only {}: {}",
-                mode.name(),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
-}
-
-fn out_dir() -> std::path::PathBuf {
-    if let Ok(d) = std::env::var("BENCH_OUT_DIR") {
-        return d.into();
-    }
-    // CARGO_MANIFEST_DIR is the crate; the workspace's target/ is one level up.
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-results")
 }
 
 async fn bench(svc: Service) {
@@ -635,69 +437,39 @@ async fn bench(svc: Service) {
         svc.name(),
         endpoint()
     );
-    println!(
-        "{:<10} {:>5} {:>6} {:>6} | {:>9} {:>9} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>6} {:>6}",
-        "variant",
-        "conc",
-        "body",
-        "n",
-        "sink/s",
-        "raw/s",
-        "ratio",
-        "s p50us",
-        "r p50us",
-        "s p99us",
-        "r p99us",
-        "s rpd",
-        "r rpd"
-    );
-    let mut all = Vec::new();
     let only_batched = std::env::var("BENCH_ONLY").is_ok_and(|v| v == "batched");
-    for s in specs().into_iter().filter(|s| s.batched || !only_batched) {
-        let (mut sink, mut raw) = (Vec::new(), Vec::new());
-        let reps = if s.concurrency == 1 { 5 } else { REPS };
-        for _ in 0..reps {
-            sink.push(run_once(&sink_c, &admin, svc, Mode::Sink, &s).await);
-            raw.push(run_once(&raw_c, &admin, svc, Mode::Raw, &s).await);
-        }
-        let (a, b) = (median(sink), median(raw));
-        println!(
-            "{:<10} {:>5} {:>6} {:>6} | {:>9.0} {:>9.0} {:>6.3} | {:>8.0} {:>8.0} | {:>8.0} {:>8.0} | {:>6.3} {:>6.3}",
-            if s.batched { "batched" } else { "unbatched" },
-            s.concurrency,
-            s.body_bytes,
-            s.deliveries,
-            a.per_sec(),
-            b.per_sec(),
-            a.per_sec() / b.per_sec(),
-            a.p50_us,
-            b.p50_us,
-            a.p99_us,
-            b.p99_us,
-            a.rpd(),
-            b.rpd()
-        );
-        all.push(a);
-        all.push(b);
-    }
+    let specs = aws_specs()
+        .into_iter()
+        .filter(|s| s.batched || !only_batched)
+        .collect();
+    let (sink_r, raw_r, admin_r) = (&sink_c, &raw_c, &admin);
+    let all = compare(
+        specs,
+        // c=1 runs are short and noisy: more repetitions.
+        |s| if s.concurrency == 1 { 5 } else { REPS },
+        move |mode, s| {
+            let c = if mode == Mode::Sink { sink_r } else { raw_r };
+            run_once(c, admin_r, svc, mode, s, None)
+        },
+    )
+    .await;
     // Requests per delivery with the whole in-flight window on one sink: one queue of 500
     // (slow on moto: the queue's depth, not the batcher, sets its throughput).
     let one = Spec {
-        per_dest: Some(500),
         batched: true,
         concurrency: 256,
         body_bytes: 1024,
         deliveries: 500,
     };
-    let one_sink = run_once(&sink_c, &admin, svc, Mode::Sink, &one).await;
-    let one_raw = run_once(&raw_c, &admin, svc, Mode::Raw, &one).await;
+    let one_sink = run_once(&sink_c, &admin, svc, Mode::Sink, one, Some(500)).await;
+    let one_raw = run_once(&raw_c, &admin, svc, Mode::Raw, one, Some(500)).await;
     println!(
         "batched, one destination, c=256, 500 deliveries: requests/delivery sink {:.3}, raw {:.3}",
-        one_sink.rpd(),
-        one_raw.rpd()
+        one_sink.rpd().unwrap(),
+        one_raw.rpd().unwrap()
     );
-    let rss_sink = child_rss(svc, Mode::Sink);
-    let rss_raw = child_rss(svc, Mode::Raw);
+    let rss_sink = child_rss(Mode::Sink, &[svc.name()]);
+    let rss_raw = child_rss(Mode::Raw, &[svc.name()]);
     println!("peak RSS (VmHWM, c=16 1 KiB unbatched only): sink {rss_sink} kB, raw {rss_raw} kB");
     let cpu = vec![sink_cpu_us(1024), sink_cpu_us(65_536)];
     println!("sink CPU per delivery (in-process): {cpu:?}");
@@ -719,55 +491,38 @@ async fn bench(svc: Service) {
         "sink_cpu_per_delivery": cpu,
         "one_destination_batched": [one_sink.json(), one_raw.json()],
     });
-    let dir = out_dir();
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{}.json", svc.name()));
-    std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
-    println!("wrote {}", path.display());
+    write_json(svc.name(), &doc);
 }
 
 async fn only(svc: Service, mode: Mode) {
     let admin = clients(None).await;
     let c = clients(None).await;
     let s = Spec {
-        per_dest: None,
         batched: false,
         concurrency: 16,
         body_bytes: 1024,
         deliveries: 1000,
     };
-    run_once(&c, &admin, svc, mode, &s).await;
-    println!("VMHWM_KB {}", vm_hwm_kb());
+    run_once(&c, &admin, svc, mode, s, None).await;
+    print_vm_hwm();
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut services = Vec::new();
-    let mut only_mode = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "sqs" => services.push(Service::Sqs),
-            "sns" => services.push(Service::Sns),
-            "--only" => {
-                only_mode = match it.next().map(String::as_str) {
-                    Some("sink") => Some(Mode::Sink),
-                    Some("raw") => Some(Mode::Raw),
-                    other => panic!("--only sink|raw, not {other:?}"),
-                }
-            }
-            _ => {} // `--bench` and filters cargo passes
-        }
-    }
+    let only_mode = only_mode_arg(&args);
+    // Other arguments: `--bench` and filters cargo passes.
+    let mut services: Vec<Service> = args
+        .iter()
+        .filter_map(|a| match a.as_str() {
+            "sqs" => Some(Service::Sqs),
+            "sns" => Some(Service::Sns),
+            _ => None,
+        })
+        .collect();
     if services.is_empty() {
         services = vec![Service::Sqs, Service::Sns];
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         match only_mode {
             Some(m) => only(services[0], m).await,
             None => {

@@ -9,7 +9,7 @@
 //! Knobs: `BENCH_SCALE`; `--only sink|raw [--batched | --profile <conc> <n> <body>]`.
 #![allow(missing_docs)]
 
-use ankusa_sink_core::{Ctx, Envelope, attributes, message, safe_deliver};
+use ankusa_sink_core::{Ctx, Envelope, Sink, attributes, message, safe_deliver};
 use ankusa_sink_pubsub::{Auth, PubSubConfig, PubSubSink};
 use google_cloud_gax::retry_policy::NeverRetry;
 use google_cloud_pubsub::client::{BasePublisher, Publisher};
@@ -22,23 +22,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const PROJECT: &str = "ankusa-bench";
-const REPS: usize = 3;
-const DEADLINE: Duration = Duration::from_secs(30);
+/// The unbatched variant's name (table and JSON): the immediate publisher.
+const UNBATCHED: &str = "default";
+/// Width of the table's variant column.
+const VARIANT_WIDTH: usize = 9;
+/// No request counter here: no requests-per-delivery columns.
+const COUNTS_REQUESTS: bool = false;
+/// One `Op` call: one delivery.
+const UNIT: &str = "delivery";
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    Sink,
-    Raw,
-}
+// ---- harness ----
+include!("../../benches-common/indexed_harness.rs");
 
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::Sink => "sink",
-            Mode::Raw => "raw",
-        }
-    }
-}
+// ---- the Pub/Sub specifics ----
 
 fn host() -> String {
     std::env::var("ANKUSA_PUBSUB_EMULATOR_HOST").unwrap_or_else(|_| "127.0.0.1:8085".into())
@@ -48,14 +44,8 @@ fn endpoint() -> String {
     format!("http://{}", host())
 }
 
-static NAME: AtomicUsize = AtomicUsize::new(0);
-
 fn unique() -> String {
-    format!(
-        "bench-{}-{}",
-        std::process::id(),
-        NAME.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("bench-{}", unique_suffix())
 }
 
 async fn create_topic(http: &reqwest::Client, topic: &str) {
@@ -69,9 +59,6 @@ async fn delete_topic(http: &reqwest::Client, topic: &str) {
     let _ = http.delete(url).send().await;
 }
 
-type BoxFut = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
-type Op = Arc<dyn Fn(usize) -> BoxFut + Send + Sync>;
-
 struct Workload {
     env: Arc<Envelope>,
     /// The Message v1 data and attributes the sink would send (raw sends them as is).
@@ -79,14 +66,7 @@ struct Workload {
 }
 
 fn workload(body_bytes: usize) -> Workload {
-    let pad = "x".repeat(body_bytes - 10);
-    let raw = format!("{{\"pad\":\"{pad}\"}}");
-    let env = Envelope::builder("01JBENCH0000000000000000", "stripe", raw.into_bytes())
-        .tenant_id("acme")
-        .received_at(1_700_000_000_000)
-        .content_type("application/json")
-        .build()
-        .unwrap();
+    let env = envelope(body_bytes);
     let ctx = Ctx::for_envelope(&env);
     let data =
         message::encode(&env, &ctx, Some(ankusa_sink_core::DEFAULT_INLINE_MAX_BYTES)).unwrap();
@@ -106,18 +86,10 @@ fn config(topic: &str) -> PubSubConfig {
         .with_timeout(DEADLINE)
 }
 
-async fn sink_op(topic: &str, w: &Workload, batched: bool) -> Op {
+/// One sink on `topic`, taking every delivery.
+async fn pubsub_sink_op(topic: &str, w: &Workload, batched: bool) -> Op {
     let sink = Arc::new(PubSubSink::new(config(topic)).await.unwrap());
-    let env = Arc::clone(&w.env);
-    let ctx = Arc::new(Ctx::for_envelope(&env).with_batch(batched));
-    Arc::new(move |_| {
-        let (sink, env, ctx) = (Arc::clone(&sink), Arc::clone(&env), Arc::clone(&ctx));
-        Box::pin(async move {
-            safe_deliver(&*sink, &env, &ctx, Some(DEADLINE))
-                .await
-                .map_err(|f| f.to_string())
-        })
-    })
+    sink_op(vec![sink], usize::MAX, &w.env, batched)
 }
 
 /// The client configured as the sink configures its own: immediate (1 message, no delay)
@@ -159,131 +131,30 @@ async fn raw_op(topic: &str, w: &Workload, batched: bool) -> Op {
     })
 }
 
-async fn drive(op: Op, units: usize, workers: usize) -> (f64, Vec<u64>) {
-    let next = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..workers.min(units) {
-        let (op, next) = (Arc::clone(&op), Arc::clone(&next));
-        set.spawn(async move {
-            let mut lat = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= units {
-                    break;
-                }
-                let t = Instant::now();
-                if let Err(e) = op(i).await {
-                    panic!("delivery {i} failed: {e}");
-                }
-                lat.push(t.elapsed().as_micros() as u64);
-            }
-            lat
-        });
-    }
-    let mut lat = Vec::with_capacity(units);
-    while let Some(r) = set.join_next().await {
-        lat.extend(r.unwrap());
-    }
-    (start.elapsed().as_secs_f64(), lat)
-}
-
-#[derive(Debug, Clone)]
-struct Run {
-    mode: Mode,
-    batched: bool,
-    concurrency: usize,
-    body_bytes: usize,
-    deliveries: usize,
-    seconds: f64,
-    p50_us: f64,
-    p99_us: f64,
-}
-
-impl Run {
-    fn per_sec(&self) -> f64 {
-        self.deliveries as f64 / self.seconds
-    }
-    fn json(&self) -> Value {
-        json!({
-            "mode": self.mode.name(),
-            "variant": if self.batched { "batched" } else { "default" },
-            "concurrency": self.concurrency,
-            "body_bytes": self.body_bytes,
-            "deliveries": self.deliveries,
-            "seconds": (self.seconds * 1000.0).round() / 1000.0,
-            "per_sec": self.per_sec().round(),
-            "p50_us": self.p50_us.round(),
-            "p99_us": self.p99_us.round(),
-            "requests_per_delivery": null,
-        })
-    }
-}
-
-fn pct(sorted: &[u64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i] as f64
-}
-
-struct Spec {
-    batched: bool,
-    concurrency: usize,
-    body_bytes: usize,
-    deliveries: usize,
-}
-
-async fn run_once(http: &reqwest::Client, mode: Mode, s: &Spec) -> Run {
+/// One run of `s` on a fresh topic, deleted afterwards.
+async fn run_once(http: &reqwest::Client, mode: Mode, s: Spec) -> Run {
     let w = workload(s.body_bytes);
     let topic = unique();
     create_topic(http, &topic).await;
     let op = match mode {
-        Mode::Sink => sink_op(&topic, &w, s.batched).await,
+        Mode::Sink => pubsub_sink_op(&topic, &w, s.batched).await,
         Mode::Raw => raw_op(&topic, &w, s.batched).await,
     };
-    let (seconds, mut lat) = drive(op, s.deliveries, s.concurrency).await;
+    let (seconds, lat) = drive(op, s.deliveries, s.concurrency).await;
     delete_topic(http, &topic).await;
-    lat.sort_unstable();
-    Run {
-        mode,
-        batched: s.batched,
-        concurrency: s.concurrency,
-        body_bytes: s.body_bytes,
-        deliveries: s.deliveries,
-        seconds,
-        p50_us: pct(&lat, 0.5),
-        p99_us: pct(&lat, 0.99),
-    }
+    Run::new(mode, s, seconds, lat, None)
 }
 
-fn specs() -> Vec<Spec> {
-    let scale: f64 = std::env::var("BENCH_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
-    let n = |x: usize| ((x as f64 * scale) as usize).max(10);
-    let mut v = Vec::new();
-    for (body_bytes, counts) in [
-        (1024, [(1, 2000), (16, 12_000), (256, 20_000)]),
-        (65_536, [(1, 1000), (16, 4000), (256, 6000)]),
-    ] {
-        for (concurrency, deliveries) in counts {
-            v.push(Spec {
-                batched: false,
-                concurrency,
-                body_bytes,
-                deliveries: n(deliveries),
-            });
-        }
-    }
-    for (concurrency, deliveries) in [(16, 2000), (256, 40_000)] {
-        v.push(Spec {
-            batched: true,
-            concurrency,
-            body_bytes: 1024,
-            deliveries: n(deliveries),
-        });
-    }
-    v
+/// The workloads; at least 10 deliveries each.
+fn pubsub_specs() -> Vec<Spec> {
+    specs(
+        [
+            (1024, [(1, 2000), (16, 12_000), (256, 20_000)]),
+            (65_536, [(1, 1000), (16, 4000), (256, 6000)]),
+        ],
+        [(16, 2000), (256, 40_000)],
+        |x| x.max(10),
+    )
 }
 
 /// The sink's own CPU work per delivery, µs, measured in-process: Message v1 encoding
@@ -291,9 +162,7 @@ fn specs() -> Vec<Spec> {
 fn sink_cpu_us(body_bytes: usize) -> Value {
     let w = workload(body_bytes);
     let ctx = Ctx::for_envelope(&w.env);
-    let iters = if body_bytes > 1024 { 300 } else { 5000 };
-    let t = Instant::now();
-    for _ in 0..iters {
+    let us = cpu_us(body_bytes, || {
         let data = message::encode(
             &w.env,
             &ctx,
@@ -303,59 +172,9 @@ fn sink_cpu_us(body_bytes: usize) -> Value {
             .set_data(data.unwrap())
             .set_attributes(attributes(&w.env, &ctx));
         std::hint::black_box(msg);
-    }
-    let us = t.elapsed().as_secs_f64() * 1e6 / iters as f64;
+    });
     json!({"body_bytes": body_bytes, "message_bytes": w.msg.data.len(),
            "encode_us": (us * 10.0).round() / 10.0})
-}
-
-/// The median repetition by throughput, with the median p50 and p99 of all repetitions.
-fn median(mut runs: Vec<Run>) -> Run {
-    let mid = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let p50 = mid(runs.iter().map(|r| r.p50_us).collect());
-    let p99 = mid(runs.iter().map(|r| r.p99_us).collect());
-    runs.sort_by(|a, b| a.per_sec().total_cmp(&b.per_sec()));
-    let mut m = runs[runs.len() / 2].clone();
-    (m.p50_us, m.p99_us) = (p50, p99);
-    m
-}
-
-fn vm_hwm_kb() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// Peak RSS of a child process running only `mode` (c=16, 1 KiB).
-fn child_rss(mode: Mode) -> u64 {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--only", mode.name()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix("VMHWM_KB "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| {
-            panic!(
-                "child --only {}: {}",
-                mode.name(),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
-}
-
-fn out_dir() -> std::path::PathBuf {
-    if let Ok(d) = std::env::var("BENCH_OUT_DIR") {
-        return d.into();
-    }
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-results")
 }
 
 fn http() -> reqwest::Client {
@@ -371,21 +190,7 @@ async fn bench() {
         "\npubsub vs raw ({}; median of {REPS}, interleaved)",
         endpoint()
     );
-    println!(
-        "{:<9} {:>5} {:>6} {:>6} | {:>9} {:>9} {:>6} | {:>8} {:>8} | {:>8} {:>8}",
-        "variant",
-        "conc",
-        "body",
-        "n",
-        "sink/s",
-        "raw/s",
-        "ratio",
-        "s p50us",
-        "r p50us",
-        "s p99us",
-        "r p99us"
-    );
-    // Warm the emulator's JVM and both paths first (not recorded).
+    // Warm the emulator's JVM and both paths first (not recorded, prints nothing).
     for mode in [Mode::Sink, Mode::Raw] {
         let warm = Spec {
             batched: false,
@@ -393,35 +198,17 @@ async fn bench() {
             body_bytes: 1024,
             deliveries: 5000,
         };
-        run_once(&http, mode, &warm).await;
+        run_once(&http, mode, warm).await;
     }
-    let mut all = Vec::new();
-    for s in specs() {
-        let (mut sink, mut raw) = (Vec::new(), Vec::new());
-        for _ in 0..REPS {
-            sink.push(run_once(&http, Mode::Sink, &s).await);
-            raw.push(run_once(&http, Mode::Raw, &s).await);
-        }
-        let (a, b) = (median(sink), median(raw));
-        println!(
-            "{:<9} {:>5} {:>6} {:>6} | {:>9.0} {:>9.0} {:>6.3} | {:>8.0} {:>8.0} | {:>8.0} {:>8.0}",
-            if s.batched { "batched" } else { "default" },
-            s.concurrency,
-            s.body_bytes,
-            s.deliveries,
-            a.per_sec(),
-            b.per_sec(),
-            a.per_sec() / b.per_sec(),
-            a.p50_us,
-            b.p50_us,
-            a.p99_us,
-            b.p99_us,
-        );
-        all.push(a);
-        all.push(b);
-    }
-    let rss_sink = child_rss(Mode::Sink);
-    let rss_raw = child_rss(Mode::Raw);
+    let http_r = &http;
+    let all = compare(
+        pubsub_specs(),
+        |_| REPS,
+        move |mode, s| run_once(http_r, mode, s),
+    )
+    .await;
+    let rss_sink = child_rss(Mode::Sink, &[]);
+    let rss_raw = child_rss(Mode::Raw, &[]);
     println!("peak RSS (VmHWM, c=16 1 KiB only): sink {rss_sink} kB, raw {rss_raw} kB");
     let cpu = vec![sink_cpu_us(1024), sink_cpu_us(65_536)];
     println!("sink CPU per delivery (in-process): {cpu:?}");
@@ -437,11 +224,7 @@ async fn bench() {
         "peak_rss_kb": {"sink": rss_sink, "raw": rss_raw},
         "sink_cpu_per_delivery": cpu,
     });
-    let dir = out_dir();
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("pubsub.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
-    println!("wrote {}", path.display());
+    write_json("pubsub", &doc);
 }
 
 async fn only(mode: Mode, batched: bool) {
@@ -459,25 +242,14 @@ async fn only(mode: Mode, batched: bool) {
         s.deliveries = arg(2).unwrap_or(50_000);
         s.body_bytes = arg(3).unwrap_or(1024);
     }
-    run_once(&http(), mode, &s).await;
-    println!("VMHWM_KB {}", vm_hwm_kb());
+    run_once(&http(), mode, s).await;
+    print_vm_hwm();
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let only_mode = args.iter().position(|a| a == "--only").map(|i| {
-        match args.get(i + 1).map(String::as_str) {
-            Some("sink") => Mode::Sink,
-            Some("raw") => Mode::Raw,
-            other => panic!("--only sink|raw, not {other:?}"),
-        }
-    });
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    let only_mode = only_mode_arg(&args);
+    runtime().block_on(async {
         match only_mode {
             Some(m) => only(m, args.iter().any(|a| a == "--batched")).await,
             None => bench().await,
