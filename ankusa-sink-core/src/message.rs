@@ -596,6 +596,45 @@ mod tests {
     }
 
     #[test]
+    fn forwarding_borrows_what_it_does_not_change() {
+        let e = env();
+        let ctx = Ctx::for_envelope(&e);
+        let h = forwarded_headers(&e, &ctx);
+        // "Stripe-Signature" had to be lowercased; its single value is the envelope's own.
+        assert!(matches!(h[0].0, Cow::Owned(_)));
+        assert!(matches!(h[0].1, Cow::Borrowed("t=1")));
+        // "X-Multi" arrived twice: the joined value is new.
+        assert!(matches!(h[1].1, Cow::Owned(_)));
+        let lower = Envelope::builder("h", "s", "")
+            .header("x-a", "1")
+            .build()
+            .unwrap();
+        let h = forwarded_headers(&lower, &Ctx::for_envelope(&lower));
+        assert!(matches!(h[0], (Cow::Borrowed("x-a"), Cow::Borrowed("1"))));
+    }
+
+    #[test]
+    fn simd_base64_round_trips_every_tail_length() {
+        // The SIMD encoder handles blocks and a scalar tail; every length up to a few
+        // blocks, plus the 64 KiB default threshold, must decode to the same body.
+        let ctx_env = env();
+        let ctx = Ctx::for_envelope(&ctx_env);
+        for len in (0..=300).chain([65_535, 65_536]) {
+            let body: Vec<u8> = (0..len).map(|i| (i * 37 % 256) as u8).collect();
+            let e = ctx_env.to_builder().body(body.clone()).build().unwrap();
+            let bytes = encode(&e, &ctx, None).unwrap();
+            let m = decode(&bytes).unwrap();
+            assert_eq!(
+                m.body,
+                MessageBody::Inline(Bytes::from(body.clone())),
+                "len {len}"
+            );
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(v["body_base64"], STANDARD.encode(&body), "len {len}");
+        }
+    }
+
+    #[test]
     fn forwarding_limits_are_deterministic() {
         let e = Envelope::builder("h", "s", "")
             .header("a", "1234567890")

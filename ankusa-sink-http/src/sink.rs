@@ -449,3 +449,46 @@ impl fmt::Debug for HttpSink {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(h: &HeaderMap) -> Vec<(String, String)> {
+        h.iter()
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned()))
+            .collect()
+    }
+
+    /// Every value is a slice of one shared buffer: with fields absent in between (no
+    /// tenant, no dedupe key) and forwarded values after them, each must still be its own.
+    #[test]
+    fn header_values_are_the_right_slices() {
+        let sink = HttpSink::builder("http://127.0.0.1:9/in").build().unwrap();
+        let env = Envelope::builder("hook-1", "src-22", "{}")
+            .header("X-First", "one")
+            .header("x-second", "two-2")
+            .header("X-Multi", "a")
+            .header("X-Multi", "bb")
+            .build()
+            .unwrap();
+        let ctx = Ctx::for_envelope(&env).with_replay_id("replay-333");
+        let got = values(&sink.request_headers(&env, &ctx, 1).unwrap());
+        let want = [
+            ("user-agent", USER_AGENT),
+            ("x-ankusa-id", "hook-1"),
+            ("x-ankusa-source", "src-22"),
+            ("content-type", DEFAULT_CONTENT_TYPE),
+            ("x-ankusa-idempotency-key", "hook-1"),
+            ("x-ankusa-replay-id", "replay-333"),
+            ("x-first", "one"),
+            ("x-second", "two-2"),
+            ("x-multi", "a, bb"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect();
+        assert_eq!(got, want);
+    }
+}
