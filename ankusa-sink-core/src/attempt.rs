@@ -170,6 +170,9 @@ mod tests {
         let cap = Capture::default();
         let sub = tracing_subscriber::registry().with(cap.clone());
         let _g = tracing::subscriber::set_default(sub);
+        // Callsite interest is cached process-wide: a test on another thread without a
+        // subscriber may have cached "never" for the span while this one was registering.
+        tracing::callsite::rebuild_interest_cache();
         let e = env();
         let ctx = Ctx::for_envelope(&e).with_attempt(3).with_replay_id("r9");
         let res: Result<(), _> = attempt("amqp", &e, &ctx, async {
