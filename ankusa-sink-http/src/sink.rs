@@ -78,7 +78,7 @@ impl HttpSink {
     /// build the sink. Errors name the option, never a secret.
     pub fn from_config(config: HttpConfig) -> Result<Self, ConfigError> {
         let raw_url = config.url.resolve("url")?;
-        let mut url = Url::parse(&raw_url).map_err(ConfigError::InvalidUrl)?;
+        let url = Url::parse(&raw_url).map_err(ConfigError::InvalidUrl)?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(ConfigError::UnsupportedScheme(url.scheme().to_owned()));
         }
@@ -113,19 +113,6 @@ impl HttpSink {
             headers.insert(header, v);
         }
         let operator_content_type = headers.contains_key(CONTENT_TYPE);
-        let mut base = HeaderMap::with_capacity(headers.len() + 2);
-        base.insert(
-            reqwest::header::USER_AGENT,
-            HeaderValue::from_static(USER_AGENT),
-        );
-        if let Some(auth) = take_userinfo(&mut url)
-            && !headers.contains_key(AUTHORIZATION)
-        {
-            base.insert(AUTHORIZATION, auth);
-        }
-        for (name, v) in &headers {
-            base.insert(name.clone(), v.clone());
-        }
 
         let timeout = positive_ms(config.timeout_ms, "timeout_ms")?;
         let connect_timeout = positive_ms(config.connect_timeout_ms, "connect_timeout_ms")?;
@@ -151,6 +138,28 @@ impl HttpSink {
         let client = builder
             .build()
             .map_err(|e| ConfigError::Client(e.without_url()))?;
+
+        // reqwest's request builder turns URL userinfo into sensitive basic auth and strips
+        // it from the URL, on every request it builds. Let it do that once, here: requests
+        // are then assembled directly from `url` and `base`.
+        let template = client
+            .request(method.clone(), url)
+            .build()
+            .map_err(|e| ConfigError::Client(e.without_url()))?;
+        let url = template.url().clone();
+        let mut base = HeaderMap::with_capacity(headers.len() + 2);
+        base.insert(
+            reqwest::header::USER_AGENT,
+            HeaderValue::from_static(USER_AGENT),
+        );
+        if let Some(auth) = template.headers().get(AUTHORIZATION)
+            && !headers.contains_key(AUTHORIZATION)
+        {
+            base.insert(AUTHORIZATION, auth.clone());
+        }
+        for (name, v) in &headers {
+            base.insert(name.clone(), v.clone());
+        }
 
         Ok(HttpSink {
             client,
@@ -321,33 +330,6 @@ fn load_roots(config: &HttpConfig) -> Result<Vec<reqwest::Certificate>, ConfigEr
         roots.extend(parse(pem.as_bytes(), format!("ca_pem #{i}"))?);
     }
     Ok(roots)
-}
-
-/// The URL's userinfo as a basic-auth value (removed from `url`), the way reqwest's
-/// request builder turns it into `authorization` on every request. Marked sensitive.
-fn take_userinfo(url: &mut Url) -> Option<HeaderValue> {
-    use base64::Engine as _;
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(s)
-            .decode_utf8()
-            .ok()
-            .map(|c| c.into_owned())
-    };
-    let user = decode(url.username())?;
-    let password = match url.password() {
-        Some(p) => Some(decode(p)?),
-        None => None,
-    };
-    if user.is_empty() && password.is_none() {
-        return None;
-    }
-    url.set_username("").ok()?;
-    url.set_password(None).ok()?;
-    let credentials = format!("{user}:{}", password.unwrap_or_default());
-    let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
-    let mut v = HeaderValue::try_from(format!("Basic {encoded}")).ok()?;
-    v.set_sensitive(true);
-    Some(v)
 }
 
 fn unix_seconds(now: SystemTime) -> u64 {
