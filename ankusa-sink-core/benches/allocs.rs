@@ -34,53 +34,64 @@ fn per_op(n: u64, mut f: impl FnMut()) -> (f64, f64) {
     )
 }
 
+fn row(name: &str, (allocs, bytes): (f64, f64)) {
+    println!("{name:<40} {allocs:>12.1} {bytes:>14.0}");
+}
+
 fn main() {
     let _profiler = dhat::Profiler::builder().testing().build();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
+    // One delivery through the attempt span and `safe_deliver`, as dispatch makes it.
+    let attempt_once = |env: &Envelope, ctx: &Ctx| {
+        rt.block_on(attempt(
+            "noop",
+            env,
+            ctx,
+            safe_deliver(&Noop, env, ctx, None),
+        ))
+        .unwrap();
+    };
     println!("{:<40} {:>12} {:>14}", "operation", "allocs/op", "bytes/op");
-    for size in [1024usize, 65_536] {
-        let env = Envelope::builder("01JBENCHHOOK000000000000000", "stripe", vec![b'x'; size])
-            .tenant_id("acme")
-            .header("Stripe-Signature", "t=1")
-            .build()
-            .unwrap();
-        let ctx = Ctx::for_envelope(&env);
-        let (a, b) = per_op(1000, || {
-            std::hint::black_box(message::encode(&env, &ctx, None).unwrap());
-        });
-        println!(
-            "{:<40} {a:>12.1} {b:>14.0}",
-            format!("message_v1_encode {size} B")
+    let envs: Vec<Envelope> = [1024usize, 65_536]
+        .into_iter()
+        .map(|size| {
+            Envelope::builder("01JBENCHHOOK000000000000000", "stripe", vec![b'x'; size])
+                .tenant_id("acme")
+                .header("Stripe-Signature", "t=1")
+                .build()
+                .unwrap()
+        })
+        .collect();
+    for env in &envs {
+        let size = env.size();
+        let ctx = Ctx::for_envelope(env);
+        row(
+            &format!("message_v1_encode {size} B"),
+            per_op(1000, || {
+                std::hint::black_box(message::encode(env, &ctx, None).unwrap());
+            }),
         );
-        let (a, b) = per_op(1000, || {
-            rt.block_on(safe_deliver(&Noop, &env, &ctx, None)).unwrap();
-        });
-        println!(
-            "{:<40} {a:>12.1} {b:>14.0}",
-            format!("safe_deliver {size} B")
+        row(
+            &format!("safe_deliver {size} B"),
+            per_op(1000, || {
+                rt.block_on(safe_deliver(&Noop, env, &ctx, None)).unwrap();
+            }),
         );
-        let (a, b) = per_op(1000, || {
-            rt.block_on(attempt(
-                "noop",
-                &env,
-                &ctx,
-                safe_deliver(&Noop, &env, &ctx, None),
-            ))
-            .unwrap();
-        });
-        println!(
-            "{:<40} {a:>12.1} {b:>14.0}",
-            format!("attempt + safe_deliver {size} B")
+        row(
+            &format!("attempt + safe_deliver {size} B"),
+            per_op(1000, || attempt_once(env, &ctx)),
         );
     }
     // Classification: a failure built and classed, and dispatch's decision on each class.
-    let (a, b) = per_op(1000, || {
-        let f = Failure::transient(Reason(String::new()));
-        std::hint::black_box(f.error_class());
-    });
-    println!("{:<40} {a:>12.1} {b:>14.0}", "failure_new_and_class");
+    row(
+        "failure_new_and_class",
+        per_op(1000, || {
+            let f = Failure::transient(Reason(String::new()));
+            std::hint::black_box(f.error_class());
+        }),
+    );
     let policy = DispatchPolicy::default();
     let mut rng = rand::rng();
     let classes = [
@@ -89,34 +100,23 @@ fn main() {
         Class::RetryAfter(NonZeroU64::new(1500).unwrap()),
         Class::Transient,
     ];
-    let (a, b) = per_op(1000, || {
-        for class in classes {
-            std::hint::black_box(decide(class, 3, 0, 1_000, &policy, &mut rng));
-        }
-    });
-    println!("{:<40} {a:>12.1} {b:>14.0}", "dispatch_decide (4 classes)");
+    row(
+        "dispatch_decide (4 classes)",
+        per_op(1000, || {
+            for class in classes {
+                std::hint::black_box(decide(class, 3, 0, 1_000, &policy, &mut rng));
+            }
+        }),
+    );
     // The attempt span with a subscriber that records every span and writes nowhere.
-    let env = Envelope::builder("01JBENCHHOOK000000000000000", "stripe", vec![b'x'; 1024])
-        .tenant_id("acme")
-        .build()
-        .unwrap();
-    let ctx = Ctx::for_envelope(&env);
     let sub = tracing_subscriber::fmt()
         .with_writer(std::io::sink)
         .with_max_level(tracing::Level::INFO)
         .finish();
     let _guard = tracing::subscriber::set_default(sub);
-    let (a, b) = per_op(1000, || {
-        rt.block_on(attempt(
-            "noop",
-            &env,
-            &ctx,
-            safe_deliver(&Noop, &env, &ctx, None),
-        ))
-        .unwrap();
-    });
-    println!(
-        "{:<40} {a:>12.1} {b:>14.0}",
-        "attempt + safe_deliver, fmt subscriber"
+    let ctx = Ctx::for_envelope(&envs[0]);
+    row(
+        "attempt + safe_deliver, fmt subscriber",
+        per_op(1000, || attempt_once(&envs[0], &ctx)),
     );
 }
