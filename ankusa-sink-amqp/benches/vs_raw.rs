@@ -35,17 +35,6 @@ include!("../../benches-common/vs_raw_harness.rs");
 
 // ---- the AMQP specifics ----
 
-fn envelope(size: usize) -> Envelope {
-    Envelope::builder("01JBENCHHOOK000000000000000", "stripe", vec![b'x'; size])
-        .tenant_id("acme")
-        .content_type("application/json")
-        .dedupe_key("evt_1")
-        .header("Stripe-Signature", "t=1,v1=abc")
-        .header("User-Agent", "Stripe/1.0")
-        .build()
-        .unwrap()
-}
-
 /// A durable direct exchange and a durable queue bound with `KEY` (so mandatory publishes
 /// route), declared on `ch`.
 async fn declare(ch: &Channel) {

@@ -27,17 +27,6 @@ include!("../../benches-common/vs_raw_harness.rs");
 
 // ---- the HTTP specifics ----
 
-fn envelope(size: usize) -> Envelope {
-    Envelope::builder("01JBENCHHOOK000000000000000", "stripe", vec![b'x'; size])
-        .tenant_id("acme")
-        .content_type("application/json")
-        .dedupe_key("evt_1")
-        .header("Stripe-Signature", "t=1,v1=abc")
-        .header("User-Agent", "Stripe/1.0")
-        .build()
-        .unwrap()
-}
-
 /// Exactly the headers the sink sends for `env` (unsigned), built once for the raw client.
 fn raw_headers(env: &Envelope) -> HeaderMap {
     let ctx = Ctx::for_envelope(env);

@@ -31,17 +31,6 @@ include!("../../benches-common/vs_raw_harness.rs");
 
 // ---- the Kafka specifics ----
 
-fn envelope(size: usize) -> Envelope {
-    Envelope::builder("01JBENCHHOOK000000000000000", "stripe", vec![b'x'; size])
-        .tenant_id("acme")
-        .content_type("application/json")
-        .dedupe_key("evt_1")
-        .header("Stripe-Signature", "t=1,v1=abc")
-        .header("User-Agent", "Stripe/1.0")
-        .build()
-        .unwrap()
-}
-
 /// The sink's producer settings (see `KafkaConfig::client_config`), for the raw producer.
 fn raw_producer() -> FutureProducer {
     let timeout = DEFAULT_PRODUCE_TIMEOUT_MS.get().to_string();
