@@ -246,8 +246,7 @@ impl AwsOptions {
     }
     /// Set the timeout (rounded down to ms, at least 1 ms).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        self.timeout_ms = NonZeroU64::new(ms).unwrap_or(NonZeroU64::MIN);
+        self.timeout_ms = ankusa_sink_core::timeout_ms(timeout);
         self
     }
     /// Turn batching on or off.

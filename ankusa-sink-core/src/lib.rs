@@ -30,7 +30,7 @@ pub use failure::{
 pub use message::{DEFAULT_INLINE_MAX_BYTES, attributes, forwarded_headers};
 pub use sink::{
     Check, ResolveError, Sink, SinkFault, resolve_batched, resolve_describe, resolve_durable,
-    resolve_inline_max_bytes, safe_deliver,
+    resolve_inline_max_bytes, safe_deliver, timeout_ms,
 };
 
 /// Re-exported so sink authors use the same `async_trait` the trait is declared with.

@@ -7,7 +7,7 @@ use crate::failure::{Failure, Reason};
 use async_trait::async_trait;
 use futures_util::FutureExt as _;
 use std::fmt;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU64, NonZeroUsize};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
@@ -191,6 +191,13 @@ pub async fn safe_deliver<S: Sink + ?Sized>(
     })
 }
 
+/// A configured timeout as whole milliseconds, the unit sink configs store: rounded down,
+/// at least 1 ms (a zero timeout would fail every delivery), saturating at `u64::MAX`.
+pub fn timeout_ms(timeout: Duration) -> NonZeroU64 {
+    let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+    NonZeroU64::new(ms).unwrap_or(NonZeroU64::MIN)
+}
+
 /// Why an inline threshold could not be resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("inline_max_bytes failed: {0}")]
@@ -282,6 +289,13 @@ mod tests {
 
     fn env() -> Envelope {
         Envelope::builder("h", "s", "").build().unwrap()
+    }
+
+    #[test]
+    fn timeouts_are_whole_milliseconds_of_at_least_one() {
+        assert_eq!(timeout_ms(Duration::from_micros(2_999)).get(), 2);
+        assert_eq!(timeout_ms(Duration::ZERO).get(), 1);
+        assert_eq!(timeout_ms(Duration::MAX).get(), u64::MAX);
     }
 
     #[tokio::test]

@@ -354,8 +354,7 @@ impl KafkaConfig {
     }
     /// Set the produce timeout.
     pub fn with_produce_timeout(mut self, timeout: Duration) -> Self {
-        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        self.produce_timeout_ms = NonZeroU64::new(ms).unwrap_or(NonZeroU64::MIN);
+        self.produce_timeout_ms = ankusa_sink_core::timeout_ms(timeout);
         self
     }
     /// Set the compression codec.
