@@ -38,6 +38,21 @@ fn envelope(size: usize) -> Envelope {
 
 type Op = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
 
+/// The sink side of every workload: a fresh `Ctx` and `safe_deliver` with dispatch's
+/// deadline per delivery, as a dispatcher calls a sink.
+fn sink_op<S: ankusa_sink_core::Sink + 'static>(sink: &Arc<S>, env: &Arc<Envelope>) -> Op {
+    let (sink, env) = (Arc::clone(sink), Arc::clone(env));
+    Arc::new(move || {
+        let (sink, env) = (Arc::clone(&sink), Arc::clone(&env));
+        Box::pin(async move {
+            let ctx = ankusa_sink_core::Ctx::for_envelope(&env);
+            ankusa_sink_core::safe_deliver(&*sink, &env, &ctx, Some(DEADLINE))
+                .await
+                .is_ok()
+        })
+    })
+}
+
 struct Sample {
     seconds: f64,
     lat_us: Vec<u32>,

@@ -12,7 +12,7 @@ use ankusa_sink_amqp::lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
 };
 use ankusa_sink_amqp::{AmqpConfig, AmqpSink, properties};
-use ankusa_sink_core::{Ctx, Envelope, message, safe_deliver};
+use ankusa_sink_core::{Ctx, Envelope, message};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -140,16 +140,7 @@ fn main() {
         let ops = |mode: &str, body: usize| -> Op {
             let (_, env, bytes, props) = envs.iter().find(|e| e.0 == body).unwrap().clone();
             if mode == "sink" {
-                let sink = Arc::clone(&sink);
-                Arc::new(move || {
-                    let (sink, env) = (Arc::clone(&sink), Arc::clone(&env));
-                    Box::pin(async move {
-                        let ctx = Ctx::for_envelope(&env);
-                        safe_deliver(&*sink, &env, &ctx, Some(DEADLINE))
-                            .await
-                            .is_ok()
-                    })
-                })
+                sink_op(&sink, &env)
             } else {
                 let raw = Arc::clone(&raw);
                 Arc::new(move || {

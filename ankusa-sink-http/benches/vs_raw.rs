@@ -3,7 +3,7 @@
 //! `cargo bench -p ankusa-sink-http --bench vs_raw`; JSON goes to `$BENCH_OUT_DIR/http.json`.
 #![allow(missing_docs)]
 
-use ankusa_sink_core::{Ctx, Envelope, forwarded_headers, safe_deliver};
+use ankusa_sink_core::{Ctx, Envelope, forwarded_headers};
 use ankusa_sink_http::{HttpSink, USER_AGENT};
 use bytes::{Buf, BytesMut};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -129,16 +129,7 @@ fn main() {
         let ops = |mode: &str, body: usize| -> Op {
             let (_, env, headers) = envs.iter().find(|e| e.0 == body).unwrap().clone();
             if mode == "sink" {
-                let sink = Arc::clone(&sink);
-                Arc::new(move || {
-                    let (sink, env) = (Arc::clone(&sink), Arc::clone(&env));
-                    Box::pin(async move {
-                        let ctx = Ctx::for_envelope(&env);
-                        safe_deliver(&*sink, &env, &ctx, Some(DEADLINE))
-                            .await
-                            .is_ok()
-                    })
-                })
+                sink_op(&sink, &env)
             } else {
                 let (client, url) = (client.clone(), url.clone());
                 Arc::new(move || {

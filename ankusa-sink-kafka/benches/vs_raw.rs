@@ -3,7 +3,7 @@
 //! `cargo bench -p ankusa-sink-kafka --bench vs_raw`; JSON goes to `$BENCH_OUT_DIR/kafka.json`.
 #![allow(missing_docs)]
 
-use ankusa_sink_core::{Ctx, Envelope, Sink, attributes, message, safe_deliver};
+use ankusa_sink_core::{Ctx, Envelope, Sink, attributes, message};
 use ankusa_sink_kafka::rdkafka::ClientConfig;
 use ankusa_sink_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use ankusa_sink_kafka::rdkafka::client::DefaultClientContext;
@@ -118,16 +118,7 @@ fn main() {
         let ops = |mode: &str, body: usize| -> Op {
             let p = Arc::clone(prepared.iter().find(|p| p.body == body).unwrap());
             if mode == "sink" {
-                let sink = Arc::clone(&sink);
-                Arc::new(move || {
-                    let (sink, env) = (Arc::clone(&sink), Arc::clone(&p.env));
-                    Box::pin(async move {
-                        let ctx = Ctx::for_envelope(&env);
-                        safe_deliver(&*sink, &env, &ctx, Some(DEADLINE))
-                            .await
-                            .is_ok()
-                    })
-                })
+                sink_op(&sink, &p.env)
             } else {
                 let (raw, topic) = (Arc::clone(&raw), topic.clone());
                 Arc::new(move || {
