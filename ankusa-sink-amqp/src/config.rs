@@ -348,7 +348,7 @@ pub struct AmqpConfigBuilder {
 impl fmt::Debug for AmqpConfigBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AmqpConfigBuilder")
-            .field("url", &ankusa_sink_core::redact_url(&self.url))
+            .field("url", &ankusa_sink_core::redact_url_keep_path(&self.url))
             .field("exchange", &self.exchange)
             .field("exchange_type", &self.exchange_type)
             .field("declare_exchange", &self.declare_exchange)

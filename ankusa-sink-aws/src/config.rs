@@ -1,7 +1,7 @@
 //! Options of the SQS and SNS sinks. Invalid values are a [`ConfigError`] when the config is
 //! built or deserialized, never at the first delivery.
 
-use ankusa_sink_core::{DEFAULT_INLINE_MAX_BYTES, REDACTED, redact_url};
+use ankusa_sink_core::{DEFAULT_INLINE_MAX_BYTES, REDACTED, redact_url_keep_path as redact_url};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;

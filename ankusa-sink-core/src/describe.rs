@@ -76,9 +76,33 @@ impl Description {
 pub const REDACTED: &str = "REDACTED";
 
 /// A URL fit for logs, errors and descriptions: userinfo removed, every query value
-/// replaced by `REDACTED` (webhook URLs carry tokens there), fragment dropped. Text that is
-/// not an absolute URL is returned as `REDACTED` rather than risk printing a secret.
+/// replaced by `REDACTED` (webhook URLs carry tokens there), fragment dropped, and the
+/// path replaced by a stable short hash of it (Slack, Discord and Zapier webhook URLs
+/// carry their token in the path): `https://hooks.example/REDACTED-PATH-1a2b3c4d`. A path
+/// of `/` or nothing is kept. Text that is not an absolute URL is returned as `REDACTED`
+/// rather than risk printing a secret.
+///
+/// Use [`redact_url_keep_path`] only where the path is known not to be a secret (an AMQP
+/// vhost, a queue URL) or the operator asked to see it.
 pub fn redact_url(raw: &str) -> String {
+    redact(raw, false)
+}
+
+/// [`redact_url`], but the path is kept verbatim: for paths that are not secrets (an AMQP
+/// vhost, an SQS queue URL) or when the operator asked to see it (`show_path = true`).
+pub fn redact_url_keep_path(raw: &str) -> String {
+    redact(raw, true)
+}
+
+/// The placeholder [`redact_url`] writes over a path: `REDACTED-PATH-` and the first 8 hex
+/// digits of the path's SHA-256, so two configs can be told apart without showing either.
+pub fn redacted_path(path: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(path.as_bytes());
+    format!("{REDACTED}-PATH-{}", hex::encode(&digest[..4]))
+}
+
+fn redact(raw: &str, keep_path: bool) -> String {
     let Ok(mut url) = url::Url::parse(raw) else {
         return REDACTED.to_owned();
     };
@@ -94,7 +118,25 @@ pub fn redact_url(raw: &str) -> String {
             q.append_pair(&k, REDACTED);
         }
     }
+    if !keep_path && !url.cannot_be_a_base() && !matches!(url.path(), "" | "/") {
+        let hidden = redacted_path(url.path());
+        url.set_path(&format!("/{hidden}"));
+    }
     url.to_string()
+}
+
+/// Whether `host` (a host name or IP literal, IPv6 with or without brackets, no port) is
+/// this machine's loopback: `localhost`, `*.localhost`, `127.0.0.0/8` or `::1`. Credentials
+/// sent in the clear to loopback never leave the machine, so the cleartext refusals
+/// (`allow_insecure`) except it.
+pub fn is_loopback_host(host: &str) -> bool {
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    if h.eq_ignore_ascii_case("localhost") || h.to_ascii_lowercase().ends_with(".localhost") {
+        return true;
+    }
+    h.parse::<std::net::IpAddr>()
+        .map(|ip| ip.is_loopback())
+        .unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -104,15 +146,60 @@ mod tests {
     #[test]
     fn redaction() {
         assert_eq!(
-            redact_url("amqp://user:pa55@127.0.0.1:5672/vh"),
+            redact_url_keep_path("amqp://user:pa55@127.0.0.1:5672/vh"),
             "amqp://127.0.0.1:5672/vh"
         );
         assert_eq!(
-            redact_url("https://u@h.example/p?token=abc&x=1#frag"),
+            redact_url_keep_path("https://u@h.example/p?token=abc&x=1#frag"),
             "https://h.example/p?token=REDACTED&x=REDACTED"
         );
         assert_eq!(redact_url("not a url pa55"), "REDACTED");
+        assert_eq!(redact_url_keep_path("not a url pa55"), "REDACTED");
         assert_eq!(redact_url("http://h/"), "http://h/");
+        assert_eq!(redact_url("http://h"), "http://h/");
+    }
+
+    #[test]
+    fn path_tokens_are_hashed_stably() {
+        let token = "T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX";
+        let url = format!("https://u:p@hooks.slack.example/services/{token}?k=v");
+        let shown = redact_url(&url);
+        assert!(!shown.contains("XXXX"), "{shown}");
+        assert!(!shown.contains("services"), "{shown}");
+        assert!(
+            shown.starts_with("https://hooks.slack.example/REDACTED-PATH-"),
+            "{shown}"
+        );
+        assert!(shown.ends_with("?k=REDACTED"), "{shown}");
+        assert_eq!(shown, redact_url(&url), "stable");
+        let other = redact_url("https://hooks.slack.example/services/T000/B000/YYYY");
+        assert_ne!(shown, other, "different paths are told apart");
+        assert_eq!(redacted_path("/a").len(), "REDACTED-PATH-".len() + 8);
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for h in [
+            "localhost",
+            "LOCALHOST",
+            "a.localhost",
+            "127.0.0.1",
+            "127.1.2.3",
+            "::1",
+            "[::1]",
+        ] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in [
+            "example.com",
+            "10.0.0.1",
+            "0.0.0.0",
+            "localhost.example.com",
+            "[::2]",
+            "",
+        ] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
     }
 
     #[test]

@@ -19,7 +19,10 @@ pub use attempt::{attempt_in_trace, parse_traceparent};
 pub use batcher::{BatchConfig, BatchError, BatchSend, Batcher};
 pub use claim::{Claim, ClaimRef, ClaimRefError, parse_claim_id};
 pub use ctx::{Ctx, Extensions, ForwardHeaders};
-pub use describe::{Description, Payload, REDACTED, Subject, redact_url};
+pub use describe::{
+    Description, Payload, REDACTED, Subject, is_loopback_host, redact_url, redact_url_keep_path,
+    redacted_path,
+};
 pub use dispatch::{throttle_after_ms, throttle_after_ms_with};
 pub use envelope::{
     Envelope, EnvelopeBuilder, EnvelopeError, Verification, VerificationStatus, validate_tenant,

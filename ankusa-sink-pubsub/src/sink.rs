@@ -51,7 +51,7 @@ impl fmt::Debug for PubSubSink {
             .field("topic", &self.topic_name)
             .field(
                 "endpoint",
-                &ankusa_sink_core::redact_url(self.config.endpoint()),
+                &ankusa_sink_core::redact_url_keep_path(self.config.endpoint()),
             )
             .field("auth", &self.config.auth())
             .field("ordering_key", &self.config.ordering_key)
