@@ -1,8 +1,9 @@
 //! `gen`: sample envelopes as JSON lines.
 
-use crate::{GenArgs, UsageError};
+use crate::{EXIT_OUTPUT, GenArgs, UsageError};
 use ankusa_sink_core::Envelope;
-use std::io::Write as _;
+use std::io::Write;
+use std::process::ExitCode;
 
 /// A JSON body of exactly `size` bytes when `size` allows one, else `size` letters; with
 /// its content type.
@@ -21,23 +22,54 @@ fn body(n: u64, size: usize) -> (Vec<u8>, &'static str) {
     (b, "application/json")
 }
 
-pub(crate) fn run(a: &GenArgs) -> Result<(), UsageError> {
+/// The largest `--size`: a body is built in memory, and its JSON line is 4/3 of it.
+const MAX_SIZE: u64 = 1 << 30;
+
+pub(crate) fn run(a: &GenArgs) -> Result<ExitCode, UsageError> {
     if let Some(t) = &a.tenant {
         ankusa_sink_core::validate_tenant(t)?;
     }
+    if a.size > MAX_SIZE {
+        return Err(UsageError(format!(
+            "--size {} is over the limit of {MAX_SIZE} bytes (1 GiB)",
+            a.size
+        )));
+    }
+    let size = usize::try_from(a.size).map_err(|_| UsageError("--size is too large".into()))?;
+    // Fail with a message, not an abort, where the machine cannot hold one body.
+    let mut probe = Vec::<u8>::new();
+    probe
+        .try_reserve_exact(size.saturating_mul(2))
+        .map_err(|_| UsageError(format!("cannot allocate a body of {size} bytes")))?;
+    drop(probe);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    match write_all(a, size, &mut out).and_then(|()| out.flush().map_err(|_| GenError::Io)) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(GenError::Io) => Ok(ExitCode::from(EXIT_OUTPUT)),
+        Err(GenError::Usage(u)) => Err(u),
+    }
+}
+
+/// Why writing the envelopes stopped.
+enum GenError {
+    /// stdout could not be written (closed pipe, full disk).
+    Io,
+    Usage(UsageError),
+}
+
+fn write_all(a: &GenArgs, size: usize, out: &mut impl Write) -> Result<(), GenError> {
     for n in 0..a.count {
-        let (bytes, content_type) = body(n, a.size);
+        let (bytes, content_type) = body(n, size);
         let env = Envelope::builder(ulid::Ulid::new().to_string(), a.source_id.clone(), bytes)
             .tenant(a.tenant.clone())
             .content_type(content_type)
             .header("X-Sample-Event", "generated")
-            .build()?;
-        serde_json::to_writer(&mut out, &env)?;
-        out.write_all(b"\n")?;
+            .build()
+            .map_err(|e| GenError::Usage(e.into()))?;
+        serde_json::to_writer(&mut *out, &env).map_err(|_| GenError::Io)?;
+        out.write_all(b"\n").map_err(|_| GenError::Io)?;
     }
-    out.flush()?;
     Ok(())
 }
 

@@ -1,11 +1,14 @@
 //! `ankusa-sink`: send hooks to a sink, test its credentials, and see why a delivery fails.
 //!
 //! Exit codes: 0 all delivered (or check passed), 2 bad usage, config or input,
-//! 3 at least one delivery (or the check) failed.
+//! 3 at least one delivery (or the check) failed, 4 `check` could not check this sink,
+//! 74 an outcome line could not be written (stdout or stderr closed or full),
+//! 130/143 stopped by SIGINT/SIGTERM (after every hook read got its outcome line).
 
 mod asyncapi;
 mod deliver;
 mod gen_cmd;
+mod output;
 
 use ankusa_sink_core::{Check, Sink, Subject, resolve_describe};
 use ankusa_sinks::SinkConfig;
@@ -18,6 +21,10 @@ use std::sync::Arc;
 const EXIT_USAGE: u8 = 2;
 /// Exit code when a delivery or check failed.
 const EXIT_FAILED: u8 = 3;
+/// Exit code when `check` has no way to check the sink (nothing was checked).
+const EXIT_NOT_CHECKED: u8 = 4;
+/// Exit code when an outcome line could not be written (sysexits' EX_IOERR).
+const EXIT_OUTPUT: u8 = 74;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -61,11 +68,12 @@ struct RetryArgs {
     /// With --retry: dead-letter a hook still failing this many seconds after its first attempt.
     #[arg(long, default_value_t = 86_400, value_name = "SECONDS")]
     max_elapsed: u64,
-    /// With --retry: give up after this many attempts.
-    #[arg(long, default_value_t = 84, value_name = "N")]
+    /// With --retry: give up after this many attempts (at least 1).
+    #[arg(long, default_value_t = 84, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_attempts: u32,
-    /// Abandon an attempt that has not answered after this many seconds (transient).
-    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    /// Abandon an attempt that has not answered after this many seconds (transient; at
+    /// least 1).
+    #[arg(long, default_value_t = 30, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     attempt_timeout: u64,
     /// One JSON outcome line per hook on stdout.
     #[arg(long)]
@@ -117,6 +125,9 @@ struct ForwardArgs {
     /// Deliveries in flight at once.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
+    /// An input line longer than this is reported invalid without being held in memory.
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    max_line_bytes: u64,
     #[command(flatten)]
     retry: RetryArgs,
 }
@@ -126,9 +137,9 @@ struct GenArgs {
     /// How many envelopes.
     #[arg(long, default_value_t = 10)]
     count: u64,
-    /// Body bytes of each.
+    /// Body bytes of each (at most 1 GiB).
     #[arg(long, default_value_t = 256)]
-    size: usize,
+    size: u64,
     /// Source id.
     #[arg(long, default_value = "gen")]
     source_id: String,
@@ -193,8 +204,50 @@ async fn load_sink(spec: &str) -> Result<(SinkConfig, Arc<dyn Sink>), UsageError
     Ok((config, sink))
 }
 
+/// Client-library log targets that print what must not reach a log: lapin logs a returned
+/// message (the hook body) at WARN and its frames, the login frame with the password
+/// included, at trace. Off unless `RUST_LOG` names the target itself.
+const SILENCED_TARGETS: [&str; 4] = ["lapin", "amq_protocol", "amq_protocol_tcp", "tcp_stream"];
+/// HTTP and TLS stacks log requests, headers and frames at debug and trace: at most `warn`
+/// unless `RUST_LOG` names the target itself.
+const QUIET_TARGETS: [&str; 11] = [
+    "hyper",
+    "hyper_util",
+    "h2",
+    "reqwest",
+    "rustls",
+    "tonic",
+    "tower",
+    "aws_smithy_runtime",
+    "aws_smithy_http_client",
+    "aws_sigv4",
+    "google_cloud_gax",
+];
+
+/// The filter for `RUST_LOG` (default `info`), with the client targets above held down
+/// unless the spec names them.
+fn log_directives(spec: &str) -> String {
+    let named = |target: &str| {
+        spec.split(',').any(|d| {
+            let t = d.split('=').next().unwrap_or("").trim();
+            t == target || t.starts_with(&format!("{target}::"))
+        })
+    };
+    let mut out = spec.to_owned();
+    for (targets, level) in [(&SILENCED_TARGETS[..], "off"), (&QUIET_TARGETS[..], "warn")] {
+        for t in targets {
+            if !named(t) {
+                out.push_str(&format!(",{t}={level}"));
+            }
+        }
+    }
+    out
+}
+
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let spec = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned());
+    let filter = tracing_subscriber::EnvFilter::try_new(log_directives(&spec))
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(log_directives("info")))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -204,33 +257,86 @@ fn init_logging() {
         .try_init();
 }
 
+/// Turn SIGINT and SIGTERM into a [`deliver::Stop`]: stop taking hooks, finish what is in
+/// flight, report every hook read.
+fn watch_signals() -> Arc<tokio::sync::watch::Sender<Option<deliver::Stop>>> {
+    let (tx, _) = tokio::sync::watch::channel(None);
+    let tx = Arc::new(tx);
+    let sender = tx.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        let sig = tokio::select! {
+            _ = int.recv() => 2,
+            _ = term.recv() => 15,
+        };
+        sender.send_replace(Some(deliver::Stop::Signal(sig)));
+    });
+    tx
+}
+
+/// Write a command's result to stdout: exit code `EXIT_OUTPUT` if it could not be.
+fn print(line: &str, code: ExitCode) -> ExitCode {
+    if output::Output::new().stdout_line(line) {
+        code
+    } else {
+        ExitCode::from(EXIT_OUTPUT)
+    }
+}
+
+/// The log sink's `messages = true` writes Message v1 lines on stdout, where `--json`
+/// writes outcome lines: one stream cannot carry both.
+fn refuse_mixed_stdout(config: &SinkConfig, json: bool) -> Result<(), UsageError> {
+    if let SinkConfig::Log(c) = config {
+        if c.messages && json {
+            return Err(UsageError(
+                "the log sink's `messages = true` writes Message v1 lines on stdout, where \
+                 --json writes outcome lines: use one or the other"
+                    .into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 async fn run(cli: Cli) -> Result<ExitCode, UsageError> {
     match cli.command {
-        Command::Gen(a) => gen_cmd::run(&a).map(|()| ExitCode::SUCCESS),
+        Command::Gen(a) => gen_cmd::run(&a),
         Command::Deliver(a) => {
             let (config, sink) = load_sink(&a.sink.sink).await?;
-            deliver::deliver_one(&a, config.kind(), sink).await
+            refuse_mixed_stdout(&config, a.retry.json)?;
+            let stop = watch_signals();
+            deliver::deliver_one(&a, config.kind(), sink, stop.subscribe()).await
         }
         Command::Forward(a) => {
             let (config, sink) = load_sink(&a.sink.sink).await?;
-            deliver::forward(&a, config.kind(), sink).await
+            refuse_mixed_stdout(&config, a.retry.json)?;
+            deliver::forward(&a, config.kind(), sink, watch_signals()).await
         }
         Command::Check(a) => {
             let (config, sink) = load_sink(&a.sink).await?;
-            match sink.check().await {
-                Ok(Check::Passed) => {
-                    println!("check passed: {} sink", config.kind());
-                    Ok(ExitCode::SUCCESS)
-                }
-                Ok(Check::Unsupported) => {
-                    println!("the {} sink has no preflight check", config.kind());
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(f) => {
-                    println!("check failed: {f}");
-                    Ok(ExitCode::from(EXIT_FAILED))
-                }
-            }
+            Ok(match sink.check().await {
+                Ok(Check::Passed) => print(
+                    &format!("check passed: {} sink", config.kind()),
+                    ExitCode::SUCCESS,
+                ),
+                Ok(Check::Unsupported) => print(
+                    &format!(
+                        "not checked: the {} sink has no preflight check",
+                        config.kind()
+                    ),
+                    ExitCode::from(EXIT_NOT_CHECKED),
+                ),
+                Err(f) => print(
+                    &format!("check failed: {}", output::escape_control(&f.to_string())),
+                    ExitCode::from(EXIT_FAILED),
+                ),
+            })
         }
         Command::Info(a) => {
             let (config, sink) = load_sink(&a.sink.sink).await?;
@@ -242,17 +348,26 @@ async fn run(cli: Cli) -> Result<ExitCode, UsageError> {
                 "inline_max_bytes": threshold.map(|n| n.get()),
                 "batched": ankusa_sink_core::resolve_batched(&sink),
             });
-            if a.json {
-                println!("{info}");
+            let text = if a.json {
+                info.to_string()
             } else {
-                println!("type:             {}", config.kind());
-                println!("durable:          {}", info["durable"]);
-                println!("inline_max_bytes: {}", info["inline_max_bytes"]);
-                println!("batched:          {}", info["batched"]);
-            }
-            Ok(ExitCode::SUCCESS)
+                format!(
+                    "type:             {}\ndurable:          {}\ninline_max_bytes: {}\nbatched:          {}",
+                    config.kind(),
+                    info["durable"],
+                    info["inline_max_bytes"],
+                    info["batched"]
+                )
+            };
+            Ok(print(&text, ExitCode::SUCCESS))
         }
         Command::Describe(a) => {
+            if a.source_id.trim().is_empty() {
+                return Err(UsageError("--source-id must not be empty".into()));
+            }
+            if let Some(t) = &a.tenant {
+                ankusa_sink_core::validate_tenant(t)?;
+            }
             let subject = Subject::new(a.source_id.clone(), a.tenant.clone());
             let mut described = Vec::new();
             for spec in &a.sink {
@@ -264,9 +379,32 @@ async fn run(cli: Cli) -> Result<ExitCode, UsageError> {
             } else {
                 asyncapi::document(&subject, &described)
             };
-            println!("{}", serde_json::to_string_pretty(&out)?);
-            Ok(ExitCode::SUCCESS)
+            Ok(print(
+                &serde_json::to_string_pretty(&out)?,
+                ExitCode::SUCCESS,
+            ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_directives;
+
+    #[test]
+    fn client_targets_are_held_down_unless_named() {
+        let d = log_directives("trace");
+        assert!(d.starts_with("trace,"), "{d}");
+        assert!(
+            d.contains(",lapin=off") && d.contains(",amq_protocol=off"),
+            "{d}"
+        );
+        assert!(d.contains(",h2=warn") && d.contains(",hyper=warn"), "{d}");
+        let d = log_directives("info,lapin=trace,h2::codec=debug");
+        assert!(!d.contains("lapin=off"), "{d}");
+        assert!(!d.contains(",h2=warn"), "{d}");
+        assert!(d.contains("amq_protocol=off"), "{d}");
+        tracing_subscriber::EnvFilter::try_new(log_directives("debug")).unwrap();
     }
 }
 
@@ -279,15 +417,18 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("ankusa-sink: cannot start the runtime: {e}");
+            output::note(&format!("ankusa-sink: cannot start the runtime: {e}"));
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    match rt.block_on(run(cli)) {
+    let code = match rt.block_on(run(cli)) {
         Ok(code) => code,
         Err(UsageError(msg)) => {
-            eprintln!("ankusa-sink: {msg}");
+            output::note(&format!("ankusa-sink: {}", output::escape_control(&msg)));
             ExitCode::from(EXIT_USAGE)
         }
-    }
+    };
+    // A read of stdin may still be blocked on its thread after a stop: don't wait for it.
+    rt.shutdown_background();
+    code
 }

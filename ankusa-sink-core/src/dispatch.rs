@@ -148,6 +148,9 @@ pub struct Decision {
 ///   failure's error class.
 /// - Otherwise the retry policy: `None` dead-letters; a delay `d` retries after `d` for a
 ///   transient failure, after `max(min(ms, max_retry_after), d)` for a retry-after.
+/// - A retry that could only start after `first_attempt_ms + max_elapsed` dead-letters
+///   now, with the failure's error class (`throttled` when the destination asked for the
+///   wait): waiting past the horizon only to give up would hold the hook for nothing.
 pub fn decide(
     class: Class,
     attempts: u32,
@@ -166,8 +169,8 @@ pub fn decide(
             config_error: class == Class::Config,
         };
     }
-    let elapsed_ms = now_ms.saturating_sub(first_attempt_ms).max(0) as u128;
-    let action = if elapsed_ms >= policy.max_elapsed.as_millis() {
+    let horizon_ms = first_attempt_ms.saturating_add(millis_i64(policy.max_elapsed));
+    let action = if now_ms >= horizon_ms {
         dead(class)
     } else {
         match policy.retry.backoff(attempts, rng) {
@@ -179,9 +182,11 @@ pub fn decide(
                         .max(backoff),
                     _ => backoff,
                 };
-                Action::Retry {
-                    delay,
-                    at_ms: now_ms.saturating_add(delay.as_millis() as i64),
+                let at_ms = now_ms.saturating_add(millis_i64(delay));
+                if at_ms > horizon_ms {
+                    dead(class)
+                } else {
+                    Action::Retry { delay, at_ms }
                 }
             }
         }
@@ -191,6 +196,12 @@ pub fn decide(
         counts_toward_breaker: true,
         config_error: false,
     }
+}
+
+/// Whole milliseconds of `d`, saturating at `i64::MAX` (a plain `as` cast wraps negative
+/// for durations near `Duration::MAX`, which would mean "retry at once").
+fn millis_i64(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Report a decision's metrics for `sink` through the `metrics` facade: a config error
@@ -383,7 +394,8 @@ mod tests {
     fn max_elapsed_dead_letters() {
         let p = no_jitter();
         let day = 24 * 3_600_000;
-        let d = decide(Class::Transient, 2, 0, day - 1, &p, &mut rng());
+        // Attempt 2 backs off 200 ms: a retry that starts before the horizon goes ahead.
+        let d = decide(Class::Transient, 2, 0, day - 200, &p, &mut rng());
         assert!(matches!(d.action, Action::Retry { .. }));
         let d = decide(Class::Transient, 2, 0, day, &p, &mut rng());
         assert_eq!(
@@ -400,6 +412,60 @@ mod tests {
                 error_class: ErrorClass::Throttled
             }
         );
+    }
+
+    #[test]
+    fn a_retry_that_would_start_past_the_horizon_dead_letters_now() {
+        // --max-elapsed 10 s against `Retry-After: 120`: give up at once, as throttled.
+        let p = DispatchPolicy {
+            max_elapsed: Duration::from_secs(10),
+            ..no_jitter()
+        };
+        let ra = Class::RetryAfter(NonZeroU64::new(120_000).unwrap());
+        let d = decide(ra, 1, 0, 1_000, &p, &mut rng());
+        assert_eq!(
+            d.action,
+            Action::DeadLetter {
+                error_class: ErrorClass::Throttled
+            }
+        );
+        assert!(d.counts_toward_breaker);
+        // A transient backoff that lands past the horizon ends as transient.
+        let d = decide(Class::Transient, 8, 0, 9_000, &p, &mut rng());
+        assert_eq!(
+            d.action,
+            Action::DeadLetter {
+                error_class: ErrorClass::Transient
+            }
+        );
+        // Landing exactly on the horizon still retries.
+        let d = decide(Class::Transient, 1, 0, 9_900, &p, &mut rng());
+        assert_eq!(
+            d.action,
+            Action::Retry {
+                delay: Duration::from_millis(100),
+                at_ms: 10_000
+            }
+        );
+    }
+
+    #[test]
+    fn huge_durations_saturate_instead_of_wrapping() {
+        let p = DispatchPolicy {
+            retry: Box::new(Exponential {
+                base: Duration::MAX,
+                max: Duration::MAX,
+                jitter: false,
+                ..Exponential::default()
+            }),
+            max_retry_after: Duration::MAX,
+            max_elapsed: Duration::MAX,
+        };
+        let d = decide(Class::Transient, 1, 0, 5, &p, &mut rng());
+        match d.action {
+            Action::Retry { at_ms, .. } => assert_eq!(at_ms, i64::MAX),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

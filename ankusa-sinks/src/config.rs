@@ -1,5 +1,6 @@
 //! The `type`-tagged sink config and how it builds a sink.
 
+use crate::env::EnvAccess;
 use ankusa_sink_core::Sink;
 use ankusa_sink_log::{LogConfig, LogSink};
 use serde::de::DeserializeOwned;
@@ -43,7 +44,7 @@ pub enum ConfigError {
     Field {
         /// The sink type.
         ty: &'static str,
-        /// serde's message: names the field.
+        /// The key path and what is wrong (the kind of value found, never the value).
         detail: String,
     },
     /// A `${VAR}` reference could not be resolved.
@@ -103,12 +104,12 @@ fn feature_for(ty: &str) -> &'static str {
 }
 
 fn options<T: DeserializeOwned>(ty: &'static str, value: toml::Value) -> Result<T, ConfigError> {
-    value
-        .try_into()
-        .map_err(|e: toml::de::Error| ConfigError::Field {
-            ty,
-            detail: e.message().trim().to_owned(),
-        })
+    // Through JSON so that errors come from `scrub`, which never echoes a value.
+    let json = serde_json::to_value(value).map_err(|_| ConfigError::Field {
+        ty,
+        detail: "a value cannot be represented (TOML dates are not supported)".into(),
+    })?;
+    crate::scrub::from_value(json).map_err(|detail| ConfigError::Field { ty, detail })
 }
 
 fn syntax(format: &'static str, text: &str, e: &toml::de::Error) -> ConfigError {
@@ -143,14 +144,28 @@ impl SinkConfig {
         SinkConfig::Log(LogConfig::default())
     }
 
-    /// Parse a TOML document whose top level is the sink's table.
+    /// Parse a TOML document whose top level is the sink's table. `${VAR}` references may
+    /// read any environment variable: the config is trusted input (see [`EnvAccess`]).
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        let table: toml::Table = toml::from_str(text).map_err(|e| syntax("TOML", text, &e))?;
-        Self::from_table(table)
+        Self::from_toml_str_with(text, &EnvAccess::Any)
     }
 
-    /// Parse a JSON object (same keys as TOML).
+    /// [`from_toml_str`](Self::from_toml_str) with a limit on the environment variables the
+    /// config may read: [`EnvAccess::None`] for configs written by someone you do not trust.
+    pub fn from_toml_str_with(text: &str, env: &EnvAccess) -> Result<Self, ConfigError> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| syntax("TOML", text, &e))?;
+        Self::from_table_with(table, env)
+    }
+
+    /// Parse a JSON object (same keys as TOML). Trusted input, like
+    /// [`from_toml_str`](Self::from_toml_str).
     pub fn from_json_str(text: &str) -> Result<Self, ConfigError> {
+        Self::from_json_str_with(text, &EnvAccess::Any)
+    }
+
+    /// [`from_json_str`](Self::from_json_str) with a limit on the environment variables the
+    /// config may read.
+    pub fn from_json_str_with(text: &str, env: &EnvAccess) -> Result<Self, ConfigError> {
         let value: serde_json::Value =
             serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
                 format: "JSON",
@@ -165,19 +180,25 @@ impl SinkConfig {
             format: "JSON",
             detail: e.to_string(),
         })?;
-        Self::from_table(table)
+        Self::from_table_with(table, env)
     }
 
-    /// Build from a parsed table: read `type`, expand `${VAR}` references, then let the
-    /// adapter's own config deserialize the rest (unknown keys are refused).
-    pub fn from_table(mut table: toml::Table) -> Result<Self, ConfigError> {
+    /// Build from a parsed table: read `type`, expand `${VAR}` references (any variable),
+    /// then let the adapter's own config deserialize the rest (unknown keys are refused).
+    pub fn from_table(table: toml::Table) -> Result<Self, ConfigError> {
+        Self::from_table_with(table, &EnvAccess::Any)
+    }
+
+    /// [`from_table`](Self::from_table) with a limit on the environment variables the
+    /// config may read.
+    pub fn from_table_with(mut table: toml::Table, env: &EnvAccess) -> Result<Self, ConfigError> {
         let ty = match table.remove("type") {
             Some(toml::Value::String(s)) => s,
             Some(_) => return Err(ConfigError::TypeNotString),
             None => return Err(ConfigError::MissingType),
         };
         let mut value = toml::Value::Table(table);
-        crate::env::expand(&mut value, "")?;
+        crate::env::expand(&mut value, "", env)?;
         match ty.as_str() {
             "log" => Ok(SinkConfig::Log(options("log", value)?)),
             #[cfg(feature = "http")]
@@ -353,6 +374,41 @@ mod tests {
             let e = err(&format!("type = \"{ty}\"\n{text}\nbogus_key = 1"));
             assert!(e.contains("bogus_key"), "{ty}: {e}");
         }
+    }
+
+    #[cfg(feature = "all")]
+    #[test]
+    fn wrong_types_never_echo_the_value() {
+        const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        for (text, key) in [
+            (format!("type = \"http\"\nurl = \"http://127.0.0.1/\"\nsecrets = \"{SECRET}\""), "secrets"),
+            (format!("type = \"http\"\nurl = \"http://127.0.0.1/\"\nheaders = \"Bearer {SECRET}\""), "headers"),
+            (format!("type = \"sqs\"\nqueue_url = \"http://127.0.0.1:4566/0/q\"\nregion = \"us-east-1\"\ncredentials = \"{SECRET}\""), "StaticCredentials"),
+            ("type = \"kafka\"\nbootstrap_servers = [\"127.0.0.1:9092\"]\ntopic = \"t\"\n[sasl]\nmechanism = \"plain\"\nusername = \"u\"\npassword = 987654321987".to_owned(), "sasl.password"),
+        ] {
+            let e = err(&text);
+            assert!(!e.contains("MfKQ9r8") && !e.contains("987654321987"), "echoed: {e}");
+            // serde's `flatten` (the AWS configs) loses the key path; the type names it there.
+            assert!(e.contains(&format!("`{key}`")) || e.contains(key), "names the key: {e}");
+            assert!(e.contains("wrong type"), "{e}");
+        }
+    }
+
+    #[test]
+    fn untrusted_configs_cannot_read_the_environment() {
+        let text = "type = \"log\"\nmessages = \"${HOME}\"";
+        let e = SinkConfig::from_toml_str_with(text, &EnvAccess::None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("may not read environment variables"), "{e}");
+        let e = SinkConfig::from_json_str_with(
+            r#"{"type":"log","messages":"${HOME}"}"#,
+            &EnvAccess::None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("may not read environment variables"), "{e}");
+        assert!(SinkConfig::from_toml_str_with("type = \"log\"", &EnvAccess::None).is_ok());
     }
 
     #[test]

@@ -3,5 +3,15 @@
 
 mod config;
 mod env;
+mod scrub;
 
 pub use config::{ConfigError, KNOWN_TYPES, SinkConfig};
+pub use env::EnvAccess;
+
+/// Deserialize JSON input (an envelope, say) so that an error names the key path and what
+/// was wrong, never a value from the input: serde's own messages quote the value.
+pub fn from_json_value<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+) -> Result<T, String> {
+    scrub::from_value(value)
+}

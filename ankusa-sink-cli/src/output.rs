@@ -1,0 +1,87 @@
+//! Writing outcome lines and notes without panicking when stdout or stderr is closed or full.
+//!
+//! `println!` panics when stdout cannot be written (a closed pipe, `/dev/full`), which would
+//! lose the outcome lines still to come and exit 101. Here an outcome line that cannot be
+//! written is remembered, so the run stops taking hooks and exits with `EXIT_OUTPUT`; a note
+//! (a summary, a diagnostic) that cannot be written is dropped.
+
+use std::io::Write as _;
+
+/// Where outcome lines and notes go, and whether an outcome line was lost.
+#[derive(Debug, Default)]
+pub(crate) struct Output {
+    lost: bool,
+}
+
+impl Output {
+    pub(crate) fn new() -> Self {
+        Output::default()
+    }
+
+    /// Write an outcome line to stdout; `false` (and remembered) if it could not be.
+    pub(crate) fn stdout_line(&mut self, line: &str) -> bool {
+        let mut o = std::io::stdout().lock();
+        self.outcome(writeln!(o, "{line}").and_then(|()| o.flush()))
+    }
+
+    /// Write an outcome line to stderr (the human form of a failure).
+    pub(crate) fn stderr_outcome(&mut self, line: &str) -> bool {
+        let mut e = std::io::stderr().lock();
+        self.outcome(writeln!(e, "{line}").and_then(|()| e.flush()))
+    }
+
+    /// Write a note to stderr; a note that cannot be written is dropped.
+    pub(crate) fn note(&mut self, line: &str) {
+        note(line);
+    }
+
+    /// Whether an outcome line could not be written.
+    pub(crate) fn outcome_lost(&self) -> bool {
+        self.lost
+    }
+
+    fn outcome(&mut self, r: std::io::Result<()>) -> bool {
+        if r.is_err() {
+            self.lost = true;
+        }
+        r.is_ok()
+    }
+}
+
+/// Write a note to stderr, dropping it if stderr cannot be written.
+pub(crate) fn note(line: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = writeln!(e, "{line}").and_then(|()| e.flush());
+}
+
+/// `s` with control characters escaped (`\u{1b}`), so text a destination wrote (AMQP
+/// `reply_text`, a service's error message) cannot move the cursor or forge log lines.
+pub(crate) fn escape_control(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_owned();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape_control;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape_control("plain text: ok"), "plain text: ok");
+        assert_eq!(
+            escape_control("a\u{1b}[2Jb\nfake line\r\u{7}"),
+            "a\\u{1b}[2Jb\\nfake line\\r\\u{7}"
+        );
+        assert_eq!(escape_control("é ü 中"), "é ü 中");
+    }
+}
