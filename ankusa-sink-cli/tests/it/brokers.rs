@@ -151,6 +151,76 @@ async fn amqp_missing_exchange_is_config() {
     assert!(text(&out.stdout).contains(r#""class":"config""#));
 }
 
+/// `bytes` as a Rust debug byte array prints them: `[78, 79, ...]` (what lapin's return
+/// warning and frame traces looked like).
+fn as_byte_list(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(u8::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unroutable_hook_never_logs_its_body_or_the_login_even_at_trace() {
+    let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
+        .await
+        .expect("RabbitMQ is running");
+    let ch = conn.create_channel().await.unwrap();
+    // An exchange with no queue bound: the mandatory publish comes back 312 NO_ROUTE.
+    let exchange = unique("noroute");
+    ch.exchange_declare(
+        exchange.as_str().into(),
+        ExchangeKind::Direct,
+        ExchangeDeclareOptions {
+            auto_delete: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    let f = temp_file(
+        "amqp.toml",
+        &format!(
+            "type = \"amqp\"\nurl = \"{}\"\nexchange = \"{exchange}\"\nrouting_key = \"k\"\n",
+            amqp_url()
+        ),
+    );
+    const BODY: &str = "NOROUTE-BODY-7f3a9c";
+    let body = temp_file("body.txt", BODY);
+    let out = bin()
+        .env("RUST_LOG", "trace")
+        .args(["deliver", "--sink", f.to_str().unwrap(), "--json"])
+        .args(["--body", body.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(r#""class":"config""#),
+        "{}",
+        text(&out.stdout)
+    );
+    let stderr = text(&out.stderr);
+    // The Message v1 carries the body base64-encoded; its JSON bytes were logged as a list.
+    let b64 = "Tk9ST1VURS1CT0RZLTdmM2E5Yw==";
+    for (what, needle) in [
+        ("body", BODY.to_owned()),
+        ("encoded body", b64.to_owned()),
+        ("encoded body as bytes", as_byte_list(&b64.as_bytes()[..12])),
+        ("password as bytes", as_byte_list(b"\0guest\0guest")),
+    ] {
+        assert!(
+            !stderr.contains(&needle),
+            "the {what} reached the log:\n{stderr}"
+        );
+    }
+    let _ = ch
+        .exchange_delete(exchange.as_str().into(), Default::default())
+        .await;
+}
+
 fn kafka_brokers() -> String {
     std::env::var("ANKUSA_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
 }

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 /// A server answering each request with the next scripted response (the last repeats),
 /// recording when each request arrived.
-struct Scripted {
-    url: String,
-    arrivals: Arc<Mutex<Vec<Instant>>>,
+pub(super) struct Scripted {
+    pub(super) url: String,
+    pub(super) arrivals: Arc<Mutex<Vec<Instant>>>,
 }
 
-fn serve(responses: Vec<&'static str>) -> Scripted {
+pub(super) fn serve(responses: Vec<&'static str>) -> Scripted {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let arrivals = Arc::new(Mutex::new(Vec::new()));
@@ -47,18 +47,18 @@ fn serve(responses: Vec<&'static str>) -> Scripted {
     Scripted { url, arrivals }
 }
 
-fn http_sink(url: &str) -> std::path::PathBuf {
+pub(super) fn http_sink(url: &str) -> std::path::PathBuf {
     temp_file(
         "http.toml",
         &format!("type = \"http\"\nurl = \"{url}\"\ntimeout_ms = 2000\n"),
     )
 }
 
-const OK: &str = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
-const UNAVAILABLE: &str =
+pub(super) const OK: &str = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+pub(super) const UNAVAILABLE: &str =
     "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
-const THROTTLED: &str = "HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
-const GONE: &str = "HTTP/1.1 410 Gone\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+pub(super) const THROTTLED: &str = "HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+pub(super) const GONE: &str = "HTTP/1.1 410 Gone\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
 
 #[test]
 fn retry_rides_out_a_503_then_delivers() {

@@ -77,9 +77,14 @@ fn deliver_one_and_capabilities() {
         v,
         serde_json::json!({"type":"log","durable":false,"inline_max_bytes":null,"batched":false})
     );
+    // Nothing to check is not a pass: its own exit code.
     let out = run(&["check", "--sink", "log"]);
-    assert_eq!(out.status.code(), Some(0));
-    assert!(text(&out.stdout).contains("no preflight"));
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        text(&out.stdout).contains("not checked"),
+        "{}",
+        text(&out.stdout)
+    );
     let out = run(&["describe", "--sink", "log", "--source-id", "s"]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(text(&out.stdout).trim(), "null");
@@ -101,16 +106,38 @@ fn bad_input_is_a_clear_error_and_loses_nothing() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
-    assert!(
-        stderr.contains("input line 2: not a valid envelope"),
-        "{stderr}"
-    );
     assert!(stderr.contains("delivered 3 failed 0"), "{stderr}");
+    let stdout = text(&out.stdout);
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(
-        text(&out.stdout).lines().count(),
-        3,
-        "the valid hooks are still delivered"
+        lines.len(),
+        4,
+        "the valid hooks are still delivered: {stdout}"
     );
+    let invalid: Vec<_> = lines.iter().filter(|l| l["outcome"] == "invalid").collect();
+    assert_eq!(invalid.len(), 1, "{stdout}");
+    assert_eq!(invalid[0]["line"], 2);
+    assert!(
+        invalid[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("not JSON"),
+        "{stdout}"
+    );
+    // Without --json the same report goes to stderr.
+    let out = run(&[
+        "forward",
+        "--sink",
+        "log",
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("input line 2: not JSON"), "{stderr}");
 
     let out = run(&["deliver", "--sink", "log", "--tenant", "a.b"]);
     assert_eq!(out.status.code(), Some(2));

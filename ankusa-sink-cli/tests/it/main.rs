@@ -2,6 +2,7 @@
 
 mod brokers;
 mod config_errors;
+mod hardening;
 mod http;
 mod log_sink;
 mod pubsub;

@@ -1,0 +1,335 @@
+//! Faults an operator runs into, through the binary: each of these used to loop forever,
+//! panic, abort, wait far past its limit or print what it must not.
+
+use super::http::{THROTTLED, UNAVAILABLE, http_sink, serve};
+use super::{bin, run, temp_file, text};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Wait for `child` at most `limit`; kill it and fail if it is still running.
+fn wait_within(mut child: Child, limit: Duration, what: &str) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("{what}: still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn hooks(count: usize) -> String {
+    text(&run(&["gen", "--count", &count.to_string(), "--size", "64"]).stdout)
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig}");
+}
+
+#[test]
+fn forward_from_a_directory_stops_with_a_clear_error() {
+    let dir = temp_file("x", "").parent().unwrap().to_owned();
+    let child = bin()
+        .args(["forward", "--sink", "log", "--input", dir.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_within(child, Duration::from_secs(30), "forward from a directory");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("reading the input failed"), "{stderr}");
+    assert!(
+        stderr.len() < 1000,
+        "one error, not a loop: {} bytes",
+        stderr.len()
+    );
+}
+
+#[test]
+fn a_closed_stdout_stops_the_run_with_exit_74_not_a_panic() {
+    let input = temp_file("hooks.jsonl", &hooks(3000));
+    let mut child = bin()
+        .args(["forward", "--sink", "log", "--json", "--concurrency", "4"])
+        .args(["--input", input.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Like `| head -1`: read one outcome line, then close the pipe.
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains(r#""outcome":"ok""#), "{first}");
+    let out = wait_within(child, Duration::from_secs(60), "forward into a closed pipe");
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(74), "{stderr}");
+}
+
+#[test]
+fn a_full_stderr_loses_no_outcome_line() {
+    let input = temp_file("hooks.jsonl", &hooks(50));
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = bin()
+        .args(["forward", "--sink", "log", "--json"])
+        .args(["--input", input.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stderr(full)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a summary that cannot be written is dropped"
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.lines().count(), 50);
+    assert!(stdout.lines().all(|l| l.contains(r#""outcome":"ok""#)));
+}
+
+#[test]
+fn gen_refuses_a_size_it_cannot_hold() {
+    let out = run(&["gen", "--count", "1", "--size", "99999999999"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--size 99999999999 is over the limit"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("backtrace"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn max_elapsed_is_not_outwaited_by_a_long_retry_after() {
+    const WAIT_120: &str = "HTTP/1.1 429 Too Many Requests\r\nretry-after: 120\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+    let server = serve(vec![WAIT_120]);
+    let sink = http_sink(&server.url);
+    let child = bin()
+        .args(["deliver", "--sink", sink.to_str().unwrap(), "--id", "h-ra"])
+        .args(["--retry", "--max-elapsed", "5", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Before: it slept the whole 120 s. Anything close to that is the old behaviour.
+    let out = wait_within(child, Duration::from_secs(60), "--max-elapsed 5");
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["outcome"], "dead_lettered");
+    assert_eq!(v["error_class"], "throttled");
+    assert_eq!(v["retry_after_ms"], 120_000);
+    assert_eq!(v["attempts"], 1, "the retry would start past the horizon");
+    assert_eq!(server.arrivals.lock().unwrap().len(), 1);
+
+    // Retry-After: 1 within a 5 s horizon is still honoured, then given up on in time.
+    let server = serve(vec![THROTTLED]);
+    let sink = http_sink(&server.url);
+    let out = run(&[
+        "deliver",
+        "--sink",
+        sink.to_str().unwrap(),
+        "--retry",
+        "--max-elapsed",
+        "5",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["outcome"], "dead_lettered");
+    assert!(v["attempts"].as_u64().unwrap() >= 2, "{v}");
+}
+
+#[test]
+fn long_and_non_utf8_lines_are_invalid_with_their_line_number() {
+    let good = hooks(2);
+    let mut good = good.lines();
+    let mut input = Vec::new();
+    input.extend_from_slice(good.next().unwrap().as_bytes());
+    input.extend_from_slice(b"\n");
+    input.extend(std::iter::repeat_n(b'x', 3_000_000));
+    input.extend_from_slice(b"\n\xff\xfe{}\n");
+    input.extend_from_slice(good.next().unwrap().as_bytes());
+    input.extend_from_slice(b"\n");
+    let path = temp_file("mixed.jsonl", "");
+    std::fs::write(&path, input).unwrap();
+    let out = run(&[
+        "forward",
+        "--sink",
+        "log",
+        "--json",
+        "--max-line-bytes",
+        "1000000",
+        "--input",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.iter().filter(|l| l["outcome"] == "ok").count(), 2);
+    let mut invalid: Vec<(u64, String)> = lines
+        .iter()
+        .filter(|l| l["outcome"] == "invalid")
+        .map(|l| {
+            (
+                l["line"].as_u64().unwrap(),
+                l["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    invalid.sort();
+    assert_eq!(invalid.len(), 2, "{invalid:?}");
+    assert_eq!(invalid[0].0, 2);
+    assert!(invalid[0].1.contains("--max-line-bytes"), "{invalid:?}");
+    assert_eq!(invalid[1].0, 3);
+    assert!(invalid[1].1.contains("not UTF-8"), "{invalid:?}");
+}
+
+#[test]
+fn invalid_envelopes_never_echo_their_values() {
+    let line = r#"{"id":"h","source_id":"s","body_base64":"","headers":"Bearer SECRETVALUE"}"#;
+    let input = temp_file("bad.jsonl", line);
+    let out = run(&[
+        "forward",
+        "--sink",
+        "log",
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("input line 1: not a valid envelope"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("SECRETVALUE"), "{stderr}");
+}
+
+#[test]
+fn zero_and_empty_values_are_usage_errors() {
+    for args in [
+        &["deliver", "--sink", "log", "--retry", "--max-attempts", "0"][..],
+        &["deliver", "--sink", "log", "--attempt-timeout", "0"],
+        &["forward", "--sink", "log", "--max-line-bytes", "0"],
+        &["describe", "--sink", "log", "--source-id", ""],
+        &[
+            "describe",
+            "--sink",
+            "log",
+            "--source-id",
+            "s",
+            "--tenant",
+            "a.b",
+        ],
+    ] {
+        let out = run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let f = temp_file("log.toml", "type = \"log\"\nmessages = true\n");
+    let out = run(&["deliver", "--sink", f.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("use one or the other"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn sigterm_drains_and_reports_every_hook_read() {
+    let server = serve(vec![UNAVAILABLE]);
+    let sink = http_sink(&server.url);
+    let mut child = bin()
+        .args(["forward", "--sink", sink.to_str().unwrap()])
+        .args(["--retry", "--json", "--concurrency", "8"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // stdin stays open: the run would go on for --max-elapsed (a day) without the signal.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(hooks(5).as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let start = Instant::now();
+    while server.arrivals.lock().unwrap().len() < 5 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "hooks never attempted"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&child, "-TERM");
+    let out = wait_within(child, Duration::from_secs(30), "forward after SIGTERM");
+    drop(stdin);
+    assert_eq!(out.status.code(), Some(143), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "one line per hook read: {lines:?}");
+    for l in &lines {
+        assert_eq!(l["outcome"], "abandoned", "{l}");
+        assert_eq!(l["class"], "transient", "{l}");
+    }
+    assert!(
+        text(&out.stderr).contains("abandoned 5"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn sigint_stops_reading_and_keeps_the_delivered_lines() {
+    let mut child = bin()
+        .args(["forward", "--sink", "log", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(hooks(3).as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    for _ in 0..3 {
+        let mut l = String::new();
+        stdout.read_line(&mut l).unwrap();
+        assert!(l.contains(r#""outcome":"ok""#), "{l}");
+    }
+    signal(&child, "-INT");
+    let out = wait_within(child, Duration::from_secs(30), "forward after SIGINT");
+    drop(stdin);
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "", "no line for a hook never read");
+    assert!(
+        text(&out.stderr).contains("delivered 3 failed 0"),
+        "{}",
+        text(&out.stderr)
+    );
+}
