@@ -20,6 +20,19 @@ done
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+step "cargo deny"
+# Installed once per machine (a few minutes on 2 cores), pinned so CI is repeatable.
+if ! cargo deny --version >/dev/null 2>&1; then
+  cargo install --locked cargo-deny --version 0.20.2
+fi
+cargo deny --all-features --locked check licenses bans sources
+# Advisories need the RustSec database, fetched from GitHub: checked when it can be had.
+if cargo deny fetch db >/dev/null 2>&1; then
+  cargo deny --all-features --locked check advisories
+else
+  echo "SKIP cargo deny check advisories: the advisory database cannot be fetched here"
+fi
+
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
