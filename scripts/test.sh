@@ -27,7 +27,7 @@ if ! cargo deny --version >/dev/null 2>&1; then
 fi
 cargo deny --all-features --locked check licenses bans sources
 # Advisories need the RustSec database, fetched from GitHub: checked when it can be had.
-if cargo deny fetch db >/dev/null 2>&1; then
+if timeout 120 cargo deny fetch db >/dev/null 2>&1; then
   cargo deny --all-features --locked check advisories
 else
   echo "SKIP cargo deny check advisories: the advisory database cannot be fetched here"
