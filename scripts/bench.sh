@@ -37,7 +37,7 @@ step "build (bench profile)"
 for a in "${adapters[@]}"; do
   cargo bench -p "ankusa-sink-$a" --bench vs_raw --no-run
 done
-cargo bench -p ankusa-sink-core --bench core --bench allocs --no-run
+cargo bench -p ankusa-dispatch --bench core --bench allocs --no-run
 
 failed=()
 for a in "${adapters[@]}"; do
@@ -48,10 +48,10 @@ for a in "${adapters[@]}"; do
 done
 
 step "core (criterion)"
-flock "$LOCK" cargo bench -p ankusa-sink-core --bench core -- --warm-up-time 1 --measurement-time 3 \
+flock "$LOCK" cargo bench -p ankusa-dispatch --bench core -- --warm-up-time 1 --measurement-time 3 \
   2>&1 | tee "$BENCH_OUT_DIR/core.txt"
 step "core allocations (dhat)"
-flock "$LOCK" cargo bench -p ankusa-sink-core --bench allocs 2>&1 | tee "$BENCH_OUT_DIR/allocs.txt"
+flock "$LOCK" cargo bench -p ankusa-dispatch --bench allocs 2>&1 | tee "$BENCH_OUT_DIR/allocs.txt"
 
 step "chart and table"
 python3 scripts/bench_chart.py "$BENCH_OUT_DIR" docs/benchmarks-throughput.svg "$BENCH_OUT_DIR/table.md"

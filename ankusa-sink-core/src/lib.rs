@@ -1,21 +1,17 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
-mod attempt;
 mod batcher;
 mod claim;
 mod ctx;
 mod describe;
-pub mod dispatch;
 mod envelope;
 mod failure;
 pub mod message;
 mod sink;
 pub mod template;
+mod throttle;
 
-pub use attempt::{ATTEMPT_SPAN, attempt};
-#[cfg(feature = "otel")]
-pub use attempt::{attempt_in_trace, parse_traceparent};
 pub use batcher::{BatchConfig, BatchError, BatchSend, Batcher};
 pub use claim::{Claim, ClaimRef, ClaimRefError, parse_claim_id};
 pub use ctx::{Ctx, Extensions, ForwardHeaders};
@@ -23,7 +19,7 @@ pub use describe::{
     Description, Payload, REDACTED, Subject, is_loopback_host, redact_url, redact_url_keep_path,
     redacted_path,
 };
-pub use dispatch::{throttle_after_ms, throttle_after_ms_with};
+pub use throttle::{throttle_after_ms, throttle_after_ms_with};
 pub use envelope::{
     Envelope, EnvelopeBuilder, EnvelopeError, Verification, VerificationStatus, validate_tenant,
 };

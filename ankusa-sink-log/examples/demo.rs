@@ -3,7 +3,7 @@
 //! `cargo run -q -p ankusa-sink-log --example demo -- [COUNT]`: one log line per hook on
 //! stderr and its Message v1 JSON on stdout.
 
-use ankusa_sink_core::{Ctx, Envelope, attempt, safe_deliver};
+use ankusa_sink_core::{Ctx, Envelope, safe_deliver};
 use ankusa_sink_log::{LogConfig, LogSink};
 use std::time::Duration;
 
@@ -26,10 +26,7 @@ async fn main() {
             .build()
             .expect("a valid envelope");
         let ctx = Ctx::for_envelope(&env);
-        let res = attempt("log", &env, &ctx, async {
-            safe_deliver(&sink, &env, &ctx, Some(Duration::from_secs(5))).await
-        })
-        .await;
+        let res = safe_deliver(&sink, &env, &ctx, Some(Duration::from_secs(5))).await;
         if let Err(f) = res {
             eprintln!("delivery failed: {f}");
             std::process::exit(3);

@@ -1,8 +1,6 @@
 //! One delivery attempt inside the `ankusa.dispatch.attempt` tracing span.
 
-use crate::ctx::Ctx;
-use crate::envelope::Envelope;
-use crate::failure::Failure;
+use ankusa_sink_core::{Class, Ctx, Envelope, Failure};
 use std::future::Future;
 use tracing::Instrument as _;
 
@@ -13,9 +11,11 @@ pub const ATTEMPT_SPAN: &str = "ankusa.dispatch.attempt";
 /// `ankusa.dispatch.attempt` span.
 ///
 /// # Behavior
-/// - The span carries `hook_id`, `source_id`, `tenant_id`, `sink`, `attempt` and
-///   `replay_id`, so whatever the sink logs while it delivers names the hook.
-/// - A failure records `class` (`permanent`, `config`, `retry_after`, `transient`) and
+/// - The span carries `hook_id`, `source_id`, `tenant_id`, `sink`, `attempt`, `trace_id`
+///   (see [`attempt_in_trace`]) and `replay_id`, so whatever the sink logs while it
+///   delivers names the hook.
+/// - A failure records `class` (`permanent`, `retry_after`, `transient`, as the
+///   specification names them: a config failure is `permanent`, with `config = true`) and
 ///   `otel.status_code = "ERROR"` on the span, never the reason (reasons can be long and
 ///   are the sink's to log). Success records `otel.status_code = "OK"`.
 /// - The `otel.*` fields follow `tracing-opentelemetry`'s conventions: add its layer to your
@@ -25,10 +25,31 @@ pub async fn attempt<T, F>(sink: &str, env: &Envelope, ctx: &Ctx, fut: F) -> Res
 where
     F: Future<Output = Result<T, Failure>>,
 {
-    run(attempt_span(sink, env, ctx), fut).await
+    run(attempt_span(sink, env, ctx, None), fut).await
 }
 
-fn attempt_span(sink: &str, env: &Envelope, ctx: &Ctx) -> tracing::Span {
+/// The 32 lowercase hex digits of a W3C `traceparent`'s trace id, if it is well formed.
+pub fn trace_id_of(traceparent: &str) -> Option<&str> {
+    let mut parts = traceparent.trim().split('-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |p: &str, n: usize| {
+        p.len() == n
+            && p.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let zero = |p: &str| p.bytes().all(|b| b == b'0');
+    (version == "00"
+        && parts.next().is_none()
+        && hex(trace, 32)
+        && hex(span, 16)
+        && hex(flags, 2)
+        && !zero(trace)
+        && !zero(span))
+    .then_some(trace)
+}
+
+fn attempt_span(sink: &str, env: &Envelope, ctx: &Ctx, trace_id: Option<&str>) -> tracing::Span {
     tracing::info_span!(
         "ankusa.dispatch.attempt",
         otel.name = ATTEMPT_SPAN,
@@ -39,8 +60,10 @@ fn attempt_span(sink: &str, env: &Envelope, ctx: &Ctx) -> tracing::Span {
         tenant_id = env.tenant_id(),
         sink = sink,
         attempt = ctx.attempt.get(),
+        trace_id = trace_id,
         replay_id = ctx.replay_id.as_deref(),
         class = tracing::field::Empty,
+        config = tracing::field::Empty,
     )
 }
 
@@ -55,7 +78,14 @@ where
                 span.record("otel.status_code", "OK");
             }
             Err(f) => {
-                span.record("class", f.class().as_str());
+                let class = match f.class() {
+                    Class::Config => {
+                        span.record("config", true);
+                        Class::Permanent.as_str()
+                    }
+                    other => other.as_str(),
+                };
+                span.record("class", class);
                 span.record("otel.status_code", "ERROR");
             }
         }
@@ -63,11 +93,11 @@ where
     res
 }
 
-/// [`attempt`], joined to the hook's stored W3C trace context: the attempt span is a child
-/// of `traceparent` and linked to it, so every attempt of a hook, however late, is in its
+/// [`attempt`], in the hook's stored W3C trace context: the span's `trace_id` is the
+/// trace id of `traceparent`, and with the `otel` feature the attempt span is a child of
+/// `traceparent` and linked to it, so every attempt of a hook, however late, is in its
 /// trace. A missing or malformed `traceparent` gives a root span (never an error: tracing
 /// must not fail a delivery).
-#[cfg(feature = "otel")]
 pub async fn attempt_in_trace<T, F>(
     sink: &str,
     env: &Envelope,
@@ -78,12 +108,16 @@ pub async fn attempt_in_trace<T, F>(
 where
     F: Future<Output = Result<T, Failure>>,
 {
-    use opentelemetry::trace::TraceContextExt as _;
-    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-    let span = attempt_span(sink, env, ctx);
-    if let Some(sc) = traceparent.and_then(parse_traceparent) {
-        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(sc.clone()));
-        span.add_link(sc);
+    let span = attempt_span(sink, env, ctx, traceparent.and_then(trace_id_of));
+    #[cfg(feature = "otel")]
+    {
+        use opentelemetry::trace::TraceContextExt as _;
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        if let Some(sc) = traceparent.and_then(parse_traceparent) {
+            let _ =
+                span.set_parent(opentelemetry::Context::new().with_remote_span_context(sc.clone()));
+            span.add_link(sc);
+        }
     }
     run(span, fut).await
 }
@@ -126,7 +160,7 @@ pub fn parse_traceparent(s: &str) -> Option<opentelemetry::trace::SpanContext> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::failure::Reason;
+    use ankusa_sink_core::Reason;
     use std::collections::BTreeMap;
     use std::sync::{Arc, Mutex};
     use tracing::field::{Field, Visit};
@@ -175,7 +209,8 @@ mod tests {
         tracing::callsite::rebuild_interest_cache();
         let e = env();
         let ctx = Ctx::for_envelope(&e).with_attempt(3).with_replay_id("r9");
-        let res: Result<(), _> = attempt("amqp", &e, &ctx, async {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let res: Result<(), _> = attempt_in_trace("amqp", &e, &ctx, Some(tp), async {
             Err(Failure::config(Reason("queue q missing".into())))
         })
         .await;
@@ -188,9 +223,27 @@ mod tests {
         assert_eq!(m["sink"], "amqp");
         assert_eq!(m["attempt"], "3");
         assert_eq!(m["replay_id"], "r9");
-        assert_eq!(m["class"], "config");
+        assert_eq!(m["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+        // The specification's classes: a config failure is permanent, flagged config.
+        assert_eq!(m["class"], "permanent");
+        assert_eq!(m["config"], "true");
         assert_eq!(m["otel.status_code"], "ERROR");
         assert!(m.values().all(|v| !v.contains("queue q missing")));
+    }
+
+    #[test]
+    fn trace_ids_are_read_from_well_formed_traceparents_only() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(trace_id_of(tp), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+        for bad in [
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "garbage",
+        ] {
+            assert_eq!(trace_id_of(bad), None, "{bad}");
+        }
     }
 
     #[tokio::test]

@@ -1,9 +1,9 @@
 //! Core overhead per delivery: Message v1 encoding, classification, `safe_deliver`, and the
-//! attempt span with and without a subscriber. `cargo bench -p ankusa-sink-core --bench core`.
+//! attempt span with and without a subscriber. `cargo bench -p ankusa-dispatch --bench core`.
 
-use ankusa_sink_core::dispatch::{DispatchPolicy, decide};
+use ankusa_dispatch::{DispatchPolicy, attempt, decide};
 use ankusa_sink_core::{
-    Class, Ctx, Envelope, Failure, Reason, Sink, async_trait, attempt, message, safe_deliver,
+    Class, Ctx, Envelope, Failure, Reason, Sink, async_trait, message, safe_deliver,
 };
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;

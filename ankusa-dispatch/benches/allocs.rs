@@ -1,9 +1,9 @@
 //! Heap allocations per operation, counted exactly with dhat's allocator.
-//! `cargo bench -p ankusa-sink-core --bench allocs`.
+//! `cargo bench -p ankusa-dispatch --bench allocs`.
 
-use ankusa_sink_core::dispatch::{DispatchPolicy, decide};
+use ankusa_dispatch::{DispatchPolicy, attempt, decide};
 use ankusa_sink_core::{
-    Class, Ctx, Envelope, Failure, Reason, Sink, async_trait, attempt, message, safe_deliver,
+    Class, Ctx, Envelope, Failure, Reason, Sink, async_trait, message, safe_deliver,
 };
 use std::num::NonZeroU64;
 

@@ -1,0 +1,1193 @@
+//! The dispatcher: one scheduler task owns every (hook, sink) job; attempts run in tasks of
+//! their own and report back.
+
+use crate::attempt::attempt_in_trace;
+use crate::breaker::{Breaker, BreakerConfig};
+use crate::dead_letter::{DeadLetter, DeadLetterInfo};
+use crate::metrics as m;
+use crate::policy::{Action, DispatchPolicy, decide, record};
+use ankusa_claimcheck::{ClaimStore, needs_claim};
+use ankusa_sink_core::{
+    Claim, Ctx, Envelope, ErrorClass, Failure, Reason, Sink, resolve_batched,
+    resolve_inline_max_bytes, safe_deliver,
+};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::task::JoinSet;
+
+/// The dispatcher's knobs.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct DispatchConfig {
+    /// Retry policy, the retry-after cap and the horizon.
+    pub policy: DispatchPolicy,
+    /// Attempts in flight at once over every sink (batching sinks' attempts not counted).
+    pub concurrency: usize,
+    /// Attempts in flight at once per sink (batching sinks' attempts not counted).
+    pub sink_concurrency: Option<usize>,
+    /// An attempt that has not answered after this long is a transient failure.
+    pub attempt_timeout: Duration,
+    /// The per-sink circuit breaker.
+    pub breaker: BreakerConfig,
+    /// (hook, sink) jobs admitted before their first attempt has settled: what
+    /// [`Dispatcher::submit`] waits on. Default: twice `concurrency`.
+    pub intake: Option<usize>,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        DispatchConfig {
+            policy: DispatchPolicy::default(),
+            concurrency: 32,
+            sink_concurrency: None,
+            attempt_timeout: Duration::from_secs(30),
+            breaker: BreakerConfig::default(),
+            intake: None,
+        }
+    }
+}
+
+impl DispatchConfig {
+    /// The retry policy, retry-after cap and horizon.
+    pub fn with_policy(mut self, policy: DispatchPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Attempts in flight at once over every sink.
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// Attempts in flight at once per sink.
+    pub fn with_sink_concurrency(mut self, n: usize) -> Self {
+        self.sink_concurrency = Some(n);
+        self
+    }
+
+    /// The attempt timeout.
+    pub fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = timeout;
+        self
+    }
+
+    /// The circuit breaker.
+    pub fn with_breaker(mut self, breaker: BreakerConfig) -> Self {
+        self.breaker = breaker;
+        self
+    }
+
+    /// Jobs admitted before their first attempt settles.
+    pub fn with_intake(mut self, n: usize) -> Self {
+        self.intake = Some(n);
+        self
+    }
+}
+
+/// Why a dispatcher could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No sink was added.
+    #[error("a dispatcher needs at least one sink")]
+    NoSinks,
+    /// Two sinks share a name.
+    #[error("two sinks are named `{0}`")]
+    DuplicateSink(String),
+    /// A route names a sink that was not added.
+    #[error("route `{route}` names no sink `{sink}`")]
+    UnknownSink {
+        /// The route.
+        route: String,
+        /// The missing sink.
+        sink: String,
+    },
+    /// `concurrency` (or `sink_concurrency`) is zero.
+    #[error("concurrency must be at least 1")]
+    ZeroConcurrency,
+}
+
+/// Why a hook was not taken.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// The hook names a route the dispatcher does not have.
+    #[error("no route `{0}`")]
+    UnknownRoute(String),
+    /// The hook names a sink the dispatcher does not have.
+    #[error("no sink `{0}`")]
+    UnknownSink(String),
+    /// The dispatcher is shutting down; the hook is handed back.
+    #[error("the dispatcher is shutting down")]
+    ShuttingDown(Box<Hook>),
+}
+
+/// A hook to dispatch: its envelope and how to route it.
+#[derive(Debug)]
+pub struct Hook {
+    envelope: Envelope,
+    route: Option<String>,
+    sink: Option<String>,
+    replay_id: Option<String>,
+    traceparent: Option<String>,
+    claim: Option<Claim>,
+}
+
+impl Hook {
+    /// A hook for the default route (every sink).
+    pub fn new(envelope: Envelope) -> Self {
+        Hook {
+            envelope,
+            route: None,
+            sink: None,
+            replay_id: None,
+            traceparent: None,
+            claim: None,
+        }
+    }
+
+    /// Deliver to the sinks of this route.
+    pub fn route(mut self, route: impl Into<String>) -> Self {
+        self.route = Some(route.into());
+        self
+    }
+
+    /// Deliver only to this sink (a dead-letter replay).
+    pub fn only_sink(mut self, sink: impl Into<String>) -> Self {
+        self.sink = Some(sink.into());
+        self
+    }
+
+    /// Deliver as part of this replay job (`ctx.replay_id`).
+    pub fn replay_id(mut self, id: impl Into<String>) -> Self {
+        self.replay_id = Some(id.into());
+        self
+    }
+
+    /// The hook's stored W3C trace context: attempts join that trace.
+    pub fn traceparent(mut self, tp: impl Into<String>) -> Self {
+        self.traceparent = Some(tp.into());
+        self
+    }
+
+    /// A claim already stored for the body: no check-in.
+    pub fn claim(mut self, claim: Claim) -> Self {
+        self.claim = Some(claim);
+        self
+    }
+
+    /// The envelope.
+    pub fn envelope(&self) -> &Envelope {
+        &self.envelope
+    }
+
+    /// Take the envelope back.
+    pub fn into_envelope(self) -> Envelope {
+        self.envelope
+    }
+}
+
+/// What became of one (hook, sink) pair.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The sink took it.
+    Delivered,
+    /// Dispatch gave up: the failure decided it, or the horizon or the policy ended it.
+    DeadLettered {
+        /// The last failure.
+        failure: Failure,
+        /// How it is filed.
+        error_class: ErrorClass,
+        /// Why the dead letter could not be stored, if it could not (it was still given
+        /// up on: persist this delivery yourself).
+        store_error: Option<String>,
+    },
+}
+
+/// The final word on one (hook, sink) pair.
+#[non_exhaustive]
+pub struct Delivery {
+    /// The hook.
+    pub envelope: Arc<Envelope>,
+    /// The sink's name.
+    pub sink: Arc<str>,
+    /// Delivered or dead-lettered.
+    pub outcome: Outcome,
+    /// Attempts made (a failed check-in counts as one).
+    pub attempts: u32,
+    /// Unix ms of the first attempt (of the submit, if none ran).
+    pub first_attempt_ms: i64,
+    /// Unix ms of the last attempt.
+    pub last_attempt_ms: i64,
+    /// The replay job, if any.
+    pub replay_id: Option<String>,
+    // Held until the caller drops the delivery: a caller that stops reading outcomes stops
+    // intake instead of piling them up.
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delivery")
+            .field("hook_id", &self.envelope.id())
+            .field("sink", &self.sink)
+            .field("outcome", &self.outcome)
+            .field("attempts", &self.attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A (hook, sink) pair a shutdown left unfinished: persist it or feed it again.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Unfinished {
+    /// The hook.
+    pub envelope: Arc<Envelope>,
+    /// The sink's name.
+    pub sink: Arc<str>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The last failure, if an attempt failed.
+    pub last_failure: Option<Failure>,
+    /// Whether an attempt was still in flight when the grace ran out: the sink may have
+    /// taken the hook (redelivery is a duplicate, never a loss).
+    pub was_in_flight: bool,
+    /// The replay job, if any.
+    pub replay_id: Option<String>,
+}
+
+/// The stream of [`Delivery`]s, one per (hook, sink) pair; ends after a shutdown.
+#[derive(Debug)]
+pub struct Deliveries(mpsc::UnboundedReceiver<Delivery>);
+
+impl Deliveries {
+    /// The next delivery; `None` once the dispatcher has shut down and all were taken.
+    pub async fn recv(&mut self) -> Option<Delivery> {
+        self.0.recv().await
+    }
+
+    /// A delivery if one is ready.
+    pub fn try_recv(&mut self) -> Option<Delivery> {
+        self.0.try_recv().ok()
+    }
+}
+
+/// Builds a [`Dispatcher`].
+#[derive(Debug, Default)]
+pub struct DispatcherBuilder {
+    sinks: Vec<(String, Arc<dyn Sink>)>,
+    routes: Vec<(String, Vec<String>)>,
+    config: DispatchConfig,
+    claim_store: Option<ClaimStore>,
+    dead_letter: Option<DeadLetter>,
+}
+
+impl DispatcherBuilder {
+    /// Add a sink under `name` (the `sink` label of metrics and outcomes).
+    pub fn sink(mut self, name: impl Into<String>, sink: Arc<dyn Sink>) -> Self {
+        self.sinks.push((name.into(), sink));
+        self
+    }
+
+    /// Add a route: hooks submitted with it go to these sinks. Without a route, a hook
+    /// goes to every sink.
+    pub fn route<I, S>(mut self, name: impl Into<String>, sinks: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.routes
+            .push((name.into(), sinks.into_iter().map(Into::into).collect()));
+        self
+    }
+
+    /// The knobs.
+    pub fn config(mut self, config: DispatchConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Where bodies over a sink's inline threshold are checked in (once per hook).
+    pub fn claim_store(mut self, store: ClaimStore) -> Self {
+        self.claim_store = Some(store);
+        self
+    }
+
+    /// Where dead letters go.
+    pub fn dead_letter(mut self, dl: DeadLetter) -> Self {
+        self.dead_letter = Some(dl);
+        self
+    }
+
+    /// Start the dispatcher (on the current tokio runtime) and the stream of its
+    /// deliveries.
+    pub fn build(self) -> Result<(Dispatcher, Deliveries), BuildError> {
+        if self.sinks.is_empty() {
+            return Err(BuildError::NoSinks);
+        }
+        if self.config.concurrency == 0 || self.config.sink_concurrency == Some(0) {
+            return Err(BuildError::ZeroConcurrency);
+        }
+        let mut index = HashMap::new();
+        let mut slots = Vec::new();
+        for (i, (name, sink)) in self.sinks.into_iter().enumerate() {
+            if index.insert(name.clone(), i).is_some() {
+                return Err(BuildError::DuplicateSink(name));
+            }
+            let threshold = resolve_inline_max_bytes(&sink).unwrap_or(Some(NonZeroUsize::MIN));
+            slots.push(Slot {
+                metrics: m::SinkMetrics::new(&name),
+                name: Arc::from(name.as_str()),
+                batched: resolve_batched(&sink),
+                threshold,
+                sink,
+            });
+        }
+        let mut routes = HashMap::new();
+        for (route, names) in self.routes {
+            let mut ids = Vec::new();
+            for sink in names {
+                let &i = index.get(&sink).ok_or_else(|| BuildError::UnknownSink {
+                    route: route.clone(),
+                    sink: sink.clone(),
+                })?;
+                if !ids.contains(&i) {
+                    ids.push(i);
+                }
+            }
+            routes.insert(route, ids);
+        }
+        let n = slots.len();
+        let intake = self
+            .config
+            .intake
+            .unwrap_or(self.config.concurrency.saturating_mul(2))
+            .max(n);
+        let shared = Arc::new(Shared {
+            index,
+            routes,
+            all: (0..n).collect(),
+            intake: Arc::new(Semaphore::new(intake)),
+            closed: AtomicBool::new(false),
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (out_tx, out_rx) = mpsc::unbounded_channel();
+        let breakers = (0..n).map(|_| Breaker::new(self.config.breaker)).collect();
+        let scheduler = Scheduler {
+            slots,
+            config: self.config,
+            claim_store: self.claim_store,
+            dead_letter: self.dead_letter,
+            tx: tx.clone(),
+            out: out_tx,
+            hooks: HashMap::new(),
+            next_hook: 0,
+            ready: (0..n).map(|_| VecDeque::new()).collect(),
+            in_flight: vec![0; n],
+            in_flight_total: 0,
+            running: HashMap::new(),
+            next_attempt: 0,
+            tasks: JoinSet::new(),
+            task_attempt: HashMap::new(),
+            breakers,
+            waiting: BinaryHeap::new(),
+            seq: 0,
+            pending_dead_letters: 0,
+            stopping: None,
+        };
+        tokio::spawn(scheduler.run(rx));
+        Ok((Dispatcher { shared, tx }, Deliveries(out_rx)))
+    }
+}
+
+/// Takes hooks and delivers each to every sink of its route, by the failure classes:
+/// retries in a timer queue (no slot held while waiting), retry-after honoured and capped,
+/// dead letters at the horizon, a breaker per sink, the claim check once per hook.
+///
+/// Cheap to clone; every clone submits to the same scheduler.
+#[derive(Debug, Clone)]
+pub struct Dispatcher {
+    shared: Arc<Shared>,
+    tx: mpsc::UnboundedSender<Msg>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    index: HashMap<String, usize>,
+    routes: HashMap<String, Vec<usize>>,
+    all: Vec<usize>,
+    intake: Arc<Semaphore>,
+    closed: AtomicBool,
+}
+
+impl Dispatcher {
+    /// A builder.
+    pub fn builder() -> DispatcherBuilder {
+        DispatcherBuilder::default()
+    }
+
+    /// Take a hook: waits while the intake is full (memory stays bounded by the intake and
+    /// the retry queue, not by how fast hooks arrive). An unknown route or sink is an error
+    /// for this hook only.
+    pub async fn submit(&self, hook: Hook) -> Result<(), SubmitError> {
+        let sinks = self.sinks_of(&hook)?;
+        let mut permits = Vec::with_capacity(sinks.len());
+        for _ in &sinks {
+            match self.shared.intake.clone().acquire_owned().await {
+                Ok(p) => permits.push(p),
+                Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
+            }
+        }
+        if self.shared.closed.load(Ordering::Acquire) {
+            return Err(SubmitError::ShuttingDown(Box::new(hook)));
+        }
+        self.tx
+            .send(Msg::Submit {
+                hook,
+                sinks,
+                permits,
+            })
+            .map_err(|e| match e.0 {
+                Msg::Submit { hook, .. } => SubmitError::ShuttingDown(Box::new(hook)),
+                _ => unreachable!("only submits are sent here"),
+            })
+    }
+
+    fn sinks_of(&self, hook: &Hook) -> Result<Vec<usize>, SubmitError> {
+        let route = match &hook.route {
+            None => &self.shared.all,
+            Some(r) => self
+                .shared
+                .routes
+                .get(r)
+                .ok_or_else(|| SubmitError::UnknownRoute(r.clone()))?,
+        };
+        match &hook.sink {
+            None => Ok(route.clone()),
+            Some(name) => {
+                let &i = self
+                    .shared
+                    .index
+                    .get(name)
+                    .filter(|i| route.contains(i))
+                    .ok_or_else(|| SubmitError::UnknownSink(name.clone()))?;
+                Ok(vec![i])
+            }
+        }
+    }
+
+    /// Whether the dispatcher has a sink named `name`.
+    pub fn has_sink(&self, name: &str) -> bool {
+        self.shared.index.contains_key(name)
+    }
+
+    /// Stop intake, let attempts in flight finish within `grace`, and hand back every
+    /// (hook, sink) pair not finished: waiting for a retry, held by an open breaker, not
+    /// yet started, or still in flight when the grace ran out. Deliveries that finish
+    /// within the grace still arrive on [`Deliveries`], which then ends. Nothing is dropped.
+    pub async fn shutdown(&self, grace: Duration) -> Vec<Unfinished> {
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.intake.close();
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Msg::Shutdown { grace, reply }).is_err() {
+            return Vec::new();
+        }
+        rx.await.unwrap_or_default()
+    }
+}
+
+/// A sink in the scheduler.
+struct Slot {
+    name: Arc<str>,
+    sink: Arc<dyn Sink>,
+    batched: bool,
+    threshold: Option<NonZeroUsize>,
+    metrics: m::SinkMetrics,
+}
+
+enum Msg {
+    Submit {
+        hook: Hook,
+        sinks: Vec<usize>,
+        permits: Vec<OwnedSemaphorePermit>,
+    },
+    Done {
+        attempt: u64,
+        result: Result<(), Failure>,
+        took: Duration,
+    },
+    Claimed {
+        hook: u64,
+        result: Result<Option<Claim>, Failure>,
+    },
+    DeadLettered(Box<Delivery>),
+    Shutdown {
+        grace: Duration,
+        reply: oneshot::Sender<Vec<Unfinished>>,
+    },
+}
+
+/// Where a hook's claim stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClaimPhase {
+    /// Every sink takes the body inline, or the claim is in the context.
+    Ready,
+    /// A check-in is needed before any sink runs.
+    Needed,
+    /// A check-in is running; the hook's jobs are parked.
+    Pending,
+}
+
+struct HookState {
+    env: Arc<Envelope>,
+    ctx: Ctx,
+    traceparent: Option<Arc<str>>,
+    claim: ClaimPhase,
+    /// Jobs waiting for the check-in.
+    parked: Vec<Job>,
+    /// Jobs not yet finished.
+    jobs_left: usize,
+    /// Unix ms of the submit.
+    submitted_ms: i64,
+}
+
+struct Job {
+    hook: u64,
+    sink: usize,
+    attempts: u32,
+    first_ms: Option<i64>,
+    last_ms: i64,
+    last_failure: Option<Failure>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+/// A job waiting for its retry time.
+struct Waiting {
+    at: Instant,
+    seq: u64,
+    job: Job,
+}
+
+impl PartialEq for Waiting {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Waiting {}
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Waiting {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// How often an open breaker's held jobs are checked against the horizon.
+const HELD_SCAN: Duration = Duration::from_secs(1);
+
+struct Scheduler {
+    slots: Vec<Slot>,
+    config: DispatchConfig,
+    claim_store: Option<ClaimStore>,
+    dead_letter: Option<DeadLetter>,
+    tx: mpsc::UnboundedSender<Msg>,
+    out: mpsc::UnboundedSender<Delivery>,
+    hooks: HashMap<u64, HookState>,
+    next_hook: u64,
+    ready: Vec<VecDeque<Job>>,
+    in_flight: Vec<usize>,
+    in_flight_total: usize,
+    running: HashMap<u64, Job>,
+    next_attempt: u64,
+    tasks: JoinSet<()>,
+    /// Which attempt each attempt task runs, to fail it if the task dies.
+    task_attempt: HashMap<tokio::task::Id, u64>,
+    breakers: Vec<Breaker>,
+    waiting: BinaryHeap<Reverse<Waiting>>,
+    seq: u64,
+    pending_dead_letters: usize,
+    stopping: Option<Stopping>,
+}
+
+struct Stopping {
+    deadline: Instant,
+    reply: oneshot::Sender<Vec<Unfinished>>,
+    unfinished: Vec<Unfinished>,
+}
+
+impl Scheduler {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+        loop {
+            if self.stopping.is_none() {
+                self.wake_due(Instant::now());
+                self.pump(Instant::now());
+            }
+            if let Some(s) = &self.stopping {
+                if (self.running.is_empty() && self.pending_dead_letters == 0)
+                    || Instant::now() >= s.deadline
+                {
+                    self.finish_shutdown();
+                    return;
+                }
+            }
+            let wake = self.next_wake();
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    Some(msg) => self.handle(msg),
+                    // Every handle dropped without a shutdown: finish what is in flight.
+                    None if self.stopping.is_none() => {
+                        let (reply, _) = oneshot::channel();
+                        self.begin_shutdown(Duration::MAX, reply);
+                    }
+                    None => {}
+                },
+                () = sleep_until(wake) => {}
+                Some(joined) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
+                    self.joined(joined);
+                }
+            }
+        }
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        let mut wake = self.waiting.peek().map(|Reverse(w)| w.at);
+        let mut earliest = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
+        for (i, b) in self.breakers.iter().enumerate() {
+            if b.is_open() && !self.ready[i].is_empty() {
+                earliest(Instant::now() + HELD_SCAN);
+                if let Some(at) = b.reopens_at() {
+                    earliest(at);
+                }
+            }
+        }
+        if let Some(s) = &self.stopping {
+            earliest(s.deadline);
+        }
+        wake
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Submit {
+                hook,
+                sinks,
+                permits,
+            } => self.submit(hook, sinks, permits),
+            Msg::Done {
+                attempt,
+                result,
+                took,
+            } => self.done(attempt, result, took),
+            Msg::Claimed { hook, result } => self.claimed(hook, result),
+            Msg::DeadLettered(d) => {
+                self.pending_dead_letters -= 1;
+                self.emit(*d);
+            }
+            Msg::Shutdown { grace, reply } => self.begin_shutdown(grace, reply),
+        }
+    }
+
+    fn submit(&mut self, hook: Hook, sinks: Vec<usize>, permits: Vec<OwnedSemaphorePermit>) {
+        if self.stopping.is_some() {
+            // Raced with a shutdown: hand it back as unfinished rather than drop it.
+            let env = Arc::new(hook.envelope);
+            if let Some(s) = &mut self.stopping {
+                for i in sinks {
+                    s.unfinished.push(Unfinished {
+                        envelope: env.clone(),
+                        sink: self.slots[i].name.clone(),
+                        attempts: 0,
+                        last_failure: None,
+                        was_in_flight: false,
+                        replay_id: hook.replay_id.clone(),
+                    });
+                }
+            }
+            return;
+        }
+        let id = self.next_hook;
+        self.next_hook += 1;
+        let mut ctx = Ctx::for_envelope(&hook.envelope);
+        if let Some(r) = hook.replay_id {
+            ctx = ctx.with_replay_id(r);
+        }
+        let mut claim = ClaimPhase::Ready;
+        if let Some(c) = hook.claim {
+            ctx = ctx.with_claim(c);
+        } else if self.claim_store.is_some()
+            && needs_claim(
+                hook.envelope.size(),
+                sinks.iter().map(|&i| self.slots[i].threshold),
+            )
+        {
+            claim = ClaimPhase::Needed;
+        }
+        let now = now_ms();
+        let jobs: Vec<Job> = sinks
+            .iter()
+            .zip(permits)
+            .map(|(&sink, permit)| Job {
+                hook: id,
+                sink,
+                attempts: 0,
+                first_ms: None,
+                last_ms: now,
+                last_failure: None,
+                permit: Some(permit),
+            })
+            .collect();
+        self.hooks.insert(
+            id,
+            HookState {
+                env: Arc::new(hook.envelope),
+                ctx,
+                traceparent: hook.traceparent.map(Arc::from),
+                claim,
+                parked: Vec::new(),
+                jobs_left: jobs.len(),
+                submitted_ms: now,
+            },
+        );
+        for job in jobs {
+            self.enqueue(job);
+        }
+    }
+
+    /// A job is ready to run: park it behind its hook's check-in, or queue it for its sink.
+    fn enqueue(&mut self, job: Job) {
+        let hook = job.hook;
+        let Some(h) = self.hooks.get_mut(&hook) else {
+            return;
+        };
+        match h.claim {
+            ClaimPhase::Ready => self.ready[job.sink].push_back(job),
+            ClaimPhase::Pending => h.parked.push(job),
+            ClaimPhase::Needed => {
+                h.claim = ClaimPhase::Pending;
+                h.parked.push(job);
+                self.check_in(hook);
+            }
+        }
+    }
+
+    fn check_in(&mut self, hook: u64) {
+        let (Some(store), Some(h)) = (self.claim_store.clone(), self.hooks.get(&hook)) else {
+            return;
+        };
+        let env = h.env.clone();
+        let thresholds: Vec<_> = h.parked.iter().map(|j| self.slots[j.sink].threshold).collect();
+        let tx = self.tx.clone();
+        self.tasks.spawn(async move {
+            let result = store
+                .claim_for(&env, thresholds)
+                .await
+                .map_err(Failure::from);
+            metrics::counter!(m::CLAIM_CHECKINS, "result" => if result.is_ok() { "ok" } else { "failed" })
+                .increment(1);
+            let _ = tx.send(Msg::Claimed { hook, result });
+        });
+    }
+
+    fn claimed(&mut self, hook: u64, result: Result<Option<Claim>, Failure>) {
+        let Some(h) = self.hooks.get_mut(&hook) else {
+            return;
+        };
+        let parked = std::mem::take(&mut h.parked);
+        match result {
+            Ok(claim) => {
+                if let Some(c) = claim {
+                    h.ctx = h.ctx.clone().with_claim(c);
+                }
+                h.claim = ClaimPhase::Ready;
+                for job in parked {
+                    self.ready[job.sink].push_back(job);
+                }
+            }
+            Err(failure) => {
+                // Classified like any failed attempt of each of the hook's jobs; a retry
+                // checks the body in again first.
+                h.claim = ClaimPhase::Needed;
+                let now = now_ms();
+                for mut job in parked {
+                    job.attempts += 1;
+                    job.first_ms.get_or_insert(now);
+                    job.last_ms = now;
+                    self.failed(job, copy(&failure), false);
+                }
+            }
+        }
+    }
+
+    /// Start every attempt the limits and breakers allow.
+    fn pump(&mut self, now: Instant) {
+        for i in 0..self.slots.len() {
+            if self.ready[i].is_empty() {
+                continue;
+            }
+            if self.breakers[i].is_open() {
+                self.expire_held(i);
+            }
+            while !self.ready[i].is_empty() {
+                let batched = self.slots[i].batched;
+                if !batched
+                    && (self.in_flight_total >= self.config.concurrency
+                        || self
+                            .config
+                            .sink_concurrency
+                            .is_some_and(|c| self.in_flight[i] >= c))
+                {
+                    break;
+                }
+                if !self.breakers[i].admit(now) {
+                    // Held jobs keep no intake permit: fresh hooks to other sinks flow.
+                    for job in &mut self.ready[i] {
+                        job.permit = None;
+                    }
+                    break;
+                }
+                let job = self.ready[i].pop_front().expect("not empty");
+                self.start(job);
+            }
+        }
+    }
+
+    /// Dead-letter the jobs an open breaker held past the horizon.
+    fn expire_held(&mut self, sink: usize) {
+        let horizon = i64::try_from(self.config.policy.max_elapsed.as_millis()).unwrap_or(i64::MAX);
+        let now = now_ms();
+        let queue = std::mem::take(&mut self.ready[sink]);
+        for job in queue {
+            let start = job
+                .first_ms
+                .or_else(|| self.hooks.get(&job.hook).map(|h| h.submitted_ms))
+                .unwrap_or(now);
+            if now.saturating_sub(start) >= horizon {
+                let failure = job.last_failure.as_ref().map_or_else(
+                    || Failure::transient(Reason("circuit breaker open".into())),
+                    copy,
+                );
+                self.dead_letter(job, failure);
+            } else {
+                self.ready[sink].push_back(job);
+            }
+        }
+    }
+
+    fn start(&mut self, mut job: Job) {
+        let Some(h) = self.hooks.get(&job.hook) else {
+            return;
+        };
+        let slot = &self.slots[job.sink];
+        job.attempts += 1;
+        let now = now_ms();
+        job.first_ms.get_or_insert(now);
+        job.last_ms = now;
+        let ctx = h
+            .ctx
+            .clone()
+            .with_attempt(job.attempts)
+            .with_batch(slot.batched);
+        let env = h.env.clone();
+        let sink = slot.sink.clone();
+        let name = slot.name.clone();
+        let traceparent = h.traceparent.clone();
+        let timeout = self.config.attempt_timeout;
+        let id = self.next_attempt;
+        self.next_attempt += 1;
+        if !slot.batched {
+            self.in_flight_total += 1;
+            self.in_flight[job.sink] += 1;
+        }
+        slot.metrics.attempts.increment(1);
+        self.running.insert(id, job);
+        let tx = self.tx.clone();
+        let handle = self.tasks.spawn(async move {
+            let started = Instant::now();
+            let result = attempt_in_trace(
+                &name,
+                &env,
+                &ctx,
+                traceparent.as_deref(),
+                safe_deliver(&*sink, &env, &ctx, Some(timeout)),
+            )
+            .await;
+            let _ = tx.send(Msg::Done {
+                attempt: id,
+                result,
+                took: started.elapsed(),
+            });
+        });
+        self.task_attempt.insert(handle.id(), id);
+    }
+
+    /// A task ended. An attempt task that died (a panic outside the sink, which
+    /// `safe_deliver` already catches) fails its attempt transient rather than leak it.
+    fn joined(&mut self, joined: Result<(tokio::task::Id, ()), tokio::task::JoinError>) {
+        let (id, died) = match joined {
+            Ok((id, ())) => (id, false),
+            Err(e) => (e.id(), !e.is_cancelled()),
+        };
+        if let Some(attempt) = self.task_attempt.remove(&id) {
+            if died {
+                let f = Failure::transient(Reason("the attempt task died".into()));
+                self.done(attempt, Err(f), Duration::ZERO);
+            }
+        }
+    }
+
+    fn done(&mut self, attempt: u64, result: Result<(), Failure>, took: Duration) {
+        let Some(job) = self.running.remove(&attempt) else {
+            return;
+        };
+        let slot = &self.slots[job.sink];
+        if !slot.batched {
+            self.in_flight_total -= 1;
+            self.in_flight[job.sink] -= 1;
+        }
+        slot.metrics.seconds.record(took.as_secs_f64());
+        match result {
+            Ok(()) => {
+                self.breakers[job.sink].success();
+                self.set_breaker_gauge(job.sink);
+                self.finish(job, Outcome::Delivered);
+            }
+            Err(f) => self.failed(job, f, true),
+        }
+    }
+
+    /// What to do after a failed attempt (or check-in, `from_sink = false`).
+    fn failed(&mut self, mut job: Job, failure: Failure, from_sink: bool) {
+        let first = job.first_ms.unwrap_or(job.last_ms);
+        let decision = decide(
+            failure.class(),
+            job.attempts,
+            first,
+            now_ms(),
+            &self.config.policy,
+            &mut rand::rng(),
+        );
+        let name = self.slots[job.sink].name.clone();
+        record(&name, &decision);
+        if from_sink {
+            if decision.counts_toward_breaker {
+                self.breakers[job.sink].failure(Instant::now());
+            } else {
+                // The destination answered: it is up, whatever it thought of this hook.
+                self.breakers[job.sink].success();
+            }
+            self.set_breaker_gauge(job.sink);
+        }
+        match decision.action {
+            Action::Retry { delay, .. } if self.stopping.is_none() => {
+                job.last_failure = Some(failure);
+                // A waiting job holds no intake permit and no concurrency slot.
+                job.permit = None;
+                let at = Instant::now() + delay;
+                self.seq += 1;
+                self.waiting.push(Reverse(Waiting {
+                    at,
+                    seq: self.seq,
+                    job,
+                }));
+                metrics::gauge!(m::WAITING).set(self.waiting.len() as f64);
+            }
+            Action::Retry { .. } => {
+                job.last_failure = Some(failure);
+                self.unfinished(job, false);
+            }
+            Action::DeadLetter { .. } => self.dead_letter(job, failure),
+        }
+    }
+
+    fn wake_due(&mut self, now: Instant) {
+        let mut woke = false;
+        while self.waiting.peek().is_some_and(|Reverse(w)| w.at <= now) {
+            let Reverse(w) = self.waiting.pop().expect("peeked");
+            self.enqueue(w.job);
+            woke = true;
+        }
+        if woke {
+            metrics::gauge!(m::WAITING).set(self.waiting.len() as f64);
+        }
+    }
+
+    fn dead_letter(&mut self, job: Job, failure: Failure) {
+        let error_class = failure.error_class();
+        let Some(h) = self.hooks.get(&job.hook) else {
+            return;
+        };
+        let name = self.slots[job.sink].name.clone();
+        let first = job.first_ms.unwrap_or(job.last_ms);
+        match self.dead_letter.clone() {
+            None => self.finish(
+                job,
+                Outcome::DeadLettered {
+                    failure,
+                    error_class,
+                    store_error: None,
+                },
+            ),
+            Some(dl) => {
+                let info = DeadLetterInfo::new(&name, &failure, job.attempts, first, job.last_ms);
+                let env = h.env.clone();
+                let ctx = h.ctx.clone();
+                let timeout = self.config.attempt_timeout;
+                let mut delivery = self.delivery(
+                    job,
+                    Outcome::DeadLettered {
+                        failure,
+                        error_class,
+                        store_error: None,
+                    },
+                );
+                self.pending_dead_letters += 1;
+                let tx = self.tx.clone();
+                self.tasks.spawn(async move {
+                    if let Err(e) = dl.store(&env, &ctx, &info, timeout).await {
+                        tracing::error!(
+                            target: "ankusa_dispatch",
+                            hook_id = env.id(),
+                            sink = &*info.sink,
+                            error = %e,
+                            "the dead letter could not be stored"
+                        );
+                        if let Outcome::DeadLettered { store_error, .. } = &mut delivery.outcome {
+                            *store_error = Some(e);
+                        }
+                    }
+                    let _ = tx.send(Msg::DeadLettered(Box::new(delivery)));
+                });
+            }
+        }
+    }
+
+    /// Build the delivery for a finished job and retire it from its hook.
+    fn delivery(&mut self, job: Job, outcome: Outcome) -> Delivery {
+        let h = self.hooks.get_mut(&job.hook).expect("a job's hook lives");
+        let envelope = h.env.clone();
+        let replay_id = h.ctx.replay_id.clone();
+        h.jobs_left -= 1;
+        if h.jobs_left == 0 {
+            self.hooks.remove(&job.hook);
+        }
+        Delivery {
+            envelope,
+            sink: self.slots[job.sink].name.clone(),
+            outcome,
+            attempts: job.attempts,
+            first_attempt_ms: job.first_ms.unwrap_or(job.last_ms),
+            last_attempt_ms: job.last_ms,
+            replay_id,
+            _permit: job.permit,
+        }
+    }
+
+    fn finish(&mut self, job: Job, outcome: Outcome) {
+        let d = self.delivery(job, outcome);
+        self.emit(d);
+    }
+
+    fn emit(&mut self, d: Delivery) {
+        if let Some(slot) = self.slots.iter().find(|s| Arc::ptr_eq(&s.name, &d.sink)) {
+            match &d.outcome {
+                Outcome::Delivered => slot.metrics.delivered(),
+                Outcome::DeadLettered { failure, .. } => {
+                    slot.metrics.dead_lettered(failure.class())
+                }
+            }
+        }
+        // A caller that dropped its stream no longer wants outcomes.
+        let _ = self.out.send(d);
+    }
+
+    fn set_breaker_gauge(&self, sink: usize) {
+        let open = if self.breakers[sink].is_open() { 1.0 } else { 0.0 };
+        self.slots[sink].metrics.breaker_open.set(open);
+    }
+
+    fn unfinished(&mut self, job: Job, was_in_flight: bool) {
+        let Some(h) = self.hooks.get_mut(&job.hook) else {
+            return;
+        };
+        let u = Unfinished {
+            envelope: h.env.clone(),
+            sink: self.slots[job.sink].name.clone(),
+            attempts: job.attempts,
+            last_failure: job.last_failure,
+            was_in_flight,
+            replay_id: h.ctx.replay_id.clone(),
+        };
+        h.jobs_left -= 1;
+        if h.jobs_left == 0 {
+            self.hooks.remove(&job.hook);
+        }
+        if let Some(s) = &mut self.stopping {
+            s.unfinished.push(u);
+        }
+    }
+
+    fn begin_shutdown(&mut self, grace: Duration, reply: oneshot::Sender<Vec<Unfinished>>) {
+        let deadline = Instant::now()
+            .checked_add(grace)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        self.stopping = Some(Stopping {
+            deadline,
+            reply,
+            unfinished: Vec::new(),
+        });
+        // Nothing new starts: every job not in flight is handed back now.
+        let mut idle: Vec<Job> = Vec::new();
+        for q in &mut self.ready {
+            idle.extend(q.drain(..));
+        }
+        idle.extend(self.waiting.drain().map(|Reverse(w)| w.job));
+        for h in self.hooks.values_mut() {
+            idle.append(&mut h.parked);
+        }
+        metrics::gauge!(m::WAITING).set(0.0);
+        for job in idle {
+            self.unfinished(job, false);
+        }
+    }
+
+    fn finish_shutdown(&mut self) {
+        self.tasks.abort_all();
+        let running: Vec<Job> = self.running.drain().map(|(_, j)| j).collect();
+        for job in running {
+            self.unfinished(job, true);
+        }
+        if let Some(s) = self.stopping.take() {
+            let _ = s.reply.send(s.unfinished);
+        }
+    }
+}
+
+/// A copy of `f` for another job: same class, the reason as text.
+fn copy(f: &Failure) -> Failure {
+    Failure::new(f.class(), Reason(f.reason_chain()))
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}

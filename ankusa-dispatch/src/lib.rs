@@ -1,0 +1,23 @@
+#![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
+
+mod attempt;
+mod breaker;
+mod dead_letter;
+mod dispatcher;
+pub mod metrics;
+mod policy;
+
+pub use attempt::{ATTEMPT_SPAN, attempt, attempt_in_trace, trace_id_of};
+#[cfg(feature = "otel")]
+pub use attempt::parse_traceparent;
+pub use breaker::BreakerConfig;
+pub use dead_letter::{DeadLetter, DeadLetterInfo, record_line, split_record};
+pub use dispatcher::{
+    BuildError, Deliveries, Delivery, DispatchConfig, Dispatcher, DispatcherBuilder, Hook,
+    Outcome, SubmitError, Unfinished,
+};
+pub use policy::{
+    Action, CONFIG_ERRORS_METRIC, Decision, DispatchPolicy, Exponential, RetryPolicy, decide,
+    record,
+};
