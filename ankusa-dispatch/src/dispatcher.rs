@@ -16,7 +16,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
@@ -138,6 +138,7 @@ pub struct Hook {
     replay_id: Option<String>,
     traceparent: Option<String>,
     claim: Option<Claim>,
+    first_attempt: u32,
 }
 
 impl Hook {
@@ -150,7 +151,15 @@ impl Hook {
             replay_id: None,
             traceparent: None,
             claim: None,
+            first_attempt: 1,
         }
+    }
+
+    /// The attempt number (`ctx.attempt`) of the first attempt: for a hook that was tried
+    /// before elsewhere. Default 1.
+    pub fn first_attempt(mut self, n: u32) -> Self {
+        self.first_attempt = n.max(1);
+        self
     }
 
     /// Deliver to the sinks of this route.
@@ -377,11 +386,13 @@ impl DispatcherBuilder {
             all: (0..n).collect(),
             intake: Arc::new(Semaphore::new(intake)),
             closed: AtomicBool::new(false),
+            waiting: Arc::new(AtomicUsize::new(0)),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         let breakers = (0..n).map(|_| Breaker::new(self.config.breaker)).collect();
         let scheduler = Scheduler {
+            waiting_count: shared.waiting.clone(),
             slots,
             config: self.config,
             claim_store: self.claim_store,
@@ -426,6 +437,7 @@ struct Shared {
     all: Vec<usize>,
     intake: Arc<Semaphore>,
     closed: AtomicBool,
+    waiting: Arc<AtomicUsize>,
 }
 
 impl Dispatcher {
@@ -482,6 +494,11 @@ impl Dispatcher {
                 Ok(vec![i])
             }
         }
+    }
+
+    /// (hook, sink) jobs waiting in the retry queue now.
+    pub fn waiting(&self) -> usize {
+        self.shared.waiting.load(Ordering::Relaxed)
     }
 
     /// Whether the dispatcher has a sink named `name`.
@@ -557,6 +574,8 @@ struct HookState {
     jobs_left: usize,
     /// Unix ms of the submit.
     submitted_ms: i64,
+    /// `ctx.attempt` of the first attempt.
+    first_attempt: u32,
 }
 
 struct Job {
@@ -604,6 +623,7 @@ fn now_ms() -> i64 {
 const HELD_SCAN: Duration = Duration::from_secs(1);
 
 struct Scheduler {
+    waiting_count: Arc<AtomicUsize>,
     slots: Vec<Slot>,
     config: DispatchConfig,
     claim_store: Option<ClaimStore>,
@@ -764,6 +784,7 @@ impl Scheduler {
                 parked: Vec::new(),
                 jobs_left: jobs.len(),
                 submitted_ms: now,
+                first_attempt: hook.first_attempt,
             },
         );
         for job in jobs {
@@ -903,13 +924,21 @@ impl Scheduler {
         let ctx = h
             .ctx
             .clone()
-            .with_attempt(job.attempts)
+            .with_attempt(h.first_attempt.saturating_add(job.attempts - 1))
             .with_batch(slot.batched);
         let env = h.env.clone();
         let sink = slot.sink.clone();
         let name = slot.name.clone();
         let traceparent = h.traceparent.clone();
-        let timeout = self.config.attempt_timeout;
+        // No attempt runs past the horizon: it could only dead-letter after it.
+        let horizon = self.config.policy.max_elapsed;
+        let elapsed = Duration::from_millis(
+            u64::try_from(now.saturating_sub(job.first_ms.unwrap_or(now))).unwrap_or(0),
+        );
+        let timeout = self
+            .config
+            .attempt_timeout
+            .min(horizon.saturating_sub(elapsed).max(Duration::from_millis(1)));
         let id = self.next_attempt;
         self.next_attempt += 1;
         if !slot.batched {
@@ -1007,7 +1036,7 @@ impl Scheduler {
                     seq: self.seq,
                     job,
                 }));
-                metrics::gauge!(m::WAITING).set(self.waiting.len() as f64);
+                self.waiting_changed();
             }
             Action::Retry { .. } => {
                 job.last_failure = Some(failure);
@@ -1025,8 +1054,14 @@ impl Scheduler {
             woke = true;
         }
         if woke {
-            metrics::gauge!(m::WAITING).set(self.waiting.len() as f64);
+            self.waiting_changed();
         }
+    }
+
+    fn waiting_changed(&self) {
+        metrics::gauge!(m::WAITING).set(self.waiting.len() as f64);
+        self.waiting_count
+            .store(self.waiting.len(), Ordering::Relaxed);
     }
 
     fn dead_letter(&mut self, job: Job, failure: Failure) {
@@ -1162,7 +1197,7 @@ impl Scheduler {
         for h in self.hooks.values_mut() {
             idle.append(&mut h.parked);
         }
-        metrics::gauge!(m::WAITING).set(0.0);
+        self.waiting_changed();
         for job in idle {
             self.unfinished(job, false);
         }
