@@ -192,6 +192,11 @@ impl Hook {
         self
     }
 
+    /// The one sink this hook is bound to ([`only_sink`](Self::only_sink)), if any.
+    pub fn sink_name(&self) -> Option<&str> {
+        self.sink.as_deref()
+    }
+
     /// The envelope.
     pub fn envelope(&self) -> &Envelope {
         &self.envelope

@@ -1,19 +1,24 @@
-//! `deliver` and `forward`: one attempt, or a whole dispatcher loop per hook.
+//! `deliver` and `forward`: hooks through an `ankusa-dispatch` dispatcher to one sink or
+//! several (fan-out), one outcome line per (hook, sink).
 
 use crate::output::{Output, escape_control};
 use crate::{
-    DeliverArgs, EXIT_FAILED, EXIT_OUTPUT, EXIT_USAGE, ForwardArgs, RetryArgs, UsageError,
+    DeliverArgs, DispatchArgs, EXIT_FAILED, EXIT_OUTPUT, EXIT_USAGE, ForwardArgs, RetryArgs,
+    UsageError,
 };
-use ankusa_sink_core::dispatch::{Action, DispatchPolicy, Exponential, decide, record};
-use ankusa_sink_core::{Class, Ctx, Envelope, Failure, Sink, attempt, safe_deliver};
-use futures_util::StreamExt as _;
+use ankusa_claimcheck::ClaimStore;
+use ankusa_dispatch::{
+    BreakerConfig, DeadLetter, Delivery, DispatchConfig, DispatchPolicy, Dispatcher, Exponential,
+    Hook, Outcome, SubmitError, split_record,
+};
+use ankusa_sink_core::{Class, Envelope, Failure, Sink};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, BufReader};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 /// Why a run stopped taking new hooks before its input ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,29 +29,17 @@ pub(crate) enum Stop {
     Output,
 }
 
-/// What happened to one hook.
-#[derive(Debug)]
-pub(crate) enum Outcome {
-    Ok {
-        attempts: u32,
-    },
-    /// Failed (one attempt) or dead-lettered (with `--retry`).
-    Failed {
-        dead_lettered: bool,
-        failure: Failure,
-        attempts: u32,
-    },
-    /// The run was stopped while the hook waited to be retried: it was not delivered.
-    Abandoned {
-        failure: Failure,
-        attempts: u32,
-    },
+/// A sink of the run, under its name (the config file's stem, or `log`).
+pub(crate) struct NamedSink {
+    pub(crate) name: String,
+    pub(crate) sink: Arc<dyn Sink>,
 }
 
 /// The exact `--json` outcome line.
 #[derive(Serialize)]
 struct Line<'a> {
     id: &'a str,
+    sink: &'a str,
     outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     class: Option<&'static str>,
@@ -77,168 +70,533 @@ fn reported_retry_after(class: Class) -> Option<u64> {
         .map(|ms| ms.min(u64::try_from(cap).unwrap_or(u64::MAX)))
 }
 
-impl Outcome {
-    fn json(&self, id: &str) -> String {
-        let failed = |outcome, failure: &Failure, attempts| Line {
-            id,
-            outcome,
-            class: Some(failure.class().as_str()),
-            error_class: Some(failure.error_class().as_str()),
-            retry_after_ms: Some(reported_retry_after(failure.class())),
-            reason: Some(failure.reason_chain()),
-            attempts,
-        };
-        let line = match self {
-            Outcome::Ok { attempts } => Line {
-                id,
-                outcome: "ok",
-                class: None,
-                error_class: None,
-                retry_after_ms: None,
-                reason: None,
-                attempts: *attempts,
-            },
-            Outcome::Failed {
-                dead_lettered,
-                failure,
-                attempts,
-            } => failed(
-                if *dead_lettered {
-                    "dead_lettered"
-                } else {
-                    "failed"
-                },
-                failure,
-                *attempts,
-            ),
-            Outcome::Abandoned { failure, attempts } => failed("abandoned", failure, *attempts),
+/// One outcome line's content.
+struct Report<'a> {
+    id: &'a str,
+    sink: &'a str,
+    outcome: &'static str,
+    failure: Option<&'a Failure>,
+    attempts: u32,
+}
+
+impl Report<'_> {
+    fn json(&self) -> String {
+        let line = Line {
+            id: self.id,
+            sink: self.sink,
+            outcome: self.outcome,
+            class: self.failure.map(|f| f.class().as_str()),
+            error_class: self.failure.map(|f| f.error_class().as_str()),
+            retry_after_ms: self.failure.map(|f| reported_retry_after(f.class())),
+            reason: self.failure.map(Failure::reason_chain),
+            attempts: self.attempts,
         };
         serde_json::to_string(&line).expect("an outcome line serializes")
     }
 
-    fn human(&self, id: &str) -> String {
-        let failed = |what: &str, failure: &Failure, attempts: u32| {
+    fn human(&self) -> String {
+        let (id, sink, attempts) = (self.id, self.sink, self.attempts);
+        match self.failure {
+            None => format!("{} {id} to {sink} (attempts: {attempts})", self.outcome),
             // The reason may hold text the destination wrote: no terminal escapes.
-            format!(
-                "{what} {id}: {} (error class: {}, attempts: {attempts})",
-                escape_control(&failure.to_string()),
-                failure.error_class()
-            )
-        };
-        match self {
-            Outcome::Ok { attempts } => format!("ok {id} (attempts: {attempts})"),
-            Outcome::Failed {
-                dead_lettered,
-                failure,
-                attempts,
-            } => failed(
-                if *dead_lettered {
-                    "DEAD-LETTERED"
-                } else {
-                    "FAILED"
-                },
-                failure,
-                *attempts,
+            Some(f) => format!(
+                "{} {id} to {sink}: {} (error class: {}, attempts: {attempts})",
+                self.outcome.to_ascii_uppercase().replace('_', "-"),
+                escape_control(&f.to_string()),
+                f.error_class()
             ),
-            Outcome::Abandoned { failure, attempts } => failed("ABANDONED", failure, *attempts),
-        }
-    }
-
-    fn failure(&self) -> Option<&Failure> {
-        match self {
-            Outcome::Ok { .. } => None,
-            Outcome::Failed { failure, .. } | Outcome::Abandoned { failure, .. } => Some(failure),
         }
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-/// Deliver `env`: one attempt, or with `--retry` a dispatcher loop by the core rules. A
-/// stop (signal) ends a wait for a retry with [`Outcome::Abandoned`]; an attempt in flight
-/// is let finish.
-pub(crate) async fn run_hook(
-    sink: &dyn Sink,
-    kind: &str,
-    env: &Envelope,
-    base: &Ctx,
-    retry: &RetryArgs,
-    mut stop: watch::Receiver<Option<Stop>>,
-) -> Outcome {
-    let policy = DispatchPolicy {
+/// The dispatch policy of the retry flags: without `--retry`, one attempt.
+fn policy(retry: &RetryArgs) -> DispatchPolicy {
+    DispatchPolicy {
         retry: Box::new(Exponential {
-            max_attempts: retry.max_attempts,
+            max_attempts: if retry.retry { retry.max_attempts } else { 1 },
             ..Exponential::default()
         }),
         max_elapsed: Duration::from_secs(retry.max_elapsed),
         ..DispatchPolicy::default()
-    };
-    let attempt_timeout = Duration::from_secs(retry.attempt_timeout);
-    let started = Instant::now();
-    let first_ms = now_ms();
-    let mut n = base.attempt();
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        // With --retry, no attempt runs past the horizon: it could only dead-letter after.
-        let deadline = if retry.retry {
-            let left = policy.max_elapsed.saturating_sub(started.elapsed());
-            attempt_timeout.min(left.max(Duration::from_millis(1)))
-        } else {
-            attempt_timeout
-        };
-        let ctx = base.clone().with_attempt(n);
-        let res = attempt(
-            kind,
-            env,
-            &ctx,
-            safe_deliver(sink, env, &ctx, Some(deadline)),
-        )
-        .await;
-        let failure = match res {
-            Ok(()) => return Outcome::Ok { attempts },
-            Err(f) => f,
-        };
-        if !retry.retry {
-            return Outcome::Failed {
-                dead_lettered: false,
-                failure,
-                attempts,
-            };
+    }
+}
+
+/// A claim store from `--claim-store`: `file:///abs/dir`, `memory://`, or `s3://bucket`
+/// with the usual AWS environment (`AWS_ENDPOINT_URL` and `AWS_ALLOW_HTTP` for a local S3).
+pub(crate) fn claim_store(spec: &str) -> Result<ClaimStore, UsageError> {
+    let bad = |why: &str| UsageError(format!("--claim-store: {why}"));
+    let url = url::Url::parse(spec).map_err(|_| bad("not a URL (file:///dir, memory://, s3://bucket)"))?;
+    match url.scheme() {
+        "memory" => Ok(ClaimStore::in_memory()),
+        "file" => {
+            let dir = url
+                .to_file_path()
+                .map_err(|()| bad("a file URL needs an absolute path"))?;
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| bad(&format!("cannot create {}: {e}", dir.display())))?;
+            ClaimStore::local(dir, Default::default()).map_err(|e| bad(&e.to_string()))
         }
-        let decision = decide(
-            failure.class(),
-            attempts,
-            first_ms,
-            now_ms(),
-            &policy,
-            &mut rand::rng(),
-        );
-        record(kind, &decision);
-        match decision.action {
-            Action::Retry { delay, .. } => {
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    _ = stop.wait_for(Option::is_some) => {
-                        return Outcome::Abandoned { failure, attempts };
+        "s3" | "s3a" => {
+            use ankusa_claimcheck::object_store::aws::AmazonS3Builder;
+            let s3 = AmazonS3Builder::from_env()
+                .with_url(spec)
+                .build()
+                .map_err(|e| bad(&format!("S3: {e}")))?;
+            Ok(ClaimStore::new(Arc::new(s3)))
+        }
+        _ => Err(bad("unsupported scheme (file, memory, s3)")),
+    }
+}
+
+/// The dispatcher for this run.
+fn dispatcher(
+    sinks: &[NamedSink],
+    d: &DispatchArgs,
+    retry: &RetryArgs,
+    concurrency: usize,
+) -> Result<(Dispatcher, ankusa_dispatch::Deliveries), UsageError> {
+    let config = DispatchConfig::default()
+        .with_policy(policy(retry))
+        .with_concurrency(concurrency)
+        .with_attempt_timeout(Duration::from_secs(retry.attempt_timeout))
+        .with_breaker(BreakerConfig::new(
+            d.breaker_failures,
+            Duration::from_secs(d.breaker_open),
+        ));
+    let mut b = Dispatcher::builder().config(config);
+    for s in sinks {
+        b = b.sink(s.name.clone(), s.sink.clone());
+    }
+    if let Some(spec) = &d.claim_store {
+        b = b.claim_store(claim_store(spec)?);
+    }
+    if let Some(path) = &d.dead_letter {
+        let dl = DeadLetter::jsonl(path).map_err(|e| {
+            UsageError(format!(
+                "cannot open the dead-letter file {}: {e}",
+                path.display()
+            ))
+        })?;
+        b = b.dead_letter(dl);
+    }
+    b.build().map_err(|e| UsageError(e.to_string()))
+}
+
+/// What the reader reports to the run.
+enum Read {
+    /// A hook was taken for this many (hook, sink) pairs.
+    Submitted(usize),
+    /// An input line that is not a valid envelope.
+    Invalid(u64, String),
+    /// A dead-letter line naming a sink this run does not have.
+    NoSuchSink { id: String, sink: String },
+    /// A hook read but not taken: the run was stopping.
+    NotTaken { id: String, sinks: Vec<String> },
+    /// The input could not be read further.
+    InputError(String),
+}
+
+/// Where the hooks come from.
+enum Input {
+    One(Box<Hook>),
+    Lines {
+        reader: Box<dyn AsyncRead + Unpin + Send>,
+        max_line: usize,
+    },
+}
+
+/// Read the input, submit each hook, report what happened to each line. Stops at the end
+/// of the input, at a read error (which would repeat forever) or when the run stops.
+async fn read_and_submit(
+    input: Input,
+    dispatcher: Dispatcher,
+    names: Vec<String>,
+    mut stop: watch::Receiver<Option<Stop>>,
+    tx: mpsc::UnboundedSender<Read>,
+) {
+    let submit = |hook: Hook| {
+        let d = dispatcher.clone();
+        let tx = tx.clone();
+        let names = &names;
+        async move {
+            let pairs = match hook_sink(&hook) {
+                Some(_) => 1,
+                None => names.len(),
+            };
+            let id = hook.envelope().id().to_owned();
+            match d.submit(hook).await {
+                Ok(()) => {
+                    let _ = tx.send(Read::Submitted(pairs));
+                }
+                Err(SubmitError::ShuttingDown(hook)) => {
+                    let sinks = match hook_sink(&hook) {
+                        Some(s) => vec![s],
+                        None => names.clone(),
+                    };
+                    let _ = tx.send(Read::NotTaken { id, sinks });
+                }
+                Err(SubmitError::UnknownSink(sink)) => {
+                    let _ = tx.send(Read::NoSuchSink { id, sink });
+                }
+                Err(e) => {
+                    let _ = tx.send(Read::InputError(e.to_string()));
+                }
+            }
+        }
+    };
+    match input {
+        Input::One(hook) => submit(*hook).await,
+        Input::Lines { reader, max_line } => {
+            let mut reader = BufReader::with_capacity(64 * 1024, reader);
+            // One replay job per run: every dead-letter line it replays carries its id.
+            let replay_id = ulid::Ulid::new().to_string();
+            let mut n = 0u64;
+            loop {
+                if stop.borrow().is_some() {
+                    return;
+                }
+                let read = tokio::select! {
+                    biased;
+                    _ = stop.wait_for(Option::is_some) => return,
+                    r = read_line(&mut reader, max_line) => r,
+                };
+                n += 1;
+                let bytes = match read {
+                    Ok(None) => return,
+                    Err(e) => {
+                        let _ = tx.send(Read::InputError(format!(
+                            "reading the input failed after line {}: {e}",
+                            n - 1
+                        )));
+                        return;
+                    }
+                    Ok(Some(InputLine::TooLong)) => {
+                        let _ = tx.send(Read::Invalid(
+                            n,
+                            format!("longer than --max-line-bytes ({max_line} bytes)"),
+                        ));
+                        continue;
+                    }
+                    Ok(Some(InputLine::Bytes(b))) => b,
+                };
+                if bytes.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                match parse_line(&bytes) {
+                    Err(reason) => {
+                        let _ = tx.send(Read::Invalid(n, reason));
+                    }
+                    Ok((env, None)) => submit(Hook::new(env)).await,
+                    Ok((env, Some(sink))) => {
+                        if names.contains(&sink) {
+                            submit(
+                                Hook::new(env)
+                                    .only_sink(sink)
+                                    .replay_id(replay_id.clone()),
+                            )
+                            .await;
+                        } else {
+                            let _ = tx.send(Read::NoSuchSink {
+                                id: env.id().to_owned(),
+                                sink,
+                            });
+                        }
                     }
                 }
-                n = n.saturating_add(1);
-            }
-            Action::DeadLetter { .. } => {
-                return Outcome::Failed {
-                    dead_lettered: true,
-                    failure,
-                    attempts,
-                };
             }
         }
     }
+}
+
+/// The one sink a hook is bound to (a dead-letter replay), if any.
+fn hook_sink(hook: &Hook) -> Option<String> {
+    hook.sink_name().map(str::to_owned)
+}
+
+/// Parse one input line: an envelope, or a dead-letter record (an envelope plus the sink it
+/// died at). The error never quotes the input: envelopes carry secrets.
+fn parse_line(bytes: &[u8]) -> Result<(Envelope, Option<String>), String> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| format!("not UTF-8 (invalid byte at offset {})", e.valid_up_to()))?;
+    if !text.contains("\"dead_letter\"") {
+        if let Ok(env) = serde_json::from_str::<Envelope>(text) {
+            return Ok((env, None));
+        }
+    }
+    // Slow path: a dead-letter record, or an error (serde's own messages quote values).
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "not JSON ({:?} error at column {})",
+            e.classify(),
+            e.column()
+        )
+    })?;
+    let (value, dead) = split_record(value)?;
+    let env = ankusa_sinks::from_json_value(value)
+        .map_err(|e| format!("not a valid envelope: {e}"))?;
+    Ok((env, dead.map(|d| d.sink)))
+}
+
+/// Counts for the final summary, per (hook, sink) pair.
+#[derive(Default)]
+struct Summary {
+    delivered: u64,
+    failed: BTreeMap<&'static str, u64>,
+    abandoned: u64,
+    invalid: u64,
+}
+
+/// One run: hooks from `input` through a dispatcher over `sinks`.
+struct Run<'a> {
+    json: bool,
+    retry: bool,
+    out: Output,
+    summary: Summary,
+    progress: &'a indicatif::ProgressBar,
+    stop_tx: Arc<watch::Sender<Option<Stop>>>,
+}
+
+impl Run<'_> {
+    fn report(&mut self, r: &Report<'_>) {
+        let written = if self.json {
+            self.out.stdout_line(&r.json())
+        } else if r.failure.is_some() || r.outcome == "abandoned" {
+            let line = r.human();
+            let out = &mut self.out;
+            self.progress.suspend(|| out.stderr_outcome(&line))
+        } else {
+            true
+        };
+        if !written {
+            // Nobody can learn what happens to further hooks: take no more.
+            self.stop_tx.send_if_modified(|s| {
+                let first = s.is_none();
+                if first {
+                    *s = Some(Stop::Output);
+                }
+                first
+            });
+        }
+    }
+
+    fn delivery(&mut self, d: &Delivery) {
+        let (outcome, failure) = match &d.outcome {
+            Outcome::Delivered => {
+                self.summary.delivered += 1;
+                ("ok", None)
+            }
+            Outcome::DeadLettered { failure, .. } => {
+                *self.summary.failed.entry(failure.class().as_str()).or_default() += 1;
+                (if self.retry { "dead_lettered" } else { "failed" }, Some(failure))
+            }
+            _ => ("failed", None),
+        };
+        self.report(&Report {
+            id: d.envelope.id(),
+            sink: &d.sink,
+            outcome,
+            failure,
+            attempts: d.attempts,
+        });
+    }
+
+    fn read(&mut self, r: Read, expected: &mut usize, input_error: &mut Option<String>) {
+        match r {
+            Read::Submitted(n) => *expected += n,
+            Read::Invalid(line, reason) => {
+                self.summary.invalid += 1;
+                let written = if self.json {
+                    let l = InvalidLine {
+                        line,
+                        outcome: "invalid",
+                        reason: &reason,
+                    };
+                    self.out
+                        .stdout_line(&serde_json::to_string(&l).expect("serializes"))
+                } else {
+                    let out = &mut self.out;
+                    self.progress.suspend(|| {
+                        out.stderr_outcome(&format!("ankusa-sink: input line {line}: {reason}"))
+                    })
+                };
+                if !written {
+                    self.stop_tx.send_replace(Some(Stop::Output));
+                }
+            }
+            Read::NoSuchSink { id, sink } => {
+                *self.summary.failed.entry(Class::Config.as_str()).or_default() += 1;
+                let f = Failure::config(ankusa_sink_core::Reason(format!(
+                    "no --sink is named `{sink}` (the dead letter's sink)"
+                )));
+                self.report(&Report {
+                    id: &id,
+                    sink: &sink,
+                    outcome: "failed",
+                    failure: Some(&f),
+                    attempts: 0,
+                });
+            }
+            Read::NotTaken { id, sinks } => {
+                for sink in sinks {
+                    self.summary.abandoned += 1;
+                    self.report(&Report {
+                        id: &id,
+                        sink: &sink,
+                        outcome: "abandoned",
+                        failure: None,
+                        attempts: 0,
+                    });
+                }
+            }
+            Read::InputError(msg) => *input_error = Some(msg),
+        }
+    }
+}
+
+/// Run `input` through a dispatcher over `sinks` and report every (hook, sink) pair.
+async fn run(
+    input: Input,
+    sinks: Vec<NamedSink>,
+    dispatch: &DispatchArgs,
+    retry: &RetryArgs,
+    concurrency: usize,
+    stop_tx: Arc<watch::Sender<Option<Stop>>>,
+    summary_line: bool,
+) -> Result<ExitCode, UsageError> {
+    let names: Vec<String> = sinks.iter().map(|s| s.name.clone()).collect();
+    let (dispatcher, mut deliveries) = dispatcher(&sinks, dispatch, retry, concurrency)?;
+    let progress = progress_bar(retry.json);
+    let mut run = Run {
+        json: retry.json,
+        retry: retry.retry,
+        out: Output::new(),
+        summary: Summary::default(),
+        progress: &progress,
+        stop_tx: stop_tx.clone(),
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let reader = tokio::spawn(read_and_submit(
+        input,
+        dispatcher.clone(),
+        names,
+        stop_tx.subscribe(),
+        tx,
+    ));
+    let started = Instant::now();
+    let mut stop = stop_tx.subscribe();
+    let (mut expected, mut received) = (0usize, 0usize);
+    let mut input_done = false;
+    let mut input_error = None;
+    let mut shutdown = None;
+    let drain = Duration::from_secs(dispatch.drain_timeout);
+    loop {
+        if input_done && received >= expected && shutdown.is_none() {
+            break;
+        }
+        tokio::select! {
+            r = rx.recv() => match r {
+                Some(r) => run.read(r, &mut expected, &mut input_error),
+                None => input_done = true,
+            },
+            d = deliveries.recv() => match d {
+                Some(d) => {
+                    received += 1;
+                    run.delivery(&d);
+                    progress.inc(1);
+                    progress.set_message(format!(
+                        "read {expected} delivered {} failed {} waiting {}",
+                        run.summary.delivered,
+                        run.summary.failed.values().sum::<u64>(),
+                        dispatcher.waiting()
+                    ));
+                }
+                // The dispatcher has shut down and every delivery is in.
+                None => break,
+            },
+            _ = stop.wait_for(Option::is_some), if shutdown.is_none() => {
+                let d = dispatcher.clone();
+                shutdown = Some(tokio::spawn(async move { d.shutdown(drain).await }));
+            }
+        }
+    }
+    // Every hook the reader took or turned away gets its line.
+    let _ = reader.await;
+    while let Ok(r) = rx.try_recv() {
+        run.read(r, &mut expected, &mut input_error);
+    }
+    let unfinished = match shutdown {
+        Some(h) => h.await.unwrap_or_default(),
+        None => dispatcher.shutdown(Duration::ZERO).await,
+    };
+    while let Some(d) = deliveries.try_recv() {
+        run.delivery(&d);
+    }
+    for u in &unfinished {
+        run.summary.abandoned += 1;
+        run.report(&Report {
+            id: u.envelope.id(),
+            sink: &u.sink,
+            outcome: "abandoned",
+            failure: u.last_failure.as_ref(),
+            attempts: u.attempts,
+        });
+    }
+    progress.finish_and_clear();
+    if let Some(msg) = &input_error {
+        run.out.note(&format!("ankusa-sink: {msg}"));
+    }
+    let s = &run.summary;
+    let failed: u64 = s.failed.values().sum();
+    if summary_line {
+        let elapsed = started.elapsed();
+        let rate = (s.delivered + failed) as f64 / elapsed.as_secs_f64().max(1e-9);
+        let by_class: Vec<String> = [Class::Permanent, Class::Config, Class::Transient]
+            .iter()
+            .map(|c| c.as_str())
+            .chain(["retry_after"])
+            .map(|c| format!("{c}={}", s.failed.get(c).copied().unwrap_or(0)))
+            .collect();
+        let abandoned = if s.abandoned > 0 {
+            format!(" abandoned {}", s.abandoned)
+        } else {
+            String::new()
+        };
+        run.out.note(&format!(
+            "delivered {} failed {} ({}){abandoned} invalid {} in {:.3}s, {:.0} hooks/s",
+            s.delivered,
+            failed,
+            by_class.join(" "),
+            s.invalid,
+            elapsed.as_secs_f64(),
+            rate
+        ));
+    }
+    let stop = *stop_tx.borrow();
+    Ok(match stop {
+        Some(Stop::Signal(sig)) => signal_exit(sig),
+        _ if run.out.outcome_lost() => ExitCode::from(EXIT_OUTPUT),
+        _ if failed > 0 || s.abandoned > 0 => ExitCode::from(EXIT_FAILED),
+        _ if s.invalid > 0 || input_error.is_some() => ExitCode::from(EXIT_USAGE),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+/// A progress bar on a terminal for long runs; hidden with `--json` or when stdout is not
+/// a terminal.
+fn progress_bar(json: bool) -> indicatif::ProgressBar {
+    use std::io::IsTerminal as _;
+    if json || !std::io::stdout().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} {msg} ({per_sec}, {elapsed})")
+    {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
 }
 
 async fn read_body(spec: Option<&str>) -> Result<Vec<u8>, UsageError> {
@@ -260,9 +618,8 @@ async fn read_body(spec: Option<&str>) -> Result<Vec<u8>, UsageError> {
 
 pub(crate) async fn deliver_one(
     a: &DeliverArgs,
-    kind: &'static str,
-    sink: Arc<dyn Sink>,
-    stop: watch::Receiver<Option<Stop>>,
+    sinks: Vec<NamedSink>,
+    stop_tx: Arc<watch::Sender<Option<Stop>>>,
 ) -> Result<ExitCode, UsageError> {
     let body = read_body(a.body.as_deref()).await?;
     let id =
@@ -288,27 +645,21 @@ pub(crate) async fn deliver_one(
     if a.attempt == 0 {
         return Err(UsageError("--attempt must be at least 1".into()));
     }
-    let mut ctx = Ctx::for_envelope(&env).with_attempt(a.attempt);
+    let mut hook = Hook::new(env).first_attempt(a.attempt);
     if let Some(r) = &a.replay_id {
-        ctx = ctx.with_replay_id(r.clone());
+        hook = hook.replay_id(r.clone());
     }
-    let outcome = run_hook(&*sink, kind, &env, &ctx, &a.retry, stop.clone()).await;
-    let mut out = Output::new();
-    let written = if a.retry.json {
-        out.stdout_line(&outcome.json(env.id()))
-    } else {
-        out.stdout_line(&outcome.human(env.id()))
-    };
-    Ok(if !written {
-        ExitCode::from(EXIT_OUTPUT)
-    } else if let Some(Stop::Signal(sig)) = *stop.borrow() {
-        signal_exit(sig)
-    } else {
-        match outcome {
-            Outcome::Ok { .. } => ExitCode::SUCCESS,
-            _ => ExitCode::from(EXIT_FAILED),
-        }
-    })
+    let concurrency = sinks.len();
+    run(
+        Input::One(Box::new(hook)),
+        sinks,
+        &a.dispatch,
+        &a.retry,
+        concurrency,
+        stop_tx,
+        false,
+    )
+    .await
 }
 
 /// 128 + the signal number, as shells report a command a signal stopped.
@@ -380,204 +731,26 @@ pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
     Ok(Some(InputLine::Bytes(line)))
 }
 
-/// Parse one input line into an envelope. The error never quotes the input: envelopes
-/// carry provider secrets in headers and bodies.
-fn parse_envelope(bytes: &[u8]) -> Result<Envelope, String> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| format!("not UTF-8 (invalid byte at offset {})", e.valid_up_to()))?;
-    if let Ok(env) = serde_json::from_str::<Envelope>(text) {
-        return Ok(env);
-    }
-    // Slow path, errors only: serde's own messages quote the offending value.
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        format!(
-            "not JSON ({:?} error at column {})",
-            e.classify(),
-            e.column()
-        )
-    })?;
-    ankusa_sinks::from_json_value(value).map_err(|e| format!("not a valid envelope: {e}"))
-}
-
-/// What one line of input came to.
-enum Done {
-    Hook(String, Outcome),
-    Invalid(u64, String),
-    Blank,
-}
-
-/// Counts for the final summary.
-#[derive(Default)]
-struct Summary {
-    delivered: u64,
-    failed: BTreeMap<&'static str, u64>,
-    abandoned: u64,
-    invalid: u64,
-}
-
 pub(crate) async fn forward(
     a: &ForwardArgs,
-    kind: &'static str,
-    sink: Arc<dyn Sink>,
+    sinks: Vec<NamedSink>,
     stop_tx: Arc<watch::Sender<Option<Stop>>>,
 ) -> Result<ExitCode, UsageError> {
     if a.concurrency == 0 {
         return Err(UsageError("--concurrency must be at least 1".into()));
     }
     let max_line = usize::try_from(a.max_line_bytes).unwrap_or(usize::MAX);
-    let input = open_input(&a.input).await?;
-    let reader = BufReader::with_capacity(64 * 1024, input);
-    let input_error: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-    let input_error = &input_error;
-    // Lines are read only as fast as deliveries finish: memory is bounded by --concurrency
-    // (and --max-line-bytes). A stop ends reading; a read error ends it too, for good: a
-    // directory or a failing disk gives the same error forever.
-    let stream = futures_util::stream::unfold(
-        (reader, 0u64, stop_tx.subscribe()),
-        move |(mut reader, n, mut stop)| async move {
-            if stop.borrow().is_some() {
-                return None;
-            }
-            let read = tokio::select! {
-                biased;
-                _ = stop.wait_for(Option::is_some) => return None,
-                r = read_line(&mut reader, max_line) => r,
-            };
-            match read {
-                Ok(Some(line)) => Some(((n + 1, line), (reader, n + 1, stop))),
-                Ok(None) => None,
-                Err(e) => {
-                    *input_error.lock().expect("not poisoned") =
-                        Some(format!("reading the input failed after line {n}: {e}"));
-                    None
-                }
-            }
-        },
-    );
-    let progress = indicatif::ProgressBar::new_spinner();
-    progress.set_draw_target(if a.retry.json {
-        indicatif::ProgressDrawTarget::hidden()
-    } else {
-        indicatif::ProgressDrawTarget::stderr()
-    });
-    let started = Instant::now();
-    let mut summary = Summary::default();
-    let retry = &a.retry;
-    let sink = &*sink;
-    let stop_rx = stop_tx.subscribe();
-    let results = stream
-        .map(|(n, line)| {
-            let stop = stop_rx.clone();
-            async move {
-                let bytes = match line {
-                    InputLine::TooLong => {
-                        return Done::Invalid(
-                            n,
-                            format!("longer than --max-line-bytes ({max_line} bytes)"),
-                        );
-                    }
-                    InputLine::Bytes(b) => b,
-                };
-                if bytes.iter().all(u8::is_ascii_whitespace) {
-                    return Done::Blank;
-                }
-                let env = match parse_envelope(&bytes) {
-                    Ok(env) => env,
-                    Err(reason) => return Done::Invalid(n, reason),
-                };
-                drop(bytes);
-                let ctx = Ctx::for_envelope(&env);
-                let outcome = run_hook(sink, kind, &env, &ctx, retry, stop).await;
-                Done::Hook(env.id().to_owned(), outcome)
-            }
-        })
-        .buffer_unordered(a.concurrency);
-    let mut results = std::pin::pin!(results);
-    let mut out = Output::new();
-    while let Some(done) = results.next().await {
-        let written = match done {
-            Done::Blank => true,
-            Done::Hook(id, outcome) => {
-                match &outcome {
-                    Outcome::Ok { .. } => summary.delivered += 1,
-                    Outcome::Failed { failure, .. } => {
-                        *summary.failed.entry(failure.class().as_str()).or_default() += 1;
-                    }
-                    Outcome::Abandoned { .. } => summary.abandoned += 1,
-                }
-                if retry.json {
-                    out.stdout_line(&outcome.json(&id))
-                } else if outcome.failure().is_some() {
-                    progress.suspend(|| out.stderr_outcome(&outcome.human(&id)))
-                } else {
-                    true
-                }
-            }
-            Done::Invalid(n, reason) => {
-                summary.invalid += 1;
-                if retry.json {
-                    let line = InvalidLine {
-                        line: n,
-                        outcome: "invalid",
-                        reason: &reason,
-                    };
-                    out.stdout_line(&serde_json::to_string(&line).expect("serializes"))
-                } else {
-                    progress.suspend(|| {
-                        out.stderr_outcome(&format!("ankusa-sink: input line {n}: {reason}"))
-                    })
-                }
-            }
-        };
-        if !written {
-            // Nobody can learn what happens to further hooks: take no more.
-            stop_tx.send_if_modified(|s| {
-                let first = s.is_none();
-                if first {
-                    *s = Some(Stop::Output);
-                }
-                first
-            });
-        }
-        progress.inc(1);
-    }
-    progress.finish_and_clear();
-    let input_error = input_error.lock().expect("not poisoned").take();
-    if let Some(msg) = &input_error {
-        out.note(&format!("ankusa-sink: {msg}"));
-    }
-    let elapsed = started.elapsed();
-    let failed: u64 = summary.failed.values().sum();
-    let total = summary.delivered + failed;
-    let rate = total as f64 / elapsed.as_secs_f64().max(1e-9);
-    let by_class: Vec<String> = [Class::Permanent, Class::Config, Class::Transient]
-        .iter()
-        .map(|c| c.as_str())
-        .chain(["retry_after"])
-        .map(|c| format!("{c}={}", summary.failed.get(c).copied().unwrap_or(0)))
-        .collect();
-    let abandoned = if summary.abandoned > 0 {
-        format!(" abandoned {}", summary.abandoned)
-    } else {
-        String::new()
-    };
-    out.note(&format!(
-        "delivered {} failed {} ({}){abandoned} invalid {} in {:.3}s, {:.0} hooks/s",
-        summary.delivered,
-        failed,
-        by_class.join(" "),
-        summary.invalid,
-        elapsed.as_secs_f64(),
-        rate
-    ));
-    let stop = *stop_tx.borrow();
-    Ok(match stop {
-        Some(Stop::Signal(sig)) => signal_exit(sig),
-        _ if out.outcome_lost() => ExitCode::from(EXIT_OUTPUT),
-        _ if failed > 0 || summary.abandoned > 0 => ExitCode::from(EXIT_FAILED),
-        _ if summary.invalid > 0 || input_error.is_some() => ExitCode::from(EXIT_USAGE),
-        _ => ExitCode::SUCCESS,
-    })
+    let reader = open_input(&a.input).await?;
+    run(
+        Input::Lines { reader, max_line },
+        sinks,
+        &a.dispatch,
+        &a.retry,
+        a.concurrency,
+        stop_tx,
+        true,
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -606,27 +779,19 @@ mod tests {
         );
         assert_eq!(lines(b"", 5).await, []);
         assert_eq!(lines(b"\n\n", 5).await.len(), 2);
-        assert_eq!(
-            lines(b"12345\n", 5).await,
-            [InputLine::Bytes(b"12345".to_vec())]
-        );
+        assert_eq!(lines(b"12345\n", 5).await, [InputLine::Bytes(b"12345".to_vec())]);
     }
 
     #[test]
     fn envelope_errors_never_quote_the_input() {
         for (text, want) in [
-            (
-                &br#"{"id":"h","source_id":"s","body_base64":"","headers":"SECRETVALUE"}"#[..],
-                "key `headers`",
-            ),
+            (&br#"{"id":"h","source_id":"s","body_base64":"","headers":"SECRETVALUE"}"#[..], "key `headers`"),
             (br#"{"id":17}"#, "key `id`: wrong type"),
             (b"{\"id\": \"SECRETVALUE", "not JSON (Eof error"),
-            (
-                b"\xff\xfeSECRETVALUE",
-                "not UTF-8 (invalid byte at offset 0)",
-            ),
+            (b"\xff\xfeSECRETVALUE", "not UTF-8 (invalid byte at offset 0)"),
+            (br#"{"id":"h","dead_letter":{"sink":"SECRETVALUE"}}"#, "dead_letter"),
         ] {
-            let e = parse_envelope(text).unwrap_err();
+            let e = parse_line(text).unwrap_err();
             assert!(e.contains(want), "{e}");
             assert!(!e.contains("SECRETVALUE"), "{e}");
         }

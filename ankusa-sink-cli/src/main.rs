@@ -61,6 +61,39 @@ struct SinkArg {
 }
 
 #[derive(Args, Debug)]
+struct SinksArg {
+    /// A sink config file (TOML, tagged by `type`), or `log` for the embedded default.
+    /// Repeat for fan-out: every hook goes to every sink. A sink is named by its file's
+    /// stem (`amqp.toml` -> `amqp`) in outcome lines, metrics and dead letters.
+    #[arg(long = "sink", required = true, value_name = "FILE")]
+    sinks: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct DispatchArgs {
+    /// Check bodies over a sink's inline threshold in once, here: `file:///abs/dir`,
+    /// `memory://`, or `s3://bucket` (the usual AWS environment, `AWS_ENDPOINT_URL` too).
+    #[arg(long, value_name = "URL")]
+    claim_store: Option<String>,
+    /// Append each (hook, sink) whose final outcome is not ok to this JSON-lines file (the
+    /// envelope plus a `dead_letter` object); `forward --input` replays such a file.
+    #[arg(long, value_name = "FILE")]
+    dead_letter: Option<PathBuf>,
+    /// Serve Prometheus metrics at `http://HOST:PORT/metrics` while the command runs.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// Consecutive transient or retry-after failures that open a sink's circuit breaker.
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    breaker_failures: u32,
+    /// Seconds an open circuit breaker holds attempts before one probe.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    breaker_open: u64,
+    /// On SIGINT or SIGTERM: seconds to let attempts in flight finish.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    drain_timeout: u64,
+}
+
+#[derive(Args, Debug)]
 struct RetryArgs {
     /// Retry by the dispatch rules until delivered or dead-lettered.
     #[arg(long)]
@@ -83,7 +116,7 @@ struct RetryArgs {
 #[derive(Args, Debug)]
 struct DeliverArgs {
     #[command(flatten)]
-    sink: SinkArg,
+    sink: SinksArg,
     /// The body: a file, or `-` for stdin. Default: empty.
     #[arg(long)]
     body: Option<String>,
@@ -113,12 +146,14 @@ struct DeliverArgs {
     attempt: u32,
     #[command(flatten)]
     retry: RetryArgs,
+    #[command(flatten)]
+    dispatch: DispatchArgs,
 }
 
 #[derive(Args, Debug)]
 struct ForwardArgs {
     #[command(flatten)]
-    sink: SinkArg,
+    sink: SinksArg,
     /// Envelopes as JSON lines (body in `body_base64`): a file, or `-` for stdin.
     #[arg(long, default_value = "-")]
     input: String,
@@ -130,6 +165,8 @@ struct ForwardArgs {
     max_line_bytes: u64,
     #[command(flatten)]
     retry: RetryArgs,
+    #[command(flatten)]
+    dispatch: DispatchArgs,
 }
 
 #[derive(Args, Debug)]
@@ -193,6 +230,43 @@ async fn load_config(spec: &str) -> Result<SinkConfig, UsageError> {
         SinkConfig::from_toml_str(&text)
     };
     parsed.map_err(|e| UsageError(format!("{spec}: {e}")))
+}
+
+/// The sinks of a run, each named by its config file's stem (or `log`).
+async fn load_sinks(
+    specs: &[String],
+    json: bool,
+) -> Result<Vec<deliver::NamedSink>, UsageError> {
+    let mut sinks: Vec<deliver::NamedSink> = Vec::new();
+    for spec in specs {
+        let name = if spec == "log" {
+            "log".to_owned()
+        } else {
+            std::path::Path::new(spec)
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .ok_or_else(|| UsageError(format!("--sink {spec}: no file name")))?
+                .to_owned()
+        };
+        if sinks.iter().any(|s| s.name == name) {
+            return Err(UsageError(format!(
+                "two --sink files are named `{name}`: each sink is named by its file's stem, rename one"
+            )));
+        }
+        let (config, sink) = load_sink(spec).await?;
+        refuse_mixed_stdout(&config, json)?;
+        sinks.push(deliver::NamedSink { name, sink });
+    }
+    Ok(sinks)
+}
+
+/// Serve `/metrics` for the run (Prometheus text).
+fn serve_metrics(addr: Option<std::net::SocketAddr>) -> Result<(), UsageError> {
+    let Some(addr) = addr else { return Ok(()) };
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .install()
+        .map_err(|e| UsageError(format!("--metrics-addr {addr}: {e}")))
 }
 
 async fn load_sink(spec: &str) -> Result<(SinkConfig, Arc<dyn Sink>), UsageError> {
@@ -308,15 +382,14 @@ async fn run(cli: Cli) -> Result<ExitCode, UsageError> {
     match cli.command {
         Command::Gen(a) => gen_cmd::run(&a),
         Command::Deliver(a) => {
-            let (config, sink) = load_sink(&a.sink.sink).await?;
-            refuse_mixed_stdout(&config, a.retry.json)?;
-            let stop = watch_signals();
-            deliver::deliver_one(&a, config.kind(), sink, stop.subscribe()).await
+            serve_metrics(a.dispatch.metrics_addr)?;
+            let sinks = load_sinks(&a.sink.sinks, a.retry.json).await?;
+            deliver::deliver_one(&a, sinks, watch_signals()).await
         }
         Command::Forward(a) => {
-            let (config, sink) = load_sink(&a.sink.sink).await?;
-            refuse_mixed_stdout(&config, a.retry.json)?;
-            deliver::forward(&a, config.kind(), sink, watch_signals()).await
+            serve_metrics(a.dispatch.metrics_addr)?;
+            let sinks = load_sinks(&a.sink.sinks, a.retry.json).await?;
+            deliver::forward(&a, sinks, watch_signals()).await
         }
         Command::Check(a) => {
             let (config, sink) = load_sink(&a.sink).await?;
