@@ -819,7 +819,11 @@ impl Scheduler {
             return;
         };
         let env = h.env.clone();
-        let thresholds: Vec<_> = h.parked.iter().map(|j| self.slots[j.sink].threshold).collect();
+        let thresholds: Vec<_> = h
+            .parked
+            .iter()
+            .map(|j| self.slots[j.sink].threshold)
+            .collect();
         let tx = self.tx.clone();
         self.tasks.spawn(async move {
             let result = store
@@ -940,10 +944,11 @@ impl Scheduler {
         let elapsed = Duration::from_millis(
             u64::try_from(now.saturating_sub(job.first_ms.unwrap_or(now))).unwrap_or(0),
         );
-        let timeout = self
-            .config
-            .attempt_timeout
-            .min(horizon.saturating_sub(elapsed).max(Duration::from_millis(1)));
+        let timeout = self.config.attempt_timeout.min(
+            horizon
+                .saturating_sub(elapsed)
+                .max(Duration::from_millis(1)),
+        );
         let id = self.next_attempt;
         self.next_attempt += 1;
         if !slot.batched {
@@ -1159,7 +1164,11 @@ impl Scheduler {
     }
 
     fn set_breaker_gauge(&self, sink: usize) {
-        let open = if self.breakers[sink].is_open() { 1.0 } else { 0.0 };
+        let open = if self.breakers[sink].is_open() {
+            1.0
+        } else {
+            0.0
+        };
         self.slots[sink].metrics.breaker_open.set(open);
     }
 

@@ -125,7 +125,8 @@ fn policy(retry: &RetryArgs) -> DispatchPolicy {
 /// with the usual AWS environment (`AWS_ENDPOINT_URL` and `AWS_ALLOW_HTTP` for a local S3).
 pub(crate) fn claim_store(spec: &str) -> Result<ClaimStore, UsageError> {
     let bad = |why: &str| UsageError(format!("--claim-store: {why}"));
-    let url = url::Url::parse(spec).map_err(|_| bad("not a URL (file:///dir, memory://, s3://bucket)"))?;
+    let url = url::Url::parse(spec)
+        .map_err(|_| bad("not a URL (file:///dir, memory://, s3://bucket)"))?;
     match url.scheme() {
         "memory" => Ok(ClaimStore::in_memory()),
         "file" => {
@@ -289,12 +290,8 @@ async fn read_and_submit(
                     Ok((env, None)) => submit(Hook::new(env)).await,
                     Ok((env, Some(sink))) => {
                         if names.contains(&sink) {
-                            submit(
-                                Hook::new(env)
-                                    .only_sink(sink)
-                                    .replay_id(replay_id.clone()),
-                            )
-                            .await;
+                            submit(Hook::new(env).only_sink(sink).replay_id(replay_id.clone()))
+                                .await;
                         } else {
                             let _ = tx.send(Read::NoSuchSink {
                                 id: env.id().to_owned(),
@@ -332,8 +329,8 @@ fn parse_line(bytes: &[u8]) -> Result<(Envelope, Option<String>), String> {
         )
     })?;
     let (value, dead) = split_record(value)?;
-    let env = ankusa_sinks::from_json_value(value)
-        .map_err(|e| format!("not a valid envelope: {e}"))?;
+    let env =
+        ankusa_sinks::from_json_value(value).map_err(|e| format!("not a valid envelope: {e}"))?;
     Ok((env, dead.map(|d| d.sink)))
 }
 
@@ -386,8 +383,19 @@ impl Run<'_> {
                 ("ok", None)
             }
             Outcome::DeadLettered { failure, .. } => {
-                *self.summary.failed.entry(failure.class().as_str()).or_default() += 1;
-                (if self.retry { "dead_lettered" } else { "failed" }, Some(failure))
+                *self
+                    .summary
+                    .failed
+                    .entry(failure.class().as_str())
+                    .or_default() += 1;
+                (
+                    if self.retry {
+                        "dead_lettered"
+                    } else {
+                        "failed"
+                    },
+                    Some(failure),
+                )
             }
             _ => ("failed", None),
         };
@@ -424,7 +432,11 @@ impl Run<'_> {
                 }
             }
             Read::NoSuchSink { id, sink } => {
-                *self.summary.failed.entry(Class::Config.as_str()).or_default() += 1;
+                *self
+                    .summary
+                    .failed
+                    .entry(Class::Config.as_str())
+                    .or_default() += 1;
                 let f = Failure::config(ankusa_sink_core::Reason(format!(
                     "no --sink is named `{sink}` (the dead letter's sink)"
                 )));
@@ -779,17 +791,29 @@ mod tests {
         );
         assert_eq!(lines(b"", 5).await, []);
         assert_eq!(lines(b"\n\n", 5).await.len(), 2);
-        assert_eq!(lines(b"12345\n", 5).await, [InputLine::Bytes(b"12345".to_vec())]);
+        assert_eq!(
+            lines(b"12345\n", 5).await,
+            [InputLine::Bytes(b"12345".to_vec())]
+        );
     }
 
     #[test]
     fn envelope_errors_never_quote_the_input() {
         for (text, want) in [
-            (&br#"{"id":"h","source_id":"s","body_base64":"","headers":"SECRETVALUE"}"#[..], "key `headers`"),
+            (
+                &br#"{"id":"h","source_id":"s","body_base64":"","headers":"SECRETVALUE"}"#[..],
+                "key `headers`",
+            ),
             (br#"{"id":17}"#, "key `id`: wrong type"),
             (b"{\"id\": \"SECRETVALUE", "not JSON (Eof error"),
-            (b"\xff\xfeSECRETVALUE", "not UTF-8 (invalid byte at offset 0)"),
-            (br#"{"id":"h","dead_letter":{"sink":"SECRETVALUE"}}"#, "dead_letter"),
+            (
+                b"\xff\xfeSECRETVALUE",
+                "not UTF-8 (invalid byte at offset 0)",
+            ),
+            (
+                br#"{"id":"h","dead_letter":{"sink":"SECRETVALUE"}}"#,
+                "dead_letter",
+            ),
         ] {
             let e = parse_line(text).unwrap_err();
             assert!(e.contains(want), "{e}");

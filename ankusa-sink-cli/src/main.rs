@@ -233,10 +233,7 @@ async fn load_config(spec: &str) -> Result<SinkConfig, UsageError> {
 }
 
 /// The sinks of a run, each named by its config file's stem (or `log`).
-async fn load_sinks(
-    specs: &[String],
-    json: bool,
-) -> Result<Vec<deliver::NamedSink>, UsageError> {
+async fn load_sinks(specs: &[String], json: bool) -> Result<Vec<deliver::NamedSink>, UsageError> {
     let mut sinks: Vec<deliver::NamedSink> = Vec::new();
     for spec in specs {
         let name = if spec == "log" {

@@ -19,7 +19,6 @@ pub use describe::{
     Description, Payload, REDACTED, Subject, is_loopback_host, redact_url, redact_url_keep_path,
     redacted_path,
 };
-pub use throttle::{throttle_after_ms, throttle_after_ms_with};
 pub use envelope::{
     Envelope, EnvelopeBuilder, EnvelopeError, Verification, VerificationStatus, validate_tenant,
 };
@@ -31,6 +30,7 @@ pub use sink::{
     Check, ResolveError, Sink, SinkFault, resolve_batched, resolve_describe, resolve_durable,
     resolve_inline_max_bytes, safe_deliver, timeout_ms,
 };
+pub use throttle::{throttle_after_ms, throttle_after_ms_with};
 
 /// Re-exported so sink authors use the same `async_trait` the trait is declared with.
 pub use async_trait::async_trait;

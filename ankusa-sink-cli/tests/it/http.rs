@@ -76,7 +76,7 @@ fn retry_rides_out_a_503_then_delivers() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout).trim(),
-        r#"{"id":"h-503","outcome":"ok","attempts":3}"#
+        r#"{"id":"h-503","sink":"http","outcome":"ok","attempts":3}"#
     );
     assert_eq!(server.arrivals.lock().unwrap().len(), 3);
 }
@@ -97,7 +97,7 @@ fn retry_honours_retry_after() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout).trim(),
-        r#"{"id":"h-429","outcome":"ok","attempts":2}"#
+        r#"{"id":"h-429","sink":"http","outcome":"ok","attempts":2}"#
     );
     let arrivals = server.arrivals.lock().unwrap();
     let gap = arrivals[1] - arrivals[0];
@@ -130,7 +130,7 @@ fn failures_report_their_class_and_exit_3() {
     let line = text(&out.stdout);
     assert!(
         line.starts_with(
-            r#"{"id":"h-t","outcome":"failed","class":"retry_after","error_class":"throttled","retry_after_ms":1000,"reason":""#
+            r#"{"id":"h-t","sink":"http","outcome":"failed","class":"retry_after","error_class":"throttled","retry_after_ms":1000,"reason":""#
         ),
         "{line}"
     );

@@ -28,8 +28,9 @@ fn gen_then_forward_reports_every_hook() {
         .collect();
     assert_eq!(outcomes.len(), 25);
     for o in &outcomes {
-        // Exactly {"id","outcome","attempts"} for a delivered hook.
-        assert_eq!(o.as_object().unwrap().len(), 3, "{o}");
+        // Exactly {"id","sink","outcome","attempts"} for a delivered hook.
+        assert_eq!(o.as_object().unwrap().len(), 4, "{o}");
+        assert_eq!(o["sink"], "log");
         assert_eq!(o["outcome"], "ok");
         assert_eq!(o["attempts"], 1);
     }
@@ -68,7 +69,7 @@ fn deliver_one_and_capabilities() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout).trim(),
-        r#"{"id":"h-1","outcome":"ok","attempts":1}"#
+        r#"{"id":"h-1","sink":"log","outcome":"ok","attempts":1}"#
     );
 
     let out = run(&["info", "--sink", "log", "--json"]);

@@ -2,6 +2,8 @@
 
 mod brokers;
 mod config_errors;
+mod dispatch_brokers;
+mod dispatch_http;
 mod hardening;
 mod http;
 mod log_sink;
@@ -71,8 +73,19 @@ fn check_then_deliver(sink: &std::path::Path, id: &str, env: &[(&str, &str)]) {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout).trim(),
-        format!(r#"{{"id":"{id}","outcome":"ok","attempts":1}}"#)
+        format!(
+            r#"{{"id":"{id}","sink":"{}","outcome":"ok","attempts":1}}"#,
+            sink_name(sink)
+        )
     );
+}
+
+/// The name a sink file gets in outcome lines: its stem.
+fn sink_name(path: &str) -> &str {
+    std::path::Path::new(path)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or(path)
 }
 
 fn text(b: &[u8]) -> String {
