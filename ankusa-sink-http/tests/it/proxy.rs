@@ -206,6 +206,8 @@ async fn check_connects_to_the_proxy() {
     assert!(!format!("{f} {f:?}").contains("pr0xy-pa55word"));
     let delivered = deliver(&sink, &envelope(b"{}")).await.unwrap_err();
     assert_eq!(delivered.class(), Class::Transient);
+    let text = format!("{delivered} {delivered:?} {}", delivered.reason_chain());
+    assert!(!text.contains("pr0xy-pa55word"), "{text}");
 }
 
 /// Set in the child process that [`environment_proxies_are_never_used`] starts.
