@@ -4,6 +4,8 @@ mod classes;
 mod config;
 mod conformance;
 mod delivery;
+mod logs;
+mod proxy;
 mod server;
 mod tls;
 mod transport;
