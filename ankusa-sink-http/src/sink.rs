@@ -561,7 +561,7 @@ impl Sink for HttpSink {
         match tokio::time::timeout(self.connect_timeout, self.reach.connect()).await {
             Ok(Ok(stream)) => {
                 drop(stream);
-                Ok(Check::Unsupported)
+                Ok(Check::Reachable)
             }
             Ok(Err(e)) => Err(unreachable(connect_kind(e.kind()), Some(e))),
             Err(_) => Err(unreachable(TransportKind::Timeout, None)),
