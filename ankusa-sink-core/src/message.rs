@@ -26,6 +26,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
 
 /// The default inline threshold of queue sinks: 64 KiB.
@@ -172,7 +173,8 @@ impl std::hash::Hash for Folded<'_> {
 ///   [`NEVER_FORWARDED_PREFIXES`], [`NEVER_FORWARDED_PATTERNS`]) are always removed;
 ///   [`ForwardHeaders::Only`] keeps only the listed names.
 /// - A repeated name is one entry, its values joined with `", "` in arrival order, placed
-///   where the name first arrived (merged through a map: linear in the header count).
+///   where the name first arrived (merged through a map past 16 names: linear in the
+///   header count).
 /// - Then the limits, deterministically, in first-arrival order: an entry is kept while
 ///   fewer than `ctx.max_headers` (default [`DEFAULT_MAX_HEADERS`], 100) are kept and its
 ///   name plus value bytes fit in what is left of `ctx.forward_headers_max_bytes` (default
@@ -181,11 +183,22 @@ impl std::hash::Hash for Folded<'_> {
 /// - Borrowed from the envelope where it can be (a name already lowercase, a value that
 ///   was not joined): forwarding allocates only for what it changes.
 pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>, Cow<'a, str>)> {
+    // Up to this many distinct names, a repeated name is found by a scan of a stack array
+    // (no allocation for a typical hook); past it, through a map (linear in the headers,
+    // whatever an attacker sends).
+    const SCAN_MAX: usize = 16;
     let mut out: Vec<(Cow<'a, str>, Cow<'a, str>)> = Vec::new();
-    // Name (as it first arrived) -> its entry in `out`.
-    let mut seen: std::collections::HashMap<Folded<'a>, usize> = std::collections::HashMap::new();
+    // The envelope's spelling of each entry's name, for the first SCAN_MAX entries.
+    let mut first: [&'a str; SCAN_MAX] = [""; SCAN_MAX];
+    let mut index: Option<HashMap<Folded<'a>, usize>> = None;
     for (name, value) in env.headers() {
-        if let Some(&at) = seen.get(&Folded(name)) {
+        let seen = match &index {
+            Some(map) => map.get(&Folded(name)).copied(),
+            None => first[..out.len()]
+                .iter()
+                .position(|n| n.eq_ignore_ascii_case(name)),
+        };
+        if let Some(at) = seen {
             let joined = out[at].1.to_mut();
             joined.push_str(", ");
             joined.push_str(value);
@@ -204,7 +217,21 @@ pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>,
         {
             continue;
         }
-        seen.insert(Folded(name), out.len());
+        match &mut index {
+            Some(map) => {
+                map.insert(Folded(name), out.len());
+            }
+            None if out.len() < SCAN_MAX => first[out.len()] = name,
+            None => {
+                let mut map: HashMap<Folded<'a>, usize> = first
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (Folded(n), i))
+                    .collect();
+                map.insert(Folded(name), out.len());
+                index = Some(map);
+            }
+        }
         out.push((lower, Cow::Borrowed(value.as_str())));
     }
     let max_count = ctx.max_headers.map_or(usize::MAX, NonZeroUsize::get);
@@ -999,9 +1026,12 @@ mod tests {
         let mut ctx = Ctx::for_envelope(&e);
         ctx.max_headers = None;
         let h = forwarded_headers(&e, &ctx);
+        // Names found by the scan (the first 16) and through the map (the rest) alike.
         assert_eq!(h.len(), 500);
-        assert_eq!(h[7], ("x-n7".into(), "a, b".into()));
-        assert_eq!(h[499].0, "x-n499");
+        for i in [0, 7, 15, 16, 17, 499] {
+            assert_eq!(h[i], (format!("x-n{i}").into(), "a, b".into()), "{i}");
+        }
+        assert!(h.iter().all(|(_, v)| v == "a, b"));
     }
 
     fn claimed(tenant: Option<&str>, claim_tenant: &str) -> Result<Vec<u8>, EncodeError> {
