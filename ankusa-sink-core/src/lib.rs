@@ -25,7 +25,8 @@ pub use describe::{
 };
 pub use dispatch::{throttle_after_ms, throttle_after_ms_with};
 pub use envelope::{
-    Envelope, EnvelopeBuilder, EnvelopeError, Verification, VerificationStatus, validate_tenant,
+    Envelope, EnvelopeBuilder, EnvelopeError, MAX_ENVELOPE_HEADERS, TENANTLESS, Verification,
+    VerificationStatus, partition_of, validate_partition, validate_tenant,
 };
 pub use failure::{
     BoxError, Class, ErrorClass, Failure, Reason, classify, error_class, error_classes,

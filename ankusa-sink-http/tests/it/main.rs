@@ -4,6 +4,7 @@ mod classes;
 mod config;
 mod conformance;
 mod delivery;
+mod forwarding;
 mod logs;
 mod proxy;
 mod server;
