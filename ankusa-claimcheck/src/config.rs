@@ -21,6 +21,9 @@ pub enum ConfigError {
     /// `max_concurrent_uploads` is 0.
     #[error("max_concurrent_uploads must be at least 1")]
     MaxConcurrentUploads,
+    /// `max_read_bytes` is 0.
+    #[error("max_read_bytes must be at least 1 (leave it unset for no cap)")]
+    MaxReadBytes,
     /// `retention_days` is 0: a claim would not survive the day it was checked in.
     #[error("retention_days must be at least 1")]
     RetentionDays,
@@ -38,13 +41,15 @@ pub enum ConfigError {
 
 /// How the claim store packs and uploads.
 ///
-/// Deserializes from `{"pack_max_bytes": 16777216, "max_concurrent_uploads": 16}` (both
-/// optional); unknown keys and invalid values are refused.
+/// Deserializes from `{"pack_max_bytes": 16777216, "max_concurrent_uploads": 16,
+/// "max_read_bytes": 104857600}` (all optional); unknown keys and invalid values are
+/// refused.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "ClaimConfigRepr")]
 pub struct ClaimConfig {
     pack_max_bytes: u64,
     max_concurrent_uploads: usize,
+    max_read_bytes: Option<u64>,
 }
 
 impl Default for ClaimConfig {
@@ -52,6 +57,7 @@ impl Default for ClaimConfig {
         ClaimConfig {
             pack_max_bytes: DEFAULT_PACK_MAX_BYTES,
             max_concurrent_uploads: DEFAULT_MAX_CONCURRENT_UPLOADS,
+            max_read_bytes: None,
         }
     }
 }
@@ -70,6 +76,13 @@ impl ClaimConfig {
     pub fn max_concurrent_uploads(&self) -> usize {
         self.max_concurrent_uploads
     }
+    /// No read (redeem, `read`, `read_bytes`) brings more than this many bytes into memory;
+    /// a larger claim fails with [`ClaimError::ReadTooLarge`](crate::ClaimError) before any
+    /// byte is read. Default `None`: no cap beyond the size the message declares, which a
+    /// redeem always checks against the store's index first.
+    pub fn max_read_bytes(&self) -> Option<u64> {
+        self.max_read_bytes
+    }
 }
 
 /// Builds a [`ClaimConfig`]; [`build`](Self::build) refuses invalid values.
@@ -87,6 +100,11 @@ impl ClaimConfigBuilder {
         self.0.max_concurrent_uploads = n;
         self
     }
+    /// See [`ClaimConfig::max_read_bytes`]; at least 1.
+    pub fn max_read_bytes(mut self, bytes: u64) -> Self {
+        self.0.max_read_bytes = Some(bytes);
+        self
+    }
     /// Validate.
     pub fn build(self) -> Result<ClaimConfig, ConfigError> {
         let c = self.0;
@@ -95,6 +113,9 @@ impl ClaimConfigBuilder {
         }
         if c.max_concurrent_uploads == 0 {
             return Err(ConfigError::MaxConcurrentUploads);
+        }
+        if c.max_read_bytes == Some(0) {
+            return Err(ConfigError::MaxReadBytes);
         }
         Ok(c)
     }
@@ -105,6 +126,7 @@ impl ClaimConfigBuilder {
 struct ClaimConfigRepr {
     pack_max_bytes: Option<u64>,
     max_concurrent_uploads: Option<usize>,
+    max_read_bytes: Option<u64>,
 }
 
 impl TryFrom<ClaimConfigRepr> for ClaimConfig {
@@ -116,6 +138,9 @@ impl TryFrom<ClaimConfigRepr> for ClaimConfig {
         }
         if let Some(v) = r.max_concurrent_uploads {
             b = b.max_concurrent_uploads(v);
+        }
+        if let Some(v) = r.max_read_bytes {
+            b = b.max_read_bytes(v);
         }
         b.build()
     }
@@ -214,6 +239,11 @@ mod tests {
         let c: ClaimConfig = serde_json::from_str(r#"{"pack_max_bytes":1024}"#).unwrap();
         assert_eq!(c.pack_max_bytes(), 1024);
         assert_eq!(c.max_concurrent_uploads(), 16);
+        assert_eq!(c.max_read_bytes(), None);
+        let c: ClaimConfig = serde_json::from_str(r#"{"max_read_bytes":4096}"#).unwrap();
+        assert_eq!(c.max_read_bytes(), Some(4096));
+        let err = serde_json::from_str::<ClaimConfig>(r#"{"max_read_bytes":0}"#).unwrap_err();
+        assert!(err.to_string().contains("max_read_bytes must be"), "{err}");
         let err = serde_json::from_str::<ClaimConfig>(r#"{"pack_max_bytes":0}"#).unwrap_err();
         assert!(err.to_string().contains("pack_max_bytes must be"), "{err}");
         assert!(serde_json::from_str::<ClaimConfig>(r#"{"pack_max":1}"#).is_err());

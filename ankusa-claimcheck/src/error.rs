@@ -6,6 +6,9 @@
 //! | [`InvalidTenant`](ClaimError::InvalidTenant) | checking in under a tenant outside `[A-Za-z0-9_-]{1,64}` | permanent |
 //! | [`NotFound`](ClaimError::NotFound) | no pack, or a position past the pack's index | permanent |
 //! | [`IntegrityMismatch`](ClaimError::IntegrityMismatch) | the bytes read do not hash to the expected sha256 | permanent |
+//! | [`WrongTenant`](ClaimError::WrongTenant) | the reference is filed under another tenant than the reader's message | permanent |
+//! | [`SizeMismatch`](ClaimError::SizeMismatch) | the store's index gives the claim another length than the message declares | permanent |
+//! | [`ReadTooLarge`](ClaimError::ReadTooLarge) | a read over [`ClaimConfig::max_read_bytes`](crate::ClaimConfig::max_read_bytes) | permanent |
 //! | [`CorruptPack`](ClaimError::CorruptPack) | the object at the pack's key is not a claim pack, or is cut short | permanent |
 //! | [`TooLarge`](ClaimError::TooLarge) | a body (or pack) that cannot fit a non-ZIP64 pack under 4 GiB | permanent |
 //! | [`Forbidden`](ClaimError::Forbidden) | the store refused the credentials (`PermissionDenied`, `Unauthenticated`) | config |
@@ -73,6 +76,36 @@ pub enum ClaimError {
         /// The digest of the bytes read.
         actual: String,
     },
+    /// The reference is filed under another tenant than the one the reader expects (the
+    /// tenant of the message that carried it, or `default` for a message without one).
+    #[error("claim {reference} does not belong to tenant {expected:?}")]
+    WrongTenant {
+        /// The claim's URN.
+        reference: String,
+        /// The partition the reader expected.
+        expected: String,
+    },
+    /// The store's index gives the claim another length than the message declared: the
+    /// bytes are not read.
+    #[error("claim {reference} is {actual} bytes in the store but the message declares {declared}")]
+    SizeMismatch {
+        /// The claim's URN.
+        reference: String,
+        /// The size the message declared.
+        declared: u64,
+        /// The length the store's index gives.
+        actual: u64,
+    },
+    /// A read larger than the configured cap: the bytes are not read.
+    #[error("reading {size} bytes of claim {reference} exceeds max_read_bytes {max}")]
+    ReadTooLarge {
+        /// The claim's URN.
+        reference: String,
+        /// The bytes the read would bring into memory.
+        size: u64,
+        /// [`ClaimConfig::max_read_bytes`](crate::ClaimConfig::max_read_bytes).
+        max: u64,
+    },
     /// The object at the pack's key is not a claim pack.
     #[error("object {key} is not a claim pack: {detail}")]
     CorruptPack {
@@ -108,6 +141,9 @@ impl ClaimError {
             | ClaimError::InvalidTenant(_)
             | ClaimError::NotFound { .. }
             | ClaimError::IntegrityMismatch { .. }
+            | ClaimError::WrongTenant { .. }
+            | ClaimError::SizeMismatch { .. }
+            | ClaimError::ReadTooLarge { .. }
             | ClaimError::CorruptPack { .. }
             | ClaimError::TooLarge { .. } => Class::Permanent,
             ClaimError::Forbidden(_) | ClaimError::StoreConfig(_) => Class::Config,
@@ -312,6 +348,29 @@ mod tests {
                 Class::Permanent,
             ),
             (ClaimError::TooLarge { size: 1, max: 0 }, Class::Permanent),
+            (
+                ClaimError::WrongTenant {
+                    reference: "r".into(),
+                    expected: "t".into(),
+                },
+                Class::Permanent,
+            ),
+            (
+                ClaimError::SizeMismatch {
+                    reference: "r".into(),
+                    declared: 1,
+                    actual: 2,
+                },
+                Class::Permanent,
+            ),
+            (
+                ClaimError::ReadTooLarge {
+                    reference: "r".into(),
+                    size: 2,
+                    max: 1,
+                },
+                Class::Permanent,
+            ),
         ];
         for (e, want) in cases {
             assert_eq!(Failure::from(e).class(), want);

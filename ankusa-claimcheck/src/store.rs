@@ -4,8 +4,8 @@ use crate::config::{ClaimConfig, ConfigError, SweeperConfig};
 use crate::error::{ClaimError, Op, StoreError, classify};
 use crate::pack::{self, IndexRow, MAX_PACK_BYTES, MAX_PACK_CLAIMS, PackEntry, PackId};
 use crate::sweeper::Sweeper;
-use ankusa_sink_core::message::sha256_hex;
-use ankusa_sink_core::{Claim, ClaimRef, Envelope, validate_tenant};
+use ankusa_sink_core::message::{Message, MessageBody, sha256_hex};
+use ankusa_sink_core::{Claim, ClaimRef, Envelope, partition_of, validate_partition};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use object_store::local::LocalFileSystem;
@@ -18,8 +18,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The tenant a claim is filed under when its envelope has none.
-pub const DEFAULT_TENANT: &str = "default";
+/// The tenant a claim is filed under when its envelope has none: the core's reserved
+/// [`TENANTLESS`](ankusa_sink_core::TENANTLESS) partition, which no real tenant can use.
+pub const DEFAULT_TENANT: &str = ankusa_sink_core::TENANTLESS;
 
 /// Bodies at most this large are hashed on the calling task; larger ones on the blocking
 /// pool, so a redeem of megabytes does not stall the executor.
@@ -36,7 +37,8 @@ pub struct ClaimItem {
 }
 
 impl ClaimItem {
-    /// A body for `tenant` (validated at check-in: `[A-Za-z0-9_-]{1,64}`).
+    /// A body for `tenant` (validated at check-in: `[A-Za-z0-9_-]{1,64}`; [`DEFAULT_TENANT`]
+    /// files it with the hooks that have no tenant).
     pub fn new(tenant: impl Into<String>, body: impl Into<Bytes>) -> Self {
         ClaimItem {
             tenant: tenant.into(),
@@ -50,12 +52,9 @@ impl ClaimItem {
     /// The envelope's body, filed under its tenant (or [`DEFAULT_TENANT`]) and described
     /// by its id, content type and receive time. The body is shared, not copied.
     pub fn from_envelope(env: &Envelope) -> Self {
-        let mut item = ClaimItem::new(
-            env.tenant_id().unwrap_or(DEFAULT_TENANT),
-            env.body().clone(),
-        )
-        .with_id(env.id())
-        .with_received_at(env.received_at());
+        let mut item = ClaimItem::new(env.partition(), env.body().clone())
+            .with_id(env.id())
+            .with_received_at(env.received_at());
         if let Some(ct) = env.content_type() {
             item = item.with_content_type(ct);
         }
@@ -100,6 +99,9 @@ impl fmt::Debug for ClaimItem {
 }
 
 /// Where a claim's bytes are: its pack's key and the byte range inside it.
+///
+/// Only [`ClaimStore::locate`] makes one, after checking the claim is the reader's
+/// tenant's, so reading through a `Location` is bound to that tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
     reference: ClaimRef,
@@ -142,8 +144,15 @@ impl Location {
 ///   its pack's put completed.
 /// - Keys are `claims/tenant=<tenant>/dt=<yyyy-mm-dd>/<pack id>` (UTC day of the check-in),
 ///   never prefixed, so one reader serves every writer of the bucket.
+/// - Every read names the tenant it reads for (the message's `tenant_id`; `None` for a
+///   hook without one): a reference filed under another tenant is refused
+///   ([`ClaimError::WrongTenant`]) before the store is asked.
 /// - [`locate`](Self::locate) is one ranged read of the pack's index; reading the bytes is
-///   one more. [`redeem`](Self::redeem) checks the sha256 and never trusts the store.
+///   one more. [`redeem`](Self::redeem) checks the length the index gives against the
+///   size the message declares before reading, then the sha256: it never trusts the
+///   store. [`read`](Self::read) and [`read_bytes`](Self::read_bytes) do not check the
+///   digest (a range cannot be): use them for ranged access, redeem for the body.
+/// - No read brings more than [`ClaimConfig::max_read_bytes`] into memory (when set).
 /// - Cloning is cheap and shares the store.
 #[derive(Clone)]
 pub struct ClaimStore {
@@ -325,15 +334,28 @@ impl ClaimStore {
             .collect()
     }
 
-    /// Find a claim: one ranged read of its pack's index.
+    /// Find a claim of `tenant_id` (`None`: a hook without a tenant): one ranged read of
+    /// its pack's index.
     ///
     /// # Behavior
+    /// - A reference filed under another tenant: [`ClaimError::WrongTenant`], nothing read.
     /// - No pack at the key, or a position past the pack's index: [`ClaimError::NotFound`].
     /// - An object that is not a pack: [`ClaimError::CorruptPack`].
-    pub async fn locate(&self, reference: &ClaimRef) -> Result<Location, ClaimError> {
+    pub async fn locate(
+        &self,
+        tenant_id: Option<&str>,
+        reference: &ClaimRef,
+    ) -> Result<Location, ClaimError> {
+        let expected = partition_of(tenant_id);
+        let urn = reference.to_string();
+        if reference.tenant() != expected {
+            return Err(ClaimError::WrongTenant {
+                reference: urn,
+                expected: expected.to_owned(),
+            });
+        }
         let (pack, position) = pack::PackId::of_claim(reference.claim_id());
         let key = pack.key(reference.tenant());
-        let urn = reference.to_string();
         let prefix = self
             .store
             .get_range(&key, 0..pack::index_prefix_len(position))
@@ -355,7 +377,9 @@ impl ClaimStore {
     }
 
     /// Read `range` of a located claim's bytes (relative to the claim) with one ranged
-    /// read; the range is clipped to the claim. An empty range reads nothing.
+    /// read; the range is clipped to the claim. An empty range reads nothing. The bytes
+    /// are not checked against the claim's digest. A clipped range over
+    /// [`ClaimConfig::max_read_bytes`]: [`ClaimError::ReadTooLarge`], nothing read.
     pub async fn read_bytes(
         &self,
         location: &Location,
@@ -365,8 +389,17 @@ impl ClaimStore {
         if range.start >= end {
             return Ok(Bytes::new());
         }
-        let want = location.offset + range.start..location.offset + end;
         let urn = location.reference.to_string();
+        if let Some(max) = self.config.max_read_bytes()
+            && end - range.start > max
+        {
+            return Err(ClaimError::ReadTooLarge {
+                reference: urn,
+                size: end - range.start,
+                max,
+            });
+        }
+        let want = location.offset + range.start..location.offset + end;
         let bytes = self
             .store
             .get_range(&location.key, want.clone())
@@ -379,29 +412,52 @@ impl ClaimStore {
         Ok(bytes)
     }
 
-    /// A located claim's bytes, whole (one ranged read, none for an empty claim).
+    /// A located claim's bytes, whole (one ranged read, none for an empty claim), not
+    /// checked against the digest; capped like [`read_bytes`](Self::read_bytes).
     pub async fn read(&self, location: &Location) -> Result<Bytes, ClaimError> {
         self.read_bytes(location, 0..location.length).await
     }
 
-    /// Read a claim by its URN and check it against `sha256` (64 lowercase hex): two
-    /// ranged reads.
+    /// Read a claim of `tenant_id` by its URN and check it against the message's `size`
+    /// and `sha256` (64 lowercase hex): two ranged reads.
     ///
     /// # Behavior
-    /// - A malformed URN or digest: [`ClaimError::InvalidRef`]. Unknown claim:
-    ///   [`ClaimError::NotFound`]. Bytes that do not hash to `sha256`:
-    ///   [`ClaimError::IntegrityMismatch`]. All permanent.
+    /// - A malformed URN or digest: [`ClaimError::InvalidRef`]. A URN of another tenant:
+    ///   [`ClaimError::WrongTenant`]. Unknown claim: [`ClaimError::NotFound`]. An index
+    ///   length other than `size`: [`ClaimError::SizeMismatch`] and a size over
+    ///   [`ClaimConfig::max_read_bytes`]: [`ClaimError::ReadTooLarge`], both before the
+    ///   bytes are read (a lying index cannot make it allocate 4 GiB). Bytes that do not
+    ///   hash to `sha256`: [`ClaimError::IntegrityMismatch`]. All permanent.
     /// - Store outage: [`ClaimError::Unavailable`] (transient); refused credentials:
     ///   [`ClaimError::Forbidden`] (config).
-    pub async fn redeem(&self, reference: &str, sha256: &str) -> Result<Bytes, ClaimError> {
+    pub async fn redeem(
+        &self,
+        tenant_id: Option<&str>,
+        reference: &str,
+        sha256: &str,
+        size: u64,
+    ) -> Result<Bytes, ClaimError> {
         let reference: ClaimRef = reference.parse()?;
         let claim = Claim::new(reference, sha256)?;
-        self.redeem_claim(&claim).await
+        self.redeem_claim(tenant_id, &claim, size).await
     }
 
-    /// [`redeem`](Self::redeem) a claim already parsed (e.g. `ctx.claim`).
-    pub async fn redeem_claim(&self, claim: &Claim) -> Result<Bytes, ClaimError> {
-        let location = self.locate(claim.reference()).await?;
+    /// [`redeem`](Self::redeem) a claim already parsed (e.g. `ctx.claim`, with the
+    /// envelope's tenant and size).
+    pub async fn redeem_claim(
+        &self,
+        tenant_id: Option<&str>,
+        claim: &Claim,
+        size: u64,
+    ) -> Result<Bytes, ClaimError> {
+        let location = self.locate(tenant_id, claim.reference()).await?;
+        if location.length != size {
+            return Err(ClaimError::SizeMismatch {
+                reference: claim.reference().to_string(),
+                declared: size,
+                actual: location.length,
+            });
+        }
         let bytes = self.read(&location).await?;
         let actual = digest(bytes.clone()).await?;
         if actual != claim.sha256() {
@@ -412,6 +468,20 @@ impl ClaimStore {
             });
         }
         Ok(bytes)
+    }
+
+    /// The body of a decoded Message v1: the inline body as is (`decode` verified it), or
+    /// the claim [`redeem`](Self::redeem)ed for the message's `tenant_id`, `size` and
+    /// `sha256`.
+    pub async fn redeem_message(&self, message: &Message) -> Result<Bytes, ClaimError> {
+        match &message.body {
+            MessageBody::Inline(bytes) => Ok(bytes.clone()),
+            MessageBody::Claim(reference) => {
+                let claim = Claim::new(reference.clone(), message.sha256.as_str())?;
+                self.redeem_claim(message.tenant_id.as_deref(), &claim, message.size)
+                    .await
+            }
+        }
     }
 }
 
@@ -428,7 +498,7 @@ fn plan(
     // Per tenant: the index in `packs` of its open pack, and that pack's body bytes.
     let mut open: Vec<(&str, usize, u64)> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        if validate_tenant(&item.tenant).is_err() {
+        if validate_partition(&item.tenant).is_err() {
             results[i] = Some(Err(ClaimError::InvalidTenant(item.tenant.clone())));
             continue;
         }

@@ -1,7 +1,7 @@
 //! Retention for a local claim store: delete whole day partitions once they are old.
 
 use crate::config::SweeperConfig;
-use ankusa_sink_core::validate_tenant;
+use ankusa_sink_core::validate_partition;
 use chrono::{Days, NaiveDate, Utc};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -98,7 +98,7 @@ impl Sweeper {
         for tenant_dir in subdirs(&self.root.join("claims")) {
             let tenant_ok = file_name(&tenant_dir)
                 .and_then(|n| n.strip_prefix("tenant="))
-                .is_some_and(|t| validate_tenant(t).is_ok());
+                .is_some_and(|t| validate_partition(t).is_ok());
             if !tenant_ok {
                 continue;
             }

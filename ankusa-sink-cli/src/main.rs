@@ -395,7 +395,15 @@ async fn run(cli: Cli) -> Result<ExitCode, UsageError> {
                     &format!("check passed: {} sink", config.kind()),
                     ExitCode::SUCCESS,
                 ),
-                Ok(Check::Unsupported) => print(
+                Ok(Check::Reachable) => print(
+                    &format!(
+                        "check passed: the {} sink's destination accepts connections (whether it \
+                         takes the hook is known only by delivering)",
+                        config.kind()
+                    ),
+                    ExitCode::SUCCESS,
+                ),
+                Ok(_) => print(
                     &format!(
                         "not checked: the {} sink has no preflight check",
                         config.kind()

@@ -35,7 +35,9 @@ pub struct BatchConfig {
     pub max_entries: NonZeroUsize,
     /// Total declared bytes per request (SQS: 1 MiB; SNS: 256 KiB by default).
     pub max_bytes: NonZeroUsize,
-    /// The longest an entry waits for companions. Default 10 ms.
+    /// The longest an entry waits for companions. Default 10 ms. A linger too long to add
+    /// to the clock (e.g. `Duration::MAX`) means no time limit: requests leave only when
+    /// full or when the batcher is dropped.
     pub linger: Duration,
     /// Entries waiting in the queue, all tenants. Default 10,000.
     pub max_queued: NonZeroUsize,
@@ -313,7 +315,9 @@ async fn ready<S: BatchSend>(shared: &Shared<S>) -> bool {
                 {
                     return true;
                 }
-                Some(oldest) => Some(oldest.since + cfg.linger),
+                // A linger past the end of time (`Duration::MAX`) never expires: the
+                // request leaves when it is full or the batcher closes.
+                Some(oldest) => oldest.since.checked_add(cfg.linger),
             }
         };
         match deadline {
@@ -638,6 +642,27 @@ mod tests {
         // The batcher still works for the next delivery.
         let err = b.submit(None, 1, 1, ()).await.unwrap_err();
         assert_eq!(err.class(), Class::Transient);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_endless_linger_sends_full_requests_and_does_not_panic() {
+        let rec = Arc::new(Recorder::default());
+        let b = Arc::new(Batcher::new(
+            Arc::clone(&rec),
+            cfg(2, 1000).with_linger(Duration::MAX),
+        ));
+        let one = tokio::spawn({
+            let b = Arc::clone(&b);
+            async move { b.submit(None, 1, 1, 2).await }
+        });
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(!one.is_finished(), "a lone entry waits for a companion");
+        let two = tokio::time::timeout(Duration::from_secs(5), b.submit(None, 1, 1, 4))
+            .await
+            .expect("the flusher is alive and sends a full request");
+        assert!(two.is_ok());
+        assert!(one.await.unwrap().is_ok());
+        assert_eq!(*rec.requests.lock().unwrap(), vec![vec![2, 4]]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,6 +1,6 @@
 //! Claim references: how a body too large to send inline travels by reference.
 
-use crate::envelope::validate_tenant;
+use crate::envelope::validate_partition;
 use std::fmt;
 use std::str::FromStr;
 
@@ -26,6 +26,9 @@ pub enum ClaimRefError {
 
 /// `urn:ankusa:claim:v1:<tenant>:<claim_id>`, compatible with Ankusa's consumers.
 ///
+/// The tenant is the partition the claim is filed under: the hook's tenant, or
+/// [`TENANTLESS`](crate::TENANTLESS) (`default`) for a hook without one.
+///
 /// The claim id is a canonical ULID: 26 uppercase Crockford base32 characters (no I, L, O,
 /// U), the first `0`..=`7`. No case folding is accepted.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -38,7 +41,7 @@ impl ClaimRef {
     /// A reference from its parts.
     pub fn new(tenant: impl Into<String>, claim_id: ulid::Ulid) -> Result<Self, ClaimRefError> {
         let tenant = tenant.into();
-        validate_tenant(&tenant).map_err(|_| ClaimRefError::InvalidTenant)?;
+        validate_partition(&tenant).map_err(|_| ClaimRefError::InvalidTenant)?;
         Ok(ClaimRef { tenant, claim_id })
     }
     /// The tenant (partition) the claim lives under.
@@ -73,7 +76,7 @@ impl FromStr for ClaimRef {
         if id.contains(':') {
             return Err(ClaimRefError::Malformed);
         }
-        validate_tenant(tenant).map_err(|_| ClaimRefError::InvalidTenant)?;
+        validate_partition(tenant).map_err(|_| ClaimRefError::InvalidTenant)?;
         let claim_id = parse_claim_id(id)?;
         Ok(ClaimRef {
             tenant: tenant.to_owned(),
@@ -92,7 +95,10 @@ impl fmt::Display for ClaimRef {
 ///
 /// Dispatch checks a body in once and hands the same claim to every sink and every retry
 /// in [`Ctx::claim`](crate::Ctx).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// `Debug` shows only the tenant: the reference and the digest together are what a reader
+/// of the store needs to redeem the body.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Claim {
     reference: ClaimRef,
     sha256: String,
@@ -118,6 +124,14 @@ impl Claim {
     /// Lowercase hex sha256 of the raw body.
     pub fn sha256(&self) -> &str {
         &self.sha256
+    }
+}
+
+impl fmt::Debug for Claim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Claim")
+            .field("tenant", &self.reference.tenant)
+            .finish_non_exhaustive()
     }
 }
 
@@ -203,6 +217,22 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(input.parse::<ClaimRef>(), Err(want), "{input:?}");
         }
+    }
+
+    #[test]
+    fn the_tenantless_partition_is_a_claim_tenant() {
+        let r: ClaimRef = format!("urn:ankusa:claim:v1:default:{ID}").parse().unwrap();
+        assert_eq!(r.tenant(), crate::TENANTLESS);
+        assert!(ClaimRef::new(crate::TENANTLESS, r.claim_id()).is_ok());
+    }
+
+    #[test]
+    fn debug_of_a_claim_shows_no_capability() {
+        let r: ClaimRef = format!("urn:ankusa:claim:v1:acme:{ID}").parse().unwrap();
+        let sha = "ab".repeat(32);
+        let d = format!("{:?}", Claim::new(r, sha.clone()).unwrap());
+        assert!(!d.contains(ID) && !d.contains(&sha), "{d}");
+        assert!(d.contains("acme"), "{d}");
     }
 
     #[test]

@@ -78,6 +78,9 @@ impl fmt::Debug for Extensions {
 /// `attempt` is 1-based and never zero. `claim` is present only when dispatch already
 /// checked the body in; a sink with an inline threshold must use it rather than check the
 /// body in itself. `batch` is set only by a dispatcher that lets batching sinks batch.
+///
+/// `Debug` shows a claim's tenant only, never its reference or digest (see
+/// [`Claim`]).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Ctx {
@@ -97,9 +100,15 @@ pub struct Ctx {
     pub forward_headers: ForwardHeaders,
     /// Whether a batching sink may batch this delivery.
     pub batch: bool,
-    /// At most this many forwarded header names.
+    /// At most this many forwarded header names. Default
+    /// [`DEFAULT_MAX_HEADERS`](crate::message::DEFAULT_MAX_HEADERS) (100); change it with
+    /// [`with_max_headers`](Self::with_max_headers), or set `None` for no cap.
     pub max_headers: Option<NonZeroUsize>,
-    /// At most this many bytes of forwarded names plus values.
+    /// At most this many bytes of forwarded names plus values. Default
+    /// [`DEFAULT_FORWARD_HEADERS_MAX_BYTES`](crate::message::DEFAULT_FORWARD_HEADERS_MAX_BYTES)
+    /// (16 KiB); change it with
+    /// [`with_forward_headers_max_bytes`](Self::with_forward_headers_max_bytes), or set
+    /// `None` for no cap.
     pub forward_headers_max_bytes: Option<NonZeroUsize>,
     /// Values for sinks that know them.
     pub extensions: Extensions,
@@ -117,8 +126,8 @@ impl Ctx {
             replay_id: None,
             forward_headers: ForwardHeaders::Default,
             batch: false,
-            max_headers: None,
-            forward_headers_max_bytes: None,
+            max_headers: Some(crate::message::DEFAULT_MAX_HEADERS),
+            forward_headers_max_bytes: Some(crate::message::DEFAULT_FORWARD_HEADERS_MAX_BYTES),
             extensions: Extensions::default(),
         }
     }
@@ -185,6 +194,40 @@ mod tests {
         assert_eq!(ctx.tenant_id.as_deref(), Some("t"));
         assert!(!ctx.batch && ctx.claim.is_none());
         assert_eq!(ctx.with_attempt(3).attempt(), 3);
+    }
+
+    #[test]
+    fn forwarded_headers_are_capped_by_default() {
+        let env = Envelope::builder("h", "src", "").build().unwrap();
+        let ctx = Ctx::for_envelope(&env);
+        assert_eq!(ctx.max_headers.map(NonZeroUsize::get), Some(100));
+        assert_eq!(
+            ctx.forward_headers_max_bytes.map(NonZeroUsize::get),
+            Some(16 * 1024)
+        );
+        let five = NonZeroUsize::new(5).unwrap();
+        let ctx = ctx
+            .with_max_headers(five)
+            .with_forward_headers_max_bytes(five);
+        assert_eq!(
+            (ctx.max_headers, ctx.forward_headers_max_bytes),
+            (Some(five), Some(five))
+        );
+    }
+
+    #[test]
+    fn debug_shows_a_claim_is_there_but_not_its_capability() {
+        let env = Envelope::builder("h", "src", "")
+            .tenant_id("acme")
+            .build()
+            .unwrap();
+        let id = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
+        let sha = "cd".repeat(32);
+        let r: crate::ClaimRef = format!("urn:ankusa:claim:v1:acme:{id}").parse().unwrap();
+        let ctx = Ctx::for_envelope(&env).with_claim(Claim::new(r, sha.clone()).unwrap());
+        let d = format!("{ctx:?}");
+        assert!(!d.contains(id) && !d.contains(&sha), "{d}");
+        assert!(d.contains("claim: Some(Claim"), "{d}");
     }
 
     #[test]

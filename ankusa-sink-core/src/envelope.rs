@@ -34,19 +34,58 @@ pub enum EnvelopeError {
     /// A text field with a control character.
     #[error("envelope field `{0}` contains a control character")]
     ControlCharacter(&'static str),
+    /// The tenant id is [`TENANTLESS`], the partition of hooks without a tenant.
+    #[error(
+        "tenant id \"default\" is reserved for hooks without a tenant: leave tenant_id unset \
+         or choose another id"
+    )]
+    ReservedTenant,
+    /// More headers than [`MAX_ENVELOPE_HEADERS`].
+    #[error("envelope has {count} headers; at most {max} are accepted")]
+    TooManyHeaders {
+        /// How many the envelope has.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
-/// Check a tenant id: `[A-Za-z0-9_-]{1,64}`.
+/// At most this many headers in an [`Envelope`]: far above what a webhook provider sends,
+/// low enough that per-header work stays cheap on every attempt.
+pub const MAX_ENVELOPE_HEADERS: usize = 1_000;
+
+/// The partition of hooks without a tenant: their claim tenant, the first part of their
+/// idempotency key (`default:<source>:<dedupe key>`) and their routing keys. Reserved:
+/// [`validate_tenant`] refuses it as a tenant id, so a tenant can never share the
+/// tenantless hooks' claims, idempotency keys or routes.
+pub const TENANTLESS: &str = "default";
+
+/// Check a tenant id: `[A-Za-z0-9_-]{1,64}`, and not the reserved [`TENANTLESS`].
 pub fn validate_tenant(tenant: &str) -> Result<(), EnvelopeError> {
-    let ok = (1..=64).contains(&tenant.len())
-        && tenant
+    validate_partition(tenant)?;
+    if tenant == TENANTLESS {
+        return Err(EnvelopeError::ReservedTenant);
+    }
+    Ok(())
+}
+
+/// Check a partition name: a tenant id, or [`TENANTLESS`] (the claim store files
+/// tenantless hooks there): `[A-Za-z0-9_-]{1,64}`.
+pub fn validate_partition(partition: &str) -> Result<(), EnvelopeError> {
+    let ok = (1..=64).contains(&partition.len())
+        && partition
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if ok {
         Ok(())
     } else {
-        Err(EnvelopeError::InvalidTenant(tenant.to_owned()))
+        Err(EnvelopeError::InvalidTenant(partition.to_owned()))
     }
+}
+
+/// The partition of a hook with this tenant: the tenant itself, or [`TENANTLESS`].
+pub fn partition_of(tenant_id: Option<&str>) -> &str {
+    tenant_id.unwrap_or(TENANTLESS)
 }
 
 /// The verifier's verdict on a hook.
@@ -189,17 +228,19 @@ impl Envelope {
     pub fn dedupe_key(&self) -> Option<&str> {
         self.dedupe_key.as_deref()
     }
+    /// The hook's partition: its tenant, or [`TENANTLESS`] when it has none.
+    pub fn partition(&self) -> &str {
+        partition_of(self.tenant_id.as_deref())
+    }
 
-    /// The key a consumer deduplicates on: `"<tenant or default>:<source_id>:<dedupe_key>"`
-    /// when a non-empty dedupe key is set, else the hook id.
+    /// The key a consumer deduplicates on: `"<partition>:<source_id>:<dedupe_key>"` (the
+    /// partition is the tenant, or [`TENANTLESS`]) when a non-empty dedupe key is set, else
+    /// the hook id.
     pub fn idempotency_key(&self) -> String {
         match self.dedupe_key.as_deref() {
-            Some(key) if !key.is_empty() => format!(
-                "{}:{}:{}",
-                self.tenant_id.as_deref().unwrap_or("default"),
-                self.source_id,
-                key
-            ),
+            Some(key) if !key.is_empty() => {
+                format!("{}:{}:{}", self.partition(), self.source_id, key)
+            }
             _ => self.id.clone(),
         }
     }
@@ -249,6 +290,12 @@ impl Envelope {
         if self.received_at < 0 {
             return Err(EnvelopeError::NegativeReceivedAt(self.received_at));
         }
+        if self.headers.len() > MAX_ENVELOPE_HEADERS {
+            return Err(EnvelopeError::TooManyHeaders {
+                count: self.headers.len(),
+                max: MAX_ENVELOPE_HEADERS,
+            });
+        }
         for (name, value) in &self.headers {
             if name.is_empty() || !name.bytes().all(is_token_byte) {
                 return Err(EnvelopeError::InvalidHeaderName(name.clone()));
@@ -274,15 +321,20 @@ fn now_ms() -> i64 {
 }
 
 impl fmt::Debug for Envelope {
-    // The body and header values may hold provider secrets; print their shape only.
+    // The body and header values may hold provider secrets, and a catch URL's path or
+    // query may carry a token: print their shape only (the path as a stable short hash).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = match self.path.as_str() {
+            "" | "/" => self.path.clone(),
+            p => crate::describe::redacted_path(p),
+        };
         f.debug_struct("Envelope")
             .field("id", &self.id)
             .field("source_id", &self.source_id)
             .field("tenant_id", &self.tenant_id)
             .field("received_at", &self.received_at)
             .field("method", &self.method)
-            .field("path", &self.path)
+            .field("path", &path)
             .field(
                 "headers",
                 &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
@@ -592,6 +644,64 @@ mod tests {
         assert!(serde_json::from_str::<Envelope>(&bad).is_err());
         let bad = json.replace("AP8B", "***");
         assert!(serde_json::from_str::<Envelope>(&bad).is_err());
+    }
+
+    #[test]
+    fn the_tenantless_partition_is_reserved() {
+        assert_eq!(
+            validate_tenant(TENANTLESS),
+            Err(EnvelopeError::ReservedTenant)
+        );
+        assert_eq!(
+            env().tenant_id("default").build().unwrap_err(),
+            EnvelopeError::ReservedTenant
+        );
+        let err = serde_json::from_str::<Envelope>(
+            r#"{"id":"h","source_id":"s","tenant_id":"default","received_at":1,"body_base64":""}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("reserved"), "{err}");
+        // Other ids that merely look like it are ordinary tenants.
+        for ok in ["Default", "default1", "defaults"] {
+            assert!(validate_tenant(ok).is_ok(), "{ok}");
+        }
+        // The partition itself stays valid where partitions are named (claim store).
+        assert!(validate_partition(TENANTLESS).is_ok());
+        assert!(validate_partition("a.b").is_err());
+        let none = env().dedupe_key("k").build().unwrap();
+        assert_eq!(none.partition(), TENANTLESS);
+        assert_eq!(none.idempotency_key(), "default:stripe:k");
+        assert_eq!(env().tenant_id("acme").build().unwrap().partition(), "acme");
+    }
+
+    #[test]
+    fn header_count_is_limited() {
+        let headers = |n: usize| (0..n).map(|i| (format!("x-h{i}"), "v".into())).collect();
+        assert!(env().headers(headers(MAX_ENVELOPE_HEADERS)).build().is_ok());
+        let err = env()
+            .headers(headers(MAX_ENVELOPE_HEADERS + 1))
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            err,
+            EnvelopeError::TooManyHeaders {
+                count: 1_001,
+                max: 1_000
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "envelope has 1001 headers; at most 1000 are accepted"
+        );
+    }
+
+    #[test]
+    fn debug_hides_the_path() {
+        let e = env().path("/in/src_1?token=sekrit-query").build().unwrap();
+        let d = format!("{e:?}");
+        assert!(!d.contains("sekrit") && !d.contains("src_1"), "{d}");
+        assert!(d.contains("REDACTED-PATH-"), "{d}");
+        assert!(format!("{:?}", env().build().unwrap()).contains("path: \"/\""));
     }
 
     #[test]

@@ -20,7 +20,8 @@ pub use describe::{
     redacted_path,
 };
 pub use envelope::{
-    Envelope, EnvelopeBuilder, EnvelopeError, Verification, VerificationStatus, validate_tenant,
+    Envelope, EnvelopeBuilder, EnvelopeError, MAX_ENVELOPE_HEADERS, TENANTLESS, Verification,
+    VerificationStatus, partition_of, validate_partition, validate_tenant,
 };
 pub use failure::{
     BoxError, Class, ErrorClass, Failure, Reason, classify, error_class, error_classes,

@@ -26,17 +26,32 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
 
 /// The default inline threshold of queue sinks: 64 KiB.
 pub const DEFAULT_INLINE_MAX_BYTES: NonZeroUsize = NonZeroUsize::new(65_536).unwrap();
 
-/// Header names never forwarded, whatever the mode (plus any name starting `x-ankusa-`).
+/// Default [`Ctx::max_headers`]: at most 100 forwarded header names.
+pub const DEFAULT_MAX_HEADERS: NonZeroUsize = NonZeroUsize::new(100).unwrap();
+
+/// Default [`Ctx::forward_headers_max_bytes`]: at most 16 KiB of forwarded names plus
+/// values.
+pub const DEFAULT_FORWARD_HEADERS_MAX_BYTES: NonZeroUsize = NonZeroUsize::new(16 * 1024).unwrap();
+
+// Whoever can POST to a catch URL chooses the hook's headers, and forwarded headers reach
+// outbound HTTP requests and every Message v1. So three classes never leave: credentials
+// (by name: the provider's signature headers are not secrets and stay), headers HTTP or a
+// proxy owns (framing, hop-by-hop), and headers a proxy or auth gateway in front of the
+// destination would trust (client address, original host/URL/method, asserted identity).
+
+/// Header names never forwarded, whatever the mode (lowercase, exact). See also
+/// [`NEVER_FORWARDED_PREFIXES`] and [`NEVER_FORWARDED_PATTERNS`].
 pub const NEVER_FORWARDED: &[&str] = &[
+    // Credentials not caught by a pattern.
     "authorization",
-    "proxy-authorization",
-    "cookie",
-    "x-api-key",
+    "x-authorization",
+    // Framing and hop-by-hop: HTTP and the sink own them.
     "host",
     "content-length",
     "content-type",
@@ -47,29 +62,148 @@ pub const NEVER_FORWARDED: &[&str] = &[
     "trailer",
     "upgrade",
     "expect",
+    "http2-settings",
+    // Proxy trust: the client's address and the request's path through proxies.
+    "forwarded",
+    "x-forwarded",
+    "via",
+    "x-real-ip",
+    "true-client-ip",
+    "cf-connecting-ip",
+    "cf-connecting-ipv6",
+    "fastly-client-ip",
+    "x-client-ip",
+    "x-cluster-client-ip",
+    "client-ip",
+    "x-originating-ip",
+    "x-remote-ip",
+    "x-remote-addr",
+    "x-proxyuser-ip",
+    "x-azure-clientip",
+    "x-azure-socketip",
+    // Proxy trust: the original host, URL and method a front end may route or act on.
+    "x-host",
+    "x-original-host",
+    "x-original-url",
+    "x-original-uri",
+    "x-rewrite-url",
+    "x-original-method",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "x-middleware-subrequest",
+    // Identity asserted by an auth proxy in front of the destination.
+    "remote-user",
+    "x-remote-user",
+    "x-webauth-user",
 ];
 
-/// Whether a (lowercase) header name may ever be forwarded.
+/// Name prefixes never forwarded: ours (`x-ankusa-`), proxy-owned (`proxy-`: proxy
+/// credentials and `proxy-connection`), proxy trust (`x-forwarded-`, `x-envoy-`) and
+/// identity asserted by an auth proxy (`x-auth-`, `x-amzn-oidc-`, `x-ms-client-principal`,
+/// `x-goog-authenticated-user-`).
+pub const NEVER_FORWARDED_PREFIXES: &[&str] = &[
+    "x-ankusa-",
+    "proxy-",
+    "x-forwarded-",
+    "x-envoy-",
+    "x-auth-",
+    "x-amzn-oidc-",
+    "x-ms-client-principal",
+    "x-goog-authenticated-user-",
+];
+
+/// Substrings that mark a credential: a name containing any is never forwarded
+/// (`x-gitlab-token`, `private-token`, `x-webhook-secret`, `api-key`, `set-cookie`, ...).
+/// None of them occurs in a provider's signature header name (`stripe-signature`,
+/// `x-hub-signature-256`, `webhook-signature`, `x-slack-signature`, ...), which stay.
+pub const NEVER_FORWARDED_PATTERNS: &[&str] = &[
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "api-key",
+    "apikey",
+    "api_key",
+    "access-key",
+    "accesskey",
+    "session",
+    "credential",
+    "cookie",
+];
+
+/// Whether a (lowercase) header name may ever be forwarded: not in [`NEVER_FORWARDED`],
+/// not starting with one of [`NEVER_FORWARDED_PREFIXES`], not containing one of
+/// [`NEVER_FORWARDED_PATTERNS`].
 pub fn is_forwardable(lower_name: &str) -> bool {
-    !NEVER_FORWARDED.contains(&lower_name) && !lower_name.starts_with("x-ankusa-")
+    !NEVER_FORWARDED.contains(&lower_name)
+        && !NEVER_FORWARDED_PREFIXES
+            .iter()
+            .any(|p| lower_name.starts_with(p))
+        && !NEVER_FORWARDED_PATTERNS
+            .iter()
+            .any(|p| lower_name.contains(p))
+}
+
+/// A header name compared and hashed without regard to ASCII case, so merging looks names
+/// up in a map without lowercasing a copy first.
+struct Folded<'a>(&'a str);
+
+impl PartialEq for Folded<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.eq_ignore_ascii_case(other.0)
+    }
+}
+
+impl Eq for Folded<'_> {}
+
+impl std::hash::Hash for Folded<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for b in self.0.bytes() {
+            state.write_u8(b.to_ascii_lowercase());
+        }
+        state.write_u8(0xff);
+    }
 }
 
 /// The provider headers a sink forwards, by the rules every sink shares.
 ///
 /// # Behavior
-/// - Names are lowercased; the never-forwarded list ([`NEVER_FORWARDED`], `x-ankusa-*`)
-///   is always removed; [`ForwardHeaders::Only`] keeps only the listed names.
+/// - Names are lowercased; the never-forwarded names ([`NEVER_FORWARDED`],
+///   [`NEVER_FORWARDED_PREFIXES`], [`NEVER_FORWARDED_PATTERNS`]) are always removed;
+///   [`ForwardHeaders::Only`] keeps only the listed names.
 /// - A repeated name is one entry, its values joined with `", "` in arrival order, placed
-///   where the name first arrived.
+///   where the name first arrived (merged through a map past 16 names: linear in the
+///   header count).
 /// - Then the limits, deterministically, in first-arrival order: an entry is kept while
-///   fewer than `ctx.max_headers` are kept and its name plus value bytes fit in what is
-///   left of `ctx.forward_headers_max_bytes`; an entry that does not fit is dropped and
-///   later, smaller ones may still be kept.
+///   fewer than `ctx.max_headers` (default [`DEFAULT_MAX_HEADERS`], 100) are kept and its
+///   name plus value bytes fit in what is left of `ctx.forward_headers_max_bytes` (default
+///   [`DEFAULT_FORWARD_HEADERS_MAX_BYTES`], 16 KiB); an entry that does not fit is dropped
+///   and later, smaller ones may still be kept. `None` in either field lifts that cap.
 /// - Borrowed from the envelope where it can be (a name already lowercase, a value that
 ///   was not joined): forwarding allocates only for what it changes.
 pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>, Cow<'a, str>)> {
+    // Up to this many distinct names, a repeated name is found by a scan of a stack array
+    // (no allocation for a typical hook); past it, through a map (linear in the headers,
+    // whatever an attacker sends).
+    const SCAN_MAX: usize = 16;
     let mut out: Vec<(Cow<'a, str>, Cow<'a, str>)> = Vec::new();
+    // The envelope's spelling of each entry's name, for the first SCAN_MAX entries.
+    let mut first: [&'a str; SCAN_MAX] = [""; SCAN_MAX];
+    let mut index: Option<HashMap<Folded<'a>, usize>> = None;
     for (name, value) in env.headers() {
+        let seen = match &index {
+            Some(map) => map.get(&Folded(name)).copied(),
+            None => first[..out.len()]
+                .iter()
+                .position(|n| n.eq_ignore_ascii_case(name)),
+        };
+        if let Some(at) = seen {
+            let joined = out[at].1.to_mut();
+            joined.push_str(", ");
+            joined.push_str(value);
+            continue;
+        }
         let lower = if name.bytes().any(|b| b.is_ascii_uppercase()) {
             Cow::Owned(name.to_ascii_lowercase())
         } else {
@@ -83,14 +217,22 @@ pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>,
         {
             continue;
         }
-        match out.iter_mut().find(|(n, _)| *n == lower) {
-            Some((_, v)) => {
-                let joined = v.to_mut();
-                joined.push_str(", ");
-                joined.push_str(value);
+        match &mut index {
+            Some(map) => {
+                map.insert(Folded(name), out.len());
             }
-            None => out.push((lower, Cow::Borrowed(value.as_str()))),
+            None if out.len() < SCAN_MAX => first[out.len()] = name,
+            None => {
+                let mut map: HashMap<Folded<'a>, usize> = first
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (Folded(n), i))
+                    .collect();
+                map.insert(Folded(name), out.len());
+                index = Some(map);
+            }
         }
+        out.push((lower, Cow::Borrowed(value.as_str())));
     }
     let max_count = ctx.max_headers.map_or(usize::MAX, NonZeroUsize::get);
     let mut budget = ctx
@@ -155,6 +297,17 @@ pub enum EncodeError {
     /// The claim's digest is not the body's.
     #[error("ctx.claim sha256 does not match the body's sha256: the claim is for another body")]
     ClaimDigestMismatch,
+    /// The claim is filed under another tenant than the envelope's partition.
+    #[error(
+        "ctx.claim belongs to tenant {claim:?} but the envelope's partition is {envelope:?}: \
+         the claim is for another tenant's body"
+    )]
+    ClaimTenantMismatch {
+        /// The claim's tenant.
+        claim: String,
+        /// The envelope's partition (its tenant, or `default`).
+        envelope: String,
+    },
 }
 
 impl From<EncodeError> for Failure {
@@ -234,7 +387,8 @@ impl Serialize for Wire<'_> {
 /// - Inline (`body_base64`) when `env.size() <= inline_max_bytes` (inclusive) or the
 ///   threshold is `None`; otherwise `claim` from `ctx.claim`.
 /// - `sha256` is the raw body's digest in both cases; a claim whose digest differs is
-///   refused ([`EncodeError::ClaimDigestMismatch`]).
+///   refused ([`EncodeError::ClaimDigestMismatch`]), and so is a claim of another tenant
+///   than the envelope's partition ([`EncodeError::ClaimTenantMismatch`]).
 /// - Over the threshold with no `ctx.claim`: [`EncodeError::NoClaim`] (a config failure),
 ///   nothing is checked in here: dispatch checks in once.
 /// - Deterministic: the same inputs give the same bytes.
@@ -256,6 +410,12 @@ pub fn encode(
             })?;
             if claim.sha256() != sha256 {
                 return Err(EncodeError::ClaimDigestMismatch);
+            }
+            if claim.reference().tenant() != env.partition() {
+                return Err(EncodeError::ClaimTenantMismatch {
+                    claim: claim.reference().tenant().to_owned(),
+                    envelope: env.partition().to_owned(),
+                });
             }
             Some(claim.reference())
         }
@@ -320,10 +480,17 @@ pub enum DecodeError {
     /// A malformed claim reference.
     #[error(transparent)]
     Claim(#[from] ClaimRefError),
+    /// The claim is filed under another tenant than the message's `tenant_id` (or, for a
+    /// message without one, than `default`): a consumer must not redeem it.
+    #[error("the claim's tenant is not the message's tenant_id")]
+    ClaimTenant,
 }
 
 /// A decoded Message v1.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// `Debug` shows the shape only: header names (not values), the body's length or the
+/// claim's tenant, never the body, the claim id or the digest.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Message {
     /// Hook id.
     pub id: String,
@@ -351,13 +518,49 @@ pub struct Message {
     pub body: MessageBody,
 }
 
-/// The body of a decoded message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The body of a decoded message. `Debug` shows the inline length or the claim's tenant.
+#[derive(Clone, PartialEq, Eq)]
 pub enum MessageBody {
     /// Inline, verified against `size` and `sha256`.
     Inline(Bytes),
-    /// By reference; redeem it and check the digest.
+    /// By reference, filed under the message's tenant (checked by [`decode`]); redeem it
+    /// and check the digest.
     Claim(ClaimRef),
+}
+
+impl std::fmt::Debug for MessageBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MessageBody::Inline(b) => f.debug_struct("Inline").field("len", &b.len()).finish(),
+            MessageBody::Claim(r) => f
+                .debug_struct("Claim")
+                .field("tenant", &r.tenant())
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Message {
+    // Header values and the body may hold provider secrets; the claim id and digest
+    // together let a reader of the store redeem the body.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Message")
+            .field("id", &self.id)
+            .field("source_id", &self.source_id)
+            .field("tenant_id", &self.tenant_id)
+            .field("received_at", &self.received_at)
+            .field("content_type", &self.content_type)
+            .field("size", &self.size)
+            .field("dedupe_key", &self.dedupe_key)
+            .field("replay_id", &self.replay_id)
+            .field("idempotency_key", &self.idempotency_key)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("body", &self.body)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Deserialize)]
@@ -384,8 +587,11 @@ struct WireIn {
     claim: Option<String>,
 }
 
-/// Decode a Message v1, verifying an inline body's size and sha256. Unknown keys are
-/// ignored, as the format requires of consumers.
+/// Decode a Message v1, verifying an inline body's size and sha256, and that a claim is
+/// filed under the message's tenant ([`partition_of`](crate::partition_of) its
+/// `tenant_id`): a message naming another tenant's claim is refused
+/// ([`DecodeError::ClaimTenant`]). Unknown keys are ignored, as the format requires of
+/// consumers.
 pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
     let w: WireIn = serde_json::from_slice(bytes)?;
     if w.v != 1 {
@@ -407,7 +613,13 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
             }
             MessageBody::Inline(Bytes::from(body))
         }
-        (None, Some(urn)) => MessageBody::Claim(urn.parse()?),
+        (None, Some(urn)) => {
+            let reference: ClaimRef = urn.parse()?;
+            if reference.tenant() != crate::partition_of(w.tenant_id.as_deref()) {
+                return Err(DecodeError::ClaimTenant);
+            }
+            MessageBody::Claim(reference)
+        }
         _ => return Err(DecodeError::BodyOrClaim),
     };
     let headers = w
@@ -657,6 +869,240 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(names(forwarded_headers(&e, &bytes)), ["b", "c"]);
         }
+    }
+
+    /// The names the security review found forwarded (issue 15), plus the rest of their
+    /// classes.
+    const CREDENTIAL_AND_TRUST_HEADERS: &[&str] = &[
+        "X-Gitlab-Token",
+        "X-Auth-Token",
+        "X-Access-Token",
+        "Api-Key",
+        "Private-Token",
+        "X-Webhook-Secret",
+        "Set-Cookie",
+        "X-Forwarded-For",
+        "X-Forwarded-Host",
+        "X-Forwarded-Proto",
+        "Forwarded",
+        "X-Real-IP",
+        "Via",
+        "X-HTTP-Method-Override",
+        "X-Method-Override",
+        "X-Original-URL",
+        "X-Rewrite-URL",
+        "Proxy-Connection",
+        "X-Original-Host",
+        "True-Client-IP",
+        "CF-Connecting-IP",
+        "X-Client-IP",
+        "X-Cluster-Client-IP",
+        "Client-IP",
+        "Authorization",
+        "Proxy-Authorization",
+        "Cookie",
+        "X-API-Key",
+        "X-Apikey",
+        "X-Session-Id",
+        "X-Client-Secret",
+        "X-Password",
+        "X-Amz-Security-Token",
+        "X-CSRF-Token",
+        "X-Auth-Key",
+        "X-Auth-Request-User",
+        "X-Remote-User",
+        "X-Envoy-Internal",
+        "X-Middleware-Subrequest",
+        "X-Ankusa-Tenant",
+    ];
+
+    /// Provider signature and event headers: not secrets, they must stay.
+    const PROVIDER_HEADERS: &[&str] = &[
+        "stripe-signature",
+        "x-hub-signature",
+        "x-hub-signature-256",
+        "webhook-signature",
+        "webhook-id",
+        "webhook-timestamp",
+        "x-slack-signature",
+        "x-slack-request-timestamp",
+        "x-github-event",
+        "x-github-delivery",
+        "x-gitlab-event",
+        "x-shopify-hmac-sha256",
+        "x-twilio-signature",
+        "x-authy-signature",
+        "svix-signature",
+        "paddle-signature",
+        "x-signature-ed25519",
+        "x-signature-timestamp",
+        "user-agent",
+        "x-request-id",
+        "accept",
+    ];
+
+    #[test]
+    fn credential_and_trust_headers_are_never_forwarded() {
+        let mut b = Envelope::builder("h", "s", "");
+        for name in CREDENTIAL_AND_TRUST_HEADERS {
+            b = b.header(*name, "planted-value");
+        }
+        for name in PROVIDER_HEADERS {
+            b = b.header(*name, "v");
+        }
+        let e = b.build().unwrap();
+        let ctx = Ctx::for_envelope(&e);
+        let names: Vec<String> = forwarded_headers(&e, &ctx)
+            .into_iter()
+            .map(|(n, _)| n.into_owned())
+            .collect();
+        assert_eq!(names, PROVIDER_HEADERS);
+        for name in CREDENTIAL_AND_TRUST_HEADERS {
+            assert!(!is_forwardable(&name.to_ascii_lowercase()), "{name}");
+        }
+        // An allow-list cannot bring them back.
+        let only = ctx.with_forward_headers(
+            ForwardHeaders::only(CREDENTIAL_AND_TRUST_HEADERS.iter().copied()).unwrap(),
+        );
+        assert!(forwarded_headers(&e, &only).is_empty());
+        // Nor in Message v1.
+        let wire = String::from_utf8(encode(&e, &only, None).unwrap()).unwrap();
+        assert!(!wire.contains("planted-value"), "{wire}");
+        let wire = String::from_utf8(encode(&e, &Ctx::for_envelope(&e), None).unwrap()).unwrap();
+        assert!(!wire.contains("planted-value"), "{wire}");
+        for p in NEVER_FORWARDED_PATTERNS {
+            for name in PROVIDER_HEADERS {
+                assert!(!name.contains(p), "pattern {p} would hit {name}");
+            }
+        }
+    }
+
+    #[test]
+    fn forwarded_headers_are_capped_by_default() {
+        let many = Envelope::builder("h", "s", "")
+            .headers(
+                (0..150)
+                    .map(|i| (format!("x-h{i:03}"), "v".into()))
+                    .collect(),
+            )
+            .build()
+            .unwrap();
+        let h = forwarded_headers(&many, &Ctx::for_envelope(&many));
+        assert_eq!(h.len(), 100);
+        assert_eq!(h[99].0, "x-h099");
+
+        // 20 headers of 1 KiB: 16 KiB holds 15 of them (name + value 1029 bytes each).
+        let big = Envelope::builder("h", "s", "")
+            .headers(
+                (0..20)
+                    .map(|i| (format!("x-b{i:02}"), "v".repeat(1024)))
+                    .collect(),
+            )
+            .build()
+            .unwrap();
+        let ctx = Ctx::for_envelope(&big);
+        let h = forwarded_headers(&big, &ctx);
+        let bytes: usize = h.iter().map(|(n, v)| n.len() + v.len()).sum();
+        assert_eq!(h.len(), 15);
+        assert!(bytes <= 16 * 1024, "{bytes}");
+        // The caps stay changeable: raised, or lifted with None.
+        let raised = ctx.clone().with_forward_headers_max_bytes(nz(64 * 1024));
+        assert_eq!(forwarded_headers(&big, &raised).len(), 20);
+        let mut lifted = Ctx::for_envelope(&many);
+        lifted.max_headers = None;
+        assert_eq!(forwarded_headers(&many, &lifted).len(), 150);
+    }
+
+    #[test]
+    fn merging_joins_every_case_of_a_name_in_arrival_order() {
+        let mut b = Envelope::builder("h", "s", "");
+        for i in 0..500 {
+            b = b.header(format!("x-n{i}"), "a");
+        }
+        for i in 0..500 {
+            b = b.header(format!("X-N{i}"), "b");
+        }
+        let e = b.build().unwrap();
+        let mut ctx = Ctx::for_envelope(&e);
+        ctx.max_headers = None;
+        let h = forwarded_headers(&e, &ctx);
+        // Names found by the scan (the first 16) and through the map (the rest) alike.
+        assert_eq!(h.len(), 500);
+        for i in [0, 7, 15, 16, 17, 499] {
+            assert_eq!(h[i], (format!("x-n{i}").into(), "a, b".into()), "{i}");
+        }
+        assert!(h.iter().all(|(_, v)| v == "a, b"));
+    }
+
+    fn claimed(tenant: Option<&str>, claim_tenant: &str) -> Result<Vec<u8>, EncodeError> {
+        let e = Envelope::builder("h", "s", &b"hello"[..])
+            .tenant(tenant.map(str::to_owned))
+            .build()
+            .unwrap();
+        let r = ClaimRef::new(claim_tenant, ulid::Ulid::from_parts(1, 2)).unwrap();
+        let ctx = Ctx::for_envelope(&e).with_claim(Claim::new(r, sha256_hex(b"hello")).unwrap());
+        encode(&e, &ctx, Some(nz(1)))
+    }
+
+    #[test]
+    fn a_claim_is_bound_to_the_message_tenant() {
+        // Encode refuses another tenant's claim; the tenantless partition is `default`.
+        let err = claimed(Some("acme"), "globex").unwrap_err();
+        assert!(matches!(
+            &err,
+            EncodeError::ClaimTenantMismatch { claim, envelope }
+                if claim == "globex" && envelope == "acme"
+        ));
+        assert_eq!(Failure::from(err).class(), crate::Class::Config);
+        assert!(claimed(None, "acme").is_err());
+        let tenantless = claimed(None, crate::TENANTLESS).unwrap();
+        assert!(matches!(
+            decode(&tenantless).unwrap().body,
+            MessageBody::Claim(_)
+        ));
+        let own = claimed(Some("acme"), "acme").unwrap();
+        assert!(matches!(decode(&own).unwrap().body, MessageBody::Claim(_)));
+
+        // Decode refuses a message whose claim is another tenant's.
+        let text = String::from_utf8(own).unwrap();
+        let foreign = text.replace("urn:ankusa:claim:v1:acme:", "urn:ankusa:claim:v1:globex:");
+        assert!(matches!(
+            decode(foreign.as_bytes()),
+            Err(DecodeError::ClaimTenant)
+        ));
+        let dropped = text.replace("\"tenant_id\":\"acme\"", "\"tenant_id\":null");
+        assert!(matches!(
+            decode(dropped.as_bytes()),
+            Err(DecodeError::ClaimTenant)
+        ));
+        let text = String::from_utf8(tenantless).unwrap();
+        let claimed_by_acme = text.replace("\"tenant_id\":null", "\"tenant_id\":\"acme\"");
+        assert!(matches!(
+            decode(claimed_by_acme.as_bytes()),
+            Err(DecodeError::ClaimTenant)
+        ));
+    }
+
+    #[test]
+    fn message_debug_shows_shape_only() {
+        let e = Envelope::builder("h", "s", &b"sekrit-body"[..])
+            .tenant_id("acme")
+            .header("x-team", "sekrit-value")
+            .build()
+            .unwrap();
+        let m = decode(&encode(&e, &Ctx::for_envelope(&e), None).unwrap()).unwrap();
+        let d = format!("{m:?}");
+        assert!(!d.contains("sekrit") && !d.contains(&m.sha256), "{d}");
+        assert!(d.contains("x-team") && d.contains("len: 11"), "{d}");
+
+        let claim = decode(&claimed(Some("acme"), "acme").unwrap()).unwrap();
+        let MessageBody::Claim(r) = &claim.body else {
+            panic!("claimed")
+        };
+        let d = format!("{claim:?}");
+        assert!(!d.contains(&r.claim_id().to_string()), "{d}");
+        assert!(!d.contains(&claim.sha256), "{d}");
+        assert!(d.contains("Claim { tenant: \"acme\""), "{d}");
     }
 
     #[test]

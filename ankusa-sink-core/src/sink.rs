@@ -14,9 +14,13 @@ use std::time::Duration;
 
 /// What a preflight [`Sink::check`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Check {
     /// The destination exists and the credentials were accepted.
     Passed,
+    /// The destination accepts connections; whether it exists and takes the credentials
+    /// cannot be known without delivering (an HTTP endpoint).
+    Reachable,
     /// This sink has no preflight.
     Unsupported,
 }
@@ -89,7 +93,8 @@ pub trait Sink: Send + Sync + fmt::Debug {
     ///
     /// # Behavior
     /// - `Ok(Check::Passed)`: the destination is there and reachable with these
-    ///   credentials. `Ok(Check::Unsupported)` (the default): no preflight.
+    ///   credentials. `Ok(Check::Reachable)`: it accepts connections, nothing more is
+    ///   known. `Ok(Check::Unsupported)` (the default): no preflight.
     /// - `Err` is classified like a delivery: missing or forbidden is config.
     async fn check(&self) -> Result<Check, Failure> {
         Ok(Check::Unsupported)

@@ -144,7 +144,9 @@ pub struct HttpConfig {
     #[serde(default = "default_connect_timeout_ms")]
     pub connect_timeout_ms: u64,
     /// Standard Webhooks signing secrets, in order; several for rotation. `whsec_<base64>`
-    /// is base64-decoded, any other non-empty value is used as its bytes. Empty: no signing.
+    /// is base64-decoded (as the official libraries do); any other value is used as its
+    /// UTF-8 bytes (raw mode). Either way the key must be at least 24 bytes. Empty: no
+    /// signing.
     #[serde(default)]
     pub secrets: Vec<SecretValue>,
     /// Read at most this many response bytes (default 65536), then close the connection.
@@ -153,6 +155,22 @@ pub struct HttpConfig {
     /// Extra or exclusive CA roots for `https`.
     #[serde(default)]
     pub tls: TlsRoots,
+    /// Print the URL's path in `Debug`, `describe`, logs and failure reasons (default
+    /// false). Webhook URLs (Slack, Discord, Zapier) carry their token in the path, so by
+    /// default it shows only as `REDACTED-PATH-<8 hex of its SHA-256>`.
+    #[serde(default)]
+    pub show_path: bool,
+    /// Accept credentials in cleartext (default false): URL userinfo (basic auth),
+    /// credential-like or `{ env }` headers, signatures, or proxy userinfo over `http://` to
+    /// a host that is not loopback. Refused at build time unless this is set; when set,
+    /// the sink logs one warning at build.
+    #[serde(default)]
+    pub allow_insecure: bool,
+    /// An egress proxy: an `http` or `https` URL (userinfo becomes the proxy's basic auth;
+    /// may be `{ env }`). Default: none, and `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` are never
+    /// read. `https` endpoints are tunnelled with `CONNECT`.
+    #[serde(default)]
+    pub proxy: Option<SecretValue>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -179,18 +197,27 @@ impl HttpConfig {
             secrets: Vec::new(),
             max_response_bytes: default_max_response_bytes(),
             tls: TlsRoots::default(),
+            show_path: false,
+            allow_insecure: false,
+            proxy: None,
         }
+    }
+}
+
+/// How a URL-valued option shows in `Debug`: redacted (the path too unless `keep_path`),
+/// or the variable's name.
+pub(crate) fn shown_url(value: &SecretValue, keep_path: bool) -> String {
+    match value {
+        SecretValue::Literal(u) if keep_path => ankusa_sink_core::redact_url_keep_path(u),
+        SecretValue::Literal(u) => ankusa_sink_core::redact_url(u),
+        SecretValue::Env { env } => format!("${env}"),
     }
 }
 
 impl fmt::Debug for HttpConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let url = match &self.url {
-            SecretValue::Literal(u) => ankusa_sink_core::redact_url(u),
-            SecretValue::Env { env } => format!("${env}"),
-        };
         f.debug_struct("HttpConfig")
-            .field("url", &url)
+            .field("url", &shown_url(&self.url, self.show_path))
             .field("method", &self.method)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("timeout_ms", &self.timeout_ms)
@@ -198,6 +225,10 @@ impl fmt::Debug for HttpConfig {
             .field("secrets", &self.secrets.len())
             .field("max_response_bytes", &self.max_response_bytes)
             .field("tls", &self.tls)
+            .field("show_path", &self.show_path)
+            .field("allow_insecure", &self.allow_insecure)
+            // A proxy's path means nothing; its userinfo is a secret.
+            .field("proxy", &self.proxy.as_ref().map(|p| shown_url(p, false)))
             .finish()
     }
 }
@@ -276,6 +307,25 @@ impl HttpSinkBuilder {
         self
     }
 
+    /// Show the URL's path in `Debug`, `describe`, logs and failure reasons.
+    pub fn show_path(mut self, show: bool) -> Self {
+        self.config.show_path = show;
+        self
+    }
+
+    /// Accept credentials over cleartext `http://` to a non-loopback host (warned at build).
+    pub fn allow_insecure(mut self, allow: bool) -> Self {
+        self.config.allow_insecure = allow;
+        self
+    }
+
+    /// Send every request through this egress proxy (`http` or `https` URL; userinfo is
+    /// the proxy's basic auth).
+    pub fn proxy(mut self, proxy: impl Into<SecretValue>) -> Self {
+        self.config.proxy = Some(proxy.into());
+        self
+    }
+
     /// The config so far.
     pub fn config(&self) -> &HttpConfig {
         &self.config
@@ -322,6 +372,28 @@ pub enum ConfigError {
     /// A `whsec_` signing secret's base64 does not decode (or decodes to nothing).
     #[error("signing secret #{0} starts with whsec_ but is not valid base64")]
     BadWhsec(usize),
+    /// A signing secret is shorter than [`MIN_SECRET_BYTES`](crate::MIN_SECRET_BYTES) once
+    /// decoded (the length is not shown either).
+    #[error(
+        "signing secret #{0} is shorter than {min} bytes (after decoding whsec_ base64); Standard Webhooks keys are 24 to 64 bytes",
+        min = crate::MIN_SECRET_BYTES
+    )]
+    ShortSecret(usize),
+    /// The proxy URL does not parse (the parser's reason; the URL is not repeated).
+    #[error("proxy is not a valid absolute URL: {0}")]
+    InvalidProxy(url::ParseError),
+    /// The proxy URL's scheme is not `http` or `https`.
+    #[error("proxy scheme {0:?} is not http or https")]
+    UnsupportedProxyScheme(String),
+    /// The proxy URL has no host.
+    #[error("proxy has no host")]
+    NoProxyHost,
+    /// Credentials would cross the network in cleartext and `allow_insecure` is not set.
+    /// Names what (e.g. `header "authorization"`), never a value.
+    #[error(
+        "{0} would be sent in cleartext (http:// to a host that is not loopback); use https, or set allow_insecure = true"
+    )]
+    Insecure(String),
     /// A static header name is not a valid HTTP header name.
     #[error("header name {0:?} is not a valid HTTP header name")]
     InvalidHeaderName(String),

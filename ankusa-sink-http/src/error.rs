@@ -56,6 +56,18 @@ pub enum HttpError {
         #[source]
         source: reqwest::Error,
     },
+    /// [`check`](ankusa_sink_core::Sink::check) could not open a TCP connection to the
+    /// endpoint (or to the proxy, when one is set).
+    #[error("{kind} (check: TCP connect to the {to})")]
+    Unreachable {
+        /// What kind of failure: refused, timeout or could not connect.
+        kind: TransportKind,
+        /// `"endpoint"` or `"proxy"`.
+        to: &'static str,
+        /// The connect error (`None` when the connect timeout passed).
+        #[source]
+        source: Option<io::Error>,
+    },
     /// A value of this hook or attempt cannot be sent in this header.
     #[error("header {0} cannot carry this hook's value")]
     HeaderValue(&'static str),
@@ -114,6 +126,30 @@ impl fmt::Display for RetryAfterText {
     }
 }
 
+/// `text` with every control character (C0, DEL, C1) written as an escape (`\u{1b}`), so
+/// text the destination controls (a `Location`) cannot inject terminal escapes or fake log
+/// lines wherever a reason is printed.
+pub(crate) fn sanitize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The [`TransportKind`] of a connect error's [`io::ErrorKind`].
+pub(crate) fn connect_kind(kind: io::ErrorKind) -> TransportKind {
+    match kind {
+        io::ErrorKind::ConnectionRefused => TransportKind::Refused,
+        io::ErrorKind::TimedOut => TransportKind::Timeout,
+        _ => TransportKind::Connect,
+    }
+}
+
 /// The pause a `Retry-After` value asks for, in milliseconds, at `now`.
 ///
 /// Delta-seconds (`"120"`) or an HTTP-date (IMF-fixdate, RFC 850 or asctime). A date in the
@@ -142,8 +178,8 @@ pub fn parse_retry_after(value: &[u8], now: SystemTime) -> Option<NonZeroU64> {
 }
 
 /// Classify a non-transport answer. `retry_after` is the parsed `Retry-After` (`None` when
-/// absent or malformed); `location` the redacted, resolved `Location`; `attempt` is
-/// `ctx.attempt`.
+/// absent or malformed); `location` the redacted, resolved `Location` (its control
+/// characters are escaped here); `attempt` is `ctx.attempt`.
 pub(crate) fn classify_status(
     status: StatusCode,
     retry_after: Option<NonZeroU64>,
@@ -161,7 +197,10 @@ pub(crate) fn classify_status(
         (401 | 403 | 404 | 405, _) => Err(Failure::config(plain(None))),
         (301 | 308, _) => Err(Failure::config(HttpError::Moved {
             status: code,
-            location: location.unwrap_or_else(|| "an unknown location (no valid Location)".into()),
+            location: location.map_or_else(
+                || "an unknown location (no valid Location)".into(),
+                |l| sanitize(&l),
+            ),
         })),
         (408 | 425 | 429 | 500 | 502 | 503 | 504, Some(ms)) => {
             Err(Failure::retry_after(ms, plain(Some(ms.get()))))
@@ -293,6 +332,24 @@ mod tests {
                 "{f}"
             );
         }
+    }
+
+    #[test]
+    fn control_characters_in_a_location_are_escaped() {
+        let f = classify_status(
+            StatusCode::MOVED_PERMANENTLY,
+            None,
+            Some("https://new.example/\u{1b}[31mred\r\nfake: line\u{7f}\u{9b}".into()),
+            1,
+        )
+        .unwrap_err();
+        let text = f.to_string();
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert!(
+            text.contains(r"https://new.example/\u{1b}[31mred\r\nfake: line\u{7f}\u{9b}"),
+            "{text}"
+        );
+        assert_eq!(sanitize("plain/ä?x=1"), "plain/ä?x=1");
     }
 
     #[test]

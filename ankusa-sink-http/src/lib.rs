@@ -11,5 +11,5 @@ pub use config::{
     HttpMethod, HttpSinkBuilder, SecretValue, TlsRoots,
 };
 pub use error::{HttpError, TransportKind, parse_retry_after};
-pub use signing::Signer;
+pub use signing::{MIN_SECRET_BYTES, Signer};
 pub use sink::{DEFAULT_CONTENT_TYPE, HttpSink, USER_AGENT};

@@ -7,6 +7,11 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::fmt;
 
+/// The shortest signing key accepted, in bytes after decoding: the lower end of the 24 to
+/// 64 bytes the Standard Webhooks specification recommends. A shorter key is refused rather
+/// than warned about: an HMAC key an attacker can guess makes every signature forgeable.
+pub const MIN_SECRET_BYTES: usize = 24;
+
 /// Signs deliveries the Standard Webhooks way with one or more HMAC-SHA256 keys.
 ///
 /// The signed content is `"<id>.<timestamp>.<body>"`; the signature header is one
@@ -18,9 +23,13 @@ pub struct Signer {
 }
 
 impl Signer {
-    /// Keys from secrets: `whsec_<base64>` is base64-decoded, any other non-empty string
-    /// is used as its own bytes. An empty secret, a `whsec_` whose base64 does not decode
-    /// and an empty list are errors (the error names the secret's position, not its value).
+    /// Keys from secrets: `whsec_<base64>` is base64-decoded, as the official Standard
+    /// Webhooks libraries do. Any other string is used as its own UTF-8 bytes (raw mode:
+    /// kept because existing configs mean exactly that; a receiver using an official library
+    /// must be given `whsec_` + base64 of those bytes, or the bytes themselves). An empty
+    /// secret, a `whsec_` whose base64 does not decode, a key shorter than
+    /// [`MIN_SECRET_BYTES`] and an empty list are errors (the error names the secret's
+    /// position, never its value or length).
     pub fn new<I, S>(secrets: I) -> Result<Self, ConfigError>
     where
         I: IntoIterator<Item = S>,
@@ -39,6 +48,9 @@ impl Signer {
                 },
                 None => secret.as_bytes().to_vec(),
             };
+            if key.len() < MIN_SECRET_BYTES {
+                return Err(ConfigError::ShortSecret(i));
+            }
             keys.push(key);
         }
         if keys.is_empty() {
@@ -92,6 +104,8 @@ mod tests {
     use super::*;
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    /// 28 bytes: a raw-mode secret long enough to be accepted.
+    const RAW: &str = "raw-secret-of-28-bytes-long!";
 
     #[test]
     fn standard_webhooks_reference_vector() {
@@ -109,8 +123,8 @@ mod tests {
     #[test]
     fn rotation_signs_with_every_key_in_order() {
         let one = Signer::new([SECRET]).unwrap();
-        let other = Signer::new(["raw-secret"]).unwrap();
-        let both = Signer::new([SECRET, "raw-secret"]).unwrap();
+        let other = Signer::new([RAW]).unwrap();
+        let both = Signer::new([SECRET, RAW]).unwrap();
         let (id, ts, body) = ("msg_1", 1_700_000_000, b"\x00\xffbinary".as_slice());
         assert_eq!(
             both.signature(id, ts, body),
@@ -125,10 +139,35 @@ mod tests {
 
     #[test]
     fn raw_secret_is_its_own_bytes() {
-        // whsec_ of base64("raw-secret") must sign exactly like the raw string.
-        let raw = Signer::new(["raw-secret"]).unwrap();
-        let wrapped = Signer::new([format!("whsec_{}", STANDARD.encode("raw-secret"))]).unwrap();
+        // whsec_ of base64(RAW) must sign exactly like the raw string.
+        assert_eq!(RAW.len(), 28);
+        let raw = Signer::new([RAW]).unwrap();
+        let wrapped = Signer::new([format!("whsec_{}", STANDARD.encode(RAW))]).unwrap();
         assert_eq!(raw.signature("a", 1, b"b"), wrapped.signature("a", 1, b"b"));
+    }
+
+    #[test]
+    fn keys_shorter_than_24_bytes_are_refused_by_position() {
+        // Raw: 23 bytes refused, 24 accepted.
+        let short = "x".repeat(MIN_SECRET_BYTES - 1);
+        let e = Signer::new([RAW, short.as_str()]).unwrap_err();
+        assert!(matches!(e, ConfigError::ShortSecret(1)), "{e:?}");
+        assert!(!e.to_string().contains(&short), "{e}");
+        assert!(
+            !e.to_string().contains("23"),
+            "the length is not shown: {e}"
+        );
+        assert!(Signer::new(["x".repeat(MIN_SECRET_BYTES)]).is_ok());
+        // whsec_: counted after decoding. 23 decoded bytes are refused although the
+        // base64 text is longer than 24 characters.
+        let b64 = STANDARD.encode([7u8; MIN_SECRET_BYTES - 1]);
+        assert!(b64.len() > MIN_SECRET_BYTES);
+        let e = Signer::new([format!("whsec_{b64}")]).unwrap_err();
+        assert!(matches!(e, ConfigError::ShortSecret(0)), "{e:?}");
+        assert!(!e.to_string().contains(&b64), "{e}");
+        assert!(Signer::new([format!("whsec_{}", STANDARD.encode([7u8; 24]))]).is_ok());
+        // Longer than the recommended 64 bytes is fine (HMAC hashes long keys).
+        assert!(Signer::new(["y".repeat(200)]).is_ok());
     }
 
     #[test]
@@ -137,7 +176,7 @@ mod tests {
         assert!(matches!(e, ConfigError::BadWhsec(0)));
         assert!(!e.to_string().contains("not-base64"), "{e}");
         assert!(matches!(
-            Signer::new(["ok", ""]).unwrap_err(),
+            Signer::new([RAW, ""]).unwrap_err(),
             ConfigError::EmptySecret(1)
         ));
         assert!(matches!(

@@ -1,11 +1,13 @@
 //! [`HttpSink`]: POST (or PUT/PATCH) the raw hook body to an operator's endpoint.
 
 use crate::config::{ConfigError, HttpConfig, HttpSinkBuilder, SecretValue};
-use crate::error::{HttpError, classify_status, classify_transport, parse_retry_after};
+use crate::error::{
+    HttpError, TransportKind, classify_status, classify_transport, connect_kind, parse_retry_after,
+};
 use crate::signing::Signer;
 use ankusa_sink_core::{
-    Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait, forwarded_headers,
-    redact_url,
+    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait,
+    forwarded_headers, is_loopback_host, redact_url, redact_url_keep_path,
 };
 use bytes::BytesMut;
 use reqwest::header::{
@@ -39,6 +41,21 @@ const FRAMING: &[&str] = &[
     "expect",
 ];
 
+/// Name fragments of operator headers that carry credentials (matched on the lowercased
+/// name), for the cleartext refusal: `authorization`, `x-auth-token`, `x-api-key`,
+/// `x-functions-key`, `cookie`, `x-webhook-secret`, ...
+const CREDENTIAL_NAME_PARTS: &[&str] = &[
+    "auth",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "key",
+    "cookie",
+    "session",
+    "credential",
+];
+
 /// The content type sent when the envelope has none.
 pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
 
@@ -48,7 +65,8 @@ pub const USER_AGENT: &str = concat!("ankusa-sink-http/", env!("CARGO_PKG_VERSIO
 /// Delivers a hook's raw body over HTTP(S), signed the Standard Webhooks way when secrets
 /// are set. Cheap to share: one pooled client per sink, connections are reused.
 ///
-/// `Debug` shows the redacted URL, header names and the number of signing keys only.
+/// `Debug` shows the redacted URL (path hidden unless `show_path`), the redacted proxy,
+/// header names and the number of signing keys only.
 pub struct HttpSink {
     client: reqwest::Client,
     /// Where requests go: the configured URL without its userinfo (that became `base`'s
@@ -66,6 +84,46 @@ pub struct HttpSink {
     max_response_bytes: usize,
     timeout: Duration,
     connect_timeout: Duration,
+    /// Keep URL paths in everything printed (`show_path`).
+    show_path: bool,
+    /// The proxy, redacted (no userinfo, no path), when one is set.
+    redacted_proxy: Option<String>,
+    /// What `check` connects to: the proxy when one is set, else the endpoint.
+    reach: Reach,
+}
+
+/// A TCP destination for [`HttpSink::check`].
+#[derive(Debug, Clone)]
+struct Reach {
+    host: url::Host<String>,
+    port: u16,
+    /// `"endpoint"` or `"proxy"`, for the failure reason.
+    to: &'static str,
+}
+
+impl Reach {
+    fn of(url: &Url, to: &'static str) -> Option<Reach> {
+        Some(Reach {
+            host: url.host()?.to_owned(),
+            port: url.port_or_known_default()?,
+            to,
+        })
+    }
+
+    async fn connect(&self) -> std::io::Result<tokio::net::TcpStream> {
+        use std::net::{IpAddr, SocketAddr};
+        match &self.host {
+            url::Host::Ipv4(ip) => {
+                tokio::net::TcpStream::connect(SocketAddr::new(IpAddr::V4(*ip), self.port)).await
+            }
+            url::Host::Ipv6(ip) => {
+                tokio::net::TcpStream::connect(SocketAddr::new(IpAddr::V6(*ip), self.port)).await
+            }
+            url::Host::Domain(name) => {
+                tokio::net::TcpStream::connect((name.as_str(), self.port)).await
+            }
+        }
+    }
 }
 
 impl HttpSink {
@@ -85,7 +143,9 @@ impl HttpSink {
         if url.host_str().is_none_or(str::is_empty) {
             return Err(ConfigError::NoHost);
         }
-        let redacted_url = redact_url(url.as_str());
+        let show_path = config.show_path;
+        let redacted_url = shown(&url, show_path);
+        let proxy = config.proxy.as_ref().map(parse_proxy).transpose()?;
         let method = Method::from_bytes(config.method.as_str().as_bytes()).expect("static method");
 
         let signer = if config.secrets.is_empty() {
@@ -120,12 +180,23 @@ impl HttpSink {
             return Err(ConfigError::Zero("max_response_bytes"));
         }
 
+        let insecure = refuse_cleartext(&config, &url, proxy.as_ref(), signer.is_some())?;
+
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .retry(reqwest::retry::never())
-            .no_proxy()
             .timeout(timeout)
             .connect_timeout(connect_timeout);
+        // Only the configured proxy, never one from HTTP(S)_PROXY/NO_PROXY: `proxy()` turns
+        // reqwest's system-proxy lookup off, and a proxy built from a URL reads no
+        // environment.
+        builder = match &proxy {
+            Some(p) => builder.proxy(
+                reqwest::Proxy::all(p.as_str())
+                    .map_err(|e| ConfigError::Client(e.without_url()))?,
+            ),
+            None => builder.no_proxy(),
+        };
         let roots = load_roots(&config)?;
         if config.tls.only {
             if roots.is_empty() {
@@ -161,6 +232,20 @@ impl HttpSink {
             base.insert(name.clone(), v.clone());
         }
 
+        let reach = match &proxy {
+            Some(p) => Reach::of(p, "proxy"),
+            None => Reach::of(&url, "endpoint"),
+        }
+        .ok_or(ConfigError::NoHost)?;
+        let redacted_proxy = proxy.as_ref().map(|p| redact_url(p.as_str()));
+        if let Some(what) = insecure {
+            tracing::warn!(
+                url = %redacted_url,
+                credentials = %what,
+                "http sink: allow_insecure is set; these credentials will be sent in cleartext"
+            );
+        }
+
         Ok(HttpSink {
             client,
             url,
@@ -173,10 +258,14 @@ impl HttpSink {
             max_response_bytes: config.max_response_bytes,
             timeout,
             connect_timeout,
+            show_path,
+            redacted_proxy,
+            reach,
         })
     }
 
-    /// The endpoint, redacted (no userinfo, query values replaced).
+    /// The endpoint, redacted: no userinfo, query values replaced, and the path replaced by
+    /// `REDACTED-PATH-<hash>` unless `show_path`.
     pub fn redacted_url(&self) -> &str {
         &self.redacted_url
     }
@@ -301,6 +390,82 @@ impl HttpSink {
     }
 }
 
+/// `url` as printed: redacted, the path hidden unless `show_path`.
+fn shown(url: &Url, show_path: bool) -> String {
+    if show_path {
+        redact_url_keep_path(url.as_str())
+    } else {
+        redact_url(url.as_str())
+    }
+}
+
+/// The proxy URL, checked: absolute, `http` or `https`, with a host.
+fn parse_proxy(value: &SecretValue) -> Result<Url, ConfigError> {
+    let url = Url::parse(&value.resolve("proxy")?).map_err(ConfigError::InvalidProxy)?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ConfigError::UnsupportedProxyScheme(url.scheme().to_owned()));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(ConfigError::NoProxyHost);
+    }
+    Ok(url)
+}
+
+fn has_userinfo(url: &Url) -> bool {
+    !url.username().is_empty() || url.password().is_some()
+}
+
+/// Whether talking to `url` crosses the network in cleartext: plain `http` to a host that
+/// is not loopback.
+fn cleartext(url: &Url) -> bool {
+    url.scheme() == "http" && !url.host_str().is_some_and(is_loopback_host)
+}
+
+/// Refuse credentials that would travel in cleartext, unless `allow_insecure`: then the
+/// list of them, for the one warning at build. Names what would leak
+/// (`header "authorization"`), never a value.
+fn refuse_cleartext(
+    config: &HttpConfig,
+    url: &Url,
+    proxy: Option<&Url>,
+    signing: bool,
+) -> Result<Option<String>, ConfigError> {
+    let mut exposed = Vec::new();
+    // Through a proxy the first hop is the proxy: a loopback endpoint does not make the
+    // link to a remote plain-http proxy safe.
+    let endpoint_clear = url.scheme() == "http" && (cleartext(url) || proxy.is_some_and(cleartext));
+    if endpoint_clear {
+        if has_userinfo(url) {
+            exposed.push("the URL's userinfo (basic auth)".to_owned());
+        }
+        for (name, value) in &config.headers {
+            let lower = name.to_ascii_lowercase();
+            let credential_name = CREDENTIAL_NAME_PARTS.iter().any(|p| lower.contains(p));
+            // `{ env = "VAR" }` is how an operator marks a value as secret.
+            if credential_name || matches!(value, SecretValue::Env { .. }) {
+                exposed.push(format!("header {name:?}"));
+            }
+        }
+        if signing {
+            exposed.push("the Standard Webhooks signature".to_owned());
+        }
+    }
+    if let Some(p) = proxy
+        && cleartext(p)
+        && has_userinfo(p)
+    {
+        exposed.push("the proxy's userinfo (basic auth)".to_owned());
+    }
+    if exposed.is_empty() {
+        return Ok(None);
+    }
+    let what = exposed.join(", ");
+    if !config.allow_insecure {
+        return Err(ConfigError::Insecure(what));
+    }
+    Ok(Some(what))
+}
+
 fn is_sink_owned(name: &HeaderName) -> bool {
     name.as_str().starts_with("x-ankusa-")
         || [WEBHOOK_ID, WEBHOOK_TIMESTAMP, WEBHOOK_SIGNATURE].contains(name)
@@ -357,7 +522,7 @@ impl Sink for HttpSink {
             .then(|| resp.headers().get(LOCATION)?.to_str().ok())
             .flatten()
             .and_then(|l| self.url.join(l).ok())
-            .map(|u| redact_url(u.as_str()));
+            .map(|u| shown(&u, self.show_path));
         let read = self.drain(resp).await;
         tracing::debug!(
             url = %self.redacted_url,
@@ -377,6 +542,30 @@ impl Sink for HttpSink {
     /// Never: the raw body always travels (no claim check).
     fn inline_max_bytes(&self) -> Option<std::num::NonZeroUsize> {
         None
+    }
+
+    /// A reachability check that sends nothing to the endpoint's application: a TCP
+    /// connect to the endpoint's host and port (to the proxy's, when one is set) within the
+    /// connect timeout, then the connection is closed. Refused, unreachable or timed out is
+    /// transient, as a delivery would be. Reachable answers `Unsupported`, not `Passed`:
+    /// `Passed` promises the destination exists and takes the credentials, which a
+    /// connect cannot show (an endpoint answering 404 or 401 accepts connections too).
+    async fn check(&self) -> Result<Check, Failure> {
+        let unreachable = |kind, source| {
+            Failure::transient(HttpError::Unreachable {
+                kind,
+                to: self.reach.to,
+                source,
+            })
+        };
+        match tokio::time::timeout(self.connect_timeout, self.reach.connect()).await {
+            Ok(Ok(stream)) => {
+                drop(stream);
+                Ok(Check::Reachable)
+            }
+            Ok(Err(e)) => Err(unreachable(connect_kind(e.kind()), Some(e))),
+            Err(_) => Err(unreachable(TransportKind::Timeout, None)),
+        }
     }
 
     fn describe(&self, _subject: &Subject) -> Option<Description> {
@@ -422,6 +611,7 @@ impl fmt::Debug for HttpSink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpSink")
             .field("url", &self.redacted_url)
+            .field("proxy", &self.redacted_proxy)
             .field("method", &self.method)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("signing_keys", &self.signer.as_ref().map_or(0, Signer::len))

@@ -67,14 +67,7 @@ fn envelope(len: usize) -> Envelope {
 
 /// What a consumer does with a message: the inline body, or the redeemed claim.
 async fn consume(store: &ClaimStore, msg: &message::Message) -> Vec<u8> {
-    match &msg.body {
-        MessageBody::Inline(bytes) => bytes.to_vec(),
-        MessageBody::Claim(reference) => store
-            .redeem(&reference.to_string(), &msg.sha256)
-            .await
-            .unwrap()
-            .to_vec(),
-    }
+    store.redeem_message(msg).await.unwrap().to_vec()
 }
 
 #[tokio::test]
@@ -253,7 +246,7 @@ async fn a_dispatch_scan_packs_the_claims_it_needs() {
     for i in 2..5 {
         let c = ctxs[i].claim.as_ref().unwrap();
         let bytes = store
-            .redeem(&c.reference().to_string(), c.sha256())
+            .redeem_claim(envs[i].tenant_id(), c, envs[i].size())
             .await
             .unwrap();
         assert_eq!(bytes, envs[i].body());

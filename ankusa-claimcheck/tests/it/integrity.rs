@@ -20,7 +20,7 @@ async fn a_tampered_object_fails_its_integrity_check() {
         .await;
     let claim = results[1].as_ref().unwrap().clone();
     let sibling = results[0].as_ref().unwrap().clone();
-    let loc = store.locate(claim.reference()).await.unwrap();
+    let loc = store.locate(Some("acme"), claim.reference()).await.unwrap();
 
     // Flip one byte of the claim's bytes on disk, in place.
     let file = dir.path().join(loc.key());
@@ -31,7 +31,10 @@ async fn a_tampered_object_fails_its_integrity_check() {
     drop(f);
 
     let urn = claim.reference().to_string();
-    let err = store.redeem(&urn, claim.sha256()).await.unwrap_err();
+    let err = store
+        .redeem(Some("acme"), &urn, claim.sha256(), 4096)
+        .await
+        .unwrap_err();
     match &err {
         ClaimError::IntegrityMismatch {
             reference,
@@ -49,7 +52,10 @@ async fn a_tampered_object_fails_its_integrity_check() {
     // The neighbour in the same pack is untouched and still redeems.
     let urn = sibling.reference().to_string();
     assert_eq!(
-        store.redeem(&urn, sibling.sha256()).await.unwrap(),
+        store
+            .redeem(Some("acme"), &urn, sibling.sha256(), 4096)
+            .await
+            .unwrap(),
         body(1, 4096)
     );
 }
@@ -60,7 +66,7 @@ async fn a_digest_that_is_not_the_bodys_is_a_mismatch() {
     let claim = store.check_in(ClaimItem::new("acme", "abc")).await.unwrap();
     let other = sha256_hex(b"abd");
     let err = store
-        .redeem(&claim.reference().to_string(), &other)
+        .redeem(Some("acme"), &claim.reference().to_string(), &other, 3)
         .await
         .unwrap_err();
     assert!(
@@ -88,7 +94,10 @@ async fn unknown_claims_are_not_found() {
     ];
     for r in cases {
         let urn = r.to_string();
-        let err = store.redeem(&urn, claim.sha256()).await.unwrap_err();
+        let err = store
+            .redeem(Some(r.tenant()), &urn, claim.sha256(), 3)
+            .await
+            .unwrap_err();
         match &err {
             ClaimError::NotFound { reference } => assert_eq!(reference, &urn),
             other => panic!("{urn}: {other:?}"),
@@ -101,14 +110,19 @@ async fn unknown_claims_are_not_found() {
 async fn an_object_that_is_not_a_pack_is_refused() {
     let store = ClaimStore::in_memory();
     let claim = store.check_in(ClaimItem::new("acme", "abc")).await.unwrap();
-    let loc = store.locate(claim.reference()).await.unwrap();
+    let loc = store.locate(Some("acme"), claim.reference()).await.unwrap();
     store
         .object_store()
         .put(&Path::from(loc.key()), vec![b'x'; 200].into())
         .await
         .unwrap();
     let err = store
-        .redeem(&claim.reference().to_string(), claim.sha256())
+        .redeem(
+            Some("acme"),
+            &claim.reference().to_string(),
+            claim.sha256(),
+            3,
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, ClaimError::CorruptPack { .. }), "{err:?}");
@@ -120,6 +134,9 @@ async fn an_object_that_is_not_a_pack_is_refused() {
         .put(&Path::from(loc.key()), vec![b'x'; 10].into())
         .await
         .unwrap();
-    let err = store.locate(claim.reference()).await.unwrap_err();
+    let err = store
+        .locate(Some("acme"), claim.reference())
+        .await
+        .unwrap_err();
     assert!(matches!(err, ClaimError::CorruptPack { .. }), "{err:?}");
 }

@@ -1,5 +1,6 @@
 //! Integration tests of ankusa-claimcheck: one binary, one module per concern.
 
+mod binding;
 mod dispatch;
 mod integrity;
 mod outage;

@@ -30,7 +30,10 @@ async fn store_down_then_up() {
     );
 
     let urn = format!("urn:ankusa:claim:v1:acme:{}", ulid::Ulid::new());
-    let err = store.redeem(&urn, &"0".repeat(64)).await.unwrap_err();
+    let err = store
+        .redeem(Some("acme"), &urn, &"0".repeat(64), 4)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ClaimError::Unavailable(_)), "{err:?}");
     assert!(err.is_transient());
 
@@ -42,7 +45,12 @@ async fn store_down_then_up() {
         .await
         .unwrap();
     let bytes = store
-        .redeem(&claim.reference().to_string(), claim.sha256())
+        .redeem(
+            Some("acme"),
+            &claim.reference().to_string(),
+            claim.sha256(),
+            2000,
+        )
         .await
         .unwrap();
     assert_eq!(bytes, body(1, 2000));
@@ -50,7 +58,12 @@ async fn store_down_then_up() {
     // And down again: reads are transient, not "not found".
     moto.stop().await;
     let err = store
-        .redeem(&claim.reference().to_string(), claim.sha256())
+        .redeem(
+            Some("acme"),
+            &claim.reference().to_string(),
+            claim.sha256(),
+            2000,
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, ClaimError::Unavailable(_)), "{err:?}");
@@ -78,7 +91,10 @@ async fn a_store_refusing_the_credentials_is_a_config_failure() {
     );
 
     let urn = format!("urn:ankusa:claim:v1:acme:{}", ulid::Ulid::new());
-    let err = store.redeem(&urn, &"0".repeat(64)).await.unwrap_err();
+    let err = store
+        .redeem(Some("acme"), &urn, &"0".repeat(64), 4)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ClaimError::Forbidden(_)), "{err:?}");
     assert_eq!(err.class(), Class::Config);
     moto.stop().await;

@@ -50,7 +50,12 @@ async fn batch_packs_per_tenant_and_reads_back_with_two_ranged_reads() {
     for (i, claim) in claims.iter().enumerate() {
         counting.reset();
         let urn = claim.reference().to_string();
-        let bytes = store.redeem(&urn, claim.sha256()).await.unwrap();
+        let tenant = claim.reference().tenant();
+        let size = (1000 + i * 37) as u64;
+        let bytes = store
+            .redeem(Some(tenant), &urn, claim.sha256(), size)
+            .await
+            .unwrap();
         assert_eq!(bytes, body(i as u8, 1000 + i * 37));
         assert_eq!(
             counting.gets(),
@@ -71,7 +76,7 @@ async fn locate_then_ranged_reads_inside_a_claim() {
         .await
         .unwrap();
     counting.reset();
-    let loc = store.locate(claim.reference()).await.unwrap();
+    let loc = store.locate(Some("acme"), claim.reference()).await.unwrap();
     assert_eq!(counting.gets(), 1);
     assert_eq!(loc.len(), 5000);
     assert!(
@@ -126,7 +131,10 @@ async fn packs_split_at_pack_max_bytes_and_an_oversized_body_gets_its_own() {
     for (i, claim) in claims.iter().enumerate() {
         let urn = claim.reference().to_string();
         assert_eq!(
-            store.redeem(&urn, claim.sha256()).await.unwrap(),
+            store
+                .redeem(Some("acme"), &urn, claim.sha256(), sizes[i] as u64)
+                .await
+                .unwrap(),
             body(i as u8, sizes[i])
         );
     }
@@ -187,7 +195,10 @@ async fn a_pack_is_a_standard_stored_zip_with_index_first_and_a_manifest() {
         .into_iter()
         .collect::<Result<_, _>>()
         .unwrap();
-    let loc = store.locate(claims[0].reference()).await.unwrap();
+    let loc = store
+        .locate(Some("acme"), claims[0].reference())
+        .await
+        .unwrap();
     let object = mem
         .get(&Path::from(loc.key()))
         .await
@@ -259,7 +270,7 @@ async fn a_pack_is_a_standard_stored_zip_with_index_first_and_a_manifest() {
     let urn = claims[1].reference().to_string();
     assert!(
         store
-            .redeem(&urn, claims[1].sha256())
+            .redeem(Some("acme"), &urn, claims[1].sha256(), 0)
             .await
             .unwrap()
             .is_empty()
@@ -286,7 +297,10 @@ async fn local_store_writes_under_the_partitioned_key() {
     assert!(file.is_file(), "{}", file.display());
     let urn = claim.reference().to_string();
     assert_eq!(
-        store.redeem(&urn, claim.sha256()).await.unwrap(),
+        store
+            .redeem(Some("acme"), &urn, claim.sha256(), 2048)
+            .await
+            .unwrap(),
         body(3, 2048)
     );
     let _: &dyn ObjectStore = store.object_store().as_ref();

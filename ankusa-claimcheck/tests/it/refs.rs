@@ -26,7 +26,10 @@ async fn check_in_hands_out_references_that_round_trip() {
         assert_eq!(claim.reference().claim_id().0 & 0xFFFF, 0);
         assert_eq!(claim.sha256().len(), 64);
         assert_eq!(
-            store.redeem(&urn, claim.sha256()).await.unwrap(),
+            store
+                .redeem(Some(tenant), &urn, claim.sha256(), 10)
+                .await
+                .unwrap(),
             body(1, 10)
         );
     }
@@ -112,7 +115,7 @@ async fn redeem_refuses_every_malformed_reference() {
         ("".to_owned(), ClaimRefError::Malformed),
     ];
     for (urn, want) in cases {
-        let err = store.redeem(&urn, sha).await.unwrap_err();
+        let err = store.redeem(Some("acme"), &urn, sha, 2).await.unwrap_err();
         match &err {
             ClaimError::InvalidRef(got) => assert_eq!(*got, want, "{urn:?}"),
             other => panic!("{urn:?}: {other:?}"),
@@ -121,7 +124,7 @@ async fn redeem_refuses_every_malformed_reference() {
     }
     // The real reference still redeems.
     store
-        .redeem(&claim.reference().to_string(), sha)
+        .redeem(Some("acme"), &claim.reference().to_string(), sha, 2)
         .await
         .unwrap();
 }
@@ -136,7 +139,7 @@ async fn redeem_refuses_a_digest_that_is_not_lowercase_hex() {
         claim.sha256()[1..].to_owned(),
         String::new(),
     ] {
-        let err = store.redeem(&urn, &sha).await.unwrap_err();
+        let err = store.redeem(Some("acme"), &urn, &sha, 2).await.unwrap_err();
         assert!(
             matches!(err, ClaimError::InvalidRef(ClaimRefError::InvalidDigest)),
             "{sha:?}: {err:?}"

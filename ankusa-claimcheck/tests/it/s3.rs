@@ -42,14 +42,21 @@ async fn redeem_through_s3_on_moto() {
     for (i, claim) in claims.iter().enumerate() {
         counting.reset();
         let urn = claim.reference().to_string();
-        let bytes = store.redeem(&urn, claim.sha256()).await.unwrap();
+        let tenant = Some(claim.reference().tenant());
+        let bytes = store
+            .redeem(tenant, &urn, claim.sha256(), sizes[i] as u64)
+            .await
+            .unwrap();
         assert_eq!(bytes, body(i as u8, sizes[i]), "claim {i}");
         let reads = if sizes[i] == 0 { 1 } else { 2 };
         assert_eq!(counting.gets(), reads, "claim {i}");
     }
 
     // The object is where the reference design says, under the unprefixed key.
-    let loc = store.locate(claims[0].reference()).await.unwrap();
+    let loc = store
+        .locate(Some("acme"), claims[0].reference())
+        .await
+        .unwrap();
     assert!(loc.key().starts_with("claims/tenant=acme/dt="));
     let meta = s3.head(&Path::from(loc.key())).await.unwrap();
     assert!(meta.size > 100_010);
@@ -57,7 +64,8 @@ async fn redeem_through_s3_on_moto() {
     // Clean up this run's objects (three packs).
     let mut keys = std::collections::BTreeSet::new();
     for c in &claims {
-        keys.insert(store.locate(c.reference()).await.unwrap().key().to_owned());
+        let loc = store.locate(Some(c.reference().tenant()), c.reference());
+        keys.insert(loc.await.unwrap().key().to_owned());
     }
     assert_eq!(keys.len(), 3);
     for key in keys {

@@ -43,6 +43,8 @@ async fn sweeper_keeps_young_and_removes_old_partitions() {
     };
     let old = plant(root, "tenant=acme", &d(8));
     let older = plant(root, "tenant=globex", &d(400));
+    // The partition of hooks without a tenant is swept like any tenant's.
+    let tenantless = plant(root, "tenant=default", &d(9));
     let boundary = plant(root, "tenant=acme", &d(7)); // exactly retention_days old: kept
     let young = plant(root, "tenant=globex", &d(1));
     // Not partitions: left alone, however old they look.
@@ -57,13 +59,14 @@ async fn sweeper_keeps_young_and_removes_old_partitions() {
     assert_eq!(
         report,
         SweepReport {
-            scanned: 5,
-            deleted: 2,
+            scanned: 6,
+            deleted: 3,
             failed: 0
         }
     );
     assert!(!old.exists() && !old.parent().unwrap().exists());
     assert!(!older.parent().unwrap().exists());
+    assert!(!tenantless.parent().unwrap().exists());
     for kept in [
         &boundary,
         &young,
@@ -77,7 +80,10 @@ async fn sweeper_keeps_young_and_removes_old_partitions() {
     }
     let urn = fresh.reference().to_string();
     assert_eq!(
-        store.redeem(&urn, fresh.sha256()).await.unwrap(),
+        store
+            .redeem(Some("acme"), &urn, fresh.sha256(), 1000)
+            .await
+            .unwrap(),
         body(1, 1000)
     );
 
@@ -85,7 +91,10 @@ async fn sweeper_keeps_young_and_removes_old_partitions() {
     let later = fresh_day + chrono::Days::new(8);
     let report = sweeper.sweep_at(later).await;
     assert!(report.deleted >= 2, "{report:?}");
-    let err = store.redeem(&urn, fresh.sha256()).await.unwrap_err();
+    let err = store
+        .redeem(Some("acme"), &urn, fresh.sha256(), 1000)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ClaimError::NotFound { .. }), "{err:?}");
     assert!(odd_dt.exists() && not_tenant.exists());
 }

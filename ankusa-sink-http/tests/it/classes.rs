@@ -2,7 +2,7 @@
 
 use crate::server::{Reply, Server, always};
 use crate::{builder, class_of, deliver, deliver_attempt, envelope};
-use ankusa_sink_core::Class;
+use ankusa_sink_core::{Class, redact_url};
 use std::num::NonZeroU64;
 use std::time::{Duration, SystemTime};
 
@@ -58,16 +58,13 @@ async fn row_401_403_404_405_are_config() {
 #[tokio::test]
 async fn row_301_308_are_config_naming_the_redacted_location_and_not_followed() {
     for status in [301, 308] {
-        let (r, server) = answer(Reply::with_header(
-            status,
-            "location",
-            "https://user:hunter2@new.example/hooks?token=sup3rsecret#frag",
-        ))
-        .await;
+        let moved_to = "https://user:hunter2@new.example/hooks?token=sup3rsecret#frag";
+        let (r, server) = answer(Reply::with_header(status, "location", moved_to)).await;
         assert_eq!(class_of(&r), Class::Config, "{status}");
         let text = r.as_ref().unwrap_err().to_string();
+        assert!(text.contains(&redact_url(moved_to)), "{status}: {text}");
         assert!(
-            text.contains("https://new.example/hooks?token=REDACTED"),
+            text.contains("https://new.example/REDACTED-PATH-"),
             "{status}: {text}"
         );
         assert!(
@@ -76,11 +73,20 @@ async fn row_301_308_are_config_naming_the_redacted_location_and_not_followed() 
         );
         assert_eq!(server.requests(), 1, "a redirect was followed");
 
-        // A relative Location is resolved against the sink's URL.
-        let (r, server) = answer(Reply::with_header(status, "location", "/v2/hooks")).await;
+        // A relative Location is resolved against the sink's URL; its path may carry a
+        // token, so it shows hashed unless show_path.
+        let location = "/v2/services/T0/B0/m0ved-t0ken";
+        let (r, server) = answer(Reply::with_header(status, "location", location)).await;
         let text = r.unwrap_err().to_string();
-        assert!(text.contains(&server.url("/v2/hooks")), "{text}");
+        assert!(text.contains(&redact_url(&server.url(location))), "{text}");
+        assert!(!text.contains("m0ved-t0ken"), "{text}");
         assert_eq!(server.requests(), 1);
+        let sink = builder(&server).show_path(true).build().unwrap();
+        let text = deliver(&sink, &envelope(b"{}"))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains(&server.url(location)), "{text}");
     }
 }
 

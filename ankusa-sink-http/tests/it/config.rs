@@ -1,33 +1,48 @@
 //! Options: validation at build time, secrets from the environment, and no secret in
 //! Debug, errors or describe.
 
+use crate::logs;
 use crate::server::{Reply, Server, always, sequence};
-use crate::{deliver, envelope};
-use ankusa_sink_core::{Payload, Sink, Subject};
-use ankusa_sink_http::{ConfigError, HttpConfig, HttpMethod, HttpSink, SecretValue, Signer};
+use crate::{class_of, deliver, envelope, reason};
+use ankusa_sink_core::{Check, Class, Payload, Sink, Subject, redacted_path};
+use ankusa_sink_http::{
+    ConfigError, HttpConfig, HttpError, HttpMethod, HttpSink, SecretValue, Signer, TransportKind,
+};
 use std::time::Duration;
 
 const WHSEC: &str = "whsec_c2VrcmV0LXNpZ25pbmcta2V5LWZvci10ZXN0cw==";
-const PLANTED: [&str; 5] = [
+/// A Slack-style webhook token in the URL path, and one in a 301's Location path.
+const PATH_TOKEN: &str = "p4th-t0ken-XXXXXXXXXXXX";
+const MOVED_PATH_TOKEN: &str = "m0ved-p4th-t0ken-YYYYYYY";
+const PLANTED: [&str; 8] = [
     "pa55word",
     "t0ken-in-query",
     "bearer-sekrit",
     "c2VrcmV0LXNpZ25pbmcta2V5LWZvci10ZXN0cw",
     "sekret-signing-key-for-tests",
+    PATH_TOKEN,
+    MOVED_PATH_TOKEN,
+    // The path's other segments too: the whole path is hidden, not just its last part.
+    "services/T0",
 ];
 
-fn assert_clean(what: &str, text: &str) {
+pub(crate) fn assert_clean(what: &str, text: &str) {
     for secret in PLANTED {
         assert!(!text.contains(secret), "{what} leaks {secret:?}: {text}");
     }
 }
 
 #[tokio::test]
-async fn no_secret_in_debug_errors_or_describe() {
+async fn no_secret_in_debug_errors_describe_or_logs() {
+    let logs = logs::capture();
     let server = Server::start(sequence(
         vec![
             Reply::with_header(503, "retry-after", "2"),
-            Reply::with_header(301, "location", "/moved?token=t0ken-in-query"),
+            Reply::with_header(
+                301,
+                "location",
+                &format!("/services/T1/B1/{MOVED_PATH_TOKEN}?token=t0ken-in-query"),
+            ),
             Reply::status(401),
             Reply::status(429),
             Reply::status(410),
@@ -36,7 +51,7 @@ async fn no_secret_in_debug_errors_or_describe() {
     ))
     .await;
     let url = format!(
-        "http://hook:pa55word@{}/in?token=t0ken-in-query",
+        "http://hook:pa55word@{}/services/T0/B0/{PATH_TOKEN}?token=t0ken-in-query",
         server.addr()
     );
     let config = {
@@ -57,8 +72,15 @@ async fn no_secret_in_debug_errors_or_describe() {
     assert_clean("describe", &serde_json::to_string(&d).unwrap());
 
     let env = envelope(b"{}");
-    for _ in 0..6 {
-        let f = deliver(&sink, &env).await.unwrap_err();
+    for i in 0..6 {
+        let r = deliver(&sink, &env).await;
+        if i == 1 {
+            assert!(
+                matches!(reason(&r), HttpError::Moved { .. }),
+                "the 301 row: {r:?}"
+            );
+        }
+        let f = r.unwrap_err();
         assert_clean("failure Display", &f.to_string());
         assert_clean("failure Debug", &format!("{f:?}"));
         assert_clean("failure chain", &f.reason_chain());
@@ -70,12 +92,23 @@ async fn no_secret_in_debug_errors_or_describe() {
         Some("Bearer bearer-sekrit"),
         "operator header replaces URL userinfo"
     );
-    assert_eq!(req.target, "/in?token=t0ken-in-query");
+    assert_eq!(
+        req.target,
+        format!("/services/T0/B0/{PATH_TOKEN}?token=t0ken-in-query")
+    );
 
-    // Refused connections carry no URL either.
+    // Refused connections carry no URL either, nor does a failed check.
     server.stop().await;
     let f = deliver(&sink, &env).await.unwrap_err();
     assert_clean("refused", &format!("{f} {f:?}"));
+    let f = sink.check().await.unwrap_err();
+    assert_clean("check", &format!("{f} {f:?} {}", f.reason_chain()));
+
+    // The per-delivery debug log ran (so the capture works) and names no secret.
+    let logged = logs.text();
+    assert!(logged.contains("http sink answer"), "{logged}");
+    assert!(logged.contains("REDACTED-PATH-"), "{logged}");
+    assert_clean("logs", &logged);
     // A URL from the environment variable shows as its name only.
     let from_env = HttpConfig::new(SecretValue::env("ANKUSA_HTTP_TEST_URL"));
     assert!(format!("{from_env:?}").contains("$ANKUSA_HTTP_TEST_URL"));
@@ -163,6 +196,31 @@ fn invalid_options_are_clear_build_errors() {
         build(base().secret(WHSEC).secret("")),
         "signing secret #1 is empty"
     );
+    // Shorter than 24 bytes (raw, or after decoding whsec_): named by index, never shown.
+    let e = build(base().secret(WHSEC).secret("short-sekret-key"));
+    assert!(
+        e.starts_with("signing secret #1 is shorter than 24 bytes"),
+        "{e}"
+    );
+    assert!(!e.contains("short-sekret-key"), "{e}");
+    let e = build(base().secret("whsec_c2hvcnQtc2VrcmV0LWtleQ=="));
+    assert!(
+        e.starts_with("signing secret #0 is shorter than 24 bytes"),
+        "{e}"
+    );
+    assert!(!e.contains("c2hvcnQtc2VrcmV0LWtleQ"), "{e}");
+    let e = build(base().proxy("not a url pa55word"));
+    assert!(e.starts_with("proxy is not a valid absolute URL"), "{e}");
+    assert_clean("invalid proxy", &e);
+    assert_eq!(
+        build(base().proxy("socks5://u:pa55word@127.0.0.1:1080")),
+        "proxy scheme \"socks5\" is not http or https"
+    );
+    let missing = "ANKUSA_HTTP_TEST_SURELY_UNSET_PROXY";
+    assert_eq!(
+        build(base().proxy(SecretValue::env(missing))),
+        format!("proxy: environment variable {missing} is not set")
+    );
     assert_eq!(
         build(base().tls_roots_only(true)),
         "tls.only is set but no ca_files or ca_pem are configured"
@@ -189,7 +247,35 @@ fn config_deserializes_with_defaults_and_env_values() {
     assert_eq!(c.connect_timeout_ms, 5_000);
     assert_eq!(c.max_response_bytes, 65_536);
     assert!(c.tls.only);
+    assert!(!c.show_path, "paths are hidden by default");
+    assert!(
+        !c.allow_insecure,
+        "cleartext credentials are refused by default"
+    );
+    assert_eq!(c.proxy, None, "no proxy by default");
     assert_clean("config Debug", &format!("{c:?}"));
+
+    let json = serde_json::json!({
+        "url": format!("https://hooks.example/services/T0/B0/{PATH_TOKEN}"),
+        "show_path": true,
+        "allow_insecure": true,
+        "proxy": "http://proxy-user:pa55word@127.0.0.1:3128",
+    });
+    let c: HttpConfig = serde_json::from_value(json).unwrap();
+    assert!(c.show_path && c.allow_insecure);
+    let shown = format!("{c:?}");
+    assert!(shown.contains(PATH_TOKEN), "show_path: {shown}");
+    assert!(shown.contains("http://127.0.0.1:3128/"), "{shown}");
+    assert!(
+        !shown.contains("pa55word") && !shown.contains("proxy-user"),
+        "{shown}"
+    );
+    let c: HttpConfig = serde_json::from_value(serde_json::json!({
+        "url": "http://x/",
+        "proxy": { "env": "ANKUSA_PROXY" },
+    }))
+    .unwrap();
+    assert_eq!(c.proxy, Some(SecretValue::env("ANKUSA_PROXY")));
 
     let unknown = serde_json::json!({ "url": "http://x/", "follow_redirects": true });
     let e = serde_json::from_value::<HttpConfig>(unknown).unwrap_err();
@@ -212,7 +298,12 @@ fn describe_names_the_destination_and_computed_options() {
     assert_eq!(d.payload, Payload::Body);
     assert_eq!(d.protocol, "https");
     assert_eq!(d.host.as_deref(), Some("hooks.example:8443"));
-    assert_eq!(d.address.as_deref(), Some("/in/stripe?token=REDACTED"));
+    // The path may be a token: only its short hash is published.
+    assert_eq!(
+        d.address.as_deref(),
+        Some(format!("/{}?token=REDACTED", redacted_path("/in/stripe")).as_str())
+    );
+    assert_eq!(d.pathname, None);
     assert_eq!(d.bindings["http"]["method"], "PUT");
     for computed in [
         "headers.x-ankusa-id",
@@ -241,13 +332,199 @@ fn describe_names_the_destination_and_computed_options() {
     assert!(!d.computed.iter().any(|c| c == "headers.content-type"));
 }
 
-#[tokio::test]
-async fn check_is_unsupported() {
-    let server = Server::start(always(Reply::status(200))).await;
-    let sink = HttpSink::builder(server.url("/")).build().unwrap();
-    assert_eq!(
-        sink.check().await.unwrap(),
-        ankusa_sink_core::Check::Unsupported
+#[test]
+fn show_path_publishes_the_path_everywhere_it_was_hidden() {
+    let url = format!(
+        "https://u:pa55word@hooks.example/services/T0/B0/{PATH_TOKEN}?token=t0ken-in-query"
     );
+    let mut config = HttpConfig::new(url.as_str());
+    config.show_path = true;
+    let shown = format!("{config:?}");
+    assert!(
+        shown.contains(&format!("/services/T0/B0/{PATH_TOKEN}?token=REDACTED")),
+        "{shown}"
+    );
+    let sink = HttpSink::from_config(config).unwrap();
+    let path = format!("/services/T0/B0/{PATH_TOKEN}");
+    assert!(format!("{sink:?}").contains(&path));
+    assert_eq!(
+        sink.redacted_url(),
+        format!("https://hooks.example{path}?token=REDACTED")
+    );
+    let d = sink.describe(&Subject::new("s", None)).unwrap();
+    assert_eq!(d.address, Some(format!("{path}?token=REDACTED")));
+    // Userinfo and query values stay hidden.
+    for secret in ["pa55word", "t0ken-in-query"] {
+        assert!(!format!("{sink:?} {d:?}").contains(secret));
+    }
+
+    // Off (the default): hidden, but two endpoints are still told apart.
+    let hidden = HttpSink::builder(url.as_str()).build().unwrap();
+    let other = HttpSink::builder("https://hooks.example/services/T0/B0/other")
+        .build()
+        .unwrap();
+    assert!(!format!("{hidden:?}").contains("services"));
+    assert_ne!(hidden.redacted_url(), other.redacted_url());
+}
+
+#[tokio::test]
+async fn check_connects_and_sends_nothing() {
+    let server = Server::start(always(Reply::status(200))).await;
+    let sink = HttpSink::builder(server.url("/hooks")).build().unwrap();
+    // Reachable: not `Passed`, which would claim the URL and credentials were accepted.
+    assert_eq!(sink.check().await.unwrap(), Check::Reachable);
+    // It did connect (a TCP connection was accepted), but sent no request.
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while server.connections() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("check opened no connection");
+    tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(server.requests(), 0, "check must not send anything");
+}
+
+#[tokio::test]
+async fn check_against_a_closed_port_fails_like_a_delivery() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let sink = HttpSink::builder(format!("http://{addr}/hooks"))
+        .build()
+        .unwrap();
+    let checked = sink.check().await.unwrap_err();
+    let delivered = deliver(&sink, &envelope(b"{}")).await;
+    assert_eq!(checked.class(), class_of(&delivered));
+    assert_eq!(checked.class(), Class::Transient);
+    assert!(
+        matches!(
+            checked.reason().downcast_ref::<HttpError>(),
+            Some(HttpError::Unreachable {
+                kind: TransportKind::Refused,
+                to: "endpoint",
+                ..
+            })
+        ),
+        "{checked:?}"
+    );
+}
+
+#[tokio::test]
+async fn check_a_connect_that_never_completes_times_out() {
+    let (listener, fillers) = crate::transport::full_listener().await;
+    let addr = listener.local_addr().unwrap();
+    let sink = HttpSink::builder(format!("http://{addr}/hooks"))
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let f = sink.check().await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(f.class(), Class::Transient);
+    assert!(matches!(
+        f.reason().downcast_ref::<HttpError>(),
+        Some(HttpError::Unreachable {
+            kind: TransportKind::Timeout,
+            ..
+        })
+    ));
+    drop((listener, fillers));
+}
+
+#[test]
+fn credentials_over_cleartext_to_a_remote_host_are_refused() {
+    // 192.0.2.0/24 (TEST-NET-1): not loopback; nothing is dialled at build time.
+    let remote = "http://192.0.2.1/hooks";
+    let insecure = |b: ankusa_sink_http::HttpSinkBuilder| match b.build() {
+        Err(ConfigError::Insecure(what)) => {
+            let e = ConfigError::Insecure(what.clone()).to_string();
+            assert!(e.contains("allow_insecure = true"), "{e}");
+            assert_clean("insecure error", &e);
+            what
+        }
+        other => panic!("expected Insecure, got {other:?}"),
+    };
+    let what = insecure(HttpSink::builder("http://hook:pa55word@192.0.2.1/hooks"));
+    assert!(what.contains("userinfo"), "{what}");
+    for name in [
+        "Authorization",
+        "x-auth-token",
+        "X-Api-Key",
+        "x-webhook-secret",
+        "cookie",
+    ] {
+        let what = insecure(HttpSink::builder(remote).header(name, "bearer-sekrit"));
+        assert!(what.contains(name), "{what}");
+    }
+    // A value from the environment is marked secret, whatever the header's name.
+    let what = insecure(HttpSink::builder(remote).header("x-team", SecretValue::env("PATH")));
+    assert!(what.contains("x-team"), "{what}");
+    let what = insecure(HttpSink::builder(remote).secret(WHSEC));
+    assert!(what.contains("signature"), "{what}");
+    // A plain-http proxy that is not loopback: its userinfo, and the endpoint's
+    // credentials even when the endpoint itself is loopback.
+    let what = insecure(
+        HttpSink::builder("https://hooks.example/in").proxy("http://u:pa55word@192.0.2.2:3128"),
+    );
+    assert!(what.contains("proxy"), "{what}");
+    let what = insecure(
+        HttpSink::builder("http://127.0.0.1:9/in")
+            .secret(WHSEC)
+            .proxy("http://192.0.2.2:3128"),
+    );
+    assert!(what.contains("signature"), "{what}");
+
+    // Allowed: https, loopback (any spelling), no credentials, or allow_insecure.
+    for ok in [
+        HttpSink::builder("https://hook:pa55word@hooks.example/in").secret(WHSEC),
+        HttpSink::builder("http://hook:pa55word@127.0.0.1:9/in").secret(WHSEC),
+        HttpSink::builder("http://hook:pa55word@localhost:9/in").header("authorization", "x"),
+        HttpSink::builder("http://hook:pa55word@[::1]:9/in"),
+        HttpSink::builder(remote).header("x-team", "ops"),
+        HttpSink::builder("https://hooks.example/in").proxy("https://u:pa55word@192.0.2.2:3128"),
+        HttpSink::builder("https://hooks.example/in").proxy("http://u:pa55word@127.0.0.1:3128"),
+        HttpSink::builder("http://hook:pa55word@192.0.2.1/in")
+            .header("authorization", "x")
+            .secret(WHSEC)
+            .allow_insecure(true),
+    ] {
+        ok.build().unwrap();
+    }
+}
+
+#[test]
+fn allow_insecure_warns_once_at_build_without_secrets() {
+    let logs = logs::capture();
+    let sink = HttpSink::builder(format!(
+        "http://hook:pa55word@192.0.2.1/services/T0/B0/{PATH_TOKEN}?token=t0ken-in-query"
+    ))
+    .header("authorization", "Bearer bearer-sekrit")
+    .secret(WHSEC)
+    .allow_insecure(true)
+    .build()
+    .unwrap();
+    let warnings = logs.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    for part in [
+        "cleartext",
+        "userinfo",
+        "authorization",
+        "signature",
+        "192.0.2.1",
+    ] {
+        assert!(warnings[0].contains(part), "{part}: {}", warnings[0]);
+    }
+    assert_clean("warning", &warnings[0]);
+    drop(sink);
+    // Nothing to warn about: no warning.
+    HttpSink::builder("http://192.0.2.1/in")
+        .allow_insecure(true)
+        .build()
+        .unwrap();
+    assert_eq!(logs.warnings().len(), 1);
 }

@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 const PASSWORD: &str = "pl4nted-pa55word";
 const QUERY_TOKEN: &str = "pl4nted-query-token";
 const HEADER_TOKEN: &str = "pl4nted-header-token";
+/// A Slack-style webhook token in the URL path (`/services/T0/B0/<token>`).
+const PATH_TOKEN: &str = "pl4nted-path-token";
 const WHSEC: &str = "whsec_cGw0bnRlZC1zaWduaW5nLWtleS1vZi10aGUtaGFybmVzcw==";
 const WHSEC_KEY: &str = "pl4nted-signing-key-of-the-harness";
 
@@ -55,7 +57,7 @@ fn received(c: &Captured) -> Received {
 }
 
 /// Every endpoint answers per `reply`; the sink carries planted secrets in its URL
-/// userinfo and query, an operator header and a signing secret.
+/// userinfo, path and query, an operator header and a signing secret.
 #[derive(Default)]
 pub(crate) struct HttpHarness {
     dests: Mutex<Vec<Shared>>,
@@ -87,7 +89,7 @@ impl HttpHarness {
 
 fn sink_for(addr: SocketAddr) -> Result<HttpSink, BoxError> {
     Ok(HttpSink::builder(format!(
-        "http://hook:{PASSWORD}@{addr}/hooks?token={QUERY_TOKEN}"
+        "http://hook:{PASSWORD}@{addr}/services/T0/B0/{PATH_TOKEN}?token={QUERY_TOKEN}"
     ))
     .header("authorization", format!("Bearer {HEADER_TOKEN}"))
     .secret(WHSEC)
@@ -121,9 +123,16 @@ impl Harness for HttpHarness {
     }
 
     fn secrets(&self) -> Vec<String> {
-        [PASSWORD, QUERY_TOKEN, HEADER_TOKEN, WHSEC, WHSEC_KEY]
-            .map(str::to_owned)
-            .to_vec()
+        [
+            PASSWORD,
+            QUERY_TOKEN,
+            HEADER_TOKEN,
+            PATH_TOKEN,
+            WHSEC,
+            WHSEC_KEY,
+        ]
+        .map(str::to_owned)
+        .to_vec()
     }
 
     fn can_restart(&self) -> bool {

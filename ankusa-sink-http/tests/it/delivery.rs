@@ -316,7 +316,8 @@ fn run_python(python: &PathBuf, args: &[&str], stdin: &[u8]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Each secret alone must verify the request with the PyPI `standardwebhooks` library.
+/// Each secret alone must verify the request with the PyPI `standardwebhooks` library
+/// (`raw:<text>` passes the text's bytes, the library's form for a raw key).
 fn verify_independently(req: &Captured, secrets: &[&str]) {
     let Some(python) = python() else { return };
     let script = r#"
@@ -325,7 +326,9 @@ from standardwebhooks.webhooks import Webhook
 headers = {"webhook-id": sys.argv[1], "webhook-timestamp": sys.argv[2], "webhook-signature": sys.argv[3]}
 body = sys.stdin.buffer.read()
 for secret in sys.argv[4:]:
-    Webhook(secret).verify(body, headers, json_parse=False)
+    # "raw:<text>": the library's bytes form, the key being the text's UTF-8 bytes.
+    key = secret[4:].encode() if secret.startswith("raw:") else secret
+    Webhook(key).verify(body, headers, json_parse=False)
     print("verified")
 "#;
     let mut args = vec![
@@ -358,6 +361,25 @@ for secret in sys.argv[4:]:
         child.stdin.take().unwrap().write_all(&req.body).unwrap();
     }
     assert!(!child.wait().unwrap().success(), "a wrong secret verified");
+}
+
+#[tokio::test]
+async fn raw_mode_secret_verifies_with_standardwebhooks_given_its_bytes() {
+    use base64::Engine as _;
+    // Raw mode: a secret without whsec_ is used as its UTF-8 bytes (32 here).
+    const RAW: &str = "raw-mode-secret-of-32-bytes-long";
+    let server = Server::start(always(Reply::status(200))).await;
+    let sink = builder(&server).secret(RAW).build().unwrap();
+    // JSON: the library decodes the body as UTF-8 before it verifies.
+    deliver(&sink, &envelope(br#"{"raw": "mode"}"#))
+        .await
+        .unwrap();
+    let req = one(&server).await;
+    let wrapped = format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(RAW)
+    );
+    verify_independently(&req, &[&format!("raw:{RAW}"), &wrapped]);
 }
 
 #[tokio::test]

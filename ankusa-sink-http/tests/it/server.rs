@@ -64,6 +64,12 @@ pub(crate) enum Reply {
     },
     /// Answer `status` with a body of `total` bytes, written until the client stops reading.
     Huge { status: u16, total: u64 },
+    /// Answer `status` declaring `total` body bytes, then send one byte every `every`.
+    Trickle {
+        status: u16,
+        total: usize,
+        every: Duration,
+    },
 }
 
 impl Reply {
@@ -72,7 +78,8 @@ impl Reply {
         match self {
             Reply::Answer { status, .. }
             | Reply::ResetMidAnswer { status, .. }
-            | Reply::Huge { status, .. } => Some(*status),
+            | Reply::Huge { status, .. }
+            | Reply::Trickle { status, .. } => Some(*status),
             Reply::Slow(_, inner) => inner.final_status(),
             Reply::ResetMidRequest => None,
         }
@@ -116,6 +123,9 @@ struct State {
     /// Body bytes written by a `Huge` reply before the client went away.
     huge_written: AtomicU64,
     huge_done: AtomicUsize,
+    /// Body bytes a `Trickle` reply wrote before the client went away.
+    trickled: AtomicUsize,
+    trickle_done: AtomicUsize,
     changed: Notify,
 }
 
@@ -226,6 +236,22 @@ impl Server {
 
     pub(crate) fn connections(&self) -> usize {
         self.state.connections.load(Ordering::SeqCst)
+    }
+
+    /// Waits (bounded) until a `Trickle` reply has finished and returns its bytes written.
+    pub(crate) async fn trickled(&self) -> usize {
+        let wait = async {
+            loop {
+                let notified = self.state.changed.notified();
+                if self.state.trickle_done.load(Ordering::SeqCst) > 0 {
+                    return self.state.trickled.load(Ordering::SeqCst);
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .expect("trickle reply did not finish")
     }
 
     /// Waits (bounded) until a `Huge` reply has finished and returns its bytes written.
@@ -368,6 +394,28 @@ async fn answer<S: Conn>(sock: &mut S, mut reply: Reply, st: &State) -> bool {
             }
             st.huge_written.store(written, Ordering::SeqCst);
             st.huge_done.fetch_add(1, Ordering::SeqCst);
+            st.changed.notify_waiters();
+            ok
+        }
+        Reply::Trickle {
+            status,
+            total,
+            every,
+        } => {
+            let head = format!("HTTP/1.1 {status} X\r\ncontent-length: {total}\r\n\r\n");
+            let mut ok = sock.write_all(head.as_bytes()).await.is_ok();
+            let mut written = 0;
+            while ok && written < total {
+                // A write to a closed peer can still succeed once (it is buffered); the
+                // next one fails, so `written` overcounts by at most one byte.
+                ok = sock.write_all(b"t").await.is_ok() && sock.flush().await.is_ok();
+                if ok {
+                    written += 1;
+                    tokio::time::sleep(every).await;
+                }
+            }
+            st.trickled.store(written, Ordering::SeqCst);
+            st.trickle_done.fetch_add(1, Ordering::SeqCst);
             st.changed.notify_waiters();
             ok
         }

@@ -15,13 +15,13 @@ use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/it/fixtures")
         .join(name)
 }
 
-fn acceptor() -> Tls {
+pub(crate) fn acceptor() -> Tls {
     let certs = CertificateDer::pem_file_iter(fixture("server.pem"))
         .unwrap()
         .collect::<Result<Vec<_>, _>>()
@@ -37,7 +37,7 @@ fn acceptor() -> Tls {
     tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
-async fn https_server() -> (Server, String) {
+pub(crate) async fn https_server() -> (Server, String) {
     let server = Server::start_on(
         "127.0.0.1:0".parse().unwrap(),
         always(Reply::status(200)),

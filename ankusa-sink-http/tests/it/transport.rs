@@ -4,7 +4,7 @@ use crate::server::{Reply, Server, always, sequence};
 use crate::{builder, class_of, deliver, envelope, reason};
 use ankusa_sink_core::Class;
 use ankusa_sink_http::{HttpError, TransportKind};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn kind(r: &Result<(), ankusa_sink_core::Failure>) -> TransportKind {
     match reason(r) {
@@ -147,9 +147,44 @@ async fn the_sink_recovers_after_the_server_restarts_on_the_same_port() {
 }
 
 #[tokio::test]
-async fn a_connect_that_never_completes_hits_the_connect_timeout() {
-    // A listener that never accepts, with its accept queue already full: the kernel
-    // drops further SYNs, so a new connect hangs until the client gives up.
+async fn a_trickled_answer_body_hits_the_total_timeout() {
+    // The status and headers arrive at once, then one body byte every 50 ms of 100 KB
+    // (over an hour): the whole-request timeout must cut the body read short.
+    for status in [200u16, 503] {
+        let server = Server::start(always(Reply::Trickle {
+            status,
+            total: 100_000,
+            every: Duration::from_millis(50),
+        }))
+        .await;
+        let sink = builder(&server)
+            .timeout(Duration::from_millis(600))
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        let r = deliver(&sink, &envelope(b"{}")).await;
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(3), "{status}: took {took:?}");
+        assert!(
+            took >= Duration::from_millis(500),
+            "{status}: took {took:?}"
+        );
+        // The status line already decided: the hook was accepted, or the 503 is transient.
+        if status == 200 {
+            assert!(r.is_ok(), "{r:?}");
+        } else {
+            assert_eq!(class_of(&r), Class::Transient);
+            assert!(matches!(reason(&r), HttpError::Status { status: 503, .. }));
+        }
+        // The server saw some of the body go out before the client hung up.
+        let written = server.trickled().await;
+        assert!((1..100_000).contains(&written), "{status}: {written}");
+    }
+}
+
+/// A listener that never accepts, with its accept queue already full: the kernel drops
+/// further SYNs, so a new connect hangs until the client gives up. Keep both alive.
+pub(crate) async fn full_listener() -> (tokio::net::TcpListener, Vec<tokio::net::TcpStream>) {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let listener = socket.listen(0).unwrap();
@@ -161,6 +196,13 @@ async fn a_connect_that_never_completes_hits_the_connect_timeout() {
             fillers.push(s);
         }
     }
+    (listener, fillers)
+}
+
+#[tokio::test]
+async fn a_connect_that_never_completes_hits_the_connect_timeout() {
+    let (listener, fillers) = full_listener().await;
+    let addr = listener.local_addr().unwrap();
     let sink = ankusa_sink_http::HttpSink::builder(format!("http://{addr}/hooks"))
         .connect_timeout(Duration::from_millis(300))
         .timeout(Duration::from_secs(20))
