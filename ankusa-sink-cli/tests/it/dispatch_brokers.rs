@@ -129,7 +129,7 @@ async fn a_large_hook_travels_as_a_claim_checked_in_once_for_two_sinks() {
             panic!("the body travels by reference")
         };
         urns.insert(reference.urn());
-        let redeemed = claims.redeem(&reference.urn(), &m.sha256).await.unwrap();
+        let redeemed = claims.redeem_message(m).await.unwrap();
         assert_eq!(
             &redeemed[..],
             &body[..],
