@@ -287,7 +287,7 @@ async fn read_and_submit(
                     Err(reason) => {
                         let _ = tx.send(Read::Invalid(n, reason));
                     }
-                    Ok((env, None)) => submit(Hook::new(env)).await,
+                    Ok((env, None)) => submit(hook_of(env)).await,
                     Ok((env, Some(sink))) => {
                         if names.contains(&sink) {
                             submit(Hook::new(env).only_sink(sink).replay_id(replay_id.clone()))
@@ -302,6 +302,19 @@ async fn read_and_submit(
                 }
             }
         }
+    }
+}
+
+/// The hook of an envelope: attempts join the trace of the `traceparent` header the hook
+/// arrived with, if it carries a well-formed one.
+fn hook_of(env: Envelope) -> Hook {
+    let tp = env
+        .header("traceparent")
+        .filter(|t| ankusa_dispatch::trace_id_of(t).is_some())
+        .map(str::to_owned);
+    match tp {
+        Some(tp) => Hook::new(env).traceparent(tp),
+        None => Hook::new(env),
     }
 }
 
@@ -657,7 +670,7 @@ pub(crate) async fn deliver_one(
     if a.attempt == 0 {
         return Err(UsageError("--attempt must be at least 1".into()));
     }
-    let mut hook = Hook::new(env).first_attempt(a.attempt);
+    let mut hook = hook_of(env).first_attempt(a.attempt);
     if let Some(r) = &a.replay_id {
         hook = hook.replay_id(r.clone());
     }
