@@ -290,7 +290,7 @@ async fn read_and_submit(
                     Ok((env, None)) => submit(hook_of(env)).await,
                     Ok((env, Some(sink))) => {
                         if names.contains(&sink) {
-                            submit(Hook::new(env).only_sink(sink).replay_id(replay_id.clone()))
+                            submit(hook_of(env).only_sink(sink).replay_id(replay_id.clone()))
                                 .await;
                         } else {
                             let _ = tx.send(Read::NoSuchSink {
