@@ -761,3 +761,40 @@ fn deliver_fans_out_one_line_per_sink() {
     assert_eq!(records[0]["id"], "h-fan2");
     assert_eq!(records[0]["dead_letter"]["sink"], "b");
 }
+
+#[test]
+fn a_dead_letter_file_is_never_its_own_input() {
+    let (_, dl) = dead_letter_410("again", 3);
+    let before = std::fs::read(&dl).unwrap();
+    let server = answering(GONE);
+    let sink = sink_file("again", &server.url);
+    // Before: each failed replay was appended to the file being read, and read again.
+    for stdin_is_the_file in [false, true] {
+        let mut cmd = bin();
+        cmd.args([
+            "forward",
+            "--sink",
+            s(&sink),
+            "--dead-letter",
+            s(&dl),
+            "--json",
+        ]);
+        if stdin_is_the_file {
+            cmd.args(["--input", "-"])
+                .stdin(std::fs::File::open(&dl).unwrap());
+        } else {
+            cmd.args(["--input", s(&dl)]).stdin(Stdio::null());
+        }
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_within(child, Duration::from_secs(30), "replaying into itself");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("is the input"), "{stderr}");
+        assert_eq!(std::fs::read(&dl).unwrap(), before, "the file is untouched");
+    }
+    assert_eq!(server.count(), 0);
+}
