@@ -756,6 +756,28 @@ pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
     Ok(Some(InputLine::Bytes(line)))
 }
 
+/// Refuse a `--dead-letter` file that is the input itself: the reader would take each dead
+/// letter appended to it as more input, and a failing replay would grow it for ever.
+fn refuse_own_dead_letters(
+    input: &str,
+    dead_letter: Option<&std::path::Path>,
+) -> Result<(), UsageError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let Some(dl) = dead_letter else {
+        return Ok(());
+    };
+    let input = if input == "-" { "/dev/stdin" } else { input };
+    if let (Ok(i), Ok(d)) = (std::fs::metadata(input), std::fs::metadata(dl))
+        && (i.dev(), i.ino()) == (d.dev(), d.ino())
+    {
+        return Err(UsageError(format!(
+            "--dead-letter {} is the input: replay a dead-letter file into another one",
+            dl.display()
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) async fn forward(
     a: &ForwardArgs,
     sinks: Vec<NamedSink>,
@@ -764,6 +786,7 @@ pub(crate) async fn forward(
     if a.concurrency == 0 {
         return Err(UsageError("--concurrency must be at least 1".into()));
     }
+    refuse_own_dead_letters(&a.input, a.dispatch.dead_letter.as_deref())?;
     let max_line = usize::try_from(a.max_line_bytes).unwrap_or(usize::MAX);
     let reader = open_input(&a.input).await?;
     run(

@@ -1,2 +1,800 @@
 //! The dispatcher through the binary, against scripted HTTP servers on 127.0.0.1: dead letters,
 //! the horizon, retries that hold no slot, the breaker, metrics and replays.
+
+use super::hardening::{hooks, signal, wait_within};
+use super::http::{GONE, OK, UNAVAILABLE};
+use super::{bin, run, temp_file, text};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const WAIT_120: &str = "HTTP/1.1 429 Too Many Requests\r\nretry-after: 120\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+const WAIT_3600: &str = "HTTP/1.1 429 Too Many Requests\r\nretry-after: 3600\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+const UNAUTHORIZED: &str =
+    "HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+const NOT_FOUND: &str = "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+
+/// One request a [`Server`] answered: its header lines (names lowercased).
+struct Request {
+    headers: Vec<(String, String)>,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A server answering every request with `response`, a thread per connection (a run may
+/// hold many connections at once), recording each request.
+struct Server {
+    url: String,
+    requests: Arc<Mutex<Vec<Request>>>,
+}
+
+impl Server {
+    fn count(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+}
+
+fn answering(response: &'static str) -> Server {
+    server_on(TcpListener::bind("127.0.0.1:0").unwrap(), response)
+}
+
+fn server_on(listener: TcpListener, response: &'static str) -> Server {
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let seen = seen.clone();
+            thread::spawn(move || answer(stream, response, &seen));
+        }
+    });
+    Server { url, requests }
+}
+
+fn answer(mut stream: TcpStream, response: &str, seen: &Mutex<Vec<Request>>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let Ok(clone) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(clone);
+    let mut headers = Vec::new();
+    let mut len = 0usize;
+    let mut first = true;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            // Closed before a whole head: no request.
+            return;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        if std::mem::take(&mut first) {
+            continue;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            let name = name.trim().to_ascii_lowercase();
+            let value = value.trim().to_owned();
+            if name == "content-length" {
+                len = value.parse().unwrap_or(0);
+            }
+            headers.push((name, value));
+        }
+    }
+    let mut body = vec![0; len];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    seen.lock().unwrap().push(Request { headers });
+    let _ = stream.write_all(response.as_bytes());
+}
+
+/// An HTTP sink config file named `<name>.toml` (the sink's name in outcome lines).
+fn sink_file(name: &str, url: &str) -> PathBuf {
+    temp_file(
+        &format!("{name}.toml"),
+        &format!("type = \"http\"\nurl = \"{url}\"\ntimeout_ms = 2000\n"),
+    )
+}
+
+/// A path for a file the run creates, in a fresh temp dir.
+fn fresh_path(name: &str) -> PathBuf {
+    temp_file("unused", "").with_file_name(name)
+}
+
+/// A loopback port nothing listens on (just released).
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn json_lines(bytes: &[u8]) -> Vec<Value> {
+    text(bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The lines of a dead-letter file.
+fn dead_letters(path: &Path) -> Vec<Value> {
+    json_lines(&std::fs::read(path).unwrap())
+}
+
+/// Spawn the binary with stdin and stdout piped; stderr goes to a file, so a chatty run can
+/// never block on a full pipe.
+fn spawn(args: &[&str]) -> (Child, ChildStdin, mpsc::Receiver<String>, PathBuf) {
+    let err = fresh_path("stderr.txt");
+    let mut child = bin()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    (child, stdin, rx, err)
+}
+
+/// The next outcome line, waiting at most until `deadline`.
+fn next_line(rx: &mpsc::Receiver<String>, deadline: Instant, what: &str) -> Value {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let line = rx
+        .recv_timeout(left)
+        .unwrap_or_else(|e| panic!("{what}: no outcome line ({e:?})"));
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+/// `/metrics` of a run, or `None` while nothing answers there.
+fn scrape(addr: SocketAddr) -> Option<String> {
+    let mut c = TcpStream::connect(addr).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    c.write_all(b"GET /metrics HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
+        .ok()?;
+    let mut out = String::new();
+    c.read_to_string(&mut out).ok()?;
+    out.starts_with("HTTP/1.1 200").then_some(out)
+}
+
+/// The value of `name{sink="<sink>"}` in a scrape.
+fn metric(scraped: &str, name: &str, sink: &str) -> Option<f64> {
+    let prefix = format!("{name}{{sink=\"{sink}\"}} ");
+    scraped
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Scrape until `pred` holds of it, at most `limit`.
+fn scrape_until(
+    addr: SocketAddr,
+    limit: Duration,
+    what: &str,
+    pred: impl Fn(&str) -> bool,
+) -> String {
+    let start = Instant::now();
+    let mut last = None;
+    loop {
+        if let Some(m) = scrape(addr) {
+            if pred(&m) {
+                return m;
+            }
+            last = Some(m);
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{what} within {limit:?}; last scrape:\n{}",
+            last.unwrap_or_default()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The keys a dead-letter object has, exactly.
+const DEAD_LETTER_KEYS: [&str; 7] = [
+    "attempts",
+    "class",
+    "error_class",
+    "first_attempt_ms",
+    "last_attempt_ms",
+    "reason",
+    "sink",
+];
+
+/// Check one dead-letter line: its envelope is exactly `envelope`; returns its
+/// `dead_letter` object after checking the fields every record has.
+fn split_dead_letter(line: &Value, envelope: &Value, started_ms: i64, ended_ms: i64) -> Value {
+    let mut env = line.clone();
+    let dead = env
+        .as_object_mut()
+        .and_then(|m| m.remove("dead_letter"))
+        .unwrap_or_else(|| panic!("no dead_letter object: {line}"));
+    assert_eq!(&env, envelope, "the envelope, as gen prints it");
+    let keys: Vec<&str> = dead
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, DEAD_LETTER_KEYS, "{dead}");
+    assert!(!dead["reason"].as_str().unwrap().is_empty(), "{dead}");
+    let first = dead["first_attempt_ms"].as_i64().unwrap();
+    let last = dead["last_attempt_ms"].as_i64().unwrap();
+    assert!(
+        started_ms <= first && first <= last && last <= ended_ms,
+        "attempt times {first}..{last} outside the run {started_ms}..{ended_ms}"
+    );
+    dead
+}
+
+/// `gen` lines and their JSON.
+fn gen_hooks(n: usize) -> (String, Vec<Value>) {
+    let lines = hooks(n);
+    let values = json_lines(lines.as_bytes());
+    assert_eq!(values.len(), n);
+    (lines, values)
+}
+
+/// Forward `n` gen hooks to a 410 sink named `name` with `--retry --dead-letter F`: checks
+/// the run and F, returns the hooks and F.
+fn dead_letter_410(name: &str, n: usize) -> (Vec<Value>, PathBuf) {
+    let server = answering(GONE);
+    let sink = sink_file(name, &server.url);
+    let (lines, envelopes) = gen_hooks(n);
+    let input = temp_file("in.jsonl", &lines);
+    let dl = fresh_path("dead.jsonl");
+    let started = now_ms();
+    let out = run(&[
+        "forward",
+        "--sink",
+        s(&sink),
+        "--input",
+        s(&input),
+        "--retry",
+        "--dead-letter",
+        s(&dl),
+        "--json",
+    ]);
+    let ended = now_ms();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let outcomes = json_lines(&out.stdout);
+    assert_eq!(outcomes.len(), n, "{outcomes:?}");
+    for o in &outcomes {
+        assert_eq!(o["outcome"], "dead_lettered", "{o}");
+        assert_eq!(o["sink"], name, "{o}");
+        assert_eq!(o["class"], "permanent", "{o}");
+        assert_eq!(o["attempts"], 1, "{o}");
+    }
+    assert_eq!(server.count(), n, "permanent is never retried");
+    let records = dead_letters(&dl);
+    assert_eq!(records.len(), n, "one line per dead letter");
+    for env in &envelopes {
+        let record = records
+            .iter()
+            .find(|r| r["id"] == env["id"])
+            .unwrap_or_else(|| panic!("no dead letter for {}", env["id"]));
+        let dead = split_dead_letter(record, env, started, ended);
+        assert_eq!(dead["sink"], name);
+        assert_eq!(dead["class"], "permanent");
+        assert_eq!(dead["error_class"], "permanent");
+        assert_eq!(dead["attempts"], 1);
+    }
+    (envelopes, dl)
+}
+
+#[test]
+fn a_410_lands_in_the_dead_letter_file_as_permanent() {
+    dead_letter_410("gone", 1);
+}
+
+#[test]
+fn a_503_dead_letters_transient_at_max_elapsed() {
+    let server = answering(UNAVAILABLE);
+    let sink = sink_file("flaky", &server.url);
+    let dl = fresh_path("dead.jsonl");
+    let started = now_ms();
+    let start = Instant::now();
+    let (child, stdin, rx, err) = spawn(&[
+        "deliver",
+        "--sink",
+        s(&sink),
+        "--id",
+        "h-503",
+        "--retry",
+        "--max-elapsed",
+        "3",
+        "--dead-letter",
+        s(&dl),
+        "--json",
+    ]);
+    drop(stdin);
+    let out = wait_within(child, Duration::from_secs(60), "--max-elapsed 3");
+    let took = start.elapsed();
+    let ended = now_ms();
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert!(took < Duration::from_secs(30), "took {took:?}: {stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let line: Value = serde_json::from_str(&rx.recv().unwrap()).unwrap();
+    assert_eq!(line["outcome"], "dead_lettered", "{line}");
+    assert_eq!(line["error_class"], "transient", "{line}");
+    let records = dead_letters(&dl);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let dead = records[0]["dead_letter"].clone();
+    assert_eq!(records[0]["id"], "h-503");
+    assert_eq!(dead["sink"], "flaky");
+    assert_eq!(dead["class"], "transient");
+    assert_eq!(dead["error_class"], "transient");
+    let attempts = dead["attempts"].as_u64().unwrap();
+    assert!(attempts > 1, "retried before the horizon: {dead}");
+    assert_eq!(attempts as usize, server.count(), "{dead}");
+    let (first, last) = (
+        dead["first_attempt_ms"].as_i64().unwrap(),
+        dead["last_attempt_ms"].as_i64().unwrap(),
+    );
+    assert!(started <= first && first < last && last <= ended, "{dead}");
+    assert!(
+        last - first <= 3000,
+        "no attempt starts past the horizon: {dead}"
+    );
+}
+
+#[test]
+fn a_429_longer_than_the_horizon_dead_letters_throttled_after_one_attempt() {
+    let server = answering(WAIT_120);
+    let sink = sink_file("busy", &server.url);
+    let dl = fresh_path("dead.jsonl");
+    let start = Instant::now();
+    let (mut child, stdin, rx, err) = spawn(&[
+        "deliver",
+        "--sink",
+        s(&sink),
+        "--id",
+        "h-ra",
+        "--retry",
+        "--max-elapsed",
+        "5",
+        "--dead-letter",
+        s(&dl),
+        "--json",
+    ]);
+    drop(stdin);
+    let line = next_line(
+        &rx,
+        start + Duration::from_secs(60),
+        "Retry-After 120 over --max-elapsed 5",
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "waited {:?}",
+        start.elapsed()
+    );
+    let code = child.wait().unwrap().code();
+    assert_eq!(code, Some(3), "{}", std::fs::read_to_string(&err).unwrap());
+    assert_eq!(line["outcome"], "dead_lettered", "{line}");
+    assert_eq!(line["sink"], "busy", "{line}");
+    assert_eq!(line["error_class"], "throttled", "{line}");
+    assert_eq!(line["attempts"], 1, "{line}");
+    assert_eq!(server.count(), 1);
+    let records = dead_letters(&dl);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let dead = &records[0]["dead_letter"];
+    assert_eq!(records[0]["id"], "h-ra");
+    assert_eq!(dead["sink"], "busy");
+    assert_eq!(dead["class"], "retry_after");
+    assert_eq!(dead["error_class"], "throttled");
+    assert_eq!(dead["attempts"], 1);
+}
+
+#[test]
+fn hooks_waiting_on_retry_after_hold_no_slot_and_sigterm_abandons_each() {
+    const N: usize = 5000;
+    let server = answering(WAIT_3600);
+    let slow = sink_file("slow", &server.url);
+    let (lines, envelopes) = gen_hooks(N);
+    let ids: BTreeSet<String> = envelopes
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    let input = temp_file("in.jsonl", &lines);
+    let (child, stdin, rx, err) = spawn(&[
+        "forward",
+        "--sink",
+        s(&slow),
+        "--sink",
+        "log",
+        "--retry",
+        "--concurrency",
+        "4",
+        "--drain-timeout",
+        "5",
+        "--input",
+        s(&input),
+        "--json",
+    ]);
+    // Every log line comes while the slow sink's hooks wait out their hour: with a slot
+    // held per waiting hook, 4 of them would stop the run here.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut log_ok = BTreeSet::new();
+    while log_ok.len() < N {
+        let l = next_line(&rx, deadline, "the log sink's lines");
+        assert_eq!(l["sink"], "log", "only log lines while slow waits: {l}");
+        assert_eq!(l["outcome"], "ok", "{l}");
+        assert!(
+            log_ok.insert(l["id"].as_str().unwrap().to_owned()),
+            "twice: {l}"
+        );
+    }
+    assert_eq!(log_ok, ids);
+    let asked = server.count();
+    assert!(
+        (1..=N).contains(&asked),
+        "the slow sink was tried: {asked} requests"
+    );
+    signal(&child, "-TERM");
+    let out = wait_within(child, Duration::from_secs(60), "forward after SIGTERM");
+    drop(stdin);
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    let rest: Vec<Value> = rx
+        .iter()
+        .map(|l| serde_json::from_str(&l).unwrap())
+        .collect();
+    assert_eq!(rest.len(), N, "one line per hook per sink, 2N in all");
+    let mut abandoned = BTreeSet::new();
+    let mut by_class: BTreeMap<String, usize> = BTreeMap::new();
+    for l in &rest {
+        assert_eq!(l["sink"], "slow", "{l}");
+        assert_eq!(l["outcome"], "abandoned", "{l}");
+        assert!(
+            abandoned.insert(l["id"].as_str().unwrap().to_owned()),
+            "twice: {l}"
+        );
+        *by_class
+            .entry(l["class"].as_str().unwrap_or("none").to_owned())
+            .or_default() += 1;
+    }
+    assert_eq!(abandoned, ids);
+    assert!(
+        by_class.get("retry_after").copied().unwrap_or(0) >= 1,
+        "the hooks that were tried say why they wait: {by_class:?}"
+    );
+    assert!(stderr.contains(&format!("abandoned {N}")), "{stderr}");
+}
+
+#[test]
+fn the_breaker_opens_on_a_dead_port_holds_attempts_and_closes_when_it_returns() {
+    const N: usize = 20;
+    let port = free_addr();
+    let sink = sink_file("down", &format!("http://{port}/hook"));
+    let metrics = free_addr();
+    let (child, mut stdin, rx, err) = spawn(&[
+        "forward",
+        "--sink",
+        s(&sink),
+        "--retry",
+        "--breaker-failures",
+        "3",
+        "--breaker-open",
+        "2",
+        "--metrics-addr",
+        &metrics.to_string(),
+        "--json",
+    ]);
+    let (lines, envelopes) = gen_hooks(N);
+    stdin.write_all(lines.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let attempts = |m: &str| metric(m, "ankusa_dispatch_attempts_total", "down").unwrap_or(0.0);
+    let open = |m: &str| metric(m, "ankusa_dispatch_breaker_open", "down");
+    let m = scrape_until(metrics, Duration::from_secs(30), "breaker open", |m| {
+        open(m) == Some(1.0)
+    });
+    // While open, attempts wait: at most one probe per 2 s open period. Without a breaker,
+    // 20 hooks backing off from 100 ms would make dozens of attempts in this window.
+    let before = attempts(&m);
+    thread::sleep(Duration::from_secs(3));
+    let m = scrape(metrics).expect("metrics while open");
+    let after = attempts(&m);
+    assert_eq!(open(&m), Some(1.0), "still open:\n{m}");
+    assert!(
+        after - before <= 2.0,
+        "attempts went {before} -> {after} while the breaker was open"
+    );
+    assert!(rx.try_recv().is_err(), "no hook finished yet");
+
+    // The port comes back: a probe gets through, the breaker closes, every hook delivers.
+    let server = server_on(TcpListener::bind(port).unwrap(), OK);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut ok = BTreeSet::new();
+    while ok.len() < N {
+        let l = next_line(&rx, deadline, "deliveries after the port returned");
+        assert_eq!(l["outcome"], "ok", "{l}");
+        assert_eq!(l["sink"], "down", "{l}");
+        ok.insert(l["id"].as_str().unwrap().to_owned());
+    }
+    let want: BTreeSet<String> = envelopes
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ok, want);
+    assert_eq!(server.count(), N, "each hook delivered once");
+    scrape_until(metrics, Duration::from_secs(10), "breaker closed", |m| {
+        open(m) == Some(0.0)
+    });
+    drop(stdin);
+    let out = wait_within(child, Duration::from_secs(30), "forward after stdin closed");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(&err).unwrap()
+    );
+}
+
+#[test]
+fn config_errors_are_counted_on_metrics() {
+    for (name, response, retry) in [
+        ("denied", UNAUTHORIZED, true),
+        ("nowhere", NOT_FOUND, false),
+    ] {
+        let server = answering(response);
+        let sink = sink_file(name, &server.url);
+        let metrics = free_addr();
+        let addr = metrics.to_string();
+        let mut args = vec!["forward", "--sink", s(&sink), "--metrics-addr", &addr];
+        args.extend(["--json"]);
+        if retry {
+            args.push("--retry");
+        }
+        let (child, mut stdin, rx, err) = spawn(&args);
+        stdin.write_all(hooks(2).as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for _ in 0..2 {
+            let l = next_line(&rx, deadline, name);
+            let want = if retry { "dead_lettered" } else { "failed" };
+            assert_eq!(l["outcome"], want, "{l}");
+            assert_eq!(l["class"], "config", "{l}");
+            assert_eq!(l["sink"], name, "{l}");
+        }
+        // stdin still open: the run, and its /metrics, are still up.
+        let m = scrape_until(metrics, Duration::from_secs(10), "config errors", |m| {
+            metric(m, "ankusa_dispatch_config_errors_total", name).is_some()
+        });
+        assert_eq!(
+            metric(&m, "ankusa_dispatch_config_errors_total", name),
+            Some(2.0),
+            "{m}"
+        );
+        assert_eq!(
+            metric(&m, "ankusa_dispatch_attempts_total", name),
+            Some(2.0),
+            "config is never retried:\n{m}"
+        );
+        assert_eq!(
+            metric(&m, "ankusa_dispatch_breaker_open", name),
+            Some(0.0),
+            "config failures never open the breaker:\n{m}"
+        );
+        drop(stdin);
+        let out = wait_within(child, Duration::from_secs(30), name);
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{}",
+            std::fs::read_to_string(&err).unwrap()
+        );
+        assert_eq!(server.count(), 2);
+    }
+}
+
+#[test]
+fn a_dead_letter_file_replays_with_one_replay_id_per_run() {
+    const N: usize = 3;
+    let (envelopes, dl) = dead_letter_410("target", N);
+    let ids: BTreeSet<&str> = envelopes
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+
+    let mut replay_ids = Vec::new();
+    for _ in 0..2 {
+        // The same sink name, now pointing to a server that takes them.
+        let server = answering(OK);
+        let sink = sink_file("target", &server.url);
+        let out = run(&["forward", "--input", s(&dl), "--sink", s(&sink), "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let lines = json_lines(&out.stdout);
+        assert_eq!(lines.len(), N, "{lines:?}");
+        for l in &lines {
+            assert_eq!(l["outcome"], "ok", "{l}");
+            assert_eq!(l["sink"], "target", "{l}");
+        }
+        let got: BTreeSet<&str> = lines.iter().map(|l| l["id"].as_str().unwrap()).collect();
+        assert_eq!(got, ids);
+        let requests = server.requests.lock().unwrap();
+        assert_eq!(requests.len(), N);
+        let seen: BTreeSet<String> = requests
+            .iter()
+            .map(|r| {
+                r.header("x-ankusa-replay-id")
+                    .expect("a replay carries its replay id")
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(seen.len(), 1, "one replay id per run: {seen:?}");
+        let id = seen.into_iter().next().unwrap();
+        assert!(!id.is_empty());
+        replay_ids.push(id);
+    }
+    assert_ne!(replay_ids[0], replay_ids[1], "a fresh replay id per run");
+
+    // With fan-out, a dead letter goes back only to the sink it names.
+    let server = answering(OK);
+    let sink = sink_file("target", &server.url);
+    let out = run(&[
+        "forward",
+        "--input",
+        s(&dl),
+        "--sink",
+        "log",
+        "--sink",
+        s(&sink),
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines = json_lines(&out.stdout);
+    assert_eq!(lines.len(), N, "{lines:?}");
+    assert!(lines.iter().all(|l| l["sink"] == "target"), "{lines:?}");
+    assert_eq!(server.count(), N);
+
+    // A dead letter naming a sink the run does not have.
+    let server = answering(OK);
+    let other = sink_file("other", &server.url);
+    let out = run(&["forward", "--input", s(&dl), "--sink", s(&other), "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let lines = json_lines(&out.stdout);
+    assert_eq!(lines.len(), N, "{lines:?}");
+    for l in &lines {
+        assert_eq!(l["outcome"], "failed", "{l}");
+        assert_eq!(l["sink"], "target", "{l}");
+        assert_eq!(l["class"], "config", "{l}");
+    }
+    assert_eq!(server.count(), 0, "never sent to another sink");
+}
+
+#[test]
+fn deliver_fans_out_one_line_per_sink() {
+    let (a, b) = (answering(OK), answering(OK));
+    let (fa, fb) = (sink_file("a", &a.url), sink_file("b", &b.url));
+    let out = run(&[
+        "deliver",
+        "--sink",
+        s(&fa),
+        "--sink",
+        s(&fb),
+        "--id",
+        "h-fan",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            r#"{"id":"h-fan","sink":"a","outcome":"ok","attempts":1}"#,
+            r#"{"id":"h-fan","sink":"b","outcome":"ok","attempts":1}"#,
+        ]
+    );
+    assert_eq!((a.count(), b.count()), (1, 1));
+
+    // One sink refuses for good: the other still delivers, the run exits 3, and without
+    // --retry the failed pair is what lands in the dead-letter file.
+    let (a, b) = (answering(OK), answering(GONE));
+    let (fa, fb) = (sink_file("a", &a.url), sink_file("b", &b.url));
+    let dl = fresh_path("dead.jsonl");
+    let out = run(&[
+        "deliver",
+        "--sink",
+        s(&fa),
+        "--sink",
+        s(&fb),
+        "--id",
+        "h-fan2",
+        "--dead-letter",
+        s(&dl),
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let lines = json_lines(&out.stdout);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let by_sink: BTreeMap<&str, &Value> = lines
+        .iter()
+        .map(|l| (l["sink"].as_str().unwrap(), l))
+        .collect();
+    assert_eq!(by_sink["a"]["outcome"], "ok");
+    assert_eq!(by_sink["b"]["outcome"], "failed");
+    assert_eq!(by_sink["b"]["class"], "permanent");
+    assert_eq!((a.count(), b.count()), (1, 1));
+    let records = dead_letters(&dl);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["id"], "h-fan2");
+    assert_eq!(records[0]["dead_letter"]["sink"], "b");
+}
+
+#[test]
+fn a_dead_letter_file_is_never_its_own_input() {
+    let (_, dl) = dead_letter_410("again", 3);
+    let before = std::fs::read(&dl).unwrap();
+    let server = answering(GONE);
+    let sink = sink_file("again", &server.url);
+    // Before: each failed replay was appended to the file being read, and read again.
+    for stdin_is_the_file in [false, true] {
+        let mut cmd = bin();
+        cmd.args([
+            "forward",
+            "--sink",
+            s(&sink),
+            "--dead-letter",
+            s(&dl),
+            "--json",
+        ]);
+        if stdin_is_the_file {
+            cmd.args(["--input", "-"])
+                .stdin(std::fs::File::open(&dl).unwrap());
+        } else {
+            cmd.args(["--input", s(&dl)]).stdin(Stdio::null());
+        }
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_within(child, Duration::from_secs(30), "replaying into itself");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("is the input"), "{stderr}");
+        assert_eq!(std::fs::read(&dl).unwrap(), before, "the file is untouched");
+    }
+    assert_eq!(server.count(), 0);
+}

@@ -8,7 +8,7 @@ use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Wait for `child` at most `limit`; kill it and fail if it is still running.
-fn wait_within(mut child: Child, limit: Duration, what: &str) -> Output {
+pub(super) fn wait_within(mut child: Child, limit: Duration, what: &str) -> Output {
     let start = Instant::now();
     while child.try_wait().unwrap().is_none() {
         if start.elapsed() > limit {
@@ -20,11 +20,11 @@ fn wait_within(mut child: Child, limit: Duration, what: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn hooks(count: usize) -> String {
+pub(super) fn hooks(count: usize) -> String {
     text(&run(&["gen", "--count", &count.to_string(), "--size", "64"]).stdout)
 }
 
-fn signal(child: &Child, sig: &str) {
+pub(super) fn signal(child: &Child, sig: &str) {
     let ok = std::process::Command::new("kill")
         .args([sig, &child.id().to_string()])
         .status()
