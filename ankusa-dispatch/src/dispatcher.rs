@@ -17,9 +17,12 @@ use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
+// tokio's clock, not std's: the same in production, and it follows `tokio::time::pause`
+// (a std deadline under a paused clock made the scheduler spin).
+use tokio::time::Instant;
 
 /// The dispatcher's knobs.
 #[derive(Debug)]
@@ -109,6 +112,9 @@ pub enum BuildError {
         /// The missing sink.
         sink: String,
     },
+    /// A route names no sink: its hooks would go nowhere.
+    #[error("route `{0}` names no sink")]
+    EmptyRoute(String),
     /// `concurrency` (or `sink_concurrency`) is zero.
     #[error("concurrency must be at least 1")]
     ZeroConcurrency,
@@ -362,6 +368,9 @@ impl DispatcherBuilder {
         }
         let mut routes = HashMap::new();
         for (route, names) in self.routes {
+            if names.is_empty() {
+                return Err(BuildError::EmptyRoute(route));
+            }
             let mut ids = Vec::new();
             for sink in names {
                 let &i = index.get(&sink).ok_or_else(|| BuildError::UnknownSink {
@@ -389,6 +398,9 @@ impl DispatcherBuilder {
             waiting: Arc::new(AtomicUsize::new(0)),
         });
         let (tx, rx) = mpsc::unbounded_channel();
+        // Reports from the scheduler's own tasks come on a channel of their own, so the
+        // intake channel closes when the last `Dispatcher` handle is dropped.
+        let (report_tx, report_rx) = mpsc::unbounded_channel();
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         let breakers = (0..n).map(|_| Breaker::new(self.config.breaker)).collect();
         let scheduler = Scheduler {
@@ -397,8 +409,9 @@ impl DispatcherBuilder {
             config: self.config,
             claim_store: self.claim_store,
             dead_letter: self.dead_letter,
-            tx: tx.clone(),
+            tx: report_tx,
             out: out_tx,
+            clock: Clock::new(),
             hooks: HashMap::new(),
             next_hook: 0,
             ready: (0..n).map(|_| VecDeque::new()).collect(),
@@ -408,13 +421,17 @@ impl DispatcherBuilder {
             next_attempt: 0,
             tasks: JoinSet::new(),
             task_attempt: HashMap::new(),
+            task_dead_letter: HashMap::new(),
             breakers,
             waiting: BinaryHeap::new(),
             seq: 0,
-            pending_dead_letters: 0,
+            next_sink: 0,
+            pending_dead_letters: HashMap::new(),
+            next_dead_letter: 0,
             stopping: None,
+            intake_open: true,
         };
-        tokio::spawn(scheduler.run(rx));
+        tokio::spawn(scheduler.run(rx, report_rx));
         Ok((Dispatcher { shared, tx }, Deliveries(out_rx)))
     }
 }
@@ -427,7 +444,7 @@ impl DispatcherBuilder {
 #[derive(Debug, Clone)]
 pub struct Dispatcher {
     shared: Arc<Shared>,
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: mpsc::UnboundedSender<In>,
 }
 
 #[derive(Debug)]
@@ -451,25 +468,30 @@ impl Dispatcher {
     /// for this hook only.
     pub async fn submit(&self, hook: Hook) -> Result<(), SubmitError> {
         let sinks = self.sinks_of(&hook)?;
+        // All of the hook's permits at once: taken one by one, two submits could each hold
+        // part of what they need and wait on each other forever.
+        let n = u32::try_from(sinks.len()).expect("a route has fewer than 2^32 sinks");
+        let mut all = match self.shared.intake.clone().acquire_many_owned(n).await {
+            Ok(p) => p,
+            Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
+        };
         let mut permits = Vec::with_capacity(sinks.len());
-        for _ in &sinks {
-            match self.shared.intake.clone().acquire_owned().await {
-                Ok(p) => permits.push(p),
-                Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
-            }
+        for _ in 1..sinks.len() {
+            permits.push(all.split(1).expect("one permit per sink"));
         }
+        permits.push(all);
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(SubmitError::ShuttingDown(Box::new(hook)));
         }
         self.tx
-            .send(Msg::Submit {
+            .send(In::Submit {
                 hook,
                 sinks,
                 permits,
             })
             .map_err(|e| match e.0 {
-                Msg::Submit { hook, .. } => SubmitError::ShuttingDown(Box::new(hook)),
-                _ => unreachable!("only submits are sent here"),
+                In::Submit { hook, .. } => SubmitError::ShuttingDown(Box::new(hook)),
+                In::Shutdown { .. } => unreachable!("only submits are sent here"),
             })
     }
 
@@ -514,7 +536,7 @@ impl Dispatcher {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.intake.close();
         let (reply, rx) = oneshot::channel();
-        if self.tx.send(Msg::Shutdown { grace, reply }).is_err() {
+        if self.tx.send(In::Shutdown { grace, reply }).is_err() {
             return Vec::new();
         }
         rx.await.unwrap_or_default()
@@ -530,12 +552,21 @@ struct Slot {
     metrics: m::SinkMetrics,
 }
 
-enum Msg {
+/// What the `Dispatcher` handles send.
+enum In {
     Submit {
         hook: Hook,
         sinks: Vec<usize>,
         permits: Vec<OwnedSemaphorePermit>,
     },
+    Shutdown {
+        grace: Duration,
+        reply: oneshot::Sender<Vec<Unfinished>>,
+    },
+}
+
+/// What the scheduler's own tasks report.
+enum Report {
     Done {
         attempt: u64,
         result: Result<(), Failure>,
@@ -545,11 +576,8 @@ enum Msg {
         hook: u64,
         result: Result<Option<Claim>, Failure>,
     },
-    DeadLettered(Box<Delivery>),
-    Shutdown {
-        grace: Duration,
-        reply: oneshot::Sender<Vec<Unfinished>>,
-    },
+    /// The dead letter `id` was stored, or why it could not be.
+    DeadLettered { id: u64, result: Result<(), String> },
 }
 
 /// Where a hook's claim stands.
@@ -568,6 +596,9 @@ struct HookState {
     ctx: Ctx,
     traceparent: Option<Arc<str>>,
     claim: ClaimPhase,
+    /// The inline thresholds of every sink of the hook: a check-in retried for one job
+    /// must still claim the body for the others.
+    thresholds: Vec<Option<NonZeroUsize>>,
     /// Jobs waiting for the check-in.
     parked: Vec<Job>,
     /// Jobs not yet finished.
@@ -612,12 +643,36 @@ impl Ord for Waiting {
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+/// Unix ms on the runtime's monotonic clock, anchored to the wall clock once, when the
+/// dispatcher starts: the horizon and the retry times then agree with the timer queue (and
+/// with `tokio::time::pause`), and a wall-clock step neither shortens nor stretches a
+/// hook's horizon.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    start: Instant,
+    start_ms: i64,
 }
+
+impl Clock {
+    fn new() -> Self {
+        let start_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Clock {
+            start: Instant::now(),
+            start_ms,
+        }
+    }
+
+    fn now_ms(&self) -> i64 {
+        let since = i64::try_from(Instant::now().duration_since(self.start).as_millis())
+            .unwrap_or(i64::MAX);
+        self.start_ms.saturating_add(since)
+    }
+}
+
+
 
 /// How often an open breaker's held jobs are checked against the horizon.
 const HELD_SCAN: Duration = Duration::from_secs(1);
@@ -628,8 +683,9 @@ struct Scheduler {
     config: DispatchConfig,
     claim_store: Option<ClaimStore>,
     dead_letter: Option<DeadLetter>,
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: mpsc::UnboundedSender<Report>,
     out: mpsc::UnboundedSender<Delivery>,
+    clock: Clock,
     hooks: HashMap<u64, HookState>,
     next_hook: u64,
     ready: Vec<VecDeque<Job>>,
@@ -640,45 +696,63 @@ struct Scheduler {
     tasks: JoinSet<()>,
     /// Which attempt each attempt task runs, to fail it if the task dies.
     task_attempt: HashMap<tokio::task::Id, u64>,
+    /// Which dead letter each store task stores, to report it if the task dies.
+    task_dead_letter: HashMap<tokio::task::Id, u64>,
     breakers: Vec<Breaker>,
     waiting: BinaryHeap<Reverse<Waiting>>,
     seq: u64,
-    pending_dead_letters: usize,
+    /// The sink `pump` serves first (round robin).
+    next_sink: usize,
+    /// Dead letters being stored, by id: their deliveries wait for the store's answer.
+    pending_dead_letters: HashMap<u64, Delivery>,
+    next_dead_letter: u64,
     stopping: Option<Stopping>,
+    /// Whether a `Dispatcher` handle may still send.
+    intake_open: bool,
 }
 
 struct Stopping {
     deadline: Instant,
     reply: oneshot::Sender<Vec<Unfinished>>,
+    /// Later `shutdown` calls: answered (empty) when the first one is.
+    more_replies: Vec<oneshot::Sender<Vec<Unfinished>>>,
     unfinished: Vec<Unfinished>,
 }
 
 impl Scheduler {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<In>,
+        mut reports: mpsc::UnboundedReceiver<Report>,
+    ) {
         loop {
             if self.stopping.is_none() {
                 self.wake_due(Instant::now());
                 self.pump(Instant::now());
             }
             if let Some(s) = &self.stopping {
-                if (self.running.is_empty() && self.pending_dead_letters == 0)
+                if (self.running.is_empty() && self.pending_dead_letters.is_empty())
                     || Instant::now() >= s.deadline
                 {
-                    self.finish_shutdown();
+                    self.finish_shutdown(&mut rx, &mut reports);
                     return;
                 }
+            } else if !self.intake_open
+                && self.hooks.is_empty()
+                && self.pending_dead_letters.is_empty()
+            {
+                // Every handle was dropped and every hook is finished: end the stream.
+                return;
             }
             let wake = self.next_wake();
             tokio::select! {
-                msg = rx.recv() => match msg {
-                    Some(msg) => self.handle(msg),
-                    // Every handle dropped without a shutdown: finish what is in flight.
-                    None if self.stopping.is_none() => {
-                        let (reply, _) = oneshot::channel();
-                        self.begin_shutdown(Duration::MAX, reply);
-                    }
-                    None => {}
+                msg = rx.recv(), if self.intake_open => match msg {
+                    Some(msg) => self.take(msg),
+                    // Every handle dropped without a shutdown: nobody could be handed back
+                    // what is left, so finish every hook held (retries included), then end.
+                    None => self.intake_open = false,
                 },
+                Some(report) = reports.recv() => self.handle(report),
                 () = sleep_until(wake) => {}
                 Some(joined) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
                     self.joined(joined);
@@ -704,24 +778,26 @@ impl Scheduler {
         wake
     }
 
-    fn handle(&mut self, msg: Msg) {
+    fn take(&mut self, msg: In) {
         match msg {
-            Msg::Submit {
+            In::Submit {
                 hook,
                 sinks,
                 permits,
             } => self.submit(hook, sinks, permits),
-            Msg::Done {
+            In::Shutdown { grace, reply } => self.begin_shutdown(grace, reply),
+        }
+    }
+
+    fn handle(&mut self, report: Report) {
+        match report {
+            Report::Done {
                 attempt,
                 result,
                 took,
             } => self.done(attempt, result, took),
-            Msg::Claimed { hook, result } => self.claimed(hook, result),
-            Msg::DeadLettered(d) => {
-                self.pending_dead_letters -= 1;
-                self.emit(*d);
-            }
-            Msg::Shutdown { grace, reply } => self.begin_shutdown(grace, reply),
+            Report::Claimed { hook, result } => self.claimed(hook, result),
+            Report::DeadLettered { id, result } => self.dead_lettered(id, result),
         }
     }
 
@@ -750,17 +826,15 @@ impl Scheduler {
             ctx = ctx.with_replay_id(r);
         }
         let mut claim = ClaimPhase::Ready;
+        let thresholds: Vec<_> = sinks.iter().map(|&i| self.slots[i].threshold).collect();
         if let Some(c) = hook.claim {
             ctx = ctx.with_claim(c);
         } else if self.claim_store.is_some()
-            && needs_claim(
-                hook.envelope.size(),
-                sinks.iter().map(|&i| self.slots[i].threshold),
-            )
+            && needs_claim(hook.envelope.size(), thresholds.iter().copied())
         {
             claim = ClaimPhase::Needed;
         }
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let jobs: Vec<Job> = sinks
             .iter()
             .zip(permits)
@@ -781,6 +855,7 @@ impl Scheduler {
                 ctx,
                 traceparent: hook.traceparent.map(Arc::from),
                 claim,
+                thresholds,
                 parked: Vec::new(),
                 jobs_left: jobs.len(),
                 submitted_ms: now,
@@ -814,7 +889,7 @@ impl Scheduler {
             return;
         };
         let env = h.env.clone();
-        let thresholds: Vec<_> = h.parked.iter().map(|j| self.slots[j.sink].threshold).collect();
+        let thresholds = h.thresholds.clone();
         let tx = self.tx.clone();
         self.tasks.spawn(async move {
             let result = store
@@ -823,7 +898,7 @@ impl Scheduler {
                 .map_err(Failure::from);
             metrics::counter!(m::CLAIM_CHECKINS, "result" => if result.is_ok() { "ok" } else { "failed" })
                 .increment(1);
-            let _ = tx.send(Msg::Claimed { hook, result });
+            let _ = tx.send(Report::Claimed { hook, result });
         });
     }
 
@@ -846,7 +921,7 @@ impl Scheduler {
                 // Classified like any failed attempt of each of the hook's jobs; a retry
                 // checks the body in again first.
                 h.claim = ClaimPhase::Needed;
-                let now = now_ms();
+                let now = self.clock.now_ms();
                 for mut job in parked {
                     job.attempts += 1;
                     job.first_ms.get_or_insert(now);
@@ -859,33 +934,41 @@ impl Scheduler {
 
     /// Start every attempt the limits and breakers allow.
     fn pump(&mut self, now: Instant) {
-        for i in 0..self.slots.len() {
-            if self.ready[i].is_empty() {
-                continue;
-            }
-            if self.breakers[i].is_open() {
+        let n = self.slots.len();
+        for i in 0..n {
+            if self.breakers[i].is_open() && !self.ready[i].is_empty() {
                 self.expire_held(i);
             }
-            while !self.ready[i].is_empty() {
-                let batched = self.slots[i].batched;
-                if !batched
+        }
+        // Round robin, one attempt per sink per turn, starting after the sink served last:
+        // a sink with a deep queue (a burst of woken retries) cannot keep the global slots
+        // from the others.
+        loop {
+            let mut started = false;
+            for k in 0..n {
+                let i = (self.next_sink + k) % n;
+                if self.ready[i].is_empty() {
+                    continue;
+                }
+                if !self.slots[i].batched
                     && (self.in_flight_total >= self.config.concurrency
                         || self
                             .config
                             .sink_concurrency
                             .is_some_and(|c| self.in_flight[i] >= c))
                 {
-                    break;
+                    continue;
                 }
                 if !self.breakers[i].admit(now) {
-                    // Held jobs keep no intake permit: fresh hooks to other sinks flow.
-                    for job in &mut self.ready[i] {
-                        job.permit = None;
-                    }
-                    break;
+                    continue;
                 }
                 let job = self.ready[i].pop_front().expect("not empty");
                 self.start(job);
+                self.next_sink = (i + 1) % n;
+                started = true;
+            }
+            if !started {
+                return;
             }
         }
     }
@@ -893,7 +976,7 @@ impl Scheduler {
     /// Dead-letter the jobs an open breaker held past the horizon.
     fn expire_held(&mut self, sink: usize) {
         let horizon = i64::try_from(self.config.policy.max_elapsed.as_millis()).unwrap_or(i64::MAX);
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let queue = std::mem::take(&mut self.ready[sink]);
         for job in queue {
             let start = job
@@ -907,6 +990,9 @@ impl Scheduler {
                 );
                 self.dead_letter(job, failure);
             } else {
+                // Held jobs keep no intake permit: fresh hooks to other sinks flow.
+                let mut job = job;
+                job.permit = None;
                 self.ready[sink].push_back(job);
             }
         }
@@ -918,7 +1004,7 @@ impl Scheduler {
         };
         let slot = &self.slots[job.sink];
         job.attempts += 1;
-        let now = now_ms();
+        let now = self.clock.now_ms();
         job.first_ms.get_or_insert(now);
         job.last_ms = now;
         let ctx = h
@@ -958,7 +1044,7 @@ impl Scheduler {
                 safe_deliver(&*sink, &env, &ctx, Some(timeout)),
             )
             .await;
-            let _ = tx.send(Msg::Done {
+            let _ = tx.send(Report::Done {
                 attempt: id,
                 result,
                 took: started.elapsed(),
@@ -978,6 +1064,10 @@ impl Scheduler {
             if died {
                 let f = Failure::transient(Reason("the attempt task died".into()));
                 self.done(attempt, Err(f), Duration::ZERO);
+            }
+        } else if let Some(dl) = self.task_dead_letter.remove(&id) {
+            if died {
+                self.dead_lettered(dl, Err("the dead-letter task died".into()));
             }
         }
     }
@@ -1009,7 +1099,7 @@ impl Scheduler {
             failure.class(),
             job.attempts,
             first,
-            now_ms(),
+            self.clock.now_ms(),
             &self.config.policy,
             &mut rand::rng(),
         );
@@ -1085,7 +1175,7 @@ impl Scheduler {
                 let env = h.env.clone();
                 let ctx = h.ctx.clone();
                 let timeout = self.config.attempt_timeout;
-                let mut delivery = self.delivery(
+                let delivery = self.delivery(
                     job,
                     Outcome::DeadLettered {
                         failure,
@@ -1093,10 +1183,15 @@ impl Scheduler {
                         store_error: None,
                     },
                 );
-                self.pending_dead_letters += 1;
+                // The delivery stays here until the store answers: a shutdown that ends
+                // first hands the pair back instead of losing it with the aborted task.
+                let id = self.next_dead_letter;
+                self.next_dead_letter += 1;
+                self.pending_dead_letters.insert(id, delivery);
                 let tx = self.tx.clone();
-                self.tasks.spawn(async move {
-                    if let Err(e) = dl.store(&env, &ctx, &info, timeout).await {
+                let handle = self.tasks.spawn(async move {
+                    let result = dl.store(&env, &ctx, &info, timeout).await;
+                    if let Err(e) = &result {
                         tracing::error!(
                             target: "ankusa_dispatch",
                             hook_id = env.id(),
@@ -1104,14 +1199,23 @@ impl Scheduler {
                             error = %e,
                             "the dead letter could not be stored"
                         );
-                        if let Outcome::DeadLettered { store_error, .. } = &mut delivery.outcome {
-                            *store_error = Some(e);
-                        }
                     }
-                    let _ = tx.send(Msg::DeadLettered(Box::new(delivery)));
+                    let _ = tx.send(Report::DeadLettered { id, result });
                 });
+                self.task_dead_letter.insert(handle.id(), id);
             }
         }
+    }
+
+    /// The dead letter `id` was stored, or not: report its delivery.
+    fn dead_lettered(&mut self, id: u64, result: Result<(), String>) {
+        let Some(mut d) = self.pending_dead_letters.remove(&id) else {
+            return;
+        };
+        if let (Err(e), Outcome::DeadLettered { store_error, .. }) = (result, &mut d.outcome) {
+            *store_error = Some(e);
+        }
+        self.emit(d);
     }
 
     /// Build the delivery for a finished job and retire it from its hook.
@@ -1183,9 +1287,17 @@ impl Scheduler {
         let deadline = Instant::now()
             .checked_add(grace)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        if let Some(s) = &mut self.stopping {
+            // A second shutdown: the first caller gets the list, this one an empty list
+            // when it is ready; the shorter grace wins.
+            s.deadline = s.deadline.min(deadline);
+            s.more_replies.push(reply);
+            return;
+        }
         self.stopping = Some(Stopping {
             deadline,
             reply,
+            more_replies: Vec::new(),
             unfinished: Vec::new(),
         });
         // Nothing new starts: every job not in flight is handed back now.
@@ -1203,14 +1315,49 @@ impl Scheduler {
         }
     }
 
-    fn finish_shutdown(&mut self) {
+    fn finish_shutdown(
+        &mut self,
+        rx: &mut mpsc::UnboundedReceiver<In>,
+        reports: &mut mpsc::UnboundedReceiver<Report>,
+    ) {
+        // What was already sent is handled, not dropped with the channels: a submit that
+        // raced the shutdown is handed back, an attempt that answered is reported.
+        rx.close();
+        while let Ok(msg) = rx.try_recv() {
+            self.take(msg);
+        }
+        while let Ok(report) = reports.try_recv() {
+            self.handle(report);
+        }
         self.tasks.abort_all();
         let running: Vec<Job> = self.running.drain().map(|(_, j)| j).collect();
         for job in running {
             self.unfinished(job, true);
         }
+        // Dead letters still being stored: the pair goes back with its last failure (its
+        // record may or may not have been written: a replay is a duplicate, never a loss).
+        let pending: Vec<Delivery> = self.pending_dead_letters.drain().map(|(_, d)| d).collect();
+        if let Some(s) = &mut self.stopping {
+            for d in pending {
+                let last_failure = match d.outcome {
+                    Outcome::DeadLettered { failure, .. } => Some(failure),
+                    Outcome::Delivered => None,
+                };
+                s.unfinished.push(Unfinished {
+                    envelope: d.envelope,
+                    sink: d.sink,
+                    attempts: d.attempts,
+                    last_failure,
+                    was_in_flight: false,
+                    replay_id: d.replay_id,
+                });
+            }
+        }
         if let Some(s) = self.stopping.take() {
             let _ = s.reply.send(s.unfinished);
+            for r in s.more_replies {
+                let _ = r.send(Vec::new());
+            }
         }
     }
 }
