@@ -58,9 +58,14 @@ async fn direct(n: usize) -> f64 {
     let start = Instant::now();
     for env in &envs {
         let ctx = Ctx::for_envelope(env);
-        attempt("s0", env, &ctx, safe_deliver(&Accept, env, &ctx, Some(Duration::from_secs(30))))
-            .await
-            .unwrap();
+        attempt(
+            "s0",
+            env,
+            &ctx,
+            safe_deliver(&Accept, env, &ctx, Some(Duration::from_secs(30))),
+        )
+        .await
+        .unwrap();
     }
     start.elapsed().as_secs_f64() * 1e6 / n as f64
 }

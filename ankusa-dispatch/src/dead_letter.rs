@@ -82,7 +82,10 @@ pub fn split_record(
 pub struct DeadLetter(Arc<Kind>);
 
 enum Kind {
-    File { path: PathBuf, file: Mutex<std::fs::File> },
+    File {
+        path: PathBuf,
+        file: Mutex<std::fs::File>,
+    },
     Sink(Arc<dyn Sink>),
 }
 

@@ -485,12 +485,12 @@ impl Dispatcher {
         }
         self.tx
             .send(In::Submit {
-                hook,
+                hook: Box::new(hook),
                 sinks,
                 permits,
             })
             .map_err(|e| match e.0 {
-                In::Submit { hook, .. } => SubmitError::ShuttingDown(Box::new(hook)),
+                In::Submit { hook, .. } => SubmitError::ShuttingDown(hook),
                 In::Shutdown { .. } => unreachable!("only submits are sent here"),
             })
     }
@@ -555,7 +555,7 @@ struct Slot {
 /// What the `Dispatcher` handles send.
 enum In {
     Submit {
-        hook: Hook,
+        hook: Box<Hook>,
         sinks: Vec<usize>,
         permits: Vec<OwnedSemaphorePermit>,
     },
@@ -672,8 +672,6 @@ impl Clock {
     }
 }
 
-
-
 /// How often an open breaker's held jobs are checked against the horizon.
 const HELD_SCAN: Duration = Duration::from_secs(1);
 
@@ -784,7 +782,7 @@ impl Scheduler {
                 hook,
                 sinks,
                 permits,
-            } => self.submit(hook, sinks, permits),
+            } => self.submit(*hook, sinks, permits),
             In::Shutdown { grace, reply } => self.begin_shutdown(grace, reply),
         }
     }
@@ -1021,10 +1019,11 @@ impl Scheduler {
         let elapsed = Duration::from_millis(
             u64::try_from(now.saturating_sub(job.first_ms.unwrap_or(now))).unwrap_or(0),
         );
-        let timeout = self
-            .config
-            .attempt_timeout
-            .min(horizon.saturating_sub(elapsed).max(Duration::from_millis(1)));
+        let timeout = self.config.attempt_timeout.min(
+            horizon
+                .saturating_sub(elapsed)
+                .max(Duration::from_millis(1)),
+        );
         let id = self.next_attempt;
         self.next_attempt += 1;
         if !slot.batched {
@@ -1060,15 +1059,17 @@ impl Scheduler {
             Ok((id, ())) => (id, false),
             Err(e) => (e.id(), !e.is_cancelled()),
         };
-        if let Some(attempt) = self.task_attempt.remove(&id) {
-            if died {
-                let f = Failure::transient(Reason("the attempt task died".into()));
-                self.done(attempt, Err(f), Duration::ZERO);
-            }
-        } else if let Some(dl) = self.task_dead_letter.remove(&id) {
-            if died {
-                self.dead_lettered(dl, Err("the dead-letter task died".into()));
-            }
+        let attempt = self.task_attempt.remove(&id);
+        let dead_letter = self.task_dead_letter.remove(&id);
+        if !died {
+            return;
+        }
+        if let Some(attempt) = attempt {
+            let f = Failure::transient(Reason("the attempt task died".into()));
+            self.done(attempt, Err(f), Duration::ZERO);
+        }
+        if let Some(dl) = dead_letter {
+            self.dead_lettered(dl, Err("the dead-letter task died".into()));
         }
     }
 
@@ -1258,7 +1259,11 @@ impl Scheduler {
     }
 
     fn set_breaker_gauge(&self, sink: usize) {
-        let open = if self.breakers[sink].is_open() { 1.0 } else { 0.0 };
+        let open = if self.breakers[sink].is_open() {
+            1.0
+        } else {
+            0.0
+        };
         self.slots[sink].metrics.breaker_open.set(open);
     }
 
@@ -1369,7 +1374,7 @@ fn copy(f: &Failure) -> Failure {
 
 async fn sleep_until(at: Option<Instant>) {
     match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
+        Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

@@ -8,14 +8,14 @@ mod dispatcher;
 pub mod metrics;
 mod policy;
 
-pub use attempt::{ATTEMPT_SPAN, attempt, attempt_in_trace, trace_id_of};
 #[cfg(feature = "otel")]
 pub use attempt::parse_traceparent;
+pub use attempt::{ATTEMPT_SPAN, attempt, attempt_in_trace, trace_id_of};
 pub use breaker::BreakerConfig;
 pub use dead_letter::{DeadLetter, DeadLetterInfo, record_line, split_record};
 pub use dispatcher::{
-    BuildError, Deliveries, Delivery, DispatchConfig, Dispatcher, DispatcherBuilder, Hook,
-    Outcome, SubmitError, Unfinished,
+    BuildError, Deliveries, Delivery, DispatchConfig, Dispatcher, DispatcherBuilder, Hook, Outcome,
+    SubmitError, Unfinished,
 };
 pub use policy::{
     Action, CONFIG_ERRORS_METRIC, Decision, DispatchPolicy, Exponential, RetryPolicy, decide,

@@ -1,8 +1,8 @@
 //! The dispatcher's metrics, through the `metrics` facade. Every name and label is listed
 //! here; handles are made once per sink, so an attempt costs no label allocation.
 
-use ankusa_sink_core::Class;
 pub use crate::policy::CONFIG_ERRORS_METRIC as CONFIG_ERRORS;
+use ankusa_sink_core::Class;
 use metrics::{Counter, Gauge, Histogram};
 
 /// Attempts started, `{sink}`.
@@ -31,9 +31,7 @@ pub(crate) struct SinkMetrics {
 
 impl SinkMetrics {
     pub(crate) fn new(sink: &str) -> Self {
-        let dead = |class: &'static str| {
-            metrics::counter!(OUTCOMES, "sink" => sink.to_owned(), "outcome" => "dead_lettered", "class" => class)
-        };
+        let dead = |class: &'static str| metrics::counter!(OUTCOMES, "sink" => sink.to_owned(), "outcome" => "dead_lettered", "class" => class);
         let m = SinkMetrics {
             attempts: metrics::counter!(ATTEMPTS, "sink" => sink.to_owned()),
             seconds: metrics::histogram!(ATTEMPT_SECONDS, "sink" => sink.to_owned()),

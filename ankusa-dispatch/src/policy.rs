@@ -196,8 +196,8 @@ pub fn record(sink: &str, decision: &Decision) {
 mod tests {
     use super::*;
     use rand::SeedableRng;
-    use std::num::NonZeroU64;
     use rand::rngs::StdRng;
+    use std::num::NonZeroU64;
 
     fn rng() -> StdRng {
         StdRng::seed_from_u64(7)

@@ -20,11 +20,20 @@ async fn failures_open_it_one_probe_after_open_for_and_a_success_closes_it() {
     let labels = format!("sink={name}");
     // Four failures, then the destination is back.
     let sink = Script::new(Step::Ok)
-        .first([Step::Transient, Step::Transient, Step::Transient, Step::Transient])
+        .first([
+            Step::Transient,
+            Step::Transient,
+            Step::Transient,
+            Step::Transient,
+        ])
         .arc();
     let (d, mut out) = Dispatcher::builder()
         .sink(&name, sink.clone())
-        .config(breaker_config(3, Duration::from_secs(10), Duration::from_secs(3600)))
+        .config(breaker_config(
+            3,
+            Duration::from_secs(10),
+            Duration::from_secs(3600),
+        ))
         .build()
         .unwrap();
     assert_eq!(gauge(BREAKER_OPEN, &labels), Some(0.0));
@@ -54,14 +63,21 @@ async fn permanent_failures_never_open_it() {
     let sink = Script::new(Step::Permanent).arc();
     let (d, mut out) = Dispatcher::builder()
         .sink(&name, sink.clone())
-        .config(breaker_config(2, Duration::from_secs(3600), Duration::from_secs(3600)))
+        .config(breaker_config(
+            2,
+            Duration::from_secs(3600),
+            Duration::from_secs(3600),
+        ))
         .build()
         .unwrap();
     for i in 0..6 {
         d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
     }
     let got = recv_n(&mut out, 6, Duration::from_secs(1)).await;
-    assert!(got.iter().all(|x| dead_class(x) == Some((Class::Permanent, "permanent"))));
+    assert!(
+        got.iter()
+            .all(|x| dead_class(x) == Some((Class::Permanent, "permanent")))
+    );
     assert_eq!(sink.calls(), 6);
     assert_eq!(gauge(BREAKER_OPEN, &format!("sink={name}")), Some(0.0));
 }
@@ -71,7 +87,11 @@ async fn hooks_held_by_an_open_breaker_dead_letter_at_the_horizon() {
     let sink = Script::new(Step::Transient).arc();
     let (d, mut out) = Dispatcher::builder()
         .sink("down", sink.clone())
-        .config(breaker_config(1, Duration::from_secs(3600), Duration::from_secs(5)))
+        .config(breaker_config(
+            1,
+            Duration::from_secs(3600),
+            Duration::from_secs(5),
+        ))
         .build()
         .unwrap();
     let t0 = tokio::time::Instant::now();
@@ -80,10 +100,16 @@ async fn hooks_held_by_an_open_breaker_dead_letter_at_the_horizon() {
     }
     let got = recv_n(&mut out, 3, Duration::from_secs(10)).await;
     let at = t0.elapsed();
-    assert!(at >= Duration::from_secs(5) && at <= Duration::from_secs(7), "{at:?}");
+    assert!(
+        at >= Duration::from_secs(5) && at <= Duration::from_secs(7),
+        "{at:?}"
+    );
     assert_eq!(sink.calls(), 1, "the breaker held every other attempt");
     let mut attempts: Vec<u32> = got.iter().map(|x| x.attempts).collect();
     attempts.sort();
     assert_eq!(attempts, [0, 0, 1]);
-    assert!(got.iter().all(|x| dead_class(x) == Some((Class::Transient, "transient"))));
+    assert!(
+        got.iter()
+            .all(|x| dead_class(x) == Some((Class::Transient, "transient")))
+    );
 }

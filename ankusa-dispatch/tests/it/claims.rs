@@ -37,7 +37,9 @@ async fn a_large_body_is_checked_in_once_for_every_sink_and_every_retry() {
         .build()
         .unwrap();
     let body_len = 1_000;
-    d.submit(Hook::new(env_sized("h1", body_len))).await.unwrap();
+    d.submit(Hook::new(env_sized("h1", body_len)))
+        .await
+        .unwrap();
     let got = recv_n(&mut out, 2, Duration::from_secs(10)).await;
     assert!(got.iter().all(|x| matches!(x.outcome, Outcome::Delivered)));
     let seen: Vec<Seen> = small.seen().into_iter().chain(inline.seen()).collect();
@@ -104,10 +106,17 @@ async fn a_failed_check_in_is_retried_and_still_claims_for_every_sink() {
     d.submit(Hook::new(env_sized("h1", 1_000))).await.unwrap();
     let t0 = std::time::Instant::now();
     while d.waiting() < 2 {
-        assert!(t0.elapsed() < Duration::from_secs(5), "the check-in never failed");
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the check-in never failed"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(inline.calls() + small.calls(), 0, "no sink runs before the check-in");
+    assert_eq!(
+        inline.calls() + small.calls(),
+        0,
+        "no sink runs before the check-in"
+    );
     std::fs::remove_file(&root).unwrap();
     std::fs::create_dir_all(&root).unwrap();
     let got = recv_n(&mut out, 2, Duration::from_secs(10)).await;

@@ -24,10 +24,17 @@ fn day() -> Duration {
 #[tokio::test(start_paused = true)]
 async fn permanent_and_config_dead_letter_after_one_attempt() {
     recorder();
-    for (step, class) in [(Step::Permanent, Class::Permanent), (Step::Config, Class::Config)] {
+    for (step, class) in [
+        (Step::Permanent, Class::Permanent),
+        (Step::Config, Class::Config),
+    ] {
         let name = unique("perm");
         let sink = Script::new(step).arc();
-        let (d, mut out) = one_sink(&name, sink.clone(), policy(Duration::from_millis(10), 10, day()));
+        let (d, mut out) = one_sink(
+            &name,
+            sink.clone(),
+            policy(Duration::from_millis(10), 10, day()),
+        );
         d.submit(Hook::new(env("h1"))).await.unwrap();
         let got = recv_n(&mut out, 1, Duration::from_secs(1)).await;
         assert_eq!(dead_class(&got[0]), Some((class, "permanent")));
@@ -45,7 +52,11 @@ async fn permanent_and_config_dead_letter_after_one_attempt() {
 #[tokio::test(start_paused = true)]
 async fn transient_dead_letters_at_max_attempts() {
     let sink = Script::new(Step::Transient).arc();
-    let (d, mut out) = one_sink("t", sink.clone(), policy(Duration::from_millis(100), 3, day()));
+    let (d, mut out) = one_sink(
+        "t",
+        sink.clone(),
+        policy(Duration::from_millis(100), 3, day()),
+    );
     d.submit(Hook::new(env("h1"))).await.unwrap();
     let got = recv_n(&mut out, 1, Duration::from_secs(10)).await;
     assert_eq!(dead_class(&got[0]), Some((Class::Transient, "transient")));
@@ -98,7 +109,11 @@ async fn retry_after_beyond_the_horizon_dead_letters_at_once_as_throttled() {
 async fn retry_after_is_honoured_and_capped() {
     // Honoured: no attempt before the 5 s pause (the backoff is 100 ms).
     let sink = Script::new(Step::Ok).first([Step::RetryAfter(5_000)]).arc();
-    let (d, mut out) = one_sink("ra", sink.clone(), policy(Duration::from_millis(100), 100, day()));
+    let (d, mut out) = one_sink(
+        "ra",
+        sink.clone(),
+        policy(Duration::from_millis(100), 100, day()),
+    );
     d.submit(Hook::new(env("h1"))).await.unwrap();
     let got = recv_n(&mut out, 1, Duration::from_secs(10)).await;
     assert!(matches!(got[0].outcome, Outcome::Delivered));
@@ -106,7 +121,9 @@ async fn retry_after_is_honoured_and_capped() {
     assert_eq!(seen[1].at - seen[0].at, Duration::from_secs(5));
 
     // Capped: an hour asked, max_retry_after 2 s.
-    let sink = Script::new(Step::Ok).first([Step::RetryAfter(3_600_000)]).arc();
+    let sink = Script::new(Step::Ok)
+        .first([Step::RetryAfter(3_600_000)])
+        .arc();
     let mut p = policy(Duration::from_millis(100), 100, day());
     p.max_retry_after = Duration::from_secs(2);
     let (d, mut out) = one_sink("ra", sink.clone(), p);

@@ -13,7 +13,11 @@ async fn the_jsonl_file_gets_one_replayable_line_per_dead_letter() {
         .sink("flaky", Script::new(Step::Transient).arc())
         .sink("fine", Script::new(Step::Ok).arc())
         .dead_letter(DeadLetter::jsonl(&path).unwrap())
-        .config(config(policy(Duration::from_millis(5), 2, Duration::from_secs(60))))
+        .config(config(policy(
+            Duration::from_millis(5),
+            2,
+            Duration::from_secs(60),
+        )))
         .build()
         .unwrap();
     let e = Envelope::builder("h1", "stripe", "{\"a\":1}")
@@ -50,10 +54,16 @@ async fn the_jsonl_file_gets_one_replayable_line_per_dead_letter() {
         assert_eq!(info.last_attempt_ms, delivery.last_attempt_ms);
         match &*info.sink {
             "gone" => {
-                assert_eq!((&*info.class, &*info.error_class, info.attempts), ("permanent", "permanent", 1))
+                assert_eq!(
+                    (&*info.class, &*info.error_class, info.attempts),
+                    ("permanent", "permanent", 1)
+                )
             }
             "flaky" => {
-                assert_eq!((&*info.class, &*info.error_class, info.attempts), ("transient", "transient", 2))
+                assert_eq!(
+                    (&*info.class, &*info.error_class, info.attempts),
+                    ("transient", "transient", 2)
+                )
             }
             other => panic!("{other}"),
         }
@@ -87,7 +97,10 @@ async fn a_dead_letter_sink_gets_the_hook_and_a_failing_one_is_reported() {
         o => panic!("{o:?}"),
     }
     assert_eq!(
-        dl.seen().iter().map(|s| s.hook.as_str()).collect::<Vec<_>>(),
+        dl.seen()
+            .iter()
+            .map(|s| s.hook.as_str())
+            .collect::<Vec<_>>(),
         ["h1", "h2"]
     );
 }

@@ -8,16 +8,21 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+/// A status and an optional extra header.
+type Answer = (u16, Option<(&'static str, &'static str)>);
+/// A request's path and body.
+type Request = (String, Vec<u8>);
+
 /// Answers each request with the next scripted (status, extra header), then 200; records
 /// each request's path and body.
 #[derive(Clone, Default)]
 struct Server {
-    script: Arc<Mutex<VecDeque<(u16, Option<(&'static str, &'static str)>)>>>,
-    got: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    script: Arc<Mutex<VecDeque<Answer>>>,
+    got: Arc<Mutex<Vec<Request>>>,
 }
 
 impl Server {
-    async fn start(script: Vec<(u16, Option<(&'static str, &'static str)>)>) -> (Self, String) {
+    async fn start(script: Vec<Answer>) -> (Self, String) {
         let server = Server::default();
         server.script.lock().unwrap().extend(script);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -63,8 +68,11 @@ impl Server {
                         .lock()
                         .unwrap()
                         .push((path, buf[head_end..head_end + len].to_vec()));
-                    let (status, header) = s.script.lock().unwrap().pop_front().unwrap_or((200, None));
-                    let extra = header.map(|(k, v)| format!("{k}: {v}\r\n")).unwrap_or_default();
+                    let (status, header) =
+                        s.script.lock().unwrap().pop_front().unwrap_or((200, None));
+                    let extra = header
+                        .map(|(k, v)| format!("{k}: {v}\r\n"))
+                        .unwrap_or_default();
                     let answer = format!(
                         "HTTP/1.1 {status} Scripted\r\ncontent-length: 0\r\nconnection: close\r\n{extra}\r\n"
                     );
@@ -77,7 +85,12 @@ impl Server {
     }
 
     fn bodies(&self) -> Vec<Vec<u8>> {
-        self.got.lock().unwrap().iter().map(|(_, b)| b.clone()).collect()
+        self.got
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, b)| b.clone())
+            .collect()
     }
 }
 
@@ -108,13 +121,19 @@ async fn http_503_is_retried_410_dead_letters_and_429_waits_its_retry_after() {
         .sink("audit", audit.clone())
         .route("web", ["http"])
         .dead_letter(DeadLetter::jsonl(&path).unwrap())
-        .config(config(policy(Duration::from_millis(20), 10, Duration::from_secs(60))))
+        .config(config(policy(
+            Duration::from_millis(20),
+            10,
+            Duration::from_secs(60),
+        )))
         .build()
         .unwrap();
     // 503 then 200, fanned out with a second sink.
-    d.submit(Hook::new(Envelope::builder("h1", "src", "one").build().unwrap()))
-        .await
-        .unwrap();
+    d.submit(Hook::new(
+        Envelope::builder("h1", "src", "one").build().unwrap(),
+    ))
+    .await
+    .unwrap();
     let got = recv_n(&mut out, 2, Duration::from_secs(10)).await;
     let h = got.iter().find(|x| &*x.sink == "http").unwrap();
     assert!(matches!(h.outcome, Outcome::Delivered));

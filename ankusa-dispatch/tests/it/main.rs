@@ -12,9 +12,7 @@ mod shutdown;
 mod slots;
 mod span;
 
-use ankusa_dispatch::{
-    Deliveries, Delivery, DispatchConfig, DispatchPolicy, Exponential, Outcome,
-};
+use ankusa_dispatch::{Deliveries, Delivery, DispatchConfig, DispatchPolicy, Exponential, Outcome};
 use ankusa_sink_core::{Claim, Ctx, Envelope, Failure, Reason, Sink, async_trait};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use std::collections::{HashMap, VecDeque};

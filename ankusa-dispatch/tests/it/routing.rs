@@ -26,7 +26,9 @@ async fn an_unknown_route_or_sink_fails_that_hook_only() {
         d.submit(Hook::new(env("x")).route("only-a").only_sink("b")).await,
         Err(SubmitError::UnknownSink(s)) if s == "b"
     ));
-    d.submit(Hook::new(env("h1")).route("only-a")).await.unwrap();
+    d.submit(Hook::new(env("h1")).route("only-a"))
+        .await
+        .unwrap();
     d.submit(Hook::new(env("h2")).only_sink("b")).await.unwrap();
     let got = recv_n(&mut out, 2, Duration::from_secs(1)).await;
     assert!(got.iter().all(|x| matches!(x.outcome, Outcome::Delivered)));
@@ -37,7 +39,7 @@ async fn an_unknown_route_or_sink_fails_that_hook_only() {
 #[tokio::test]
 async fn bad_builds_are_refused() {
     let s = || Script::new(Step::Ok).arc();
-    let err = |b: ankusa_dispatch::DispatcherBuilder| b.build().err().expect("refused");
+    let err = |b: ankusa_dispatch::DispatcherBuilder| b.build().expect_err("refused");
     assert!(matches!(err(Dispatcher::builder()), BuildError::NoSinks));
     assert!(matches!(
         err(Dispatcher::builder().sink("a", s()).sink("a", s())),
@@ -68,7 +70,11 @@ async fn batched_sinks_get_ctx_batch_and_are_not_counted_against_concurrency() {
     let (d, mut out) = Dispatcher::builder()
         .sink("batched", batched.clone())
         .sink("plain", plain.clone())
-        .config(DispatchConfig::default().with_concurrency(1).with_intake(100))
+        .config(
+            DispatchConfig::default()
+                .with_concurrency(1)
+                .with_intake(100),
+        )
         .build()
         .unwrap();
     for i in 0..5 {
@@ -79,7 +85,11 @@ async fn batched_sinks_get_ctx_batch_and_are_not_counted_against_concurrency() {
     assert_eq!(plain.calls(), 1, "one global slot for the others");
     assert!(batched.seen().iter().all(|s| s.batch));
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(plain.calls(), 5, "the batched attempts in flight take no slot");
+    assert_eq!(
+        plain.calls(),
+        5,
+        "the batched attempts in flight take no slot"
+    );
     assert!(plain.seen().iter().all(|s| !s.batch));
     recv_n(&mut out, 10, Duration::from_secs(5)).await;
 }
@@ -89,7 +99,11 @@ async fn a_panicking_sink_fails_transient_and_is_retried() {
     let sink = Script::new(Step::Ok).first([Step::Panic]).arc();
     let (d, mut out) = Dispatcher::builder()
         .sink("p", sink.clone())
-        .config(config(policy(Duration::from_millis(10), 5, Duration::from_secs(60))))
+        .config(config(policy(
+            Duration::from_millis(10),
+            5,
+            Duration::from_secs(60),
+        )))
         .build()
         .unwrap();
     d.submit(Hook::new(env("h1"))).await.unwrap();
@@ -111,5 +125,8 @@ async fn replays_carry_their_id_and_continue_the_attempt_count() {
     let x = recv_n(&mut out, 1, Duration::from_secs(1)).await.remove(0);
     assert_eq!(x.replay_id.as_deref(), Some("r9"));
     let seen = sink.seen();
-    assert_eq!((seen[0].attempt, seen[0].replay_id.as_deref()), (3, Some("r9")));
+    assert_eq!(
+        (seen[0].attempt, seen[0].replay_id.as_deref()),
+        (3, Some("r9"))
+    );
 }

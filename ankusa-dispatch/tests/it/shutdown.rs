@@ -16,9 +16,13 @@ async fn nothing_is_dropped_every_pair_is_delivered_or_handed_back() {
         .sink("waiting", waiting.clone())
         .sink("stuck", stuck.clone())
         .config(
-            config(policy(Duration::from_millis(100), 100, Duration::from_secs(86_400)))
-                .with_sink_concurrency(1)
-                .with_intake(100),
+            config(policy(
+                Duration::from_millis(100),
+                100,
+                Duration::from_secs(86_400),
+            ))
+            .with_sink_concurrency(1)
+            .with_intake(100),
         )
         .build()
         .unwrap();
@@ -34,12 +38,19 @@ async fn nothing_is_dropped_every_pair_is_delivered_or_handed_back() {
         delivered.push(x);
     }
     // finishing: h0 was in flight and finished within the grace; h1, h2 never started.
-    let fin: Vec<_> = delivered.iter().filter(|x| &*x.sink == "finishing").collect();
+    let fin: Vec<_> = delivered
+        .iter()
+        .filter(|x| &*x.sink == "finishing")
+        .collect();
     assert_eq!(fin.len(), 1);
     assert!(matches!(fin[0].outcome, Outcome::Delivered));
     let by = |sink: &str| left.iter().filter(|u| &*u.sink == sink).collect::<Vec<_>>();
     assert_eq!(by("finishing").len(), 2);
-    assert!(by("finishing").iter().all(|u| u.attempts == 0 && !u.was_in_flight));
+    assert!(
+        by("finishing")
+            .iter()
+            .all(|u| u.attempts == 0 && !u.was_in_flight)
+    );
     // waiting: each waits for its retry.
     let w = by("waiting");
     assert_eq!(w.len(), 3);
@@ -51,13 +62,21 @@ async fn nothing_is_dropped_every_pair_is_delivered_or_handed_back() {
     // stuck: h0 still in flight at the grace's end.
     let s = by("stuck");
     assert_eq!(s.len(), 3);
-    assert_eq!(s.iter().filter(|u| u.was_in_flight && u.attempts == 1).count(), 1);
+    assert_eq!(
+        s.iter()
+            .filter(|u| u.was_in_flight && u.attempts == 1)
+            .count(),
+        1
+    );
     // Every pair exactly once.
     let mut pairs: HashSet<(String, String)> = HashSet::new();
     for (hook, sink) in delivered
         .iter()
         .map(|x| (x.envelope.id().to_owned(), x.sink.to_string()))
-        .chain(left.iter().map(|u| (u.envelope.id().to_owned(), u.sink.to_string())))
+        .chain(
+            left.iter()
+                .map(|u| (u.envelope.id().to_owned(), u.sink.to_string())),
+        )
     {
         assert!(pairs.insert((hook, sink)), "a pair twice");
     }
@@ -82,7 +101,10 @@ async fn a_dead_letter_still_being_stored_at_the_grace_end_is_handed_back() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!((main.calls(), dl.calls()), (1, 1));
     let left = d.shutdown(Duration::from_secs(1)).await;
-    assert!(out.recv().await.is_none(), "no delivery: the dead letter was not stored");
+    assert!(
+        out.recv().await.is_none(),
+        "no delivery: the dead letter was not stored"
+    );
     assert_eq!(left.len(), 1, "the pair is handed back");
     assert_eq!(left[0].envelope.id(), "h1");
     assert_eq!(&*left[0].sink, "main");
@@ -105,7 +127,13 @@ async fn a_dead_letter_stored_within_the_grace_is_delivered() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
     let x = out.recv().await.expect("the dead letter's delivery");
-    assert!(matches!(x.outcome, Outcome::DeadLettered { store_error: None, .. }));
+    assert!(matches!(
+        x.outcome,
+        Outcome::DeadLettered {
+            store_error: None,
+            ..
+        }
+    ));
     assert!(out.recv().await.is_none());
 }
 
@@ -114,7 +142,10 @@ async fn two_shutdowns_lose_nothing() {
     // `slow` keeps attempts in flight, so the second shutdown arrives mid-drain.
     let (d, mut out) = Dispatcher::builder()
         .sink("w", Script::new(Step::RetryAfter(3_600_000)).arc())
-        .sink("slow", Script::new(Step::after(Duration::from_millis(500), Step::Ok)).arc())
+        .sink(
+            "slow",
+            Script::new(Step::after(Duration::from_millis(500), Step::Ok)).arc(),
+        )
         .build()
         .unwrap();
     for i in 0..3 {
@@ -139,7 +170,11 @@ async fn dropping_every_handle_finishes_every_hook_then_ends_the_stream() {
     let sink = Script::new(Step::Ok).first([Step::Transient]).arc();
     let (d, mut out) = Dispatcher::builder()
         .sink("s", sink.clone())
-        .config(config(policy(Duration::from_secs(1), 10, Duration::from_secs(60))))
+        .config(config(policy(
+            Duration::from_secs(1),
+            10,
+            Duration::from_secs(60),
+        )))
         .build()
         .unwrap();
     d.submit(Hook::new(env("h1"))).await.unwrap();

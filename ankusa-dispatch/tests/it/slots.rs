@@ -14,28 +14,39 @@ async fn a_thousand_hooks_waiting_an_hour_do_not_stop_fresh_hooks() {
         .sink("b", b.clone())
         .route("to-a", ["a"])
         .config(
-            config(policy(Duration::from_millis(100), 100, Duration::from_secs(86_400)))
-                .with_concurrency(1)
-                // a's breaker stays closed (an open one holds hooks too, tested apart).
-                .with_breaker(BreakerConfig::new(u32::MAX, Duration::from_secs(1)))
-                // b's deliveries are read after all hooks are in.
-                .with_intake(64),
+            config(policy(
+                Duration::from_millis(100),
+                100,
+                Duration::from_secs(86_400),
+            ))
+            .with_concurrency(1)
+            // a's breaker stays closed (an open one holds hooks too, tested apart).
+            .with_breaker(BreakerConfig::new(u32::MAX, Duration::from_secs(1)))
+            // b's deliveries are read after all hooks are in.
+            .with_intake(64),
         )
         .build()
         .unwrap();
     let t0 = tokio::time::Instant::now();
     tokio::time::timeout(Duration::from_secs(1), async {
         for i in 0..1_000 {
-            d.submit(Hook::new(env(&format!("a{i}"))).route("to-a")).await.unwrap();
+            d.submit(Hook::new(env(&format!("a{i}"))).route("to-a"))
+                .await
+                .unwrap();
         }
         for i in 0..20 {
-            d.submit(Hook::new(env(&format!("b{i}"))).only_sink("b")).await.unwrap();
+            d.submit(Hook::new(env(&format!("b{i}"))).only_sink("b"))
+                .await
+                .unwrap();
         }
     })
     .await
     .expect("intake never blocks on waiting hooks");
     let got = recv_n(&mut out, 20, Duration::from_secs(1)).await;
-    assert!(got.iter().all(|x| &*x.sink == "b" && matches!(x.outcome, Outcome::Delivered)));
+    assert!(
+        got.iter()
+            .all(|x| &*x.sink == "b" && matches!(x.outcome, Outcome::Delivered))
+    );
     assert!(t0.elapsed() < Duration::from_secs(1));
     // b was served between a's attempts; a's last ones follow.
     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -46,7 +57,10 @@ async fn a_thousand_hooks_waiting_an_hour_do_not_stop_fresh_hooks() {
     assert!(left.iter().all(|u| &*u.sink == "a"
         && u.attempts == 1
         && !u.was_in_flight
-        && matches!(u.last_failure.as_ref().map(|f| f.class()), Some(Class::RetryAfter(_)))));
+        && matches!(
+            u.last_failure.as_ref().map(|f| f.class()),
+            Some(Class::RetryAfter(_))
+        )));
 }
 
 #[tokio::test(start_paused = true)]
@@ -61,16 +75,22 @@ async fn a_burst_of_woken_retries_does_not_starve_another_sink() {
         .sink("b", b.clone())
         .route("to-a", ["a"])
         .config(
-            config(policy(Duration::from_millis(1), 100, Duration::from_secs(86_400)))
-                .with_concurrency(1)
-                .with_breaker(BreakerConfig::new(u32::MAX, Duration::from_secs(1)))
-                .with_intake(100),
+            config(policy(
+                Duration::from_millis(1),
+                100,
+                Duration::from_secs(86_400),
+            ))
+            .with_concurrency(1)
+            .with_breaker(BreakerConfig::new(u32::MAX, Duration::from_secs(1)))
+            .with_intake(100),
         )
         .build()
         .unwrap();
     let t0 = tokio::time::Instant::now();
     for i in 0..50 {
-        d.submit(Hook::new(env(&format!("a{i}"))).route("to-a")).await.unwrap();
+        d.submit(Hook::new(env(&format!("a{i}"))).route("to-a"))
+            .await
+            .unwrap();
     }
     tokio::time::sleep_until(t0 + Duration::from_millis(1_150)).await;
     assert!(a.calls() > 50, "the burst is under way");
@@ -83,7 +103,10 @@ async fn a_burst_of_woken_retries_does_not_starve_another_sink() {
         }
     }
     let waited = submitted.elapsed();
-    assert!(waited <= Duration::from_millis(200), "b waited {waited:?} behind a's backlog");
+    assert!(
+        waited <= Duration::from_millis(200),
+        "b waited {waited:?} behind a's backlog"
+    );
     d.shutdown(Duration::from_secs(10)).await;
 }
 
@@ -121,15 +144,23 @@ async fn hooks_held_by_an_open_breaker_keep_no_intake_permit() {
         .sink("a", a.clone())
         .sink("b", b.clone())
         .route("to-a", ["a"])
-        .config(DispatchConfig::default().with_concurrency(1).with_intake(64))
+        .config(
+            DispatchConfig::default()
+                .with_concurrency(1)
+                .with_intake(64),
+        )
         .build()
         .unwrap();
     tokio::time::timeout(Duration::from_secs(1), async {
         for i in 0..200 {
-            d.submit(Hook::new(env(&format!("a{i}"))).route("to-a")).await.unwrap();
+            d.submit(Hook::new(env(&format!("a{i}"))).route("to-a"))
+                .await
+                .unwrap();
         }
         for i in 0..20 {
-            d.submit(Hook::new(env(&format!("b{i}"))).only_sink("b")).await.unwrap();
+            d.submit(Hook::new(env(&format!("b{i}"))).only_sink("b"))
+                .await
+                .unwrap();
         }
     })
     .await

@@ -70,7 +70,10 @@ async fn attempts_carry_the_trace_id_and_the_class_with_a_config_flag() {
         assert_eq!(m["attempt"], "1");
         assert_eq!(m["replay_id"], "r1");
         assert_eq!(m["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
-        assert!(m.values().all(|v| !v.contains("scripted") && !v.contains("secret-body")));
+        assert!(
+            m.values()
+                .all(|v| !v.contains("scripted") && !v.contains("secret-body"))
+        );
     }
     let amqp = spans.iter().find(|m| m["sink"] == "amqp").unwrap();
     assert_eq!(amqp["class"], "permanent");
