@@ -270,7 +270,9 @@ pub struct Unfinished {
     pub sink: Arc<str>,
     /// Attempts made.
     pub attempts: u32,
-    /// The last failure, if an attempt failed.
+    /// The last failure, if an attempt failed. A pair dispatch had given up on whose
+    /// dead letter was still being stored when the grace ran out comes back with it (its
+    /// dead letter may or may not have been stored).
     pub last_failure: Option<Failure>,
     /// Whether an attempt was still in flight when the grace ran out: the sink may have
     /// taken the hook (redelivery is a duplicate, never a loss).
@@ -440,7 +442,13 @@ impl DispatcherBuilder {
 /// retries in a timer queue (no slot held while waiting), retry-after honoured and capped,
 /// dead letters at the horizon, a breaker per sink, the claim check once per hook.
 ///
-/// Cheap to clone; every clone submits to the same scheduler.
+/// Cheap to clone; every clone submits to the same scheduler. Dropping every clone without
+/// a [`shutdown`](Self::shutdown) lets the dispatcher finish every hook it holds (retries
+/// included, up to the horizon) and then end [`Deliveries`].
+///
+/// Retry times and the horizon run on tokio's clock (the wall clock is read once, at
+/// [`build`](DispatcherBuilder::build), for the Unix ms reported): `tokio::time::pause`
+/// drives them in tests, and a wall-clock step does not move a hook's horizon.
 #[derive(Debug, Clone)]
 pub struct Dispatcher {
     shared: Arc<Shared>,
@@ -530,8 +538,12 @@ impl Dispatcher {
 
     /// Stop intake, let attempts in flight finish within `grace`, and hand back every
     /// (hook, sink) pair not finished: waiting for a retry, held by an open breaker, not
-    /// yet started, or still in flight when the grace ran out. Deliveries that finish
-    /// within the grace still arrive on [`Deliveries`], which then ends. Nothing is dropped.
+    /// yet started, still in flight when the grace ran out, or dead-lettered with its dead
+    /// letter still being stored when the grace ran out. Deliveries that finish within the
+    /// grace still arrive on [`Deliveries`], which then ends. Nothing is dropped.
+    ///
+    /// A second call (from a clone, say) waits for the same shutdown and gets an empty
+    /// list: the first caller gets every pair. The shorter grace wins.
     pub async fn shutdown(&self, grace: Duration) -> Vec<Unfinished> {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.intake.close();

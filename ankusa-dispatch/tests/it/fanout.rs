@@ -27,6 +27,12 @@ async fn each_sink_gets_its_own_delivery_and_a_failing_one_never_delays_the_othe
     assert_eq!(&*first[0].sink, "fast");
     assert!(matches!(first[0].outcome, Outcome::Delivered));
     assert_eq!(first[0].attempts, 1);
+    // Reported times are Unix ms, whatever clock drives the retries.
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert!((first[0].first_attempt_ms - wall).abs() < 5_000);
     assert!(t0.elapsed() < Duration::from_millis(50));
     assert_eq!(fast.calls(), 1);
     assert_eq!(slow.calls(), 1, "slow's attempt started alongside");
@@ -38,6 +44,8 @@ async fn each_sink_gets_its_own_delivery_and_a_failing_one_never_delays_the_othe
     assert_eq!(second[0].attempts, 2);
     assert_eq!(second[0].envelope.id(), "h1");
     assert!(t0.elapsed() >= Duration::from_secs(3610));
+    // ... and follow the runtime's clock: the retry is an hour after the first attempt.
+    assert!(second[0].last_attempt_ms - second[0].first_attempt_ms >= 3_610_000);
     let seen = slow.seen();
     assert_eq!(seen.iter().map(|s| s.attempt).collect::<Vec<_>>(), [1, 2]);
     assert_eq!(fast.calls(), 1, "the other sink never saw the retry");
