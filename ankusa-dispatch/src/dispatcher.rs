@@ -428,6 +428,7 @@ impl DispatcherBuilder {
             waiting: BinaryHeap::new(),
             seq: 0,
             next_sink: 0,
+            held_scan: vec![Instant::now(); n],
             pending_dead_letters: HashMap::new(),
             next_dead_letter: 0,
             stopping: None,
@@ -711,6 +712,8 @@ struct Scheduler {
     breakers: Vec<Breaker>,
     waiting: BinaryHeap<Reverse<Waiting>>,
     seq: u64,
+    /// When each sink's held jobs are next checked against the horizon.
+    held_scan: Vec<Instant>,
     /// The sink `pump` serves first (round robin).
     next_sink: usize,
     /// Dead letters being stored, by id: their deliveries wait for the store's answer.
@@ -776,7 +779,7 @@ impl Scheduler {
         let mut earliest = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
         for (i, b) in self.breakers.iter().enumerate() {
             if b.is_open() && !self.ready[i].is_empty() {
-                earliest(Instant::now() + HELD_SCAN);
+                earliest(self.held_scan[i]);
                 if let Some(at) = b.reopens_at() {
                     earliest(at);
                 }
@@ -884,7 +887,7 @@ impl Scheduler {
             return;
         };
         match h.claim {
-            ClaimPhase::Ready => self.ready[job.sink].push_back(job),
+            ClaimPhase::Ready => self.push_ready(job),
             ClaimPhase::Pending => h.parked.push(job),
             ClaimPhase::Needed => {
                 h.claim = ClaimPhase::Pending;
@@ -924,7 +927,7 @@ impl Scheduler {
                 }
                 h.claim = ClaimPhase::Ready;
                 for job in parked {
-                    self.ready[job.sink].push_back(job);
+                    self.push_ready(job);
                 }
             }
             Err(failure) => {
@@ -942,12 +945,23 @@ impl Scheduler {
         }
     }
 
+    /// Queue a job for its sink. A job held by an open breaker keeps no intake permit:
+    /// fresh hooks to other sinks flow.
+    fn push_ready(&mut self, mut job: Job) {
+        if self.breakers[job.sink].is_open() {
+            job.permit = None;
+        }
+        self.ready[job.sink].push_back(job);
+    }
+
     /// Start every attempt the limits and breakers allow.
     fn pump(&mut self, now: Instant) {
         let n = self.slots.len();
         for i in 0..n {
-            if self.breakers[i].is_open() && !self.ready[i].is_empty() {
+            // Once per HELD_SCAN, not on every message: a scan walks the whole queue.
+            if self.breakers[i].is_open() && !self.ready[i].is_empty() && now >= self.held_scan[i] {
                 self.expire_held(i);
+                self.held_scan[i] = now + HELD_SCAN;
             }
         }
         // Round robin, one attempt per sink per turn, starting after the sink served last:
@@ -1000,9 +1014,6 @@ impl Scheduler {
                 );
                 self.dead_letter(job, failure);
             } else {
-                // Held jobs keep no intake permit: fresh hooks to other sinks flow.
-                let mut job = job;
-                job.permit = None;
                 self.ready[sink].push_back(job);
             }
         }
@@ -1120,7 +1131,14 @@ impl Scheduler {
         record(&name, &decision);
         if from_sink {
             if decision.counts_toward_breaker {
+                let was_closed = !self.breakers[job.sink].is_open();
                 self.breakers[job.sink].failure(Instant::now());
+                if was_closed && self.breakers[job.sink].is_open() {
+                    // Just opened: the jobs it now holds give their intake permits back.
+                    for held in &mut self.ready[job.sink] {
+                        held.permit = None;
+                    }
+                }
             } else {
                 // The destination answered: it is up, whatever it thought of this hook.
                 self.breakers[job.sink].success();
