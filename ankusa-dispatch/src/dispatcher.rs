@@ -424,6 +424,7 @@ impl DispatcherBuilder {
             tasks: JoinSet::new(),
             task_attempt: HashMap::new(),
             task_dead_letter: HashMap::new(),
+            task_claim: HashMap::new(),
             breakers,
             waiting: BinaryHeap::new(),
             seq: 0,
@@ -709,6 +710,8 @@ struct Scheduler {
     task_attempt: HashMap<tokio::task::Id, u64>,
     /// Which dead letter each store task stores, to report it if the task dies.
     task_dead_letter: HashMap<tokio::task::Id, u64>,
+    /// Which hook each check-in task checks in, to fail the check-in if the task dies.
+    task_claim: HashMap<tokio::task::Id, u64>,
     breakers: Vec<Breaker>,
     waiting: BinaryHeap<Reverse<Waiting>>,
     seq: u64,
@@ -904,7 +907,7 @@ impl Scheduler {
         let env = h.env.clone();
         let thresholds = h.thresholds.clone();
         let tx = self.tx.clone();
-        self.tasks.spawn(async move {
+        let handle = self.tasks.spawn(async move {
             let result = store
                 .claim_for(&env, thresholds)
                 .await
@@ -913,6 +916,7 @@ impl Scheduler {
                 .increment(1);
             let _ = tx.send(Report::Claimed { hook, result });
         });
+        self.task_claim.insert(handle.id(), hook);
     }
 
     fn claimed(&mut self, hook: u64, result: Result<Option<Claim>, Failure>) {
@@ -1075,8 +1079,9 @@ impl Scheduler {
         self.task_attempt.insert(handle.id(), id);
     }
 
-    /// A task ended. An attempt task that died (a panic outside the sink, which
-    /// `safe_deliver` already catches) fails its attempt transient rather than leak it.
+    /// A task ended. A task that died (a panic outside the sink, which `safe_deliver`
+    /// already catches, or in the claim store) fails its attempt or check-in transient, or
+    /// reports its dead letter unstored, rather than leak the pair.
     fn joined(&mut self, joined: Result<(tokio::task::Id, ()), tokio::task::JoinError>) {
         let (id, died) = match joined {
             Ok((id, ())) => (id, false),
@@ -1084,8 +1089,14 @@ impl Scheduler {
         };
         let attempt = self.task_attempt.remove(&id);
         let dead_letter = self.task_dead_letter.remove(&id);
+        let check_in = self.task_claim.remove(&id);
         if !died {
             return;
+        }
+        if let Some(hook) = check_in {
+            // The store panicked: a failed check-in, retried, not a hook parked forever.
+            let f = Failure::transient(Reason("the claim check-in task died".into()));
+            self.claimed(hook, Err(f));
         }
         if let Some(attempt) = attempt {
             let f = Failure::transient(Reason("the attempt task died".into()));

@@ -4,6 +4,7 @@ use crate::*;
 use ankusa_claimcheck::{ClaimConfig, ClaimStore};
 use ankusa_dispatch::{Dispatcher, Hook, Outcome};
 use std::path::Path;
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 fn files_under(dir: &Path) -> usize {
@@ -132,4 +133,97 @@ async fn a_failed_check_in_is_retried_and_still_claims_for_every_sink() {
     assert_eq!(files_under(&root), 1);
     d.shutdown(Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// An in-memory object store whose first `panics` puts panic.
+#[derive(Debug)]
+struct PanickyStore {
+    inner: object_store::memory::InMemory,
+    panics: AtomicUsize,
+}
+
+impl std::fmt::Display for PanickyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PanickyStore")
+    }
+}
+
+mod panicky {
+    use super::PanickyStore;
+    use futures_util::stream::BoxStream;
+    use object_store::path::Path;
+    use object_store::{
+        CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+        PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+    };
+    use std::sync::atomic::Ordering;
+
+    #[ankusa_sink_core::async_trait]
+    impl ObjectStore for PanickyStore {
+        async fn put_opts(
+            &self,
+            location: &Path,
+            payload: PutPayload,
+            opts: PutOptions,
+        ) -> Result<PutResult> {
+            if self
+                .panics
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                panic!("scripted store panic");
+            }
+            self.inner.put_opts(location, payload, opts).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            location: &Path,
+            opts: PutMultipartOptions,
+        ) -> Result<Box<dyn MultipartUpload>> {
+            self.inner.put_multipart_opts(location, opts).await
+        }
+        async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+            self.inner.get_opts(location, options).await
+        }
+        fn delete_stream(
+            &self,
+            locations: BoxStream<'static, Result<Path>>,
+        ) -> BoxStream<'static, Result<Path>> {
+            self.inner.delete_stream(locations)
+        }
+        fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+        async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_check_in_that_panics_is_a_transient_failure_not_a_lost_hook() {
+    let store = ClaimStore::new(Arc::new(PanickyStore {
+        inner: object_store::memory::InMemory::new(),
+        panics: AtomicUsize::new(1),
+    }));
+    let sink = Script::new(Step::Ok).inline_max(10).arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("s", sink.clone())
+        .claim_store(store.clone())
+        .config(config(policy(
+            Duration::from_millis(20),
+            10,
+            Duration::from_secs(60),
+        )))
+        .build()
+        .unwrap();
+    d.submit(Hook::new(env_sized("h1", 100))).await.unwrap();
+    let x = recv_n(&mut out, 1, Duration::from_secs(10)).await.remove(0);
+    assert!(matches!(x.outcome, Outcome::Delivered), "{x:?}");
+    assert_eq!(x.attempts, 2);
+    let claim = sink.seen()[0].claim.clone().expect("a claim");
+    assert_eq!(store.redeem_claim(&claim).await.unwrap().len(), 100);
 }
