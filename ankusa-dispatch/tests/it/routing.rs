@@ -130,3 +130,54 @@ async fn replays_carry_their_id_and_continue_the_attempt_count() {
         (3, Some("r9"))
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_hung_attempt_times_out_transient_and_never_runs_past_the_horizon() {
+    // Timed out after attempt_timeout, retried, delivered.
+    let sink = Script::new(Step::Ok)
+        .first([Step::after(Duration::from_secs(3600), Step::Ok)])
+        .arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("s", sink.clone())
+        .config(
+            config(policy(
+                Duration::from_millis(10),
+                5,
+                Duration::from_secs(60),
+            ))
+            .with_attempt_timeout(Duration::from_secs(1)),
+        )
+        .build()
+        .unwrap();
+    d.submit(Hook::new(env("h1"))).await.unwrap();
+    let x = recv_n(&mut out, 1, Duration::from_secs(5)).await.remove(0);
+    assert!(matches!(x.outcome, Outcome::Delivered));
+    assert_eq!(x.attempts, 2);
+    let seen = sink.seen();
+    assert!(seen[1].at - seen[0].at >= Duration::from_secs(1));
+
+    // A 30 s timeout is cut to what is left of a 5 s horizon.
+    let sink = Script::new(Step::after(Duration::from_secs(3600), Step::Ok)).arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("s", sink.clone())
+        .config(config(policy(
+            Duration::from_millis(10),
+            5,
+            Duration::from_secs(5),
+        )))
+        .build()
+        .unwrap();
+    let t0 = tokio::time::Instant::now();
+    d.submit(Hook::new(env("h2"))).await.unwrap();
+    let x = recv_n(&mut out, 1, Duration::from_secs(60)).await.remove(0);
+    assert_eq!(
+        dead_class(&x),
+        Some((ankusa_sink_core::Class::Transient, "transient"))
+    );
+    assert_eq!(x.attempts, 1);
+    let at = t0.elapsed();
+    assert!(
+        at >= Duration::from_secs(5) && at < Duration::from_secs(6),
+        "{at:?}"
+    );
+}
