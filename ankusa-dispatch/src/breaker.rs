@@ -1,6 +1,8 @@
 //! A circuit breaker per sink: consecutive transient and retry-after failures open it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// The runtime's clock: it follows `tokio::time::pause` like the scheduler's timers.
+use tokio::time::Instant;
 
 /// When a sink's breaker opens and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,9 +17,12 @@ use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
+// tokio's clock, not std's: the same in production, and it follows `tokio::time::pause`
+// (a std deadline under a paused clock made the scheduler spin).
+use tokio::time::Instant;
 
 /// The dispatcher's knobs.
 #[derive(Debug)]
@@ -109,6 +112,9 @@ pub enum BuildError {
         /// The missing sink.
         sink: String,
     },
+    /// A route names no sink: its hooks would go nowhere.
+    #[error("route `{0}` names no sink")]
+    EmptyRoute(String),
     /// `concurrency` (or `sink_concurrency`) is zero.
     #[error("concurrency must be at least 1")]
     ZeroConcurrency,
@@ -269,7 +275,9 @@ pub struct Unfinished {
     pub sink: Arc<str>,
     /// Attempts made.
     pub attempts: u32,
-    /// The last failure, if an attempt failed.
+    /// The last failure, if an attempt failed. A pair dispatch had given up on whose
+    /// dead letter was still being stored when the grace ran out comes back with it (its
+    /// dead letter may or may not have been stored).
     pub last_failure: Option<Failure>,
     /// Whether an attempt was still in flight when the grace ran out: the sink may have
     /// taken the hook (redelivery is a duplicate, never a loss).
@@ -367,6 +375,9 @@ impl DispatcherBuilder {
         }
         let mut routes = HashMap::new();
         for (route, names) in self.routes {
+            if names.is_empty() {
+                return Err(BuildError::EmptyRoute(route));
+            }
             let mut ids = Vec::new();
             for sink in names {
                 let &i = index.get(&sink).ok_or_else(|| BuildError::UnknownSink {
@@ -394,6 +405,9 @@ impl DispatcherBuilder {
             waiting: Arc::new(AtomicUsize::new(0)),
         });
         let (tx, rx) = mpsc::unbounded_channel();
+        // Reports from the scheduler's own tasks come on a channel of their own, so the
+        // intake channel closes when the last `Dispatcher` handle is dropped.
+        let (report_tx, report_rx) = mpsc::unbounded_channel();
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         let breakers = (0..n).map(|_| Breaker::new(self.config.breaker)).collect();
         let scheduler = Scheduler {
@@ -402,8 +416,9 @@ impl DispatcherBuilder {
             config: self.config,
             claim_store: self.claim_store,
             dead_letter: self.dead_letter,
-            tx: tx.clone(),
+            tx: report_tx,
             out: out_tx,
+            clock: Clock::new(),
             hooks: HashMap::new(),
             next_hook: 0,
             ready: (0..n).map(|_| VecDeque::new()).collect(),
@@ -413,13 +428,19 @@ impl DispatcherBuilder {
             next_attempt: 0,
             tasks: JoinSet::new(),
             task_attempt: HashMap::new(),
+            task_dead_letter: HashMap::new(),
+            task_claim: HashMap::new(),
             breakers,
             waiting: BinaryHeap::new(),
             seq: 0,
-            pending_dead_letters: 0,
+            next_sink: 0,
+            held_scan: vec![Instant::now(); n],
+            pending_dead_letters: HashMap::new(),
+            next_dead_letter: 0,
             stopping: None,
+            intake_open: true,
         };
-        tokio::spawn(scheduler.run(rx));
+        tokio::spawn(scheduler.run(rx, report_rx));
         Ok((Dispatcher { shared, tx }, Deliveries(out_rx)))
     }
 }
@@ -428,11 +449,17 @@ impl DispatcherBuilder {
 /// retries in a timer queue (no slot held while waiting), retry-after honoured and capped,
 /// dead letters at the horizon, a breaker per sink, the claim check once per hook.
 ///
-/// Cheap to clone; every clone submits to the same scheduler.
+/// Cheap to clone; every clone submits to the same scheduler. Dropping every clone without
+/// a [`shutdown`](Self::shutdown) lets the dispatcher finish every hook it holds (retries
+/// included, up to the horizon) and then end [`Deliveries`].
+///
+/// Retry times and the horizon run on tokio's clock (the wall clock is read once, at
+/// [`build`](DispatcherBuilder::build), for the Unix ms reported): `tokio::time::pause`
+/// drives them in tests, and a wall-clock step does not move a hook's horizon.
 #[derive(Debug, Clone)]
 pub struct Dispatcher {
     shared: Arc<Shared>,
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: mpsc::UnboundedSender<In>,
 }
 
 #[derive(Debug)]
@@ -456,25 +483,30 @@ impl Dispatcher {
     /// for this hook only.
     pub async fn submit(&self, hook: Hook) -> Result<(), SubmitError> {
         let sinks = self.sinks_of(&hook)?;
+        // All of the hook's permits at once: taken one by one, two submits could each hold
+        // part of what they need and wait on each other forever.
+        let n = u32::try_from(sinks.len()).expect("a route has fewer than 2^32 sinks");
+        let mut all = match self.shared.intake.clone().acquire_many_owned(n).await {
+            Ok(p) => p,
+            Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
+        };
         let mut permits = Vec::with_capacity(sinks.len());
-        for _ in &sinks {
-            match self.shared.intake.clone().acquire_owned().await {
-                Ok(p) => permits.push(p),
-                Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
-            }
+        for _ in 1..sinks.len() {
+            permits.push(all.split(1).expect("one permit per sink"));
         }
+        permits.push(all);
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(SubmitError::ShuttingDown(Box::new(hook)));
         }
         self.tx
-            .send(Msg::Submit {
-                hook,
+            .send(In::Submit {
+                hook: Box::new(hook),
                 sinks,
                 permits,
             })
             .map_err(|e| match e.0 {
-                Msg::Submit { hook, .. } => SubmitError::ShuttingDown(Box::new(hook)),
-                _ => unreachable!("only submits are sent here"),
+                In::Submit { hook, .. } => SubmitError::ShuttingDown(hook),
+                In::Shutdown { .. } => unreachable!("only submits are sent here"),
             })
     }
 
@@ -513,13 +545,17 @@ impl Dispatcher {
 
     /// Stop intake, let attempts in flight finish within `grace`, and hand back every
     /// (hook, sink) pair not finished: waiting for a retry, held by an open breaker, not
-    /// yet started, or still in flight when the grace ran out. Deliveries that finish
-    /// within the grace still arrive on [`Deliveries`], which then ends. Nothing is dropped.
+    /// yet started, still in flight when the grace ran out, or dead-lettered with its dead
+    /// letter still being stored when the grace ran out. Deliveries that finish within the
+    /// grace still arrive on [`Deliveries`], which then ends. Nothing is dropped.
+    ///
+    /// A second call (from a clone, say) waits for the same shutdown and gets an empty
+    /// list: the first caller gets every pair. The shorter grace wins.
     pub async fn shutdown(&self, grace: Duration) -> Vec<Unfinished> {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.intake.close();
         let (reply, rx) = oneshot::channel();
-        if self.tx.send(Msg::Shutdown { grace, reply }).is_err() {
+        if self.tx.send(In::Shutdown { grace, reply }).is_err() {
             return Vec::new();
         }
         rx.await.unwrap_or_default()
@@ -535,12 +571,21 @@ struct Slot {
     metrics: m::SinkMetrics,
 }
 
-enum Msg {
+/// What the `Dispatcher` handles send.
+enum In {
     Submit {
-        hook: Hook,
+        hook: Box<Hook>,
         sinks: Vec<usize>,
         permits: Vec<OwnedSemaphorePermit>,
     },
+    Shutdown {
+        grace: Duration,
+        reply: oneshot::Sender<Vec<Unfinished>>,
+    },
+}
+
+/// What the scheduler's own tasks report.
+enum Report {
     Done {
         attempt: u64,
         result: Result<(), Failure>,
@@ -550,11 +595,8 @@ enum Msg {
         hook: u64,
         result: Result<Option<Claim>, Failure>,
     },
-    DeadLettered(Box<Delivery>),
-    Shutdown {
-        grace: Duration,
-        reply: oneshot::Sender<Vec<Unfinished>>,
-    },
+    /// The dead letter `id` was stored, or why it could not be.
+    DeadLettered { id: u64, result: Result<(), String> },
 }
 
 /// Where a hook's claim stands.
@@ -573,6 +615,9 @@ struct HookState {
     ctx: Ctx,
     traceparent: Option<Arc<str>>,
     claim: ClaimPhase,
+    /// The inline thresholds of every sink of the hook: a check-in retried for one job
+    /// must still claim the body for the others.
+    thresholds: Vec<Option<NonZeroUsize>>,
     /// Jobs waiting for the check-in.
     parked: Vec<Job>,
     /// Jobs not yet finished.
@@ -617,11 +662,33 @@ impl Ord for Waiting {
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+/// Unix ms on the runtime's monotonic clock, anchored to the wall clock once, when the
+/// dispatcher starts: the horizon and the retry times then agree with the timer queue (and
+/// with `tokio::time::pause`), and a wall-clock step neither shortens nor stretches a
+/// hook's horizon.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    start: Instant,
+    start_ms: i64,
+}
+
+impl Clock {
+    fn new() -> Self {
+        let start_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Clock {
+            start: Instant::now(),
+            start_ms,
+        }
+    }
+
+    fn now_ms(&self) -> i64 {
+        let since = i64::try_from(Instant::now().duration_since(self.start).as_millis())
+            .unwrap_or(i64::MAX);
+        self.start_ms.saturating_add(since)
+    }
 }
 
 /// How often an open breaker's held jobs are checked against the horizon.
@@ -633,8 +700,9 @@ struct Scheduler {
     config: DispatchConfig,
     claim_store: Option<ClaimStore>,
     dead_letter: Option<DeadLetter>,
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: mpsc::UnboundedSender<Report>,
     out: mpsc::UnboundedSender<Delivery>,
+    clock: Clock,
     hooks: HashMap<u64, HookState>,
     next_hook: u64,
     ready: Vec<VecDeque<Job>>,
@@ -645,45 +713,67 @@ struct Scheduler {
     tasks: JoinSet<()>,
     /// Which attempt each attempt task runs, to fail it if the task dies.
     task_attempt: HashMap<tokio::task::Id, u64>,
+    /// Which dead letter each store task stores, to report it if the task dies.
+    task_dead_letter: HashMap<tokio::task::Id, u64>,
+    /// Which hook each check-in task checks in, to fail the check-in if the task dies.
+    task_claim: HashMap<tokio::task::Id, u64>,
     breakers: Vec<Breaker>,
     waiting: BinaryHeap<Reverse<Waiting>>,
     seq: u64,
-    pending_dead_letters: usize,
+    /// When each sink's held jobs are next checked against the horizon.
+    held_scan: Vec<Instant>,
+    /// The sink `pump` serves first (round robin).
+    next_sink: usize,
+    /// Dead letters being stored, by id: their deliveries wait for the store's answer.
+    pending_dead_letters: HashMap<u64, Delivery>,
+    next_dead_letter: u64,
     stopping: Option<Stopping>,
+    /// Whether a `Dispatcher` handle may still send.
+    intake_open: bool,
 }
 
 struct Stopping {
     deadline: Instant,
     reply: oneshot::Sender<Vec<Unfinished>>,
+    /// Later `shutdown` calls: answered (empty) when the first one is.
+    more_replies: Vec<oneshot::Sender<Vec<Unfinished>>>,
     unfinished: Vec<Unfinished>,
 }
 
 impl Scheduler {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<In>,
+        mut reports: mpsc::UnboundedReceiver<Report>,
+    ) {
         loop {
             if self.stopping.is_none() {
                 self.wake_due(Instant::now());
                 self.pump(Instant::now());
             }
             if let Some(s) = &self.stopping {
-                if (self.running.is_empty() && self.pending_dead_letters == 0)
+                if (self.running.is_empty() && self.pending_dead_letters.is_empty())
                     || Instant::now() >= s.deadline
                 {
-                    self.finish_shutdown();
+                    self.finish_shutdown(&mut rx, &mut reports);
                     return;
                 }
+            } else if !self.intake_open
+                && self.hooks.is_empty()
+                && self.pending_dead_letters.is_empty()
+            {
+                // Every handle was dropped and every hook is finished: end the stream.
+                return;
             }
             let wake = self.next_wake();
             tokio::select! {
-                msg = rx.recv() => match msg {
-                    Some(msg) => self.handle(msg),
-                    // Every handle dropped without a shutdown: finish what is in flight.
-                    None if self.stopping.is_none() => {
-                        let (reply, _) = oneshot::channel();
-                        self.begin_shutdown(Duration::MAX, reply);
-                    }
-                    None => {}
+                msg = rx.recv(), if self.intake_open => match msg {
+                    Some(msg) => self.take(msg),
+                    // Every handle dropped without a shutdown: nobody could be handed back
+                    // what is left, so finish every hook held (retries included), then end.
+                    None => self.intake_open = false,
                 },
+                Some(report) = reports.recv() => self.handle(report),
                 () = sleep_until(wake) => {}
                 Some(joined) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
                     self.joined(joined);
@@ -697,7 +787,7 @@ impl Scheduler {
         let mut earliest = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
         for (i, b) in self.breakers.iter().enumerate() {
             if b.is_open() && !self.ready[i].is_empty() {
-                earliest(Instant::now() + HELD_SCAN);
+                earliest(self.held_scan[i]);
                 if let Some(at) = b.reopens_at() {
                     earliest(at);
                 }
@@ -709,24 +799,26 @@ impl Scheduler {
         wake
     }
 
-    fn handle(&mut self, msg: Msg) {
+    fn take(&mut self, msg: In) {
         match msg {
-            Msg::Submit {
+            In::Submit {
                 hook,
                 sinks,
                 permits,
-            } => self.submit(hook, sinks, permits),
-            Msg::Done {
+            } => self.submit(*hook, sinks, permits),
+            In::Shutdown { grace, reply } => self.begin_shutdown(grace, reply),
+        }
+    }
+
+    fn handle(&mut self, report: Report) {
+        match report {
+            Report::Done {
                 attempt,
                 result,
                 took,
             } => self.done(attempt, result, took),
-            Msg::Claimed { hook, result } => self.claimed(hook, result),
-            Msg::DeadLettered(d) => {
-                self.pending_dead_letters -= 1;
-                self.emit(*d);
-            }
-            Msg::Shutdown { grace, reply } => self.begin_shutdown(grace, reply),
+            Report::Claimed { hook, result } => self.claimed(hook, result),
+            Report::DeadLettered { id, result } => self.dead_lettered(id, result),
         }
     }
 
@@ -755,17 +847,15 @@ impl Scheduler {
             ctx = ctx.with_replay_id(r);
         }
         let mut claim = ClaimPhase::Ready;
+        let thresholds: Vec<_> = sinks.iter().map(|&i| self.slots[i].threshold).collect();
         if let Some(c) = hook.claim {
             ctx = ctx.with_claim(c);
         } else if self.claim_store.is_some()
-            && needs_claim(
-                hook.envelope.size(),
-                sinks.iter().map(|&i| self.slots[i].threshold),
-            )
+            && needs_claim(hook.envelope.size(), thresholds.iter().copied())
         {
             claim = ClaimPhase::Needed;
         }
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let jobs: Vec<Job> = sinks
             .iter()
             .zip(permits)
@@ -786,6 +876,7 @@ impl Scheduler {
                 ctx,
                 traceparent: hook.traceparent.map(Arc::from),
                 claim,
+                thresholds,
                 parked: Vec::new(),
                 jobs_left: jobs.len(),
                 submitted_ms: now,
@@ -804,7 +895,7 @@ impl Scheduler {
             return;
         };
         match h.claim {
-            ClaimPhase::Ready => self.ready[job.sink].push_back(job),
+            ClaimPhase::Ready => self.push_ready(job),
             ClaimPhase::Pending => h.parked.push(job),
             ClaimPhase::Needed => {
                 h.claim = ClaimPhase::Pending;
@@ -819,21 +910,18 @@ impl Scheduler {
             return;
         };
         let env = h.env.clone();
-        let thresholds: Vec<_> = h
-            .parked
-            .iter()
-            .map(|j| self.slots[j.sink].threshold)
-            .collect();
+        let thresholds = h.thresholds.clone();
         let tx = self.tx.clone();
-        self.tasks.spawn(async move {
+        let handle = self.tasks.spawn(async move {
             let result = store
                 .claim_for(&env, thresholds)
                 .await
                 .map_err(Failure::from);
             metrics::counter!(m::CLAIM_CHECKINS, "result" => if result.is_ok() { "ok" } else { "failed" })
                 .increment(1);
-            let _ = tx.send(Msg::Claimed { hook, result });
+            let _ = tx.send(Report::Claimed { hook, result });
         });
+        self.task_claim.insert(handle.id(), hook);
     }
 
     fn claimed(&mut self, hook: u64, result: Result<Option<Claim>, Failure>) {
@@ -848,14 +936,14 @@ impl Scheduler {
                 }
                 h.claim = ClaimPhase::Ready;
                 for job in parked {
-                    self.ready[job.sink].push_back(job);
+                    self.push_ready(job);
                 }
             }
             Err(failure) => {
                 // Classified like any failed attempt of each of the hook's jobs; a retry
                 // checks the body in again first.
                 h.claim = ClaimPhase::Needed;
-                let now = now_ms();
+                let now = self.clock.now_ms();
                 for mut job in parked {
                     job.attempts += 1;
                     job.first_ms.get_or_insert(now);
@@ -866,35 +954,54 @@ impl Scheduler {
         }
     }
 
+    /// Queue a job for its sink. A job held by an open breaker keeps no intake permit:
+    /// fresh hooks to other sinks flow.
+    fn push_ready(&mut self, mut job: Job) {
+        if self.breakers[job.sink].is_open() {
+            job.permit = None;
+        }
+        self.ready[job.sink].push_back(job);
+    }
+
     /// Start every attempt the limits and breakers allow.
     fn pump(&mut self, now: Instant) {
-        for i in 0..self.slots.len() {
-            if self.ready[i].is_empty() {
-                continue;
-            }
-            if self.breakers[i].is_open() {
+        let n = self.slots.len();
+        for i in 0..n {
+            // Once per HELD_SCAN, not on every message: a scan walks the whole queue.
+            if self.breakers[i].is_open() && !self.ready[i].is_empty() && now >= self.held_scan[i] {
                 self.expire_held(i);
+                self.held_scan[i] = now + HELD_SCAN;
             }
-            while !self.ready[i].is_empty() {
-                let batched = self.slots[i].batched;
-                if !batched
+        }
+        // Round robin, one attempt per sink per turn, starting after the sink served last:
+        // a sink with a deep queue (a burst of woken retries) cannot keep the global slots
+        // from the others.
+        loop {
+            let mut started = false;
+            for k in 0..n {
+                let i = (self.next_sink + k) % n;
+                if self.ready[i].is_empty() {
+                    continue;
+                }
+                if !self.slots[i].batched
                     && (self.in_flight_total >= self.config.concurrency
                         || self
                             .config
                             .sink_concurrency
                             .is_some_and(|c| self.in_flight[i] >= c))
                 {
-                    break;
+                    continue;
                 }
                 if !self.breakers[i].admit(now) {
-                    // Held jobs keep no intake permit: fresh hooks to other sinks flow.
-                    for job in &mut self.ready[i] {
-                        job.permit = None;
-                    }
-                    break;
+                    continue;
                 }
                 let job = self.ready[i].pop_front().expect("not empty");
                 self.start(job);
+                self.next_sink = (i + 1) % n;
+                started = true;
+            }
+            if !started {
+                return;
             }
         }
     }
@@ -902,7 +1009,7 @@ impl Scheduler {
     /// Dead-letter the jobs an open breaker held past the horizon.
     fn expire_held(&mut self, sink: usize) {
         let horizon = i64::try_from(self.config.policy.max_elapsed.as_millis()).unwrap_or(i64::MAX);
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let queue = std::mem::take(&mut self.ready[sink]);
         for job in queue {
             let start = job
@@ -927,7 +1034,7 @@ impl Scheduler {
         };
         let slot = &self.slots[job.sink];
         job.attempts += 1;
-        let now = now_ms();
+        let now = self.clock.now_ms();
         job.first_ms.get_or_insert(now);
         job.last_ms = now;
         let ctx = h
@@ -968,7 +1075,7 @@ impl Scheduler {
                 safe_deliver(&*sink, &env, &ctx, Some(timeout)),
             )
             .await;
-            let _ = tx.send(Msg::Done {
+            let _ = tx.send(Report::Done {
                 attempt: id,
                 result,
                 took: started.elapsed(),
@@ -977,18 +1084,31 @@ impl Scheduler {
         self.task_attempt.insert(handle.id(), id);
     }
 
-    /// A task ended. An attempt task that died (a panic outside the sink, which
-    /// `safe_deliver` already catches) fails its attempt transient rather than leak it.
+    /// A task ended. A task that died (a panic outside the sink, which `safe_deliver`
+    /// already catches, or in the claim store) fails its attempt or check-in transient, or
+    /// reports its dead letter unstored, rather than leak the pair.
     fn joined(&mut self, joined: Result<(tokio::task::Id, ()), tokio::task::JoinError>) {
         let (id, died) = match joined {
             Ok((id, ())) => (id, false),
             Err(e) => (e.id(), !e.is_cancelled()),
         };
-        if let Some(attempt) = self.task_attempt.remove(&id) {
-            if died {
-                let f = Failure::transient(Reason("the attempt task died".into()));
-                self.done(attempt, Err(f), Duration::ZERO);
-            }
+        let attempt = self.task_attempt.remove(&id);
+        let dead_letter = self.task_dead_letter.remove(&id);
+        let check_in = self.task_claim.remove(&id);
+        if !died {
+            return;
+        }
+        if let Some(hook) = check_in {
+            // The store panicked: a failed check-in, retried, not a hook parked forever.
+            let f = Failure::transient(Reason("the claim check-in task died".into()));
+            self.claimed(hook, Err(f));
+        }
+        if let Some(attempt) = attempt {
+            let f = Failure::transient(Reason("the attempt task died".into()));
+            self.done(attempt, Err(f), Duration::ZERO);
+        }
+        if let Some(dl) = dead_letter {
+            self.dead_lettered(dl, Err("the dead-letter task died".into()));
         }
     }
 
@@ -1019,7 +1139,7 @@ impl Scheduler {
             failure.class(),
             job.attempts,
             first,
-            now_ms(),
+            self.clock.now_ms(),
             &self.config.policy,
             &mut rand::rng(),
         );
@@ -1027,7 +1147,14 @@ impl Scheduler {
         record(&name, &decision);
         if from_sink {
             if decision.counts_toward_breaker {
+                let was_closed = !self.breakers[job.sink].is_open();
                 self.breakers[job.sink].failure(Instant::now());
+                if was_closed && self.breakers[job.sink].is_open() {
+                    // Just opened: the jobs it now holds give their intake permits back.
+                    for held in &mut self.ready[job.sink] {
+                        held.permit = None;
+                    }
+                }
             } else {
                 // The destination answered: it is up, whatever it thought of this hook.
                 self.breakers[job.sink].success();
@@ -1095,7 +1222,7 @@ impl Scheduler {
                 let env = h.env.clone();
                 let ctx = h.ctx.clone();
                 let timeout = self.config.attempt_timeout;
-                let mut delivery = self.delivery(
+                let delivery = self.delivery(
                     job,
                     Outcome::DeadLettered {
                         failure,
@@ -1103,10 +1230,15 @@ impl Scheduler {
                         store_error: None,
                     },
                 );
-                self.pending_dead_letters += 1;
+                // The delivery stays here until the store answers: a shutdown that ends
+                // first hands the pair back instead of losing it with the aborted task.
+                let id = self.next_dead_letter;
+                self.next_dead_letter += 1;
+                self.pending_dead_letters.insert(id, delivery);
                 let tx = self.tx.clone();
-                self.tasks.spawn(async move {
-                    if let Err(e) = dl.store(&env, &ctx, &info, timeout).await {
+                let handle = self.tasks.spawn(async move {
+                    let result = dl.store(&env, &ctx, &info, timeout).await;
+                    if let Err(e) = &result {
                         tracing::error!(
                             target: "ankusa_dispatch",
                             hook_id = env.id(),
@@ -1114,14 +1246,23 @@ impl Scheduler {
                             error = %e,
                             "the dead letter could not be stored"
                         );
-                        if let Outcome::DeadLettered { store_error, .. } = &mut delivery.outcome {
-                            *store_error = Some(e);
-                        }
                     }
-                    let _ = tx.send(Msg::DeadLettered(Box::new(delivery)));
+                    let _ = tx.send(Report::DeadLettered { id, result });
                 });
+                self.task_dead_letter.insert(handle.id(), id);
             }
         }
+    }
+
+    /// The dead letter `id` was stored, or not: report its delivery.
+    fn dead_lettered(&mut self, id: u64, result: Result<(), String>) {
+        let Some(mut d) = self.pending_dead_letters.remove(&id) else {
+            return;
+        };
+        if let (Err(e), Outcome::DeadLettered { store_error, .. }) = (result, &mut d.outcome) {
+            *store_error = Some(e);
+        }
+        self.emit(d);
     }
 
     /// Build the delivery for a finished job and retire it from its hook.
@@ -1197,9 +1338,17 @@ impl Scheduler {
         let deadline = Instant::now()
             .checked_add(grace)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        if let Some(s) = &mut self.stopping {
+            // A second shutdown: the first caller gets the list, this one an empty list
+            // when it is ready; the shorter grace wins.
+            s.deadline = s.deadline.min(deadline);
+            s.more_replies.push(reply);
+            return;
+        }
         self.stopping = Some(Stopping {
             deadline,
             reply,
+            more_replies: Vec::new(),
             unfinished: Vec::new(),
         });
         // Nothing new starts: every job not in flight is handed back now.
@@ -1217,14 +1366,49 @@ impl Scheduler {
         }
     }
 
-    fn finish_shutdown(&mut self) {
+    fn finish_shutdown(
+        &mut self,
+        rx: &mut mpsc::UnboundedReceiver<In>,
+        reports: &mut mpsc::UnboundedReceiver<Report>,
+    ) {
+        // What was already sent is handled, not dropped with the channels: a submit that
+        // raced the shutdown is handed back, an attempt that answered is reported.
+        rx.close();
+        while let Ok(msg) = rx.try_recv() {
+            self.take(msg);
+        }
+        while let Ok(report) = reports.try_recv() {
+            self.handle(report);
+        }
         self.tasks.abort_all();
         let running: Vec<Job> = self.running.drain().map(|(_, j)| j).collect();
         for job in running {
             self.unfinished(job, true);
         }
+        // Dead letters still being stored: the pair goes back with its last failure (its
+        // record may or may not have been written: a replay is a duplicate, never a loss).
+        let pending: Vec<Delivery> = self.pending_dead_letters.drain().map(|(_, d)| d).collect();
+        if let Some(s) = &mut self.stopping {
+            for d in pending {
+                let last_failure = match d.outcome {
+                    Outcome::DeadLettered { failure, .. } => Some(failure),
+                    Outcome::Delivered => None,
+                };
+                s.unfinished.push(Unfinished {
+                    envelope: d.envelope,
+                    sink: d.sink,
+                    attempts: d.attempts,
+                    last_failure,
+                    was_in_flight: false,
+                    replay_id: d.replay_id,
+                });
+            }
+        }
         if let Some(s) = self.stopping.take() {
             let _ = s.reply.send(s.unfinished);
+            for r in s.more_replies {
+                let _ = r.send(Vec::new());
+            }
         }
     }
 }
@@ -1236,7 +1420,7 @@ fn copy(f: &Failure) -> Failure {
 
 async fn sleep_until(at: Option<Instant>) {
     match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
+        Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

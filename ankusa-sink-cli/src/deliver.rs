@@ -290,8 +290,7 @@ async fn read_and_submit(
                     Ok((env, None)) => submit(hook_of(env)).await,
                     Ok((env, Some(sink))) => {
                         if names.contains(&sink) {
-                            submit(hook_of(env).only_sink(sink).replay_id(replay_id.clone()))
-                                .await;
+                            submit(hook_of(env).only_sink(sink).replay_id(replay_id.clone())).await;
                         } else {
                             let _ = tx.send(Read::NoSuchSink {
                                 id: env.id().to_owned(),

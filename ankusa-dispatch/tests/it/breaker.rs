@@ -1,0 +1,115 @@
+//! The circuit breaker per sink.
+
+use crate::*;
+use ankusa_dispatch::{BreakerConfig, Dispatcher, Hook, Outcome, metrics::BREAKER_OPEN};
+use ankusa_sink_core::Class;
+use std::time::Duration;
+
+fn breaker_config(failures: u32, open_for: Duration, horizon: Duration) -> DispatchConfig {
+    config(policy(Duration::from_millis(100), 100, horizon))
+        .with_concurrency(1)
+        // Deliveries are read after all hooks are in.
+        .with_intake(100)
+        .with_breaker(BreakerConfig::new(failures, open_for))
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_open_it_one_probe_after_open_for_and_a_success_closes_it() {
+    recorder();
+    let name = unique("brk");
+    let labels = format!("sink={name}");
+    // Four failures, then the destination is back.
+    let sink = Script::new(Step::Ok)
+        .first([
+            Step::Transient,
+            Step::Transient,
+            Step::Transient,
+            Step::Transient,
+        ])
+        .arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink(&name, sink.clone())
+        .config(breaker_config(
+            3,
+            Duration::from_secs(10),
+            Duration::from_secs(3600),
+        ))
+        .build()
+        .unwrap();
+    assert_eq!(gauge(BREAKER_OPEN, &labels), Some(0.0));
+    let t0 = tokio::time::Instant::now();
+    for i in 0..5 {
+        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
+    }
+    tokio::time::sleep_until(t0 + Duration::from_secs(9)).await;
+    assert_eq!(sink.calls(), 3, "open after three failures: attempts stop");
+    assert_eq!(gauge(BREAKER_OPEN, &labels), Some(1.0));
+    // At 10 s one probe goes through (and fails: open again for 10 s).
+    tokio::time::sleep_until(t0 + Duration::from_secs(15)).await;
+    assert_eq!(sink.calls(), 4, "exactly one probe");
+    // At 20 s the second probe succeeds and closes it; everything flows.
+    let got = recv_n(&mut out, 5, Duration::from_secs(30)).await;
+    assert!(got.iter().all(|x| matches!(x.outcome, Outcome::Delivered)));
+    assert_eq!(sink.calls(), 9);
+    let probe = sink.seen()[4].at - t0;
+    assert!(probe >= Duration::from_secs(20), "{probe:?}");
+    assert_eq!(gauge(BREAKER_OPEN, &labels), Some(0.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn permanent_failures_never_open_it() {
+    recorder();
+    let name = unique("brk-perm");
+    let sink = Script::new(Step::Permanent).arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink(&name, sink.clone())
+        .config(breaker_config(
+            2,
+            Duration::from_secs(3600),
+            Duration::from_secs(3600),
+        ))
+        .build()
+        .unwrap();
+    for i in 0..6 {
+        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
+    }
+    let got = recv_n(&mut out, 6, Duration::from_secs(1)).await;
+    assert!(
+        got.iter()
+            .all(|x| dead_class(x) == Some((Class::Permanent, "permanent")))
+    );
+    assert_eq!(sink.calls(), 6);
+    assert_eq!(gauge(BREAKER_OPEN, &format!("sink={name}")), Some(0.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn hooks_held_by_an_open_breaker_dead_letter_at_the_horizon() {
+    let sink = Script::new(Step::Transient).arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("down", sink.clone())
+        .config(breaker_config(
+            1,
+            Duration::from_secs(3600),
+            Duration::from_secs(5),
+        ))
+        .build()
+        .unwrap();
+    let t0 = tokio::time::Instant::now();
+    for i in 0..3 {
+        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
+    }
+    let got = recv_n(&mut out, 3, Duration::from_secs(10)).await;
+    let at = t0.elapsed();
+    assert!(
+        at >= Duration::from_secs(5) && at <= Duration::from_secs(7),
+        "{at:?}"
+    );
+    assert_eq!(sink.calls(), 1, "the breaker held every other attempt");
+    let mut attempts: Vec<u32> = got.iter().map(|x| x.attempts).collect();
+    attempts.sort();
+    assert_eq!(attempts, [0, 0, 1]);
+    assert!(
+        got.iter()
+            .all(|x| dead_class(x) == Some((Class::Transient, "transient")))
+    );
+}

@@ -1,0 +1,106 @@
+//! Dead letters: a JSON-lines file or a sink.
+
+use crate::*;
+use ankusa_dispatch::{DeadLetter, DeadLetterInfo, Dispatcher, Hook, Outcome, split_record};
+use std::time::Duration;
+
+#[tokio::test]
+async fn the_jsonl_file_gets_one_replayable_line_per_dead_letter() {
+    let dir = scratch("dispatch-dl");
+    let path = dir.join("dead.jsonl");
+    let (d, mut out) = Dispatcher::builder()
+        .sink("gone", Script::new(Step::Permanent).arc())
+        .sink("flaky", Script::new(Step::Transient).arc())
+        .sink("fine", Script::new(Step::Ok).arc())
+        .dead_letter(DeadLetter::jsonl(&path).unwrap())
+        .config(config(policy(
+            Duration::from_millis(5),
+            2,
+            Duration::from_secs(60),
+        )))
+        .build()
+        .unwrap();
+    let e = Envelope::builder("h1", "stripe", "{\"a\":1}")
+        .tenant_id("acme")
+        .build()
+        .unwrap();
+    d.submit(Hook::new(e).replay_id("r1")).await.unwrap();
+    let got = recv_n(&mut out, 3, Duration::from_secs(10)).await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for line in lines {
+        let value: serde_json::Value = serde_json::from_str(line).unwrap();
+        let dl = &value["dead_letter"];
+        for field in [
+            "sink",
+            "class",
+            "error_class",
+            "reason",
+            "attempts",
+            "first_attempt_ms",
+            "last_attempt_ms",
+        ] {
+            assert!(!dl[field].is_null(), "{field} in {line}");
+        }
+        let (env_json, info) = split_record(value).unwrap();
+        let info: DeadLetterInfo = info.unwrap();
+        let back: Envelope = serde_json::from_value(env_json).unwrap();
+        assert_eq!(back.id(), "h1");
+        assert_eq!(back.tenant_id(), Some("acme"));
+        let delivery = got.iter().find(|x| *x.sink == *info.sink).unwrap();
+        assert_eq!(info.attempts, delivery.attempts);
+        assert_eq!(info.first_attempt_ms, delivery.first_attempt_ms);
+        assert_eq!(info.last_attempt_ms, delivery.last_attempt_ms);
+        match &*info.sink {
+            "gone" => {
+                assert_eq!(
+                    (&*info.class, &*info.error_class, info.attempts),
+                    ("permanent", "permanent", 1)
+                )
+            }
+            "flaky" => {
+                assert_eq!(
+                    (&*info.class, &*info.error_class, info.attempts),
+                    ("transient", "transient", 2)
+                )
+            }
+            other => panic!("{other}"),
+        }
+        match &delivery.outcome {
+            Outcome::DeadLettered { store_error, .. } => assert_eq!(store_error, &None),
+            o => panic!("{o:?}"),
+        }
+    }
+    assert!(got.iter().all(|x| x.replay_id.as_deref() == Some("r1")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_letter_sink_gets_the_hook_and_a_failing_one_is_reported() {
+    let dl = Script::new(Step::Ok).first([Step::Permanent]).arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("gone", Script::new(Step::Permanent).arc())
+        .dead_letter(DeadLetter::sink(dl.clone()))
+        .build()
+        .unwrap();
+    d.submit(Hook::new(env("h1"))).await.unwrap();
+    let first = recv_n(&mut out, 1, Duration::from_secs(1)).await;
+    match &first[0].outcome {
+        Outcome::DeadLettered { store_error, .. } => assert!(store_error.is_some()),
+        o => panic!("{o:?}"),
+    }
+    d.submit(Hook::new(env("h2"))).await.unwrap();
+    let second = recv_n(&mut out, 1, Duration::from_secs(1)).await;
+    match &second[0].outcome {
+        Outcome::DeadLettered { store_error, .. } => assert_eq!(store_error, &None),
+        o => panic!("{o:?}"),
+    }
+    assert_eq!(
+        dl.seen()
+            .iter()
+            .map(|s| s.hook.as_str())
+            .collect::<Vec<_>>(),
+        ["h1", "h2"]
+    );
+}

@@ -1,0 +1,288 @@
+//! The dispatcher at the library level: scripted sinks, a real HTTP sink against a
+//! loopback server, claim stores in memory and on disk, virtual time where it helps.
+
+mod breaker;
+mod claims;
+mod classes;
+mod dead_letters;
+mod fanout;
+mod http;
+mod routing;
+mod shutdown;
+mod slots;
+mod span;
+
+use ankusa_dispatch::{Deliveries, Delivery, DispatchConfig, DispatchPolicy, Exponential, Outcome};
+use ankusa_sink_core::{Claim, Ctx, Envelope, Failure, Reason, Sink, async_trait};
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What a scripted sink answers to one call.
+#[derive(Debug, Clone)]
+pub(crate) enum Step {
+    Ok,
+    Permanent,
+    Config,
+    RetryAfter(u64),
+    Transient,
+    /// Wait, then answer.
+    Delay(Duration, Box<Step>),
+    Panic,
+}
+
+impl Step {
+    pub(crate) fn after(d: Duration, then: Step) -> Step {
+        Step::Delay(d, Box::new(then))
+    }
+}
+
+/// One call a scripted sink saw.
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    pub(crate) hook: String,
+    pub(crate) attempt: u32,
+    pub(crate) claim: Option<Claim>,
+    pub(crate) batch: bool,
+    pub(crate) replay_id: Option<String>,
+    pub(crate) at: Instant,
+}
+
+/// A sink that answers from a script: `first` in order, then `then` forever.
+#[derive(Debug)]
+pub(crate) struct Script {
+    first: Mutex<VecDeque<Step>>,
+    then: Step,
+    inline_max: Option<NonZeroUsize>,
+    batched: bool,
+    calls: AtomicUsize,
+    seen: Mutex<Vec<Seen>>,
+}
+
+impl Script {
+    pub(crate) fn new(then: Step) -> Self {
+        Script {
+            first: Mutex::new(VecDeque::new()),
+            then,
+            inline_max: None,
+            batched: false,
+            calls: AtomicUsize::new(0),
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn first(self, steps: impl IntoIterator<Item = Step>) -> Self {
+        self.first.lock().unwrap().extend(steps);
+        self
+    }
+
+    pub(crate) fn inline_max(mut self, n: usize) -> Self {
+        self.inline_max = NonZeroUsize::new(n);
+        self
+    }
+
+    pub(crate) fn batched(mut self) -> Self {
+        self.batched = true;
+        self
+    }
+
+    pub(crate) fn arc(self) -> Arc<Self> {
+        Arc::new(self)
+    }
+
+    pub(crate) fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl Sink for Script {
+    async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.seen.lock().unwrap().push(Seen {
+            hook: env.id().to_owned(),
+            attempt: ctx.attempt(),
+            claim: ctx.claim.clone(),
+            batch: ctx.batch,
+            replay_id: ctx.replay_id.clone(),
+            at: Instant::now(),
+        });
+        let step = self
+            .first
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| self.then.clone());
+        let step = match step {
+            Step::Delay(d, then) => {
+                tokio::time::sleep(d).await;
+                *then
+            }
+            other => other,
+        };
+        let why = || Reason("scripted".into());
+        match step {
+            Step::Ok => Ok(()),
+            Step::Permanent => Err(Failure::permanent(why())),
+            Step::Config => Err(Failure::config(why())),
+            Step::RetryAfter(ms) => Err(Failure::retry_after_ms(ms, why())),
+            Step::Transient => Err(Failure::transient(why())),
+            Step::Panic => panic!("scripted panic"),
+            Step::Delay(..) => unreachable!("one level of delay"),
+        }
+    }
+
+    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
+        self.inline_max
+    }
+
+    fn batched(&self) -> bool {
+        self.batched
+    }
+}
+
+pub(crate) fn env(id: &str) -> Envelope {
+    Envelope::builder(id, "src", "{}").build().unwrap()
+}
+
+pub(crate) fn env_sized(id: &str, size: usize) -> Envelope {
+    Envelope::builder(id, "src", "x".repeat(size))
+        .tenant_id("acme")
+        .build()
+        .unwrap()
+}
+
+/// Exact (no jitter) backoff from `base`, giving up at `max_attempts`, dead-lettering at
+/// `max_elapsed`.
+pub(crate) fn policy(base: Duration, max_attempts: u32, max_elapsed: Duration) -> DispatchPolicy {
+    DispatchPolicy {
+        retry: Box::new(Exponential {
+            base,
+            max: base.max(Duration::from_secs(300)),
+            max_attempts,
+            jitter: false,
+        }),
+        max_retry_after: Duration::from_secs(3600),
+        max_elapsed,
+    }
+}
+
+pub(crate) fn config(policy: DispatchPolicy) -> DispatchConfig {
+    DispatchConfig::default().with_policy(policy)
+}
+
+/// The next `n` deliveries; fails the test after `within` (virtual time under a paused
+/// clock).
+pub(crate) async fn recv_n(d: &mut Deliveries, n: usize, within: Duration) -> Vec<Delivery> {
+    let mut out = Vec::with_capacity(n);
+    let deadline = Instant::now() + within;
+    while out.len() < n {
+        match tokio::time::timeout_at(deadline, d.recv()).await {
+            Ok(Some(x)) => out.push(x),
+            Ok(None) => panic!("the stream ended after {} of {n}", out.len()),
+            Err(_) => panic!("only {} of {n} deliveries within {within:?}", out.len()),
+        }
+    }
+    out
+}
+
+pub(crate) fn dead_class(d: &Delivery) -> Option<(ankusa_sink_core::Class, &'static str)> {
+    match &d.outcome {
+        Outcome::DeadLettered {
+            failure,
+            error_class,
+            ..
+        } => Some((failure.class(), error_class.as_str())),
+        _ => None,
+    }
+}
+
+/// A process-wide recorder that keeps values (the debugging recorder's snapshot resets
+/// them, which races between tests); tests read their own unique sink names.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Values(Arc<Mutex<HashMap<String, Arc<AtomicU64>>>>);
+
+fn key_string(key: &Key) -> String {
+    let mut labels: Vec<String> = key
+        .labels()
+        .map(|l| format!("{}={}", l.key(), l.value()))
+        .collect();
+    labels.sort();
+    format!("{}{{{}}}", key.name(), labels.join(","))
+}
+
+impl Values {
+    fn cell(&self, key: &Key) -> Arc<AtomicU64> {
+        self.0
+            .lock()
+            .unwrap()
+            .entry(key_string(key))
+            .or_default()
+            .clone()
+    }
+
+    fn get(&self, k: &str) -> Option<u64> {
+        self.0
+            .lock()
+            .unwrap()
+            .get(k)
+            .map(|c| c.load(Ordering::SeqCst))
+    }
+}
+
+impl Recorder for Values {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        Counter::from_arc(self.cell(key))
+    }
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        Gauge::from_arc(self.cell(key))
+    }
+    fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+        Histogram::noop()
+    }
+}
+
+/// Install the recorder (once); call before building a dispatcher whose metrics you read.
+pub(crate) fn recorder() -> &'static Values {
+    static V: OnceLock<Values> = OnceLock::new();
+    V.get_or_init(|| {
+        let v = Values::default();
+        metrics::set_global_recorder(v.clone()).expect("the only global recorder");
+        v
+    })
+}
+
+/// A counter's value, e.g. `counter("ankusa_dispatch_config_errors_total", "sink=x")`.
+pub(crate) fn counter(name: &str, labels: &str) -> Option<u64> {
+    recorder().get(&format!("{name}{{{labels}}}"))
+}
+
+/// A gauge's value.
+pub(crate) fn gauge(name: &str, labels: &str) -> Option<f64> {
+    recorder()
+        .get(&format!("{name}{{{labels}}}"))
+        .map(f64::from_bits)
+}
+
+/// A fresh name for this run.
+pub(crate) fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", ulid::Ulid::new().to_string().to_lowercase())
+}
+
+/// A scratch directory under the system temp dir.
+pub(crate) fn scratch(prefix: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(unique(prefix));
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
