@@ -52,11 +52,19 @@ impl DeadLetterInfo {
 /// One dead-letter line: the envelope in its JSON form (the form `ankusa-sink gen` prints
 /// and `forward` reads) plus a `dead_letter` object.
 pub fn record_line(env: &Envelope, info: &DeadLetterInfo) -> serde_json::Result<String> {
-    let mut value = serde_json::to_value(env)?;
-    if let serde_json::Value::Object(map) = &mut value {
-        map.insert("dead_letter".into(), serde_json::to_value(info)?);
+    // The envelope's own serialization, keys in the order `gen` prints them, with the
+    // `dead_letter` object added as its last key.
+    let mut line = serde_json::to_string(env)?;
+    if line.ends_with('}') {
+        line.pop();
+        if !line.ends_with('{') {
+            line.push(',');
+        }
+        line.push_str("\"dead_letter\":");
+        line.push_str(&serde_json::to_string(info)?);
+        line.push('}');
     }
-    serde_json::to_string(&value)
+    Ok(line)
 }
 
 /// Split a dead-letter record into the envelope's JSON and its `dead_letter` object;
@@ -119,8 +127,9 @@ impl DeadLetter {
         DeadLetter(Arc::new(Kind::Sink(sink)))
     }
 
-    /// Store one dead letter; the error says why it could not be stored.
-    pub(crate) async fn store(
+    /// Store one dead letter (`ctx` is the context a sink destination delivers it with);
+    /// the error says why it could not be stored.
+    pub async fn store(
         &self,
         env: &Envelope,
         ctx: &Ctx,
@@ -172,6 +181,10 @@ mod tests {
         let f = Failure::permanent(Reason("gone".into()));
         let info = DeadLetterInfo::new("http", &f, 2, 10, 20);
         let line = record_line(&env, &info).unwrap();
+        // The envelope exactly as it serializes alone, then the dead_letter object.
+        let alone = serde_json::to_string(&env).unwrap();
+        assert!(line.starts_with(&alone[..alone.len() - 1]), "{line}");
+        assert!(line.ends_with("}}"), "{line}");
         let value: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(value["dead_letter"]["error_class"], "permanent");
         assert_eq!(value["dead_letter"]["sink"], "http");

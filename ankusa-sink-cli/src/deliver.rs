@@ -8,8 +8,8 @@ use crate::{
 };
 use ankusa_claimcheck::ClaimStore;
 use ankusa_dispatch::{
-    BreakerConfig, DeadLetter, Delivery, DispatchConfig, DispatchPolicy, Dispatcher, Exponential,
-    Hook, Outcome, SubmitError, split_record,
+    BreakerConfig, DeadLetter, DeadLetterInfo, Delivery, DispatchConfig, DispatchPolicy,
+    Dispatcher, Exponential, Hook, Outcome, SubmitError, split_record,
 };
 use ankusa_sink_core::{Class, Envelope, Failure, Sink};
 use serde::Serialize;
@@ -155,7 +155,7 @@ fn dispatcher(
     d: &DispatchArgs,
     retry: &RetryArgs,
     concurrency: usize,
-) -> Result<(Dispatcher, ankusa_dispatch::Deliveries), UsageError> {
+) -> Result<(Dispatcher, ankusa_dispatch::Deliveries, Option<DeadLetter>), UsageError> {
     let config = DispatchConfig::default()
         .with_policy(policy(retry))
         .with_concurrency(concurrency)
@@ -171,6 +171,7 @@ fn dispatcher(
     if let Some(spec) = &d.claim_store {
         b = b.claim_store(claim_store(spec)?);
     }
+    let mut dead_letter = None;
     if let Some(path) = &d.dead_letter {
         let dl = DeadLetter::jsonl(path).map_err(|e| {
             UsageError(format!(
@@ -178,9 +179,11 @@ fn dispatcher(
                 path.display()
             ))
         })?;
-        b = b.dead_letter(dl);
+        b = b.dead_letter(dl.clone());
+        dead_letter = Some(dl);
     }
-    b.build().map_err(|e| UsageError(e.to_string()))
+    let (d, deliveries) = b.build().map_err(|e| UsageError(e.to_string()))?;
+    Ok((d, deliveries, dead_letter))
 }
 
 /// What the reader reports to the run.
@@ -189,8 +192,13 @@ enum Read {
     Submitted(usize),
     /// An input line that is not a valid envelope.
     Invalid(u64, String),
-    /// A dead-letter line naming a sink this run does not have.
-    NoSuchSink { id: String, sink: String },
+    /// A dead-letter line naming a sink this run does not have (its envelope, when the
+    /// reader still has it, goes to `--dead-letter` again).
+    NoSuchSink {
+        id: String,
+        sink: String,
+        env: Option<Box<Envelope>>,
+    },
     /// A hook read but not taken: the run was stopping.
     NotTaken { id: String, sinks: Vec<String> },
     /// The input could not be read further.
@@ -237,7 +245,11 @@ async fn read_and_submit(
                     let _ = tx.send(Read::NotTaken { id, sinks });
                 }
                 Err(SubmitError::UnknownSink(sink)) => {
-                    let _ = tx.send(Read::NoSuchSink { id, sink });
+                    let _ = tx.send(Read::NoSuchSink {
+                        id,
+                        sink,
+                        env: None,
+                    });
                 }
                 Err(e) => {
                     let _ = tx.send(Read::InputError(e.to_string()));
@@ -295,6 +307,7 @@ async fn read_and_submit(
                             let _ = tx.send(Read::NoSuchSink {
                                 id: env.id().to_owned(),
                                 sink,
+                                env: Some(Box::new(env)),
                             });
                         }
                     }
@@ -327,10 +340,10 @@ fn hook_sink(hook: &Hook) -> Option<String> {
 fn parse_line(bytes: &[u8]) -> Result<(Envelope, Option<String>), String> {
     let text = std::str::from_utf8(bytes)
         .map_err(|e| format!("not UTF-8 (invalid byte at offset {})", e.valid_up_to()))?;
-    if !text.contains("\"dead_letter\"") {
-        if let Ok(env) = serde_json::from_str::<Envelope>(text) {
-            return Ok((env, None));
-        }
+    if !text.contains("\"dead_letter\"")
+        && let Ok(env) = serde_json::from_str::<Envelope>(text)
+    {
+        return Ok((env, None));
     }
     // Slow path: a dead-letter record, or an error (serde's own messages quote values).
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
@@ -363,6 +376,7 @@ struct Run<'a> {
     summary: Summary,
     progress: &'a indicatif::ProgressBar,
     stop_tx: Arc<watch::Sender<Option<Stop>>>,
+    dead_letter: Option<DeadLetter>,
 }
 
 impl Run<'_> {
@@ -420,7 +434,7 @@ impl Run<'_> {
         });
     }
 
-    fn read(&mut self, r: Read, expected: &mut usize, input_error: &mut Option<String>) {
+    async fn read(&mut self, r: Read, expected: &mut usize, input_error: &mut Option<String>) {
         match r {
             Read::Submitted(n) => *expected += n,
             Read::Invalid(line, reason) => {
@@ -443,7 +457,7 @@ impl Run<'_> {
                     self.stop_tx.send_replace(Some(Stop::Output));
                 }
             }
-            Read::NoSuchSink { id, sink } => {
+            Read::NoSuchSink { id, sink, env } => {
                 *self
                     .summary
                     .failed
@@ -452,6 +466,19 @@ impl Run<'_> {
                 let f = Failure::config(ankusa_sink_core::Reason(format!(
                     "no --sink is named `{sink}` (the dead letter's sink)"
                 )));
+                // Its final outcome is not ok: it goes to this run's dead letters too, so a
+                // replay with the wrong --sink loses nothing.
+                if let (Some(dl), Some(env)) = (&self.dead_letter, env) {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                    let info = DeadLetterInfo::new(&sink, &f, 0, now, now);
+                    let ctx = ankusa_sink_core::Ctx::for_envelope(&env);
+                    if let Err(e) = dl.store(&env, &ctx, &info, Duration::from_secs(30)).await {
+                        self.out
+                            .note(&format!("ankusa-sink: {}", escape_control(&e)));
+                    }
+                }
                 self.report(&Report {
                     id: &id,
                     sink: &sink,
@@ -488,7 +515,8 @@ async fn run(
     summary_line: bool,
 ) -> Result<ExitCode, UsageError> {
     let names: Vec<String> = sinks.iter().map(|s| s.name.clone()).collect();
-    let (dispatcher, mut deliveries) = dispatcher(&sinks, dispatch, retry, concurrency)?;
+    let (dispatcher, mut deliveries, dead_letter) =
+        dispatcher(&sinks, dispatch, retry, concurrency)?;
     let progress = progress_bar(retry.json);
     let mut run = Run {
         json: retry.json,
@@ -497,6 +525,7 @@ async fn run(
         summary: Summary::default(),
         progress: &progress,
         stop_tx: stop_tx.clone(),
+        dead_letter,
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let reader = tokio::spawn(read_and_submit(
@@ -519,7 +548,7 @@ async fn run(
         }
         tokio::select! {
             r = rx.recv() => match r {
-                Some(r) => run.read(r, &mut expected, &mut input_error),
+                Some(r) => run.read(r, &mut expected, &mut input_error).await,
                 None => input_done = true,
             },
             d = deliveries.recv() => match d {
@@ -546,7 +575,7 @@ async fn run(
     // Every hook the reader took or turned away gets its line.
     let _ = reader.await;
     while let Ok(r) = rx.try_recv() {
-        run.read(r, &mut expected, &mut input_error);
+        run.read(r, &mut expected, &mut input_error).await;
     }
     let unfinished = match shutdown {
         Some(h) => h.await.unwrap_or_default(),
