@@ -642,8 +642,7 @@ mod tests {
         // A parallel test without a subscriber may have cached "never" for a callsite.
         tracing::callsite::rebuild_interest_cache();
         f();
-        let lines = lines.lock().unwrap().clone();
-        lines
+        lines.lock().unwrap().clone()
     }
 
     #[test]
