@@ -356,7 +356,8 @@ impl ClientContext for SinkContext {
             Level::WARN
         };
         let text = format!("{}: {error}", self.monitor.scrub(reason));
-        self.monitor.emit(level, LineKind::Error(code), "ERROR", &text);
+        self.monitor
+            .emit(level, LineKind::Error(code), "ERROR", &text);
     }
 }
 
@@ -498,7 +499,10 @@ mod tests {
         reach.reachable();
         assert_eq!(reach.down_for(later), None);
         assert!(!reach.probe_failed(later));
-        assert!(reach.all_down(), "the probe ended, so a new report starts one");
+        assert!(
+            reach.all_down(),
+            "the probe ended, so a new report starts one"
+        );
     }
 
     #[test]
@@ -511,6 +515,9 @@ mod tests {
             probe_timeout(Duration::from_millis(100)),
             Duration::from_millis(250)
         );
-        assert_eq!(probe_timeout(Duration::from_secs(60)), Duration::from_secs(2));
+        assert_eq!(
+            probe_timeout(Duration::from_secs(60)),
+            Duration::from_secs(2)
+        );
     }
 }

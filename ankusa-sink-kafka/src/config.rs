@@ -891,7 +891,9 @@ mod tests {
         }
         // Owned ones stay owned (their own message); tuning and client identity pass.
         for name in ["ssl.ca.location", "ssl.endpoint.identification.algorithm"] {
-            let err = KafkaConfig::new("h:1", "t").with_property(name, "x").validate();
+            let err = KafkaConfig::new("h:1", "t")
+                .with_property(name, "x")
+                .validate();
             assert!(matches!(err, Err(ConfigError::OwnedProperty(_))), "{name}");
         }
         for name in ["ssl.crl.location", "ssl.keystore.location", "linger.ms"] {

@@ -107,10 +107,9 @@ impl fmt::Display for KafkaFailure {
                 write!(f, "kafka: no delivery report within {waited_ms} ms")
             }
             KafkaFailure::Client(what) => write!(f, "kafka client: {what}"),
-            KafkaFailure::BrokersDown { for_ms } => write!(
-                f,
-                "kafka: no broker reachable (for {for_ms} ms); not sent"
-            ),
+            KafkaFailure::BrokersDown { for_ms } => {
+                write!(f, "kafka: no broker reachable (for {for_ms} ms); not sent")
+            }
             KafkaFailure::ReportDropped => {
                 f.write_str("kafka: the producer dropped the delivery report")
             }
@@ -561,7 +560,11 @@ mod tests {
 
     #[test]
     fn row_other_codes_ignore_the_topic_refresh() {
-        for topic in [TopicState::Missing, TopicState::Present, TopicState::Unknown] {
+        for topic in [
+            TopicState::Missing,
+            TopicState::Present,
+            TopicState::Unknown,
+        ] {
             for code in [
                 C::TopicAuthorizationFailed,
                 C::MessageSizeTooLarge,
@@ -584,7 +587,11 @@ mod tests {
             C::OutOfOrderSequenceNumber,
             C::GaplessGuarantee,
         ] {
-            assert_eq!(renewal(Some(code), false), Some(Renewal::Fenced), "{code:?}");
+            assert_eq!(
+                renewal(Some(code), false),
+                Some(Renewal::Fenced),
+                "{code:?}"
+            );
         }
         assert_eq!(renewal(Some(C::Fatal), false), Some(Renewal::Fatal));
         assert_eq!(
@@ -592,7 +599,10 @@ mod tests {
             Some(Renewal::TimedOut)
         );
         // A fatal client wins over the record's own code, and needs no code at all.
-        assert_eq!(renewal(Some(C::MessageTimedOut), true), Some(Renewal::Fatal));
+        assert_eq!(
+            renewal(Some(C::MessageTimedOut), true),
+            Some(Renewal::Fatal)
+        );
         assert_eq!(renewal(None, true), Some(Renewal::Fatal));
         for code in [
             C::QueueFull,
@@ -618,7 +628,10 @@ mod tests {
             KafkaFailure::ReportDropped.to_string(),
         ];
         assert_eq!(reasons[0], "kafka produce: ProducerFenced");
-        assert_eq!(reasons[1], "kafka: no broker reachable (for 1200 ms); not sent");
+        assert_eq!(
+            reasons[1],
+            "kafka: no broker reachable (for 1200 ms); not sent"
+        );
         for r in reasons {
             assert!(r.len() < 80 && !r.contains('{') && !r.contains("::"), "{r}");
         }

@@ -148,7 +148,8 @@ impl KafkaSink {
             "replaced the kafka producer"
         );
         if why != Renewal::TimedOut {
-            old.get().purge(PurgeConfig::default().queue().non_blocking());
+            old.get()
+                .purge(PurgeConfig::default().queue().non_blocking());
         }
     }
 

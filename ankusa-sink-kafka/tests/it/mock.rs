@@ -325,8 +325,7 @@ async fn a_fatal_producer_fails_its_hooks_transient_and_is_replaced() {
     );
     let started = Instant::now();
     let ids: Vec<String> = (0..8).map(|i| format!("inflight-{i}")).collect();
-    let results =
-        futures_util::future::join_all(ids.iter().map(|id| deliver(&sink, id))).await;
+    let results = futures_util::future::join_all(ids.iter().map(|id| deliver(&sink, id))).await;
     let took = started.elapsed();
     let failed: Vec<Failure> = results.into_iter().filter_map(Result::err).collect();
     assert!(!failed.is_empty(), "the injected error hit no hook");
@@ -334,7 +333,10 @@ async fn a_fatal_producer_fails_its_hooks_transient_and_is_replaced() {
         eprintln!("fatal -> {f}");
         assert_eq!(f.class(), Class::Transient, "{f}");
     }
-    assert!(took < Duration::from_secs(4), "in-flight hooks waited {took:?}");
+    assert!(
+        took < Duration::from_secs(4),
+        "in-flight hooks waited {took:?}"
+    );
     let replaced = replacements(&client);
     assert_eq!(replaced.len(), 1, "{replaced:?}");
     assert!(replaced[0].contains("fatal error"), "{replaced:?}");
@@ -379,5 +381,8 @@ async fn all_brokers_down_fails_fast_then_resumes_when_the_broker_returns() {
         assert!(Instant::now() < deadline, "no recovery: {f}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    eprintln!("delivering again {:?} after the broker came back", back.elapsed());
+    eprintln!(
+        "delivering again {:?} after the broker came back",
+        back.elapsed()
+    );
 }

@@ -134,8 +134,13 @@ async fn a_closed_port_fails_fast_once_a_probe_confirms_it() {
     })
     .await;
     let took = started.elapsed();
-    assert!(fast.is_ok(), "1,000 hooks did not all fail within {timeout:?}");
-    eprintln!("closed port: 1,000 hooks failed transient in {took:?} (produce timeout {timeout:?})");
+    assert!(
+        fast.is_ok(),
+        "1,000 hooks did not all fail within {timeout:?}"
+    );
+    eprintln!(
+        "closed port: 1,000 hooks failed transient in {took:?} (produce timeout {timeout:?})"
+    );
     assert!(took < timeout / 3, "took {took:?}");
     assert_eq!(expect_err(first.await.unwrap()).class(), Class::Transient);
 }
@@ -168,7 +173,10 @@ async fn a_closed_port_logs_a_handful_of_lines() {
         eprintln!("{} {}", l.level, l.text);
     }
     let all = lines_with(&client).len();
-    eprintln!("closed port: {} lines shown at info, {all} in all", shown.len());
+    eprintln!(
+        "closed port: {} lines shown at info, {all} in all",
+        shown.len()
+    );
     assert!(!shown.is_empty(), "the first occurrence stays visible");
     assert!(shown.len() <= 6, "{} lines", shown.len());
 }
@@ -192,10 +200,16 @@ async fn librdkafka_log_lines_are_scrubbed() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let dumped = loop {
         let lines = lines_with(&client);
-        if let Some(l) = lines.iter().find(|l| l.text.contains("sasl.kerberos.keytab")) {
+        if let Some(l) = lines
+            .iter()
+            .find(|l| l.text.contains("sasl.kerberos.keytab"))
+        {
             break l.text.clone();
         }
-        assert!(Instant::now() < deadline, "no configuration dump: {lines:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no configuration dump: {lines:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     eprintln!("{dumped}");
