@@ -55,29 +55,8 @@ impl fmt::Display for Stage {
     }
 }
 
-/// The longest destination-controlled text (a broker's `reply_text`, an IO error's
-/// message) kept in a reason, in characters; longer text is cut and ends in `…`.
-pub const MAX_REASON_TEXT: usize = 200;
-
-/// `text` fit for a reason or a log line: control and other invisible characters are
-/// escaped (`\u{1b}`), so a broker cannot inject terminal escapes or fake log lines, and
-/// the result is at most [`MAX_REASON_TEXT`] characters (plus `…`).
-pub(crate) fn printable(text: &str) -> String {
-    let mut out = String::new();
-    for (n, c) in text.chars().enumerate() {
-        if n == MAX_REASON_TEXT {
-            out.push('…');
-            break;
-        }
-        // escape_debug also escapes quotes and backslashes, which are harmless here.
-        if c.is_control() || (!matches!(c, '\\' | '\'' | '"') && c.escape_debug().len() > 1) {
-            out.extend(c.escape_debug());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
+pub use ankusa_sink_core::MAX_REASON_TEXT;
+pub(crate) use ankusa_sink_core::printable;
 
 /// A lapin error in words: the broker's reply code and (escaped, bounded) reply text for
 /// a close, the IO error kind for a failed socket; lapin's own text otherwise.

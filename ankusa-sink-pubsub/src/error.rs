@@ -13,29 +13,8 @@ use google_cloud_gax::error::rpc::{Code, Status, StatusDetails};
 use google_cloud_pubsub::error::PublishError;
 use std::num::NonZeroU64;
 
-/// The longest text from the server (a status message) or the client kept in a reason, in
-/// characters; longer text is cut and ends in `…`.
-pub const MAX_REASON_TEXT: usize = 200;
-
-/// `text` fit for a reason or a log line: control and other invisible characters are
-/// escaped (`\u{1b}`), so a server cannot inject terminal escapes or fake log lines, and
-/// the result is at most [`MAX_REASON_TEXT`] characters (plus `…`).
-pub(crate) fn printable(text: &str) -> String {
-    let mut out = String::new();
-    for (n, c) in text.chars().enumerate() {
-        if n == MAX_REASON_TEXT {
-            out.push('…');
-            break;
-        }
-        // escape_debug also escapes quotes and backslashes, which are harmless here.
-        if c.is_control() || (!matches!(c, '\\' | '\'' | '"') && c.escape_debug().len() > 1) {
-            out.extend(c.escape_debug());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
+pub use ankusa_sink_core::MAX_REASON_TEXT;
+pub(crate) use ankusa_sink_core::printable;
 
 /// A client error in words: `CODE: message` for a status from the server (the message
 /// escaped and bounded), else the error and its sources by `Display`, each once.
