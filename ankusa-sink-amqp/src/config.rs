@@ -1,7 +1,7 @@
 //! Sink configuration: a serde form and a builder, both validated at build time.
 
 use ankusa_sink_core::template::{Placeholder, Template, TemplateFields};
-use ankusa_sink_core::{DEFAULT_INLINE_MAX_BYTES, Envelope};
+use ankusa_sink_core::{DEFAULT_INLINE_MAX_BYTES, Envelope, is_loopback_host};
 use lapin::uri::{AMQPScheme, AMQPUri};
 use serde::Deserialize;
 use std::fmt;
@@ -47,6 +47,13 @@ pub enum ConfigError {
     /// A zero where a positive number is required.
     #[error("{0} must be positive")]
     Zero(&'static str),
+    /// `amqp://` to a host that is not this machine: the login (user and password; a URL
+    /// without them logs in as guest/guest) would cross the network unencrypted.
+    #[error(
+        "url: amqp:// sends the user name and password unencrypted to a host that is not \
+         loopback; use amqps://, or set allow_insecure = true to accept that"
+    )]
+    Insecure,
 }
 
 /// The AMQP exchange type.
@@ -138,6 +145,28 @@ impl RoutingKey {
     /// The routing key of `env` (may exceed 255 bytes; the sink refuses such keys).
     pub fn render(&self, env: &Envelope) -> String {
         self.0.render(&TemplateFields::of(env), NO_TENANT)
+    }
+
+    /// The first value this template inserts for `env` that holds a topic-routing
+    /// character (`.` separates words, `*` and `#` are wildcards), as the placeholder and
+    /// the character. The tenant id cannot hold one (core allows `[A-Za-z0-9_-]`), nor can
+    /// the absent-tenant value `default`.
+    pub(crate) fn unsafe_topic_value(&self, env: &Envelope) -> Option<(&'static str, char)> {
+        let t = &self.0;
+        [
+            (Placeholder::SourceId, "{source_id}", Some(env.source_id())),
+            (Placeholder::Id, "{id}", Some(env.id())),
+            (Placeholder::DedupeKey, "{dedupe_key}", env.dedupe_key()),
+            (Placeholder::TenantId, "{tenant_id}", env.tenant_id()),
+        ]
+        .into_iter()
+        .filter(|(p, _, _)| t.uses(*p))
+        .find_map(|(_, name, value)| {
+            value?
+                .chars()
+                .find(|c| matches!(c, '.' | '*' | '#'))
+                .map(|c| (name, c))
+        })
     }
 
     /// The key for a source and tenant, or `None` when it depends on the hook (its id or
@@ -266,6 +295,7 @@ pub struct AmqpConfig {
     pub(crate) confirm_timeout: Duration,
     pub(crate) max_inflight: NonZeroUsize,
     pub(crate) connect_timeout: Duration,
+    pub(crate) allow_insecure: bool,
 }
 
 impl AmqpConfig {
@@ -284,6 +314,7 @@ impl AmqpConfig {
             confirm_timeout: DEFAULT_CONFIRM_TIMEOUT,
             max_inflight: DEFAULT_MAX_INFLIGHT.get(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            allow_insecure: false,
         }
     }
 
@@ -327,6 +358,10 @@ impl AmqpConfig {
     pub fn redacted_url(&self) -> String {
         self.url.redacted()
     }
+    /// Whether `amqp://` to a host that is not loopback was accepted.
+    pub fn allow_insecure(&self) -> bool {
+        self.allow_insecure
+    }
 }
 
 /// Builds an [`AmqpConfig`]; [`build`](AmqpConfigBuilder::build) validates every value.
@@ -343,6 +378,7 @@ pub struct AmqpConfigBuilder {
     confirm_timeout: Duration,
     max_inflight: usize,
     connect_timeout: Duration,
+    allow_insecure: bool,
 }
 
 impl fmt::Debug for AmqpConfigBuilder {
@@ -354,6 +390,7 @@ impl fmt::Debug for AmqpConfigBuilder {
             .field("declare_exchange", &self.declare_exchange)
             .field("routing_key", &self.routing_key)
             .field("routing_key_template", &self.routing_key_template)
+            .field("allow_insecure", &self.allow_insecure)
             .finish_non_exhaustive()
     }
 }
@@ -407,9 +444,27 @@ impl AmqpConfigBuilder {
         self
     }
 
+    /// Accept `amqp://` (no TLS) to a host that is not loopback, sending the login in the
+    /// clear (default false: such a URL is a [`ConfigError::Insecure`]). A warning is
+    /// logged when the config is built.
+    pub fn allow_insecure(mut self, allow: bool) -> Self {
+        self.allow_insecure = allow;
+        self
+    }
+
     /// Validate and build.
     pub fn build(self) -> Result<AmqpConfig, ConfigError> {
         let url = BrokerUrl::parse(&self.url)?;
+        if !url.tls && !is_loopback_host(&url.uri.authority.host) {
+            if !self.allow_insecure {
+                return Err(ConfigError::Insecure);
+            }
+            tracing::warn!(
+                endpoint = %url.redacted(),
+                "amqp sink: allow_insecure: the login (user name and password) goes to the \
+                 broker unencrypted (amqp://); use amqps:// to protect it"
+            );
+        }
         if self.exchange.len() > MAX_SHORT_STRING {
             return Err(ConfigError::Exchange("longer than 255 bytes"));
         }
@@ -443,6 +498,7 @@ impl AmqpConfigBuilder {
             confirm_timeout: self.confirm_timeout,
             max_inflight: nz(self.max_inflight, "max_inflight")?,
             connect_timeout: self.connect_timeout,
+            allow_insecure: self.allow_insecure,
         })
     }
 }
@@ -471,6 +527,8 @@ struct RawConfig {
     max_inflight: Option<usize>,
     #[serde(default)]
     connect_timeout_ms: Option<u64>,
+    #[serde(default)]
+    allow_insecure: bool,
 }
 
 impl<'de> Deserialize<'de> for AmqpConfig {
@@ -478,7 +536,8 @@ impl<'de> Deserialize<'de> for AmqpConfig {
         let r = RawConfig::deserialize(d)?;
         let mut b = AmqpConfig::builder(r.url, r.exchange)
             .exchange_type(r.exchange_type)
-            .declare_exchange(r.declare_exchange);
+            .declare_exchange(r.declare_exchange)
+            .allow_insecure(r.allow_insecure);
         if let Some(k) = r.routing_key {
             b = b.routing_key(k);
         }
@@ -545,6 +604,136 @@ mod tests {
             assert!(!err.to_string().contains("s3cr3t"), "{err}");
             assert!(matches!(err, ConfigError::Url(_)), "{bad}: {err}");
         }
+    }
+
+    /// Collects the events logged while it is the thread's default subscriber.
+    struct Capture(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+    struct Fields(String);
+
+    impl tracing::field::Visit for Fields {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
+            self.0.push_str(&format!("{}={value:?} ", field.name()));
+        }
+    }
+
+    impl tracing::Subscriber for Capture {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            let mut fields = Fields(format!("{} ", event.metadata().level()));
+            event.record(&mut fields);
+            self.0.lock().unwrap().push(fields.0);
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    /// What `f` logs on this thread.
+    fn logged(f: impl FnOnce()) -> Vec<String> {
+        let lines = std::sync::Arc::default();
+        let _guard = tracing::subscriber::set_default(Capture(std::sync::Arc::clone(&lines)));
+        // A parallel test without a subscriber may have cached "never" for a callsite.
+        tracing::callsite::rebuild_interest_cache();
+        f();
+        lines.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn cleartext_login_to_a_remote_host_needs_allow_insecure() {
+        for url in [
+            "amqp://u:s3cr3t@broker.example/prod",
+            "amqp://broker.example",
+            "amqp://u:s3cr3t@10.0.0.5:5672/%2f",
+        ] {
+            let err = AmqpConfig::builder(url, "ex").build().unwrap_err();
+            assert_eq!(err, ConfigError::Insecure, "{url}");
+            assert!(!err.to_string().contains("s3cr3t"), "{err}");
+            assert!(err.to_string().contains("allow_insecure"), "{err}");
+            let mut c = None;
+            let lines = logged(|| {
+                c = Some(
+                    AmqpConfig::builder(url, "ex")
+                        .allow_insecure(true)
+                        .build()
+                        .unwrap(),
+                );
+            });
+            assert!(c.unwrap().allow_insecure());
+            assert_eq!(lines.len(), 1, "{lines:?}");
+            assert!(lines[0].starts_with("WARN "), "{lines:?}");
+            assert!(lines[0].contains("unencrypted"), "{lines:?}");
+            assert!(!lines[0].contains("s3cr3t"), "{lines:?}");
+        }
+        // TLS, and loopback (the default guest/guest on 127.0.0.1 keeps working), quietly.
+        for url in [
+            "amqps://u:s3cr3t@broker.example/prod",
+            "amqp://guest:guest@127.0.0.1:5672/%2f",
+            "amqp://guest:guest@localhost",
+            "amqp://u:p@[::1]:5672/%2f",
+        ] {
+            let lines = logged(|| {
+                AmqpConfig::builder(url, "ex").build().unwrap();
+            });
+            assert!(lines.is_empty(), "{url}: {lines:?}");
+        }
+        let c: AmqpConfig = serde_json::from_value(serde_json::json!({
+            "url": "amqp://u:p@broker.example", "exchange": "ex", "allow_insecure": true
+        }))
+        .unwrap();
+        assert!(c.allow_insecure());
+        let err = serde_json::from_value::<AmqpConfig>(serde_json::json!({
+            "url": "amqp://u:s3cr3t@broker.example", "exchange": "ex"
+        }))
+        .unwrap_err();
+        assert!(err.to_string().contains("allow_insecure"), "{err}");
+    }
+
+    #[test]
+    fn topic_routing_characters_in_inserted_values_are_found() {
+        let t = RoutingKey::template("ankusa.{tenant_id}.{source_id}.{dedupe_key}").unwrap();
+        let env = |source: &str, dedupe: &str| {
+            Envelope::builder("h.1", source, "")
+                .tenant_id("acme")
+                .dedupe_key(dedupe)
+                .build()
+                .unwrap()
+        };
+        assert_eq!(t.unsafe_topic_value(&env("stripe", "evt_1")), None);
+        assert_eq!(
+            t.unsafe_topic_value(&env("stripe", "evt.1")),
+            Some(("{dedupe_key}", '.'))
+        );
+        assert_eq!(
+            t.unsafe_topic_value(&env("stripe", "#")),
+            Some(("{dedupe_key}", '#'))
+        );
+        assert_eq!(
+            t.unsafe_topic_value(&env("a*b", "evt_1")),
+            Some(("{source_id}", '*'))
+        );
+        // {id} is not in this template: its '.' does not matter.
+        assert_eq!(t.unsafe_topic_value(&env("stripe", "")), None);
+        let by_id = RoutingKey::template("x.{id}").unwrap();
+        assert_eq!(by_id.unsafe_topic_value(&env("s", "")), Some(("{id}", '.')));
+        // Literal dots of the template itself are the operator's and fine.
+        assert_eq!(
+            RoutingKey::fixed("a.*.#")
+                .unwrap()
+                .unsafe_topic_value(&env("s.x", "")),
+            None
+        );
+        // No tenant: "default" (reserved by core), unchanged.
+        let no_tenant = Envelope::builder("h1", "s", "").build().unwrap();
+        let t = RoutingKey::template("x.{tenant_id}").unwrap();
+        assert_eq!(t.unsafe_topic_value(&no_tenant), None);
+        assert_eq!(t.render(&no_tenant), "x.default");
     }
 
     #[test]
@@ -616,7 +805,7 @@ mod tests {
         assert_eq!(c.confirm_timeout(), Duration::from_millis(250));
         assert_eq!(c.connect_timeout(), Duration::from_millis(300));
         let err = serde_json::from_value::<AmqpConfig>(serde_json::json!({
-            "url": "amqp://u:s3cr3t@h/", "exchange": "ex", "max_inflight": 0
+            "url": "amqp://u:s3cr3t@127.0.0.1/", "exchange": "ex", "max_inflight": 0
         }))
         .unwrap_err();
         assert!(err.to_string().contains("max_inflight"), "{err}");

@@ -2,6 +2,7 @@
 
 use ankusa_sink_core::{Class, Failure, throttle_after_ms};
 use lapin::ErrorKind;
+use lapin::protocol::AMQPErrorKind;
 use std::fmt;
 use std::sync::Arc;
 
@@ -54,22 +55,80 @@ impl fmt::Display for Stage {
     }
 }
 
+pub use ankusa_sink_core::MAX_REASON_TEXT;
+pub(crate) use ankusa_sink_core::printable;
+
+/// A lapin error in words: the broker's reply code and (escaped, bounded) reply text for
+/// a close, the IO error kind for a failed socket; lapin's own text otherwise.
+fn lapin_text(error: &lapin::Error) -> String {
+    match error.kind() {
+        ErrorKind::ProtocolError(e) => {
+            let closed = match e.kind() {
+                AMQPErrorKind::Soft(_) => "channel",
+                AMQPErrorKind::Hard(_) => "connection",
+            };
+            let text = e.get_message().as_str();
+            if text.is_empty() {
+                format!("broker closed the {closed}: {} {}", e.get_id(), e.kind())
+            } else {
+                format!(
+                    "broker closed the {closed}: {} {}",
+                    e.get_id(),
+                    printable(text)
+                )
+            }
+        }
+        ErrorKind::IOError(io) => io_text(io),
+        _ => printable(&error.to_string()),
+    }
+}
+
+/// The common socket failures by their kind alone (`connection refused`); anything else
+/// (DNS, TLS) with its own message, which says more than the kind.
+fn io_text(io: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match io.kind() {
+        k @ (K::ConnectionRefused
+        | K::ConnectionReset
+        | K::ConnectionAborted
+        | K::NotConnected
+        | K::BrokenPipe
+        | K::TimedOut
+        | K::UnexpectedEof) => k.to_string(),
+        _ => printable(&io.to_string()),
+    }
+}
+
+/// How long ago, in words that never say "0 ms ago".
+struct Ago(u128);
+
+impl fmt::Display for Ago {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            0 => f.write_str("less than 1 ms ago"),
+            ms => write!(f, "{ms} ms ago"),
+        }
+    }
+}
+
 /// A failed delivery or check, before classification. Never holds credentials: endpoints
-/// are printed as `amqp://host:port/<vhost>`.
-#[derive(Debug, thiserror::Error)]
+/// are printed as `amqp://host:port/<vhost>`. Text the broker chose (`reply_text`) is
+/// printed escaped and bounded ([`MAX_REASON_TEXT`]).
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum AmqpError {
     /// lapin reported an error at `stage` (an AMQP close with its reply code, an IO error,
-    /// a closed channel or connection).
-    #[error("{stage} failed on {endpoint}")]
+    /// a closed channel or connection). The text is the sink's own rendering of lapin's
+    /// typed error, so lapin's error is not the `source()` (its text would repeat the IO
+    /// message and print the broker's reply text raw).
+    #[error("{stage} failed on {endpoint}: {}", lapin_text(error))]
     Lapin {
         /// The step that failed.
         stage: Stage,
         /// Where, without credentials.
         endpoint: String,
         /// lapin's error.
-        #[source]
-        source: lapin::Error,
+        error: lapin::Error,
     },
     /// Opening the connection and channel took longer than `connect_timeout`.
     #[error("connecting to {endpoint} did not finish within {ms} ms")]
@@ -79,8 +138,12 @@ pub enum AmqpError {
         /// The bound.
         ms: u128,
     },
-    /// The last attempt to connect failed moments ago; this delivery did not retry it.
-    #[error("not connected to the broker (the attempt {ago_ms} ms ago failed)")]
+    /// Another delivery's attempt to connect failed moments ago; this delivery did not
+    /// dial again (see [`RECONNECT_PAUSE`](crate::RECONNECT_PAUSE)).
+    #[error(
+        "not connected to the broker: the last connection attempt, {}, failed",
+        Ago(*ago_ms)
+    )]
     NotConnected {
         /// How long ago the failed attempt was.
         ago_ms: u128,
@@ -90,12 +153,13 @@ pub enum AmqpError {
     },
     /// The broker returned the message (basic.return) before acking it.
     #[error(
-        "broker returned the message: {code} {text} (exchange {exchange:?}, routing key {routing_key:?})"
+        "broker returned the message: {code} {} (exchange {exchange:?}, routing key {routing_key:?})",
+        printable(text)
     )]
     Returned {
         /// The reply code, e.g. 312 NO_ROUTE.
         code: u16,
-        /// The reply text.
+        /// The reply text, as the broker sent it (printed escaped and bounded).
         text: String,
         /// The exchange published to.
         exchange: String,
@@ -144,24 +208,36 @@ pub enum AmqpError {
         /// Its length.
         len: usize,
     },
+    /// A value the routing-key template inserts holds `.`, `*` or `#`, which would add a
+    /// word or a wildcard to a topic routing key; nothing was sent.
+    #[error(
+        "routing key: the hook's {placeholder} contains {character:?}, which would change \
+         topic routing (words are split on '.', '*' and '#' are wildcards); not sent"
+    )]
+    RoutingValue {
+        /// The placeholder whose value was refused, e.g. `{dedupe_key}`.
+        placeholder: &'static str,
+        /// The first offending character.
+        character: char,
+    },
     /// The broker confirmed a publish without confirm mode (should never happen).
     #[error("broker did not confirm: the channel is not in confirm mode")]
     NotConfirmed,
 }
 
 impl AmqpError {
-    pub(crate) fn lapin(stage: Stage, endpoint: &str, source: lapin::Error) -> Self {
+    pub(crate) fn lapin(stage: Stage, endpoint: &str, error: lapin::Error) -> Self {
         AmqpError::Lapin {
             stage,
             endpoint: endpoint.to_owned(),
-            source,
+            error,
         }
     }
 
     /// The AMQP reply code behind this error, if the broker sent one.
     pub fn reply_code(&self) -> Option<u16> {
         match self {
-            AmqpError::Lapin { source, .. } => match source.kind() {
+            AmqpError::Lapin { error, .. } => match error.kind() {
                 ErrorKind::ProtocolError(e) => Some(e.get_id()),
                 _ => None,
             },
@@ -187,6 +263,7 @@ impl AmqpError {
 /// | 406 PRECONDITION_FAILED at connect, channel open or declare | config |
 /// | 406 PRECONDITION_FAILED on publish (e.g. over the broker's `max_message_size`), 311 | permanent |
 /// | over `max_message_bytes`, routing key or hook id over 255 bytes (nothing sent) | permanent |
+/// | a routing-key placeholder value with `.`, `*` or `#` on a topic exchange (nothing sent) | permanent |
 /// | basic.nack; connection.blocked | retry-after `throttle_after_ms(attempt)` |
 /// | confirm timeout, busy, connection lost or refused, 320 CONNECTION_FORCED, other codes | transient |
 ///
@@ -194,7 +271,7 @@ impl AmqpError {
 pub fn classify(err: &AmqpError, attempt: u32) -> Class {
     let throttled = || Class::RetryAfter(throttle_after_ms(attempt));
     match err {
-        AmqpError::Lapin { stage, source, .. } => match source.kind() {
+        AmqpError::Lapin { stage, error, .. } => match error.kind() {
             ErrorKind::ProtocolError(e) => classify_code(*stage, e.get_id()),
             // The broker speaks another protocol version (wrong port) or the credential
             // provider failed: the operator's to fix.
@@ -207,7 +284,9 @@ pub fn classify(err: &AmqpError, attempt: u32) -> Class {
         AmqpError::NotConnected { source, .. } => classify(source, attempt),
         AmqpError::Returned { code, .. } => classify_code(Stage::Confirm, *code),
         AmqpError::Nacked { .. } | AmqpError::Blocked => throttled(),
-        AmqpError::TooLarge { .. } | AmqpError::TooLong { .. } => Class::Permanent,
+        AmqpError::TooLarge { .. } | AmqpError::TooLong { .. } | AmqpError::RoutingValue { .. } => {
+            Class::Permanent
+        }
         AmqpError::ConnectTimeout { .. }
         | AmqpError::ConfirmTimeout { .. }
         | AmqpError::Busy { .. }
@@ -358,6 +437,86 @@ mod tests {
         assert_eq!(c(&closed), Class::Transient);
         let hb = AmqpError::lapin(Stage::Confirm, "e", ErrorKind::MissingHeartbeatError.into());
         assert_eq!(c(&hb), Class::Transient);
+    }
+
+    #[test]
+    fn reasons_say_each_cause_once_in_words() {
+        let refused = AmqpError::lapin(
+            Stage::Connect,
+            "amqp://h:5672/%2F",
+            io::Error::from_raw_os_error(111).into(),
+        );
+        let f = refused.clone().into_failure(1);
+        assert_eq!(
+            f.reason_chain(),
+            "connect failed on amqp://h:5672/%2F: connection refused"
+        );
+        let later = AmqpError::NotConnected {
+            ago_ms: 0,
+            source: Arc::new(refused),
+        };
+        let text = later.into_failure(1).reason_chain();
+        assert_eq!(
+            text,
+            "not connected to the broker: the last connection attempt, less than 1 ms ago, \
+             failed: connect failed on amqp://h:5672/%2F: connection refused"
+        );
+        assert!(!text.contains(" 0 ms ago"), "{text}");
+        let f = amqp(Stage::Declare, 404).into_failure(1);
+        assert_eq!(
+            f.reason_chain(),
+            "exchange declare failed on amqp://h:5672/%2F: broker closed the channel: 404 text"
+        );
+        let hard = amqp(Stage::Connect, 530).into_failure(1).reason_chain();
+        assert!(
+            hard.ends_with("broker closed the connection: 530 text"),
+            "{hard}"
+        );
+    }
+
+    #[test]
+    fn broker_text_is_escaped_and_bounded() {
+        let hostile = format!(
+            "NOT_FOUND\u{1b}[2J\r\nfake log line\u{202e}{}",
+            "x".repeat(220)
+        );
+        let e = AMQPError::from_id(404, hostile.as_str().into()).unwrap();
+        let err = AmqpError::lapin(Stage::Declare, "e", ErrorKind::ProtocolError(e).into());
+        let returned = AmqpError::Returned {
+            code: 312,
+            text: hostile.clone(),
+            exchange: "x".into(),
+            routing_key: "k".into(),
+        };
+        for text in [err.to_string(), returned.to_string()] {
+            assert!(!text.chars().any(char::is_control), "{text:?}");
+            assert!(!text.contains('\u{202e}'), "{text:?}");
+            assert!(
+                text.contains(r"NOT_FOUND\u{1b}[2J\r\nfake log line\u{202e}x"),
+                "{text}"
+            );
+            assert!(
+                text.chars().count() < MAX_REASON_TEXT + 100,
+                "{}",
+                text.len()
+            );
+            assert!(text.contains('…'), "{text}");
+        }
+        assert_eq!(
+            printable("plain 'quoted' \\ text"),
+            "plain 'quoted' \\ text"
+        );
+        assert_eq!(printable("é"), "é");
+    }
+
+    #[test]
+    fn routing_value_is_permanent() {
+        let e = AmqpError::RoutingValue {
+            placeholder: "{dedupe_key}",
+            character: '#',
+        };
+        assert_eq!(c(&e), Class::Permanent);
+        assert!(e.to_string().contains("{dedupe_key} contains '#'"), "{e}");
     }
 
     #[test]

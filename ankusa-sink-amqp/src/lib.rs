@@ -10,7 +10,7 @@ pub use config::{
     DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_ROUTING_KEY_TEMPLATE, ExchangeType,
     MAX_SHORT_STRING, RoutingKey,
 };
-pub use error::{AmqpError, Stage, classify, reply_code};
+pub use error::{AmqpError, MAX_REASON_TEXT, Stage, classify, reply_code};
 pub use sink::{
     AmqpSink, HEADER_DEDUPE_KEY, HEADER_IDEMPOTENCY_KEY, HEADER_REPLAY_ID, RECONNECT_PAUSE,
     properties,

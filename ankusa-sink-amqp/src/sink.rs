@@ -1,8 +1,8 @@
 //! The AMQP sink: one connection and one confirm-mode channel per sink, shared by every
 //! concurrent delivery, reopened on demand.
 
-use crate::config::{AmqpConfig, MAX_SHORT_STRING};
-use crate::error::{AmqpError, Stage};
+use crate::config::{AmqpConfig, ExchangeType, MAX_SHORT_STRING};
+use crate::error::{AmqpError, Stage, printable};
 use ankusa_sink_core::message;
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait,
@@ -145,12 +145,9 @@ impl AmqpSink {
             }
             Err(e) => {
                 tracing::warn!(endpoint = %self.endpoint, error = %ErrChain(&e), "amqp sink: cannot open channel");
-                let e = Arc::new(e);
-                st.failed = Some((Instant::now(), Arc::clone(&e)));
-                Err(AmqpError::NotConnected {
-                    ago_ms: 0,
-                    source: e,
-                })
+                st.failed = Some((Instant::now(), Arc::new(e.clone())));
+                // This delivery made the attempt: its own error, not "not connected".
+                Err(e)
             }
         }
     }
@@ -194,6 +191,7 @@ impl AmqpSink {
                     _ = tx.closed() => break,
                     ev = events.next() => match ev {
                         Some(Event::ConnectionBlocked(reason)) => {
+                            let reason = printable(reason.as_str());
                             tracing::warn!(%reason, "amqp sink: broker blocked the connection");
                             tx.send_replace(true);
                         }
@@ -238,6 +236,17 @@ impl AmqpSink {
             return Err(AmqpError::TooLarge {
                 size: body.len(),
                 max,
+            });
+        }
+        // On a topic exchange '.' splits words and '*' '#' are wildcards: a hook's own
+        // values must not reshape the key the operator's template describes.
+        if self.cfg.exchange_type() == ExchangeType::Topic
+            && !self.cfg.exchange().is_empty()
+            && let Some((placeholder, character)) = self.cfg.routing_key().unsafe_topic_value(env)
+        {
+            return Err(AmqpError::RoutingValue {
+                placeholder,
+                character,
             });
         }
         let routing_key = self.cfg.routing_key().render(env);
@@ -434,18 +443,23 @@ impl fmt::Debug for AmqpSink {
     }
 }
 
-/// Displays an error and its sources, for logs.
+/// Displays an error and its sources, for logs, skipping a source whose text the chain
+/// already ends with (as [`Failure::reason_chain`] does).
 struct ErrChain<'a>(&'a (dyn std::error::Error + 'static));
 
 impl fmt::Display for ErrChain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
+        let mut out = self.0.to_string();
         let mut next = self.0.source();
         while let Some(e) = next {
-            write!(f, ": {e}")?;
+            let text = e.to_string();
+            if !out.ends_with(&text) {
+                out.push_str(": ");
+                out.push_str(&text);
+            }
             next = e.source();
         }
-        Ok(())
+        f.write_str(&out)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Options of the SQS and SNS sinks. Invalid values are a [`ConfigError`] when the config is
 //! built or deserialized, never at the first delivery.
 
-use ankusa_sink_core::{DEFAULT_INLINE_MAX_BYTES, REDACTED, redact_url_keep_path as redact_url};
+use ankusa_sink_core::{DEFAULT_INLINE_MAX_BYTES, REDACTED, redact_url, redact_url_keep_path};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
@@ -329,10 +329,17 @@ fn refuse_unknown(unknown: &BTreeMap<String, IgnoredAny>) -> Result<(), ConfigEr
 
 /// An absolute http(s) URL with a host and no userinfo, query or fragment.
 fn check_url(field: &'static str, raw: &str) -> Result<url::Url, ConfigError> {
+    // A queue URL's path (account id, queue name) is no secret and names the queue; an
+    // endpoint's path has no use on AWS, so it is hidden like any other URL's.
+    let shown = if field == "queue_url" {
+        redact_url_keep_path(raw)
+    } else {
+        redact_url(raw)
+    };
     let bad = |why| ConfigError::Url {
         field,
         why,
-        url: redact_url(raw),
+        url: shown.clone(),
     };
     if raw.is_empty() {
         return Err(ConfigError::Empty(field));
@@ -407,7 +414,7 @@ impl SqsConfig {
             .ok_or_else(|| ConfigError::Url {
                 field: "queue_url",
                 why: "no queue name in the path",
-                url: redact_url(&queue_url),
+                url: redact_url_keep_path(&queue_url),
             })?
             .to_owned();
         let max_message_bytes = options.validate(SQS_MAX_MESSAGE_BYTES)?;
@@ -619,6 +626,14 @@ mod tests {
 
     fn opts() -> AwsOptions {
         AwsOptions::default().with_region("us-east-1")
+    }
+
+    #[test]
+    fn url_errors_keep_a_queue_path_but_hide_an_endpoint_path() {
+        let e = check_url("endpoint", "ftp://proxy.example/t0ken-in-path").unwrap_err();
+        assert!(!e.to_string().contains("t0ken"), "{e}");
+        let e = check_url("queue_url", "ftp://sqs.example/123456789012/hooks").unwrap_err();
+        assert!(e.to_string().contains("/123456789012/hooks"), "{e}");
     }
 
     #[test]

@@ -23,10 +23,79 @@ pub(crate) enum Kind {
     Transient,
 }
 
+pub use ankusa_sink_core::MAX_REASON_TEXT;
+pub(crate) use ankusa_sink_core::printable;
+
+/// Each error of a source chain by its `Display` (never `Debug`), joined with `": "`,
+/// skipping text the chain already ends with; escaped and bounded.
+fn chain_text(mut next: Option<&(dyn std::error::Error + 'static)>) -> String {
+    let mut out = String::new();
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !out.ends_with(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        next = e.source();
+    }
+    printable(&out)
+}
+
+/// A request that got no response, in words: the socket failure by its IO kind when the
+/// connector's error chain holds one (`connection refused`), else the connector's kind
+/// and the innermost error's text (a DNS or TLS failure says more than its kind).
+fn dispatch_text(
+    connector: Option<&aws_smithy_runtime_api::client::result::ConnectorError>,
+) -> String {
+    use std::io::ErrorKind as K;
+    let Some(c) = connector else {
+        return "dispatch failure".to_owned();
+    };
+    let mut io = None;
+    let mut innermost: &(dyn std::error::Error + 'static) = c;
+    let mut next = std::error::Error::source(c);
+    while let Some(e) = next {
+        if io.is_none() {
+            io = e.downcast_ref::<std::io::Error>().map(std::io::Error::kind);
+        }
+        innermost = e;
+        next = e.source();
+    }
+    match io {
+        Some(
+            k @ (K::ConnectionRefused
+            | K::ConnectionReset
+            | K::ConnectionAborted
+            | K::NotConnected
+            | K::BrokenPipe
+            | K::TimedOut
+            | K::UnexpectedEof),
+        ) => k.to_string(),
+        _ if c.is_timeout() => "connection timed out".to_owned(),
+        _ => {
+            let kind = if c.is_io() {
+                "io"
+            } else if c.is_user() {
+                "user"
+            } else {
+                "other"
+            };
+            format!(
+                "dispatch failure ({kind}): {}",
+                printable(&innermost.to_string())
+            )
+        }
+    }
+}
+
 /// Why an AWS call failed: the service's answer, a timeout or a connection error.
 ///
 /// The failure reason of every AWS error; never holds a credential (AWS error messages
-/// name key ids at most, and request signatures are not kept).
+/// name key ids at most, and request signatures are not kept). The server's message is
+/// kept escaped and bounded ([`MAX_REASON_TEXT`]); errors of the SDK are described in
+/// words, never by their `Debug` form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AwsError {
     /// `sqs` or `sns`.
@@ -44,7 +113,8 @@ pub struct AwsError {
 impl fmt::Display for AwsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.service, self.operation)?;
-        match (&self.code, self.status) {
+        // The code is the server's text too: printed escaped, like the message.
+        match (self.code.as_deref().map(printable), self.status) {
             (Some(c), Some(s)) => write!(f, ": {c} (HTTP {s})")?,
             (Some(c), None) => write!(f, ": {c}")?,
             (None, Some(s)) => write!(f, ": HTTP {s}")?,
@@ -208,13 +278,23 @@ where
 {
     use aws_smithy_types::error::metadata::ProvideErrorMetadata as _;
     let raw = err.raw_response();
-    let detail = || Some(aws_smithy_types::error::display::DisplayErrorContext(err).to_string());
     let (message, no_response) = match err {
-        SdkError::ServiceError(s) => (s.err().message().map(str::to_owned), false),
+        SdkError::ServiceError(s) => (s.err().message().map(printable), false),
         SdkError::TimeoutError(_) => (Some("timed out".to_owned()), true),
-        SdkError::DispatchFailure(_) => (detail(), true),
-        SdkError::ResponseError(_) => (detail(), false),
-        _ => (detail(), raw.is_none()),
+        SdkError::DispatchFailure(d) => (Some(dispatch_text(d.as_connector_error())), true),
+        // The parser's error can quote the body; the status says enough.
+        SdkError::ResponseError(_) => (Some("the response could not be read".to_owned()), false),
+        SdkError::ConstructionFailure(_) => (
+            Some(format!(
+                "the request could not be built: {}",
+                chain_text(std::error::Error::source(err))
+            )),
+            true,
+        ),
+        _ => (
+            Some(chain_text(std::error::Error::source(err))),
+            raw.is_none(),
+        ),
     };
     Parts {
         code: err.code().map(str::to_owned),
@@ -331,7 +411,7 @@ pub(crate) fn classify_entry(
             operation,
             code: Some(code.to_owned()),
             status: None,
-            message: message.map(str::to_owned),
+            message: message.map(printable),
         },
     )
 }
@@ -349,7 +429,7 @@ pub enum SinkError {
         max: usize,
     },
     /// The service's MD5 of the body is not the body's: it got something else (transient).
-    #[error("{service} returned body MD5 {got}, expected {expected}")]
+    #[error("{service} returned body MD5 {}, expected {expected}", printable(got))]
     Md5Mismatch {
         /// `sqs`.
         service: &'static str,
@@ -705,6 +785,97 @@ mod tests {
         assert!(is_retry_after(c("RequestThrottled")));
         assert_eq!(c("InternalError"), Class::Transient);
         assert_eq!(c("Unknown"), Class::Transient);
+    }
+
+    #[cfg(feature = "sqs")]
+    fn sqs_reason(err: SdkError<E2, HttpResponse>) -> String {
+        classify_sqs("SendMessage", err).failure(1).reason_chain()
+    }
+
+    #[cfg(feature = "sqs")]
+    #[test]
+    fn reasons_are_short_words_not_debug_dumps() {
+        use std::io;
+        let refused = ConnectorError::io(io::Error::from_raw_os_error(111).into());
+        assert_eq!(
+            sqs_reason(SdkError::dispatch_failure(refused)),
+            "sqs SendMessage: connection refused"
+        );
+        let reset = ConnectorError::io(io::Error::from(io::ErrorKind::ConnectionReset).into());
+        assert_eq!(
+            sqs_reason(SdkError::dispatch_failure(reset)),
+            "sqs SendMessage: connection reset"
+        );
+        let slow = ConnectorError::timeout("connect timeout".into());
+        assert_eq!(
+            sqs_reason(SdkError::dispatch_failure(slow)),
+            "sqs SendMessage: connection timed out"
+        );
+        let tls = ConnectorError::other("invalid peer certificate: UnknownIssuer".into(), None);
+        assert_eq!(
+            sqs_reason(SdkError::dispatch_failure(tls)),
+            "sqs SendMessage: dispatch failure (other): invalid peer certificate: UnknownIssuer"
+        );
+        assert_eq!(
+            sqs_reason(SdkError::timeout_error("slow")),
+            "sqs SendMessage: timed out"
+        );
+        assert_eq!(
+            sqs_reason(SdkError::response_error("not JSON <html>", resp(502, &[]))),
+            "sqs SendMessage: HTTP 502: the response could not be read"
+        );
+        assert_eq!(
+            sqs_reason(SdkError::construction_failure("no credentials")),
+            "sqs SendMessage: the request could not be built: no credentials"
+        );
+        for text in [
+            sqs_reason(SdkError::dispatch_failure(ConnectorError::io(
+                io::Error::from_raw_os_error(111).into(),
+            ))),
+            sqs_reason(SdkError::construction_failure("x")),
+        ] {
+            for dump in ["DispatchFailure", "ConnectorError", "{", "Some("] {
+                assert!(!text.contains(dump), "{text}");
+            }
+        }
+    }
+
+    #[cfg(feature = "sqs")]
+    #[test]
+    fn server_text_is_escaped_and_bounded() {
+        let hostile = format!(
+            "denied\u{1b}[2J\r\nINFO fake line\u{202e}{}",
+            "x".repeat(5000)
+        );
+        let e = E2::generic(
+            ErrorMetadata::builder()
+                .code("Odd\u{7}Code")
+                .message(&hostile)
+                .build(),
+        );
+        let text = sqs_reason(SdkError::service_error(e, resp(400, &[])));
+        let entry = classify_entry("sqs", "SendMessageBatch", "Odd\u{7}Code", Some(&hostile))
+            .failure(1)
+            .reason_chain();
+        let md5 = SinkError::Md5Mismatch {
+            service: "sqs",
+            expected: "0".repeat(32),
+            got: hostile.clone(),
+        }
+        .to_string();
+        for text in [text, entry, md5] {
+            assert!(!text.chars().any(char::is_control), "{text:?}");
+            assert!(!text.contains('\u{202e}'), "{text:?}");
+            assert!(
+                text.contains(r"denied\u{1b}[2J\r\nINFO fake line\u{202e}x"),
+                "{text}"
+            );
+            assert!(
+                text.chars().count() < 2 * MAX_REASON_TEXT + 100,
+                "{}",
+                text.len()
+            );
+        }
     }
 
     #[test]

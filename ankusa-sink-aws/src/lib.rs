@@ -18,7 +18,7 @@ pub use config::{
     AWS_MAX_MESSAGE_BYTES, AwsOptions, BatchOptions, ConfigError, SNS_MAX_MESSAGE_BYTES,
     SQS_MAX_BATCH_BYTES, SQS_MAX_MESSAGE_BYTES, SnsConfig, SqsConfig, StaticCredentials,
 };
-pub use error::{AwsError, SinkError};
+pub use error::{AwsError, MAX_REASON_TEXT, SinkError};
 #[cfg(feature = "sns")]
 pub use sns::SnsSink;
 #[cfg(feature = "sqs")]

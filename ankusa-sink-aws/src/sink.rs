@@ -11,7 +11,10 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 /// One prepared message: what SQS `SendMessage` / SNS `Publish` (or a batch entry) carries.
-#[derive(Debug, Clone)]
+///
+/// `Debug` shows its shape only (sizes, attribute names, which ids are set): the body and
+/// the attribute values carry the hook.
+#[derive(Clone)]
 pub(crate) struct Entry {
     /// The Message v1 JSON.
     pub(crate) body: String,
@@ -23,6 +26,20 @@ pub(crate) struct Entry {
     pub(crate) dedup_id: Option<String>,
     /// `ctx.attempt`, for throttle pauses.
     pub(crate) attempt: u32,
+}
+
+impl fmt::Debug for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.attributes.iter().map(|(k, _)| *k).collect();
+        f.debug_struct("Entry")
+            .field("body_bytes", &self.body.len())
+            .field("attributes", &names)
+            .field("group_id", &self.group_id.is_some())
+            .field("dedup_id", &self.dedup_id.is_some())
+            .field("attempt", &self.attempt)
+            .field("size", &self.size())
+            .finish()
+    }
 }
 
 impl Entry {
@@ -299,5 +316,28 @@ impl BatchResults {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_debug_shows_shape_not_content() {
+        let e = Entry {
+            body: r#"{"body":"card 4242-secret"}"#.to_owned(),
+            attributes: vec![("ankusa_dedupe_key", "evt_private".to_owned())],
+            group_id: Some("acme/stripe".to_owned()),
+            dedup_id: Some("hook-1".to_owned()),
+            attempt: 2,
+        };
+        let text = format!("{e:?}");
+        for secret in ["4242-secret", "evt_private", "acme/stripe", "hook-1"] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        assert!(text.contains("body_bytes: 27"), "{text}");
+        assert!(text.contains("\"ankusa_dedupe_key\""), "{text}");
+        assert!(text.contains("group_id: true"), "{text}");
     }
 }

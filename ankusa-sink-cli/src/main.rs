@@ -363,14 +363,15 @@ fn print(line: &str, code: ExitCode) -> ExitCode {
 /// The log sink's `messages = true` writes Message v1 lines on stdout, where `--json`
 /// writes outcome lines: one stream cannot carry both.
 fn refuse_mixed_stdout(config: &SinkConfig, json: bool) -> Result<(), UsageError> {
-    if let SinkConfig::Log(c) = config {
-        if c.messages && json {
-            return Err(UsageError(
-                "the log sink's `messages = true` writes Message v1 lines on stdout, where \
-                 --json writes outcome lines: use one or the other"
-                    .into(),
-            ));
-        }
+    if let SinkConfig::Log(c) = config
+        && c.messages
+        && json
+    {
+        return Err(UsageError(
+            "the log sink's `messages = true` writes Message v1 lines on stdout, where \
+             --json writes outcome lines: use one or the other"
+                .into(),
+        ));
     }
     Ok(())
 }
@@ -465,27 +466,6 @@ async fn run(cli: Cli) -> Result<ExitCode, UsageError> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::log_directives;
-
-    #[test]
-    fn client_targets_are_held_down_unless_named() {
-        let d = log_directives("trace");
-        assert!(d.starts_with("trace,"), "{d}");
-        assert!(
-            d.contains(",lapin=off") && d.contains(",amq_protocol=off"),
-            "{d}"
-        );
-        assert!(d.contains(",h2=warn") && d.contains(",hyper=warn"), "{d}");
-        let d = log_directives("info,lapin=trace,h2::codec=debug");
-        assert!(!d.contains("lapin=off"), "{d}");
-        assert!(!d.contains(",h2=warn"), "{d}");
-        assert!(d.contains("amq_protocol=off"), "{d}");
-        tracing_subscriber::EnvFilter::try_new(log_directives("debug")).unwrap();
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
@@ -509,4 +489,25 @@ fn main() -> ExitCode {
     // A read of stdin may still be blocked on its thread after a stop: don't wait for it.
     rt.shutdown_background();
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_directives;
+
+    #[test]
+    fn client_targets_are_held_down_unless_named() {
+        let d = log_directives("trace");
+        assert!(d.starts_with("trace,"), "{d}");
+        assert!(
+            d.contains(",lapin=off") && d.contains(",amq_protocol=off"),
+            "{d}"
+        );
+        assert!(d.contains(",h2=warn") && d.contains(",hyper=warn"), "{d}");
+        let d = log_directives("info,lapin=trace,h2::codec=debug");
+        assert!(!d.contains("lapin=off"), "{d}");
+        assert!(!d.contains(",h2=warn"), "{d}");
+        assert!(d.contains("amq_protocol=off"), "{d}");
+        tracing_subscriber::EnvFilter::try_new(log_directives("debug")).unwrap();
+    }
 }

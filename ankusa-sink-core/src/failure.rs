@@ -304,3 +304,46 @@ mod tests {
         assert!(!Class::Transient.is_permanent());
     }
 }
+
+/// The longest destination-controlled text (a server's error message, a broker's reply
+/// text) a sink keeps in a reason, in characters; longer text is cut and ends in `…`.
+pub const MAX_REASON_TEXT: usize = 200;
+
+/// `text` fit for a reason or a log line: control and other invisible characters are
+/// escaped (`\u{1b}`), so a destination cannot inject terminal escapes or fake log lines,
+/// and the result is at most [`MAX_REASON_TEXT`] characters (plus `…`). Sinks run every
+/// text a destination wrote through it before it reaches a [`Failure`].
+pub fn printable(text: &str) -> String {
+    let mut out = String::new();
+    for (n, c) in text.chars().enumerate() {
+        if n == MAX_REASON_TEXT {
+            out.push('…');
+            break;
+        }
+        // escape_debug also escapes quotes and backslashes, which are harmless here.
+        if c.is_control() || (!matches!(c, '\\' | '\'' | '"') && c.escape_debug().len() > 1) {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod printable_tests {
+    use super::*;
+
+    #[test]
+    fn destination_text_is_escaped_and_bounded() {
+        assert_eq!(printable("queue 'q' gone"), "queue 'q' gone");
+        assert_eq!(
+            printable("a\u{1b}[2Jb\nc\u{200b}"),
+            "a\\u{1b}[2Jb\\nc\\u{200b}"
+        );
+        let long = "x".repeat(500);
+        let p = printable(&long);
+        assert_eq!(p.chars().count(), MAX_REASON_TEXT + 1);
+        assert!(p.ends_with('…'));
+    }
+}

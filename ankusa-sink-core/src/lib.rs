@@ -24,7 +24,8 @@ pub use envelope::{
     VerificationStatus, partition_of, validate_partition, validate_tenant,
 };
 pub use failure::{
-    BoxError, Class, ErrorClass, Failure, Reason, classify, error_class, error_classes,
+    BoxError, Class, ErrorClass, Failure, MAX_REASON_TEXT, Reason, classify, error_class,
+    error_classes, printable,
 };
 pub use message::{DEFAULT_INLINE_MAX_BYTES, attributes, forwarded_headers};
 pub use sink::{

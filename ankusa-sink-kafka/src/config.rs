@@ -48,6 +48,31 @@ pub const OWNED_PROPERTIES: &[&str] = &[
     "ssl.endpoint.identification.algorithm",
 ];
 
+/// librdkafka properties refused because they would weaken TLS or load native code: broker
+/// certificate verification and trust roots are set only through [`TlsConfig`], and no
+/// plugin, engine or provider library is ever loaded. Compared ignoring case, with `_` read
+/// as `.`.
+const UNSAFE_PROPERTIES: &[&str] = &[
+    "enable.ssl.certificate.verification",
+    "ssl.ca.pem",
+    "ssl.ca.certificate.stores",
+    "ssl.ca.location",
+    "ssl.endpoint.identification.algorithm",
+    "ssl.engine.location",
+    "ssl.engine.id",
+    "ssl.providers",
+    "plugin.library.paths",
+    "https.ca.location",
+    "https.ca.pem",
+    "sasl.kerberos.kinit.cmd",
+];
+
+/// Whether the extra property `name` is refused for weakening TLS or loading native code.
+fn is_unsafe_property(name: &str) -> bool {
+    let n = name.to_ascii_lowercase().replace('_', ".");
+    UNSAFE_PROPERTIES.contains(&n.as_str())
+}
+
 /// Whether a property's value must never be printed: its name mentions a password, a
 /// secret, a key, a token, a credential or a JAAS/OAUTHBEARER config.
 pub fn is_sensitive_property(name: &str) -> bool {
@@ -249,9 +274,15 @@ pub struct KafkaConfig {
     #[serde(default)]
     pub sasl: Option<SaslConfig>,
     /// Extra librdkafka properties (`linger.ms`, `batch.size`, ...). Names the sink owns
-    /// ([`OWNED_PROPERTIES`]) are refused; librdkafka validates the rest.
+    /// ([`OWNED_PROPERTIES`]) are refused, and so are those that would weaken TLS or load
+    /// native code (`enable.ssl.certificate.verification`, `ssl.ca.pem`,
+    /// `plugin.library.paths`, ...); librdkafka validates the rest.
     #[serde(default)]
     pub properties: BTreeMap<String, String>,
+    /// Allow SASL credentials over a connection without TLS to a broker that is not on
+    /// loopback (default false: refused). Allowed, the sink warns when it is built.
+    #[serde(default)]
+    pub allow_insecure: bool,
 }
 
 fn default_inline() -> NonZeroUsize {
@@ -314,6 +345,7 @@ impl fmt::Debug for KafkaConfig {
             .field("tls", &self.tls)
             .field("sasl", &self.sasl)
             .field("properties", &props)
+            .field("allow_insecure", &self.allow_insecure)
             .finish()
     }
 }
@@ -334,6 +366,7 @@ impl KafkaConfig {
             tls: None,
             sasl: None,
             properties: BTreeMap::new(),
+            allow_insecure: false,
         }
     }
 
@@ -380,6 +413,13 @@ impl KafkaConfig {
     /// Add an extra librdkafka property.
     pub fn with_property(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.properties.insert(name.into(), value.into());
+        self
+    }
+
+    /// Allow SASL without TLS to brokers off loopback (the password, for `plain`, then
+    /// travels in the clear). The sink warns when it is built.
+    pub fn with_allow_insecure(mut self, allow: bool) -> Self {
+        self.allow_insecure = allow;
         self
     }
 
@@ -430,8 +470,45 @@ impl KafkaConfig {
             if OWNED_PROPERTIES.contains(&name.as_str()) {
                 return Err(ConfigError::OwnedProperty(name.clone()));
             }
+            if is_unsafe_property(name) {
+                return Err(ConfigError::UnsafeProperty(name.clone()));
+            }
+        }
+        if self.sasl.is_some()
+            && self.tls.is_none()
+            && !self.allow_insecure
+            && !self.only_loopback_brokers()
+        {
+            return Err(ConfigError::CleartextCredentials);
         }
         Ok(())
+    }
+
+    /// Whether every bootstrap broker is on loopback, where cleartext never leaves the host.
+    fn only_loopback_brokers(&self) -> bool {
+        self.bootstrap_servers.iter().all(|s| {
+            s.rsplit_once(':')
+                .is_some_and(|(host, _)| ankusa_sink_core::is_loopback_host(host))
+        })
+    }
+
+    /// What in this (valid) configuration weakens security, one sentence each, for the
+    /// sink to warn about when it is built. Never a secret.
+    pub(crate) fn insecure_settings(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.sasl.is_some() && self.tls.is_none() && !self.only_loopback_brokers() {
+            out.push(
+                "kafka SASL without TLS (allow_insecure = true): credentials and records \
+                 travel in the clear",
+            );
+        }
+        if self.tls.as_ref().is_some_and(|t| !t.verify_hostname) {
+            out.push(
+                "kafka TLS with verify_hostname = false: any certificate the CA signed is \
+                 accepted for every broker",
+            );
+        }
+        out
     }
 
     /// The librdkafka configuration of the sink's producer. Call [`validate`](Self::validate)
@@ -581,6 +658,19 @@ pub enum ConfigError {
          security and compression have their own options)"
     )]
     OwnedProperty(String),
+    /// An extra property that would weaken TLS or load native code (its value is never
+    /// printed).
+    #[error(
+        "property {0:?} is refused: TLS verification and trust roots are set only through \
+         the tls options, and no plugin, engine or provider library is loaded"
+    )]
+    UnsafeProperty(String),
+    /// SASL without TLS to a broker off loopback, without `allow_insecure = true`.
+    #[error(
+        "sasl without tls would send credentials in the clear: add tls, or set \
+         allow_insecure = true"
+    )]
+    CleartextCredentials,
     /// librdkafka refused an extra property (its value is never printed).
     #[error("property {name:?} refused by librdkafka{}", .why.as_deref().map(|w| format!(": {w}")).unwrap_or_default())]
     Property {
@@ -754,6 +844,7 @@ mod tests {
             .with_produce_timeout(Duration::from_millis(1500))
             .with_compression(Compression::Zstd)
             .with_sasl(SaslConfig::new(SaslMechanism::Plain, "u", "p"))
+            .with_allow_insecure(true)
             .with_property("linger.ms", "1");
         cfg.validate().unwrap();
         let c = cfg.client_config();
@@ -777,6 +868,92 @@ mod tests {
     }
 
     #[test]
+    fn properties_that_weaken_tls_or_load_code_are_refused_by_name() {
+        for name in [
+            "enable.ssl.certificate.verification",
+            "ssl.ca.pem",
+            "ssl.ca.certificate.stores",
+            "plugin.library.paths",
+            "ssl.engine.location",
+            "ssl.providers",
+            "ssl_engine_id",
+            "ssl.engine.id",
+            "SSL.CA.PEM",
+            "https.ca.pem",
+            "sasl.kerberos.kinit.cmd",
+        ] {
+            let cfg = KafkaConfig::new("h:1", "t").with_property(name, "planted-value-77");
+            let err = cfg.validate().unwrap_err();
+            assert_eq!(err, ConfigError::UnsafeProperty(name.into()), "{name}");
+            let text = err.to_string();
+            assert!(text.contains(name), "{text}");
+            assert!(!text.contains("planted-value-77"), "{text}");
+        }
+        // Owned ones stay owned (their own message); tuning and client identity pass.
+        for name in ["ssl.ca.location", "ssl.endpoint.identification.algorithm"] {
+            let err = KafkaConfig::new("h:1", "t")
+                .with_property(name, "x")
+                .validate();
+            assert!(matches!(err, Err(ConfigError::OwnedProperty(_))), "{name}");
+        }
+        for name in ["ssl.crl.location", "ssl.keystore.location", "linger.ms"] {
+            KafkaConfig::new("h:1", "t")
+                .with_property(name, "x")
+                .validate()
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn sasl_without_tls_is_refused_off_loopback_unless_allowed() {
+        let sasl = || SaslConfig::new(SaslMechanism::Plain, "u", "planted-pw-9");
+        let err = KafkaConfig::new("kafka.example:9092", "t")
+            .with_sasl(sasl())
+            .validate()
+            .unwrap_err();
+        assert_eq!(err, ConfigError::CleartextCredentials);
+        assert!(err.to_string().contains("allow_insecure"), "{err}");
+        // One broker off loopback is enough to refuse.
+        let err = KafkaConfig::new("127.0.0.1:9092,10.0.0.7:9092", "t")
+            .with_sasl(sasl())
+            .validate();
+        assert_eq!(err, Err(ConfigError::CleartextCredentials));
+        for loopback in ["127.0.0.1:9092", "localhost:9092", "[::1]:9092,127.0.0.2:1"] {
+            let cfg = KafkaConfig::new(loopback, "t").with_sasl(sasl());
+            cfg.validate().unwrap();
+            assert!(cfg.insecure_settings().is_empty(), "{loopback}");
+        }
+        // TLS or an explicit opt-in: accepted; the opt-in is warned about.
+        KafkaConfig::new("kafka.example:9092", "t")
+            .with_sasl(sasl())
+            .with_tls(TlsConfig::default())
+            .validate()
+            .unwrap();
+        let allowed = KafkaConfig::new("kafka.example:9092", "t")
+            .with_sasl(sasl())
+            .with_allow_insecure(true);
+        allowed.validate().unwrap();
+        let warned = allowed.insecure_settings();
+        assert_eq!(warned.len(), 1);
+        assert!(warned[0].contains("in the clear"), "{warned:?}");
+        assert!(!format!("{warned:?}").contains("planted-pw-9"));
+    }
+
+    #[test]
+    fn tls_without_hostname_verification_is_warned_about() {
+        let cfg = KafkaConfig::new("kafka.example:9093", "t").with_tls(TlsConfig {
+            verify_hostname: false,
+            ..TlsConfig::default()
+        });
+        cfg.validate().unwrap();
+        let warned = cfg.insecure_settings();
+        assert_eq!(warned.len(), 1);
+        assert!(warned[0].contains("verify_hostname"), "{warned:?}");
+        let cfg = KafkaConfig::new("kafka.example:9093", "t").with_tls(TlsConfig::default());
+        assert!(cfg.insecure_settings().is_empty());
+    }
+
+    #[test]
     fn serde_shape() {
         let cfg: KafkaConfig = serde_json::from_value(serde_json::json!({
             "bootstrap_servers": "a:1,b:2",
@@ -791,6 +968,7 @@ mod tests {
         assert_eq!(cfg.bootstrap_servers, ["a:1", "b:2"]);
         assert_eq!(cfg.produce_timeout_ms, DEFAULT_PRODUCE_TIMEOUT_MS);
         assert!(cfg.tls.as_ref().unwrap().verify_hostname);
+        assert!(!cfg.allow_insecure);
         cfg.validate().unwrap();
         let bad = serde_json::from_value::<KafkaConfig>(serde_json::json!({
             "bootstrap_servers": ["a:1"], "topic": "t", "nope": 1

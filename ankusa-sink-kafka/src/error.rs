@@ -72,6 +72,16 @@ pub enum KafkaFailure {
     /// A client error without a librdkafka code (configuration refused at creation, the
     /// producer gone).
     Client(String),
+    /// Not sent: no broker could be reached when the sink last asked (librdkafka reported
+    /// every broker down and a metadata probe failed). Transient; deliveries resume as soon
+    /// as a probe reaches a broker.
+    BrokersDown {
+        /// How long the brokers have been known unreachable, in ms.
+        for_ms: u128,
+    },
+    /// The producer went away before it reported on the record (it was replaced or shut
+    /// down).
+    ReportDropped,
 }
 
 impl fmt::Display for KafkaFailure {
@@ -97,6 +107,12 @@ impl fmt::Display for KafkaFailure {
                 write!(f, "kafka: no delivery report within {waited_ms} ms")
             }
             KafkaFailure::Client(what) => write!(f, "kafka client: {what}"),
+            KafkaFailure::BrokersDown { for_ms } => {
+                write!(f, "kafka: no broker reachable (for {for_ms} ms); not sent")
+            }
+            KafkaFailure::ReportDropped => {
+                f.write_str("kafka: the producer dropped the delivery report")
+            }
         }
     }
 }
@@ -113,8 +129,9 @@ impl std::error::Error for KafkaFailure {}
 /// | Codes | Verdict |
 /// | --- | --- |
 /// | `MessageSizeTooLarge`, `InvalidMessage` (CORRUPT_MESSAGE), `InvalidRecord`, `MessageBatchTooLarge` (RECORD_LIST_TOO_LARGE), `InvalidMessageSize`, `InvalidTimestamp`, `PolicyViolation`, `InvalidRequest`, `BadMessage`, `InvalidType`, (de)serialization | permanent |
-/// | `TopicAuthorizationFailed`, `ClusterAuthorizationFailed`, `SaslAuthenticationFailed`, `Authentication`, `UnknownTopicOrPartition`, `UnknownTopic`, `UnknownPartition`, `InvalidTopic`, unsupported SASL / version / compression / feature, invalid config, delegation-token and principal errors | config |
+/// | `TopicAuthorizationFailed`, `ClusterAuthorizationFailed`, `SaslAuthenticationFailed`, `Authentication`, `UnknownPartition`, `InvalidTopic`, unsupported SASL / version / compression / feature, invalid config, delegation-token and principal errors | config |
 /// | `QueueFull`, `ThrottlingQuotaExceeded` | throttled |
+/// | `UnknownTopicOrPartition`, `UnknownTopic` (a broker restarting says this of topics it has not loaded yet; the sink makes them config only when a metadata refresh confirms the topic is missing, see the sink's classification) | transient |
 /// | `MessageTimedOut`, `RequestTimedOut`, `NotLeaderForPartition`, `BrokerTransportFailure`, `AllBrokersDown`, leader / replica / coordinator movement, idempotence and fencing states, every other code | transient |
 pub fn verdict(code: RDKafkaErrorCode) -> Verdict {
     use RDKafkaErrorCode as C;
@@ -155,8 +172,6 @@ pub fn verdict(code: RDKafkaErrorCode) -> Verdict {
         | C::DelegationTokenRequestNotAllowed
         | C::DelegationTokenAuthorizationFailed
         | C::DelegationTokenExpired
-        | C::UnknownTopicOrPartition
-        | C::UnknownTopic
         | C::UnknownPartition
         | C::UnknownTopicId
         | C::InvalidTopic
@@ -181,8 +196,11 @@ pub fn verdict(code: RDKafkaErrorCode) -> Verdict {
         // Back-pressure: the local queue is full, or the broker's quota says wait.
         C::QueueFull | C::ThrottlingQuotaExceeded => Throttled,
 
+        // Unconfirmed: a restarting broker says this of a topic it has not loaded yet.
+        C::UnknownTopicOrPartition
+        | C::UnknownTopic
         // Timeouts, transport and leadership: the cluster is moving or unreachable.
-        C::MessageTimedOut
+        | C::MessageTimedOut
         | C::RequestTimedOut
         | C::OperationTimedOut
         | C::TimedOutQueue
@@ -308,6 +326,84 @@ pub fn verdict(code: RDKafkaErrorCode) -> Verdict {
     }
 }
 
+/// What a metadata refresh said about the sink's topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TopicState {
+    /// A broker answered, and the topic is not in the cluster.
+    Missing,
+    /// A broker answered with the topic and its partitions.
+    Present,
+    /// No answer, or one that cannot tell (a broker error, no partitions leader yet).
+    Unknown,
+}
+
+/// Whether `code` says the topic is unknown, which only a metadata refresh can confirm.
+pub(crate) fn asks_for_the_topic(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic
+    )
+}
+
+/// [`verdict`], refined by what a metadata refresh said about the topic: an unknown-topic
+/// code is config only when the refresh confirms the topic is missing, and transient while
+/// the cluster cannot say (or says the topic is there). Every other code follows `verdict`.
+pub(crate) fn verdict_given_topic(code: RDKafkaErrorCode, topic: TopicState) -> Verdict {
+    if !asks_for_the_topic(code) {
+        return verdict(code);
+    }
+    match topic {
+        TopicState::Missing => Verdict::Config,
+        TopicState::Present | TopicState::Unknown => Verdict::Transient,
+    }
+}
+
+/// Why a producer must be replaced, if `code` (or a fatal error on the client) means it
+/// can no longer deliver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// librdkafka raised a fatal error: the instance refuses every record from now on.
+    Fatal,
+    /// The broker fenced the producer id or epoch, or lost its sequence state. For an
+    /// idempotent (not transactional) producer librdkafka fails the record without a
+    /// fatal error and keeps the id, so every later record is refused the same way.
+    Fenced,
+    /// A record timed out: it may be stuck behind producer state the broker lost.
+    TimedOut,
+}
+
+impl Renewal {
+    /// The word logged for it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Renewal::Fatal => "fatal error",
+            Renewal::Fenced => "fenced producer",
+            Renewal::TimedOut => "timed-out record",
+        }
+    }
+}
+
+/// The renewal a delivery error calls for: `fatal` is whether the client reports a fatal
+/// error (`rd_kafka_fatal_error`, or the error callback's `Fatal`).
+pub(crate) fn renewal(code: Option<RDKafkaErrorCode>, fatal: bool) -> Option<Renewal> {
+    use RDKafkaErrorCode as C;
+    if fatal {
+        return Some(Renewal::Fatal);
+    }
+    match code? {
+        C::Fatal => Some(Renewal::Fatal),
+        C::ProducerFenced
+        | C::Fenced
+        | C::InvalidProducerEpoch
+        | C::InvalidProducerIdMapping
+        | C::UnknownProducerId
+        | C::OutOfOrderSequenceNumber
+        | C::GaplessGuarantee => Some(Renewal::Fenced),
+        C::MessageTimedOut => Some(Renewal::TimedOut),
+        _ => None,
+    }
+}
+
 /// The failure of a client error that is not a delivery report: configuration refused at
 /// creation is config; anything carrying a code follows [`verdict`]; the rest is transient.
 pub(crate) fn client_failure(err: &KafkaError, during: &'static str, attempt: u32) -> Failure {
@@ -365,8 +461,6 @@ mod tests {
             C::ClusterAuthorizationFailed,
             C::SaslAuthenticationFailed,
             C::Authentication,
-            C::UnknownTopicOrPartition,
-            C::UnknownTopic,
             C::UnsupportedSASLMechanism,
             C::InvalidConfig,
             C::InvalidArgument,
@@ -422,12 +516,125 @@ mod tests {
         assert_eq!(
             count,
             [
-                ("Config".to_owned(), 40),
+                ("Config".to_owned(), 38),
                 ("Permanent".to_owned(), 14),
                 ("Throttled".to_owned(), 2),
-                ("Transient".to_owned(), 117),
+                ("Transient".to_owned(), 119),
             ]
         );
+    }
+
+    #[test]
+    fn row_unknown_topic_is_config_only_when_a_refresh_confirms_it_missing() {
+        for code in [C::UnknownTopicOrPartition, C::UnknownTopic] {
+            assert_eq!(verdict(code), Verdict::Transient, "{code:?} unconfirmed");
+            assert_eq!(
+                verdict_given_topic(code, TopicState::Missing),
+                Verdict::Config,
+                "{code:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn row_unknown_topic_is_transient_while_the_cluster_cannot_say() {
+        for code in [C::UnknownTopicOrPartition, C::UnknownTopic] {
+            assert_eq!(
+                verdict_given_topic(code, TopicState::Unknown),
+                Verdict::Transient,
+                "{code:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn row_unknown_topic_is_transient_when_the_refresh_finds_the_topic() {
+        for code in [C::UnknownTopicOrPartition, C::UnknownTopic] {
+            assert_eq!(
+                verdict_given_topic(code, TopicState::Present),
+                Verdict::Transient,
+                "{code:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn row_other_codes_ignore_the_topic_refresh() {
+        for topic in [
+            TopicState::Missing,
+            TopicState::Present,
+            TopicState::Unknown,
+        ] {
+            for code in [
+                C::TopicAuthorizationFailed,
+                C::MessageSizeTooLarge,
+                C::MessageTimedOut,
+                C::QueueFull,
+            ] {
+                assert_eq!(verdict_given_topic(code, topic), verdict(code), "{code:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn fenced_fatal_and_timed_out_producers_are_renewed() {
+        for code in [
+            C::ProducerFenced,
+            C::Fenced,
+            C::InvalidProducerEpoch,
+            C::InvalidProducerIdMapping,
+            C::UnknownProducerId,
+            C::OutOfOrderSequenceNumber,
+            C::GaplessGuarantee,
+        ] {
+            assert_eq!(
+                renewal(Some(code), false),
+                Some(Renewal::Fenced),
+                "{code:?}"
+            );
+        }
+        assert_eq!(renewal(Some(C::Fatal), false), Some(Renewal::Fatal));
+        assert_eq!(
+            renewal(Some(C::MessageTimedOut), false),
+            Some(Renewal::TimedOut)
+        );
+        // A fatal client wins over the record's own code, and needs no code at all.
+        assert_eq!(
+            renewal(Some(C::MessageTimedOut), true),
+            Some(Renewal::Fatal)
+        );
+        assert_eq!(renewal(None, true), Some(Renewal::Fatal));
+        for code in [
+            C::QueueFull,
+            C::MessageSizeTooLarge,
+            C::UnknownTopicOrPartition,
+            C::AllBrokersDown,
+            C::PurgeQueue,
+        ] {
+            assert_eq!(renewal(Some(code), false), None, "{code:?}");
+        }
+        assert_eq!(renewal(None, false), None);
+    }
+
+    #[test]
+    fn reasons_are_short_and_typed() {
+        let reasons = [
+            KafkaFailure::Code {
+                during: "produce",
+                code: C::ProducerFenced,
+            }
+            .to_string(),
+            KafkaFailure::BrokersDown { for_ms: 1200 }.to_string(),
+            KafkaFailure::ReportDropped.to_string(),
+        ];
+        assert_eq!(reasons[0], "kafka produce: ProducerFenced");
+        assert_eq!(
+            reasons[1],
+            "kafka: no broker reachable (for 1200 ms); not sent"
+        );
+        for r in reasons {
+            assert!(r.len() < 80 && !r.contains('{') && !r.contains("::"), "{r}");
+        }
     }
 
     #[test]

@@ -1,16 +1,19 @@
 //! The Kafka sink: one idempotent, `acks=all` producer shared by every delivery.
 
+use crate::client::{Monitor, Shared, create_producer, scrub};
 use crate::config::{ConfigError, DEFAULT_KEY, KafkaConfig, KeyTemplate};
-use crate::error::{KafkaFailure, Verdict, client_failure, verdict};
+use crate::error::{
+    KafkaFailure, Renewal, TopicState, Verdict, asks_for_the_topic, client_failure, renewal,
+    verdict, verdict_given_topic,
+};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait, attributes,
     message,
 };
-use rdkafka::client::ClientContext;
-use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::metadata::Metadata;
+use rdkafka::producer::{FutureRecord, Producer, PurgeConfig};
 use serde_json::json;
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -22,79 +25,9 @@ use std::time::{Duration, Instant};
 /// schedule, normally well within this).
 const REPORT_GRACE: Duration = Duration::from_secs(5);
 
-/// The last config-class client error librdkafka reported (a refused login, an unsupported
-/// mechanism), so a record that could only time out can say why. librdkafka follows such an
-/// error with transport ones (`AllBrokersDown`), so it is kept apart from them.
-#[derive(Debug, Default)]
-struct LastError(Mutex<Option<(RDKafkaErrorCode, Instant)>>);
-
-impl LastError {
-    fn record(&self, code: RDKafkaErrorCode) {
-        if verdict(code) == Verdict::Config {
-            *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some((code, Instant::now()));
-        }
-    }
-
-    /// The config-class client error seen at or after `since`.
-    fn config_cause_since(&self, since: Instant) -> Option<RDKafkaErrorCode> {
-        let last = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        last.filter(|(_, at)| *at >= since).map(|(code, _)| code)
-    }
-}
-
-/// Routes librdkafka's logs and client errors to `tracing`, and remembers the last error.
-#[derive(Clone)]
-struct SinkContext {
-    last_error: Arc<LastError>,
-}
-
-impl ClientContext for SinkContext {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        match level {
-            RDKafkaLogLevel::Emerg
-            | RDKafkaLogLevel::Alert
-            | RDKafkaLogLevel::Critical
-            | RDKafkaLogLevel::Error => tracing::error!(target: "librdkafka", fac, "{log_message}"),
-            RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", fac, "{log_message}"),
-            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
-                tracing::info!(target: "librdkafka", fac, "{log_message}")
-            }
-            RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", fac, "{log_message}"),
-        }
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        if let Some(code) = error.rdkafka_error_code() {
-            self.last_error.record(code);
-        }
-        tracing::warn!(target: "librdkafka", error = %error, "{reason}");
-    }
-}
-
-type Producer_ = FutureProducer<SinkContext>;
-
-/// The one librdkafka producer of a generation, shared by its deliveries. Dropping a
-/// producer purges its queue, waits up to 500 ms for the purge reports and joins its
-/// threads, so the last holder hands that to a thread of its own instead of stalling an
-/// async worker.
-struct Shared(Option<Producer_>);
-
-impl Shared {
-    fn get(&self) -> &Producer_ {
-        self.0.as_ref().expect("present until dropped")
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
-            // If no thread can be had, drop it here.
-            let _ = std::thread::Builder::new()
-                .name("ankusa-kafka-drop".into())
-                .spawn(move || drop(p));
-        }
-    }
-}
+/// How long one answer about the topic (present, missing, unknown) is reused, so a burst of
+/// failing deliveries asks the cluster once.
+const TOPIC_ANSWER_TTL: Duration = Duration::from_secs(1);
 
 /// The producer in use, with a generation so that only one delivery replaces it.
 struct Current {
@@ -117,14 +50,24 @@ struct Current {
 ///   set.
 /// - Value + key over `max_record_bytes` is permanent and nothing is produced.
 /// - Errors follow [`verdict`](crate::verdict). A record that times out while librdkafka
-///   reports a config-class client error (a refused SASL login) is config. After a fatal
-///   idempotence error or a timed-out record the producer is replaced (once per failing
-///   producer), so the retry starts with a fresh producer id.
+///   reports a config-class client error (a refused SASL login) is config.
+///   `UnknownTopicOrPartition` is config only when a metadata refresh confirms the topic is
+///   missing, transient otherwise (a restarting broker says it of topics it has not loaded).
+/// - After a fatal error, a fenced producer id or epoch, lost sequence state, or a
+///   timed-out record, the producer is replaced (once per failing producer): records
+///   queued on the old one fail transient, later deliveries use the new one, with a fresh
+///   producer id.
+/// - When librdkafka reports every broker down and a metadata probe gets no answer,
+///   deliveries fail at once (transient, "no broker reachable") instead of each waiting the
+///   produce timeout; the probe keeps asking in the background and deliveries resume at
+///   its first answer.
 pub struct KafkaSink {
     config: KafkaConfig,
     key: KeyTemplate,
-    last_error: Arc<LastError>,
+    monitor: Arc<Monitor>,
     current: Mutex<Current>,
+    /// The last answer about the topic, and when it came.
+    topic_answer: Mutex<Option<(Instant, TopicState)>>,
 }
 
 impl fmt::Debug for KafkaSink {
@@ -144,16 +87,21 @@ impl KafkaSink {
         config.validate()?;
         let key = KeyTemplate::parse(config.key.as_deref().unwrap_or(DEFAULT_KEY))?;
         check_properties(&config)?;
-        let last_error = Arc::new(LastError::default());
-        let producer = create_producer(&config, &last_error)?;
+        for warning in config.insecure_settings() {
+            tracing::warn!(topic = %config.topic, client = %config.client_id, "{warning}");
+        }
+        let monitor = Arc::new(Monitor::new(&config));
+        let producer = create_producer(&config, &monitor)?;
+        monitor.set_current(&producer);
         Ok(KafkaSink {
             config,
             key,
-            last_error,
+            monitor,
             current: Mutex::new(Current {
                 generation: 0,
-                producer: Arc::new(Shared(Some(producer))),
+                producer,
             }),
+            topic_answer: Mutex::new(None),
         })
     }
 
@@ -172,54 +120,117 @@ impl KafkaSink {
         (c.generation, Arc::clone(&c.producer))
     }
 
-    /// Replace the producer of `generation` (a fatal error, a timed-out record), unless a
-    /// delivery already did.
-    fn renew(&self, generation: u64) {
-        let mut c = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        if c.generation != generation {
-            return;
-        }
-        match create_producer(&self.config, &self.last_error) {
-            Ok(p) => {
-                tracing::warn!(topic = %self.config.topic, "replaced the kafka producer after a fatal error or a timed-out record");
-                c.producer = Arc::new(Shared(Some(p)));
-                c.generation += 1;
+    /// Replace the producer of `generation`, unless a delivery already did. After a fatal
+    /// or fenced producer, the records still queued on the old one are purged (they fail
+    /// transient at once rather than being refused one by one).
+    fn renew(&self, generation: u64, why: Renewal) {
+        let old = {
+            let mut c = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+            if c.generation != generation {
+                return;
             }
-            Err(e) => tracing::error!(error = %e, "kafka producer could not be replaced"),
+            match create_producer(&self.config, &self.monitor) {
+                Ok(p) => {
+                    self.monitor.set_current(&p);
+                    c.generation += 1;
+                    std::mem::replace(&mut c.producer, p)
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "kafka producer could not be replaced");
+                    return;
+                }
+            }
+        };
+        tracing::warn!(
+            topic = %self.config.topic,
+            client = %self.config.client_id,
+            reason = why.as_str(),
+            "replaced the kafka producer"
+        );
+        if why != Renewal::TimedOut {
+            old.get()
+                .purge(PurgeConfig::default().queue().non_blocking());
         }
     }
 
-    /// The failure of a produce error code, explained by a config-class client error when
-    /// the record could only time out.
-    fn failure(
+    /// Renew the producer if it is fatal (the error callback said so) before using it.
+    fn usable_producer(&self) -> (u64, Arc<Shared>) {
+        let (generation, shared) = self.producer();
+        if !shared.flags().fatal() {
+            return (generation, shared);
+        }
+        self.renew(generation, Renewal::Fatal);
+        self.producer()
+    }
+
+    /// What a metadata refresh says about the topic, reusing an answer under a second old.
+    async fn topic_state(&self, shared: &Arc<Shared>) -> TopicState {
+        let cached = *self
+            .topic_answer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, state)) = cached
+            && at.elapsed() < TOPIC_ANSWER_TTL
+        {
+            return state;
+        }
+        let held = Arc::clone(shared);
+        let topic = self.config.topic.clone();
+        let timeout = self.monitor.probe_timeout();
+        let state = tokio::task::spawn_blocking(move || {
+            held.get()
+                .client()
+                .fetch_metadata(Some(&topic), timeout)
+                .map(|md| topic_state_of(&md, &topic))
+        })
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(TopicState::Unknown);
+        *self
+            .topic_answer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), state));
+        state
+    }
+
+    /// The failure of a produce error: the producer replaced when it is fatal or fenced,
+    /// an unknown topic confirmed by a metadata refresh, a timed-out record explained by a
+    /// config-class client error.
+    async fn failure(
         &self,
         err: &KafkaError,
         during: &'static str,
         attempt: u32,
         since: Instant,
         generation: u64,
-        producer: &Producer_,
+        shared: &Arc<Shared>,
     ) -> Failure {
         let code = err.rdkafka_error_code();
-        // A fatal idempotence error leaves the producer unusable. A record that timed out
-        // may be stuck behind producer state the broker lost (a restarted in-memory broker,
-        // an expired producer id), which librdkafka's local epoch bump cannot repair. Both
-        // times a fresh producer (a new producer id) lets the retry start clean.
-        if producer.client().fatal_error().is_some()
-            || code == Some(RDKafkaErrorCode::MessageTimedOut)
-        {
-            self.renew(generation);
+        let fatal = shared.flags().fatal() || shared.get().client().fatal_error().is_some();
+        if let Some(why) = renewal(code, fatal) {
+            self.renew(generation, why);
         }
         let Some(code) = code else {
             return client_failure(err, during, attempt);
         };
+        if asks_for_the_topic(code) {
+            let (_, current) = self.producer();
+            return match self.topic_state(&current).await {
+                TopicState::Missing => Failure::config(KafkaFailure::TopicMissing {
+                    topic: self.config.topic.clone(),
+                }),
+                state => verdict_given_topic(code, state)
+                    .failure(attempt, KafkaFailure::Code { during, code }),
+            };
+        }
         if matches!(
             code,
             RDKafkaErrorCode::MessageTimedOut
                 | RDKafkaErrorCode::OperationTimedOut
                 | RDKafkaErrorCode::AllBrokersDown
                 | RDKafkaErrorCode::BrokerTransportFailure
-        ) && let Some(cause) = self.last_error.config_cause_since(since)
+        ) && let Some(cause) = self.monitor.last_error.config_cause_since(since)
         {
             return Verdict::Config.failure(
                 attempt,
@@ -246,33 +257,32 @@ impl KafkaSink {
 /// Let librdkafka judge every property (names and values) without creating a client, so a
 /// refused one is named; its value never reaches the error.
 fn check_properties(config: &KafkaConfig) -> Result<(), ConfigError> {
+    let secrets = config.secrets();
     match config.client_config().create_native_config() {
         Ok(_) => Ok(()),
         Err(KafkaError::ClientConfig(_, why, name, _value)) => Err(ConfigError::Property {
-            why: (!crate::config::is_sensitive_property(&name)).then(|| scrub(config, &why)),
+            why: (!crate::config::is_sensitive_property(&name)).then(|| scrub(&secrets, &why)),
             name,
         }),
-        Err(e) => Err(ConfigError::Client(scrub(config, &e.to_string()))),
+        Err(e) => Err(ConfigError::Client(scrub(&secrets, &e.to_string()))),
     }
 }
 
-fn create_producer(
-    config: &KafkaConfig,
-    last_error: &Arc<LastError>,
-) -> Result<Producer_, ConfigError> {
-    config
-        .client_config()
-        .create_with_context(SinkContext {
-            last_error: Arc::clone(last_error),
-        })
-        .map_err(|e| ConfigError::Client(scrub(config, &e.to_string())))
-}
-
-/// `text` with every secret of `config` replaced.
-fn scrub(config: &KafkaConfig, text: &str) -> String {
-    config.secrets().into_iter().fold(text.to_owned(), |t, s| {
-        t.replace(s, ankusa_sink_core::REDACTED)
-    })
+/// What a metadata answer says about `topic`: missing when a broker answered without it or
+/// with an unknown-topic error, present with partitions, unknown otherwise.
+fn topic_state_of(md: &Metadata, topic: &str) -> TopicState {
+    if md.brokers().is_empty() {
+        return TopicState::Unknown;
+    }
+    match md.topics().iter().find(|t| t.name() == topic) {
+        None => TopicState::Missing,
+        Some(t) => match t.error().map(RDKafkaErrorCode::from) {
+            Some(code) if asks_for_the_topic(code) => TopicState::Missing,
+            Some(_) => TopicState::Unknown,
+            None if t.partitions().is_empty() => TopicState::Missing,
+            None => TopicState::Present,
+        },
+    }
 }
 
 /// The record headers: [`attributes`] in their order, with `ankusa_tenant_id` present
@@ -308,26 +318,27 @@ impl Sink for KafkaSink {
                 max,
             }));
         }
+        if let Some(down) = self.monitor.reach.down_for(Instant::now()) {
+            return Err(Failure::transient(KafkaFailure::BrokersDown {
+                for_ms: down.as_millis(),
+            }));
+        }
         let record = FutureRecord::to(&self.config.topic)
             .payload(&value)
             .key(&key)
             .timestamp(env.received_at())
             .headers(headers(env, ctx));
-        let (generation, shared) = self.producer();
-        let producer = shared.get();
+        let (generation, shared) = self.usable_producer();
         let started = Instant::now();
         let since = self.window_start(started);
-        let report = match producer.send_result(record) {
+        let sent = shared.get().send_result(record).map_err(|(e, _record)| e);
+        let report = match sent {
             Ok(report) => report,
-            Err((e, _)) => {
-                return Err(self.failure(
-                    &e,
-                    "enqueue",
-                    ctx.attempt(),
-                    since,
-                    generation,
-                    producer,
-                ));
+            Err(e) => {
+                let f = self
+                    .failure(&e, "enqueue", ctx.attempt(), since, generation, &shared)
+                    .await;
+                return Err(f);
             }
         };
         // librdkafka copied key and value (RD_KAFKA_MSG_F_COPY): free ours before waiting
@@ -335,13 +346,14 @@ impl Sink for KafkaSink {
         drop((value, key));
         let wait = self.config.produce_timeout() + REPORT_GRACE;
         match tokio::time::timeout(wait, report).await {
-            Ok(Ok(Ok(_delivery))) => Ok(()),
-            Ok(Ok(Err((e, _message)))) => {
-                Err(self.failure(&e, "produce", ctx.attempt(), since, generation, producer))
+            Ok(Ok(Ok(_delivery))) => {
+                self.monitor.reach.reachable();
+                Ok(())
             }
-            Ok(Err(_canceled)) => Err(Failure::transient(KafkaFailure::Client(
-                "the producer dropped the delivery report".into(),
-            ))),
+            Ok(Ok(Err((e, _message)))) => Err(self
+                .failure(&e, "produce", ctx.attempt(), since, generation, &shared)
+                .await),
+            Ok(Err(_canceled)) => Err(Failure::transient(KafkaFailure::ReportDropped)),
             Err(_elapsed) => Err(Failure::transient(KafkaFailure::NoDeliveryReport {
                 waited_ms: wait.as_millis(),
             })),
@@ -372,7 +384,7 @@ impl Sink for KafkaSink {
 
     /// Fetch the topic's metadata, producing nothing and creating nothing.
     async fn check(&self) -> Result<Check, Failure> {
-        let (generation, shared) = self.producer();
+        let (generation, shared) = self.usable_producer();
         let topic = self.config.topic.clone();
         let timeout = self.config.produce_timeout();
         let started = Instant::now();
@@ -382,34 +394,37 @@ impl Sink for KafkaSink {
             held.get().client().fetch_metadata(Some(&topic), timeout)
         })
         .await
-        .map_err(|e| Failure::transient(KafkaFailure::Client(format!("metadata: {e}"))))?;
-        let metadata = fetched
-            .map_err(|e| self.failure(&e, "metadata", 1, since, generation, shared.get()))?;
+        .map_err(|_| Failure::transient(KafkaFailure::Client("metadata: task failed".into())))?;
+        let metadata = match fetched {
+            Ok(md) => md,
+            Err(e) => {
+                return Err(self
+                    .failure(&e, "metadata", 1, since, generation, &shared)
+                    .await);
+            }
+        };
+        self.monitor.reach.reachable();
         let found = metadata
             .topics()
             .iter()
             .find(|t| t.name() == self.config.topic);
-        let missing = || {
-            Failure::config(KafkaFailure::TopicMissing {
+        let code = found.and_then(|t| t.error()).map(RDKafkaErrorCode::from);
+        match (topic_state_of(&metadata, &self.config.topic), code) {
+            (TopicState::Present, _) => Ok(Check::Passed),
+            (TopicState::Missing, _) => Err(Failure::config(KafkaFailure::TopicMissing {
                 topic: self.config.topic.clone(),
-            })
-        };
-        match found {
-            None => Err(missing()),
-            Some(t) => match t.error().map(RDKafkaErrorCode::from) {
-                Some(
-                    RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic,
-                ) => Err(missing()),
-                Some(code) => Err(verdict(code).failure(
-                    1,
-                    KafkaFailure::Code {
-                        during: "metadata",
-                        code,
-                    },
-                )),
-                None if t.partitions().is_empty() => Err(missing()),
-                None => Ok(Check::Passed),
-            },
+            })),
+            (TopicState::Unknown, Some(code)) => Err(verdict(code).failure(
+                1,
+                KafkaFailure::Code {
+                    during: "metadata",
+                    code,
+                },
+            )),
+            (TopicState::Unknown, None) => Err(Failure::transient(KafkaFailure::Code {
+                during: "metadata",
+                code: RDKafkaErrorCode::BrokerNotAvailable,
+            })),
         }
     }
 }

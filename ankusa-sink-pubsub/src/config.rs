@@ -119,6 +119,12 @@ pub struct PubSubConfig {
     /// Batching for deliveries whose `ctx.batch` is set.
     #[serde(default)]
     pub batch: BatchOptions,
+    /// Accept `auth = application_default` with an `http://` endpoint that is not
+    /// loopback, sending bearer tokens unencrypted (default false: refused with
+    /// [`ConfigError::Insecure`]). Anonymous credentials (the emulator) send no token and
+    /// need no such consent.
+    #[serde(default)]
+    pub allow_insecure: bool,
 }
 
 fn default_inline() -> NonZeroUsize {
@@ -145,6 +151,7 @@ impl PubSubConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             timeout_ms: DEFAULT_TIMEOUT_MS,
             batch: BatchOptions::default(),
+            allow_insecure: false,
         }
     }
 
@@ -195,6 +202,23 @@ impl PubSubConfig {
         self
     }
 
+    /// Accept Application Default Credentials over a cleartext `http://` endpoint that is
+    /// not loopback (see [`PubSubConfig::allow_insecure`]).
+    pub fn with_allow_insecure(mut self, allow: bool) -> Self {
+        self.allow_insecure = allow;
+        self
+    }
+
+    /// Whether bearer tokens would cross the network unencrypted: Application Default
+    /// Credentials with an `http://` endpoint whose host is not loopback.
+    pub fn sends_tokens_in_clear(&self) -> bool {
+        self.auth() == Auth::ApplicationDefault
+            && url::Url::parse(self.endpoint()).is_ok_and(|u| {
+                u.scheme() == "http"
+                    && !u.host_str().is_some_and(ankusa_sink_core::is_loopback_host)
+            })
+    }
+
     /// Set the batching options.
     pub fn with_batch(mut self, batch: BatchOptions) -> Self {
         self.batch = batch;
@@ -240,6 +264,9 @@ impl PubSubConfig {
         validate_segment("project", &self.project)?;
         validate_segment("topic", &self.topic)?;
         self.validate_endpoint()?;
+        if self.sends_tokens_in_clear() && !self.allow_insecure {
+            return Err(ConfigError::Insecure);
+        }
         if let Some(t) = &self.ordering_key {
             OrderingKey::parse(t)?;
         }
@@ -352,6 +379,14 @@ pub enum ConfigError {
     /// The ordering key template does not parse.
     #[error("invalid ordering_key template: {0}")]
     OrderingKey(String),
+    /// `auth = application_default` with an `http://` endpoint that is not loopback:
+    /// bearer tokens would cross the network unencrypted.
+    #[error(
+        "endpoint is http:// on a host that is not loopback and auth is application_default: \
+         bearer tokens would be sent unencrypted; use https://, auth = anonymous (an \
+         emulator), or set allow_insecure = true to accept that"
+    )]
+    Insecure,
     /// The client could not be built (for example, no Application Default Credentials).
     #[error("the Pub/Sub client could not be built: {0}")]
     Client(String),
@@ -504,6 +539,41 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(!e.to_string().contains("s3cr3t"));
+    }
+
+    #[test]
+    fn application_default_over_cleartext_needs_allow_insecure() {
+        let remote = || valid().with_endpoint("http://pubsub.internal.example:8085");
+        let adc = remote().with_auth(Auth::ApplicationDefault);
+        assert!(adc.sends_tokens_in_clear());
+        let e = adc.validate().unwrap_err();
+        assert_eq!(e, ConfigError::Insecure);
+        assert!(e.to_string().contains("allow_insecure"), "{e}");
+        adc.clone().with_allow_insecure(true).validate().unwrap();
+        // No token to leak: anonymous (the default for http://, and the emulator's).
+        remote().validate().unwrap();
+        assert!(!remote().sends_tokens_in_clear());
+        // TLS, and loopback (an emulator or a local proxy on this machine).
+        valid().validate().unwrap();
+        for local in [
+            "http://127.0.0.1:8085",
+            "http://localhost:8085",
+            "http://[::1]:8085",
+        ] {
+            let c = valid()
+                .with_endpoint(local)
+                .with_auth(Auth::ApplicationDefault);
+            assert!(!c.sends_tokens_in_clear(), "{local}");
+            c.validate().unwrap();
+        }
+        let c: PubSubConfig = serde_json::from_value(serde_json::json!({
+            "project": "p", "topic": "t", "endpoint": "http://10.0.0.7:8085",
+            "auth": "application_default", "allow_insecure": true
+        }))
+        .unwrap();
+        assert!(c.allow_insecure);
+        c.validate().unwrap();
+        assert!(!valid().allow_insecure);
     }
 
     #[test]

@@ -13,20 +13,54 @@ use google_cloud_gax::error::rpc::{Code, Status, StatusDetails};
 use google_cloud_pubsub::error::PublishError;
 use std::num::NonZeroU64;
 
+pub use ankusa_sink_core::MAX_REASON_TEXT;
+pub(crate) use ankusa_sink_core::printable;
+
+/// A client error in words: `CODE: message` for a status from the server (the message
+/// escaped and bounded), else the error and its sources by `Display`, each once.
+fn gax_text(e: &GaxError) -> String {
+    if let Some(status) = e.status() {
+        if status.message.is_empty() {
+            return status.code.name().to_owned();
+        }
+        return format!("{}: {}", status.code.name(), printable(&status.message));
+    }
+    let mut out = e.to_string();
+    let mut next = std::error::Error::source(e);
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !out.ends_with(&text) && !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = cause.source();
+    }
+    printable(&out)
+}
+
+fn publish_text(e: &PublishError) -> String {
+    match e {
+        PublishError::Rpc(e) => gax_text(e),
+        other => printable(&other.to_string()),
+    }
+}
+
 /// Why a delivery or a check failed, before classification by [`classify`].
 ///
-/// The text carries the server's status message and the client's description, never a
-/// credential.
+/// The text carries the server's status code and message (escaped and bounded, see
+/// [`MAX_REASON_TEXT`]) and the client's description, never a credential. The client's
+/// error is kept in the variant for typed inspection but is not the `source()`: its own
+/// text would print the server's message raw.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PubSubError {
     /// The official client's publish failed (an RPC status, a paused ordering key, a
     /// publisher shut down).
-    #[error("publish failed")]
-    Publish(#[source] PublishError),
+    #[error("publish failed: {}", publish_text(.0))]
+    Publish(PublishError),
     /// An admin call (`check()`'s get-topic) failed.
-    #[error("get topic failed")]
-    Admin(#[source] GaxError),
+    #[error("get topic failed: {}", gax_text(.0))]
+    Admin(GaxError),
     /// The message is over `max_message_bytes`; it was not sent.
     #[error(
         "message of {size} bytes (data + attributes + ordering key) exceeds \
@@ -41,9 +75,13 @@ pub enum PubSubError {
     /// The server answered without a message id.
     #[error("the publish answered without a message id")]
     NoMessageId,
-    /// No answer within `timeout_ms`. The message may still be published (at least once).
+    /// No answer to a publish within `timeout_ms`. The message may still be published
+    /// (at least once).
     #[error("no message id within {0} ms")]
     Timeout(u128),
+    /// `check()`'s get-topic had no answer within `timeout_ms` (check publishes nothing).
+    #[error("check: getting the topic had no answer within {0} ms (nothing was published)")]
+    CheckTimeout(u128),
 }
 
 /// Classify a failed publish or check; `attempt` is `ctx.attempt` (for a throttle without
@@ -51,7 +89,9 @@ pub enum PubSubError {
 pub fn classify(err: PubSubError, attempt: u32) -> Failure {
     let class = match &err {
         PubSubError::TooLarge { .. } => Class::Permanent,
-        PubSubError::NoMessageId | PubSubError::Timeout(_) => Class::Transient,
+        PubSubError::NoMessageId | PubSubError::Timeout(_) | PubSubError::CheckTimeout(_) => {
+            Class::Transient
+        }
         PubSubError::Publish(PublishError::Rpc(e)) => rpc_class(e, attempt),
         PubSubError::Publish(_) => Class::Transient,
         PubSubError::Admin(e) => rpc_class(e, attempt),
@@ -231,6 +271,43 @@ mod tests {
             Class::Transient
         );
         assert_eq!(class(PubSubError::NoMessageId), Class::Transient);
+    }
+
+    #[test]
+    fn server_text_is_escaped_and_bounded() {
+        let hostile = format!("bad\u{1b}[2J\r\nINFO forged\u{202e}{}", "x".repeat(5000));
+        let status = Status::default()
+            .set_code(Code::InvalidArgument)
+            .set_message(hostile);
+        for err in [
+            PubSubError::Publish(PublishError::Rpc(Arc::new(GaxError::service(
+                status.clone(),
+            )))),
+            PubSubError::Admin(GaxError::service(status)),
+        ] {
+            let text = classify(err, 1).to_string();
+            assert!(!text.chars().any(char::is_control), "{text:?}");
+            assert!(!text.contains('\u{202e}'), "{text:?}");
+            assert!(
+                text.contains(r"INVALID_ARGUMENT: bad\u{1b}[2J\r\nINFO forged\u{202e}x"),
+                "{text}"
+            );
+            assert!(
+                text.chars().count() < MAX_REASON_TEXT + 100,
+                "{}",
+                text.len()
+            );
+        }
+    }
+
+    #[test]
+    fn check_timeout_says_what_check_did() {
+        let f = classify(PubSubError::CheckTimeout(300), 1);
+        assert_eq!(f.class(), Class::Transient);
+        assert_eq!(
+            f.to_string(),
+            "transient: check: getting the topic had no answer within 300 ms (nothing was published)"
+        );
     }
 
     #[test]

@@ -6,5 +6,5 @@ pub mod error;
 mod sink;
 
 pub use config::{Auth, BatchOptions, ConfigError, OrderingKey, PubSubConfig};
-pub use error::{PubSubError, classify};
+pub use error::{MAX_REASON_TEXT, PubSubError, classify};
 pub use sink::PubSubSink;

@@ -73,6 +73,13 @@ impl PubSubSink {
     /// example, no Application Default Credentials are available).
     pub async fn new(config: PubSubConfig) -> Result<Self, ConfigError> {
         config.validate()?;
+        if config.sends_tokens_in_clear() {
+            tracing::warn!(
+                endpoint = %ankusa_sink_core::redact_url_keep_path(config.endpoint()),
+                "pubsub sink: allow_insecure: Application Default Credentials' bearer tokens \
+                 go to the endpoint unencrypted (http://); use https:// to protect them"
+            );
+        }
         let ordering_key = config
             .ordering_key
             .as_deref()
@@ -248,10 +255,15 @@ impl Sink for PubSubSink {
             .set_topic(self.topic_name.clone())
             .with_attempt_timeout(timeout)
             .send();
+        // The client's attempt timeout and this bound are the same: whichever fires, the
+        // reason says the check's get-topic timed out (not a publish: none was made).
         match tokio::time::timeout(timeout, get).await {
             Ok(Ok(_)) => Ok(Check::Passed),
+            Ok(Err(e)) if e.is_timeout() => {
+                Err(classify(PubSubError::CheckTimeout(timeout.as_millis()), 1))
+            }
             Ok(Err(e)) => Err(classify(PubSubError::Admin(e), 1)),
-            Err(_) => Err(classify(PubSubError::Timeout(timeout.as_millis()), 1)),
+            Err(_) => Err(classify(PubSubError::CheckTimeout(timeout.as_millis()), 1)),
         }
     }
 }
@@ -305,6 +317,69 @@ mod tests {
         let d = computed.describe(&Subject::new("s", None)).unwrap();
         assert_eq!(d.computed, vec!["ordering_key".to_owned()]);
         assert!(d.bindings["googlepubsub"].get("orderingKey").is_none());
+    }
+
+    /// Collects the events logged while it is the thread's default subscriber.
+    struct Capture(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+    struct Fields(String);
+
+    impl tracing::field::Visit for Fields {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
+            self.0.push_str(&format!("{}={value:?} ", field.name()));
+        }
+    }
+
+    impl tracing::Subscriber for Capture {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            if event.metadata().target().starts_with("ankusa_sink_pubsub") {
+                let mut fields = Fields(format!("{} ", event.metadata().level()));
+                event.record(&mut fields);
+                self.0.lock().unwrap().push(fields.0);
+            }
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    #[tokio::test]
+    async fn application_default_over_cleartext_is_refused_or_warned() {
+        let remote = || {
+            PubSubConfig::new("proj", "hooks")
+                .with_endpoint("http://pubsub.internal.example:8085")
+                .with_auth(Auth::ApplicationDefault)
+        };
+        let e = PubSubSink::new(remote()).await.unwrap_err();
+        assert_eq!(e, ConfigError::Insecure);
+
+        let lines = std::sync::Arc::default();
+        let guard = tracing::subscriber::set_default(Capture(std::sync::Arc::clone(&lines)));
+        tracing::callsite::rebuild_interest_cache();
+        // Building may fail where no Application Default Credentials exist; the warning
+        // comes first either way.
+        let _ = tokio::time::timeout(
+            Duration::from_secs(10),
+            PubSubSink::new(remote().with_allow_insecure(true)),
+        )
+        .await;
+        let _ = PubSubSink::new(
+            PubSubConfig::new("proj", "hooks").with_endpoint("http://127.0.0.1:8085"),
+        )
+        .await
+        .unwrap();
+        drop(guard);
+        let lines = lines.lock().unwrap().clone();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with("WARN "), "{lines:?}");
+        assert!(lines[0].contains("unencrypted"), "{lines:?}");
     }
 
     #[tokio::test]

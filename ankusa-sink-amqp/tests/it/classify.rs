@@ -245,12 +245,24 @@ async fn refused_connection_is_transient_and_fails_fast() {
         .unwrap(),
     );
     let e = env("hook-refused", "s");
-    for _ in 0..3 {
+    for i in 0..3 {
         let err = bounded(sink.deliver(&e, &Ctx::for_envelope(&e)))
             .await
             .unwrap_err();
         assert_eq!(err.class(), Class::Transient, "{err}");
-        assert!(!err.to_string().contains("guest:guest"), "{err}");
+        let text = err.to_string();
+        assert!(!text.contains("guest:guest"), "{text}");
+        // Each cause once, in words; the delivery that dialled reports its own attempt.
+        assert_eq!(text.matches("onnection refused").count(), 1, "{text}");
+        assert!(!text.contains(" 0 ms ago"), "{text}");
+        if i == 0 {
+            assert_eq!(
+                text,
+                format!(
+                    "transient: connect failed on amqp://127.0.0.1:{port}/%2F: connection refused"
+                )
+            );
+        }
     }
     let err = bounded(sink.check()).await.unwrap_err();
     assert_eq!(err.class(), Class::Transient, "{err}");

@@ -278,3 +278,61 @@ async fn check_passes_and_publishes_nothing() {
     admin.delete_exchange(&y).await;
     admin.cleanup().await;
 }
+
+#[tokio::test]
+async fn inserted_values_cannot_add_topic_words_or_wildcards() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let x = unique("x");
+    admin.exchange(&x, ExchangeKind::Topic).await;
+    // A consumer of acme's events only; a dedupe key "x.#"-style value must not reach it
+    // under another tenant's words, nor any binding the template does not describe.
+    let q = admin.queue(&x, "hooks.*.*", &[]).await;
+    let sink = AmqpSink::new(
+        builder(&x)
+            .routing_key_template("hooks.{source_id}.{dedupe_key}")
+            .build()
+            .unwrap(),
+    );
+    let hook = |dedupe: &str| {
+        Envelope::builder("hook-rk", "stripe", &b"{}"[..])
+            .dedupe_key(dedupe)
+            .build()
+            .unwrap()
+    };
+    for (dedupe, bad) in [("evt.acme", '.'), ("*", '*'), ("#", '#')] {
+        let e = hook(dedupe);
+        let err = bounded(sink.deliver(&e, &Ctx::for_envelope(&e)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.class(), Class::Permanent, "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("{{dedupe_key}} contains {bad:?}")),
+            "{text}"
+        );
+        assert!(!text.contains(dedupe) || dedupe.len() == 1, "{text}");
+    }
+    let e = hook("evt_1");
+    bounded(sink.deliver(&e, &Ctx::for_envelope(&e)))
+        .await
+        .unwrap();
+    assert_eq!(admin.count(&q).await, 1);
+    // A direct exchange matches keys exactly: '.' is an ordinary character there.
+    let d = unique("x");
+    admin.exchange(&d, ExchangeKind::Direct).await;
+    let dq = admin.queue(&d, "hooks.stripe.evt.1", &[]).await;
+    let direct = AmqpSink::new(
+        builder(&d)
+            .exchange_type(ankusa_sink_amqp::ExchangeType::Direct)
+            .routing_key_template("hooks.{source_id}.{dedupe_key}")
+            .build()
+            .unwrap(),
+    );
+    let e = hook("evt.1");
+    bounded(direct.deliver(&e, &Ctx::for_envelope(&e)))
+        .await
+        .unwrap();
+    assert_eq!(admin.count(&dq).await, 1);
+    admin.cleanup().await;
+}

@@ -148,7 +148,10 @@ async fn oversize_is_permanent_from_sns_and_before_sending() {
         .header("x-big", "z".repeat(20_000))
         .build()
         .unwrap();
-    let res = s.deliver(&e, &ctx(&e)).await;
+    // The 20 KB header rides in the message only with the forwarding cap raised above its
+    // 16 KiB default.
+    let wide = ctx(&e).with_forward_headers_max_bytes(NonZeroUsize::new(64 * 1024).unwrap());
+    let res = s.deliver(&e, &wide).await;
     assert_class(&res, Class::Permanent);
     assert!(
         res.unwrap_err()

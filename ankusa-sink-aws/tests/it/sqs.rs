@@ -382,6 +382,10 @@ async fn server_errors_timeouts_and_connection_errors_are_transient() {
         .await
         .expect("bounded by the sink's timeout");
     assert_class(&res, Class::Transient);
+    assert_eq!(
+        res.unwrap_err().reason_chain(),
+        "sqs SendMessage: timed out"
+    );
 
     // Nothing listening.
     let port = {
@@ -390,7 +394,33 @@ async fn server_errors_timeouts_and_connection_errors_are_transient() {
     };
     let endpoint = format!("http://127.0.0.1:{port}");
     let s = sink(&format!("{endpoint}/{ACCOUNT}/q"), options(&endpoint)).await;
-    assert_class(&s.deliver(&e, &ctx(&e)).await, Class::Transient);
+    let res = s.deliver(&e, &ctx(&e)).await;
+    assert_class(&res, Class::Transient);
+    // In words, without the SDK's Debug dump (DispatchFailure { source: ConnectorError ..).
+    assert_eq!(
+        res.unwrap_err().reason_chain(),
+        "sqs SendMessage: connection refused"
+    );
+}
+
+#[tokio::test]
+async fn the_servers_text_is_escaped_and_bounded() {
+    let body = serde_json::json!({
+        "__type": "com.amazonaws.sqs#InvalidMessageContents",
+        "message": format!("bad\u{1b}]0;owned\u{7}\nINFO forged line {}", "x".repeat(10_000)),
+    });
+    let resp = Resp::new(400, body.to_string())
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amzn-query-error", "InvalidMessageContents;Sender");
+    let res = scripted_result(resp).await;
+    assert_class(&res, Class::Permanent);
+    let text = res.unwrap_err().to_string();
+    assert!(!text.chars().any(char::is_control), "{text:?}");
+    assert!(
+        text.contains(r"bad\u{1b}]0;owned\u{7}\nINFO forged line x"),
+        "{text}"
+    );
+    assert!(text.len() < 400, "{} bytes", text.len());
 }
 
 #[tokio::test]

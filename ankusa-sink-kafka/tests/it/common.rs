@@ -8,9 +8,11 @@ use ankusa_sink_kafka::rdkafka::consumer::{BaseConsumer, Consumer};
 use ankusa_sink_kafka::rdkafka::message::{Headers, Message};
 use ankusa_sink_kafka::rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use ankusa_sink_kafka::{KafkaConfig, KafkaSink};
+use std::fmt::Write as _;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -322,10 +324,78 @@ impl Drop for Tansu {
     }
 }
 
-/// Print librdkafka's log (routed through `tracing`) when `RUST_LOG` asks for it.
+/// A `tracing` event of this crate or of librdkafka, captured by [`trace`]'s subscriber.
+#[derive(Debug, Clone)]
+pub(crate) struct Line {
+    pub(crate) level: tracing::Level,
+    /// The message and every field, `name=value`.
+    pub(crate) text: String,
+}
+
+static LINES: Mutex<Vec<Line>> = Mutex::new(Vec::new());
+
+/// Records every event of the targets `librdkafka` and `ankusa_sink_kafka*`, at any level.
+struct Capture;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
+    fn on_event(
+        &self,
+        event: &tracing::Event<'_>,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let meta = event.metadata();
+        if meta.target() != "librdkafka" && !meta.target().starts_with("ankusa_sink_kafka") {
+            return;
+        }
+        let mut text = String::new();
+        event.record(&mut Fields(&mut text));
+        LINES.lock().unwrap().push(Line {
+            level: *meta.level(),
+            text,
+        });
+    }
+}
+
+struct Fields<'a>(&'a mut String);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        let _ = write!(self.0, " {}={value}", field.name());
+    }
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        let _ = write!(self.0, " {}={value:?}", field.name());
+    }
+}
+
+/// Install the test subscriber (once per process): it prints what `RUST_LOG` asks for and
+/// captures this crate's and librdkafka's events for [`lines_with`].
 pub(crate) fn trace() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
+    use tracing_subscriber::prelude::*;
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_test_writer()
+                .with_filter(tracing_subscriber::EnvFilter::from_default_env()),
+        )
+        .with(Capture)
         .try_init();
+}
+
+/// The captured lines whose text contains `needle` (a sink's unique `client_id`).
+pub(crate) fn lines_with(needle: &str) -> Vec<Line> {
+    LINES
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.text.contains(needle))
+        .cloned()
+        .collect()
+}
+
+/// The lines a default (`info`) filter shows, of the sink with client id `client`.
+pub(crate) fn shown_lines(client: &str) -> Vec<Line> {
+    lines_with(client)
+        .into_iter()
+        .filter(|l| l.level <= tracing::Level::INFO)
+        .collect()
 }

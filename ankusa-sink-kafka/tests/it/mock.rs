@@ -237,3 +237,152 @@ async fn row_all_brokers_down_is_transient_within_the_produce_timeout() {
         assert!(Instant::now() < deadline, "no recovery: {f}");
     }
 }
+
+/// The cluster says the topic is unknown (a broker restarting says so of topics it has not
+/// loaded yet) and then answers too slowly for the sink's own metadata refresh (a quarter of
+/// the produce timeout, here 2 s): nothing confirms the topic is missing, so the record is
+/// transient, not config (before the fix: config, and every hook dead-lettered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_unknown_topic_unconfirmed_by_a_metadata_refresh_is_transient() {
+    let mock = Mock::new();
+    mock.cluster
+        .topic_error(
+            TOPIC,
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+        )
+        .unwrap();
+    // librdkafka fails records for an unknown topic at the first metadata answer after
+    // half the produce timeout (6 s).
+    let sink = std::sync::Arc::new(mock.sink(12_000));
+    let pending = {
+        let sink = std::sync::Arc::clone(&sink);
+        tokio::spawn(async move { deliver(&sink, "restarting").await })
+    };
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    mock.cluster
+        .broker_round_trip_time(1, Duration::from_millis(2_500))
+        .unwrap();
+    let f = expect_err(pending.await.unwrap());
+    eprintln!("unknown topic, refresh unanswered -> {f}");
+    assert_eq!(f.class(), Class::Transient, "{f}");
+    assert!(f.to_string().contains("UnknownTopic"), "{f}");
+}
+
+fn client_id(tag: &str) -> String {
+    unique_topic(tag)
+}
+
+fn replacements(client: &str) -> Vec<String> {
+    lines_with(client)
+        .into_iter()
+        .filter(|l| l.text.contains("replaced the kafka producer"))
+        .map(|l| l.text)
+        .collect()
+}
+
+/// A broker that fences the producer id: an idempotent (not transactional) librdkafka
+/// producer fails the record with `PRODUCER_FENCED` but raises no fatal error and keeps its
+/// id, so before the fix every later record was refused the same way (issue 15: "every
+/// later send fails transient ProducerFenced"). The sink replaces the producer.
+#[tokio::test]
+async fn a_fenced_producer_is_replaced_and_later_deliveries_use_the_new_one() {
+    trace();
+    let mock = Mock::new();
+    let client = client_id("fenced");
+    let sink = KafkaSink::new(mock.config(5_000).with_client_id(&client)).unwrap();
+    deliver(&sink, "warm").await.unwrap();
+    mock.cluster.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_PRODUCER_FENCED],
+    );
+    let f = expect_err(deliver(&sink, "fenced").await);
+    eprintln!("fenced -> {f}");
+    assert_eq!(f.class(), Class::Transient, "{f}");
+    assert!(f.to_string().contains("ProducerFenced"), "{f}");
+    let replaced = replacements(&client);
+    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    assert!(replaced[0].contains("fenced producer"), "{replaced:?}");
+    for i in 0..3 {
+        deliver(&sink, &format!("after-{i}")).await.unwrap();
+    }
+    assert_eq!(replacements(&client).len(), 1, "replaced once");
+}
+
+/// A fatal idempotence error (librdkafka 2.12 raises one for OUT_OF_ORDER_SEQUENCE_NUMBER
+/// on the first request in flight: producer and broker disagree on the sequence). Every
+/// hook in flight fails transient, none hangs; the producer is replaced once and the next
+/// deliveries succeed.
+#[tokio::test]
+async fn a_fatal_producer_fails_its_hooks_transient_and_is_replaced() {
+    trace();
+    let mock = Mock::new();
+    let client = client_id("fatal");
+    let sink = KafkaSink::new(mock.config(5_000).with_client_id(&client)).unwrap();
+    deliver(&sink, "warm").await.unwrap();
+    mock.cluster.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER],
+    );
+    let started = Instant::now();
+    let ids: Vec<String> = (0..8).map(|i| format!("inflight-{i}")).collect();
+    let results = futures_util::future::join_all(ids.iter().map(|id| deliver(&sink, id))).await;
+    let took = started.elapsed();
+    let failed: Vec<Failure> = results.into_iter().filter_map(Result::err).collect();
+    assert!(!failed.is_empty(), "the injected error hit no hook");
+    for f in &failed {
+        eprintln!("fatal -> {f}");
+        assert_eq!(f.class(), Class::Transient, "{f}");
+    }
+    assert!(
+        took < Duration::from_secs(4),
+        "in-flight hooks waited {took:?}"
+    );
+    let replaced = replacements(&client);
+    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    assert!(replaced[0].contains("fatal error"), "{replaced:?}");
+    for i in 0..3 {
+        deliver(&sink, &format!("after-{i}")).await.unwrap();
+    }
+}
+
+/// While the only broker is down, once the sink's probe confirms it, deliveries fail at
+/// once (transient, "no broker reachable") instead of each waiting the produce timeout;
+/// when the broker comes back, deliveries resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_brokers_down_fails_fast_then_resumes_when_the_broker_returns() {
+    let mock = Mock::new();
+    let timeout = Duration::from_millis(6_000);
+    let sink = std::sync::Arc::new(mock.sink(timeout.as_millis() as u64));
+    deliver(&sink, "warm").await.unwrap();
+    mock.cluster.broker_down(1).unwrap();
+    let waiting = {
+        let sink = std::sync::Arc::clone(&sink);
+        tokio::spawn(async move { deliver(&sink, "queued").await })
+    };
+    // librdkafka reports the broker down at once; the probe (a quarter of the produce
+    // timeout) then gets no answer.
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    let started = Instant::now();
+    for i in 0..100 {
+        let f = expect_err(deliver(&sink, &format!("down-{i}")).await);
+        assert_eq!(f.class(), Class::Transient, "{f}");
+        assert!(f.to_string().contains("no broker reachable"), "{f}");
+    }
+    let took = started.elapsed();
+    eprintln!("100 hooks with the broker down: {took:?} (produce timeout {timeout:?})");
+    assert!(took < timeout / 3, "took {took:?}");
+    assert_eq!(expect_err(waiting.await.unwrap()).class(), Class::Transient);
+
+    mock.cluster.broker_up(1).unwrap();
+    let back = Instant::now();
+    let deadline = back + Duration::from_secs(30);
+    while let Err(f) = deliver(&sink, "back").await {
+        assert_eq!(f.class(), Class::Transient, "{f}");
+        assert!(Instant::now() < deadline, "no recovery: {f}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "delivering again {:?} after the broker came back",
+        back.elapsed()
+    );
+}

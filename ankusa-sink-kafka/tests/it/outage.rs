@@ -100,3 +100,121 @@ async fn row_sasl_authentication_failure_is_config() {
         assert_eq!(f.class(), Class::Config, "{mechanism:?}: {f}");
     }
 }
+
+/// A closed port: once the sink's probe confirms no broker answers, hooks fail at once
+/// instead of each waiting the produce timeout (issue 15: 1,000 hooks took 164 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_fails_fast_once_a_probe_confirms_it() {
+    crate::common::trace();
+    let timeout = Duration::from_millis(6_000);
+    let sink = std::sync::Arc::new(
+        KafkaSink::new(
+            KafkaConfig::new(format!("127.0.0.1:{}", closed_port()), "t")
+                .with_produce_timeout(timeout),
+        )
+        .unwrap(),
+    );
+    let first = {
+        let sink = std::sync::Arc::clone(&sink);
+        tokio::spawn(async move {
+            let env = envelope("first", "{}");
+            sink.deliver(&env, &Ctx::for_envelope(&env)).await
+        })
+    };
+    // The probe asks for a quarter of the produce timeout (1.5 s) before confirming.
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    let started = Instant::now();
+    let fast = tokio::time::timeout(timeout, async {
+        for i in 0..1_000 {
+            let env = envelope(&format!("down-{i}"), "{}");
+            let f = expect_err(sink.deliver(&env, &Ctx::for_envelope(&env)).await);
+            assert_eq!(f.class(), Class::Transient, "{f}");
+            assert!(f.to_string().contains("no broker reachable"), "{f}");
+        }
+    })
+    .await;
+    let took = started.elapsed();
+    assert!(
+        fast.is_ok(),
+        "1,000 hooks did not all fail within {timeout:?}"
+    );
+    eprintln!(
+        "closed port: 1,000 hooks failed transient in {took:?} (produce timeout {timeout:?})"
+    );
+    assert!(took < timeout / 3, "took {took:?}");
+    assert_eq!(expect_err(first.await.unwrap()).class(), Class::Transient);
+}
+
+/// A closed port makes librdkafka report the refused connection and "1/1 brokers are down"
+/// many times a second (58 lines before the fix). At the CLI's default level (`info`) a
+/// handful remain: the first of each kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_logs_a_handful_of_lines() {
+    crate::common::trace();
+    let client = unique_topic("quiet");
+    let sink = KafkaSink::new(
+        KafkaConfig::new(format!("127.0.0.1:{}", closed_port()), "t")
+            .with_client_id(&client)
+            .with_produce_timeout(Duration::from_millis(1_000)),
+    )
+    .unwrap();
+    let started = Instant::now();
+    for id in ["a", "b"] {
+        let env = envelope(id, "{}");
+        let f = expect_err(sink.deliver(&env, &Ctx::for_envelope(&env)).await);
+        assert_eq!(f.class(), Class::Transient, "{f}");
+    }
+    // Let librdkafka keep retrying the connection for a while.
+    if let Some(rest) = Duration::from_secs(4).checked_sub(started.elapsed()) {
+        tokio::time::sleep(rest).await;
+    }
+    let shown = shown_lines(&client);
+    for l in &shown {
+        eprintln!("{} {}", l.level, l.text);
+    }
+    let all = lines_with(&client).len();
+    eprintln!(
+        "closed port: {} lines shown at info, {all} in all",
+        shown.len()
+    );
+    assert!(!shown.is_empty(), "the first occurrence stays visible");
+    assert!(shown.len() <= 6, "{} lines", shown.len());
+}
+
+/// librdkafka's own log lines go through the same scrubbing as errors: a property value the
+/// sink treats as secret (`sasl.kerberos.keytab` names a key) that librdkafka does not
+/// redact, dumped by `debug=conf`, appears as REDACTED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn librdkafka_log_lines_are_scrubbed() {
+    crate::common::trace();
+    let client = unique_topic("scrub");
+    let planted = "/planted-keytab-secret-4f2a";
+    let sink = KafkaSink::new(
+        KafkaConfig::new(format!("127.0.0.1:{}", closed_port()), "t")
+            .with_client_id(&client)
+            .with_produce_timeout(Duration::from_millis(500))
+            .with_property("debug", "conf")
+            .with_property("sasl.kerberos.keytab", planted),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let dumped = loop {
+        let lines = lines_with(&client);
+        if let Some(l) = lines
+            .iter()
+            .find(|l| l.text.contains("sasl.kerberos.keytab"))
+        {
+            break l.text.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no configuration dump: {lines:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!("{dumped}");
+    assert!(dumped.contains("REDACTED"), "{dumped}");
+    let leaked: Vec<_> = lines_with(planted.trim_start_matches('/'));
+    assert!(leaked.is_empty(), "{leaked:?}");
+    drop(sink);
+}

@@ -442,3 +442,34 @@ async fn batched_deliveries_share_requests_and_get_their_own_results() {
     }
     assert_eq!(server.publishes.load(Ordering::SeqCst), batched + 3);
 }
+
+#[tokio::test]
+async fn a_silent_server_fails_check_with_a_check_reason() {
+    // Accepts and holds every connection, never answering.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let keep = Arc::clone(&held);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            keep.lock().unwrap().push(stream);
+        }
+    });
+    let sink = PubSubSink::new(
+        PubSubConfig::new(PROJECT, "t-silent")
+            .with_endpoint(format!("http://{addr}"))
+            .with_timeout(Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(10), sink.check())
+        .await
+        .expect("check is bounded by timeout_ms")
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Transient, "{err}");
+    // Check publishes nothing: its reason must not speak of a message id.
+    assert_eq!(
+        err.to_string(),
+        "transient: check: getting the topic had no answer within 300 ms (nothing was published)"
+    );
+}
