@@ -99,7 +99,10 @@ pub(crate) async fn receive(
     queue_url: &str,
     want: usize,
 ) -> Vec<Received> {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // moto scans the whole queue on every receive (about 0.4 s per call at 500 messages
+    // here), so reading 500 back takes ~20 s on a quiet machine: a generous window, left as
+    // soon as `want` messages are in.
+    let deadline = Instant::now() + Duration::from_secs(120);
     let mut out = Vec::new();
     while out.len() < want && Instant::now() < deadline {
         let got = admin
