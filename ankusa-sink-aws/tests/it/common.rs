@@ -40,7 +40,9 @@ pub(crate) fn options(endpoint: &str) -> AwsOptions {
         .with_region(REGION)
         .with_endpoint(endpoint)
         .with_credentials(creds())
-        .with_timeout(Duration::from_secs(5))
+        // moto answers in milliseconds when idle but can take seconds while the suite
+        // loads it (200 concurrent publishes, O(n) receives): no false timeouts.
+        .with_timeout(Duration::from_secs(15))
 }
 
 pub(crate) async fn sqs_admin(endpoint: &str) -> aws_sdk_sqs::Client {
