@@ -40,7 +40,9 @@ pub(crate) fn options(endpoint: &str) -> AwsOptions {
         .with_region(REGION)
         .with_endpoint(endpoint)
         .with_credentials(creds())
-        .with_timeout(Duration::from_secs(5))
+        // moto answers in milliseconds when idle but can take seconds while the suite
+        // loads it (200 concurrent publishes, O(n) receives): no false timeouts.
+        .with_timeout(Duration::from_secs(15))
 }
 
 pub(crate) async fn sqs_admin(endpoint: &str) -> aws_sdk_sqs::Client {
@@ -99,7 +101,10 @@ pub(crate) async fn receive(
     queue_url: &str,
     want: usize,
 ) -> Vec<Received> {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // moto scans the whole queue on every receive (about 0.4 s per call at 500 messages
+    // here), so reading 500 back takes ~20 s on a quiet machine: a generous window, left as
+    // soon as `want` messages are in.
+    let deadline = Instant::now() + Duration::from_secs(120);
     let mut out = Vec::new();
     while out.len() < want && Instant::now() < deadline {
         let got = admin

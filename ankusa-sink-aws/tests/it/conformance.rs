@@ -181,7 +181,8 @@ impl Harness for SqsHarness {
         let via = self.0.endpoint().await;
         let opts = planted()
             .with_endpoint(&via)
-            .with_timeout(Duration::from_secs(3));
+            // See common::options: moto under load.
+            .with_timeout(Duration::from_secs(15));
         let sink = sqs_sink(&format!("{via}/{ACCOUNT}/{name}"), opts).await?;
         Ok(Setup::new(sink).with_probe(probe(&url).await))
     }
@@ -292,7 +293,8 @@ impl Harness for SnsHarness {
         let via = self.0.endpoint().await;
         let opts = planted()
             .with_endpoint(&via)
-            .with_timeout(Duration::from_secs(3));
+            // See common::options: moto under load.
+            .with_timeout(Duration::from_secs(15));
         let sink = sns_sink(&arn, opts).await?;
         Ok(Setup::new(sink).with_probe(probe(&url).await))
     }
