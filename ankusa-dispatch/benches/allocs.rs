@@ -1,11 +1,67 @@
 //! Heap allocations per operation, counted exactly with dhat's allocator.
 //! `cargo bench -p ankusa-dispatch --bench allocs`.
 
-use ankusa_dispatch::{DispatchPolicy, attempt, decide};
+use ankusa_dispatch::{DispatchConfig, DispatchPolicy, Dispatcher, Hook, attempt, decide};
 use ankusa_sink_core::{
     Class, Ctx, Envelope, Failure, Reason, Sink, async_trait, message, safe_deliver,
 };
 use std::num::NonZeroU64;
+
+/// Asks for an hour's pause on every delivery: its hooks wait in the retry queue.
+#[derive(Debug)]
+struct Throttled;
+
+#[async_trait]
+impl Sink for Throttled {
+    async fn deliver(&self, _: &Envelope, _: &Ctx) -> Result<(), Failure> {
+        Err(Failure::retry_after_ms(
+            3_600_000,
+            Reason("slow down".into()),
+        ))
+    }
+}
+
+/// Bytes held per waiting hook, and allocations while 10,000 hooks wait a second.
+fn waiting_hooks(rt: &tokio::runtime::Runtime) {
+    const N: usize = 10_000;
+    rt.block_on(async {
+        let (d, _out) = Dispatcher::builder()
+            .sink("slow", std::sync::Arc::new(Throttled))
+            .config(DispatchConfig::default())
+            .build()
+            .unwrap();
+        let envs: Vec<Envelope> = (0..N)
+            .map(|i| {
+                Envelope::builder(format!("h{i}"), "stripe", vec![b'x'; 1024])
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        let before = dhat::HeapStats::get();
+        for env in envs {
+            d.submit(Hook::new(env)).await.unwrap();
+        }
+        while d.waiting() < N {
+            tokio::task::yield_now().await;
+        }
+        let held = dhat::HeapStats::get();
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let after = dhat::HeapStats::get();
+        println!(
+            "{:<40} {:>12.1} {:>14.0}",
+            "10k hooks waiting 1 s (per hook)",
+            (after.total_blocks - held.total_blocks) as f64 / N as f64,
+            (after.total_bytes - held.total_bytes) as f64 / N as f64,
+        );
+        println!(
+            "{:<40} {:>12} {:>14.0}",
+            "heap held per waiting hook (1 KiB body)",
+            "",
+            (held.curr_bytes as f64 - before.curr_bytes as f64) / N as f64,
+        );
+        d.shutdown(std::time::Duration::ZERO).await;
+    });
+}
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -41,6 +97,7 @@ fn row(name: &str, (allocs, bytes): (f64, f64)) {
 fn main() {
     let _profiler = dhat::Profiler::builder().testing().build();
     let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
         .unwrap();
     // One delivery through the attempt span and `safe_deliver`, as dispatch makes it.
@@ -119,4 +176,6 @@ fn main() {
         "attempt + safe_deliver, fmt subscriber",
         per_op(1000, || attempt_once(&envs[0], &ctx)),
     );
+    drop(_guard);
+    waiting_hooks(&rt);
 }

@@ -694,6 +694,9 @@ impl Clock {
 /// How often an open breaker's held jobs are checked against the horizon.
 const HELD_SCAN: Duration = Duration::from_secs(1);
 
+/// At most this many messages are taken between two pumps.
+const BURST: usize = 256;
+
 struct Scheduler {
     waiting_count: Arc<AtomicUsize>,
     slots: Vec<Slot>,
@@ -777,6 +780,28 @@ impl Scheduler {
                 () = sleep_until(wake) => {}
                 Some(joined) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
                     self.joined(joined);
+                }
+            }
+            // Take what else is already waiting before the next pump: one pass of the loop
+            // per burst of messages, not per message.
+            for _ in 0..BURST {
+                let mut any = false;
+                if let Ok(report) = reports.try_recv() {
+                    self.handle(report);
+                    any = true;
+                }
+                if self.intake_open
+                    && let Ok(msg) = rx.try_recv()
+                {
+                    self.take(msg);
+                    any = true;
+                }
+                if let Some(joined) = self.tasks.try_join_next_with_id() {
+                    self.joined(joined);
+                    any = true;
+                }
+                if !any {
+                    break;
                 }
             }
         }

@@ -53,13 +53,7 @@ async fn queue_sink(ch: &Channel, name: &str) -> (String, PathBuf) {
 async fn drain(ch: &Channel, queue: &str) -> Vec<ankusa_sink_core::message::Message> {
     let mut out = Vec::new();
     while let Some(m) = ch
-        .basic_get(
-            queue.into(),
-            BasicGetOptions {
-                no_ack: true,
-                ..Default::default()
-            },
-        )
+        .basic_get(queue.into(), BasicGetOptions { no_ack: true })
         .await
         .unwrap()
     {
