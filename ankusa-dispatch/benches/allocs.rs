@@ -1,7 +1,9 @@
 //! Heap allocations per operation, counted exactly with dhat's allocator.
 //! `cargo bench -p ankusa-dispatch --bench allocs`.
 
-use ankusa_dispatch::{DispatchConfig, DispatchPolicy, Dispatcher, Hook, attempt, decide};
+use ankusa_dispatch::{
+    BreakerConfig, DispatchConfig, DispatchPolicy, Dispatcher, Hook, attempt, decide,
+};
 use ankusa_sink_core::{
     Class, Ctx, Envelope, Failure, Reason, Sink, async_trait, message, safe_deliver,
 };
@@ -27,7 +29,11 @@ fn waiting_hooks(rt: &tokio::runtime::Runtime) {
     rt.block_on(async {
         let (d, _out) = Dispatcher::builder()
             .sink("slow", std::sync::Arc::new(Throttled))
-            .config(DispatchConfig::default())
+            // A breaker that never opens: every hook waits in the retry queue, none is held.
+            .config(DispatchConfig::default().with_breaker(BreakerConfig::new(
+                u32::MAX,
+                std::time::Duration::from_secs(1),
+            )))
             .build()
             .unwrap();
         let envs: Vec<Envelope> = (0..N)
@@ -41,8 +47,14 @@ fn waiting_hooks(rt: &tokio::runtime::Runtime) {
         for env in envs {
             d.submit(Hook::new(env)).await.unwrap();
         }
+        let start = std::time::Instant::now();
         while d.waiting() < N {
-            tokio::task::yield_now().await;
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "only {} of {N} hooks waiting",
+                d.waiting()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
         let held = dhat::HeapStats::get();
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
