@@ -137,6 +137,7 @@ pub(crate) fn claim_store(spec: &str) -> Result<ClaimStore, UsageError> {
                 .map_err(|e| bad(&format!("cannot create {}: {e}", dir.display())))?;
             ClaimStore::local(dir, Default::default()).map_err(|e| bad(&e.to_string()))
         }
+        #[cfg(feature = "s3")]
         "s3" | "s3a" => {
             use ankusa_claimcheck::object_store::aws::AmazonS3Builder;
             let s3 = AmazonS3Builder::from_env()
@@ -145,6 +146,8 @@ pub(crate) fn claim_store(spec: &str) -> Result<ClaimStore, UsageError> {
                 .map_err(|e| bad(&format!("S3: {e}")))?;
             Ok(ClaimStore::new(Arc::new(s3)))
         }
+        #[cfg(not(feature = "s3"))]
+        "s3" | "s3a" => Err(bad("S3 needs the CLI's `s3` feature (part of the default)")),
         _ => Err(bad("unsupported scheme (file, memory, s3)")),
     }
 }
