@@ -384,17 +384,24 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn report(&mut self, r: &Report<'_>) {
+        let human = (r.failure.is_some() || r.outcome == "abandoned").then(|| r.human());
+        self.line(|| r.json(), human);
+    }
+
+    /// One outcome line: `json()` on stdout with `--json`, else `human` (if any) on stderr.
+    /// A line that cannot be written stops the run: nobody could learn what happens to
+    /// further hooks.
+    fn line(&mut self, json: impl FnOnce() -> String, human: Option<String>) {
         let written = if self.json {
-            self.out.stdout_line(&r.json())
-        } else if r.failure.is_some() || r.outcome == "abandoned" {
-            let line = r.human();
+            self.out.stdout_line(&json())
+        } else if let Some(line) = human {
             let out = &mut self.out;
             self.progress.suspend(|| out.stderr_outcome(&line))
         } else {
             true
         };
         if !written {
-            // Nobody can learn what happens to further hooks: take no more.
+            // A signal that stopped the run first keeps its exit code.
             self.stop_tx.send_if_modified(|s| {
                 let first = s.is_none();
                 if first {
@@ -442,23 +449,16 @@ impl Run<'_> {
             Read::Submitted(n) => *expected += n,
             Read::Invalid(line, reason) => {
                 self.summary.invalid += 1;
-                let written = if self.json {
+                let json = || {
                     let l = InvalidLine {
                         line,
                         outcome: "invalid",
                         reason: &reason,
                     };
-                    self.out
-                        .stdout_line(&serde_json::to_string(&l).expect("serializes"))
-                } else {
-                    let out = &mut self.out;
-                    self.progress.suspend(|| {
-                        out.stderr_outcome(&format!("ankusa-sink: input line {line}: {reason}"))
-                    })
+                    serde_json::to_string(&l).expect("serializes")
                 };
-                if !written {
-                    self.stop_tx.send_replace(Some(Stop::Output));
-                }
+                let human = format!("ankusa-sink: input line {line}: {reason}");
+                self.line(json, Some(human));
             }
             Read::NoSuchSink { id, sink, env } => {
                 *self

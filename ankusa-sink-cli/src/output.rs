@@ -54,22 +54,9 @@ pub(crate) fn note(line: &str) {
     let _ = writeln!(e, "{line}").and_then(|()| e.flush());
 }
 
-/// `s` with control characters escaped (`\u{1b}`), so text a destination wrote (AMQP
-/// `reply_text`, a service's error message) cannot move the cursor or forge log lines.
-pub(crate) fn escape_control(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
-        return s.to_owned();
-    }
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
+/// Text a destination wrote (AMQP `reply_text`, a service's error message) with control
+/// and invisible characters escaped, so it cannot move the cursor or forge log lines.
+pub(crate) use ankusa_sink_core::escape_invisible as escape_control;
 
 #[cfg(test)]
 mod tests {
@@ -83,5 +70,7 @@ mod tests {
             "a\\u{1b}[2Jb\\nfake line\\r\\u{7}"
         );
         assert_eq!(escape_control("é ü 中"), "é ü 中");
+        // Invisible direction overrides too: they reorder what a terminal shows.
+        assert_eq!(escape_control("ok\u{202e}kO"), "ok\\u{202e}kO");
     }
 }

@@ -320,14 +320,28 @@ pub fn printable(text: &str) -> String {
             out.push('…');
             break;
         }
-        // escape_debug also escapes quotes and backslashes, which are harmless here.
-        if c.is_control() || (!matches!(c, '\\' | '\'' | '"') && c.escape_debug().len() > 1) {
-            out.extend(c.escape_debug());
-        } else {
-            out.push(c);
-        }
+        push_visible(&mut out, c);
     }
     out
+}
+
+/// [`printable`] without the length bound: for text already bounded where it was made (a
+/// reason chain) on its way to a terminal.
+pub fn escape_invisible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        push_visible(&mut out, c);
+    }
+    out
+}
+
+fn push_visible(out: &mut String, c: char) {
+    // escape_debug also escapes quotes and backslashes, which are harmless here.
+    if c.is_control() || (!matches!(c, '\\' | '\'' | '"') && c.escape_debug().len() > 1) {
+        out.extend(c.escape_debug());
+    } else {
+        out.push(c);
+    }
 }
 
 #[cfg(test)]
@@ -342,6 +356,8 @@ mod printable_tests {
             "a\\u{1b}[2Jb\\nc\\u{200b}"
         );
         let long = "x".repeat(500);
+        assert_eq!(escape_invisible(&long), long, "no bound");
+        assert_eq!(escape_invisible("a\u{202e}b\r"), "a\\u{202e}b\\r");
         let p = printable(&long);
         assert_eq!(p.chars().count(), MAX_REASON_TEXT + 1);
         assert!(p.ends_with('…'));

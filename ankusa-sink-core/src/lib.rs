@@ -25,7 +25,7 @@ pub use envelope::{
 };
 pub use failure::{
     BoxError, Class, ErrorClass, Failure, MAX_REASON_TEXT, Reason, classify, error_class,
-    error_classes, printable,
+    error_classes, escape_invisible, printable,
 };
 pub use message::{DEFAULT_INLINE_MAX_BYTES, attributes, forwarded_headers};
 pub use sink::{
