@@ -1,7 +1,10 @@
 //! What a sink author writes: a [`Harness`] that builds sinks for fresh destinations.
 
+use crate::Case;
 use ankusa_sink_core::{BoxError, Bytes, Envelope, Sink, async_trait};
+use futures_util::future::BoxFuture;
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
 /// One hook as read back from the destination by a [`Probe`].
@@ -26,6 +29,10 @@ pub struct Received {
     pub body: Option<Bytes>,
     /// The claim URN, when the body travelled by reference.
     pub claim: Option<String>,
+    /// Which request to the destination carried this hook (any text that is the same for
+    /// the hooks of one request and differs between requests), when the destination can
+    /// tell. The `batching` case uses it to see whether a sink that claims to batch does.
+    pub request_id: Option<String>,
 }
 
 impl Received {
@@ -45,6 +52,7 @@ impl Received {
             replay_id: Some(m.replay_id),
             body,
             claim,
+            request_id: None,
         }
     }
 
@@ -60,19 +68,39 @@ impl Received {
 #[async_trait]
 pub trait Probe: Send + Sync {
     /// Everything that reached this destination since it was created, in any order,
-    /// duplicates included. Called repeatedly while the suite waits; it should return what
-    /// has arrived so far without blocking for long (a second or two at most).
+    /// duplicates included.
+    ///
+    /// # Behavior
+    /// - Called repeatedly while the suite waits: return what has arrived so far, without
+    ///   waiting for more. The `durability` case polls it every few milliseconds and needs
+    ///   a hook to show up within [`DURABILITY_BOUND`](crate::DURABILITY_BOUND) of its ack,
+    ///   so a probe should answer in well under a second.
+    /// - Every call is time-limited by [`Harness::probe_timeout`]: a probe that does not
+    ///   answer fails the case, with that reason.
     async fn received(&self) -> Result<Vec<Received>, BoxError>;
 }
 
+/// Deletes what a [`Setup`] made (a queue, stream, topic, server). See
+/// [`Setup::with_teardown`].
+pub type Teardown = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
+
 /// A sink for one destination, plus what the suite needs to judge it.
+///
+/// Build it with [`Setup::new`] and the `with_*` methods.
 pub struct Setup<S> {
     /// The sink under test.
     pub sink: S,
     /// Reads back the destination; `None` if the harness cannot.
     pub probe: Option<Box<dyn Probe>>,
     /// For [`Fault::Oversized`]: the body size the destination refuses.
+    ///
+    /// It must be **at most** the sink's [`inline_max_bytes`](Sink::inline_max_bytes), so
+    /// that the body travels inline, while the encoded message (Message v1 adds about 500
+    /// bytes and base64 grows the body by a third) is over the destination's limit. A body
+    /// over the inline threshold would travel as a small claim and be accepted; the case
+    /// fails with that explanation when the size is wrong.
     pub body_size: Option<usize>,
+    teardown: Option<Teardown>,
 }
 
 impl<S> Setup<S> {
@@ -82,6 +110,7 @@ impl<S> Setup<S> {
             sink,
             probe: None,
             body_size: None,
+            teardown: None,
         }
     }
     /// Add a probe.
@@ -89,10 +118,44 @@ impl<S> Setup<S> {
         self.probe = Some(Box::new(probe));
         self
     }
-    /// Set the refused body size (oversized fault).
+    /// Set the refused body size (oversized fault); see [`body_size`](Self::body_size).
     pub fn with_body_size(mut self, size: usize) -> Self {
         self.body_size = Some(size);
         self
+    }
+    /// Delete what this setup made once the case is done with it.
+    ///
+    /// # Behavior
+    /// - Every case awaits the teardown of every setup it was given, after the case has
+    ///   finished with the sink and probe (they are dropped first), whether the case passed,
+    ///   failed, skipped or panicked midway.
+    /// - Time-limited by [`Harness::harness_timeout`]; an error or a timeout fails the case
+    ///   with its reason.
+    /// - A second call replaces the first teardown; chain the work in one closure.
+    pub fn with_teardown<F, Fut>(mut self, teardown: F) -> Self
+    where
+        F: FnOnce() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        self.teardown = Some(Box::new(move || Box::pin(teardown())));
+        self
+    }
+    /// The same setup around another sink (e.g. `Arc::new`, a wrapper), keeping the probe,
+    /// body size and teardown.
+    pub fn map_sink<T>(self, f: impl FnOnce(S) -> T) -> Setup<T> {
+        Setup {
+            sink: f(self.sink),
+            probe: self.probe,
+            body_size: self.body_size,
+            teardown: self.teardown,
+        }
+    }
+    /// Whether a teardown is set.
+    pub fn has_teardown(&self) -> bool {
+        self.teardown.is_some()
+    }
+    pub(crate) fn take_teardown(&mut self) -> Option<Teardown> {
+        self.teardown.take()
     }
 }
 
@@ -102,6 +165,7 @@ impl<S: fmt::Debug> fmt::Debug for Setup<S> {
             .field("sink", &self.sink)
             .field("probe", &self.probe.is_some())
             .field("body_size", &self.body_size)
+            .field("teardown", &self.teardown.is_some())
             .finish()
     }
 }
@@ -117,9 +181,14 @@ pub enum Fault {
     Unreachable,
     /// The destination throttles: retry-after with `0 < ms <= 1 h`.
     Throttled,
-    /// A body the destination will never take ([`Setup::body_size`] bytes): permanent, and
-    /// nothing is delivered.
+    /// A body the destination will never take ([`Setup::body_size`] bytes, at most the
+    /// sink's inline threshold): permanent, and nothing is delivered.
     Oversized,
+    /// The destination takes the write but never stores or acknowledges it (a server that
+    /// reads the request and never answers, a broker that never confirms): `Ok` is a
+    /// failure (the sink acked what nobody stored); the sink must answer transient within
+    /// the [`deadline`](Harness::deadline). Configure the sink's own ack timeout below it.
+    Unacknowledged,
 }
 
 /// Expected outcome of one entry in a [`MixedBatch`].
@@ -143,18 +212,26 @@ pub struct MixedBatch<S> {
 /// How to build the sink under test. Implement it in your crate's tests.
 ///
 /// Only [`destination`](Harness::destination) is required. Every other method has a
-/// default that makes the matching case a printed skip.
+/// default that makes the matching case a printed skip (or, for
+/// [`takes_credentials`](Harness::takes_credentials), a failure until secrets are planted).
+///
+/// A harness may be built once per case (what [`conformance_suite!`](crate::conformance_suite)
+/// does, optionally with a per-case constructor) or once for a whole
+/// [`run_all`](crate::run_all); either way [`destination`](Harness::destination) is told
+/// which case asks.
 #[async_trait]
 pub trait Harness: Send + Sync + 'static {
     /// The sink type.
     type Sink: Sink + 'static;
 
     /// A sink for a fresh destination unique to this call (a new queue, topic or endpoint),
-    /// and a probe reading it back when you can.
-    async fn destination(&self) -> Result<Setup<Self::Sink>, BoxError>;
+    /// and a probe reading it back when you can. `case` is the case asking: use it to name
+    /// the destination, or to give one case (e.g. [`Case::Recovery`]) a destination of its
+    /// own. Attach a [`Setup::with_teardown`] that deletes what you made.
+    async fn destination(&self, case: Case) -> Result<Setup<Self::Sink>, BoxError>;
 
     /// A sink configured so that the destination produces `fault`, or `None` if this
-    /// harness cannot provoke it.
+    /// harness cannot provoke it (the case is then a printed skip).
     async fn fault(&self, fault: Fault) -> Result<Option<Setup<Self::Sink>>, BoxError> {
         let _ = fault;
         Ok(None)
@@ -165,13 +242,29 @@ pub trait Harness: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// A short label for this harness in printed outcomes and [`Report`](crate::Report)s.
+    /// Default: the type's name without its module path.
+    fn name(&self) -> String {
+        short_type_name(std::any::type_name::<Self>())
+    }
+
     /// Secrets planted in the sink's configuration that must never appear in `describe`,
     /// `Debug`, or any failure.
     fn secrets(&self) -> Vec<String> {
         Vec::new()
     }
 
-    /// Whether [`stop`](Harness::stop) and [`start`](Harness::start) work.
+    /// Whether the sink's configuration takes credentials (a password, token, key). Default
+    /// `true`: then [`secrets`](Harness::secrets) must plant some, or `contract` fails. A
+    /// sink whose config has nothing secret says `false`, and `contract` is a printed skip
+    /// for its secret checks.
+    fn takes_credentials(&self) -> bool {
+        true
+    }
+
+    /// Whether [`stop`](Harness::stop) and [`start`](Harness::start) work. `false` (the
+    /// default) makes `recovery` a printed skip: the way to opt out for a destination too
+    /// heavy or too shared to restart.
     fn can_restart(&self) -> bool {
         false
     }
@@ -181,7 +274,9 @@ pub trait Harness: Send + Sync + 'static {
         Err("this harness cannot stop its destination".into())
     }
 
-    /// Start the destination again after [`stop`](Harness::stop).
+    /// Start the destination again after [`stop`](Harness::stop). The suite always awaits
+    /// it after a `stop` that did not return an error, even when the case fails or
+    /// panics in between.
     async fn start(&self) -> Result<(), BoxError> {
         Err("this harness cannot start its destination".into())
     }
@@ -191,8 +286,53 @@ pub trait Harness: Send + Sync + 'static {
         Duration::from_secs(30)
     }
 
-    /// How long the probe may take to show a delivered hook. Default 15 s.
+    /// How long the probe may take to show a delivered hook (every case but `durability`,
+    /// whose bound is [`DURABILITY_BOUND`](crate::DURABILITY_BOUND)). Default 15 s.
     fn read_timeout(&self) -> Duration {
         Duration::from_secs(15)
+    }
+
+    /// How long one [`Probe::received`] call may take before the case fails. Default 10 s.
+    fn probe_timeout(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+
+    /// How long one harness call (`destination`, `fault`, `mixed_batch`, `stop`, `start`, a
+    /// teardown) may take before the case fails. Default 120 s.
+    fn harness_timeout(&self) -> Duration {
+        Duration::from_secs(120)
+    }
+}
+
+/// `a::b::C<d::E>` → `C<E>`.
+pub(crate) fn short_type_name(full: &str) -> String {
+    let mut out = String::with_capacity(full.len());
+    let mut segment = String::new();
+    let mut chars = full.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ':' && chars.peek() == Some(&':') {
+            chars.next();
+            segment.clear();
+        } else if c.is_alphanumeric() || c == '_' {
+            segment.push(c);
+        } else {
+            out.push_str(&segment);
+            segment.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(&segment);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_type_name;
+
+    #[test]
+    fn short_names() {
+        assert_eq!(short_type_name("a::b::MyHarness"), "MyHarness");
+        assert_eq!(short_type_name("Plain"), "Plain");
+        assert_eq!(short_type_name("a::W<b::c::D, e::F>"), "W<D, F>");
     }
 }

@@ -1,21 +1,27 @@
 //! An in-memory reference destination and sink, with a probe and a full harness.
 //!
-//! [`MemoryBroker`] behaves like a small broker: named queues, an optional access token, a
-//! message-size limit, and switches for an outage and a throttle. [`MemorySink`] publishes
-//! Message v1 to it and classifies every refusal the way a real adapter must. The testkit's
-//! own tests run the whole suite against it, and against deliberately broken variants.
+//! [`MemoryBroker`] behaves like a small broker: named queues (optionally deduplicating by
+//! a message's dedupe id, like a FIFO queue), an optional access token, a message-size
+//! limit, and switches for an outage, a throttle and a stall (writes taken, never
+//! acknowledged). It counts requests, so a batch is visible as one request.
+//! [`MemorySink`] publishes Message v1 to it, waits for the broker's ack with a timeout,
+//! really batches through core's [`Batcher`] when it says it does, and classifies every
+//! refusal the way a real adapter must. The testkit's own tests run the whole suite
+//! against it, and against deliberately broken variants.
 
-use crate::harness::{Fault, Harness, Probe, Received, Setup};
+use crate::Case;
+use crate::harness::{Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
 use ankusa_sink_core::message::encode;
 use ankusa_sink_core::{
-    BoxError, Check, Ctx, DEFAULT_INLINE_MAX_BYTES, Description, Envelope, Failure, Payload, Sink,
-    Subject, async_trait,
+    BatchConfig, BatchSend, Batcher, BoxError, Check, Ctx, DEFAULT_INLINE_MAX_BYTES, Description,
+    Envelope, Failure, Payload, Sink, Subject, async_trait,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 /// Why the memory broker refused a publish.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,15 +47,45 @@ pub enum MemoryError {
         /// Limit.
         max: usize,
     },
+    /// The broker did not acknowledge the publish in time (the sink's ack timeout).
+    #[error("no acknowledgement from the broker within {ms} ms")]
+    AckTimeout {
+        /// The ack timeout.
+        ms: u128,
+    },
+}
+
+/// One message to publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publish {
+    /// The message bytes (Message v1 for [`MemorySink`]).
+    pub bytes: Vec<u8>,
+    /// The broker's dedupe id: a deduplicating queue acks and drops a message whose id it
+    /// has already stored.
+    pub dedupe_id: Option<String>,
+}
+
+struct Stored {
+    request: u64,
+    bytes: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Queue {
+    messages: Vec<Stored>,
+    dedupe: bool,
+    seen: HashSet<String>,
 }
 
 #[derive(Default)]
 struct BrokerState {
-    queues: HashMap<String, Vec<Vec<u8>>>,
+    queues: HashMap<String, Queue>,
     token: Option<String>,
     down: bool,
     throttled: bool,
+    stalled: bool,
     max_message_bytes: Option<usize>,
+    requests: u64,
 }
 
 /// A shared in-memory broker. Clones share state.
@@ -65,6 +101,7 @@ impl fmt::Debug for MemoryBroker {
             .field("queues", &s.queues.len())
             .field("down", &s.down)
             .field("throttled", &s.throttled)
+            .field("stalled", &s.stalled)
             .finish_non_exhaustive()
     }
 }
@@ -82,6 +119,23 @@ impl MemoryBroker {
     pub fn create_queue(&self, name: &str) {
         self.lock().queues.entry(name.to_owned()).or_default();
     }
+    /// Create a queue that acks and drops a message whose dedupe id it already stored
+    /// (idempotent).
+    pub fn create_dedupe_queue(&self, name: &str) {
+        self.lock()
+            .queues
+            .entry(name.to_owned())
+            .or_default()
+            .dedupe = true;
+    }
+    /// Delete a queue and what it holds; `false` if there was none.
+    pub fn delete_queue(&self, name: &str) -> bool {
+        self.lock().queues.remove(name).is_some()
+    }
+    /// The queues that exist.
+    pub fn queue_names(&self) -> Vec<String> {
+        self.lock().queues.keys().cloned().collect()
+    }
     /// Require this token on every publish.
     pub fn require_token(&self, token: impl Into<String>) {
         self.lock().token = Some(token.into());
@@ -90,19 +144,45 @@ impl MemoryBroker {
     pub fn set_down(&self, down: bool) {
         self.lock().down = down;
     }
+    /// Whether the broker is down.
+    pub fn is_down(&self) -> bool {
+        self.lock().down
+    }
     /// Throttle publishes or stop throttling.
     pub fn set_throttled(&self, throttled: bool) {
         self.lock().throttled = throttled;
+    }
+    /// Take publishes and never store or acknowledge them (or behave again).
+    pub fn set_stalled(&self, stalled: bool) {
+        self.lock().stalled = stalled;
     }
     /// Refuse messages larger than this.
     pub fn set_max_message_bytes(&self, max: usize) {
         self.lock().max_message_bytes = Some(max);
     }
-    /// Every message published to `queue`, in order.
+    /// Every message stored in `queue`, in order.
     pub fn messages(&self, queue: &str) -> Vec<Vec<u8>> {
-        self.lock().queues.get(queue).cloned().unwrap_or_default()
+        self.stored(queue).into_iter().map(|(_, m)| m).collect()
     }
-    fn admit(&self, s: &BrokerState, queue: &str, token: Option<&str>) -> Result<(), MemoryError> {
+    /// Every message stored in `queue`, in order, with the number of the request that
+    /// carried it.
+    pub fn stored(&self, queue: &str) -> Vec<(u64, Vec<u8>)> {
+        self.lock()
+            .queues
+            .get(queue)
+            .map(|q| {
+                q.messages
+                    .iter()
+                    .map(|m| (m.request, m.bytes.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    /// Requests taken so far (a batch is one request).
+    pub fn requests(&self) -> u64 {
+        self.lock().requests
+    }
+    fn admit(s: &BrokerState, queue: &str, token: Option<&str>) -> Result<(), MemoryError> {
         if s.down {
             return Err(MemoryError::Unavailable);
         }
@@ -114,33 +194,78 @@ impl MemoryBroker {
         }
         Ok(())
     }
-    /// Publish one message.
-    pub fn publish(
+    /// Publish one message; see [`publish_batch`](Self::publish_batch).
+    pub async fn publish(
         &self,
         queue: &str,
         token: Option<&str>,
-        msg: Vec<u8>,
+        msg: Publish,
     ) -> Result<(), MemoryError> {
-        let mut s = self.lock();
-        self.admit(&s, queue, token)?;
+        let mut results = self.publish_batch(queue, token, vec![msg]).await?;
+        results.pop().expect("one result per message")
+    }
+    /// Publish several messages in one request.
+    ///
+    /// # Behavior
+    /// - `Err` refuses the whole request (down, token, no queue, throttled); otherwise one
+    ///   result per message, in order (a message over the size limit is refused alone).
+    /// - A stalled broker never answers: the future stays pending and nothing is stored.
+    pub async fn publish_batch(
+        &self,
+        queue: &str,
+        token: Option<&str>,
+        msgs: Vec<Publish>,
+    ) -> Result<Vec<Result<(), MemoryError>>, MemoryError> {
+        {
+            let mut s = self.lock();
+            if !s.stalled {
+                return Self::store(&mut s, queue, token, msgs);
+            }
+        }
+        std::future::pending().await
+    }
+    fn store(
+        s: &mut BrokerState,
+        queue: &str,
+        token: Option<&str>,
+        msgs: Vec<Publish>,
+    ) -> Result<Vec<Result<(), MemoryError>>, MemoryError> {
+        Self::admit(s, queue, token)?;
         if s.throttled {
             return Err(MemoryError::Throttled);
         }
-        if let Some(max) = s.max_message_bytes
-            && msg.len() > max
-        {
-            return Err(MemoryError::TooLarge {
-                size: msg.len(),
-                max,
-            });
-        }
-        s.queues.get_mut(queue).expect("admitted").push(msg);
-        Ok(())
+        s.requests += 1;
+        let request = s.requests;
+        let max = s.max_message_bytes;
+        let q = s.queues.get_mut(queue).expect("admitted");
+        let results = msgs
+            .into_iter()
+            .map(|m| {
+                if let Some(max) = max.filter(|max| m.bytes.len() > *max) {
+                    return Err(MemoryError::TooLarge {
+                        size: m.bytes.len(),
+                        max,
+                    });
+                }
+                let duplicate = q.dedupe
+                    && m.dedupe_id
+                        .as_ref()
+                        .is_some_and(|id| !q.seen.insert(id.clone()));
+                if !duplicate {
+                    q.messages.push(Stored {
+                        request,
+                        bytes: m.bytes,
+                    });
+                }
+                Ok(())
+            })
+            .collect();
+        Ok(results)
     }
     /// Check the queue and token without publishing.
     pub fn check(&self, queue: &str, token: Option<&str>) -> Result<(), MemoryError> {
         let s = self.lock();
-        self.admit(&s, queue, token)
+        Self::admit(&s, queue, token)
     }
 }
 
@@ -151,55 +276,126 @@ impl MemoryBroker {
 /// | `NoQueue`, `AccessRefused` | config |
 /// | `TooLarge` | permanent |
 /// | `Throttled` | retry-after `throttle_after_ms(attempt)` |
-/// | `Unavailable` | transient |
+/// | `Unavailable`, `AckTimeout` | transient |
 pub fn classify(err: MemoryError, attempt: u32) -> Failure {
     match err {
         MemoryError::NoQueue(_) | MemoryError::AccessRefused => Failure::config(err),
         MemoryError::TooLarge { .. } => Failure::permanent(err),
         MemoryError::Throttled => Failure::throttled(attempt, err),
-        MemoryError::Unavailable => Failure::transient(err),
+        MemoryError::Unavailable | MemoryError::AckTimeout { .. } => Failure::transient(err),
+    }
+}
+
+/// The broker's dedupe id for a delivery: the hook id, and for a replay the hook id with
+/// the replay id, so a replay of a stored hook is a new message while a retry of the same
+/// delivery is deduplicated.
+pub fn dedupe_id(env: &Envelope, ctx: &Ctx) -> String {
+    match &ctx.replay_id {
+        Some(replay) => format!("{}:replay:{replay}", env.id()),
+        None => env.id().to_owned(),
+    }
+}
+
+/// Where a [`MemorySink`] publishes: what both its direct and its batched path need.
+#[derive(Clone)]
+struct Target {
+    broker: MemoryBroker,
+    queue: String,
+    token: Option<String>,
+    ack_timeout: Duration,
+}
+
+impl Target {
+    async fn publish_batch(&self, msgs: Vec<Publish>) -> Vec<Result<(), MemoryError>> {
+        let n = msgs.len();
+        let sent = self
+            .broker
+            .publish_batch(&self.queue, self.token.as_deref(), msgs);
+        let err = match tokio::time::timeout(self.ack_timeout, sent).await {
+            Ok(Ok(results)) => return results,
+            Ok(Err(e)) => e,
+            Err(_) => MemoryError::AckTimeout {
+                ms: self.ack_timeout.as_millis(),
+            },
+        };
+        vec![Err(err); n]
+    }
+}
+
+/// One batch of a [`MemorySink`]: one broker request.
+struct BatchTarget(Target);
+
+#[async_trait]
+impl BatchSend for BatchTarget {
+    type Entry = (Publish, u32);
+
+    async fn send_batch(&self, entries: Vec<(Publish, u32)>) -> Vec<Result<(), Failure>> {
+        let (msgs, attempts): (Vec<Publish>, Vec<u32>) = entries.into_iter().unzip();
+        self.0
+            .publish_batch(msgs)
+            .await
+            .into_iter()
+            .zip(attempts)
+            .map(|(r, attempt)| r.map_err(|e| classify(e, attempt)))
+            .collect()
     }
 }
 
 /// Publishes Message v1 to a [`MemoryBroker`] queue.
 #[derive(Clone)]
 pub struct MemorySink {
-    broker: MemoryBroker,
-    queue: String,
-    token: Option<String>,
+    target: Target,
     inline_max_bytes: Option<NonZeroUsize>,
     durable: bool,
     batched: bool,
+    /// Built on the first batched delivery from the final configuration.
+    batcher: Arc<OnceLock<Batcher<BatchTarget>>>,
 }
 
 impl fmt::Debug for MemorySink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemorySink")
-            .field("queue", &self.queue)
-            .field("token", &self.token.as_ref().map(|_| "REDACTED"))
+            .field("queue", &self.target.queue)
+            .field("token", &self.target.token.as_ref().map(|_| "REDACTED"))
             .field("inline_max_bytes", &self.inline_max_bytes)
             .field("durable", &self.durable)
+            .field("batched", &self.batched)
             .finish_non_exhaustive()
     }
 }
 
 impl MemorySink {
-    /// A sink for `queue` on `broker`: inline threshold 64 KiB, not durable (memory dies
-    /// with the process), not batched.
+    /// A sink for `queue` on `broker`: inline threshold 64 KiB, ack timeout 5 s, not
+    /// durable (memory dies with the process), not batched.
     pub fn new(broker: MemoryBroker, queue: impl Into<String>) -> Self {
         MemorySink {
-            broker,
-            queue: queue.into(),
-            token: None,
+            target: Target {
+                broker,
+                queue: queue.into(),
+                token: None,
+                ack_timeout: Duration::from_secs(5),
+            },
             inline_max_bytes: Some(DEFAULT_INLINE_MAX_BYTES),
             durable: false,
             batched: false,
+            batcher: Arc::default(),
         }
+    }
+    /// A builder step: the batcher is made again from the new configuration.
+    fn changed(mut self) -> Self {
+        self.batcher = Arc::default();
+        self
     }
     /// Publish with this token.
     pub fn with_token(mut self, token: impl Into<String>) -> Self {
-        self.token = Some(token.into());
-        self
+        self.target.token = Some(token.into());
+        self.changed()
+    }
+    /// Wait this long for the broker's acknowledgement (default 5 s); then the delivery is
+    /// a transient [`MemoryError::AckTimeout`].
+    pub fn with_ack_timeout(mut self, timeout: Duration) -> Self {
+        self.target.ack_timeout = timeout;
+        self.changed()
     }
     /// Set the inline threshold (`None`: always inline).
     pub fn with_inline_max_bytes(mut self, max: Option<NonZeroUsize>) -> Self {
@@ -211,36 +407,64 @@ impl MemorySink {
         self.durable = durable;
         self
     }
-    /// Declare batching. The memory broker takes each entry of a batch on its own, so a
-    /// batched delivery is published as one entry and answered with its own result.
+    /// Batch deliveries whose `ctx.batch` is set: up to 10 per broker request, each
+    /// waiting at most 10 ms for companions ([`Batcher`]), each answered with its own
+    /// result.
     pub fn with_batched(mut self, batched: bool) -> Self {
         self.batched = batched;
-        self
+        self.changed()
     }
     /// The broker.
     pub fn broker(&self) -> &MemoryBroker {
-        &self.broker
+        &self.target.broker
     }
     /// The queue.
     pub fn queue(&self) -> &str {
-        &self.queue
+        &self.target.queue
+    }
+    /// The token this sink publishes with (for tests that publish on its behalf).
+    pub fn token(&self) -> Option<&str> {
+        self.target.token.as_deref()
     }
     /// A probe reading this sink's queue.
     pub fn probe(&self) -> MemoryProbe {
         MemoryProbe {
-            broker: self.broker.clone(),
-            queue: self.queue.clone(),
+            broker: self.target.broker.clone(),
+            queue: self.target.queue.clone(),
         }
+    }
+    fn batcher(&self) -> &Batcher<BatchTarget> {
+        self.batcher.get_or_init(|| {
+            let limits = BatchConfig::new(
+                NonZeroUsize::new(10).expect("non-zero"),
+                NonZeroUsize::new(1 << 20).expect("non-zero"),
+            );
+            Batcher::new(BatchTarget(self.target.clone()), limits)
+        })
     }
 }
 
 #[async_trait]
 impl Sink for MemorySink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
-        let msg = encode(env, ctx, self.inline_max_bytes)?;
-        self.broker
-            .publish(&self.queue, self.token.as_deref(), msg)
-            .map_err(|e| classify(e, ctx.attempt()))
+        let bytes = encode(env, ctx, self.inline_max_bytes)?;
+        let msg = Publish {
+            dedupe_id: Some(dedupe_id(env, ctx)),
+            bytes,
+        };
+        let attempt = ctx.attempt();
+        if self.batched && ctx.batch {
+            let size = msg.bytes.len();
+            return self
+                .batcher()
+                .submit(env.tenant_id(), size, attempt, (msg, attempt))
+                .await;
+        }
+        let mut results = self.target.publish_batch(vec![msg]).await;
+        results
+            .pop()
+            .expect("one result per message")
+            .map_err(|e| classify(e, attempt))
     }
     fn durable(&self) -> bool {
         self.durable
@@ -253,18 +477,20 @@ impl Sink for MemorySink {
     }
     fn describe(&self, _subject: &Subject) -> Option<Description> {
         let mut d = Description::new("memory", Payload::Message);
-        d.address = Some(self.queue.clone());
+        d.address = Some(self.target.queue.clone());
         Some(d)
     }
     async fn check(&self) -> Result<Check, Failure> {
-        self.broker
-            .check(&self.queue, self.token.as_deref())
+        self.target
+            .broker
+            .check(&self.target.queue, self.target.token.as_deref())
             .map(|()| Check::Passed)
             .map_err(|e| classify(e, 1))
     }
 }
 
-/// Reads a [`MemoryBroker`] queue back, decoding Message v1.
+/// Reads a [`MemoryBroker`] queue back, decoding Message v1, with each message's request
+/// number as [`Received::request_id`].
 #[derive(Debug, Clone)]
 pub struct MemoryProbe {
     broker: MemoryBroker,
@@ -275,14 +501,19 @@ pub struct MemoryProbe {
 impl Probe for MemoryProbe {
     async fn received(&self) -> Result<Vec<Received>, BoxError> {
         self.broker
-            .messages(&self.queue)
+            .stored(&self.queue)
             .iter()
-            .map(|m| Received::from_message_bytes(m))
+            .map(|(request, m)| {
+                let mut r = Received::from_message_bytes(m)?;
+                r.request_id = Some(request.to_string());
+                Ok(r)
+            })
             .collect()
     }
 }
 
-/// The harness for [`MemorySink`]: every fault provokable, restartable.
+/// The harness for [`MemorySink`]: every fault provokable, restartable; every queue it
+/// makes is deleted by its setup's teardown.
 #[derive(Debug, Clone)]
 pub struct MemoryHarness {
     broker: MemoryBroker,
@@ -296,8 +527,11 @@ impl Default for MemoryHarness {
     }
 }
 
+/// The planted wrong token of the refused-credential fault.
+const WRONG_TOKEN: &str = "planted-wrong-token";
+
 impl MemoryHarness {
-    /// A broker requiring a random token, unique queues per destination.
+    /// A broker requiring a random token; a fresh deduplicating queue per destination.
     pub fn new() -> Self {
         let broker = MemoryBroker::new();
         let token = format!("planted-token-{}", ulid::Ulid::new());
@@ -308,7 +542,7 @@ impl MemoryHarness {
             batched: false,
         }
     }
-    /// Build batching sinks.
+    /// Build batching sinks (and offer a mixed batch).
     pub fn batched(mut self) -> Self {
         self.batched = true;
         self
@@ -325,14 +559,35 @@ impl MemoryHarness {
             N.fetch_add(1, Ordering::Relaxed)
         )
     }
-    /// A durable sink on a fresh queue of `broker` with the right token.
+    /// A durable sink on a fresh deduplicating queue of `broker` with the right token.
     pub fn sink_on(&self, broker: &MemoryBroker) -> MemorySink {
         let q = Self::queue_name();
-        broker.create_queue(&q);
+        broker.create_dedupe_queue(&q);
         MemorySink::new(broker.clone(), q)
             .with_token(self.token.clone())
             .with_durable(true)
             .with_batched(self.batched)
+    }
+    /// [`sink_on`](Self::sink_on) with its probe, and a teardown deleting the queue.
+    pub fn setup_on(&self, broker: &MemoryBroker) -> Setup<MemorySink> {
+        Self::setup_of(self.sink_on(broker))
+    }
+    fn setup_of(sink: MemorySink) -> Setup<MemorySink> {
+        let probe = sink.probe();
+        let broker = sink.broker().clone();
+        let queue = sink.queue().to_owned();
+        Setup::new(sink)
+            .with_probe(probe)
+            .with_teardown(move || async move {
+                broker.delete_queue(&queue);
+                Ok(())
+            })
+    }
+    /// A broker of its own with the harness's token.
+    fn broker_with_token(&self) -> MemoryBroker {
+        let b = MemoryBroker::new();
+        b.require_token(self.token.clone());
+        b
     }
 }
 
@@ -340,10 +595,8 @@ impl MemoryHarness {
 impl Harness for MemoryHarness {
     type Sink = MemorySink;
 
-    async fn destination(&self) -> Result<Setup<MemorySink>, BoxError> {
-        let sink = self.sink_on(&self.broker);
-        let probe = sink.probe();
-        Ok(Setup::new(sink).with_probe(probe))
+    async fn destination(&self, _case: Case) -> Result<Setup<MemorySink>, BoxError> {
+        Ok(self.setup_on(&self.broker))
     }
 
     async fn fault(&self, fault: Fault) -> Result<Option<Setup<MemorySink>>, BoxError> {
@@ -354,35 +607,67 @@ impl Harness for MemoryHarness {
                 Setup::new(sink)
             }
             Fault::RefusedCredential => {
-                let sink = self.sink_on(&self.broker).with_token("planted-wrong-token");
-                Setup::new(sink)
+                Self::setup_of(self.sink_on(&self.broker).with_token(WRONG_TOKEN))
             }
             Fault::Unreachable => {
-                let down = MemoryBroker::new();
-                down.require_token(self.token.clone());
+                let down = self.broker_with_token();
                 down.set_down(true);
                 Setup::new(self.sink_on(&down))
             }
             Fault::Throttled => {
-                let b = MemoryBroker::new();
-                b.require_token(self.token.clone());
+                let b = self.broker_with_token();
                 b.set_throttled(true);
                 Setup::new(self.sink_on(&b))
             }
             Fault::Oversized => {
-                let b = MemoryBroker::new();
-                b.require_token(self.token.clone());
+                let b = self.broker_with_token();
                 b.set_max_message_bytes(1024);
-                let sink = self.sink_on(&b);
-                let probe = sink.probe();
-                Setup::new(sink).with_probe(probe).with_body_size(900)
+                // Inline (under 64 KiB), yet its Message v1 is over 1024 bytes.
+                self.setup_on(&b).with_body_size(900)
+            }
+            Fault::Unacknowledged => {
+                let b = self.broker_with_token();
+                b.set_stalled(true);
+                let sink = self
+                    .sink_on(&b)
+                    .with_ack_timeout(Duration::from_millis(300));
+                Self::setup_of(sink)
             }
         };
         Ok(Some(setup))
     }
 
+    /// Entries over the broker's 1024-byte limit are refused one by one inside requests
+    /// that carry accepted ones.
+    async fn mixed_batch(&self) -> Result<Option<MixedBatch<MemorySink>>, BoxError> {
+        if !self.batched {
+            return Ok(None);
+        }
+        let b = self.broker_with_token();
+        b.set_max_message_bytes(1024);
+        let envelopes = (0..24)
+            .map(|i| {
+                let big = i % 4 == 3;
+                let body = if big {
+                    vec![b'x'; 900]
+                } else {
+                    format!("{{\"i\":{i}}}").into_bytes()
+                };
+                let env = Envelope::builder(format!("mixed-{}-{i}", ulid::Ulid::new()), "tk", body)
+                    .tenant_id("tk_tenant")
+                    .build()
+                    .expect("a valid envelope");
+                (env, if big { Expect::Permanent } else { Expect::Ok })
+            })
+            .collect();
+        Ok(Some(MixedBatch {
+            setup: self.setup_on(&b),
+            envelopes,
+        }))
+    }
+
     fn secrets(&self) -> Vec<String> {
-        vec![self.token.clone(), "planted-wrong-token".into()]
+        vec![self.token.clone(), WRONG_TOKEN.into()]
     }
 
     fn can_restart(&self) -> bool {

@@ -1,0 +1,153 @@
+//! `classify_*`: each fault the harness can provoke gets the class dispatch needs.
+
+use super::util::{check_failure_secrets, envelope, is_panic, is_timeout};
+use super::{CaseResult, Cx, Outcome, ensure};
+use crate::harness::{Fault, Harness};
+use ankusa_sink_core::{Check, Class, Ctx, Sink};
+use std::time::{Duration, Instant};
+
+pub(super) async fn missing_destination<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+    classify(cx, Fault::MissingDestination).await
+}
+
+pub(super) async fn refused_credential<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+    classify(cx, Fault::RefusedCredential).await
+}
+
+pub(super) async fn unreachable<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+    classify(cx, Fault::Unreachable).await
+}
+
+pub(super) async fn throttled<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+    classify(cx, Fault::Throttled).await
+}
+
+pub(super) async fn oversized<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+    classify(cx, Fault::Oversized).await
+}
+
+pub(super) async fn unacknowledged<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+    classify(cx, Fault::Unacknowledged).await
+}
+
+async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
+    let secrets = cx.h.secrets();
+    let Some(setup) = cx.fault(fault).await? else {
+        return Ok(Outcome::Skip(format!(
+            "the harness cannot provoke {fault:?} (Harness::fault returned None)"
+        )));
+    };
+    let inline_max = setup.sink.inline_max_bytes();
+    let env = match (fault, setup.body_size) {
+        (Fault::Oversized, Some(n)) => {
+            if let Some(max) = inline_max.filter(|m| n > m.get()) {
+                return Err(format!(
+                    "Setup::body_size ({n}) is over the sink's inline_max_bytes ({max}): such a \
+                     body travels as a small claim, never oversized. Pick a body size at most \
+                     inline_max_bytes whose encoded message is over the destination's limit \
+                     (lower the destination's limit, or raise the sink's inline threshold)"
+                ));
+            }
+            envelope("oversized", vec![b'o'; n])
+        }
+        (Fault::Oversized, None) => {
+            return Err("Fault::Oversized needs Setup::body_size".into());
+        }
+        _ => envelope("fault", &b"{}"[..]),
+    };
+    let ctx = Ctx::for_envelope(&env);
+    let started = Instant::now();
+    let res = cx.deliver(&setup.sink, &env, &ctx).await;
+    let elapsed = started.elapsed();
+    let Err(f) = res else {
+        if fault == Fault::Unacknowledged {
+            return Err(
+                "the destination never acknowledged the write, yet the sink returned \
+                 Ok: it acked a hook nobody stored (fire and forget, no publisher confirm, \
+                 acks=0, or Ok on its own timeout)"
+                    .into(),
+            );
+        }
+        return Err(format!("{fault:?}: delivery returned Ok"));
+    };
+    check_failure_secrets(&secrets, &f)?;
+    ensure!(!is_panic(&f), "{fault:?}: the sink panicked: {f}");
+    match fault {
+        Fault::MissingDestination | Fault::RefusedCredential => {
+            ensure!(
+                f.class() == Class::Config,
+                "{fault:?} must be config, got {f}"
+            );
+        }
+        Fault::Unreachable => {
+            ensure!(
+                f.class() == Class::Transient,
+                "unreachable must be transient, got {f}"
+            );
+            ensure!(
+                !is_timeout(&f),
+                "unreachable: the sink did not answer within the {:?} deadline",
+                cx.h.deadline()
+            );
+        }
+        Fault::Unacknowledged => {
+            ensure!(
+                !f.class().is_permanent(),
+                "an unacknowledged write must be retried (transient or retry-after): the hook \
+                 may or may not be stored; got {f}"
+            );
+            ensure!(
+                !is_timeout(&f),
+                "unacknowledged: the sink waited past the {:?} deadline for an ack; give it an \
+                 ack timeout of its own",
+                cx.h.deadline()
+            );
+        }
+        Fault::Throttled => {
+            let ms = f
+                .class()
+                .retry_after_ms()
+                .ok_or_else(|| format!("throttled must be retry-after, got {f}"))?;
+            ensure!(
+                ms > 0 && ms <= 3_600_000,
+                "retry-after must be in 1..=3600000 ms, got {ms}"
+            );
+        }
+        Fault::Oversized => {
+            ensure!(
+                f.class() == Class::Permanent,
+                "oversized must be permanent, got {f}"
+            );
+            if let Some(probe) = setup.probe.as_deref() {
+                // Give a wrongly sent body a moment to arrive before declaring none did.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let got = cx.read(probe).await?;
+                ensure!(
+                    !got.iter().any(|r| r.id == env.id()),
+                    "the oversized hook reached the destination"
+                );
+            }
+        }
+    }
+    if matches!(fault, Fault::MissingDestination | Fault::RefusedCredential) {
+        match cx.check(&setup.sink).await? {
+            Err(cf) => {
+                check_failure_secrets(&secrets, &cf)?;
+                ensure!(
+                    cf.class() == Class::Config,
+                    "check() for {fault:?} must be config, got {cf}"
+                );
+            }
+            Ok(Check::Passed) => {
+                return Err(format!("check() passed although {fault:?}"));
+            }
+            // Reachable or no preflight: neither claims the destination is usable.
+            Ok(_) => {}
+        }
+    }
+    Ok(Outcome::Pass(format!(
+        "{} in {} ms",
+        f.class(),
+        elapsed.as_millis()
+    )))
+}

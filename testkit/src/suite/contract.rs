@@ -1,0 +1,86 @@
+//! `contract`: capabilities answer; planted secrets appear nowhere.
+
+use super::util::{check_failure_secrets, check_secret, envelope, has_userinfo};
+use super::{CaseResult, Cx, Outcome, ensure};
+use crate::harness::{Fault, Harness};
+use ankusa_sink_core::{
+    Ctx, Sink, Subject, resolve_batched, resolve_describe, resolve_durable,
+    resolve_inline_max_bytes,
+};
+
+pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+    let secrets = cx.h.secrets();
+    if secrets.is_empty() && cx.h.takes_credentials() {
+        return Err(
+            "the harness plants no secrets (Harness::secrets is empty) although the \
+             sink's config takes credentials (Harness::takes_credentials): plant a password, \
+             token or key in every sink the harness builds and list it in secrets()"
+                .into(),
+        );
+    }
+    let setup = cx.destination().await?;
+    let sink = &setup.sink;
+    resolve_inline_max_bytes(sink).map_err(|e| format!("inline_max_bytes must not panic: {e}"))?;
+    let _ = resolve_durable(sink);
+    let _ = resolve_batched(sink);
+    // The resolvers hide panics; call the methods under catch_unwind to report them.
+    let direct = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        (
+            sink.durable(),
+            sink.batched(),
+            sink.inline_max_bytes(),
+            sink.describe(&Subject::new("testkit-src", Some("tk_tenant".into()))),
+            sink.describe(&Subject::new("testkit-src", None)),
+        )
+    }));
+    let (_, _, _, d1, d2) = direct.map_err(|_| "a capability method panicked".to_owned())?;
+    for d in [d1, d2, resolve_describe(sink, &Subject::new("x", None))]
+        .into_iter()
+        .flatten()
+    {
+        let json = serde_json::to_string(&d).map_err(|e| e.to_string())?;
+        check_secret(&secrets, "describe", &json)?;
+        check_secret(&secrets, "describe's Debug", &format!("{d:?}"))?;
+        let v = serde_json::to_value(&d).map_err(|e| e.to_string())?;
+        ensure!(!has_userinfo(&v), "describe contains URL userinfo");
+    }
+    if secrets.is_empty() {
+        return Ok(Outcome::Skip(
+            "capabilities answer and describe holds no URL userinfo, but no secret is planted \
+             (the harness says the sink's config takes no credentials): leaks in describe, \
+             Debug and failures were not looked for"
+                .into(),
+        ));
+    }
+    check_secret(&secrets, "the sink's Debug", &format!("{sink:?}"))?;
+    check_secret(
+        &secrets,
+        "the sink's alternate Debug",
+        &format!("{sink:#?}"),
+    )?;
+    drop(setup);
+    // Failures from every provokable fault must not leak either.
+    let mut checked = 0;
+    for fault in [
+        Fault::MissingDestination,
+        Fault::RefusedCredential,
+        Fault::Unreachable,
+    ] {
+        let Some(s) = cx.fault(fault).await? else {
+            continue;
+        };
+        check_secret(&secrets, "a fault sink's Debug", &format!("{:?}", s.sink))?;
+        let env = envelope("contract", &b"{}"[..]);
+        if let Err(f) = cx.deliver(&s.sink, &env, &Ctx::for_envelope(&env)).await {
+            check_failure_secrets(&secrets, &f)?;
+            checked += 1;
+        }
+        if let Err(f) = cx.check(&s.sink).await? {
+            check_failure_secrets(&secrets, &f)?;
+        }
+    }
+    Ok(Outcome::Pass(format!(
+        "{} planted secrets absent from describe, Debug and {checked} fault failures",
+        secrets.len()
+    )))
+}

@@ -1,0 +1,334 @@
+//! The conformance cases: one module per case (or family), the shared helpers in
+//! [`util`], and what every case runs through in [`Cx`].
+
+mod batching;
+mod classify;
+mod concurrency;
+mod contract;
+mod durability;
+mod inline;
+mod panic_safety;
+mod recovery;
+mod round_trip;
+mod util;
+
+use crate::harness::{Fault, Harness, MixedBatch, Probe, Received, Setup, Teardown};
+use ankusa_sink_core::{Check, Ctx, Envelope, Failure, Sink, safe_deliver};
+use futures_util::FutureExt as _;
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+/// `Case`, `Case::ALL`, `Case::name`, `Case::doc` and `run_case`'s dispatch, from the one
+/// case list in [`__with_cases!`](crate::__with_cases).
+macro_rules! define_cases {
+    ([] $($name:ident => $case:ident : $run:path, $doc:literal;)*) => {
+        /// Every case of the suite, named as the generated tests are.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Case {
+            $(
+                #[doc = $doc]
+                $case,
+            )*
+        }
+
+        impl Case {
+            /// Every case, in suite order.
+            pub const ALL: [Case; [$(Case::$case),*].len()] = [$(Case::$case),*];
+
+            /// The test name, e.g. `round_trip`.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Case::$case => stringify!($name),)*
+                }
+            }
+
+            /// What the case checks, in one sentence.
+            pub const fn doc(self) -> &'static str {
+                match self {
+                    $(Case::$case => $doc,)*
+                }
+            }
+
+            /// The case named `name` (a test name), if there is one.
+            pub fn from_name(name: &str) -> Option<Case> {
+                Case::ALL.into_iter().find(|c| c.name() == name)
+            }
+        }
+
+        async fn dispatch<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+            match cx.case {
+                $(Case::$case => $run(cx).await,)*
+            }
+        }
+    };
+}
+
+crate::__with_cases!(define_cases;);
+
+impl fmt::Display for Case {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a case found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every check held; the text says what was checked.
+    Pass(String),
+    /// The case could not run (capability not declared, fault not provokable, no probe).
+    Skip(String),
+    /// A check failed; the text says which and why.
+    Fail(String),
+}
+
+impl Outcome {
+    /// Whether this is a pass.
+    pub fn is_pass(&self) -> bool {
+        matches!(self, Outcome::Pass(_))
+    }
+    /// Whether this is a failure.
+    pub fn is_fail(&self) -> bool {
+        matches!(self, Outcome::Fail(_))
+    }
+    /// Whether this is a skip.
+    pub fn is_skip(&self) -> bool {
+        matches!(self, Outcome::Skip(_))
+    }
+    /// The text: what passed, why it skipped, or why it failed.
+    pub fn text(&self) -> &str {
+        match self {
+            Outcome::Pass(s) | Outcome::Skip(s) | Outcome::Fail(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Pass(s) => write!(f, "pass ({s})"),
+            Outcome::Skip(s) => write!(f, "SKIP ({s})"),
+            Outcome::Fail(s) => write!(f, "FAIL ({s})"),
+        }
+    }
+}
+
+/// A case's own result: `Err` is a failure with its reason.
+type CaseResult = Result<Outcome, String>;
+
+/// Fail the case with the formatted reason unless the condition holds.
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+pub(crate) use ensure;
+
+/// Run one case against the harness.
+///
+/// # Behavior
+/// - Never panics and never hangs: a panic in the case (the harness, a probe) is a failure
+///   with the panic's text; every delivery, probe call and harness call is time-limited.
+/// - After the case, every [`Setup::with_teardown`] of every setup the case was given is
+///   awaited, whatever the case found; a teardown's error fails the case.
+/// - Needs no particular runtime: it works on `#[tokio::test]`'s current-thread runtime
+///   (with the time driver, which `#[tokio::test]` enables).
+pub async fn run_case<H: Harness>(harness: &H, case: Case) -> Outcome {
+    let mut cx = Cx {
+        h: harness,
+        case,
+        teardowns: Vec::new(),
+    };
+    let found = match AssertUnwindSafe(dispatch(&mut cx)).catch_unwind().await {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(why)) => Outcome::Fail(why),
+        Err(payload) => Outcome::Fail(format!(
+            "the case panicked (in the harness or its probe): {}",
+            util::panic_text(&*payload)
+        )),
+    };
+    let teardowns = std::mem::take(&mut cx.teardowns);
+    let mut errors = Vec::new();
+    for teardown in teardowns {
+        let done = AssertUnwindSafe(cx.limit("a teardown", teardown()))
+            .catch_unwind()
+            .await;
+        match done {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => errors.push(e),
+            Err(payload) => errors.push(format!(
+                "a teardown panicked: {}",
+                util::panic_text(&*payload)
+            )),
+        }
+    }
+    if errors.is_empty() {
+        return found;
+    }
+    let torn = errors.join("; ");
+    match found {
+        Outcome::Fail(why) => Outcome::Fail(format!("{why}; {torn}")),
+        Outcome::Pass(_) | Outcome::Skip(_) => Outcome::Fail(torn),
+    }
+}
+
+/// What a case runs through: the harness, every call time-limited, every setup's teardown
+/// collected for [`run_case`] to await.
+pub(crate) struct Cx<'h, H: Harness> {
+    pub(crate) h: &'h H,
+    pub(crate) case: Case,
+    teardowns: Vec<Teardown>,
+}
+
+impl<H: Harness> Cx<'_, H> {
+    /// `fut` within the harness timeout; an error or the timeout is the case's failure.
+    async fn limit<T, E: fmt::Display>(
+        &self,
+        what: &str,
+        fut: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, String> {
+        let limit = self.h.harness_timeout();
+        match tokio::time::timeout(limit, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(format!("{what} failed: {e}")),
+            Err(_) => Err(format!("{what} did not finish within {limit:?}")),
+        }
+    }
+
+    fn keep(&mut self, setup: &mut Setup<H::Sink>) {
+        if let Some(t) = setup.take_teardown() {
+            self.teardowns.push(t);
+        }
+    }
+
+    /// A fresh destination for this case.
+    pub(crate) async fn destination(&mut self) -> Result<Setup<H::Sink>, String> {
+        let case = self.case;
+        let mut setup = self
+            .limit("the harness's destination()", self.h.destination(case))
+            .await?;
+        self.keep(&mut setup);
+        Ok(setup)
+    }
+
+    /// The harness's setup for `fault`, if it can provoke it.
+    pub(crate) async fn fault(&mut self, fault: Fault) -> Result<Option<Setup<H::Sink>>, String> {
+        let what = format!("the harness's fault({fault:?})");
+        let mut setup = self.limit(&what, self.h.fault(fault)).await?;
+        if let Some(s) = setup.as_mut() {
+            self.keep(s);
+        }
+        Ok(setup)
+    }
+
+    /// The harness's mixed batch, if it has one.
+    pub(crate) async fn mixed_batch(&mut self) -> Result<Option<MixedBatch<H::Sink>>, String> {
+        let mut mixed = self
+            .limit("the harness's mixed_batch()", self.h.mixed_batch())
+            .await?;
+        if let Some(m) = mixed.as_mut() {
+            self.keep(&mut m.setup);
+        }
+        Ok(mixed)
+    }
+
+    /// `start()` within the harness timeout, a panic included.
+    pub(crate) async fn start(&self) -> Result<(), String> {
+        AssertUnwindSafe(self.limit("the harness's start()", self.h.start()))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|p| {
+                Err(format!(
+                    "the harness's start() panicked: {}",
+                    util::panic_text(&*p)
+                ))
+            })
+    }
+
+    /// One delivery through `safe_deliver` with the harness's deadline.
+    pub(crate) async fn deliver<S: Sink + ?Sized>(
+        &self,
+        sink: &S,
+        env: &Envelope,
+        ctx: &Ctx,
+    ) -> Result<(), Failure> {
+        safe_deliver(sink, env, ctx, Some(self.h.deadline())).await
+    }
+
+    /// `sink.check()` within the deadline, a panic caught.
+    pub(crate) async fn check<S: Sink + ?Sized>(
+        &self,
+        sink: &S,
+    ) -> Result<Result<Check, Failure>, String> {
+        let deadline = self.h.deadline();
+        AssertUnwindSafe(tokio::time::timeout(deadline, sink.check()))
+            .catch_unwind()
+            .await
+            .map_err(|p| format!("check() panicked: {}", util::panic_text(&*p)))?
+            .map_err(|_| format!("check() did not answer within the {deadline:?} deadline"))
+    }
+
+    /// One probe call within the probe timeout.
+    pub(crate) async fn read(&self, probe: &dyn Probe) -> Result<Vec<Received>, String> {
+        let limit = self.h.probe_timeout();
+        match tokio::time::timeout(limit, probe.received()).await {
+            Ok(Ok(got)) => Ok(got),
+            Ok(Err(e)) => Err(format!("the probe failed: {e}")),
+            Err(_) => Err(format!(
+                "the probe did not answer within {limit:?} (Harness::probe_timeout)"
+            )),
+        }
+    }
+
+    /// Wait (up to the read timeout) until the probe shows every id in `want`; returns
+    /// everything received.
+    pub(crate) async fn read_until(
+        &self,
+        probe: &dyn Probe,
+        want: &[&str],
+    ) -> Result<Vec<Received>, String> {
+        let limit = self.h.read_timeout();
+        self.read_until_ok(probe, |got| {
+            let missing: Vec<&str> = want
+                .iter()
+                .copied()
+                .filter(|id| !got.iter().any(|r| r.id == *id))
+                .collect();
+            match missing.first() {
+                None => Ok(()),
+                Some(first) => Err(format!(
+                    "{} of {} delivered hooks (each returned Ok) never reached the destination \
+                     within {limit:?}; first missing: {first}",
+                    missing.len(),
+                    want.len(),
+                )),
+            }
+        })
+        .await
+    }
+
+    /// Read until `done` accepts what arrived (returns it), or fail with `done`'s last
+    /// reason once the read timeout has passed.
+    pub(crate) async fn read_until_ok(
+        &self,
+        probe: &dyn Probe,
+        done: impl Fn(&[Received]) -> Result<(), String>,
+    ) -> Result<Vec<Received>, String> {
+        let deadline = tokio::time::Instant::now() + self.h.read_timeout();
+        let mut pause = Duration::from_millis(20);
+        loop {
+            let got = self.read(probe).await?;
+            match done(&got) {
+                Ok(()) => return Ok(got),
+                Err(why) if tokio::time::Instant::now() >= deadline => return Err(why),
+                Err(_) => {}
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+    }
+}
