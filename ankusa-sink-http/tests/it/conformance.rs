@@ -3,9 +3,10 @@
 use crate::server::{Captured, Reply, Server, always};
 use ankusa_sink_core::{BoxError, Bytes, async_trait};
 use ankusa_sink_http::HttpSink;
-use ankusa_sink_testkit::{Fault, Harness, Probe, Received, Setup};
+use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const PASSWORD: &str = "pl4nted-pa55word";
 const QUERY_TOKEN: &str = "pl4nted-query-token";
@@ -52,7 +53,7 @@ fn received(c: &Captured) -> Received {
         received_at: None,
         replay_id: Some(h("x-ankusa-replay-id")),
         body: Some(Bytes::from(c.body.clone())),
-        claim: None,
+        ..Received::default()
     }
 }
 
@@ -64,6 +65,7 @@ pub(crate) struct HttpHarness {
 }
 
 impl HttpHarness {
+    /// A capture server answering `reply`; the setup's teardown stops it.
     async fn endpoint(&self, reply: Reply) -> Result<Setup<HttpSink>, BoxError> {
         let server = Server::start(always(reply)).await;
         let addr = server.addr();
@@ -74,7 +76,16 @@ impl HttpHarness {
         }));
         self.dests.lock().unwrap().push(dest.clone());
         let sink = sink_for(addr)?;
-        Ok(Setup::new(sink).with_probe(CaptureProbe(dest)))
+        let live = dest.clone();
+        Ok(Setup::new(sink)
+            .with_probe(CaptureProbe(dest))
+            .with_teardown(move || async move {
+                let server = live.lock().unwrap().live.take();
+                if let Some(server) = server {
+                    server.stop().await;
+                }
+                Ok(())
+            }))
     }
 
     fn last(&self) -> Result<Shared, BoxError> {
@@ -88,19 +99,22 @@ impl HttpHarness {
 }
 
 fn sink_for(addr: SocketAddr) -> Result<HttpSink, BoxError> {
-    Ok(HttpSink::builder(format!(
+    Ok(builder_for(addr).build()?)
+}
+
+fn builder_for(addr: SocketAddr) -> ankusa_sink_http::HttpSinkBuilder {
+    HttpSink::builder(format!(
         "http://hook:{PASSWORD}@{addr}/services/T0/B0/{PATH_TOKEN}?token={QUERY_TOKEN}"
     ))
     .header("authorization", format!("Bearer {HEADER_TOKEN}"))
     .secret(WHSEC)
-    .build()?)
 }
 
 #[async_trait]
 impl Harness for HttpHarness {
     type Sink = HttpSink;
 
-    async fn destination(&self) -> Result<Setup<HttpSink>, BoxError> {
+    async fn destination(&self, _case: Case) -> Result<Setup<HttpSink>, BoxError> {
         self.endpoint(Reply::status(200)).await
     }
 
@@ -118,6 +132,17 @@ impl Harness for HttpHarness {
                 let addr = listener.local_addr()?;
                 drop(listener);
                 Setup::new(sink_for(addr)?)
+            }
+            Fault::Unacknowledged => {
+                // The server reads the whole request and never answers; the sink's own
+                // timeout (2 s here) must end the delivery, never an Ok.
+                let never = Reply::Slow(Duration::from_secs(3600), Box::new(Reply::status(200)));
+                let mut setup = self.endpoint(never).await?;
+                let addr = self.last()?.lock().unwrap().addr;
+                let sink = builder_for(addr).timeout(Duration::from_secs(2)).build()?;
+                // No probe: the capture records the reply the server never sends.
+                setup.probe = None;
+                setup.map_sink(|_| sink)
             }
         }))
     }
