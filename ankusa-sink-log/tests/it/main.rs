@@ -1,34 +1,10 @@
 //! The log sink against the conformance suite, and its one structured line per hook.
 
-use ankusa_sink_core::{BoxError, Ctx, Envelope, Sink, async_trait};
+mod conformance;
+
+use ankusa_sink_core::{Ctx, Envelope, Sink};
 use ankusa_sink_log::{LogConfig, LogSink};
-use ankusa_sink_testkit::{Harness, Setup};
 use std::sync::{Arc, Mutex};
-
-/// The log sink has no probe: what it writes goes to the logger and stdout.
-struct LogHarness;
-
-#[async_trait]
-impl Harness for LogHarness {
-    type Sink = LogSink;
-    async fn destination(&self) -> Result<Setup<LogSink>, BoxError> {
-        Ok(Setup::new(LogSink::new(LogConfig::default())))
-    }
-}
-
-mod conformance {
-    ankusa_sink_testkit::conformance_suite!(super::LogHarness);
-}
-
-#[tokio::test]
-async fn whole_suite_passes_with_printed_skips() {
-    let report = ankusa_sink_testkit::run_all(&LogHarness).await;
-    report.assert_passed();
-    let durability = report
-        .outcome(ankusa_sink_testkit::Case::Durability)
-        .unwrap();
-    assert!(durability.is_skip(), "{durability:?}");
-}
 
 #[derive(Clone, Default)]
 struct Buf(Arc<Mutex<Vec<u8>>>);
