@@ -1,6 +1,7 @@
-//! The shared conformance suite (`ankusa-sink-testkit`) against a real RabbitMQ.
+//! The shared conformance suite (`ankusa-sink-testkit`) against a real RabbitMQ, and a
+//! scripted loopback AMQP server for the publish that is never confirmed.
 //!
-//! One test per case (the names `conformance_suite!` would give). Every case but
+//! One test per case from `conformance_suite!` with a per-case constructor: every case but
 //! `recovery` holds the shared side of the broker lock; `recovery` stops the broker, so it
 //! holds the exclusive side and is the only one whose harness can restart.
 
@@ -13,9 +14,12 @@ use ankusa_sink_amqp::lapin::types::{AMQPValue, FieldTable};
 use ankusa_sink_amqp::lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 use ankusa_sink_amqp::{AmqpConfig, AmqpSink};
 use ankusa_sink_core::{BoxError, async_trait};
-use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup, run_blocking};
+use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
+use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{RwLockReadGuard, RwLockWriteGuard};
 
 /// The password planted in the refused-credential sink; must never be printed.
@@ -28,71 +32,18 @@ enum Lock {
 }
 
 struct AmqpHarness {
-    /// Exchanges and queues to delete when the case ends.
-    created: Mutex<Vec<(String, String)>>,
     _lock: Lock,
 }
 
-impl Drop for AmqpHarness {
-    fn drop(&mut self) {
-        let created = std::mem::take(&mut *self.created.lock().unwrap());
-        if created.is_empty() {
-            return;
-        }
-        // Drop runs inside the suite's runtime: delete on a thread with its own runtime.
-        let cleanup = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                let Ok(conn) = Connection::connect(&url(), ConnectionProperties::default()).await
-                else {
-                    return;
-                };
-                let Ok(ch) = conn.create_channel().await else {
-                    return;
-                };
-                for (x, q) in created {
-                    let _ = ch
-                        .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-                        .await;
-                    let _ = ch
-                        .exchange_delete(x.as_str().into(), ExchangeDeleteOptions::default())
-                        .await;
-                }
-                let _ = conn.close(200, "OK".into()).await;
-            });
-        });
-        let _ = cleanup.join();
-    }
-}
-
 impl AmqpHarness {
-    fn shared() -> Self {
-        AmqpHarness {
-            created: Mutex::new(Vec::new()),
-            _lock: Lock::Shared(spin(try_shared)),
-        }
-    }
-    fn exclusive() -> Self {
-        AmqpHarness {
-            created: Mutex::new(Vec::new()),
-            _lock: Lock::Exclusive(spin(try_exclusive)),
-        }
-    }
-    fn can_restart_now(&self) -> bool {
-        matches!(self._lock, Lock::Exclusive(_))
-    }
-
-    /// [`declare`], remembering the names for cleanup.
-    async fn declare(
-        &self,
-        queue_args: &[(&str, AMQPValue)],
-    ) -> Result<(String, String), BoxError> {
-        let (x, q) = declare(queue_args).await?;
-        self.created.lock().unwrap().push((x.clone(), q.clone()));
-        Ok((x, q))
+    /// The harness for `case`: exclusive broker lock for `recovery`, shared otherwise.
+    fn new(case: Case) -> Self {
+        let lock = if case == Case::Recovery {
+            Lock::Exclusive(spin(try_exclusive))
+        } else {
+            Lock::Shared(spin(try_shared))
+        };
+        AmqpHarness { _lock: lock }
     }
 }
 
@@ -106,47 +57,79 @@ fn spin<G>(mut try_lock: impl FnMut() -> Option<G>) -> G {
     }
 }
 
-/// Declares a durable topic exchange and a queue bound with `#` (both expire when unused).
-async fn declare(queue_args: &[(&str, AMQPValue)]) -> Result<(String, String), BoxError> {
-    let conn = Connection::connect(&url(), ConnectionProperties::default()).await?;
-    let ch = conn.create_channel().await?;
-    let x = unique("tk");
-    let q = unique("tkq");
-    ch.exchange_declare(
-        x.as_str().into(),
-        ExchangeKind::Topic,
-        ExchangeDeclareOptions {
-            durable: true,
-            auto_delete: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await?;
-    let mut args = FieldTable::default();
-    args.insert("x-expires".into(), AMQPValue::LongInt(120_000));
-    for (k, v) in queue_args {
-        args.insert((*k).into(), v.clone());
+/// A durable topic exchange and a queue bound with `#` (both expire when unused), named
+/// after `case`.
+struct Declared {
+    exchange: String,
+    queue: String,
+}
+
+impl Declared {
+    async fn new(tag: &str, queue_args: &[(&str, AMQPValue)]) -> Result<Self, BoxError> {
+        let conn = Connection::connect(&url(), ConnectionProperties::default()).await?;
+        let ch = conn.create_channel().await?;
+        let x = unique(tag);
+        let q = unique(&format!("{tag}.q"));
+        ch.exchange_declare(
+            x.as_str().into(),
+            ExchangeKind::Topic,
+            ExchangeDeclareOptions {
+                durable: true,
+                auto_delete: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+        let mut args = FieldTable::default();
+        args.insert("x-expires".into(), AMQPValue::LongInt(120_000));
+        for (k, v) in queue_args {
+            args.insert((*k).into(), v.clone());
+        }
+        ch.queue_declare(
+            q.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            args,
+        )
+        .await?;
+        ch.queue_bind(
+            q.as_str().into(),
+            x.as_str().into(),
+            "#".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+        let _ = conn.close(200, "OK".into()).await;
+        Ok(Declared {
+            exchange: x,
+            queue: q,
+        })
     }
-    ch.queue_declare(
-        q.as_str().into(),
-        QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        args,
-    )
-    .await?;
-    ch.queue_bind(
-        q.as_str().into(),
-        x.as_str().into(),
-        "#".into(),
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await?;
-    let _ = conn.close(200, "OK".into()).await;
-    Ok((x, q))
+
+    /// `sink` with a probe on the queue and a teardown deleting queue and exchange.
+    fn setup(self, sink: AmqpSink) -> Setup<AmqpSink> {
+        let probe = QueueProbe::new(self.queue.clone());
+        Setup::new(sink)
+            .with_probe(probe)
+            .with_teardown(move || self.delete())
+    }
+
+    async fn delete(self) -> Result<(), BoxError> {
+        let conn = Connection::connect(&url(), ConnectionProperties::default()).await?;
+        let ch = conn.create_channel().await?;
+        ch.queue_delete(self.queue.as_str().into(), QueueDeleteOptions::default())
+            .await?;
+        // auto_delete: unbinding its only queue may already have removed the exchange.
+        let _ = ch
+            .exchange_delete(self.exchange.as_str().into(), ExchangeDeleteOptions::default())
+            .await;
+        let _ = conn.close(200, "OK".into()).await;
+        Ok(())
+    }
 }
 
 /// Drains the queue with basic.get and remembers everything; reconnects after a broker
@@ -200,14 +183,145 @@ impl Probe for QueueProbe {
     }
 }
 
+/// A loopback AMQP 0-9-1 server speaking just enough of the protocol for the sink to log
+/// in, open a confirm-mode channel and check its exchange; it then takes every publish
+/// (method, header and body frames) and never confirms it.
+struct NeverConfirms {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for NeverConfirms {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl NeverConfirms {
+    async fn start() -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            let mut conns = tokio::task::JoinSet::new();
+            while let Ok((sock, _)) = listener.accept().await {
+                conns.spawn(async move {
+                    let _ = serve_never_confirming(sock).await;
+                });
+            }
+        });
+        Ok(NeverConfirms { addr, task })
+    }
+}
+
+const FRAME_METHOD: u8 = 1;
+const FRAME_END: u8 = 0xCE;
+
+async fn send_method(
+    s: &mut TcpStream,
+    channel: u16,
+    class: u16,
+    method: u16,
+    args: &[u8],
+) -> std::io::Result<()> {
+    let mut f = vec![FRAME_METHOD];
+    f.extend_from_slice(&channel.to_be_bytes());
+    f.extend_from_slice(&(4 + args.len() as u32).to_be_bytes());
+    f.extend_from_slice(&class.to_be_bytes());
+    f.extend_from_slice(&method.to_be_bytes());
+    f.extend_from_slice(args);
+    f.push(FRAME_END);
+    s.write_all(&f).await
+}
+
+/// An AMQP field table of boolean `true` entries.
+fn flags_table(names: &[&str]) -> Vec<u8> {
+    let mut entries = Vec::new();
+    for n in names {
+        entries.push(n.len() as u8);
+        entries.extend_from_slice(n.as_bytes());
+        entries.extend_from_slice(b"t\x01");
+    }
+    let mut t = (entries.len() as u32).to_be_bytes().to_vec();
+    t.extend(entries);
+    t
+}
+
+fn long_str(s: &str) -> Vec<u8> {
+    let mut v = (s.len() as u32).to_be_bytes().to_vec();
+    v.extend_from_slice(s.as_bytes());
+    v
+}
+
+/// connection.start: 0-9, server properties with the capabilities lapin looks for.
+fn start_args() -> Vec<u8> {
+    let caps = flags_table(&[
+        "publisher_confirms",
+        "basic.nack",
+        "connection.blocked",
+        "consumer_cancel_notify",
+        "exchange_exchange_bindings",
+        "authentication_failure_close",
+    ]);
+    let mut props = Vec::new();
+    props.push(b"capabilities".len() as u8);
+    props.extend_from_slice(b"capabilities");
+    props.push(b'F');
+    props.extend(caps);
+    let mut args = vec![0, 9];
+    args.extend_from_slice(&(props.len() as u32).to_be_bytes());
+    args.extend(props);
+    args.extend(long_str("PLAIN AMQPLAIN"));
+    args.extend(long_str("en_US"));
+    args
+}
+
+async fn serve_never_confirming(mut s: TcpStream) -> std::io::Result<()> {
+    let mut protocol_header = [0u8; 8];
+    s.read_exact(&mut protocol_header).await?;
+    send_method(&mut s, 0, 10, 10, &start_args()).await?;
+    loop {
+        let mut head = [0u8; 7];
+        s.read_exact(&mut head).await?;
+        let channel = u16::from_be_bytes([head[1], head[2]]);
+        let size = u32::from_be_bytes([head[3], head[4], head[5], head[6]]) as usize;
+        let mut payload = vec![0u8; size + 1];
+        s.read_exact(&mut payload).await?;
+        // Header, body and heartbeat frames are taken and never answered.
+        if head[0] != FRAME_METHOD || size < 4 {
+            continue;
+        }
+        let class = u16::from_be_bytes([payload[0], payload[1]]);
+        let method = u16::from_be_bytes([payload[2], payload[3]]);
+        let (reply, args): ((u16, u16), Vec<u8>) = match (class, method) {
+            // start-ok → tune: 2047 channels, 128 KiB frames, no heartbeat.
+            (10, 11) => ((10, 30), [&2047u16.to_be_bytes()[..], &131_072u32.to_be_bytes(), &[0, 0]].concat()),
+            // open → open-ok.
+            (10, 40) => ((10, 41), vec![0]),
+            (10, 50) => {
+                send_method(&mut s, 0, 10, 51, &[]).await?;
+                return Ok(());
+            }
+            // channel.open → open-ok; channel.close → close-ok.
+            (20, 10) => ((20, 11), vec![0, 0, 0, 0]),
+            (20, 40) => ((20, 41), Vec::new()),
+            // exchange.declare (passive) → declare-ok; confirm.select → select-ok.
+            (40, 10) => ((40, 11), Vec::new()),
+            (85, 10) => ((85, 11), Vec::new()),
+            // tune-ok, basic.publish and anything else: taken, never answered.
+            _ => continue,
+        };
+        send_method(&mut s, channel, reply.0, reply.1, &args).await?;
+    }
+}
+
 #[async_trait]
 impl Harness for AmqpHarness {
     type Sink = AmqpSink;
 
-    async fn destination(&self) -> Result<Setup<AmqpSink>, BoxError> {
-        let (x, q) = self.declare(&[]).await?;
-        let sink = AmqpSink::new(AmqpConfig::builder(url(), &x).build()?);
-        Ok(Setup::new(sink).with_probe(QueueProbe::new(q)))
+    async fn destination(&self, case: Case) -> Result<Setup<AmqpSink>, BoxError> {
+        let d = Declared::new(case.name(), &[]).await?;
+        let sink = AmqpSink::new(AmqpConfig::builder(url(), &d.exchange).build()?);
+        Ok(d.setup(sink))
     }
 
     async fn fault(&self, fault: Fault) -> Result<Option<Setup<AmqpSink>>, BoxError> {
@@ -216,9 +330,10 @@ impl Harness for AmqpHarness {
                 AmqpConfig::builder(url(), unique("missing")).build()?,
             )),
             Fault::RefusedCredential => {
-                let (x, _) = self.declare(&[]).await?;
-                let cfg = AmqpConfig::builder(url_with("guest", PLANTED, "/"), &x).build()?;
-                Setup::new(AmqpSink::new(cfg))
+                let d = Declared::new("refused", &[]).await?;
+                let cfg =
+                    AmqpConfig::builder(url_with("guest", PLANTED, "/"), &d.exchange).build()?;
+                d.setup(AmqpSink::new(cfg))
             }
             Fault::Unreachable => {
                 let port = std::net::TcpListener::bind("127.0.0.1:0")?
@@ -233,22 +348,37 @@ impl Harness for AmqpHarness {
             }
             Fault::Throttled => {
                 // A queue that holds nothing and rejects publishes: the broker nacks.
-                let (x, _) = self
-                    .declare(&[
+                let d = Declared::new(
+                    "throttled",
+                    &[
                         ("x-max-length", AMQPValue::LongInt(0)),
                         ("x-overflow", AMQPValue::LongString("reject-publish".into())),
-                    ])
-                    .await?;
-                Setup::new(AmqpSink::new(AmqpConfig::builder(url(), &x).build()?))
+                    ],
+                )
+                .await?;
+                let sink = AmqpSink::new(AmqpConfig::builder(url(), &d.exchange).build()?);
+                d.setup(sink)
             }
             Fault::Oversized => {
-                let (x, q) = self.declare(&[]).await?;
-                let cfg = AmqpConfig::builder(url(), &x)
+                // The sink's own limit: 8 KiB bodies are under the 64 KiB inline threshold.
+                let d = Declared::new("oversized", &[]).await?;
+                let cfg = AmqpConfig::builder(url(), &d.exchange)
                     .max_message_bytes(4096)
                     .build()?;
-                Setup::new(AmqpSink::new(cfg))
-                    .with_probe(QueueProbe::new(q))
-                    .with_body_size(8192)
+                d.setup(AmqpSink::new(cfg)).with_body_size(8192)
+            }
+            Fault::Unacknowledged => {
+                let server = NeverConfirms::start().await?;
+                let cfg = AmqpConfig::builder(
+                    format!("amqp://guest:{PLANTED}@{}/%2f", server.addr),
+                    "tk.never-confirmed",
+                )
+                .confirm_timeout(Duration::from_secs(1))
+                .build()?;
+                Setup::new(AmqpSink::new(cfg)).with_teardown(move || async move {
+                    drop(server);
+                    Ok(())
+                })
             }
         };
         Ok(Some(setup))
@@ -259,7 +389,7 @@ impl Harness for AmqpHarness {
     }
 
     fn can_restart(&self) -> bool {
-        self.can_restart_now()
+        matches!(self._lock, Lock::Exclusive(_))
     }
 
     async fn stop(&self) -> Result<(), BoxError> {
@@ -274,33 +404,4 @@ impl Harness for AmqpHarness {
     }
 }
 
-macro_rules! cases {
-    ($($name:ident => $case:ident,)*) => {
-        $(
-            #[test]
-            fn $name() {
-                run_blocking(AmqpHarness::shared, Case::$case);
-            }
-        )*
-    };
-}
-
-cases! {
-    contract => Contract,
-    round_trip => RoundTrip,
-    inline_boundary => InlineBoundary,
-    classify_missing_destination => ClassifyMissingDestination,
-    classify_refused_credential => ClassifyRefusedCredential,
-    classify_unreachable => ClassifyUnreachable,
-    classify_throttled => ClassifyThrottled,
-    classify_oversized => ClassifyOversized,
-    concurrency => Concurrency,
-    durability => Durability,
-    panic_safety => PanicSafety,
-    batching => Batching,
-}
-
-#[test]
-fn recovery() {
-    run_blocking(AmqpHarness::exclusive, Case::Recovery);
-}
+ankusa_sink_testkit::conformance_suite!(|case| AmqpHarness::new(case));

@@ -146,7 +146,7 @@ async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
         }
     }
     Ok(Outcome::Pass(format!(
-        "{} in {} ms",
+        "{} in {} ms: {f}",
         f.class(),
         elapsed.as_millis()
     )))
