@@ -237,6 +237,13 @@ pub trait Harness: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Why this harness cannot provoke `fault`, printed in the case's skip when
+    /// [`fault`](Harness::fault) returns `None` (e.g. "the broker has no throttle").
+    fn fault_skip_reason(&self, fault: Fault) -> Option<String> {
+        let _ = fault;
+        None
+    }
+
     /// For batching sinks: one batch whose entries the destination answers differently.
     async fn mixed_batch(&self) -> Result<Option<MixedBatch<Self::Sink>>, BoxError> {
         Ok(None)
