@@ -7,7 +7,7 @@ use ankusa_sink_core::{BoxError, Envelope, async_trait};
 use ankusa_sink_pubsub::{PubSubConfig, PubSubSink};
 use ankusa_sink_testkit::{Case, Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
 use std::num::NonZeroUsize;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 use tonic::Code;
@@ -40,25 +40,18 @@ impl Probe for PullProbe {
 pub(crate) struct PubSubHarness {
     restartable: bool,
     private: OnceCell<tokio::sync::Mutex<PrivateEmulator>>,
-    created: Mutex<Vec<TestTopic>>,
+    /// Topics not torn down yet, made again after a private emulator's restart.
+    created: Arc<Mutex<Vec<TestTopic>>>,
 }
 
 impl PubSubHarness {
-    /// On the shared emulator (scripts/services/pubsub.sh).
-    pub(crate) fn shared() -> Self {
-        Self::new(false)
-    }
-
-    /// On a private emulator this harness may stop and restart.
-    pub(crate) fn restartable() -> Self {
-        Self::new(true)
-    }
-
-    fn new(restartable: bool) -> Self {
+    /// For `case`: `recovery` on a private emulator this harness may stop and restart,
+    /// every other case on the shared emulator (scripts/services/pubsub.sh).
+    pub(crate) fn for_case(case: Case) -> Self {
         PubSubHarness {
-            restartable,
+            restartable: case == Case::Recovery,
             private: OnceCell::new(),
-            created: Mutex::new(Vec::new()),
+            created: Arc::default(),
         }
     }
 
@@ -81,12 +74,20 @@ impl PubSubHarness {
         Ok(t)
     }
 
-    fn setup(t: &TestTopic, sink: PubSubSink) -> Setup<PubSubSink> {
-        Setup::new(sink).with_probe(PullProbe {
-            admin: t.admin.clone(),
-            sub: t.sub.clone(),
-            seen: tokio::sync::Mutex::new(Vec::new()),
-        })
+    /// `sink` with a probe on the topic's subscription and a teardown deleting both.
+    fn setup(&self, t: &TestTopic, sink: PubSubSink) -> Setup<PubSubSink> {
+        let (created, t) = (Arc::clone(&self.created), t.clone());
+        Setup::new(sink)
+            .with_probe(PullProbe {
+                admin: t.admin.clone(),
+                sub: t.sub.clone(),
+                seen: tokio::sync::Mutex::new(Vec::new()),
+            })
+            .with_teardown(move || async move {
+                created.lock().unwrap().retain(|c| c.topic != t.topic);
+                t.delete().await;
+                Ok(())
+            })
     }
 
     async fn small_limit_sink(t: &TestTopic) -> Result<PubSubSink, BoxError> {
@@ -98,38 +99,14 @@ impl PubSubHarness {
     }
 }
 
-impl Drop for PubSubHarness {
-    fn drop(&mut self) {
-        let created = std::mem::take(&mut *self.created.lock().unwrap());
-        if created.is_empty() || self.restartable {
-            // A private emulator's topics die with it.
-            return;
-        }
-        // Drop cannot await; delete on a thread with its own runtime.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build();
-            if let Ok(rt) = rt {
-                rt.block_on(async {
-                    for t in created {
-                        t.delete().await;
-                    }
-                });
-            }
-        })
-        .join();
-    }
-}
-
 #[async_trait]
 impl Harness for PubSubHarness {
     type Sink = PubSubSink;
 
-    async fn destination(&self) -> Result<Setup<PubSubSink>, BoxError> {
+    async fn destination(&self, _case: Case) -> Result<Setup<PubSubSink>, BoxError> {
         let t = self.topic().await?;
         let sink = PubSubSink::new(t.config().with_timeout(Duration::from_secs(5))).await?;
-        Ok(Self::setup(&t, sink))
+        Ok(self.setup(&t, sink))
     }
 
     async fn fault(&self, fault: Fault) -> Result<Option<Setup<PubSubSink>>, BoxError> {
@@ -167,7 +144,18 @@ impl Harness for PubSubHarness {
             Fault::Oversized => {
                 let t = self.topic().await?;
                 let sink = Self::small_limit_sink(&t).await?;
-                Self::setup(&t, sink).with_body_size(OVERSIZED_BODY)
+                self.setup(&t, sink).with_body_size(OVERSIZED_BODY)
+            }
+            Fault::Unacknowledged => {
+                // The scripted server takes the Publish RPC and never answers it.
+                let server = scripted::start(Script::Hang).await;
+                let sink = PubSubSink::new(
+                    PubSubConfig::new(PROJECT, "scripted-topic")
+                        .with_endpoint(server.endpoint())
+                        .with_timeout(Duration::from_secs(2)),
+                )
+                .await?;
+                Setup::new(sink)
             }
         }))
     }
@@ -193,9 +181,15 @@ impl Harness for PubSubHarness {
             })
             .collect();
         Ok(Some(MixedBatch {
-            setup: Self::setup(&t, sink),
+            setup: self.setup(&t, sink),
             envelopes,
         }))
+    }
+
+    /// The config holds no secret (credentials come from Application Default Credentials,
+    /// and an endpoint with userinfo is refused): `contract` is a printed skip.
+    fn takes_credentials(&self) -> bool {
+        false
     }
 
     fn can_restart(&self) -> bool {
@@ -229,64 +223,4 @@ impl Harness for PubSubHarness {
     }
 }
 
-fn run(case: Case) {
-    let make = if case == Case::Recovery {
-        PubSubHarness::restartable
-    } else {
-        PubSubHarness::shared
-    };
-    ankusa_sink_testkit::run_blocking(make, case);
-}
-
-#[test]
-fn contract() {
-    run(Case::Contract);
-}
-#[test]
-fn round_trip() {
-    run(Case::RoundTrip);
-}
-#[test]
-fn inline_boundary() {
-    run(Case::InlineBoundary);
-}
-#[test]
-fn classify_missing_destination() {
-    run(Case::ClassifyMissingDestination);
-}
-#[test]
-fn classify_refused_credential() {
-    run(Case::ClassifyRefusedCredential);
-}
-#[test]
-fn classify_unreachable() {
-    run(Case::ClassifyUnreachable);
-}
-#[test]
-fn classify_throttled() {
-    run(Case::ClassifyThrottled);
-}
-#[test]
-fn classify_oversized() {
-    run(Case::ClassifyOversized);
-}
-#[test]
-fn concurrency() {
-    run(Case::Concurrency);
-}
-#[test]
-fn durability() {
-    run(Case::Durability);
-}
-#[test]
-fn panic_safety() {
-    run(Case::PanicSafety);
-}
-#[test]
-fn batching() {
-    run(Case::Batching);
-}
-#[test]
-fn recovery() {
-    run(Case::Recovery);
-}
+ankusa_sink_testkit::conformance_suite!(|case| PubSubHarness::for_case(case));

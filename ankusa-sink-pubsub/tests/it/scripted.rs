@@ -61,6 +61,8 @@ pub(crate) enum Script {
     EmptyIds,
     /// Success with ids.
     Ok,
+    /// Take the publish and never answer it.
+    Hang,
 }
 
 /// A running scripted server on 127.0.0.1.
@@ -108,7 +110,7 @@ fn status_of(script: Script) -> Option<Status> {
             "scripted failure",
             ErrorDetails::with_retry_info(Some(delay)),
         )),
-        Script::EmptyIds | Script::Ok => None,
+        Script::EmptyIds | Script::Ok | Script::Hang => None,
     }
 }
 
@@ -125,6 +127,9 @@ impl UnaryService<PublishRequest> for Publish {
             svc.state.publishes.fetch_add(1, Ordering::SeqCst);
             let n = req.messages.len();
             svc.state.messages.lock().unwrap().extend(req.messages);
+            if let Script::Hang = svc.script {
+                std::future::pending::<()>().await;
+            }
             if let Some(status) = status_of(svc.script) {
                 return Err(status);
             }
@@ -206,7 +211,7 @@ fn rest_answer(script: Script) -> http::Response<axum::body::Body> {
                 }}),
             )
         }
-        Script::EmptyIds | Script::Ok => (
+        Script::EmptyIds | Script::Ok | Script::Hang => (
             200,
             serde_json::json!({"name": format!("projects/{PROJECT}/topics/scripted-topic")}),
         ),
