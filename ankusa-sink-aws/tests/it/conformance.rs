@@ -7,7 +7,7 @@ use crate::scripted::{Resp, Scripted};
 use ankusa_sink_aws::sdk::aws_sdk_sqs;
 use ankusa_sink_aws::{AwsOptions, SnsConfig, SnsSink, SqsConfig, SqsSink, StaticCredentials};
 use ankusa_sink_core::{BoxError, async_trait};
-use ankusa_sink_testkit::{Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
+use ankusa_sink_testkit::{Case, Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
 use aws_sdk_sqs::types::QueueAttributeName;
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
@@ -64,56 +64,33 @@ async fn probe(url: &str) -> QueueProbe {
 }
 
 /// What both harnesses share: a stoppable proxy in front of moto (recovery), the dedicated
-/// moto (refused credentials) and the scripted server (throttling), kept alive until the
-/// harness is dropped.
+/// moto (refused credentials) and the scripted servers (throttling, never answering), kept
+/// alive until the harness is dropped.
 #[derive(Default)]
 struct Keep {
     proxy: tokio::sync::OnceCell<Proxy>,
     moto: Mutex<Option<Moto>>,
     servers: Mutex<Vec<Scripted>>,
-    /// Queues and topics created on the shared moto, deleted when the harness is dropped.
-    created: Mutex<Vec<Created>>,
 }
 
-enum Created {
-    Queue(String),
-    Topic(String),
+/// `setup`, with a teardown deleting the queue at `url` on the shared moto.
+fn dropping_queue<S>(setup: Setup<S>, url: String) -> Setup<S> {
+    setup.with_teardown(move || async move {
+        delete_queue(&sqs_admin(&moto()).await, &url).await;
+        Ok(())
+    })
 }
 
-impl Drop for Keep {
-    fn drop(&mut self) {
-        let created: Vec<Created> = self.created.lock().unwrap().drain(..).collect();
-        if created.is_empty() {
-            return;
-        }
-        // The testkit drops the harness inside its multi-thread runtime.
-        tokio::task::block_in_place(|| {
-            tokio::runtime::Handle::current().block_on(async {
-                let (sqs, sns) = (sqs_admin(&moto()).await, sns_admin(&moto()).await);
-                for c in created {
-                    match c {
-                        Created::Queue(url) => delete_queue(&sqs, &url).await,
-                        Created::Topic(arn) => delete_topic(&sns, &arn).await,
-                    }
-                }
-            })
-        });
-    }
+/// `setup`, with a teardown deleting the topic and its subscribed queue on the shared moto.
+fn dropping_topic<S>(setup: Setup<S>, arn: String, url: String) -> Setup<S> {
+    setup.with_teardown(move || async move {
+        delete_topic(&sns_admin(&moto()).await, &arn).await;
+        delete_queue(&sqs_admin(&moto()).await, &url).await;
+        Ok(())
+    })
 }
 
 impl Keep {
-    fn queue(&self, url: &str) {
-        self.created
-            .lock()
-            .unwrap()
-            .push(Created::Queue(url.to_owned()));
-    }
-
-    fn topic(&self, arn: &str, url: &str) {
-        let mut c = self.created.lock().unwrap();
-        c.push(Created::Topic(arn.to_owned()));
-        c.push(Created::Queue(url.to_owned()));
-    }
     /// moto, through the proxy.
     async fn endpoint(&self) -> String {
         self.proxy
@@ -148,7 +125,8 @@ impl Keep {
         ep
     }
 
-    async fn throttling(&self, resp: Resp) -> String {
+    /// A scripted server answering every request with `resp`.
+    async fn scripted(&self, resp: Resp) -> String {
         let server = Scripted::start(move |_| resp.clone()).await;
         let ep = server.endpoint();
         self.servers.lock().unwrap().push(server);
@@ -174,17 +152,17 @@ async fn sqs_sink(url: &str, opts: AwsOptions) -> Result<SqsSink, BoxError> {
 impl Harness for SqsHarness {
     type Sink = SqsSink;
 
-    async fn destination(&self) -> Result<Setup<SqsSink>, BoxError> {
-        let name = unique("kit");
+    async fn destination(&self, case: Case) -> Result<Setup<SqsSink>, BoxError> {
+        let name = unique(&format!("kit-{}", case.name().replace('_', "-")));
         let url = create_queue(&sqs_admin(&moto()).await, &name, &[]).await;
-        self.0.queue(&url);
         let via = self.0.endpoint().await;
         let opts = planted()
             .with_endpoint(&via)
             // See common::options: moto under load.
             .with_timeout(Duration::from_secs(15));
         let sink = sqs_sink(&format!("{via}/{ACCOUNT}/{name}"), opts).await?;
-        Ok(Setup::new(sink).with_probe(probe(&url).await))
+        let setup = Setup::new(sink).with_probe(probe(&url).await);
+        Ok(dropping_queue(setup, url))
     }
 
     async fn fault(&self, fault: Fault) -> Result<Option<Setup<SqsSink>>, BoxError> {
@@ -210,11 +188,19 @@ impl Harness for SqsHarness {
             Fault::Throttled => {
                 let ep = self
                     .0
-                    .throttling(Resp::sqs_error(400, "RequestThrottled", "RequestThrottled"))
+                    .scripted(Resp::sqs_error(400, "RequestThrottled", "RequestThrottled"))
                     .await;
                 Setup::new(
                     sqs_sink(&format!("{ep}/{ACCOUNT}/q"), planted().with_endpoint(&ep)).await?,
                 )
+            }
+            Fault::Unacknowledged => {
+                // Reads the SendMessage request and never answers it.
+                let ep = self.0.scripted(Resp::hang()).await;
+                let opts = planted()
+                    .with_endpoint(&ep)
+                    .with_timeout(Duration::from_secs(2));
+                Setup::new(sqs_sink(&format!("{ep}/{ACCOUNT}/q"), opts).await?)
             }
             Fault::Oversized => {
                 let url = create_queue(
@@ -223,10 +209,10 @@ impl Harness for SqsHarness {
                     &[(QueueAttributeName::MaximumMessageSize, "1024")],
                 )
                 .await;
-                self.0.queue(&url);
-                Setup::new(sqs_sink(&url, planted()).await?)
+                let setup = Setup::new(sqs_sink(&url, planted()).await?)
                     .with_probe(probe(&url).await)
-                    .with_body_size(4096)
+                    .with_body_size(4096);
+                dropping_queue(setup, url)
             }
         };
         Ok(Some(setup))
@@ -287,16 +273,16 @@ async fn subscribed_topic(prefix: &str) -> (String, String) {
 impl Harness for SnsHarness {
     type Sink = SnsSink;
 
-    async fn destination(&self) -> Result<Setup<SnsSink>, BoxError> {
-        let (arn, url) = subscribed_topic("kit").await;
-        self.0.topic(&arn, &url);
+    async fn destination(&self, case: Case) -> Result<Setup<SnsSink>, BoxError> {
+        let (arn, url) = subscribed_topic(&format!("kit-{}", case.name().replace('_', "-"))).await;
         let via = self.0.endpoint().await;
         let opts = planted()
             .with_endpoint(&via)
             // See common::options: moto under load.
             .with_timeout(Duration::from_secs(15));
         let sink = sns_sink(&arn, opts).await?;
-        Ok(Setup::new(sink).with_probe(probe(&url).await))
+        let setup = Setup::new(sink).with_probe(probe(&url).await);
+        Ok(dropping_topic(setup, arn, url))
     }
 
     async fn fault(&self, fault: Fault) -> Result<Option<Setup<SnsSink>>, BoxError> {
@@ -327,7 +313,7 @@ impl Harness for SnsHarness {
                 Setup::new(sns_sink(&format!("arn:aws:sns:{REGION}:{ACCOUNT}:t"), opts).await?)
             }
             Fault::Throttled => {
-                let ep = self.0.throttling(Resp::sns_error(400, "Throttled")).await;
+                let ep = self.0.scripted(Resp::sns_error(400, "Throttled")).await;
                 Setup::new(
                     sns_sink(
                         &format!("arn:aws:sns:{REGION}:{ACCOUNT}:t"),
@@ -336,16 +322,24 @@ impl Harness for SnsHarness {
                     .await?,
                 )
             }
+            Fault::Unacknowledged => {
+                // Reads the Publish request and never answers it.
+                let ep = self.0.scripted(Resp::hang()).await;
+                let opts = planted()
+                    .with_endpoint(&ep)
+                    .with_timeout(Duration::from_secs(2));
+                Setup::new(sns_sink(&format!("arn:aws:sns:{REGION}:{ACCOUNT}:t"), opts).await?)
+            }
             Fault::Oversized => {
                 // SNS (moto) refuses more than 256 KiB; the pre-check is raised so SNS says so.
                 let (arn, url) = subscribed_topic("big").await;
-                self.0.topic(&arn, &url);
                 let opts = planted()
                     .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap())
                     .with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap());
-                Setup::new(sns_sink(&arn, opts).await?)
+                let setup = Setup::new(sns_sink(&arn, opts).await?)
                     .with_probe(probe(&url).await)
-                    .with_body_size(300_000)
+                    .with_body_size(300_000);
+                dropping_topic(setup, arn, url)
             }
         };
         Ok(Some(setup))
@@ -354,7 +348,6 @@ impl Harness for SnsHarness {
     async fn mixed_batch(&self) -> Result<Option<MixedBatch<SnsSink>>, BoxError> {
         // moto refuses entries over 256 KiB one by one inside a PublishBatch.
         let (arn, url) = subscribed_topic("mixed").await;
-        self.0.topic(&arn, &url);
         let opts = planted()
             .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap())
             .with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap())
@@ -362,6 +355,7 @@ impl Harness for SnsHarness {
                 ankusa_sink_aws::BatchOptions::default().with_linger(Duration::from_millis(200)),
             );
         let setup = Setup::new(sns_sink(&arn, opts).await?).with_probe(probe(&url).await);
+        let setup = dropping_topic(setup, arn, url);
         let envelopes = (0..6)
             .map(|i| {
                 let big = i % 3 == 1;
