@@ -56,3 +56,15 @@ fi
 rm -f "$log"
 # The registry without adapters: types not compiled in must be clear errors.
 cargo test -p ankusa-sinks --lib --locked
+
+step "example third-party sink: built, linted, certified and licence-checked from its own directory"
+# Outside the workspace, with its own lock file and path dependencies on core and the
+# testkit, as an outside author's crate is (same CARGO_TARGET_DIR: shared dependencies
+# stay warm).
+(
+  cd examples/third-party-sink
+  cargo fmt -- --check
+  cargo clippy --all-targets --locked -- -D warnings
+  cargo test --locked
+  cargo deny --config ../../deny.toml --all-features --locked check licenses bans sources
+)

@@ -1,0 +1,345 @@
+//! The whole conformance suite against the real Redis on 127.0.0.1:6379 (`ANKUSA_REDIS_URL`
+//! to change it), with a stoppable proxy in front of it for `recovery` and a scripted
+//! loopback server speaking RESP for the two faults a shared Redis cannot show safely.
+
+use ankusa_sink_testkit::ankusa_sink_core::{BoxError, async_trait};
+use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
+use redis_stream_sink::{FIELD, RedisStreamConfig, RedisStreamSink};
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+
+/// A password planted in every sink's URL. Redis's `default` user is `nopass` here, so
+/// it accepts any password: the sinks really send it.
+const PLANTED: &str = "planted-redis-pa55word-3f9a";
+
+/// `host:port` of the real Redis.
+fn redis_addr() -> String {
+    std::env::var("ANKUSA_REDIS_ADDR").unwrap_or_else(|_| "127.0.0.1:6379".into())
+}
+
+fn url_via(addr: &str) -> String {
+    format!("redis://default:{PLANTED}@{addr}")
+}
+
+/// A stream name unique to this process and call.
+fn unique(tag: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "tk-{tag}-{}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A plain connection to the real Redis, for creating, reading and deleting streams.
+async fn admin() -> Result<redis::aio::MultiplexedConnection, BoxError> {
+    let client = redis::Client::open(format!("redis://{}", redis_addr()))?;
+    Ok(client.get_multiplexed_async_connection().await?)
+}
+
+/// Create an empty stream (a consumer group with `MKSTREAM`).
+async fn create_stream(stream: &str) -> Result<(), BoxError> {
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(stream)
+        .arg("tk")
+        .arg("$")
+        .arg("MKSTREAM")
+        .query_async(&mut admin().await?)
+        .await?;
+    Ok(())
+}
+
+/// Reads a stream back with `XRANGE - +`.
+struct StreamProbe(String);
+
+#[async_trait]
+impl Probe for StreamProbe {
+    async fn received(&self) -> Result<Vec<Received>, BoxError> {
+        let entries: Vec<(String, Vec<(String, Vec<u8>)>)> = redis::cmd("XRANGE")
+            .arg(&self.0)
+            .arg("-")
+            .arg("+")
+            .query_async(&mut admin().await?)
+            .await?;
+        entries
+            .iter()
+            .flat_map(|(_, fields)| fields.iter().filter(|(f, _)| f == FIELD))
+            .map(|(_, message)| Received::from_message_bytes(message))
+            .collect()
+    }
+}
+
+/// `sink`, reading `stream` back, with a teardown deleting it.
+fn setup(stream: String, sink: RedisStreamSink) -> Setup<RedisStreamSink> {
+    Setup::new(sink)
+        .with_probe(StreamProbe(stream.clone()))
+        .with_teardown(move || async move {
+            let _: () = redis::cmd("DEL")
+                .arg(&stream)
+                .query_async(&mut admin().await?)
+                .await?;
+            Ok(())
+        })
+}
+
+/// A TCP proxy to the real Redis that can be stopped (every connection dropped, the port
+/// closed) and started again on the same port.
+struct Proxy {
+    addr: SocketAddr,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Proxy {
+    async fn start() -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let proxy = Proxy {
+            addr: listener.local_addr()?,
+            task: Mutex::new(None),
+        };
+        proxy.serve(listener);
+        Ok(proxy)
+    }
+
+    fn serve(&self, listener: TcpListener) {
+        let task = tokio::spawn(async move {
+            // Dropped with the task on stop: every connection ends with it.
+            let mut conns = JoinSet::new();
+            while let Ok((mut client, _)) = listener.accept().await {
+                conns.spawn(async move {
+                    if let Ok(mut upstream) = TcpStream::connect(redis_addr()).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                    }
+                });
+            }
+        });
+        *self.task.lock().unwrap() = Some(task);
+    }
+
+    fn stop(&self) {
+        if let Some(task) = self.task.lock().unwrap().take() {
+            task.abort();
+        }
+    }
+
+    async fn restart(&self) -> std::io::Result<()> {
+        self.serve(TcpListener::bind(self.addr).await?);
+        Ok(())
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// What the scripted server does with `XADD` (it answers `+OK` to everything before).
+#[derive(Debug, Clone, Copy)]
+enum Script {
+    /// Take the `XADD` and never answer anything again on that connection.
+    NeverAnswer,
+    /// Answer this RESP error line.
+    Refuse(&'static str),
+}
+
+/// A loopback server speaking RESP: it answers the connection's setup commands (`AUTH`,
+/// `CLIENT SETINFO`, ...) with `+OK` and `XADD` per its script.
+struct Scripted {
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Scripted {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Scripted {
+    async fn start(script: Script) -> std::io::Result<Scripted> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            let mut conns = JoinSet::new();
+            while let Ok((sock, _)) = listener.accept().await {
+                conns.spawn(async move {
+                    let _ = serve_scripted(sock, script).await;
+                });
+            }
+        });
+        Ok(Scripted { addr, task })
+    }
+}
+
+/// One RESP header line: `prefix` and a count (`*3`, `$5`).
+async fn read_header(r: &mut BufReader<TcpStream>, prefix: char) -> std::io::Result<usize> {
+    let mut line = String::new();
+    if r.read_line(&mut line).await? == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    line.trim_end()
+        .strip_prefix(prefix)
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "not RESP"))
+}
+
+/// One RESP command: an array of bulk strings.
+async fn read_command(r: &mut BufReader<TcpStream>) -> std::io::Result<Vec<Vec<u8>>> {
+    let n = read_header(r, '*').await?;
+    let mut args = Vec::with_capacity(n);
+    for _ in 0..n {
+        let len = read_header(r, '$').await?;
+        let mut arg = vec![0u8; len + 2];
+        r.read_exact(&mut arg).await?;
+        arg.truncate(len);
+        args.push(arg);
+    }
+    Ok(args)
+}
+
+async fn serve_scripted(sock: TcpStream, script: Script) -> std::io::Result<()> {
+    let mut r = BufReader::new(sock);
+    loop {
+        let cmd = read_command(&mut r).await?;
+        let is_xadd = cmd.first().is_some_and(|c| c.eq_ignore_ascii_case(b"XADD"));
+        let reply = match (is_xadd, script) {
+            (false, _) => "+OK\r\n".to_owned(),
+            (true, Script::Refuse(line)) => format!("-{line}\r\n"),
+            (true, Script::NeverAnswer) => {
+                // Taken; read (and drop) whatever comes next, answer nothing.
+                let mut sink = Vec::new();
+                r.read_to_end(&mut sink).await?;
+                return Ok(());
+            }
+        };
+        r.get_mut().write_all(reply.as_bytes()).await?;
+    }
+}
+
+/// Builds sinks for fresh streams on the real Redis, through a proxy it can stop.
+struct RedisHarness {
+    proxy: tokio::sync::OnceCell<Proxy>,
+    scripted: Mutex<Vec<Scripted>>,
+}
+
+impl RedisHarness {
+    fn new() -> Self {
+        RedisHarness {
+            proxy: tokio::sync::OnceCell::new(),
+            scripted: Mutex::new(Vec::new()),
+        }
+    }
+
+    async fn proxy(&self) -> Result<&Proxy, BoxError> {
+        Ok(self.proxy.get_or_try_init(Proxy::start).await?)
+    }
+
+    /// A sink on a scripted server, kept alive as long as the harness.
+    async fn scripted(&self, script: Script) -> Result<RedisStreamSink, BoxError> {
+        let server = Scripted::start(script).await?;
+        let cfg = RedisStreamConfig::new(url_via(&server.addr.to_string()), "tk-scripted")
+            .with_timeout(Duration::from_secs(1));
+        self.scripted.lock().unwrap().push(server);
+        Ok(RedisStreamSink::new(cfg))
+    }
+}
+
+#[async_trait]
+impl Harness for RedisHarness {
+    type Sink = RedisStreamSink;
+
+    async fn destination(&self, case: Case) -> Result<Setup<RedisStreamSink>, BoxError> {
+        let stream = unique(case.name());
+        create_stream(&stream).await?;
+        let via = self.proxy().await?.addr.to_string();
+        let cfg =
+            RedisStreamConfig::new(url_via(&via), &stream).with_timeout(Duration::from_secs(2));
+        Ok(setup(stream, RedisStreamSink::new(cfg)))
+    }
+
+    async fn fault(&self, fault: Fault) -> Result<Option<Setup<RedisStreamSink>>, BoxError> {
+        let setup = match fault {
+            Fault::MissingDestination => {
+                let cfg = RedisStreamConfig::new(url_via(&redis_addr()), unique("absent"));
+                Setup::new(RedisStreamSink::new(cfg))
+            }
+            Fault::RefusedCredential => {
+                let url = format!("redis://tk-no-such-user:{PLANTED}@{}", redis_addr());
+                let stream = unique("refused");
+                create_stream(&stream).await?;
+                setup(
+                    stream.clone(),
+                    RedisStreamSink::new(RedisStreamConfig::new(url, stream)),
+                )
+            }
+            Fault::Unreachable => {
+                let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                    .local_addr()?
+                    .port();
+                let cfg = RedisStreamConfig::new(url_via(&format!("127.0.0.1:{port}")), "tk")
+                    .with_timeout(Duration::from_secs(2));
+                Setup::new(RedisStreamSink::new(cfg))
+            }
+            // Redis has no per-client throttle; a server over maxmemory refuses writes
+            // with OOM, which a shared Redis must not be pushed into: the scripted server
+            // answers it.
+            Fault::Throttled => Setup::new(
+                self.scripted(Script::Refuse(
+                    "OOM command not allowed when used memory > 'maxmemory'.",
+                ))
+                .await?,
+            ),
+            Fault::Oversized => {
+                // The sink's own limit: 8 KiB bodies are under the 64 KiB inline threshold.
+                let stream = unique("oversized");
+                create_stream(&stream).await?;
+                let cfg = RedisStreamConfig::new(url_via(&redis_addr()), &stream)
+                    .with_max_message_bytes(NonZeroUsize::new(4096).unwrap());
+                setup(stream, RedisStreamSink::new(cfg)).with_body_size(8192)
+            }
+            Fault::Unacknowledged => Setup::new(self.scripted(Script::NeverAnswer).await?),
+        };
+        Ok(Some(setup))
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        vec![PLANTED.to_owned()]
+    }
+
+    fn can_restart(&self) -> bool {
+        true
+    }
+
+    async fn stop(&self) -> Result<(), BoxError> {
+        self.proxy().await?.stop();
+        Ok(())
+    }
+
+    async fn start(&self) -> Result<(), BoxError> {
+        Ok(self.proxy().await?.restart().await?)
+    }
+}
+
+ankusa_sink_testkit::conformance_suite!(RedisHarness::new());
+
+#[tokio::test]
+async fn whole_suite_on_the_default_test_runtime() {
+    let report =
+        ankusa_sink_testkit::run_all_with(&RedisHarness::new(), ankusa_sink_testkit::Output::Quiet)
+            .await;
+    report.assert_passed();
+    // The sink does not batch: the one skip, with its reason.
+    let skips = report.skips();
+    assert_eq!(skips.len(), 1, "{report}");
+    assert_eq!(skips[0].0, Case::Batching);
+}
