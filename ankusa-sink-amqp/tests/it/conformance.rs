@@ -125,7 +125,10 @@ impl Declared {
             .await?;
         // auto_delete: unbinding its only queue may already have removed the exchange.
         let _ = ch
-            .exchange_delete(self.exchange.as_str().into(), ExchangeDeleteOptions::default())
+            .exchange_delete(
+                self.exchange.as_str().into(),
+                ExchangeDeleteOptions::default(),
+            )
             .await;
         let _ = conn.close(200, "OK".into()).await;
         Ok(())
@@ -294,7 +297,15 @@ async fn serve_never_confirming(mut s: TcpStream) -> std::io::Result<()> {
         let method = u16::from_be_bytes([payload[2], payload[3]]);
         let (reply, args): ((u16, u16), Vec<u8>) = match (class, method) {
             // start-ok → tune: 2047 channels, 128 KiB frames, no heartbeat.
-            (10, 11) => ((10, 30), [&2047u16.to_be_bytes()[..], &131_072u32.to_be_bytes(), &[0, 0]].concat()),
+            (10, 11) => (
+                (10, 30),
+                [
+                    &2047u16.to_be_bytes()[..],
+                    &131_072u32.to_be_bytes(),
+                    &[0, 0],
+                ]
+                .concat(),
+            ),
             // open → open-ok.
             (10, 40) => ((10, 41), vec![0]),
             (10, 50) => {

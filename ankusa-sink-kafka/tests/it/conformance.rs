@@ -171,7 +171,8 @@ impl Harness for KafkaHarness {
                     .config(&topic)
                     .with_inline_max_bytes(NonZeroUsize::new(1 << 20).unwrap())
                     .with_max_record_bytes(NonZeroUsize::new(10_000).unwrap());
-                self.setup(&topic, KafkaSink::new(cfg)?)?.with_body_size(20_000)
+                self.setup(&topic, KafkaSink::new(cfg)?)?
+                    .with_body_size(20_000)
             }
             Fault::Unacknowledged => return Ok(None),
         };

@@ -33,10 +33,9 @@ pub(super) async fn unacknowledged<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult
 async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
     let secrets = cx.h.secrets();
     let Some(setup) = cx.fault(fault).await? else {
-        let why = cx
-            .h
-            .fault_skip_reason(fault)
-            .unwrap_or_else(|| "Harness::fault returned None".to_owned());
+        let why =
+            cx.h.fault_skip_reason(fault)
+                .unwrap_or_else(|| "Harness::fault returned None".to_owned());
         return Ok(Outcome::Skip(format!(
             "the harness cannot provoke {fault:?}: {why}"
         )));

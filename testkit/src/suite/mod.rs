@@ -154,7 +154,8 @@ pub async fn run_case<H: Harness>(harness: &H, case: Case) -> Outcome {
     let teardowns = std::mem::take(&mut cx.teardowns);
     let mut errors = Vec::new();
     for teardown in teardowns {
-        let done = AssertUnwindSafe(cx.limit("a teardown", teardown()))
+        // Called inside the caught future: a teardown that panics when called is caught too.
+        let done = AssertUnwindSafe(async { cx.limit("a teardown", teardown()).await })
             .catch_unwind()
             .await;
         match done {
