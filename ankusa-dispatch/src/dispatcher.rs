@@ -249,6 +249,11 @@ pub struct Delivery {
     pub last_attempt_ms: i64,
     /// The replay job, if any.
     pub replay_id: Option<String>,
+    /// For a dead letter whose last failure was a throttle, the pause dispatch took for it
+    /// in ms ([`Decision::pause`](crate::Decision::pause)): the destination's stated pause,
+    /// or the one drawn for [`Class::Throttled`](ankusa_sink_core::Class::Throttled), capped
+    /// at `max_retry_after`. `None` otherwise.
+    pub retry_after_ms: Option<u64>,
     // Held until the caller drops the delivery: a caller that stops reading outcomes stops
     // intake instead of piling them up.
     _permit: Option<OwnedSemaphorePermit>,
@@ -284,6 +289,9 @@ pub struct Unfinished {
     pub was_in_flight: bool,
     /// The replay job, if any.
     pub replay_id: Option<String>,
+    /// The pause dispatch took for the last failure when it was a throttle, in ms (see
+    /// [`Delivery::retry_after_ms`]).
+    pub retry_after_ms: Option<u64>,
 }
 
 /// The stream of [`Delivery`]s, one per (hook, sink) pair; ends after a shutdown.
@@ -635,6 +643,8 @@ struct Job {
     first_ms: Option<i64>,
     last_ms: i64,
     last_failure: Option<Failure>,
+    /// The pause decided for `last_failure` when it was a throttle.
+    last_pause: Option<Duration>,
     permit: Option<OwnedSemaphorePermit>,
 }
 
@@ -860,6 +870,7 @@ impl Scheduler {
                         last_failure: None,
                         was_in_flight: false,
                         replay_id: hook.replay_id.clone(),
+                        retry_after_ms: None,
                     });
                 }
             }
@@ -891,6 +902,7 @@ impl Scheduler {
                 first_ms: None,
                 last_ms: now,
                 last_failure: None,
+                last_pause: None,
                 permit: Some(permit),
             })
             .collect();
@@ -1170,6 +1182,7 @@ impl Scheduler {
         );
         let name = self.slots[job.sink].name.clone();
         record(&name, &decision);
+        job.last_pause = decision.pause;
         if from_sink {
             if decision.counts_toward_breaker {
                 let was_closed = !self.breakers[job.sink].is_open();
@@ -1302,11 +1315,15 @@ impl Scheduler {
         Delivery {
             envelope,
             sink: self.slots[job.sink].name.clone(),
-            outcome,
             attempts: job.attempts,
             first_attempt_ms: job.first_ms.unwrap_or(job.last_ms),
             last_attempt_ms: job.last_ms,
             replay_id,
+            retry_after_ms: match outcome {
+                Outcome::DeadLettered { .. } => job.last_pause.map(millis_u64),
+                Outcome::Delivered => None,
+            },
+            outcome,
             _permit: job.permit,
         }
     }
@@ -1349,6 +1366,7 @@ impl Scheduler {
             last_failure: job.last_failure,
             was_in_flight,
             replay_id: h.ctx.replay_id.clone(),
+            retry_after_ms: job.last_pause.map(millis_u64),
         };
         h.jobs_left -= 1;
         if h.jobs_left == 0 {
@@ -1426,6 +1444,7 @@ impl Scheduler {
                     last_failure,
                     was_in_flight: false,
                     replay_id: d.replay_id,
+                    retry_after_ms: d.retry_after_ms,
                 });
             }
         }
@@ -1436,6 +1455,10 @@ impl Scheduler {
             }
         }
     }
+}
+
+fn millis_u64(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A copy of `f` for another job: same class, the reason as text.
