@@ -14,7 +14,7 @@ use ankusa_sink_core::{
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -252,7 +252,8 @@ pub struct Delivery {
     /// For a dead letter whose last failure was a throttle, the pause dispatch took for it
     /// in ms ([`Decision::pause`](crate::Decision::pause)): the destination's stated pause,
     /// or the one drawn for [`Class::Throttled`](ankusa_sink_core::Class::Throttled), capped
-    /// at `max_retry_after`. `None` otherwise.
+    /// at `max_retry_after` (and at `u32::MAX` ms, 49 days). `None` otherwise, and for a
+    /// pause capped to zero.
     pub retry_after_ms: Option<u64>,
     // Held until the caller drops the delivery: a caller that stops reading outcomes stops
     // intake instead of piling them up.
@@ -643,8 +644,9 @@ struct Job {
     first_ms: Option<i64>,
     last_ms: i64,
     last_failure: Option<Failure>,
-    /// The pause decided for `last_failure` when it was a throttle.
-    last_pause: Option<Duration>,
+    /// The pause decided for `last_failure` when it was a throttle, in ms (saturating; it
+    /// sits in `attempts`' padding, so a waiting job is no larger for it).
+    last_pause_ms: Option<NonZeroU32>,
     permit: Option<OwnedSemaphorePermit>,
 }
 
@@ -902,7 +904,7 @@ impl Scheduler {
                 first_ms: None,
                 last_ms: now,
                 last_failure: None,
-                last_pause: None,
+                last_pause_ms: None,
                 permit: Some(permit),
             })
             .collect();
@@ -1182,7 +1184,9 @@ impl Scheduler {
         );
         let name = self.slots[job.sink].name.clone();
         record(&name, &decision);
-        job.last_pause = decision.pause;
+        job.last_pause_ms = decision
+            .pause
+            .and_then(|p| NonZeroU32::new(u32::try_from(p.as_millis()).unwrap_or(u32::MAX)));
         if from_sink {
             if decision.counts_toward_breaker {
                 let was_closed = !self.breakers[job.sink].is_open();
@@ -1320,7 +1324,7 @@ impl Scheduler {
             last_attempt_ms: job.last_ms,
             replay_id,
             retry_after_ms: match outcome {
-                Outcome::DeadLettered { .. } => job.last_pause.map(millis_u64),
+                Outcome::DeadLettered { .. } => job.last_pause_ms.map(|ms| u64::from(ms.get())),
                 Outcome::Delivered => None,
             },
             outcome,
@@ -1366,7 +1370,7 @@ impl Scheduler {
             last_failure: job.last_failure,
             was_in_flight,
             replay_id: h.ctx.replay_id.clone(),
-            retry_after_ms: job.last_pause.map(millis_u64),
+            retry_after_ms: job.last_pause_ms.map(|ms| u64::from(ms.get())),
         };
         h.jobs_left -= 1;
         if h.jobs_left == 0 {
@@ -1455,10 +1459,6 @@ impl Scheduler {
             }
         }
     }
-}
-
-fn millis_u64(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A copy of `f` for another job: same class, the reason as text.
