@@ -14,7 +14,7 @@ use ankusa_sink_core::{
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -249,6 +249,12 @@ pub struct Delivery {
     pub last_attempt_ms: i64,
     /// The replay job, if any.
     pub replay_id: Option<String>,
+    /// For a dead letter whose last failure was a throttle, the pause dispatch took for it
+    /// in ms ([`Decision::pause`](crate::Decision::pause)): the destination's stated pause,
+    /// or the one drawn for [`Class::Throttled`](ankusa_sink_core::Class::Throttled), capped
+    /// at `max_retry_after` (and at `u32::MAX` ms, 49 days). `None` otherwise, and for a
+    /// pause capped to zero.
+    pub retry_after_ms: Option<u64>,
     // Held until the caller drops the delivery: a caller that stops reading outcomes stops
     // intake instead of piling them up.
     _permit: Option<OwnedSemaphorePermit>,
@@ -284,6 +290,9 @@ pub struct Unfinished {
     pub was_in_flight: bool,
     /// The replay job, if any.
     pub replay_id: Option<String>,
+    /// The pause dispatch took for the last failure when it was a throttle, in ms (see
+    /// [`Delivery::retry_after_ms`]).
+    pub retry_after_ms: Option<u64>,
 }
 
 /// The stream of [`Delivery`]s, one per (hook, sink) pair; ends after a shutdown.
@@ -635,6 +644,9 @@ struct Job {
     first_ms: Option<i64>,
     last_ms: i64,
     last_failure: Option<Failure>,
+    /// The pause decided for `last_failure` when it was a throttle, in ms (saturating; it
+    /// sits in `attempts`' padding, so a waiting job is no larger for it).
+    last_pause_ms: Option<NonZeroU32>,
     permit: Option<OwnedSemaphorePermit>,
 }
 
@@ -860,6 +872,7 @@ impl Scheduler {
                         last_failure: None,
                         was_in_flight: false,
                         replay_id: hook.replay_id.clone(),
+                        retry_after_ms: None,
                     });
                 }
             }
@@ -891,6 +904,7 @@ impl Scheduler {
                 first_ms: None,
                 last_ms: now,
                 last_failure: None,
+                last_pause_ms: None,
                 permit: Some(permit),
             })
             .collect();
@@ -1170,6 +1184,9 @@ impl Scheduler {
         );
         let name = self.slots[job.sink].name.clone();
         record(&name, &decision);
+        job.last_pause_ms = decision
+            .pause
+            .and_then(|p| NonZeroU32::new(u32::try_from(p.as_millis()).unwrap_or(u32::MAX)));
         if from_sink {
             if decision.counts_toward_breaker {
                 let was_closed = !self.breakers[job.sink].is_open();
@@ -1302,11 +1319,15 @@ impl Scheduler {
         Delivery {
             envelope,
             sink: self.slots[job.sink].name.clone(),
-            outcome,
             attempts: job.attempts,
             first_attempt_ms: job.first_ms.unwrap_or(job.last_ms),
             last_attempt_ms: job.last_ms,
             replay_id,
+            retry_after_ms: match outcome {
+                Outcome::DeadLettered { .. } => job.last_pause_ms.map(|ms| u64::from(ms.get())),
+                Outcome::Delivered => None,
+            },
+            outcome,
             _permit: job.permit,
         }
     }
@@ -1349,6 +1370,7 @@ impl Scheduler {
             last_failure: job.last_failure,
             was_in_flight,
             replay_id: h.ctx.replay_id.clone(),
+            retry_after_ms: job.last_pause_ms.map(|ms| u64::from(ms.get())),
         };
         h.jobs_left -= 1;
         if h.jobs_left == 0 {
@@ -1426,6 +1448,7 @@ impl Scheduler {
                     last_failure,
                     was_in_flight: false,
                     replay_id: d.replay_id,
+                    retry_after_ms: d.retry_after_ms,
                 });
             }
         }

@@ -58,8 +58,8 @@ impl SinkMetrics {
         let i = match class {
             Class::Permanent => 0,
             Class::Config => 1,
-            Class::RetryAfter(_) => 2,
-            _ => 3,
+            Class::RetryAfter(_) | Class::Throttled => 2,
+            Class::Transient => 3,
         };
         self.dead[i].increment(1);
     }

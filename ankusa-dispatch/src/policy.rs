@@ -4,7 +4,7 @@
 //! attempt's time, now and the policy. [`record`] reports the one metric the contract names,
 //! `ankusa_dispatch_config_errors_total{sink}`.
 
-use ankusa_sink_core::{Class, ErrorClass, error_class};
+use ankusa_sink_core::{Class, ErrorClass, throttle_after_ms_with};
 use rand::{Rng, RngCore};
 use std::fmt;
 use std::time::Duration;
@@ -117,6 +117,12 @@ pub struct Decision {
     pub counts_toward_breaker: bool,
     /// Whether the config-error counter goes up.
     pub config_error: bool,
+    /// The pause the destination asked for, capped at `max_retry_after`: the stated
+    /// [`Class::RetryAfter`], or for [`Class::Throttled`] the
+    /// [`throttle_after_ms`](ankusa_sink_core::throttle_after_ms)`(attempts)` drawn here. `None` for
+    /// the other classes. Set whether the hook is retried or dead-lettered: an outcome
+    /// reports it (the CLI's `retry_after_ms`).
+    pub pause: Option<Duration>,
 }
 
 /// Decide what happens after a failed attempt.
@@ -127,7 +133,10 @@ pub struct Decision {
 /// - Anything still failing `max_elapsed` after `first_attempt_ms`: dead-letter with the
 ///   failure's error class.
 /// - Otherwise the retry policy: `None` dead-letters; a delay `d` retries after `d` for a
-///   transient failure, after `max(min(ms, max_retry_after), d)` for a retry-after.
+///   transient failure, after `max(min(ms, max_retry_after), d)` for a retry-after. A
+///   [`Class::Throttled`] is a retry-after whose `ms` is drawn here,
+///   [`throttle_after_ms`](ankusa_sink_core::throttle_after_ms)`(attempts)` from `rng`: same cap,
+///   same breaker counting, dead-lettered as `throttled`.
 /// - A retry that could only start after `first_attempt_ms + max_elapsed` dead-letters
 ///   now, with the failure's error class (`throttled` when the destination asked for the
 ///   wait): waiting past the horizon only to give up would hold the hook for nothing.
@@ -140,15 +149,22 @@ pub fn decide(
     rng: &mut dyn RngCore,
 ) -> Decision {
     let dead = |class: Class| Action::DeadLetter {
-        error_class: error_class(class),
+        error_class: class.error_class(),
     };
     if class.is_permanent() {
         return Decision {
             action: dead(class),
             counts_toward_breaker: false,
             config_error: class == Class::Config,
+            pause: None,
         };
     }
+    let pause = match class {
+        Class::RetryAfter(ms) => Some(ms),
+        Class::Throttled => Some(throttle_after_ms_with(attempts, rng)),
+        _ => None,
+    }
+    .map(|ms| Duration::from_millis(ms.get()).min(policy.max_retry_after));
     let horizon_ms = first_attempt_ms.saturating_add(millis_i64(policy.max_elapsed));
     let action = if now_ms >= horizon_ms {
         dead(class)
@@ -156,12 +172,7 @@ pub fn decide(
         match policy.retry.backoff(attempts, rng) {
             None => dead(class),
             Some(backoff) => {
-                let delay = match class {
-                    Class::RetryAfter(ms) => Duration::from_millis(ms.get())
-                        .min(policy.max_retry_after)
-                        .max(backoff),
-                    _ => backoff,
-                };
+                let delay = pause.map_or(backoff, |p| p.max(backoff));
                 let at_ms = now_ms.saturating_add(millis_i64(delay));
                 if at_ms > horizon_ms {
                     dead(class)
@@ -175,6 +186,7 @@ pub fn decide(
         action,
         counts_toward_breaker: true,
         config_error: false,
+        pause,
     }
 }
 
@@ -253,6 +265,7 @@ mod tests {
                     },
                     counts_toward_breaker: false,
                     config_error: config,
+                    pause: None,
                 }
             );
         }
@@ -378,6 +391,74 @@ mod tests {
                 at_ms: 10_000
             }
         );
+    }
+
+    #[test]
+    fn a_throttle_pauses_throttle_after_ms_like_a_stated_retry_after() {
+        let p = no_jitter();
+        for attempts in [1u32, 2, 3, 7, 40] {
+            let cap = throttle_cap(attempts);
+            let mut r = rng();
+            for _ in 0..200 {
+                let d = decide(Class::Throttled, attempts, 0, 0, &p, &mut r);
+                let pause = d.pause.expect("a throttle reports its pause");
+                assert!(
+                    (1..=cap).contains(&(pause.as_millis() as u64)),
+                    "{attempts}: {pause:?}"
+                );
+                // The later of the drawn pause and the policy's backoff, as for RetryAfter.
+                let backoff = Exponential {
+                    jitter: false,
+                    ..Exponential::default()
+                }
+                .ceiling(attempts);
+                if attempts < 84 {
+                    let delay = pause.max(backoff);
+                    assert_eq!(
+                        d.action,
+                        Action::Retry {
+                            delay,
+                            at_ms: delay.as_millis() as i64
+                        }
+                    );
+                }
+                assert!(d.counts_toward_breaker && !d.config_error);
+            }
+        }
+        // The same seed draws the same pause: decide stays a function of its inputs.
+        let a = decide(Class::Throttled, 3, 0, 0, &p, &mut rng());
+        let b = decide(Class::Throttled, 3, 0, 0, &p, &mut rng());
+        assert_eq!(a, b);
+        // Given up on, it is filed as throttled and still reports the pause.
+        let d = decide(Class::Throttled, 84, 0, 0, &p, &mut rng());
+        assert_eq!(
+            d.action,
+            Action::DeadLetter {
+                error_class: ErrorClass::Throttled
+            }
+        );
+        assert!(d.pause.is_some_and(|p| p.as_millis() as u64 <= 30_000));
+        // Capped at max_retry_after, like a stated pause.
+        let tight = DispatchPolicy {
+            max_retry_after: Duration::from_millis(3),
+            ..no_jitter()
+        };
+        let d = decide(Class::Throttled, 40, 0, 0, &tight, &mut rng());
+        assert!(d.pause.is_some_and(|p| p <= Duration::from_millis(3)));
+        // Other classes report no pause; a stated one reports itself, capped.
+        assert_eq!(
+            decide(Class::Transient, 1, 0, 0, &p, &mut rng()).pause,
+            None
+        );
+        let ra = Class::RetryAfter(NonZeroU64::new(7_200_000).unwrap());
+        assert_eq!(
+            decide(ra, 1, 0, 0, &p, &mut rng()).pause,
+            Some(Duration::from_secs(3600))
+        );
+    }
+
+    fn throttle_cap(attempts: u32) -> u64 {
+        (500u64 << (attempts.max(1) - 1).min(6)).min(30_000)
     }
 
     #[test]

@@ -3,32 +3,6 @@
 use ankusa_sink_core::{Description, Payload, Subject};
 use serde_json::{Map, Value, json};
 
-/// The Message v1 schema every queue sink publishes.
-fn message_v1_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["v", "id", "source_id", "received_at", "size", "sha256", "dedupe_key",
-                     "replay_id", "idempotency_key", "headers"],
-        "properties": {
-            "v": {"const": 1},
-            "id": {"type": "string"},
-            "source_id": {"type": "string"},
-            "tenant_id": {"type": ["string", "null"]},
-            "received_at": {"type": "integer", "description": "Unix milliseconds"},
-            "content_type": {"type": ["string", "null"]},
-            "size": {"type": "integer"},
-            "dedupe_key": {"type": ["string", "null"]},
-            "replay_id": {"type": ["string", "null"]},
-            "idempotency_key": {"type": "string"},
-            "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-            "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-            "body_base64": {"type": "string", "contentEncoding": "base64"},
-            "claim": {"type": "string", "pattern": "^urn:ankusa:claim:v1:[A-Za-z0-9_-]{1,64}:[0-7][0-9A-HJKMNP-TV-Z]{25}$"}
-        },
-        "oneOf": [{"required": ["body_base64"]}, {"required": ["claim"]}]
-    })
-}
-
 /// Only `payload: message` descriptions reach the document; sinks that send the raw body
 /// (HTTP) or describe nothing (log) are left out.
 pub(crate) fn document(
@@ -85,7 +59,7 @@ pub(crate) fn document(
                 "SinkMessageV1": {
                     "name": "SinkMessageV1",
                     "contentType": "application/json",
-                    "payload": message_v1_schema(),
+                    "payload": ankusa_sink_core::message::json_schema(),
                 }
             }
         }

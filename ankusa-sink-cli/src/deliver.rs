@@ -61,25 +61,40 @@ struct InvalidLine<'a> {
     reason: &'a str,
 }
 
-/// What is reported of a requested pause: what dispatch would honour, never more than its
-/// cap (a destination may ask for `u64::MAX` ms).
-fn reported_retry_after(class: Class) -> Option<u64> {
-    let cap = DispatchPolicy::default().max_retry_after.as_millis();
-    class
-        .retry_after_ms()
-        .map(|ms| ms.min(u64::try_from(cap).unwrap_or(u64::MAX)))
-}
-
 /// One outcome line's content.
 struct Report<'a> {
     id: &'a str,
     sink: &'a str,
     outcome: &'static str,
     failure: Option<&'a Failure>,
+    /// The pause dispatch took for a throttle (capped; drawn when the destination did not
+    /// say how long): [`Delivery::retry_after_ms`].
+    retry_after_ms: Option<u64>,
     attempts: u32,
 }
 
-impl Report<'_> {
+impl<'a> Report<'a> {
+    /// The line of the dispatcher's final word on a (hook, sink) pair; `retry` names a
+    /// dead letter `dead_lettered` (else `failed`).
+    fn of(d: &'a Delivery, retry: bool) -> Self {
+        let (outcome, failure) = match &d.outcome {
+            Outcome::Delivered => ("ok", None),
+            Outcome::DeadLettered { failure, .. } => (
+                if retry { "dead_lettered" } else { "failed" },
+                Some(failure),
+            ),
+            _ => ("failed", None),
+        };
+        Report {
+            id: d.envelope.id(),
+            sink: &d.sink,
+            outcome,
+            failure,
+            retry_after_ms: d.retry_after_ms,
+            attempts: d.attempts,
+        }
+    }
+
     fn json(&self) -> String {
         let line = Line {
             id: self.id,
@@ -87,7 +102,7 @@ impl Report<'_> {
             outcome: self.outcome,
             class: self.failure.map(|f| f.class().as_str()),
             error_class: self.failure.map(|f| f.error_class().as_str()),
-            retry_after_ms: self.failure.map(|f| reported_retry_after(f.class())),
+            retry_after_ms: self.failure.map(|_| self.retry_after_ms),
             reason: self.failure.map(Failure::reason_chain),
             attempts: self.attempts,
         };
@@ -413,35 +428,13 @@ impl Run<'_> {
     }
 
     fn delivery(&mut self, d: &Delivery) {
-        let (outcome, failure) = match &d.outcome {
-            Outcome::Delivered => {
-                self.summary.delivered += 1;
-                ("ok", None)
-            }
-            Outcome::DeadLettered { failure, .. } => {
-                *self
-                    .summary
-                    .failed
-                    .entry(failure.class().as_str())
-                    .or_default() += 1;
-                (
-                    if self.retry {
-                        "dead_lettered"
-                    } else {
-                        "failed"
-                    },
-                    Some(failure),
-                )
-            }
-            _ => ("failed", None),
-        };
-        self.report(&Report {
-            id: d.envelope.id(),
-            sink: &d.sink,
-            outcome,
-            failure,
-            attempts: d.attempts,
-        });
+        let r = Report::of(d, self.retry);
+        match r.failure {
+            None if r.outcome == "ok" => self.summary.delivered += 1,
+            Some(f) => *self.summary.failed.entry(f.class().as_str()).or_default() += 1,
+            None => {}
+        }
+        self.report(&r);
     }
 
     async fn read(&mut self, r: Read, expected: &mut usize, input_error: &mut Option<String>) {
@@ -487,6 +480,7 @@ impl Run<'_> {
                     sink: &sink,
                     outcome: "failed",
                     failure: Some(&f),
+                    retry_after_ms: None,
                     attempts: 0,
                 });
             }
@@ -498,6 +492,7 @@ impl Run<'_> {
                         sink: &sink,
                         outcome: "abandoned",
                         failure: None,
+                        retry_after_ms: None,
                         attempts: 0,
                     });
                 }
@@ -594,6 +589,7 @@ async fn run(
             sink: &u.sink,
             outcome: "abandoned",
             failure: u.last_failure.as_ref(),
+            retry_after_ms: u.retry_after_ms,
             attempts: u.attempts,
         });
     }
@@ -606,12 +602,17 @@ async fn run(
     if summary_line {
         let elapsed = started.elapsed();
         let rate = (s.delivered + failed) as f64 / elapsed.as_secs_f64().max(1e-9);
-        let by_class: Vec<String> = [Class::Permanent, Class::Config, Class::Transient]
-            .iter()
-            .map(|c| c.as_str())
-            .chain(["retry_after"])
-            .map(|c| format!("{c}={}", s.failed.get(c).copied().unwrap_or(0)))
-            .collect();
+        // Both throttles count as `retry_after`.
+        let by_class: Vec<String> = [
+            Class::Permanent,
+            Class::Config,
+            Class::Transient,
+            Class::Throttled,
+        ]
+        .iter()
+        .map(|c| c.as_str())
+        .map(|c| format!("{c}={}", s.failed.get(c).copied().unwrap_or(0)))
+        .collect();
         let abandoned = if s.abandoned > 0 {
             format!(" abandoned {}", s.abandoned)
         } else {
@@ -888,10 +889,82 @@ mod tests {
         }
     }
 
-    #[test]
-    fn reported_pauses_are_capped_at_the_dispatch_cap() {
+    /// Fails every delivery with one class.
+    #[derive(Debug)]
+    struct Failing(Class);
+
+    #[ankusa_sink_core::async_trait]
+    impl Sink for Failing {
+        async fn deliver(
+            &self,
+            _env: &Envelope,
+            _ctx: &ankusa_sink_core::Ctx,
+        ) -> Result<(), Failure> {
+            Err(Failure::new(
+                self.0,
+                ankusa_sink_core::Reason("busy".into()),
+            ))
+        }
+    }
+
+    /// The JSON outcome line of one hook through the CLI's dispatcher to a sink that
+    /// always fails with `class`.
+    async fn outcome_line(class: Class, retry: bool, max_attempts: u32) -> serde_json::Value {
+        let sinks = [NamedSink {
+            name: "t".into(),
+            sink: Arc::new(Failing(class)),
+        }];
+        let d = DispatchArgs {
+            claim_store: None,
+            dead_letter: None,
+            metrics_addr: None,
+            breaker_failures: 100,
+            breaker_open: 30,
+            drain_timeout: 30,
+        };
+        let r = RetryArgs {
+            retry,
+            max_elapsed: 86_400,
+            max_attempts,
+            attempt_timeout: 30,
+            json: true,
+        };
+        let (dispatcher, mut deliveries, _) = dispatcher(&sinks, &d, &r, 1).unwrap();
+        let env = Envelope::builder("h-1", "s", "x").build().unwrap();
+        dispatcher
+            .submit(ankusa_dispatch::Hook::new(env))
+            .await
+            .unwrap();
+        let delivery = deliveries.recv().await.unwrap();
+        serde_json::from_str(&Report::of(&delivery, retry).json()).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttle_reports_the_pause_dispatch_drew() {
+        // One attempt: throttle_after_ms(1) is in 1..=500.
+        let v = outcome_line(Class::Throttled, false, 1).await;
+        assert_eq!(v["class"], "retry_after");
+        assert_eq!(v["error_class"], "throttled");
+        assert_eq!(v["outcome"], "failed");
+        let ms = v["retry_after_ms"].as_u64().expect("a positive pause");
+        assert!((1..=500).contains(&ms), "{v}");
+        // Three attempts: the last failure's pause, throttle_after_ms(3), in 1..=2000.
+        let v = outcome_line(Class::Throttled, true, 3).await;
+        assert_eq!(
+            (v["outcome"].as_str(), v["attempts"].as_u64()),
+            (Some("dead_lettered"), Some(3))
+        );
+        let ms = v["retry_after_ms"].as_u64().expect("a positive pause");
+        assert!((1..=2000).contains(&ms), "{v}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reported_pauses_are_capped_at_the_dispatch_cap() {
         let huge = Class::RetryAfter(std::num::NonZeroU64::MAX);
-        assert_eq!(reported_retry_after(huge), Some(3_600_000));
-        assert_eq!(reported_retry_after(Class::Transient), None);
+        let v = outcome_line(huge, false, 1).await;
+        assert_eq!(v["retry_after_ms"], 3_600_000);
+        let v = outcome_line(Class::Transient, false, 1).await;
+        assert_eq!(v["retry_after_ms"], serde_json::Value::Null);
+        assert_eq!(v["class"], "transient");
     }
 }

@@ -8,7 +8,7 @@ use std::fmt;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
 
-/// Which provider headers a queue sink forwards (see [`forwarded_headers`](crate::forwarded_headers)).
+/// Which provider headers a queue sink forwards (see [`forwarded_headers`](crate::message::forwarded_headers)).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum ForwardHeaders {
     /// Every header except the never-forwarded list.
@@ -81,15 +81,14 @@ impl fmt::Debug for Extensions {
 ///
 /// `Debug` shows a claim's tenant only, never its reference or digest (see
 /// [`Claim`]).
+///
+/// The fields sinks read are public; the forwarding options and extensions are set with
+/// `with_*` and read with accessors. The hook's source and tenant are the envelope's.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Ctx {
     /// The dispatcher instance (registry namespace).
-    pub instance: String,
-    /// The source id.
-    pub source_id: String,
-    /// The tenant, if any.
-    pub tenant_id: Option<String>,
+    instance: String,
     /// 1-based attempt number.
     pub attempt: NonZeroU32,
     /// The body's claim, when dispatch checked it in.
@@ -97,30 +96,23 @@ pub struct Ctx {
     /// The replay job driving this delivery.
     pub replay_id: Option<String>,
     /// Which provider headers to forward.
-    pub forward_headers: ForwardHeaders,
+    forward_headers: ForwardHeaders,
     /// Whether a batching sink may batch this delivery.
     pub batch: bool,
-    /// At most this many forwarded header names. Default
-    /// [`DEFAULT_MAX_HEADERS`](crate::message::DEFAULT_MAX_HEADERS) (100); change it with
-    /// [`with_max_headers`](Self::with_max_headers), or set `None` for no cap.
-    pub max_headers: Option<NonZeroUsize>,
-    /// At most this many bytes of forwarded names plus values. Default
-    /// [`DEFAULT_FORWARD_HEADERS_MAX_BYTES`](crate::message::DEFAULT_FORWARD_HEADERS_MAX_BYTES)
-    /// (16 KiB); change it with
-    /// [`with_forward_headers_max_bytes`](Self::with_forward_headers_max_bytes), or set
-    /// `None` for no cap.
-    pub forward_headers_max_bytes: Option<NonZeroUsize>,
+    /// At most this many forwarded header names (`None`: no cap).
+    max_headers: Option<NonZeroUsize>,
+    /// At most this many bytes of forwarded names plus values (`None`: no cap).
+    forward_headers_max_bytes: Option<NonZeroUsize>,
     /// Values for sinks that know them.
-    pub extensions: Extensions,
+    extensions: Extensions,
 }
 
 impl Ctx {
-    /// The context of a first attempt at `env`, with every option at its default.
-    pub fn for_envelope(env: &Envelope) -> Self {
+    /// The context of a first attempt at `env`, with every option at its default. (Nothing
+    /// of the envelope is copied: a sink reads the hook's fields from the envelope.)
+    pub fn for_envelope(_env: &Envelope) -> Self {
         Ctx {
             instance: "default".into(),
-            source_id: env.source_id().to_owned(),
-            tenant_id: env.tenant_id().map(str::to_owned),
             attempt: NonZeroU32::MIN,
             claim: None,
             replay_id: None,
@@ -157,14 +149,28 @@ impl Ctx {
         self.batch = batch;
         self
     }
-    /// Cap the forwarded header count.
+    /// Cap the forwarded header count (default
+    /// [`DEFAULT_MAX_HEADERS`](crate::message::DEFAULT_MAX_HEADERS), 100).
     pub fn with_max_headers(mut self, max: NonZeroUsize) -> Self {
         self.max_headers = Some(max);
         self
     }
-    /// Cap the forwarded header bytes.
+    /// Cap the forwarded header bytes, names plus values (default
+    /// [`DEFAULT_FORWARD_HEADERS_MAX_BYTES`](crate::message::DEFAULT_FORWARD_HEADERS_MAX_BYTES),
+    /// 16 KiB).
     pub fn with_forward_headers_max_bytes(mut self, max: NonZeroUsize) -> Self {
         self.forward_headers_max_bytes = Some(max);
+        self
+    }
+    /// Lift both forwarding caps (count and bytes).
+    pub fn without_header_caps(mut self) -> Self {
+        self.max_headers = None;
+        self.forward_headers_max_bytes = None;
+        self
+    }
+    /// Add a value for sinks that know its type.
+    pub fn with_extension<T: std::any::Any + Send + Sync>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
         self
     }
     /// Set the instance name.
@@ -175,6 +181,26 @@ impl Ctx {
     /// The attempt as a plain number.
     pub fn attempt(&self) -> u32 {
         self.attempt.get()
+    }
+    /// The instance name.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+    /// The header forwarding mode.
+    pub fn forward_headers(&self) -> &ForwardHeaders {
+        &self.forward_headers
+    }
+    /// The forwarded header count cap.
+    pub fn max_headers(&self) -> Option<NonZeroUsize> {
+        self.max_headers
+    }
+    /// The forwarded header bytes cap.
+    pub fn forward_headers_max_bytes(&self) -> Option<NonZeroUsize> {
+        self.forward_headers_max_bytes
+    }
+    /// Values for sinks that know them.
+    pub fn extensions(&self) -> &Extensions {
+        &self.extensions
     }
 }
 
@@ -190,8 +216,8 @@ mod tests {
             .unwrap();
         let ctx = Ctx::for_envelope(&env).with_attempt(0);
         assert_eq!(ctx.attempt(), 1);
-        assert_eq!(ctx.source_id, "src");
-        assert_eq!(ctx.tenant_id.as_deref(), Some("t"));
+        assert_eq!(ctx.instance(), "default");
+        assert_eq!(ctx.forward_headers(), &ForwardHeaders::Default);
         assert!(!ctx.batch && ctx.claim.is_none());
         assert_eq!(ctx.with_attempt(3).attempt(), 3);
     }
@@ -210,9 +236,15 @@ mod tests {
             .with_max_headers(five)
             .with_forward_headers_max_bytes(five);
         assert_eq!(
-            (ctx.max_headers, ctx.forward_headers_max_bytes),
+            (ctx.max_headers(), ctx.forward_headers_max_bytes()),
             (Some(five), Some(five))
         );
+        let ctx = ctx.without_header_caps().with_extension(7u8);
+        assert_eq!(
+            (ctx.max_headers(), ctx.forward_headers_max_bytes()),
+            (None, None)
+        );
+        assert_eq!(ctx.extensions().get::<u8>(), Some(&7));
     }
 
     #[test]

@@ -125,6 +125,26 @@ fn redact(raw: &str, keep_path: bool) -> String {
     url.to_string()
 }
 
+/// The `host[:port]` of a URL, for [`Description::host`]: the port only when the URL
+/// names one that is not its scheme's default, IPv6 in brackets, never userinfo, path or
+/// query. `None` for text that is not an absolute URL with a host.
+///
+/// ```
+/// use ankusa_sink_core::host_port;
+/// assert_eq!(host_port("https://u:p@sqs.example:443/1/q").as_deref(), Some("sqs.example"));
+/// assert_eq!(host_port("http://127.0.0.1:8085").as_deref(), Some("127.0.0.1:8085"));
+/// assert_eq!(host_port("http://[::1]:9324/").as_deref(), Some("[::1]:9324"));
+/// assert_eq!(host_port("not a url"), None);
+/// ```
+pub fn host_port(url: &str) -> Option<String> {
+    let url = url::Url::parse(url).ok()?;
+    let host = url.host_str()?;
+    Some(match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_owned(),
+    })
+}
+
 /// Whether `host` (a host name or IP literal, IPv6 with or without brackets, no port) is
 /// this machine's loopback: `localhost`, `*.localhost`, `127.0.0.0/8` or `::1`. Credentials
 /// sent in the clear to loopback never leave the machine, so the cleartext refusals
@@ -175,6 +195,35 @@ mod tests {
         let other = redact_url("https://hooks.slack.example/services/T000/B000/YYYY");
         assert_ne!(shown, other, "different paths are told apart");
         assert_eq!(redacted_path("/a").len(), "REDACTED-PATH-".len() + 8);
+    }
+
+    #[test]
+    fn host_port_is_what_the_three_adapters_printed() {
+        // AWS (SQS `description_host`, SNS inline), Pub/Sub `host_of`: the same rule.
+        for (url, want) in [
+            (
+                "https://pubsub.googleapis.com",
+                Some("pubsub.googleapis.com"),
+            ),
+            (
+                "https://pubsub.googleapis.com:443",
+                Some("pubsub.googleapis.com"),
+            ),
+            ("http://127.0.0.1:8085", Some("127.0.0.1:8085")),
+            (
+                "https://sqs.us-east-1.amazonaws.com/123456789012/q",
+                Some("sqs.us-east-1.amazonaws.com"),
+            ),
+            (
+                "http://user:pw@localhost:4566/q?x=1",
+                Some("localhost:4566"),
+            ),
+            ("http://[::1]:9324", Some("[::1]:9324")),
+            ("data:text/plain,x", None),
+            ("nope", None),
+        ] {
+            assert_eq!(host_port(url).as_deref(), want, "{url}");
+        }
     }
 
     #[test]

@@ -237,11 +237,16 @@ impl Envelope {
     /// partition is the tenant, or [`TENANTLESS`]) when a non-empty dedupe key is set, else
     /// the hook id.
     pub fn idempotency_key(&self) -> String {
+        self.idempotency_key_cow().into_owned()
+    }
+
+    /// [`idempotency_key`](Self::idempotency_key), borrowed when it is the hook id.
+    pub(crate) fn idempotency_key_cow(&self) -> std::borrow::Cow<'_, str> {
         match self.dedupe_key.as_deref() {
             Some(key) if !key.is_empty() => {
-                format!("{}:{}:{}", self.partition(), self.source_id, key)
+                format!("{}:{}:{}", self.partition(), self.source_id, key).into()
             }
-            _ => self.id.clone(),
+            _ => self.id.as_str().into(),
         }
     }
 

@@ -1,4 +1,5 @@
-//! Why a delivery failed, in the four classes that decide what dispatch does.
+//! Why a delivery failed: the [`Class`] that decides what dispatch does next, and the
+//! [`ErrorClass`] a dead letter is filed under.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -7,14 +8,20 @@ use std::num::NonZeroU64;
 /// A boxed error that can cross tasks: the reason behind a [`Failure`].
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 
-/// What dispatch does with a failed delivery.
+/// What dispatch does next with a failed delivery: the one fact a sink's classifier
+/// decides. Compare [`ErrorClass`], which only files a dead letter once dispatch gave up.
 ///
-/// | Class | Dispatch | Breaker | Config counter |
-/// | --- | --- | --- | --- |
-/// | [`Permanent`](Class::Permanent) | dead-letter now | not counted | - |
-/// | [`Config`](Class::Config) | dead-letter now | not counted | `ankusa_dispatch_config_errors_total{sink}` + 1 |
-/// | [`RetryAfter`](Class::RetryAfter) | next attempt no sooner than `ms` (capped), policy may give up | counted | - |
-/// | [`Transient`](Class::Transient) | the retry policy decides | counted | - |
+/// A sink's classifier is a pure function of its typed error (`fn classify(&XError) ->
+/// Class`): no attempt number, no clock, no randomness. Pauses a destination did not state
+/// are dispatch's to draw ([`Class::Throttled`]).
+///
+/// | Class | Dispatch | Breaker | Dead letter filed as | Config counter |
+/// | --- | --- | --- | --- | --- |
+/// | [`Permanent`](Class::Permanent) | dead-letter now | not counted | `permanent` | - |
+/// | [`Config`](Class::Config) | dead-letter now | not counted | `permanent` | `ankusa_dispatch_config_errors_total{sink}` + 1 |
+/// | [`RetryAfter`](Class::RetryAfter) | next attempt no sooner than `ms` (capped), policy may give up | counted | `throttled` | - |
+/// | [`Throttled`](Class::Throttled) | as `RetryAfter`, with the pause dispatch draws: `throttle_after_ms(attempt)` | counted | `throttled` | - |
+/// | [`Transient`](Class::Transient) | the retry policy decides | counted | `transient` | - |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Class {
     /// Retrying cannot help: a `410 Gone`, a record the broker will never take.
@@ -24,17 +31,24 @@ pub enum Class {
     /// The destination asked for a pause of at least this many milliseconds. Zero cannot be
     /// represented: a pause of zero is no pause, and such a failure is transient.
     RetryAfter(NonZeroU64),
+    /// The destination throttled without saying for how long (a `429` without
+    /// `Retry-After`, AWS `Throttling`, a broker's flow control). Dispatch pauses
+    /// `throttle_after_ms(attempt)`, drawn when it decides; everything else is as
+    /// [`RetryAfter`](Class::RetryAfter).
+    Throttled,
     /// Anything else: the retry policy decides.
     Transient,
 }
 
 impl Class {
-    /// The short, stable name of the class: `permanent`, `config`, `retry_after` or `transient`.
+    /// The short, stable name of the class: `permanent`, `config`, `retry_after` or
+    /// `transient`. A throttle is a retry-after whether or not the destination said how
+    /// long, so [`Throttled`](Class::Throttled) is `retry_after` too.
     pub const fn as_str(self) -> &'static str {
         match self {
             Class::Permanent => "permanent",
             Class::Config => "config",
-            Class::RetryAfter(_) => "retry_after",
+            Class::RetryAfter(_) | Class::Throttled => "retry_after",
             Class::Transient => "transient",
         }
     }
@@ -44,11 +58,28 @@ impl Class {
         matches!(self, Class::Permanent | Class::Config)
     }
 
-    /// The pause the destination asked for, in milliseconds, for [`Class::RetryAfter`].
+    /// Whether the destination asked for a pause ([`RetryAfter`](Class::RetryAfter) or
+    /// [`Throttled`](Class::Throttled)).
+    pub const fn is_throttle(self) -> bool {
+        matches!(self, Class::RetryAfter(_) | Class::Throttled)
+    }
+
+    /// The pause the destination stated, in milliseconds: `Some` only for
+    /// [`Class::RetryAfter`]. The pause of a [`Class::Throttled`] is dispatch's draw.
     pub const fn retry_after_ms(self) -> Option<u64> {
         match self {
             Class::RetryAfter(ms) => Some(ms.get()),
             _ => None,
+        }
+    }
+
+    /// The [`ErrorClass`] a dead letter of this class is filed under: config is permanent,
+    /// both throttles are throttled.
+    pub const fn error_class(self) -> ErrorClass {
+        match self {
+            Class::Permanent | Class::Config => ErrorClass::Permanent,
+            Class::RetryAfter(_) | Class::Throttled => ErrorClass::Throttled,
+            Class::Transient => ErrorClass::Transient,
         }
     }
 }
@@ -57,12 +88,14 @@ impl fmt::Display for Class {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Class::RetryAfter(ms) => write!(f, "retry_after {}ms", ms),
+            Class::Throttled => f.write_str("retry_after (throttled)"),
             other => f.write_str(other.as_str()),
         }
     }
 }
 
-/// Why a delivery was dead-lettered, as an operator filters on it.
+/// Why a delivery was dead-lettered, as an operator filters dead letters: set once dispatch
+/// gave up, from the last failure's [`Class`] ([`Class::error_class`]). It decides nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ErrorClass {
     /// The sink said it will never work, or the hook or its destination is gone.
@@ -88,29 +121,6 @@ impl fmt::Display for ErrorClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// The [`ErrorClass`] of a [`Class`]: config is permanent, retry-after is throttled.
-pub const fn error_class(class: Class) -> ErrorClass {
-    match class {
-        Class::Permanent | Class::Config => ErrorClass::Permanent,
-        Class::RetryAfter(_) => ErrorClass::Throttled,
-        Class::Transient => ErrorClass::Transient,
-    }
-}
-
-/// Every [`ErrorClass`], in a stable order.
-pub const fn error_classes() -> [ErrorClass; 3] {
-    [
-        ErrorClass::Permanent,
-        ErrorClass::Throttled,
-        ErrorClass::Transient,
-    ]
-}
-
-/// The class of a delivery result's failure (see [`Class`]); `None` for `Ok`.
-pub fn classify(result: &Result<(), Failure>) -> Option<Class> {
-    result.as_ref().err().map(Failure::class)
 }
 
 /// A failed delivery: its [`Class`] and a typed reason.
@@ -158,8 +168,9 @@ impl Failure {
         }
     }
 
-    /// The destination throttled without saying for how long: a pause of
-    /// [`throttle_after_ms`](crate::throttle_after_ms)`(attempt)`.
+    /// Deprecated, removed when every adapter has moved: classify as
+    /// `Failure::new(Class::Throttled, reason)` and let dispatch draw the pause.
+    #[doc(hidden)]
     pub fn throttled(attempt: u32, reason: impl Into<BoxError>) -> Self {
         Self::retry_after(crate::throttle_after_ms(attempt), reason)
     }
@@ -176,7 +187,7 @@ impl Failure {
 
     /// The error class an operator filters dead letters on.
     pub fn error_class(&self) -> ErrorClass {
-        error_class(self.class)
+        self.class.error_class()
     }
 
     /// The reason.
@@ -250,18 +261,22 @@ mod tests {
     #[test]
     fn error_class_maps_every_class() {
         let ms = NonZeroU64::new(5).unwrap();
-        assert_eq!(error_class(Class::Permanent), ErrorClass::Permanent);
-        assert_eq!(error_class(Class::Config), ErrorClass::Permanent);
-        assert_eq!(error_class(Class::RetryAfter(ms)), ErrorClass::Throttled);
-        assert_eq!(error_class(Class::Transient), ErrorClass::Transient);
-        assert_eq!(
-            error_classes(),
-            [
-                ErrorClass::Permanent,
-                ErrorClass::Throttled,
-                ErrorClass::Transient
-            ]
-        );
+        assert_eq!(Class::Permanent.error_class(), ErrorClass::Permanent);
+        assert_eq!(Class::Config.error_class(), ErrorClass::Permanent);
+        assert_eq!(Class::RetryAfter(ms).error_class(), ErrorClass::Throttled);
+        assert_eq!(Class::Throttled.error_class(), ErrorClass::Throttled);
+        assert_eq!(Class::Transient.error_class(), ErrorClass::Transient);
+    }
+
+    #[test]
+    fn a_throttle_without_a_duration_is_deterministic() {
+        // No pause is drawn here: the same error always gives the same class.
+        let f = Failure::new(Class::Throttled, Reason("slow down".into()));
+        assert_eq!(f.class(), Class::Throttled);
+        assert_eq!(f.class().retry_after_ms(), None);
+        assert!(f.class().is_throttle() && !f.class().is_permanent());
+        assert_eq!(f.error_class(), ErrorClass::Throttled);
+        assert_eq!(f.to_string(), "retry_after (throttled): slow down");
     }
 
     #[test]
@@ -271,15 +286,6 @@ mod tests {
         let f = Failure::retry_after_ms(7, Reason("x".into()));
         assert_eq!(f.class().retry_after_ms(), Some(7));
         assert_eq!(f.error_class(), ErrorClass::Throttled);
-    }
-
-    #[test]
-    fn classify_reads_the_result() {
-        assert_eq!(classify(&Ok(())), None);
-        assert_eq!(
-            classify(&Err(Failure::config(Reason("q".into())))),
-            Some(Class::Config)
-        );
     }
 
     #[test]
@@ -299,6 +305,7 @@ mod tests {
             Class::RetryAfter(NonZeroU64::new(1).unwrap()).as_str(),
             "retry_after"
         );
+        assert_eq!(Class::Throttled.as_str(), "retry_after");
         assert_eq!(Class::Transient.as_str(), "transient");
         assert!(Class::Config.is_permanent());
         assert!(!Class::Transient.is_permanent());

@@ -8,6 +8,8 @@ mod describe;
 mod envelope;
 mod failure;
 pub mod message;
+mod outgoing;
+mod secret;
 mod sink;
 pub mod template;
 mod throttle;
@@ -16,18 +18,21 @@ pub use batcher::{BatchConfig, BatchError, BatchSend, Batcher};
 pub use claim::{Claim, ClaimRef, ClaimRefError, parse_claim_id};
 pub use ctx::{Ctx, Extensions, ForwardHeaders};
 pub use describe::{
-    Description, Payload, REDACTED, Subject, is_loopback_host, redact_url, redact_url_keep_path,
-    redacted_path,
+    Description, Payload, REDACTED, Subject, host_port, is_loopback_host, redact_url,
+    redact_url_keep_path, redacted_path,
 };
 pub use envelope::{
     Envelope, EnvelopeBuilder, EnvelopeError, MAX_ENVELOPE_HEADERS, TENANTLESS, Verification,
     VerificationStatus, partition_of, validate_partition, validate_tenant,
 };
 pub use failure::{
-    BoxError, Class, ErrorClass, Failure, MAX_REASON_TEXT, Reason, classify, error_class,
-    error_classes, escape_invisible, printable,
+    BoxError, Class, ErrorClass, Failure, MAX_REASON_TEXT, Reason, escape_invisible, printable,
 };
+// Old paths of `message` items, kept while adapters still use them; removed when every
+// adapter has moved to `message::Outgoing`.
+#[doc(hidden)]
 pub use message::{DEFAULT_INLINE_MAX_BYTES, attributes, forwarded_headers};
+pub use secret::{Secret, SecretEnvError};
 pub use sink::{
     Check, ResolveError, Sink, SinkFault, resolve_batched, resolve_describe, resolve_durable,
     resolve_inline_max_bytes, safe_deliver, timeout_ms,

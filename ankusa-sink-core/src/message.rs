@@ -14,6 +14,11 @@
 //! | `sha256` | 64 lowercase hex | digest of the raw body, inline or claimed |
 //! | `body_base64` | string | present iff inline (standard base64, padded) |
 //! | `claim` | string | present iff claimed: `urn:ankusa:claim:v1:<tenant>:<ULID>` |
+//!
+//! [`json_schema`] is this table as a JSON Schema. A sink builds what it sends with
+//! [`Outgoing::new`]: the body, the idempotency key, the [`Attr`] list and the key, once.
+
+pub use crate::outgoing::{Attr, Body, EmptyValues, Layout, Outgoing};
 
 use crate::claim::{ClaimRef, ClaimRefError};
 use crate::ctx::{Ctx, ForwardHeaders};
@@ -212,7 +217,7 @@ pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>,
         if !is_forwardable(&lower) {
             continue;
         }
-        if let ForwardHeaders::Only(allow) = &ctx.forward_headers
+        if let ForwardHeaders::Only(allow) = ctx.forward_headers()
             && !allow.iter().any(|a| *a == *lower)
         {
             continue;
@@ -234,9 +239,9 @@ pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>,
         }
         out.push((lower, Cow::Borrowed(value.as_str())));
     }
-    let max_count = ctx.max_headers.map_or(usize::MAX, NonZeroUsize::get);
+    let max_count = ctx.max_headers().map_or(usize::MAX, NonZeroUsize::get);
     let mut budget = ctx
-        .forward_headers_max_bytes
+        .forward_headers_max_bytes()
         .map_or(usize::MAX, NonZeroUsize::get);
     let mut kept = 0usize;
     out.retain(|(n, v)| {
@@ -252,11 +257,15 @@ pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>,
     out
 }
 
+/// Deprecated, removed when every adapter has moved to [`Outgoing`] (whose
+/// [`Outgoing::attributes`] with [`EmptyValues::Drop`] is this list).
+///
 /// Metadata for attribute-based transports (SQS, SNS, Pub/Sub), in this order:
 /// `ankusa_id`, `ankusa_source_id`, `ankusa_tenant_id`, `ankusa_message_version` (`"1"`),
 /// `ankusa_idempotency_key`, `content_type` (`application/json`), `ankusa_dedupe_key`,
 /// `ankusa_replay_id`. Pairs whose value is absent or empty are dropped (SQS refuses empty
 /// attribute values), so at most 8.
+#[doc(hidden)]
 pub fn attributes(env: &Envelope, ctx: &Ctx) -> Vec<(&'static str, String)> {
     let pairs: [(&'static str, Option<String>); 8] = [
         ("ankusa_id", Some(env.id().to_owned())),
@@ -272,6 +281,38 @@ pub fn attributes(env: &Envelope, ctx: &Ctx) -> Vec<(&'static str, String)> {
         .into_iter()
         .filter_map(|(k, v)| v.filter(|v| !v.is_empty()).map(|v| (k, v)))
         .collect()
+}
+
+/// The Message v1 JSON Schema (draft 2020-12 keywords), as text: what
+/// [`encode`] writes, checked against it in this crate's tests. AsyncAPI documents embed
+/// it ([`json_schema`]).
+const JSON_SCHEMA: &str = r#"{
+  "type": "object",
+  "required": ["v", "id", "source_id", "received_at", "size", "sha256", "dedupe_key",
+               "replay_id", "idempotency_key", "headers"],
+  "properties": {
+    "v": {"const": 1},
+    "id": {"type": "string"},
+    "source_id": {"type": "string"},
+    "tenant_id": {"type": ["string", "null"]},
+    "received_at": {"type": "integer", "description": "Unix milliseconds"},
+    "content_type": {"type": ["string", "null"]},
+    "size": {"type": "integer"},
+    "dedupe_key": {"type": ["string", "null"]},
+    "replay_id": {"type": ["string", "null"]},
+    "idempotency_key": {"type": "string"},
+    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+    "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+    "body_base64": {"type": "string", "contentEncoding": "base64"},
+    "claim": {"type": "string", "pattern": "^urn:ankusa:claim:v1:[A-Za-z0-9_-]{1,64}:[0-7][0-9A-HJKMNP-TV-Z]{25}$"}
+  },
+  "oneOf": [{"required": ["body_base64"]}, {"required": ["claim"]}]
+}"#;
+
+/// The Message v1 JSON Schema: the module table as a schema, for AsyncAPI documents and
+/// consumers' validators. [`encode`]'s output is valid against it.
+pub fn json_schema() -> serde_json::Value {
+    serde_json::from_str(JSON_SCHEMA).expect("the Message v1 schema is JSON")
 }
 
 /// Lowercase hex sha256.
@@ -339,8 +380,8 @@ pub fn body_mode(size: u64, max: Option<NonZeroUsize>) -> BodyMode {
 struct Wire<'a> {
     env: &'a Envelope,
     ctx: &'a Ctx,
-    idempotency_key: String,
-    headers: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    idempotency_key: &'a str,
+    headers: &'a [(Cow<'a, str>, Cow<'a, str>)],
     sha256: &'a str,
     claim: Option<&'a ClaimRef>,
 }
@@ -370,8 +411,8 @@ impl Serialize for Wire<'_> {
         m.serialize_entry("size", &env.size())?;
         m.serialize_entry("dedupe_key", &env.dedupe_key())?;
         m.serialize_entry("replay_id", &self.ctx.replay_id)?;
-        m.serialize_entry("idempotency_key", &self.idempotency_key)?;
-        m.serialize_entry("headers", &HeaderMap(&self.headers))?;
+        m.serialize_entry("idempotency_key", self.idempotency_key)?;
+        m.serialize_entry("headers", &HeaderMap(self.headers))?;
         m.serialize_entry("sha256", self.sha256)?;
         // An inline body is appended by `encode` as the last member, `body_base64`.
         if let Some(r) = self.claim {
@@ -396,6 +437,25 @@ pub fn encode(
     env: &Envelope,
     ctx: &Ctx,
     inline_max_bytes: Option<NonZeroUsize>,
+) -> Result<Vec<u8>, EncodeError> {
+    let headers = forwarded_headers(env, ctx);
+    encode_with(
+        env,
+        ctx,
+        inline_max_bytes,
+        &env.idempotency_key_cow(),
+        &headers,
+    )
+}
+
+/// [`encode`] with the idempotency key and forwarded headers already computed (by
+/// [`Outgoing`], which sends them again as attributes).
+pub(crate) fn encode_with(
+    env: &Envelope,
+    ctx: &Ctx,
+    inline_max_bytes: Option<NonZeroUsize>,
+    idempotency_key: &str,
+    headers: &[(Cow<'_, str>, Cow<'_, str>)],
 ) -> Result<Vec<u8>, EncodeError> {
     // Hex on the stack: `hex::encode` builds a String char by char.
     let mut hex_buf = [0u8; 64];
@@ -423,8 +483,8 @@ pub fn encode(
     let wire = Wire {
         env,
         ctx,
-        idempotency_key: env.idempotency_key(),
-        headers: forwarded_headers(env, ctx),
+        idempotency_key,
+        headers,
         sha256,
         claim,
     };
@@ -1008,8 +1068,7 @@ mod tests {
         // The caps stay changeable: raised, or lifted with None.
         let raised = ctx.clone().with_forward_headers_max_bytes(nz(64 * 1024));
         assert_eq!(forwarded_headers(&big, &raised).len(), 20);
-        let mut lifted = Ctx::for_envelope(&many);
-        lifted.max_headers = None;
+        let lifted = Ctx::for_envelope(&many).without_header_caps();
         assert_eq!(forwarded_headers(&many, &lifted).len(), 150);
     }
 
@@ -1023,8 +1082,7 @@ mod tests {
             b = b.header(format!("X-N{i}"), "b");
         }
         let e = b.build().unwrap();
-        let mut ctx = Ctx::for_envelope(&e);
-        ctx.max_headers = None;
+        let ctx = Ctx::for_envelope(&e).without_header_caps();
         let h = forwarded_headers(&e, &ctx);
         // Names found by the scan (the first 16) and through the map (the rest) alike.
         assert_eq!(h.len(), 500);
@@ -1141,5 +1199,77 @@ mod tests {
                 "content_type"
             ]
         );
+    }
+
+    fn schema_validator() -> (boon::Schemas, boon::SchemaIndex) {
+        let mut schemas = boon::Schemas::new();
+        let mut compiler = boon::Compiler::new();
+        compiler
+            .add_resource("urn:ankusa:message-v1", json_schema())
+            .unwrap();
+        let index = compiler
+            .compile("urn:ankusa:message-v1", &mut schemas)
+            .unwrap();
+        (schemas, index)
+    }
+
+    #[test]
+    fn encoded_messages_are_valid_against_the_schema() {
+        let (schemas, index) = schema_validator();
+        let valid = |bytes: &[u8]| {
+            let v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+            schemas.validate(&v, index).map_err(|e| e.to_string())
+        };
+        let inline = env();
+        let no_tenant = Envelope::builder("h2", "github", "").build().unwrap();
+        let unicode = Envelope::builder("h3", "sørce", "héllo ✓ \u{0}".as_bytes().to_vec())
+            .tenant_id("t-1")
+            .dedupe_key("ключ \"q\"")
+            .content_type("text/plain; charset=utf-8")
+            .header("x-note", "naïve ✓ \\ \"")
+            .build()
+            .unwrap();
+        for e in [&inline, &no_tenant, &unicode] {
+            let ctx = Ctx::for_envelope(e);
+            valid(&encode(e, &ctx, None).unwrap()).unwrap();
+            let replay = ctx.with_replay_id("replay-1");
+            valid(&encode(e, &replay, None).unwrap()).unwrap();
+        }
+        for (tenant, claim_tenant) in [(Some("acme"), "acme"), (None, crate::TENANTLESS)] {
+            valid(&claimed(tenant, claim_tenant).unwrap()).unwrap();
+        }
+
+        // And it says no to what is not a Message v1.
+        let text =
+            String::from_utf8(encode(&inline, &Ctx::for_envelope(&inline), None).unwrap()).unwrap();
+        let claim_too = text.replacen(
+            '{',
+            "{\"claim\":\"urn:ankusa:claim:v1:acme:01ARZ3NDEKTSV4RRFFQ69G5FAV\",",
+            1,
+        );
+        for bad in [
+            text.replace("\"v\":1", "\"v\":2"),
+            text.replace(",\"body_base64\":\"aGVsbG8=\"", ""),
+            claim_too,
+            text.replacen("\"sha256\":\"", "\"sha256\":\"X", 1),
+            text.replace("\"received_at\":1700000000123", "\"received_at\":\"soon\""),
+        ] {
+            assert!(valid(bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_schema_names_every_key_the_encoder_writes() {
+        let schema = json_schema();
+        let props = schema["properties"].as_object().unwrap();
+        for bytes in [
+            encode(&env(), &Ctx::for_envelope(&env()), None).unwrap(),
+            claimed(Some("acme"), "acme").unwrap(),
+        ] {
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            for key in v.as_object().unwrap().keys() {
+                assert!(props.contains_key(key), "{key} is not in the schema");
+            }
+        }
     }
 }

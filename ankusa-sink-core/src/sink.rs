@@ -40,7 +40,8 @@ pub trait Sink: Send + Sync + fmt::Debug {
     ///   consumer can read it back after `Ok`.
     /// - `Err` carries the [`Class`](crate::Class) that decides what dispatch does:
     ///   missing destination or refused credential is [`Config`](crate::Class::Config); a
-    ///   destination's throttle is [`RetryAfter`](crate::Class::RetryAfter) with `0 < ms`;
+    ///   destination's throttle is [`RetryAfter`](crate::Class::RetryAfter) with `0 < ms`
+    ///   when it said how long, else [`Throttled`](crate::Class::Throttled);
     ///   a body the destination will never take is [`Permanent`](crate::Class::Permanent)
     ///   and nothing is delivered; an unreachable destination is
     ///   [`Transient`](crate::Class::Transient) within a bounded time.

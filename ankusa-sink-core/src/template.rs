@@ -4,6 +4,9 @@
 //! A template is literal text with the placeholders `{tenant_id}`, `{source_id}`, `{id}` and
 //! `{dedupe_key}`; `{{` and `}}` are literal braces. A template without placeholders is a
 //! static key.
+//!
+//! Adapters hold a [`KeyTemplate`]: parsed once, at configuration, with the adapter's
+//! [`AbsentTenant`] rule. [`Template`] is the grammar underneath.
 
 use crate::envelope::Envelope;
 
@@ -18,6 +21,19 @@ pub enum Placeholder {
     Id,
     /// `{dedupe_key}`.
     DedupeKey,
+}
+
+impl Placeholder {
+    /// The placeholder as written in a template: `{tenant_id}`, `{source_id}`, `{id}`,
+    /// `{dedupe_key}`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Placeholder::TenantId => "{tenant_id}",
+            Placeholder::SourceId => "{source_id}",
+            Placeholder::Id => "{id}",
+            Placeholder::DedupeKey => "{dedupe_key}",
+        }
+    }
 }
 
 /// Why a template was refused.
@@ -191,6 +207,144 @@ impl Template {
     }
 }
 
+/// What `{tenant_id}` renders as for a hook without a tenant. Each adapter picks one when
+/// it parses its key and keeps it: the bytes a destination already sees stay the same.
+///
+/// | Adapter | Key | Rule |
+/// | --- | --- | --- |
+/// | Kafka | record key | [`Empty`](AbsentTenant::Empty) |
+/// | Pub/Sub | ordering key | [`Empty`](AbsentTenant::Empty) |
+/// | AMQP | routing key | [`Default`](AbsentTenant::Default) (a topic exchange needs a word) |
+///
+/// A new adapter takes [`Empty`](AbsentTenant::Empty) unless its destination refuses an
+/// empty segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AbsentTenant {
+    /// The empty string.
+    #[default]
+    Empty,
+    /// `default`, the name of the tenantless partition ([`TENANTLESS`](crate::TENANTLESS)).
+    Default,
+}
+
+impl AbsentTenant {
+    /// The text `{tenant_id}` renders as without a tenant: `""` or `"default"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AbsentTenant::Empty => "",
+            AbsentTenant::Default => crate::envelope::TENANTLESS,
+        }
+    }
+}
+
+/// A destination key computed from a hook (a Kafka record key, an AMQP routing key, a
+/// Pub/Sub ordering key): a [`Template`] parsed once, at configuration, with its
+/// [`AbsentTenant`] rule.
+///
+/// # Behavior
+/// - `{tenant_id}` renders the hook's tenant, or the [`AbsentTenant`] text without one;
+///   `{dedupe_key}` renders the dedupe key or nothing; `{source_id}` and `{id}` render
+///   themselves; `{{` and `}}` are literal braces.
+/// - [`literal`](Self::literal) keys take braces as text (AMQP's `routing_key`).
+/// - Destination rules on the rendered values (AMQP refuses `.`, `*` and `#` from a
+///   hook's values in topic routing) use [`inserted_char`](Self::inserted_char).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyTemplate {
+    template: Template,
+    absent_tenant: AbsentTenant,
+}
+
+impl KeyTemplate {
+    /// Parse `template` (see the [module docs](self) for the grammar).
+    pub fn parse(template: &str, absent_tenant: AbsentTenant) -> Result<Self, TemplateError> {
+        Ok(KeyTemplate {
+            template: Template::parse(template)?,
+            absent_tenant,
+        })
+    }
+
+    /// A static key taken as it is: braces are not placeholders.
+    pub fn literal(key: impl Into<String>, absent_tenant: AbsentTenant) -> Self {
+        KeyTemplate {
+            template: Template::literal(key),
+            absent_tenant,
+        }
+    }
+
+    /// The template as written.
+    pub fn as_str(&self) -> &str {
+        self.template.as_str()
+    }
+
+    /// The rule for an absent tenant.
+    pub fn absent_tenant(&self) -> AbsentTenant {
+        self.absent_tenant
+    }
+
+    /// Whether the key is the same for every hook.
+    pub fn is_static(&self) -> bool {
+        self.template.is_static()
+    }
+
+    /// Whether the template names `p`.
+    pub fn uses(&self, p: Placeholder) -> bool {
+        self.template.uses(p)
+    }
+
+    /// The literal text alone, placeholders left out (for length checks at configuration).
+    pub fn literal_text(&self) -> String {
+        self.template.literal_text()
+    }
+
+    /// The key of `env`.
+    pub fn render(&self, env: &Envelope) -> String {
+        self.render_fields(&TemplateFields::of(env))
+    }
+
+    /// The key of these fields (a description's sample, a key without a whole envelope).
+    pub fn render_fields(&self, fields: &TemplateFields<'_>) -> String {
+        self.template.render(fields, self.absent_tenant.as_str())
+    }
+
+    /// The key for every hook of `source_id` and `tenant_id`, or `None` when it depends on
+    /// more: the hook's id or dedupe key, or a tenant that is not known (`None` while the
+    /// template names `{tenant_id}`). For AsyncAPI channel addresses.
+    pub fn render_for(&self, source_id: &str, tenant_id: Option<&str>) -> Option<String> {
+        if self.uses(Placeholder::Id)
+            || self.uses(Placeholder::DedupeKey)
+            || (self.uses(Placeholder::TenantId) && tenant_id.is_none())
+        {
+            return None;
+        }
+        Some(self.render_fields(&TemplateFields {
+            source_id,
+            tenant_id,
+            ..TemplateFields::default()
+        }))
+    }
+
+    /// The first character matching `refused` in a value this template inserts for `env`,
+    /// with its placeholder, in template order; the literal text is not looked at (it was
+    /// the operator's to write). An absent tenant's text is never looked at either.
+    pub fn inserted_char(
+        &self,
+        env: &Envelope,
+        refused: impl Fn(char) -> bool,
+    ) -> Option<(Placeholder, char)> {
+        let f = TemplateFields::of(env);
+        self.template.parts.iter().find_map(|part| {
+            let Part::Field(p) = part else { return None };
+            let value = match p {
+                Placeholder::TenantId => f.tenant_id,
+                Placeholder::SourceId => Some(f.source_id),
+                Placeholder::Id => Some(f.id),
+                Placeholder::DedupeKey => f.dedupe_key,
+            }?;
+            value.chars().find(|c| refused(*c)).map(|c| (*p, c))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,6 +389,63 @@ mod tests {
         assert_eq!(
             Template::literal("").render(&TemplateFields::default(), ""),
             ""
+        );
+    }
+
+    #[test]
+    fn key_templates_keep_each_adapters_absent_tenant() {
+        let kafka = KeyTemplate::parse("{tenant_id}/{source_id}", AbsentTenant::Empty).unwrap();
+        let amqp =
+            KeyTemplate::parse("ankusa.{tenant_id}.{source_id}", AbsentTenant::Default).unwrap();
+        assert_eq!(kafka.render(&env(Some("acme"))), "acme/stripe");
+        assert_eq!(kafka.render(&env(None)), "/stripe");
+        assert_eq!(amqp.render(&env(None)), "ankusa.default.stripe");
+        assert_eq!(amqp.render(&env(Some("acme"))), "ankusa.acme.stripe");
+        assert_eq!(amqp.absent_tenant(), AbsentTenant::Default);
+        assert_eq!(AbsentTenant::default().as_str(), "");
+        assert!(!kafka.is_static() && kafka.uses(Placeholder::TenantId));
+        assert_eq!(kafka.as_str(), "{tenant_id}/{source_id}");
+        assert_eq!(amqp.literal_text(), "ankusa..");
+
+        // Keys for a description: known only when they depend on source and tenant alone.
+        assert_eq!(kafka.render_for("s", Some("t")).as_deref(), Some("t/s"));
+        assert_eq!(kafka.render_for("s", None), None);
+        let by_id = KeyTemplate::parse("{id}", AbsentTenant::Empty).unwrap();
+        assert_eq!(by_id.render_for("s", Some("t")), None);
+        let by_source = KeyTemplate::parse("x.{source_id}", AbsentTenant::Default).unwrap();
+        assert_eq!(by_source.render_for("s", None).as_deref(), Some("x.s"));
+
+        let lit = KeyTemplate::literal("a.{b}", AbsentTenant::Default);
+        assert!(lit.is_static());
+        assert_eq!(lit.render(&env(None)), "a.{b}");
+    }
+
+    #[test]
+    fn inserted_characters_are_found_in_values_only() {
+        let topic = |c: char| matches!(c, '.' | '*' | '#');
+        let t = KeyTemplate::parse(
+            "a.{tenant_id}.{source_id}.{dedupe_key}",
+            AbsentTenant::Default,
+        )
+        .unwrap();
+        assert_eq!(t.inserted_char(&env(None), topic), None);
+        let dotted = Envelope::builder("h.1", "str*pe", "")
+            .dedupe_key("e#1")
+            .build()
+            .unwrap();
+        assert_eq!(
+            t.inserted_char(&dotted, topic),
+            Some((Placeholder::SourceId, '*'))
+        );
+        let by_id = KeyTemplate::parse("{id}", AbsentTenant::Empty).unwrap();
+        assert_eq!(
+            by_id.inserted_char(&dotted, topic),
+            Some((Placeholder::Id, '.'))
+        );
+        assert_eq!(Placeholder::Id.as_str(), "{id}");
+        assert_eq!(
+            KeyTemplate::literal("a.*", AbsentTenant::Default).inserted_char(&dotted, topic),
+            None
         );
     }
 

@@ -1,4 +1,8 @@
-//! The pause a sink asks for when its destination throttles without saying how long.
+//! The pause for a throttle that named no duration ([`Class::Throttled`](crate::Class::Throttled)).
+//!
+//! Dispatch draws it (`ankusa_dispatch::decide`); it lives here only while adapters still
+//! call [`Failure::throttled`](crate::Failure::throttled). Once every adapter classifies
+//! with `Class::Throttled` it moves into `ankusa-dispatch`, which re-exports it already.
 
 use rand::{Rng, RngCore};
 use std::num::NonZeroU64;

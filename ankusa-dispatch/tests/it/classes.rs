@@ -106,6 +106,48 @@ async fn retry_after_beyond_the_horizon_dead_letters_at_once_as_throttled() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_throttle_without_a_pause_waits_the_drawn_pause_and_reports_it() {
+    // Backoff 1 ms: the wait between attempts is the drawn throttle pause, 1..=500 ms
+    // after attempt 1 and 1..=1000 ms after attempt 2.
+    let sink = Script::new(Step::Throttled).arc();
+    let (d, mut out) = one_sink(
+        "th",
+        sink.clone(),
+        policy(Duration::from_millis(1), 3, day()),
+    );
+    d.submit(Hook::new(env("h1"))).await.unwrap();
+    let got = recv_n(&mut out, 1, Duration::from_secs(10)).await;
+    assert_eq!(dead_class(&got[0]), Some((Class::Throttled, "throttled")));
+    assert_eq!(got[0].attempts, 3);
+    // The last failure's pause, throttle_after_ms(3): 1..=2000.
+    let ms = got[0].retry_after_ms.expect("the pause dispatch drew");
+    assert!((1..=2000).contains(&ms), "{ms}");
+    let seen = sink.seen();
+    for (pair, cap) in seen.windows(2).zip([500u128, 1000]) {
+        let waited = (pair[1].at - pair[0].at).as_millis();
+        assert!((1..=cap).contains(&waited), "{waited} > {cap}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_throttles_report_a_pause() {
+    for (step, want) in [
+        (Step::Transient, None),
+        (Step::Permanent, None),
+        (Step::RetryAfter(7_000), Some(7_000)),
+    ] {
+        let (d, mut out) = one_sink(
+            "p",
+            Script::new(step).arc(),
+            policy(Duration::from_millis(1), 1, day()),
+        );
+        d.submit(Hook::new(env("h1"))).await.unwrap();
+        let got = recv_n(&mut out, 1, Duration::from_secs(10)).await;
+        assert_eq!(got[0].retry_after_ms, want);
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn retry_after_is_honoured_and_capped() {
     // Honoured: no attempt before the 5 s pause (the backoff is 100 ms).
     let sink = Script::new(Step::Ok).first([Step::RetryAfter(5_000)]).arc();

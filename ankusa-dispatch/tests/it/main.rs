@@ -13,7 +13,7 @@ mod slots;
 mod span;
 
 use ankusa_dispatch::{Deliveries, Delivery, DispatchConfig, DispatchPolicy, Exponential, Outcome};
-use ankusa_sink_core::{Claim, Ctx, Envelope, Failure, Reason, Sink, async_trait};
+use ankusa_sink_core::{Claim, Class, Ctx, Envelope, Failure, Reason, Sink, async_trait};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroUsize;
@@ -29,6 +29,8 @@ pub(crate) enum Step {
     Permanent,
     Config,
     RetryAfter(u64),
+    /// A throttle without a stated pause.
+    Throttled,
     Transient,
     /// Wait, then answer.
     Delay(Duration, Box<Step>),
@@ -134,6 +136,7 @@ impl Sink for Script {
             Step::Permanent => Err(Failure::permanent(why())),
             Step::Config => Err(Failure::config(why())),
             Step::RetryAfter(ms) => Err(Failure::retry_after_ms(ms, why())),
+            Step::Throttled => Err(Failure::new(Class::Throttled, why())),
             Step::Transient => Err(Failure::transient(why())),
             Step::Panic => panic!("scripted panic"),
             Step::Delay(..) => unreachable!("one level of delay"),
