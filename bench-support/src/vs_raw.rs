@@ -1,18 +1,29 @@
-// The vs_raw measurement harness, shared by textual inclusion (`include!`) so it can use
-// each bench's constants (ADAPTER, REPS, WORKLOADS, ...) and imports. Used by the HTTP,
-// AMQP and Kafka `vs_raw` benches. Each bench defines what differs: ADAPTER, MIN_N,
-// MAX_BYTES and ONLY_N.
+//! The vs_raw harness of the HTTP, AMQP and Kafka benches: every workload of [`WORKLOADS`]
+//! through the sink and through the raw client, interleaved, [`REPS`] times each, with a
+//! count calibrated from a warm-up; medians go to `<out_dir>/<ADAPTER>.json`.
+//!
+//! A bench implements [`VsRawBench`] and its `main` calls [`run`]. Arguments:
+//! - none: the comparison, then the peak memory of each side in an `--only` child;
+//! - `--only sink|raw`: the peak-memory child (concurrency 256, 1 KiB then 64 KiB);
+//! - `--only sink|raw --profile <concurrency> <deliveries> <body_bytes>`: one longer run of
+//!   one workload, to attach a profiler to one mode.
 
-// pct, median, out_dir, vm_hwm_kb: shared with the AWS and Pub/Sub harness.
-include!("bench_util.rs");
+use crate::{Mode, child_peak_rss, median, only_mode_arg, pct, print_vm_hwm, write_results};
+use ankusa_sink_core::{Ctx, Envelope, Sink, safe_deliver};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// Repetitions of each workload, sink and raw interleaved; the median is reported.
-const REPS: usize = 3;
+pub const REPS: usize = 3;
 /// Each timed run aims at this long (the count is calibrated from a warm-up, then bounded).
 const TARGET_SECS: f64 = 1.0;
+/// Deliveries of one timed run, at most.
 const MAX_N: usize = 20_000;
 /// (concurrency, body bytes) of every measured workload.
-const WORKLOADS: &[(usize, usize)] = &[
+pub const WORKLOADS: &[(usize, usize)] = &[
     (1, 1024),
     (16, 1024),
     (256, 1024),
@@ -21,11 +32,47 @@ const WORKLOADS: &[(usize, usize)] = &[
     (256, 65_536),
 ];
 /// The per-delivery deadline given to `safe_deliver`, as dispatch does.
-const DEADLINE: Duration = Duration::from_secs(30);
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// One delivery: `true` when it was accepted.
+pub type Op = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+
+/// What one adapter's vs_raw bench brings to the harness.
+pub trait VsRawBench {
+    /// The adapter's name: the results file `<ADAPTER>.json` and its `adapter` field.
+    const ADAPTER: &'static str;
+    /// Deliveries of one timed run, at least.
+    const MIN_N: usize;
+    /// Bytes of bodies per timed run, at most (what the broker can hold between purges).
+    const MAX_BYTES: usize;
+    /// Deliveries (1 KiB, 64 KiB) of the `--only` memory run, at concurrency 256.
+    const ONLY_N: (usize, usize);
+
+    /// The sink's type.
+    type Sink: Sink + 'static;
+
+    /// The sink under test.
+    fn sink(&self) -> &Arc<Self::Sink>;
+
+    /// The raw client's delivery of `env`: the same bytes, headers and settings the sink
+    /// sends (anything derived from `env` is computed here, once, not per delivery).
+    fn raw_op(&self, env: &Arc<Envelope>) -> Op;
+
+    /// Runs, untimed, after every run (AMQP purges its queue). Nothing by default.
+    fn after_run(&self) -> impl Future<Output = ()> {
+        async {}
+    }
+
+    /// Runs once the measuring is over, before the peak-memory children start (deletes what
+    /// the bench created). Nothing by default.
+    fn teardown(&self) -> impl Future<Output = ()> {
+        async {}
+    }
+}
 
 /// The hook every HTTP/AMQP/Kafka bench delivers: a tenant, a dedupe key and two provider
 /// headers, so the sink's per-delivery header and Message v1 work is all exercised.
-fn envelope(size: usize) -> Envelope {
+pub fn envelope(size: usize) -> Envelope {
     Envelope::builder("01JBENCHHOOK000000000000000", "stripe", vec![b'x'; size])
         .tenant_id("acme")
         .content_type("application/json")
@@ -36,21 +83,28 @@ fn envelope(size: usize) -> Envelope {
         .unwrap()
 }
 
-type Op = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
-
 /// The sink side of every workload: a fresh `Ctx` and `safe_deliver` with dispatch's
 /// deadline per delivery, as a dispatcher calls a sink.
-fn sink_op<S: ankusa_sink_core::Sink + 'static>(sink: &Arc<S>, env: &Arc<Envelope>) -> Op {
+fn sink_op<S: Sink + 'static>(sink: &Arc<S>, env: &Arc<Envelope>) -> Op {
     let (sink, env) = (Arc::clone(sink), Arc::clone(env));
     Arc::new(move || {
         let (sink, env) = (Arc::clone(&sink), Arc::clone(&env));
         Box::pin(async move {
-            let ctx = ankusa_sink_core::Ctx::for_envelope(&env);
-            ankusa_sink_core::safe_deliver(&*sink, &env, &ctx, Some(DEADLINE))
+            let ctx = Ctx::for_envelope(&env);
+            safe_deliver(&*sink, &env, &ctx, Some(DEADLINE))
                 .await
                 .is_ok()
         })
     })
+}
+
+/// The op of `mode` for `body`-byte deliveries.
+fn op<B: VsRawBench>(bench: &B, mode: Mode, body: usize) -> Op {
+    let env = Arc::new(envelope(body));
+    match mode {
+        Mode::Sink => sink_op(bench.sink(), &env),
+        Mode::Raw => bench.raw_op(&env),
+    }
 }
 
 struct Sample {
@@ -60,7 +114,7 @@ struct Sample {
 }
 
 /// `n` calls of `op`, `concurrency` at a time.
-async fn run(op: &Op, concurrency: usize, n: usize) -> Sample {
+async fn measure(op: &Op, concurrency: usize, n: usize) -> Sample {
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
@@ -95,35 +149,37 @@ async fn run(op: &Op, concurrency: usize, n: usize) -> Sample {
     }
 }
 
-type After<'a> = &'a (dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Sync);
-
-/// Interleaved sink/raw runs of every workload (`after` runs, untimed, after each run);
-/// returns the JSON `runs`.
-async fn compare(ops: impl Fn(&str, usize) -> Op, after: After<'_>) -> Vec<serde_json::Value> {
+/// Interleaved sink/raw runs of every workload (`after_run` after each); returns the JSON
+/// `runs`.
+async fn compare<B: VsRawBench>(bench: &B) -> Vec<serde_json::Value> {
     println!(
         "{:<5} {:>5} {:>7} {:>7} {:>12} {:>10} {:>10} {:>7}",
         "mode", "conc", "body", "n", "per_sec", "p50_us", "p99_us", "errors"
     );
     let mut runs = Vec::new();
     for &(conc, body) in WORKLOADS {
-        let (sink, raw) = (ops("sink", body), ops("raw", body));
+        let (sink, raw) = (op(bench, Mode::Sink, body), op(bench, Mode::Raw, body));
         let warm_n = (4 * conc).max(100);
-        let warm = run(&sink, conc, warm_n).await;
-        after().await;
-        run(&raw, conc, warm_n).await;
-        after().await;
+        let warm = measure(&sink, conc, warm_n).await;
+        bench.after_run().await;
+        measure(&raw, conc, warm_n).await;
+        bench.after_run().await;
         let rate = warm_n as f64 / warm.seconds;
         let n = ((rate * TARGET_SECS) as usize)
-            .min(MAX_BYTES / body)
-            .clamp(MIN_N.max(conc), MAX_N);
+            .min(B::MAX_BYTES / body)
+            .clamp(B::MIN_N.max(conc), MAX_N);
         let mut per = [
             (Vec::new(), Vec::new(), Vec::new()),
             (Vec::new(), Vec::new(), Vec::new()),
         ];
         for _ in 0..REPS {
-            for (i, (mode, op)) in [("sink", &sink), ("raw", &raw)].into_iter().enumerate() {
-                let s = run(op, conc, n).await;
-                after().await;
+            for (i, (mode, op)) in [(Mode::Sink, &sink), (Mode::Raw, &raw)]
+                .into_iter()
+                .enumerate()
+            {
+                let s = measure(op, conc, n).await;
+                bench.after_run().await;
+                let mode = mode.name();
                 let per_sec = n as f64 / s.seconds;
                 let (p50, p99) = (pct(&s.lat_us, 0.50), pct(&s.lat_us, 0.99));
                 println!(
@@ -138,10 +194,10 @@ async fn compare(ops: impl Fn(&str, usize) -> Op, after: After<'_>) -> Vec<serde
                 per[i].2.push(p99);
             }
         }
-        for (i, mode) in ["sink", "raw"].into_iter().enumerate() {
+        for (i, mode) in [Mode::Sink, Mode::Raw].into_iter().enumerate() {
             let per_sec = median(per[i].0.clone());
             runs.push(serde_json::json!({
-                "mode": mode, "variant": "default", "concurrency": conc, "body_bytes": body,
+                "mode": mode.name(), "variant": "default", "concurrency": conc, "body_bytes": body,
                 "deliveries": n, "seconds": n as f64 / per_sec, "per_sec": per_sec,
                 "p50_us": median(per[i].1.clone()), "p99_us": median(per[i].2.clone()),
                 "requests_per_delivery": serde_json::Value::Null,
@@ -151,23 +207,8 @@ async fn compare(ops: impl Fn(&str, usize) -> Op, after: After<'_>) -> Vec<serde
     runs
 }
 
-/// Peak RSS of a child process running only `mode` at concurrency 256.
-fn peak_rss(mode: &str) -> Option<u64> {
-    let out = std::process::Command::new(std::env::current_exe().ok()?)
-        .args(["--only", mode])
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix("VMHWM_KB="))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// `--only sink|raw`: the peak-memory child (concurrency 256, 1 KiB then 64 KiB).
-/// `--only sink|raw --profile <concurrency> <deliveries> <body_bytes>`: one longer run of
-/// one workload, to attach a profiler to one mode.
-async fn only(ops: impl Fn(&str, usize) -> Op, after: After<'_>, mode: &str) {
-    let args: Vec<String> = std::env::args().collect();
+/// The `--only` child: the memory run, or with `--profile` one longer run of one workload.
+async fn only<B: VsRawBench>(bench: &B, mode: Mode, args: &[String]) {
     if let Some(i) = args.iter().position(|a| a == "--profile") {
         let arg = |k: usize, default: usize| {
             args.get(i + k)
@@ -175,43 +216,55 @@ async fn only(ops: impl Fn(&str, usize) -> Op, after: After<'_>, mode: &str) {
                 .unwrap_or(default)
         };
         let (conc, n, body) = (arg(1, 16), arg(2, 200_000), arg(3, 1024));
-        let s = run(&ops(mode, body), conc, n).await;
-        after().await;
+        let s = measure(&op(bench, mode, body), conc, n).await;
+        bench.after_run().await;
         println!(
-            "{mode} c={conc} body={body} n={n}: {:.0}/s, errors {}",
+            "{} c={conc} body={body} n={n}: {:.0}/s, errors {}",
+            mode.name(),
             n as f64 / s.seconds,
             s.errors
         );
         return;
     }
-    for (body, n) in [(1024, ONLY_N.0), (65_536, ONLY_N.1)] {
-        run(&ops(mode, body), 256, n).await;
-        after().await;
+    for (body, n) in [(1024, B::ONLY_N.0), (65_536, B::ONLY_N.1)] {
+        measure(&op(bench, mode, body), 256, n).await;
+        bench.after_run().await;
     }
-    println!("VMHWM_KB={}", vm_hwm_kb());
+    print_vm_hwm();
 }
 
-fn write_json(runs: Vec<serde_json::Value>, rss: (Option<u64>, Option<u64>)) {
-    let doc = serde_json::json!({
-        "adapter": ADAPTER,
-        "runs": runs,
-        "peak_rss_kb": { "sink": rss.0, "raw": rss.1 },
-    });
-    let dir = out_dir();
-    std::fs::create_dir_all(&dir).expect("create the results dir");
-    let path = dir.join(format!("{ADAPTER}.json"));
-    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).expect("write results");
-    println!(
-        "peak RSS kB: sink {:?}, raw {:?}; wrote {}",
-        rss.0,
-        rss.1,
-        path.display()
-    );
-}
-
-fn only_mode() -> Option<String> {
+/// The whole bench: `setup` (on the bench's runtime), then the comparison and each side's
+/// peak memory, written to `<out_dir>/<ADAPTER>.json`, or the `--only` child's run.
+///
+/// # Panics
+/// When the runtime cannot start, or the results cannot be written.
+pub fn run<B: VsRawBench>(setup: impl Future<Output = B>) {
     let args: Vec<String> = std::env::args().collect();
-    args.windows(2)
-        .find(|w| w[0] == "--only")
-        .map(|w| w[1].clone())
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let bench = setup.await;
+        if let Some(mode) = only_mode_arg(&args) {
+            only(&bench, mode, &args).await;
+            bench.teardown().await;
+            return;
+        }
+        let runs = compare(&bench).await;
+        bench.teardown().await;
+        let rss = [Mode::Sink, Mode::Raw].map(|m| child_peak_rss(m, &[]).ok());
+        let doc = serde_json::json!({
+            "adapter": B::ADAPTER,
+            "runs": runs,
+            "peak_rss_kb": { "sink": rss[0], "raw": rss[1] },
+        });
+        let path = write_results(B::ADAPTER, &doc);
+        println!(
+            "peak RSS kB: sink {:?}, raw {:?}; wrote {}",
+            rss[0],
+            rss[1],
+            path.display()
+        );
+    });
 }
