@@ -210,23 +210,6 @@ fn sinks(c: &Clients, svc: Service, dests: &[String]) -> Vec<Arc<dyn Sink>> {
         .collect()
 }
 
-/// The `ankusa_*` attributes as one SDK's `String` message attributes.
-macro_rules! string_attributes {
-    ($sdk:ident, $w:expr) => {
-        $w.attrs
-            .iter()
-            .map(|(k, v)| {
-                let a = $sdk::types::MessageAttributeValue::builder()
-                    .data_type("String")
-                    .string_value(v)
-                    .build()
-                    .unwrap();
-                ((*k).to_owned(), a)
-            })
-            .collect()
-    };
-}
-
 /// One raw client (as the src `Publisher` does for the sinks): one message, or a batch of
 /// ten, of the same body and attributes to one destination.
 trait Raw: Clone + Send + Sync + 'static {
@@ -249,107 +232,81 @@ trait Raw: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), String>> + Send;
 }
 
-fn all_ten(accepted: usize) -> Result<(), String> {
-    if accepted == 10 {
-        Ok(())
-    } else {
-        Err(format!("{accepted} of 10 accepted"))
-    }
-}
+/// [`Raw`] for one SDK's client: the SQS and SNS calls differ only in their names.
+macro_rules! raw_client {
+    ($sdk:ident: $send:ident($dest:ident, $body:ident),
+        $batch:ident($set_entries:ident, $entry:ident($entry_body:ident))) => {
+        impl Raw for $sdk::Client {
+            type Attributes = HashMap<String, $sdk::types::MessageAttributeValue>;
 
-impl Raw for aws_sdk_sqs::Client {
-    type Attributes = HashMap<String, aws_sdk_sqs::types::MessageAttributeValue>;
+            fn attributes(w: &Workload) -> Self::Attributes {
+                w.attrs
+                    .iter()
+                    .map(|(k, v)| {
+                        let a = $sdk::types::MessageAttributeValue::builder()
+                            .data_type("String")
+                            .string_value(v)
+                            .build()
+                            .unwrap();
+                        ((*k).to_owned(), a)
+                    })
+                    .collect()
+            }
 
-    fn attributes(w: &Workload) -> Self::Attributes {
-        string_attributes!(aws_sdk_sqs, w)
-    }
-
-    async fn send(&self, dest: &str, body: &str, attrs: &Self::Attributes) -> Result<(), String> {
-        let out = self
-            .send_message()
-            .queue_url(dest)
-            .message_body(body)
-            .set_message_attributes(Some(attrs.clone()))
-            .send()
-            .await
-            .map_err(|e| format!("{e:?}"))?;
-        out.message_id().ok_or("no message id")?;
-        Ok(())
-    }
-
-    async fn send_ten(
-        &self,
-        dest: &str,
-        body: &str,
-        attrs: &Self::Attributes,
-    ) -> Result<(), String> {
-        let entries = (0..10)
-            .map(|j| {
-                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
-                    .id(j.to_string())
-                    .message_body(body)
+            async fn send(
+                &self,
+                dest: &str,
+                body: &str,
+                attrs: &Self::Attributes,
+            ) -> Result<(), String> {
+                let out = self
+                    .$send()
+                    .$dest(dest)
+                    .$body(body)
                     .set_message_attributes(Some(attrs.clone()))
-                    .build()
-                    .unwrap()
-            })
-            .collect();
-        let out = self
-            .send_message_batch()
-            .queue_url(dest)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|e| format!("{e:?}"))?;
-        all_ten(out.successful().len())
-    }
+                    .send()
+                    .await
+                    .map_err(|e| format!("{e:?}"))?;
+                out.message_id().ok_or("no message id")?;
+                Ok(())
+            }
+
+            async fn send_ten(
+                &self,
+                dest: &str,
+                body: &str,
+                attrs: &Self::Attributes,
+            ) -> Result<(), String> {
+                let entries = (0..10)
+                    .map(|j| {
+                        $sdk::types::$entry::builder()
+                            .id(j.to_string())
+                            .$entry_body(body)
+                            .set_message_attributes(Some(attrs.clone()))
+                            .build()
+                            .unwrap()
+                    })
+                    .collect();
+                let out = self
+                    .$batch()
+                    .$dest(dest)
+                    .$set_entries(Some(entries))
+                    .send()
+                    .await
+                    .map_err(|e| format!("{e:?}"))?;
+                match out.successful().len() {
+                    10 => Ok(()),
+                    n => Err(format!("{n} of 10 accepted")),
+                }
+            }
+        }
+    };
 }
 
-impl Raw for aws_sdk_sns::Client {
-    type Attributes = HashMap<String, aws_sdk_sns::types::MessageAttributeValue>;
-
-    fn attributes(w: &Workload) -> Self::Attributes {
-        string_attributes!(aws_sdk_sns, w)
-    }
-
-    async fn send(&self, dest: &str, body: &str, attrs: &Self::Attributes) -> Result<(), String> {
-        let out = self
-            .publish()
-            .topic_arn(dest)
-            .message(body)
-            .set_message_attributes(Some(attrs.clone()))
-            .send()
-            .await
-            .map_err(|e| format!("{e:?}"))?;
-        out.message_id().ok_or("no message id")?;
-        Ok(())
-    }
-
-    async fn send_ten(
-        &self,
-        dest: &str,
-        body: &str,
-        attrs: &Self::Attributes,
-    ) -> Result<(), String> {
-        let entries = (0..10)
-            .map(|j| {
-                aws_sdk_sns::types::PublishBatchRequestEntry::builder()
-                    .id(j.to_string())
-                    .message(body)
-                    .set_message_attributes(Some(attrs.clone()))
-                    .build()
-                    .unwrap()
-            })
-            .collect();
-        let out = self
-            .publish_batch()
-            .topic_arn(dest)
-            .set_publish_batch_request_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|e| format!("{e:?}"))?;
-        all_ten(out.successful().len())
-    }
-}
+raw_client!(aws_sdk_sqs: send_message(queue_url, message_body),
+    send_message_batch(set_entries, SendMessageBatchRequestEntry(message_body)));
+raw_client!(aws_sdk_sns: publish(topic_arn, message),
+    publish_batch(set_publish_batch_request_entries, PublishBatchRequestEntry(message)));
 
 /// The raw op: one message per unit, or (batched) a batch of ten per unit.
 fn raw_op<R: Raw>(
