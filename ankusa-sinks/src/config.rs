@@ -345,7 +345,9 @@ mod tests {
         let c = SinkConfig::from_toml_str("type = \"http\"\nurl = \"http://127.0.0.1:9/hook\"");
         assert!(c.unwrap().build().await.is_ok());
         let c = SinkConfig::from_toml_str("type = \"http\"\nurl = \"not a url\"").unwrap();
-        let e = c.build().await.err().expect("a refusal");
+        let Err(e) = c.build().await else {
+            panic!("built a sink for an invalid URL");
+        };
         assert!(matches!(e, ConfigError::Build { ty: "http", .. }), "{e}");
         assert!(e.to_string().starts_with("http sink: "), "{e}");
         assert!(SinkConfig::log().build().await.is_ok());
