@@ -20,6 +20,33 @@ done
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+step "MSRV"
+# The workspace declares one rust-version; every member must inherit it, and since only
+# one toolchain fits on this machine the suite is the MSRV build only when that toolchain
+# is the MSRV itself. Reads cargo metadata with grep: no python or jq needed.
+msrv=$(sed -n 's/^rust-version *= *"\([0-9.]*\)"$/\1/p' Cargo.toml)
+[ -n "$msrv" ] || { echo "MSRV: no rust-version in [workspace.package] of Cargo.toml" >&2; exit 1; }
+meta=$(cargo metadata --no-deps --format-version 1 --locked)
+mapfile -t manifests < <(grep -o '"manifest_path":"[^"]*"' <<<"$meta" | cut -d'"' -f4)
+mapfile -t versions < <(grep -o '"rust_version":[^,}]*' <<<"$meta" | cut -d: -f2 | sort -u)
+stray=()
+for m in "${manifests[@]}"; do
+  grep -Eq '^rust-version\.workspace *= *true' "$m" || stray+=("$m")
+done
+if ((${#stray[@]})) || [ "${versions[*]}" != "\"$msrv\"" ]; then
+  echo "MSRV: every member must say rust-version.workspace = true (workspace: $msrv)." >&2
+  echo "  rust_version values: ${versions[*]}; not inherited in: ${stray[*]:-none}" >&2
+  exit 1
+fi
+echo "${#manifests[@]} members inherit rust-version $msrv"
+toolchain=$(rustc --version | cut -d' ' -f2)
+if [ "${toolchain%.*}" = "$msrv" ] || [ "$toolchain" = "$msrv" ]; then
+  echo "building on rustc $toolchain: this run is the MSRV check"
+else
+  printf '\n!!!!!!!!\n!!! MSRV NOT CHECKED: this suite builds on rustc %s, not on the declared MSRV %s.\n!!! Install rustc %s to check that the workspace still builds on it.\n!!!!!!!!\n\n' \
+    "$toolchain" "$msrv" "$msrv"
+fi
+
 step "cargo deny"
 # Installed once per machine (a few minutes on 2 cores), pinned so CI is repeatable.
 if ! cargo deny --version >/dev/null 2>&1; then

@@ -1,6 +1,7 @@
 //! Core overhead per delivery: Message v1 encoding, classification, `safe_deliver`, and the
 //! attempt span with and without a subscriber. `cargo bench -p ankusa-dispatch --bench core`.
 
+use ankusa_bench_support::vs_raw::envelope;
 use ankusa_dispatch::{DispatchPolicy, attempt, decide};
 use ankusa_sink_core::{
     Class, Ctx, Envelope, Failure, Reason, Sink, async_trait, message, safe_deliver,
@@ -17,17 +18,6 @@ impl Sink for Noop {
     async fn deliver(&self, _: &Envelope, _: &Ctx) -> Result<(), Failure> {
         Ok(())
     }
-}
-
-fn envelope(size: usize) -> Envelope {
-    Envelope::builder("01JBENCHHOOK000000000000000", "stripe", vec![b'x'; size])
-        .tenant_id("acme")
-        .content_type("application/json")
-        .dedupe_key("evt_1")
-        .header("Stripe-Signature", "t=1,v1=abc")
-        .header("User-Agent", "Stripe/1.0")
-        .build()
-        .unwrap()
 }
 
 fn encoding(c: &mut Criterion) {

@@ -2,6 +2,7 @@
 //! accepts at once, against the same sink called directly (attempt span + `safe_deliver`,
 //! what the CLI did before the dispatcher). `cargo bench -p ankusa-dispatch --bench dispatcher`.
 
+use ankusa_bench_support::median;
 use ankusa_dispatch::{DispatchConfig, Dispatcher, Hook, Outcome, attempt};
 use ankusa_sink_core::{Ctx, Envelope, Failure, Sink, async_trait, safe_deliver};
 use std::sync::Arc;
@@ -68,11 +69,6 @@ async fn direct(n: usize) -> f64 {
         .unwrap();
     }
     start.elapsed().as_secs_f64() * 1e6 / n as f64
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {

@@ -161,36 +161,7 @@ pub fn parse_traceparent(s: &str) -> Option<opentelemetry::trace::SpanContext> {
 mod tests {
     use super::*;
     use ankusa_sink_core::Reason;
-    use std::collections::BTreeMap;
-    use std::sync::{Arc, Mutex};
-    use tracing::field::{Field, Visit};
-    use tracing::span::{Attributes, Id, Record};
-    use tracing_subscriber::Layer;
-    use tracing_subscriber::layer::{Context, SubscriberExt};
-
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<BTreeMap<String, String>>>);
-
-    struct V<'a>(&'a mut BTreeMap<String, String>);
-    impl Visit for V<'_> {
-        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-            self.0.insert(field.name().into(), format!("{value:?}"));
-        }
-        fn record_str(&mut self, field: &Field, value: &str) {
-            self.0.insert(field.name().into(), value.into());
-        }
-    }
-
-    impl<S: tracing::Subscriber> Layer<S> for Capture {
-        fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
-            let mut m = self.0.lock().unwrap();
-            m.insert("name".into(), attrs.metadata().name().into());
-            attrs.record(&mut V(&mut m));
-        }
-        fn on_record(&self, _: &Id, values: &Record<'_>, _: Context<'_, S>) {
-            values.record(&mut V(&mut self.0.lock().unwrap()));
-        }
-    }
+    use ankusa_sink_testkit::support::LogCapture;
 
     fn env() -> Envelope {
         Envelope::builder("h1", "src", "secret-body")
@@ -201,12 +172,8 @@ mod tests {
 
     #[tokio::test]
     async fn failure_marks_class_never_reason() {
-        let cap = Capture::default();
-        let sub = tracing_subscriber::registry().with(cap.clone());
-        let _g = tracing::subscriber::set_default(sub);
-        // Callsite interest is cached process-wide: a test on another thread without a
-        // subscriber may have cached "never" for the span while this one was registering.
-        tracing::callsite::rebuild_interest_cache();
+        let cap = LogCapture::new();
+        let _g = cap.set_default();
         let e = env();
         let ctx = Ctx::for_envelope(&e).with_attempt(3).with_replay_id("r9");
         let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -215,8 +182,10 @@ mod tests {
         })
         .await;
         assert!(res.is_err());
-        let m = cap.0.lock().unwrap().clone();
-        assert_eq!(m["name"], ATTEMPT_SPAN);
+        let spans = cap.spans();
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0].name, ATTEMPT_SPAN);
+        let m = &spans[0].fields;
         assert_eq!(m["hook_id"], "h1");
         assert_eq!(m["source_id"], "src");
         assert_eq!(m["tenant_id"], "acme");
@@ -258,6 +227,7 @@ mod tests {
     async fn otel_export_joins_the_stored_trace() {
         use opentelemetry::trace::{Status, TracerProvider as _};
         use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+        use tracing_subscriber::layer::SubscriberExt;
         let exporter = InMemorySpanExporter::default();
         let provider = SdkTracerProvider::builder()
             .with_simple_exporter(exporter.clone())

@@ -3,6 +3,7 @@
 //! `cargo bench -p ankusa-sink-amqp --bench vs_raw`; JSON goes to `$BENCH_OUT_DIR/amqp.json`.
 #![allow(missing_docs)]
 
+use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
 use ankusa_sink_amqp::lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
     QueueDeclareOptions, QueueDeleteOptions, QueuePurgeOptions,
@@ -13,27 +14,12 @@ use ankusa_sink_amqp::lapin::{
 };
 use ankusa_sink_amqp::{AmqpConfig, AmqpSink, properties};
 use ankusa_sink_core::{Ctx, Envelope, message};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
-const ADAPTER: &str = "amqp";
-const MIN_N: usize = 300;
-/// Bytes of bodies per timed run, at most (the queue is purged after every run).
-const MAX_BYTES: usize = 128 << 20;
-/// Deliveries (1 KiB, 64 KiB) of the `--only` memory run, at concurrency 256.
-const ONLY_N: (usize, usize) = (5_000, 1_000);
 const URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 const EXCHANGE: &str = "ankusa.bench";
 const QUEUE: &str = "ankusa.bench.vs_raw";
 const KEY: &str = "bench";
-
-// ---- harness ----
-include!("../../benches-common/vs_raw_harness.rs");
-
-// ---- the AMQP specifics ----
 
 /// A durable direct exchange and a durable queue bound with `KEY` (so mandatory publishes
 /// route), declared on `ch`.
@@ -70,9 +56,6 @@ async fn declare(ch: &Channel) {
     .unwrap();
 }
 
-/// Body size, envelope, its Message v1 bytes and AMQP properties.
-type Prepared = (usize, Arc<Envelope>, Arc<Vec<u8>>, BasicProperties);
-
 struct Raw {
     channel: Channel,
 }
@@ -99,16 +82,21 @@ impl Raw {
     }
 }
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+/// The sink and a raw confirm-mode channel on one durable queue, purged after every run.
+struct Amqp {
+    admin: Channel,
+    sink: Arc<AmqpSink>,
+    raw: Arc<Raw>,
+    /// Kept open for `admin` and `raw`.
+    _connections: [Connection; 2],
+}
+
+impl Amqp {
+    async fn setup() -> Amqp {
         let admin_conn = Connection::connect(URL, ConnectionProperties::default())
             .await
             .expect("RabbitMQ on 127.0.0.1:5672 (run scripts/services/rabbitmq.sh)");
-        let admin = Arc::new(admin_conn.create_channel().await.unwrap());
+        let admin = admin_conn.create_channel().await.unwrap();
         declare(&admin).await;
 
         let cfg = AmqpConfig::builder(URL, EXCHANGE)
@@ -124,53 +112,56 @@ fn main() {
             .confirm_select(ConfirmSelectOptions::default())
             .await
             .unwrap();
-        let raw = Arc::new(Raw { channel });
-        // Per body size: the envelope, and for the raw client the sink's exact bytes and
-        // properties, encoded once.
-        let envs: Vec<Prepared> = [1024, 65_536]
-            .into_iter()
-            .map(|s| {
-                let env = envelope(s);
-                let ctx = Ctx::for_envelope(&env);
-                let bytes = message::encode(&env, &ctx, sink_inline()).unwrap();
-                let props = properties(&env, &ctx);
-                (s, Arc::new(env), Arc::new(bytes), props)
-            })
-            .collect();
-        let ops = |mode: &str, body: usize| -> Op {
-            let (_, env, bytes, props) = envs.iter().find(|e| e.0 == body).unwrap().clone();
-            if mode == "sink" {
-                sink_op(&sink, &env)
-            } else {
-                let raw = Arc::clone(&raw);
-                Arc::new(move || {
-                    let (raw, bytes, props) = (Arc::clone(&raw), Arc::clone(&bytes), props.clone());
-                    Box::pin(async move { raw.publish(&bytes, props).await })
-                })
-            }
-        };
-        let purge = {
-            let admin = Arc::clone(&admin);
-            move || -> Pin<Box<dyn Future<Output = ()> + Send>> {
-                let admin = Arc::clone(&admin);
-                Box::pin(async move {
-                    let _ = admin
-                        .queue_purge(QUEUE.into(), QueuePurgeOptions::default())
-                        .await;
-                })
-            }
-        };
-        if let Some(mode) = only_mode() {
-            only(ops, &purge, &mode).await;
-            return;
+        Amqp {
+            admin,
+            sink,
+            raw: Arc::new(Raw { channel }),
+            _connections: [admin_conn, raw_conn],
         }
-        let runs = compare(&ops, &purge).await;
-        let _ = admin
+    }
+}
+
+impl VsRawBench for Amqp {
+    const ADAPTER: &'static str = "amqp";
+    const MIN_N: usize = 300;
+    /// The queue is purged after every run.
+    const MAX_BYTES: usize = 128 << 20;
+    const ONLY_N: (usize, usize) = (5_000, 1_000);
+    type Sink = AmqpSink;
+
+    fn sink(&self) -> &Arc<AmqpSink> {
+        &self.sink
+    }
+
+    /// The sink's exact bytes and properties, encoded once.
+    fn raw_op(&self, env: &Arc<Envelope>) -> Op {
+        let ctx = Ctx::for_envelope(env);
+        let bytes = Arc::new(message::encode(env, &ctx, sink_inline()).unwrap());
+        let props = properties(env, &ctx);
+        let raw = Arc::clone(&self.raw);
+        Arc::new(move || {
+            let (raw, bytes, props) = (Arc::clone(&raw), Arc::clone(&bytes), props.clone());
+            Box::pin(async move { raw.publish(&bytes, props).await })
+        })
+    }
+
+    async fn after_run(&self) {
+        let _ = self
+            .admin
+            .queue_purge(QUEUE.into(), QueuePurgeOptions::default())
+            .await;
+    }
+
+    async fn teardown(&self) {
+        let _ = self
+            .admin
             .queue_delete(QUEUE.into(), QueueDeleteOptions::default())
             .await;
-        let rss = (peak_rss("sink"), peak_rss("raw"));
-        write_json(runs, rss);
-    });
+    }
+}
+
+fn main() {
+    vs_raw::run(Amqp::setup());
 }
 
 /// The sink's default inline threshold (what `AmqpSink::inline_max_bytes` returns).

@@ -566,6 +566,7 @@ impl<'de> Deserialize<'de> for AmqpConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_sink_testkit::support::LogCapture;
 
     const URL: &str = "amqp://user:s3cr3t@127.0.0.1:5672/%2f";
 
@@ -606,43 +607,13 @@ mod tests {
         }
     }
 
-    /// Collects the events logged while it is the thread's default subscriber.
-    struct Capture(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
-
-    struct Fields(String);
-
-    impl tracing::field::Visit for Fields {
-        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
-            self.0.push_str(&format!("{}={value:?} ", field.name()));
-        }
-    }
-
-    impl tracing::Subscriber for Capture {
-        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-            true
-        }
-        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-            tracing::span::Id::from_u64(1)
-        }
-        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-        fn event(&self, event: &tracing::Event<'_>) {
-            let mut fields = Fields(format!("{} ", event.metadata().level()));
-            event.record(&mut fields);
-            self.0.lock().unwrap().push(fields.0);
-        }
-        fn enter(&self, _: &tracing::span::Id) {}
-        fn exit(&self, _: &tracing::span::Id) {}
-    }
-
     /// What `f` logs on this thread.
     fn logged(f: impl FnOnce()) -> Vec<String> {
-        let lines = std::sync::Arc::default();
-        let _guard = tracing::subscriber::set_default(Capture(std::sync::Arc::clone(&lines)));
-        // A parallel test without a subscriber may have cached "never" for a callsite.
-        tracing::callsite::rebuild_interest_cache();
+        let logs = LogCapture::new();
+        let guard = logs.set_default();
         f();
-        lines.lock().unwrap().clone()
+        drop(guard);
+        logs.lines().iter().map(ToString::to_string).collect()
     }
 
     #[test]

@@ -9,16 +9,21 @@
 //! Knobs: `BENCH_SCALE` (count factor), `BENCH_ONLY=batched`, `BENCH_SQS_PER_DEST_BATCHED`.
 #![allow(missing_docs)]
 
+use ankusa_bench_support::indexed::{
+    self, IndexedBench, Op, REPS, Run, Spec, child_rss, cpu_us, drive, envelope, runtime, sink_op,
+    specs,
+};
+use ankusa_bench_support::{Mode, only_mode_arg, print_vm_hwm, write_results};
 use ankusa_sink_aws::sdk::{aws_sdk_sns, aws_sdk_sqs};
 use ankusa_sink_aws::{AwsOptions, SnsConfig, SnsSink, SqsConfig, SqsSink, StaticCredentials};
-use ankusa_sink_core::{Ctx, Envelope, Sink, message, safe_deliver};
+use ankusa_sink_core::{Ctx, Envelope, Sink, message};
+use ankusa_sink_testkit::support::unique_name;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const ACCOUNT: &str = "123456789012";
 const REGION: &str = "us-east-1";
@@ -31,19 +36,6 @@ const PER_DEST_BATCHED: usize = 500;
 /// the queue on every send), so batched SQS runs keep 50-message queues; the 256 in flight
 /// then straddle ~6 sinks, each flushing a partial batch after linger (see `one_queue`).
 const PER_DEST_BATCHED_SQS: usize = 50;
-/// The unbatched variant's name (table and JSON).
-const UNBATCHED: &str = "unbatched";
-/// Width of the table's variant column.
-const VARIANT_WIDTH: usize = 10;
-/// Requests are counted (SDK interceptor): the table shows requests per delivery.
-const COUNTS_REQUESTS: bool = true;
-/// One `Op` call: a delivery, or a raw batch of 10.
-const UNIT: &str = "unit";
-
-// ---- harness ----
-include!("../../benches-common/indexed_harness.rs");
-
-// ---- the SQS / SNS specifics ----
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Service {
@@ -122,17 +114,13 @@ async fn clients(counter: Option<Counter>) -> Clients {
     Clients { sqs, sns, counter }
 }
 
-fn unique(prefix: &str) -> String {
-    format!("ankusa-bench-{prefix}-{}", unique_suffix())
-}
-
 /// Create `k` queues (URLs) or topics (ARNs).
 async fn create(admin: &Clients, svc: Service, k: usize) -> Vec<String> {
     let mut set = tokio::task::JoinSet::new();
     for i in 0..k {
         let a = admin.clone();
         set.spawn(async move {
-            let name = unique(svc.name());
+            let name = unique_name(&format!("ankusa-bench-{}", svc.name()));
             let d = match svc {
                 Service::Sqs => a
                     .sqs
@@ -203,34 +191,6 @@ fn workload(body_bytes: usize) -> Workload {
     }
 }
 
-fn sqs_attrs(w: &Workload) -> HashMap<String, aws_sdk_sqs::types::MessageAttributeValue> {
-    w.attrs
-        .iter()
-        .map(|(k, v)| {
-            let a = aws_sdk_sqs::types::MessageAttributeValue::builder()
-                .data_type("String")
-                .string_value(v)
-                .build()
-                .unwrap();
-            ((*k).to_owned(), a)
-        })
-        .collect()
-}
-
-fn sns_attrs(w: &Workload) -> HashMap<String, aws_sdk_sns::types::MessageAttributeValue> {
-    w.attrs
-        .iter()
-        .map(|(k, v)| {
-            let a = aws_sdk_sns::types::MessageAttributeValue::builder()
-                .data_type("String")
-                .string_value(v)
-                .build()
-                .unwrap();
-            ((*k).to_owned(), a)
-        })
-        .collect()
-}
-
 /// One sink per destination, over the bench's clients.
 fn sinks(c: &Clients, svc: Service, dests: &[String]) -> Vec<Arc<dyn Sink>> {
     dests
@@ -250,151 +210,199 @@ fn sinks(c: &Clients, svc: Service, dests: &[String]) -> Vec<Arc<dyn Sink>> {
         .collect()
 }
 
-/// The raw op: `SendMessage` / `Publish` per unit, or (batched) a 10-entry
-/// `SendMessageBatch` / `PublishBatch` per unit.
-fn raw_op(
-    c: &Clients,
-    svc: Service,
+/// One raw client (as the src `Publisher` does for the sinks): one message, or a batch of
+/// ten, of the same body and attributes to one destination.
+trait Raw: Clone + Send + Sync + 'static {
+    /// The SDK's attribute map, built once per run.
+    type Attributes: Send + Sync + 'static;
+    fn attributes(w: &Workload) -> Self::Attributes;
+    /// `SendMessage` / `Publish`.
+    fn send(
+        &self,
+        dest: &str,
+        body: &str,
+        attrs: &Self::Attributes,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+    /// A 10-entry `SendMessageBatch` / `PublishBatch`, all accepted.
+    fn send_ten(
+        &self,
+        dest: &str,
+        body: &str,
+        attrs: &Self::Attributes,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+}
+
+/// [`Raw`] for one SDK's client: the SQS and SNS calls differ only in their names.
+macro_rules! raw_client {
+    ($sdk:ident: $send:ident($dest:ident, $body:ident),
+        $batch:ident($set_entries:ident, $entry:ident($entry_body:ident))) => {
+        impl Raw for $sdk::Client {
+            type Attributes = HashMap<String, $sdk::types::MessageAttributeValue>;
+
+            fn attributes(w: &Workload) -> Self::Attributes {
+                w.attrs
+                    .iter()
+                    .map(|(k, v)| {
+                        let a = $sdk::types::MessageAttributeValue::builder()
+                            .data_type("String")
+                            .string_value(v)
+                            .build()
+                            .unwrap();
+                        ((*k).to_owned(), a)
+                    })
+                    .collect()
+            }
+
+            async fn send(
+                &self,
+                dest: &str,
+                body: &str,
+                attrs: &Self::Attributes,
+            ) -> Result<(), String> {
+                let out = self
+                    .$send()
+                    .$dest(dest)
+                    .$body(body)
+                    .set_message_attributes(Some(attrs.clone()))
+                    .send()
+                    .await
+                    .map_err(|e| format!("{e:?}"))?;
+                out.message_id().ok_or("no message id")?;
+                Ok(())
+            }
+
+            async fn send_ten(
+                &self,
+                dest: &str,
+                body: &str,
+                attrs: &Self::Attributes,
+            ) -> Result<(), String> {
+                let entries = (0..10)
+                    .map(|j| {
+                        $sdk::types::$entry::builder()
+                            .id(j.to_string())
+                            .$entry_body(body)
+                            .set_message_attributes(Some(attrs.clone()))
+                            .build()
+                            .unwrap()
+                    })
+                    .collect();
+                let out = self
+                    .$batch()
+                    .$dest(dest)
+                    .$set_entries(Some(entries))
+                    .send()
+                    .await
+                    .map_err(|e| format!("{e:?}"))?;
+                match out.successful().len() {
+                    10 => Ok(()),
+                    n => Err(format!("{n} of 10 accepted")),
+                }
+            }
+        }
+    };
+}
+
+raw_client!(aws_sdk_sqs: send_message(queue_url, message_body),
+    send_message_batch(set_entries, SendMessageBatchRequestEntry(message_body)));
+raw_client!(aws_sdk_sns: publish(topic_arn, message),
+    publish_batch(set_publish_batch_request_entries, PublishBatchRequestEntry(message)));
+
+/// The raw op: one message per unit, or (batched) a batch of ten per unit.
+fn raw_op<R: Raw>(
+    client: &R,
     dests: &[String],
     w: &Workload,
     batched: bool,
     per_dest: usize,
 ) -> Op {
     let dests = Arc::new(dests.to_vec());
-    let body = Arc::clone(&w.body);
-    match svc {
-        Service::Sqs => {
-            let (client, attrs) = (c.sqs.clone(), Arc::new(sqs_attrs(w)));
-            Arc::new(move |i| {
-                let (client, attrs, body, dests) = (
-                    client.clone(),
-                    Arc::clone(&attrs),
-                    Arc::clone(&body),
-                    Arc::clone(&dests),
-                );
-                Box::pin(async move {
-                    if batched {
-                        let entries = (0..10)
-                            .map(|j| {
-                                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
-                                    .id(j.to_string())
-                                    .message_body(body.as_str())
-                                    .set_message_attributes(Some((*attrs).clone()))
-                                    .build()
-                                    .unwrap()
-                            })
-                            .collect();
-                        let out = client
-                            .send_message_batch()
-                            .queue_url(&dests[i * 10 / per_dest])
-                            .set_entries(Some(entries))
-                            .send()
-                            .await
-                            .map_err(|e| format!("{e:?}"))?;
-                        if out.successful().len() != 10 {
-                            return Err(format!("{} of 10 accepted", out.successful().len()));
-                        }
-                    } else {
-                        let out = client
-                            .send_message()
-                            .queue_url(&dests[i / per_dest])
-                            .message_body(body.as_str())
-                            .set_message_attributes(Some((*attrs).clone()))
-                            .send()
-                            .await
-                            .map_err(|e| format!("{e:?}"))?;
-                        out.message_id().ok_or("no message id")?;
-                    }
-                    Ok(())
-                })
-            })
-        }
-        Service::Sns => {
-            let (client, attrs) = (c.sns.clone(), Arc::new(sns_attrs(w)));
-            Arc::new(move |i| {
-                let (client, attrs, body, dests) = (
-                    client.clone(),
-                    Arc::clone(&attrs),
-                    Arc::clone(&body),
-                    Arc::clone(&dests),
-                );
-                Box::pin(async move {
-                    if batched {
-                        let entries = (0..10)
-                            .map(|j| {
-                                aws_sdk_sns::types::PublishBatchRequestEntry::builder()
-                                    .id(j.to_string())
-                                    .message(body.as_str())
-                                    .set_message_attributes(Some((*attrs).clone()))
-                                    .build()
-                                    .unwrap()
-                            })
-                            .collect();
-                        let out = client
-                            .publish_batch()
-                            .topic_arn(&dests[i * 10 / per_dest])
-                            .set_publish_batch_request_entries(Some(entries))
-                            .send()
-                            .await
-                            .map_err(|e| format!("{e:?}"))?;
-                        if out.successful().len() != 10 {
-                            return Err(format!("{} of 10 accepted", out.successful().len()));
-                        }
-                    } else {
-                        let out = client
-                            .publish()
-                            .topic_arn(&dests[i / per_dest])
-                            .message(body.as_str())
-                            .set_message_attributes(Some((*attrs).clone()))
-                            .send()
-                            .await
-                            .map_err(|e| format!("{e:?}"))?;
-                        out.message_id().ok_or("no message id")?;
-                    }
-                    Ok(())
-                })
-            })
-        }
+    let (client, body, attrs) = (
+        client.clone(),
+        Arc::clone(&w.body),
+        Arc::new(R::attributes(w)),
+    );
+    Arc::new(move |i| {
+        let (client, attrs, body, dests) = (
+            client.clone(),
+            Arc::clone(&attrs),
+            Arc::clone(&body),
+            Arc::clone(&dests),
+        );
+        Box::pin(async move {
+            if batched {
+                client
+                    .send_ten(&dests[i * 10 / per_dest], &body, &attrs)
+                    .await
+            } else {
+                client.send(&dests[i / per_dest], &body, &attrs).await
+            }
+        })
+    })
+}
+
+/// One service's bench: sink and raw on their own clients, destinations made by `admin`.
+struct Aws {
+    svc: Service,
+    admin: Clients,
+    sink: Clients,
+    raw: Clients,
+}
+
+impl Aws {
+    /// One run of `s` on fresh destinations of `per_dest` messages (`None`: the default for
+    /// the variant), deleted afterwards.
+    async fn run_at(&self, mode: Mode, s: Spec, per_dest: Option<usize>) -> Run {
+        let (c, svc) = (
+            if mode == Mode::Sink {
+                &self.sink
+            } else {
+                &self.raw
+            },
+            self.svc,
+        );
+        let w = workload(s.body_bytes);
+        let per_dest = per_dest.unwrap_or(match (s.batched, svc) {
+            (false, _) => PER_DEST,
+            (true, Service::Sqs) => std::env::var("BENCH_SQS_PER_DEST_BATCHED")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(PER_DEST_BATCHED_SQS),
+            (true, Service::Sns) => PER_DEST_BATCHED,
+        });
+        let dests = create(&self.admin, svc, s.deliveries.div_ceil(per_dest)).await;
+        let raw_batched = mode == Mode::Raw && s.batched;
+        let op = match (mode, svc) {
+            (Mode::Sink, _) => sink_op(sinks(c, svc, &dests), per_dest, &w.env, s.batched),
+            (Mode::Raw, Service::Sqs) => raw_op(&c.sqs, &dests, &w, s.batched, per_dest),
+            (Mode::Raw, Service::Sns) => raw_op(&c.sns, &dests, &w, s.batched, per_dest),
+        };
+        // A raw batch carries 10 deliveries; as many messages in flight as the sink may have,
+        // at most the sink's 16 batch requests.
+        let (units, workers) = if raw_batched {
+            (s.deliveries / 10, s.concurrency.div_ceil(10).min(16))
+        } else {
+            (s.deliveries, s.concurrency)
+        };
+        let before = c.counter.0.load(Ordering::Relaxed);
+        let (seconds, lat) = drive::<Self>(op, units, workers).await;
+        let requests = c.counter.0.load(Ordering::Relaxed) - before;
+        delete(&self.admin, svc, dests).await;
+        Run::new::<Self>(mode, s, seconds, lat, Some(requests))
     }
 }
 
-/// One run of `s` on fresh destinations of `per_dest` messages (`None`: the default for
-/// the variant), deleted afterwards.
-async fn run_once(
-    c: &Clients,
-    admin: &Clients,
-    svc: Service,
-    mode: Mode,
-    s: Spec,
-    per_dest: Option<usize>,
-) -> Run {
-    let w = workload(s.body_bytes);
-    let per_dest = per_dest.unwrap_or(match (s.batched, svc) {
-        (false, _) => PER_DEST,
-        (true, Service::Sqs) => std::env::var("BENCH_SQS_PER_DEST_BATCHED")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(PER_DEST_BATCHED_SQS),
-        (true, Service::Sns) => PER_DEST_BATCHED,
-    });
-    let dests = create(admin, svc, s.deliveries.div_ceil(per_dest)).await;
-    let raw_batched = mode == Mode::Raw && s.batched;
-    let op = match mode {
-        Mode::Sink => sink_op(sinks(c, svc, &dests), per_dest, &w.env, s.batched),
-        Mode::Raw => raw_op(c, svc, &dests, &w, s.batched, per_dest),
-    };
-    // A raw batch carries 10 deliveries; as many messages in flight as the sink may have,
-    // at most the sink's 16 batch requests.
-    let (units, workers) = if raw_batched {
-        (s.deliveries / 10, s.concurrency.div_ceil(10).min(16))
-    } else {
-        (s.deliveries, s.concurrency)
-    };
-    let before = c.counter.0.load(Ordering::Relaxed);
-    let (seconds, lat) = drive(op, units, workers).await;
-    let requests = c.counter.0.load(Ordering::Relaxed) - before;
-    delete(admin, svc, dests).await;
-    Run::new(mode, s, seconds, lat, Some(requests))
+impl IndexedBench for Aws {
+    const UNBATCHED: &'static str = "unbatched";
+    const VARIANT_WIDTH: usize = 10;
+    /// Requests are counted (SDK interceptor): the table shows requests per delivery.
+    const COUNTS_REQUESTS: bool = true;
+    /// A delivery, or a raw batch of 10.
+    const UNIT: &'static str = "unit";
+
+    fn run_once(&self, mode: Mode, spec: Spec) -> impl Future<Output = Run> {
+        self.run_at(mode, spec, None)
+    }
 }
 
 /// The workloads; counts are multiples of 50 (whole queues).
@@ -429,9 +437,12 @@ fn sink_cpu_us(body_bytes: usize) -> Value {
 }
 
 async fn bench(svc: Service) {
-    let admin = clients(None).await;
-    let sink_c = clients(None).await;
-    let raw_c = clients(None).await;
+    let bench = Aws {
+        svc,
+        admin: clients(None).await,
+        sink: clients(None).await,
+        raw: clients(None).await,
+    };
     println!(
         "\n{} vs raw ({}; median of {REPS} (c=1: 5), interleaved)",
         svc.name(),
@@ -442,15 +453,11 @@ async fn bench(svc: Service) {
         .into_iter()
         .filter(|s| s.batched || !only_batched)
         .collect();
-    let (sink_r, raw_r, admin_r) = (&sink_c, &raw_c, &admin);
-    let all = compare(
+    let all = indexed::compare(
+        &bench,
         specs,
         // c=1 runs are short and noisy: more repetitions.
         |s| if s.concurrency == 1 { 5 } else { REPS },
-        move |mode, s| {
-            let c = if mode == Mode::Sink { sink_r } else { raw_r };
-            run_once(c, admin_r, svc, mode, s, None)
-        },
     )
     .await;
     // Requests per delivery with the whole in-flight window on one sink: one queue of 500
@@ -461,8 +468,8 @@ async fn bench(svc: Service) {
         body_bytes: 1024,
         deliveries: 500,
     };
-    let one_sink = run_once(&sink_c, &admin, svc, Mode::Sink, one, Some(500)).await;
-    let one_raw = run_once(&raw_c, &admin, svc, Mode::Raw, one, Some(500)).await;
+    let one_sink = bench.run_at(Mode::Sink, one, Some(500)).await;
+    let one_raw = bench.run_at(Mode::Raw, one, Some(500)).await;
     println!(
         "batched, one destination, c=256, 500 deliveries: requests/delivery sink {:.3}, raw {:.3}",
         one_sink.rpd().unwrap(),
@@ -491,19 +498,27 @@ async fn bench(svc: Service) {
         "sink_cpu_per_delivery": cpu,
         "one_destination_batched": [one_sink.json(), one_raw.json()],
     });
-    write_json(svc.name(), &doc);
+    let path = write_results(svc.name(), &doc);
+    println!("wrote {}", path.display());
 }
 
 async fn only(svc: Service, mode: Mode) {
     let admin = clients(None).await;
+    // One client pair for the one mode that runs.
     let c = clients(None).await;
+    let bench = Aws {
+        svc,
+        admin,
+        sink: c.clone(),
+        raw: c,
+    };
     let s = Spec {
         batched: false,
         concurrency: 16,
         body_bytes: 1024,
         deliveries: 1000,
     };
-    run_once(&c, &admin, svc, mode, s, None).await;
+    bench.run_at(mode, s, None).await;
     print_vm_hwm();
 }
 

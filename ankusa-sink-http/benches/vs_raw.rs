@@ -3,29 +3,15 @@
 //! `cargo bench -p ankusa-sink-http --bench vs_raw`; JSON goes to `$BENCH_OUT_DIR/http.json`.
 #![allow(missing_docs)]
 
+use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
 use ankusa_sink_core::{Ctx, Envelope, forwarded_headers};
 use ankusa_sink_http::{HttpSink, USER_AGENT};
 use bytes::{Buf, BytesMut};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-const ADAPTER: &str = "http";
-const MIN_N: usize = 500;
-/// Bytes of bodies per timed run, at most.
-const MAX_BYTES: usize = 2 << 30;
-/// Deliveries (1 KiB, 64 KiB) of the `--only` memory run, at concurrency 256.
-const ONLY_N: (usize, usize) = (5_000, 2_000);
-
-// ---- harness ----
-include!("../../benches-common/vs_raw_harness.rs");
-
-// ---- the HTTP specifics ----
 
 /// Exactly the headers the sink sends for `env` (unsigned), built once for the raw client.
 fn raw_headers(env: &Envelope) -> HeaderMap {
@@ -97,12 +83,15 @@ async fn connection(mut sock: TcpStream) {
     }
 }
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+/// The sink and a raw client with the sink's settings, both POSTing to one local server.
+struct Http {
+    sink: Arc<HttpSink>,
+    client: reqwest::Client,
+    url: reqwest::Url,
+}
+
+impl Http {
+    async fn setup() -> Http {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         tokio::spawn(serve(listener));
@@ -118,44 +107,42 @@ fn main() {
             .build()
             .unwrap();
         let url = reqwest::Url::parse(&url).unwrap();
-        let envs: Vec<(usize, Arc<Envelope>, Arc<HeaderMap>)> = [1024, 65_536]
-            .into_iter()
-            .map(|s| {
-                let env = envelope(s);
-                let h = raw_headers(&env);
-                (s, Arc::new(env), Arc::new(h))
+        Http { sink, client, url }
+    }
+}
+
+impl VsRawBench for Http {
+    const ADAPTER: &'static str = "http";
+    const MIN_N: usize = 500;
+    const MAX_BYTES: usize = 2 << 30;
+    const ONLY_N: (usize, usize) = (5_000, 2_000);
+    type Sink = HttpSink;
+
+    fn sink(&self) -> &Arc<HttpSink> {
+        &self.sink
+    }
+
+    fn raw_op(&self, env: &Arc<Envelope>) -> Op {
+        let headers = raw_headers(env);
+        let (client, url, body) = (self.client.clone(), self.url.clone(), env.body().clone());
+        Arc::new(move || {
+            let req = client
+                .post(url.clone())
+                .headers(headers.clone())
+                .body(body.clone());
+            Box::pin(async move {
+                match req.send().await {
+                    Ok(resp) => {
+                        let ok = resp.status().is_success();
+                        ok && resp.bytes().await.is_ok()
+                    }
+                    Err(_) => false,
+                }
             })
-            .collect();
-        let ops = |mode: &str, body: usize| -> Op {
-            let (_, env, headers) = envs.iter().find(|e| e.0 == body).unwrap().clone();
-            if mode == "sink" {
-                sink_op(&sink, &env)
-            } else {
-                let (client, url) = (client.clone(), url.clone());
-                Arc::new(move || {
-                    let req = client
-                        .post(url.clone())
-                        .headers((*headers).clone())
-                        .body(env.body().clone());
-                    Box::pin(async move {
-                        match req.send().await {
-                            Ok(resp) => {
-                                let ok = resp.status().is_success();
-                                ok && resp.bytes().await.is_ok()
-                            }
-                            Err(_) => false,
-                        }
-                    })
-                })
-            }
-        };
-        let after = || -> Pin<Box<dyn Future<Output = ()> + Send>> { Box::pin(async {}) };
-        if let Some(mode) = only_mode() {
-            only(ops, &after, &mode).await;
-            return;
-        }
-        let runs = compare(&ops, &after).await;
-        let rss = (peak_rss("sink"), peak_rss("raw"));
-        write_json(runs, rss);
-    });
+        })
+    }
+}
+
+fn main() {
+    vs_raw::run(Http::setup());
 }

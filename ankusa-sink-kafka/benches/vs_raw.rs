@@ -3,6 +3,7 @@
 //! `cargo bench -p ankusa-sink-kafka --bench vs_raw`; JSON goes to `$BENCH_OUT_DIR/kafka.json`.
 #![allow(missing_docs)]
 
+use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
 use ankusa_sink_core::{Ctx, Envelope, Sink, attributes, message};
 use ankusa_sink_kafka::rdkafka::ClientConfig;
 use ankusa_sink_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -12,24 +13,11 @@ use ankusa_sink_kafka::rdkafka::producer::{FutureProducer, FutureRecord};
 use ankusa_sink_kafka::{
     DEFAULT_MAX_RECORD_BYTES, DEFAULT_PRODUCE_TIMEOUT_MS, KafkaConfig, KafkaSink,
 };
-use std::future::Future;
-use std::pin::Pin;
+use ankusa_sink_testkit::support::unique_name;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const ADAPTER: &str = "kafka";
-const MIN_N: usize = 200;
-/// Bytes of bodies per timed run, at most (tansu keeps records in memory).
-const MAX_BYTES: usize = 32 << 20;
-/// Deliveries (1 KiB, 64 KiB) of the `--only` memory run, at concurrency 256.
-const ONLY_N: (usize, usize) = (5_000, 500);
 const BROKERS: &str = "127.0.0.1:9092";
-
-// ---- harness ----
-include!("../../benches-common/vs_raw_harness.rs");
-
-// ---- the Kafka specifics ----
 
 /// The sink's producer settings (see `KafkaConfig::client_config`), for the raw producer.
 fn raw_producer() -> FutureProducer {
@@ -68,21 +56,25 @@ fn raw_headers(env: &Envelope, ctx: &Ctx) -> OwnedHeaders {
     h
 }
 
+/// What the raw producer sends for one envelope, prepared once.
 struct Prepared {
-    body: usize,
     env: Arc<Envelope>,
     key: String,
     value: Vec<u8>,
     headers: OwnedHeaders,
 }
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let topic = format!("ankusa-bench-{}", std::process::id());
+/// The sink and a raw producer with its settings, on one fresh single-partition topic.
+struct Kafka {
+    admin: AdminClient<DefaultClientContext>,
+    topic: String,
+    sink: Arc<KafkaSink>,
+    raw: Arc<FutureProducer>,
+}
+
+impl Kafka {
+    async fn setup() -> Kafka {
+        let topic = unique_name("ankusa-bench");
         let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
             .set("bootstrap.servers", BROKERS)
             .create()
@@ -97,55 +89,62 @@ fn main() {
         for r in created {
             r.expect("create the bench topic");
         }
-
         let sink = Arc::new(KafkaSink::new(KafkaConfig::new(BROKERS, &topic)).unwrap());
         let raw = Arc::new(raw_producer());
-        let inline = sink.inline_max_bytes();
-        let prepared: Vec<Arc<Prepared>> = [1024, 65_536]
-            .into_iter()
-            .map(|s| {
-                let env = envelope(s);
-                let ctx = Ctx::for_envelope(&env);
-                Arc::new(Prepared {
-                    body: s,
-                    key: sink.key().render(&env),
-                    value: message::encode(&env, &ctx, inline).unwrap(),
-                    headers: raw_headers(&env, &ctx),
-                    env: Arc::new(env),
-                })
-            })
-            .collect();
-        let ops = |mode: &str, body: usize| -> Op {
-            let p = Arc::clone(prepared.iter().find(|p| p.body == body).unwrap());
-            if mode == "sink" {
-                sink_op(&sink, &p.env)
-            } else {
-                let (raw, topic) = (Arc::clone(&raw), topic.clone());
-                Arc::new(move || {
-                    let (raw, topic, p) = (Arc::clone(&raw), topic.clone(), Arc::clone(&p));
-                    Box::pin(async move {
-                        let record = FutureRecord::to(&topic)
-                            .payload(&p.value)
-                            .key(&p.key)
-                            .timestamp(p.env.received_at())
-                            .headers(p.headers.clone());
-                        match raw.send_result(record) {
-                            Ok(report) => matches!(report.await, Ok(Ok(_))),
-                            Err(_) => false,
-                        }
-                    })
-                })
-            }
-        };
-        let after = || -> Pin<Box<dyn Future<Output = ()> + Send>> { Box::pin(async {}) };
-        if let Some(mode) = only_mode() {
-            only(ops, &after, &mode).await;
-            let _ = admin.delete_topics(&[&topic], &AdminOptions::new()).await;
-            return;
+        Kafka {
+            admin,
+            topic,
+            sink,
+            raw,
         }
-        let runs = compare(&ops, &after).await;
-        let _ = admin.delete_topics(&[&topic], &AdminOptions::new()).await;
-        let rss = (peak_rss("sink"), peak_rss("raw"));
-        write_json(runs, rss);
-    });
+    }
+}
+
+impl VsRawBench for Kafka {
+    const ADAPTER: &'static str = "kafka";
+    const MIN_N: usize = 200;
+    /// tansu keeps records in memory.
+    const MAX_BYTES: usize = 32 << 20;
+    const ONLY_N: (usize, usize) = (5_000, 500);
+    type Sink = KafkaSink;
+
+    fn sink(&self) -> &Arc<KafkaSink> {
+        &self.sink
+    }
+
+    fn raw_op(&self, env: &Arc<Envelope>) -> Op {
+        let ctx = Ctx::for_envelope(env);
+        let p = Arc::new(Prepared {
+            key: self.sink.key().render(env),
+            value: message::encode(env, &ctx, self.sink.inline_max_bytes()).unwrap(),
+            headers: raw_headers(env, &ctx),
+            env: Arc::clone(env),
+        });
+        let (raw, topic) = (Arc::clone(&self.raw), self.topic.clone());
+        Arc::new(move || {
+            let (raw, topic, p) = (Arc::clone(&raw), topic.clone(), Arc::clone(&p));
+            Box::pin(async move {
+                let record = FutureRecord::to(&topic)
+                    .payload(&p.value)
+                    .key(&p.key)
+                    .timestamp(p.env.received_at())
+                    .headers(p.headers.clone());
+                match raw.send_result(record) {
+                    Ok(report) => matches!(report.await, Ok(Ok(_))),
+                    Err(_) => false,
+                }
+            })
+        })
+    }
+
+    async fn teardown(&self) {
+        let _ = self
+            .admin
+            .delete_topics(&[&self.topic], &AdminOptions::new())
+            .await;
+    }
+}
+
+fn main() {
+    vs_raw::run(Kafka::setup());
 }

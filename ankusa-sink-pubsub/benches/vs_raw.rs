@@ -9,32 +9,22 @@
 //! Knobs: `BENCH_SCALE`; `--only sink|raw [--batched | --profile <conc> <n> <body>]`.
 #![allow(missing_docs)]
 
-use ankusa_sink_core::{Ctx, Envelope, Sink, attributes, message, safe_deliver};
+use ankusa_bench_support::indexed::{
+    self, DEADLINE, IndexedBench, Op, REPS, Run, Spec, child_rss, cpu_us, drive, envelope, runtime,
+    sink_op, specs,
+};
+use ankusa_bench_support::{Mode, only_mode_arg, print_vm_hwm, write_results};
+use ankusa_sink_core::{Ctx, Envelope, attributes, message};
 use ankusa_sink_pubsub::{Auth, PubSubConfig, PubSubSink};
+use ankusa_sink_testkit::support::unique_name;
 use google_cloud_gax::retry_policy::NeverRetry;
 use google_cloud_pubsub::client::{BasePublisher, Publisher};
 use google_cloud_pubsub::model::Message;
 use serde_json::{Value, json};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PROJECT: &str = "ankusa-bench";
-/// The unbatched variant's name (table and JSON): the immediate publisher.
-const UNBATCHED: &str = "default";
-/// Width of the table's variant column.
-const VARIANT_WIDTH: usize = 9;
-/// No request counter here: no requests-per-delivery columns.
-const COUNTS_REQUESTS: bool = false;
-/// One `Op` call: one delivery.
-const UNIT: &str = "delivery";
-
-// ---- harness ----
-include!("../../benches-common/indexed_harness.rs");
-
-// ---- the Pub/Sub specifics ----
 
 fn host() -> String {
     std::env::var("ANKUSA_PUBSUB_EMULATOR_HOST").unwrap_or_else(|_| "127.0.0.1:8085".into())
@@ -42,10 +32,6 @@ fn host() -> String {
 
 fn endpoint() -> String {
     format!("http://{}", host())
-}
-
-fn unique() -> String {
-    format!("bench-{}", unique_suffix())
 }
 
 async fn create_topic(http: &reqwest::Client, topic: &str) {
@@ -131,18 +117,32 @@ async fn raw_op(topic: &str, w: &Workload, batched: bool) -> Op {
     })
 }
 
-/// One run of `s` on a fresh topic, deleted afterwards.
-async fn run_once(http: &reqwest::Client, mode: Mode, s: Spec) -> Run {
-    let w = workload(s.body_bytes);
-    let topic = unique();
-    create_topic(http, &topic).await;
-    let op = match mode {
-        Mode::Sink => pubsub_sink_op(&topic, &w, s.batched).await,
-        Mode::Raw => raw_op(&topic, &w, s.batched).await,
-    };
-    let (seconds, lat) = drive(op, s.deliveries, s.concurrency).await;
-    delete_topic(http, &topic).await;
-    Run::new(mode, s, seconds, lat, None)
+/// The bench: one REST client for the emulator's topics.
+struct PubSub {
+    http: reqwest::Client,
+}
+
+impl IndexedBench for PubSub {
+    /// The immediate publisher.
+    const UNBATCHED: &'static str = "default";
+    const VARIANT_WIDTH: usize = 9;
+    /// No request counter here: no requests-per-delivery columns.
+    const COUNTS_REQUESTS: bool = false;
+    const UNIT: &'static str = "delivery";
+
+    /// One run of `s` on a fresh topic, deleted afterwards.
+    async fn run_once(&self, mode: Mode, s: Spec) -> Run {
+        let w = workload(s.body_bytes);
+        let topic = unique_name("bench");
+        create_topic(&self.http, &topic).await;
+        let op = match mode {
+            Mode::Sink => pubsub_sink_op(&topic, &w, s.batched).await,
+            Mode::Raw => raw_op(&topic, &w, s.batched).await,
+        };
+        let (seconds, lat) = drive::<Self>(op, s.deliveries, s.concurrency).await;
+        delete_topic(&self.http, &topic).await;
+        Run::new::<Self>(mode, s, seconds, lat, None)
+    }
 }
 
 /// The workloads; at least 10 deliveries each.
@@ -185,7 +185,7 @@ fn http() -> reqwest::Client {
 }
 
 async fn bench() {
-    let http = http();
+    let bench = PubSub { http: http() };
     println!(
         "\npubsub vs raw ({}; median of {REPS}, interleaved)",
         endpoint()
@@ -198,15 +198,9 @@ async fn bench() {
             body_bytes: 1024,
             deliveries: 5000,
         };
-        run_once(&http, mode, warm).await;
+        bench.run_once(mode, warm).await;
     }
-    let http_r = &http;
-    let all = compare(
-        pubsub_specs(),
-        |_| REPS,
-        move |mode, s| run_once(http_r, mode, s),
-    )
-    .await;
+    let all = indexed::compare(&bench, pubsub_specs(), |_| REPS).await;
     let rss_sink = child_rss(Mode::Sink, &[]);
     let rss_raw = child_rss(Mode::Raw, &[]);
     println!("peak RSS (VmHWM, c=16 1 KiB only): sink {rss_sink} kB, raw {rss_raw} kB");
@@ -224,7 +218,8 @@ async fn bench() {
         "peak_rss_kb": {"sink": rss_sink, "raw": rss_raw},
         "sink_cpu_per_delivery": cpu,
     });
-    write_json("pubsub", &doc);
+    let path = write_results("pubsub", &doc);
+    println!("wrote {}", path.display());
 }
 
 async fn only(mode: Mode, batched: bool) {
@@ -242,7 +237,7 @@ async fn only(mode: Mode, batched: bool) {
         s.deliveries = arg(2).unwrap_or(50_000);
         s.body_bytes = arg(3).unwrap_or(1024);
     }
-    run_once(&http(), mode, s).await;
+    PubSub { http: http() }.run_once(mode, s).await;
     print_vm_hwm();
 }
 

@@ -271,6 +271,7 @@ impl Sink for PubSubSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_sink_testkit::support::LogCapture;
 
     #[test]
     fn host_omits_default_ports() {
@@ -319,37 +320,6 @@ mod tests {
         assert!(d.bindings["googlepubsub"].get("orderingKey").is_none());
     }
 
-    /// Collects the events logged while it is the thread's default subscriber.
-    struct Capture(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
-
-    struct Fields(String);
-
-    impl tracing::field::Visit for Fields {
-        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
-            self.0.push_str(&format!("{}={value:?} ", field.name()));
-        }
-    }
-
-    impl tracing::Subscriber for Capture {
-        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-            true
-        }
-        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-            tracing::span::Id::from_u64(1)
-        }
-        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-        fn event(&self, event: &tracing::Event<'_>) {
-            if event.metadata().target().starts_with("ankusa_sink_pubsub") {
-                let mut fields = Fields(format!("{} ", event.metadata().level()));
-                event.record(&mut fields);
-                self.0.lock().unwrap().push(fields.0);
-            }
-        }
-        fn enter(&self, _: &tracing::span::Id) {}
-        fn exit(&self, _: &tracing::span::Id) {}
-    }
-
     #[tokio::test]
     async fn application_default_over_cleartext_is_refused_or_warned() {
         let remote = || {
@@ -360,9 +330,8 @@ mod tests {
         let e = PubSubSink::new(remote()).await.unwrap_err();
         assert_eq!(e, ConfigError::Insecure);
 
-        let lines = std::sync::Arc::default();
-        let guard = tracing::subscriber::set_default(Capture(std::sync::Arc::clone(&lines)));
-        tracing::callsite::rebuild_interest_cache();
+        let logs = LogCapture::for_targets(&["ankusa_sink_pubsub"]);
+        let guard = logs.set_default();
         // Building may fail where no Application Default Credentials exist; the warning
         // comes first either way.
         let _ = tokio::time::timeout(
@@ -376,7 +345,7 @@ mod tests {
         .await
         .unwrap();
         drop(guard);
-        let lines = lines.lock().unwrap().clone();
+        let lines: Vec<String> = logs.lines().iter().map(ToString::to_string).collect();
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(lines[0].starts_with("WARN "), "{lines:?}");
         assert!(lines[0].contains("unencrypted"), "{lines:?}");

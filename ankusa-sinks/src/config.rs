@@ -2,12 +2,123 @@
 
 use crate::env::EnvAccess;
 use ankusa_sink_core::Sink;
-use ankusa_sink_log::{LogConfig, LogSink};
+use ankusa_sink_log::LogConfig;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
-/// Every sink `type` this crate knows, compiled in or not.
-pub const KNOWN_TYPES: [&str; 7] = ["log", "http", "kafka", "amqp", "sqs", "sns", "pubsub"];
+/// The registry: one line per sink `type`, in the order [`KNOWN_TYPES`] lists them,
+///
+/// `"type" => Variant(ConfigType), feature "cargo-feature" (or `always`), |config| build;`
+///
+/// where `build` makes the sink from the adapter's config (it may `.await`) as a
+/// `Result<impl Sink, impl Error>`; a constructor that cannot fail is wrapped in
+/// [`infallible`]. [`KNOWN_TYPES`], [`SinkConfig`], its parsing, `kind` and `build` all come
+/// from this table: adding a type is one line here, plus its optional dependency and its
+/// feature in Cargo.toml.
+macro_rules! sinks {
+    ($($ty:literal => $variant:ident($config:ty), $(feature $feature:literal)? $(always)?,
+        |$c:ident| $build:expr;)*) => {
+        /// Every sink `type` this crate knows, compiled in or not.
+        pub const KNOWN_TYPES: [&str; [$($ty),*].len()] = [$($ty),*];
+
+        /// One sink, by type, with its adapter's options.
+        #[derive(Debug, Clone)]
+        #[non_exhaustive]
+        pub enum SinkConfig {
+            $(
+                #[doc = concat!("`type = \"", $ty, "\"`.")]
+                $(#[cfg(feature = $feature)])?
+                $variant($config),
+            )*
+        }
+
+        impl SinkConfig {
+            /// The adapter's options for `ty`, from the rest of the table.
+            fn parse(ty: String, value: toml::Value) -> Result<Self, ConfigError> {
+                match ty.as_str() {
+                    $(
+                        $(#[cfg(feature = $feature)])?
+                        $ty => Ok(SinkConfig::$variant(options($ty, value)?)),
+                    )*
+                    $($(
+                        #[cfg(not(feature = $feature))]
+                        $ty => Err(ConfigError::NotCompiled {
+                            feature: $feature,
+                            ty,
+                        }),
+                    )?)*
+                    _ => Err(ConfigError::UnknownType(ty)),
+                }
+            }
+
+            /// The sink type.
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(
+                        $(#[cfg(feature = $feature)])?
+                        SinkConfig::$variant(_) => $ty,
+                    )*
+                }
+            }
+
+            /// Build the sink. Adapters that connect do so lazily or within their own
+            /// timeouts.
+            pub async fn build(&self) -> Result<Arc<dyn Sink>, ConfigError> {
+                match self {
+                    $(
+                        $(#[cfg(feature = $feature)])?
+                        SinkConfig::$variant($c) => {
+                            let $c = $c.clone();
+                            built($ty, $build)
+                        }
+                    )*
+                }
+            }
+        }
+    };
+}
+
+sinks! {
+    "log" => Log(ankusa_sink_log::LogConfig), always,
+        |c| infallible(ankusa_sink_log::LogSink::new(c));
+    "http" => Http(ankusa_sink_http::HttpConfig), feature "http",
+        |c| ankusa_sink_http::HttpSink::from_config(c);
+    "kafka" => Kafka(ankusa_sink_kafka::KafkaConfig), feature "kafka",
+        |c| ankusa_sink_kafka::KafkaSink::new(c);
+    "amqp" => Amqp(ankusa_sink_amqp::AmqpConfig), feature "amqp",
+        |c| infallible(ankusa_sink_amqp::AmqpSink::new(c));
+    "sqs" => Sqs(ankusa_sink_aws::SqsConfig), feature "sqs",
+        |c| ankusa_sink_aws::SqsSink::new(c).await;
+    "sns" => Sns(ankusa_sink_aws::SnsConfig), feature "sns",
+        |c| ankusa_sink_aws::SnsSink::new(c).await;
+    "pubsub" => Pubsub(ankusa_sink_pubsub::PubSubConfig), feature "pubsub",
+        |c| ankusa_sink_pubsub::PubSubSink::new(c).await;
+}
+
+/// A constructor that cannot fail, in the `Result` shape the registry's `build` takes.
+fn infallible<S>(sink: S) -> Result<S, std::convert::Infallible> {
+    Ok(sink)
+}
+
+/// The built sink, or the adapter's refusal with its source chain as text (adapters never
+/// put secrets there).
+fn built<S: Sink + 'static, E: std::error::Error>(
+    ty: &'static str,
+    sink: Result<S, E>,
+) -> Result<Arc<dyn Sink>, ConfigError> {
+    let e = match sink {
+        Ok(sink) => return Ok(Arc::new(sink)),
+        Err(e) => e,
+    };
+    let mut reason = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        reason.push_str(": ");
+        reason.push_str(&s.to_string());
+        next = s.source();
+    }
+    Err(ConfigError::Build { ty, reason })
+}
 
 /// Why a sink config was refused. Messages name the key, type or feature at fault and never
 /// echo a configured value.
@@ -65,44 +176,6 @@ pub enum ConfigError {
     },
 }
 
-/// One sink, by type, with its adapter's options.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum SinkConfig {
-    /// `type = "log"`.
-    Log(LogConfig),
-    /// `type = "http"`.
-    #[cfg(feature = "http")]
-    Http(ankusa_sink_http::HttpConfig),
-    /// `type = "kafka"`.
-    #[cfg(feature = "kafka")]
-    Kafka(ankusa_sink_kafka::KafkaConfig),
-    /// `type = "amqp"`.
-    #[cfg(feature = "amqp")]
-    Amqp(ankusa_sink_amqp::AmqpConfig),
-    /// `type = "sqs"`.
-    #[cfg(feature = "sqs")]
-    Sqs(ankusa_sink_aws::SqsConfig),
-    /// `type = "sns"`.
-    #[cfg(feature = "sns")]
-    Sns(ankusa_sink_aws::SnsConfig),
-    /// `type = "pubsub"`.
-    #[cfg(feature = "pubsub")]
-    Pubsub(ankusa_sink_pubsub::PubSubConfig),
-}
-
-fn feature_for(ty: &str) -> &'static str {
-    match ty {
-        "http" => "http",
-        "kafka" => "kafka",
-        "amqp" => "amqp",
-        "sqs" => "sqs",
-        "sns" => "sns",
-        "pubsub" => "pubsub",
-        _ => "default",
-    }
-}
-
 fn options<T: DeserializeOwned>(ty: &'static str, value: toml::Value) -> Result<T, ConfigError> {
     // Through JSON so that errors come from `scrub`, which never echoes a value.
     let json = serde_json::to_value(value).map_err(|_| ConfigError::Field {
@@ -123,19 +196,6 @@ fn syntax(format: &'static str, text: &str, e: &toml::de::Error) -> ConfigError 
         format,
         detail: format!("{}{}", place.unwrap_or_default(), e.message().trim()),
     }
-}
-
-/// An adapter's refusal, with its source chain, as text (adapters never put secrets there).
-#[allow(dead_code)] // unused when no adapter feature is on
-fn build_error(ty: &'static str, e: &dyn std::error::Error) -> ConfigError {
-    let mut reason = e.to_string();
-    let mut next = e.source();
-    while let Some(s) = next {
-        reason.push_str(": ");
-        reason.push_str(&s.to_string());
-        next = s.source();
-    }
-    ConfigError::Build { ty, reason }
 }
 
 impl SinkConfig {
@@ -199,77 +259,7 @@ impl SinkConfig {
         };
         let mut value = toml::Value::Table(table);
         crate::env::expand(&mut value, "", env)?;
-        match ty.as_str() {
-            "log" => Ok(SinkConfig::Log(options("log", value)?)),
-            #[cfg(feature = "http")]
-            "http" => Ok(SinkConfig::Http(options("http", value)?)),
-            #[cfg(feature = "kafka")]
-            "kafka" => Ok(SinkConfig::Kafka(options("kafka", value)?)),
-            #[cfg(feature = "amqp")]
-            "amqp" => Ok(SinkConfig::Amqp(options("amqp", value)?)),
-            #[cfg(feature = "sqs")]
-            "sqs" => Ok(SinkConfig::Sqs(options("sqs", value)?)),
-            #[cfg(feature = "sns")]
-            "sns" => Ok(SinkConfig::Sns(options("sns", value)?)),
-            #[cfg(feature = "pubsub")]
-            "pubsub" => Ok(SinkConfig::Pubsub(options("pubsub", value)?)),
-            t if KNOWN_TYPES.contains(&t) => Err(ConfigError::NotCompiled {
-                feature: feature_for(t),
-                ty,
-            }),
-            _ => Err(ConfigError::UnknownType(ty)),
-        }
-    }
-
-    /// The sink type.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            SinkConfig::Log(_) => "log",
-            #[cfg(feature = "http")]
-            SinkConfig::Http(_) => "http",
-            #[cfg(feature = "kafka")]
-            SinkConfig::Kafka(_) => "kafka",
-            #[cfg(feature = "amqp")]
-            SinkConfig::Amqp(_) => "amqp",
-            #[cfg(feature = "sqs")]
-            SinkConfig::Sqs(_) => "sqs",
-            #[cfg(feature = "sns")]
-            SinkConfig::Sns(_) => "sns",
-            #[cfg(feature = "pubsub")]
-            SinkConfig::Pubsub(_) => "pubsub",
-        }
-    }
-
-    /// Build the sink. Adapters that connect do so lazily or within their own timeouts.
-    pub async fn build(&self) -> Result<Arc<dyn Sink>, ConfigError> {
-        match self {
-            SinkConfig::Log(c) => Ok(Arc::new(LogSink::new(c.clone()))),
-            #[cfg(feature = "http")]
-            SinkConfig::Http(c) => ankusa_sink_http::HttpSink::from_config(c.clone())
-                .map(|s| Arc::new(s) as Arc<dyn Sink>)
-                .map_err(|e| build_error("http", &e)),
-            #[cfg(feature = "kafka")]
-            SinkConfig::Kafka(c) => ankusa_sink_kafka::KafkaSink::new(c.clone())
-                .map(|s| Arc::new(s) as Arc<dyn Sink>)
-                .map_err(|e| build_error("kafka", &e)),
-            #[cfg(feature = "amqp")]
-            SinkConfig::Amqp(c) => Ok(Arc::new(ankusa_sink_amqp::AmqpSink::new(c.clone()))),
-            #[cfg(feature = "sqs")]
-            SinkConfig::Sqs(c) => ankusa_sink_aws::SqsSink::new(c.clone())
-                .await
-                .map(|s| Arc::new(s) as Arc<dyn Sink>)
-                .map_err(|e| build_error("sqs", &e)),
-            #[cfg(feature = "sns")]
-            SinkConfig::Sns(c) => ankusa_sink_aws::SnsSink::new(c.clone())
-                .await
-                .map(|s| Arc::new(s) as Arc<dyn Sink>)
-                .map_err(|e| build_error("sns", &e)),
-            #[cfg(feature = "pubsub")]
-            SinkConfig::Pubsub(c) => ankusa_sink_pubsub::PubSubSink::new(c.clone())
-                .await
-                .map(|s| Arc::new(s) as Arc<dyn Sink>)
-                .map_err(|e| build_error("pubsub", &e)),
-        }
+        Self::parse(ty, value)
     }
 }
 
@@ -306,6 +296,26 @@ mod tests {
         );
     }
 
+    #[test]
+    fn every_known_type_parses_or_names_its_feature() {
+        // The CLI contract: the types and their order in error messages.
+        assert_eq!(
+            KNOWN_TYPES,
+            ["log", "http", "kafka", "amqp", "sqs", "sns", "pubsub"]
+        );
+        for ty in KNOWN_TYPES {
+            match SinkConfig::from_toml_str(&format!("type = \"{ty}\"")) {
+                Ok(c) => assert_eq!(c.kind(), ty),
+                Err(ConfigError::NotCompiled { ty: t, feature }) => {
+                    assert_eq!((t.as_str(), feature), (ty, ty));
+                }
+                // Compiled in: the adapter's own config wants more keys.
+                Err(ConfigError::Field { ty: t, .. }) => assert_eq!(t, ty),
+                Err(e) => panic!("{ty}: {e}"),
+            }
+        }
+    }
+
     #[cfg(not(feature = "http"))]
     #[test]
     fn types_not_compiled_in_name_their_feature() {
@@ -327,6 +337,20 @@ mod tests {
             err("type = \"http\"\nurl = \"x\"\nmethodd = \"put\"")
                 .contains("unknown field `methodd`")
         );
+    }
+
+    #[cfg(feature = "http")]
+    #[tokio::test]
+    async fn build_makes_the_sink_or_names_the_adapters_refusal() {
+        let c = SinkConfig::from_toml_str("type = \"http\"\nurl = \"http://127.0.0.1:9/hook\"");
+        assert!(c.unwrap().build().await.is_ok());
+        let c = SinkConfig::from_toml_str("type = \"http\"\nurl = \"not a url\"").unwrap();
+        let Err(e) = c.build().await else {
+            panic!("built a sink for an invalid URL");
+        };
+        assert!(matches!(e, ConfigError::Build { ty: "http", .. }), "{e}");
+        assert!(e.to_string().starts_with("http sink: "), "{e}");
+        assert!(SinkConfig::log().build().await.is_ok());
     }
 
     #[cfg(feature = "all")]

@@ -10,7 +10,7 @@
 # Env: ANKUSA_KAFKA_PORT (default 9092).
 set -euo pipefail
 
-CACHE=/root/.cache/ankusa-sinks
+CACHE="$HOME/.cache/ankusa-sinks"
 VENV=$CACHE/venv-kafka
 LOG=$CACHE/tansu.log
 PIDFILE=$CACHE/tansu.pid

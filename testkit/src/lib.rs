@@ -4,6 +4,7 @@
 mod harness;
 pub mod memory;
 mod suite;
+pub mod support;
 
 pub use harness::{Expect, Fault, Harness, MixedBatch, Probe, Received, Setup, Teardown};
 pub use suite::{Case, Outcome, run_case};

@@ -162,21 +162,6 @@ pub(crate) fn body(seed: u8, len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// A name unique to this test run.
-pub(crate) fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}-{:x}", std::process::id(), rand_suffix())
-}
-
-fn rand_suffix() -> u64 {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let t = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    t ^ (N.fetch_add(1, Ordering::SeqCst) as u64).rotate_left(48)
-}
-
 /// S3 on moto: the endpoint, a store builder with short retries, bucket creation, and a
 /// private `moto_server` for outage and credential tests.
 pub(crate) mod moto {

@@ -1,10 +1,11 @@
 //! The store down then up, a store refusing the credentials, and a missing bucket: each
 //! provoked for real on S3 (moto) and classified on object_store's typed errors.
 
+use crate::body;
 use crate::moto::{self, Moto};
-use crate::{body, unique};
 use ankusa_claimcheck::{ClaimError, ClaimItem, ClaimStore};
 use ankusa_sink_core::{Class, Failure};
+use ankusa_sink_testkit::support::unique_name;
 use std::sync::Arc;
 
 #[tokio::test]
@@ -12,7 +13,7 @@ async fn store_down_then_up() {
     // Nothing listens on the port yet: connection refused.
     let port = moto::free_port();
     let endpoint = format!("http://127.0.0.1:{port}");
-    let bucket = unique("claims-outage");
+    let bucket = unique_name("claims-outage");
     let store = ClaimStore::new(Arc::new(moto::s3(&endpoint, &bucket, "testing")));
 
     let err = store
@@ -75,7 +76,7 @@ async fn a_store_refusing_the_credentials_is_a_config_failure() {
     let moto = Moto::start(moto::free_port(), &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]).await;
     let store = ClaimStore::new(Arc::new(moto::s3(
         &moto.endpoint,
-        &unique("claims-denied"),
+        &unique_name("claims-denied"),
         "AKIAUNKNOWNKEY000000",
     )));
     let err = store
@@ -104,7 +105,7 @@ async fn a_store_refusing_the_credentials_is_a_config_failure() {
 async fn a_missing_bucket_is_a_config_failure_on_write() {
     let store = ClaimStore::new(Arc::new(moto::s3(
         &moto::endpoint(),
-        &unique("claims-missing"),
+        &unique_name("claims-missing"),
         "testing",
     )));
     let err = store

@@ -2,8 +2,9 @@
 //! reads per claim.
 
 use crate::moto;
-use crate::{Counting, body, unique};
+use crate::{Counting, body};
 use ankusa_claimcheck::{ClaimConfig, ClaimItem, ClaimStore};
+use ankusa_sink_testkit::support::unique_name;
 use object_store::ObjectStoreExt as _;
 use object_store::path::Path;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::sync::Arc;
 #[tokio::test]
 async fn redeem_through_s3_on_moto() {
     let endpoint = moto::endpoint();
-    let bucket = unique("claims-it");
+    let bucket = unique_name("claims-it");
     moto::create_bucket(&endpoint, &bucket).await;
     let s3 = Arc::new(moto::s3(&endpoint, &bucket, "testing"));
     let counting = Counting::new(s3.clone());

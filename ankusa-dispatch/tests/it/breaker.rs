@@ -16,7 +16,7 @@ fn breaker_config(failures: u32, open_for: Duration, horizon: Duration) -> Dispa
 #[tokio::test(start_paused = true)]
 async fn failures_open_it_one_probe_after_open_for_and_a_success_closes_it() {
     recorder();
-    let name = unique("brk");
+    let name = unique_name("brk");
     let labels = format!("sink={name}");
     // Four failures, then the destination is back.
     let sink = Script::new(Step::Ok)
@@ -59,7 +59,7 @@ async fn failures_open_it_one_probe_after_open_for_and_a_success_closes_it() {
 #[tokio::test(start_paused = true)]
 async fn permanent_failures_never_open_it() {
     recorder();
-    let name = unique("brk-perm");
+    let name = unique_name("brk-perm");
     let sink = Script::new(Step::Permanent).arc();
     let (d, mut out) = Dispatcher::builder()
         .sink(&name, sink.clone())

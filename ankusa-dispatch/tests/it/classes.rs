@@ -28,7 +28,7 @@ async fn permanent_and_config_dead_letter_after_one_attempt() {
         (Step::Permanent, Class::Permanent),
         (Step::Config, Class::Config),
     ] {
-        let name = unique("perm");
+        let name = unique_name("perm");
         let sink = Script::new(step).arc();
         let (d, mut out) = one_sink(
             &name,

@@ -22,6 +22,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
+pub(crate) use ankusa_sink_testkit::support::unique_name;
+
 /// What a scripted sink answers to one call.
 #[derive(Debug, Clone)]
 pub(crate) enum Step {
@@ -278,14 +280,9 @@ pub(crate) fn gauge(name: &str, labels: &str) -> Option<f64> {
         .map(f64::from_bits)
 }
 
-/// A fresh name for this run.
-pub(crate) fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", ulid::Ulid::new().to_string().to_lowercase())
-}
-
 /// A scratch directory under the system temp dir.
 pub(crate) fn scratch(prefix: &str) -> std::path::PathBuf {
-    let p = std::env::temp_dir().join(unique(prefix));
+    let p = std::env::temp_dir().join(unique_name(prefix));
     std::fs::create_dir_all(&p).unwrap();
     p
 }

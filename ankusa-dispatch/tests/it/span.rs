@@ -2,51 +2,16 @@
 
 use crate::*;
 use ankusa_dispatch::{ATTEMPT_SPAN, Dispatcher, Hook};
+use ankusa_sink_testkit::support::LogCapture;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing_subscriber::Layer;
-use tracing_subscriber::layer::{Context, SubscriberExt};
-
-type Fields = BTreeMap<String, String>;
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<HashMap<u64, Fields>>>);
-
-struct V<'a>(&'a mut Fields);
-impl Visit for V<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(field.name().into(), format!("{value:?}"));
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().into(), value.into());
-    }
-}
-
-impl<S: tracing::Subscriber> Layer<S> for Capture {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
-        if attrs.metadata().name() != ATTEMPT_SPAN {
-            return;
-        }
-        let mut m = Fields::new();
-        attrs.record(&mut V(&mut m));
-        self.0.lock().unwrap().insert(id.into_u64(), m);
-    }
-    fn on_record(&self, id: &Id, values: &Record<'_>, _: Context<'_, S>) {
-        if let Some(m) = self.0.lock().unwrap().get_mut(&id.into_u64()) {
-            values.record(&mut V(m));
-        }
-    }
-}
 
 // A current-thread runtime: the scheduler and its attempt tasks run on this thread, under
 // this thread's subscriber.
 #[tokio::test(start_paused = true)]
 async fn attempts_carry_the_trace_id_and_the_class_with_a_config_flag() {
-    let cap = Capture::default();
-    let _g = tracing::subscriber::set_default(tracing_subscriber::registry().with(cap.clone()));
-    tracing::callsite::rebuild_interest_cache();
+    let cap = LogCapture::new();
+    let _g = cap.set_default();
     let (d, mut out) = Dispatcher::builder()
         .sink("amqp", Script::new(Step::Config).arc())
         .sink("http", Script::new(Step::Ok).arc())
@@ -61,7 +26,12 @@ async fn attempts_carry_the_trace_id_and_the_class_with_a_config_flag() {
         .await
         .unwrap();
     recv_n(&mut out, 2, Duration::from_secs(1)).await;
-    let spans: Vec<Fields> = cap.0.lock().unwrap().values().cloned().collect();
+    let spans: Vec<BTreeMap<String, String>> = cap
+        .spans()
+        .into_iter()
+        .filter(|s| s.name == ATTEMPT_SPAN)
+        .map(|s| s.fields)
+        .collect();
     assert_eq!(spans.len(), 2);
     for m in &spans {
         assert_eq!(m["hook_id"], "h1");

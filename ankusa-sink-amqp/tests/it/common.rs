@@ -8,7 +8,7 @@ use ankusa_sink_amqp::lapin::types::{AMQPValue, FieldTable};
 use ankusa_sink_amqp::lapin::{self, Channel, Connection, ConnectionProperties, ExchangeKind};
 use ankusa_sink_amqp::{AmqpConfig, AmqpConfigBuilder, AmqpSink};
 use ankusa_sink_core::{Envelope, Failure};
-use std::sync::atomic::{AtomicU64, Ordering};
+use ankusa_sink_testkit::support::unique_name;
 use std::time::Duration;
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -48,16 +48,7 @@ pub(crate) fn url_with(user: &str, pass: &str, vhost: &str) -> String {
 
 /// A unique name starting `sink.` (the restricted users' permission pattern).
 pub(crate) fn unique(what: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "sink.{what}.{}.{nanos}.{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    unique_name(&format!("sink.{what}"))
 }
 
 pub(crate) fn builder(exchange: &str) -> AmqpConfigBuilder {

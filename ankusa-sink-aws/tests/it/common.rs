@@ -3,6 +3,7 @@
 use ankusa_sink_aws::sdk::{aws_sdk_sns, aws_sdk_sqs};
 use ankusa_sink_aws::{AwsOptions, SnsConfig, SqsConfig, StaticCredentials};
 use ankusa_sink_core::{Class, Ctx, Envelope, Failure};
+use ankusa_sink_testkit::support::unique_name;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -23,12 +24,7 @@ pub(crate) const REGION: &str = "us-east-1";
 
 /// A name no other test or run uses.
 pub(crate) fn unique(prefix: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "ankusa-{prefix}-{}-{}",
-        ulid::Ulid::new().to_string().to_lowercase(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    unique_name(&format!("ankusa-{prefix}"))
 }
 
 pub(crate) fn creds() -> StaticCredentials {

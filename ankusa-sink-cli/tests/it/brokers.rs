@@ -1,7 +1,7 @@
 //! Every broker sink type built from a config file, against the brokers the test script
 //! starts; and the README's swap: the same hooks to RabbitMQ by changing only the file.
 
-use super::{bin, check_then_deliver, run, temp_file, text};
+use super::{amqp_url, bin, check_then_deliver, run, temp_file, text};
 use ankusa_sink_amqp::lapin::options::{
     BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
     QueueDeleteOptions,
@@ -11,20 +11,12 @@ use ankusa_sink_amqp::lapin::{Connection, ConnectionProperties, ExchangeKind};
 use ankusa_sink_kafka::rdkafka::ClientConfig;
 use ankusa_sink_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use ankusa_sink_kafka::rdkafka::client::DefaultClientContext;
+use ankusa_sink_testkit::support::unique_name;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
-
-fn unique(tag: &str) -> String {
-    format!("cli-{tag}-{}", ulid::Ulid::new().to_string().to_lowercase())
-}
-
-fn amqp_url() -> String {
-    std::env::var("ANKUSA_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
 
 /// `forward` the same generated hooks to `sink`, with `env` for the child.
 fn forward(sink: &Path, hooks: &Path, env: &[(&str, String)]) -> std::process::Output {
@@ -79,7 +71,7 @@ async fn the_same_hooks_swap_to_rabbitmq_by_config_only() {
     )
     .await
     .unwrap();
-    let queue = unique("q");
+    let queue = unique_name("cli-q");
     ch.queue_declare(
         queue.as_str().into(),
         QueueDeclareOptions::default(),
@@ -135,7 +127,7 @@ async fn amqp_missing_exchange_is_config() {
         &format!(
             "type = \"amqp\"\nurl = \"{}\"\nexchange = \"{}\"\n",
             amqp_url(),
-            unique("absent")
+            unique_name("cli-absent")
         ),
     );
     let out = run(&["check", "--sink", f.to_str().unwrap()]);
@@ -168,7 +160,7 @@ async fn an_unroutable_hook_never_logs_its_body_or_the_login_even_at_trace() {
         .expect("RabbitMQ is running");
     let ch = conn.create_channel().await.unwrap();
     // An exchange with no queue bound: the mandatory publish comes back 312 NO_ROUTE.
-    let exchange = unique("noroute");
+    let exchange = unique_name("cli-noroute");
     ch.exchange_declare(
         exchange.as_str().into(),
         ExchangeKind::Direct,
@@ -227,7 +219,7 @@ fn kafka_brokers() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_from_a_config_file() {
-    let topic = unique("t");
+    let topic = unique_name("cli-t");
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", kafka_brokers())
         .create()
@@ -318,7 +310,7 @@ fn aws_run(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn sqs_and_sns_from_config_files() {
-    let q = unique("q");
+    let q = unique_name("cli-q");
     let queue_url = xml_field(
         &moto(
             "sqs",
@@ -347,7 +339,7 @@ fn sqs_and_sns_from_config_files() {
         text(&out.stdout)
     );
 
-    let t = unique("t");
+    let t = unique_name("cli-t");
     let arn = xml_field(
         &moto(
             "sns",

@@ -1,25 +1,17 @@
 //! The dispatcher through the binary against RabbitMQ: the claim check once per hook, and a
 //! SIGTERM mid-run that loses no hook.
 
-use super::{bin, temp_file, text};
+use super::{amqp_url, bin, temp_file, text};
 use ankusa_sink_amqp::lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
 use ankusa_sink_amqp::lapin::types::FieldTable;
 use ankusa_sink_amqp::lapin::{Channel, Connection, ConnectionProperties};
 use ankusa_sink_core::message::{MessageBody, decode};
+use ankusa_sink_testkit::support::unique_name;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn unique(tag: &str) -> String {
-    format!("cli-{tag}-{}", ulid::Ulid::new().to_string().to_lowercase())
-}
-
-fn amqp_url() -> String {
-    std::env::var("ANKUSA_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
 
 async fn channel() -> (Connection, Channel) {
     let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
@@ -31,7 +23,7 @@ async fn channel() -> (Connection, Channel) {
 
 /// A queue, and a sink file named `name.toml` publishing to it through the default exchange.
 async fn queue_sink(ch: &Channel, name: &str) -> (String, PathBuf) {
-    let queue = unique("q");
+    let queue = unique_name("cli-q");
     ch.queue_declare(
         queue.as_str().into(),
         QueueDeclareOptions::default(),
@@ -84,8 +76,8 @@ fn files_under(dir: &Path) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_hook_travels_as_a_claim_checked_in_once_for_two_sinks() {
     let (_conn, ch) = channel().await;
-    let (qa, a) = queue_sink(&ch, &unique("a")).await;
-    let (qb, b) = queue_sink(&ch, &unique("b")).await;
+    let (qa, a) = queue_sink(&ch, &unique_name("cli-a")).await;
+    let (qb, b) = queue_sink(&ch, &unique_name("cli-b")).await;
     // 200 KB, over the AMQP sink's 64 KiB inline threshold.
     let body: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
     let body_file = temp_file("body.bin", "");
@@ -138,7 +130,7 @@ async fn a_large_hook_travels_as_a_claim_checked_in_once_for_two_sinks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_run_gives_one_line_per_hook_read_and_loses_none() {
     let (_conn, ch) = channel().await;
-    let name = unique("s");
+    let name = unique_name("cli-s");
     let (queue, sink) = queue_sink(&ch, &name).await;
     let hooks = text(
         &bin()

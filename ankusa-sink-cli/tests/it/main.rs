@@ -9,6 +9,7 @@ mod http;
 mod log_sink;
 mod pubsub;
 
+use ankusa_sink_testkit::support::unique_name;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
@@ -30,13 +31,15 @@ fn run(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// RabbitMQ: `ANKUSA_AMQP_URL`, default the broker the test script starts.
+fn amqp_url() -> String {
+    std::env::var("ANKUSA_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
 /// A file in a fresh temp dir, unique per call.
 fn temp_file(name: &str, contents: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "ankusa-cli-{}-{}",
-        std::process::id(),
-        ulid::Ulid::new()
-    ));
+    let dir = std::env::temp_dir().join(unique_name("ankusa-cli"));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
     std::fs::write(&p, contents).unwrap();

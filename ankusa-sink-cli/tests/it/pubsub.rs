@@ -1,6 +1,7 @@
 //! The Pub/Sub sink through the binary, against the emulator the test script starts.
 
 use super::{check_then_deliver, run, temp_file};
+use ankusa_sink_testkit::support::unique_name;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 
@@ -37,7 +38,7 @@ fn config(topic: &str) -> std::path::PathBuf {
 
 #[test]
 fn pubsub_from_a_config_file() {
-    let topic = format!("cli-{}", ulid::Ulid::new().to_string().to_lowercase());
+    let topic = unique_name("cli");
     assert_eq!(
         rest("PUT", &format!("/v1/projects/ankusa-cli/topics/{topic}")),
         200

@@ -1,13 +1,13 @@
 //! Options: validation at build time, secrets from the environment, and no secret in
 //! Debug, errors or describe.
 
-use crate::logs;
 use crate::server::{Reply, Server, always, sequence};
 use crate::{class_of, deliver, envelope, reason};
 use ankusa_sink_core::{Check, Class, Payload, Sink, Subject, redacted_path};
 use ankusa_sink_http::{
     ConfigError, HttpConfig, HttpError, HttpMethod, HttpSink, SecretValue, Signer, TransportKind,
 };
+use ankusa_sink_testkit::support::LogCapture;
 use std::time::Duration;
 
 const WHSEC: &str = "whsec_c2VrcmV0LXNpZ25pbmcta2V5LWZvci10ZXN0cw==";
@@ -34,7 +34,8 @@ pub(crate) fn assert_clean(what: &str, text: &str) {
 
 #[tokio::test]
 async fn no_secret_in_debug_errors_describe_or_logs() {
-    let logs = logs::capture();
+    let logs = LogCapture::new();
+    let _capturing = logs.set_default();
     let server = Server::start(sequence(
         vec![
             Reply::with_header(503, "retry-after", "2"),
@@ -499,7 +500,8 @@ fn credentials_over_cleartext_to_a_remote_host_are_refused() {
 
 #[test]
 fn allow_insecure_warns_once_at_build_without_secrets() {
-    let logs = logs::capture();
+    let logs = LogCapture::new();
+    let _capturing = logs.set_default();
     let sink = HttpSink::builder(format!(
         "http://hook:pa55word@192.0.2.1/services/T0/B0/{PATH_TOKEN}?token=t0ken-in-query"
     ))

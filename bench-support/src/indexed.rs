@@ -1,61 +1,50 @@
-// The measurement harness of the AWS (SQS, SNS) and Pub/Sub `vs_raw` benches, shared by
-// textual inclusion (`include!`) like `vs_raw_harness.rs`. Unlike that harness, each run
-// gets fresh destinations and an op that takes the unit's index (so a bench can spread
-// units over destinations), runs a fixed count, and a failed unit aborts the bench.
-//
-// The including bench defines:
-// - `UNBATCHED: &str`: the name of the unbatched variant (table and JSON `variant`);
-// - `VARIANT_WIDTH: usize`: the width of the table's variant column;
-// - `COUNTS_REQUESTS: bool`: whether runs count requests (the table's rpd columns);
-// - `UNIT: &str`: what one call of an `Op` sends, in the failure message;
-// and imports `Ctx`, `Envelope`, `Sink`, `safe_deliver` (ankusa_sink_core),
-// `serde_json::{Value, json}`, `std::future::Future`, `std::pin::Pin`, `std::sync::Arc`,
-// `std::sync::atomic::{AtomicUsize, Ordering}` and `std::time::{Duration, Instant}`.
+//! The harness of the AWS (SQS, SNS) and Pub/Sub `vs_raw` benches. Unlike [`vs_raw`](crate::vs_raw),
+//! each run gets fresh destinations and an op that takes the unit's index (so a bench can
+//! spread units over destinations), runs a fixed count, and a failed unit aborts the bench.
+//!
+//! A bench implements [`IndexedBench`] (the names its table uses and one run of a
+//! [`Spec`]), then [`compare`]s its [`specs`], sink and raw interleaved.
 
-// pct, median, out_dir, vm_hwm_kb: shared with the HTTP, AMQP and Kafka harness.
-include!("bench_util.rs");
+use crate::{Mode, median, pct};
+use ankusa_sink_core::{Ctx, Envelope, Sink, safe_deliver};
+use serde_json::{Value, json};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// Repetitions of each workload, sink and raw interleaved; the median is reported.
-const REPS: usize = 3;
+pub const REPS: usize = 3;
 /// The per-delivery deadline given to `safe_deliver`, as dispatch does.
-const DEADLINE: Duration = Duration::from_secs(30);
+pub const DEADLINE: Duration = Duration::from_secs(30);
 
-/// Which side a run measures.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    Sink,
-    Raw,
-}
+/// What one indexed bench brings to the harness.
+pub trait IndexedBench {
+    /// The name of the unbatched variant (table and JSON `variant`).
+    const UNBATCHED: &'static str;
+    /// The width of the table's variant column.
+    const VARIANT_WIDTH: usize;
+    /// Whether runs count requests (the table's requests-per-delivery columns).
+    const COUNTS_REQUESTS: bool;
+    /// What one call of an [`Op`] sends, in the failure message.
+    const UNIT: &'static str;
 
-impl Mode {
-    /// The name in the table, the JSON and `--only`.
-    fn name(self) -> &'static str {
-        match self {
-            Mode::Sink => "sink",
-            Mode::Raw => "raw",
-        }
-    }
-}
-
-/// Numbers the destinations one process creates.
-static NAME: AtomicUsize = AtomicUsize::new(0);
-
-/// `<pid>-<counter>`: unique per run, and per process (the `--only` children run alongside).
-fn unique_suffix() -> String {
-    format!(
-        "{}-{}",
-        std::process::id(),
-        NAME.fetch_add(1, Ordering::Relaxed)
-    )
+    /// One measured run of `spec` in `mode` (fresh destinations, deleted afterwards):
+    /// [`drive`] an op, then [`Run::new`].
+    fn run_once(&self, mode: Mode, spec: Spec) -> impl Future<Output = Run>;
 }
 
 /// One unit's send.
-type BoxFut = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+pub type BoxFut = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 /// Sends unit `i` (one delivery, or a bench-defined batch).
-type Op = Arc<dyn Fn(usize) -> BoxFut + Send + Sync>;
+pub type Op = Arc<dyn Fn(usize) -> BoxFut + Send + Sync>;
 
 /// The benched envelope: a JSON body of exactly `body_bytes`.
-fn envelope(body_bytes: usize) -> Envelope {
+///
+/// # Panics
+/// When `body_bytes` is under 10 (the JSON around the padding).
+pub fn envelope(body_bytes: usize) -> Envelope {
     let pad = "x".repeat(body_bytes - 10);
     let raw = format!("{{\"pad\":\"{pad}\"}}");
     assert_eq!(raw.len(), body_bytes);
@@ -68,7 +57,7 @@ fn envelope(body_bytes: usize) -> Envelope {
 }
 
 /// The sink's op: delivery `i` goes to `sinks[i / per_dest]` (one sink: `usize::MAX`).
-fn sink_op<S: Sink + ?Sized + 'static>(
+pub fn sink_op<S: Sink + ?Sized + 'static>(
     sinks: Vec<Arc<S>>,
     per_dest: usize,
     env: &Arc<Envelope>,
@@ -87,8 +76,12 @@ fn sink_op<S: Sink + ?Sized + 'static>(
     })
 }
 
-/// `units` calls of `op` by `workers` concurrent tasks; per-unit latencies in µs.
-async fn drive(op: Op, units: usize, workers: usize) -> (f64, Vec<u32>) {
+/// `units` calls of `op` by `workers` concurrent tasks: seconds, and per-unit latencies
+/// in µs.
+///
+/// # Panics
+/// When a unit fails (naming it by [`IndexedBench::UNIT`]).
+pub async fn drive<B: IndexedBench>(op: Op, units: usize, workers: usize) -> (f64, Vec<u32>) {
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let mut set = tokio::task::JoinSet::new();
@@ -103,7 +96,7 @@ async fn drive(op: Op, units: usize, workers: usize) -> (f64, Vec<u32>) {
                 }
                 let t = Instant::now();
                 if let Err(e) = op(i).await {
-                    panic!("{UNIT} {i} failed: {e}");
+                    panic!("{} {i} failed: {e}", B::UNIT);
                 }
                 lat.push(t.elapsed().as_micros() as u32);
             }
@@ -119,9 +112,9 @@ async fn drive(op: Op, units: usize, workers: usize) -> (f64, Vec<u32>) {
 
 /// One measured run.
 #[derive(Debug, Clone)]
-struct Run {
+pub struct Run {
     mode: Mode,
-    batched: bool,
+    variant: &'static str,
     concurrency: usize,
     body_bytes: usize,
     deliveries: usize,
@@ -134,11 +127,17 @@ struct Run {
 
 impl Run {
     /// A run of `s` that took `seconds`, from its unsorted per-unit latencies.
-    fn new(mode: Mode, s: Spec, seconds: f64, mut lat: Vec<u32>, requests: Option<usize>) -> Run {
+    pub fn new<B: IndexedBench>(
+        mode: Mode,
+        s: Spec,
+        seconds: f64,
+        mut lat: Vec<u32>,
+        requests: Option<usize>,
+    ) -> Run {
         lat.sort_unstable();
         Run {
             mode,
-            batched: s.batched,
+            variant: if s.batched { "batched" } else { B::UNBATCHED },
             concurrency: s.concurrency,
             body_bytes: s.body_bytes,
             deliveries: s.deliveries,
@@ -148,21 +147,22 @@ impl Run {
             requests,
         }
     }
-    fn per_sec(&self) -> f64 {
+
+    /// Deliveries per second.
+    pub fn per_sec(&self) -> f64 {
         self.deliveries as f64 / self.seconds
     }
+
     /// Requests per delivery, where counted.
-    fn rpd(&self) -> Option<f64> {
+    pub fn rpd(&self) -> Option<f64> {
         self.requests.map(|r| r as f64 / self.deliveries as f64)
     }
-    fn variant(&self) -> &'static str {
-        if self.batched { "batched" } else { UNBATCHED }
-    }
+
     /// The run in the vs_raw JSON schema (`scripts/bench_chart.py` reads it).
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         json!({
             "mode": self.mode.name(),
-            "variant": self.variant(),
+            "variant": self.variant,
             "concurrency": self.concurrency,
             "body_bytes": self.body_bytes,
             "deliveries": self.deliveries,
@@ -177,16 +177,20 @@ impl Run {
 
 /// One workload.
 #[derive(Clone, Copy, Debug)]
-struct Spec {
-    batched: bool,
-    concurrency: usize,
-    body_bytes: usize,
-    deliveries: usize,
+pub struct Spec {
+    /// Through the sink's batching (`ctx.batch`), and raw batch requests.
+    pub batched: bool,
+    /// Deliveries in flight.
+    pub concurrency: usize,
+    /// Bytes of each envelope's body.
+    pub body_bytes: usize,
+    /// Deliveries of the run.
+    pub deliveries: usize,
 }
 
 /// The unbatched workloads (body bytes, [(concurrency, deliveries)]) then the batched ones
 /// (1 KiB bodies); each count is scaled by `BENCH_SCALE` (default 1), then `round`ed.
-fn specs(
+pub fn specs(
     unbatched: [(usize, [(usize, usize); 3]); 2],
     batched: [(usize, usize); 2],
     round: impl Fn(usize) -> usize,
@@ -219,7 +223,7 @@ fn specs(
 }
 
 /// µs per call of `f`, in-process: 5000 calls for 1 KiB bodies, 300 for larger ones.
-fn cpu_us(body_bytes: usize, mut f: impl FnMut()) -> f64 {
+pub fn cpu_us(body_bytes: usize, mut f: impl FnMut()) -> f64 {
     let iters = if body_bytes > 1024 { 300 } else { 5000 };
     let t = Instant::now();
     for _ in 0..iters {
@@ -240,11 +244,11 @@ fn median_run(mut runs: Vec<Run>) -> Run {
 
 /// Every spec `reps(spec)` times, sink and raw interleaved, printing a table row of the
 /// medians per spec; returns the medians (sink, raw per spec) for the JSON `runs`.
-async fn compare<F, Fut>(specs: Vec<Spec>, reps: impl Fn(&Spec) -> usize, run: F) -> Vec<Run>
-where
-    F: Fn(Mode, Spec) -> Fut,
-    Fut: Future<Output = Run>,
-{
+pub async fn compare<B: IndexedBench>(
+    bench: &B,
+    specs: Vec<Spec>,
+    reps: impl Fn(&Spec) -> usize,
+) -> Vec<Run> {
     let mut header = format!(
         "{:<w$} {:>5} {:>6} {:>6} | {:>9} {:>9} {:>6} | {:>8} {:>8} | {:>8} {:>8}",
         "variant",
@@ -258,9 +262,9 @@ where
         "r p50us",
         "s p99us",
         "r p99us",
-        w = VARIANT_WIDTH
+        w = B::VARIANT_WIDTH
     );
-    if COUNTS_REQUESTS {
+    if B::COUNTS_REQUESTS {
         header += &format!(" | {:>6} {:>6}", "s rpd", "r rpd");
     }
     println!("{header}");
@@ -268,13 +272,13 @@ where
     for s in specs {
         let (mut sink, mut raw) = (Vec::new(), Vec::new());
         for _ in 0..reps(&s) {
-            sink.push(run(Mode::Sink, s).await);
-            raw.push(run(Mode::Raw, s).await);
+            sink.push(bench.run_once(Mode::Sink, s).await);
+            raw.push(bench.run_once(Mode::Raw, s).await);
         }
         let (a, b) = (median_run(sink), median_run(raw));
         let mut row = format!(
             "{:<w$} {:>5} {:>6} {:>6} | {:>9.0} {:>9.0} {:>6.3} | {:>8.0} {:>8.0} | {:>8.0} {:>8.0}",
-            a.variant(),
+            a.variant,
             s.concurrency,
             s.body_bytes,
             s.deliveries,
@@ -285,7 +289,7 @@ where
             b.p50_us,
             a.p99_us,
             b.p99_us,
-            w = VARIANT_WIDTH
+            w = B::VARIANT_WIDTH
         );
         if let (Some(ar), Some(br)) = (a.rpd(), b.rpd()) {
             row += &format!(" | {ar:>6.3} {br:>6.3}");
@@ -297,57 +301,23 @@ where
     all
 }
 
-/// Peak RSS of a child process (`--only <mode> <extra>`) running one mode only, kB; the
-/// child reports it with `print_vm_hwm`.
-fn child_rss(mode: Mode, extra: &[&str]) -> u64 {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--only", mode.name()])
-        .args(extra)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix("VMHWM_KB "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| {
-            panic!(
-                "child --only {}: {}",
-                mode.name(),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
-}
-
-/// The `--only` child's last line, read by `child_rss`.
-fn print_vm_hwm() {
-    println!("VMHWM_KB {}", vm_hwm_kb());
-}
-
-/// `--only sink|raw` among `args`: run one mode only (the peak-memory child, or profiling).
-fn only_mode_arg(args: &[String]) -> Option<Mode> {
-    args.iter()
-        .position(|a| a == "--only")
-        .map(|i| match args.get(i + 1).map(String::as_str) {
-            Some("sink") => Mode::Sink,
-            Some("raw") => Mode::Raw,
-            other => panic!("--only sink|raw, not {other:?}"),
-        })
+/// Peak RSS, kB, of a child running `mode` only (`--only <mode> <extra>`).
+///
+/// # Panics
+/// When the child does not report it (with the child's stderr).
+pub fn child_rss(mode: Mode, extra: &[&str]) -> u64 {
+    crate::child_peak_rss(mode, extra)
+        .unwrap_or_else(|stderr| panic!("child --only {}: {stderr}", mode.name()))
 }
 
 /// The benches' runtime: two workers, the machine's cores.
-fn runtime() -> tokio::runtime::Runtime {
+///
+/// # Panics
+/// When the runtime cannot start.
+pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap()
-}
-
-/// Writes `doc` to `<out_dir>/<name>.json`.
-fn write_json(name: &str, doc: &Value) {
-    let dir = out_dir();
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{name}.json"));
-    std::fs::write(&path, serde_json::to_vec_pretty(doc).unwrap()).unwrap();
-    println!("wrote {}", path.display());
 }
