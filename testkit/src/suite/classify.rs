@@ -106,16 +106,19 @@ async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
                 cx.h.deadline()
             );
         }
-        Fault::Throttled => {
-            let ms = f
-                .class()
-                .retry_after_ms()
-                .ok_or_else(|| format!("throttled must be retry-after, got {f}"))?;
-            ensure!(
-                ms > 0 && ms <= 3_600_000,
-                "retry-after must be in 1..=3600000 ms, got {ms}"
-            );
-        }
+        Fault::Throttled => match f.class() {
+            // Dispatch draws the pause for a throttle that states none.
+            Class::Throttled => {}
+            class => {
+                let ms = class
+                    .retry_after_ms()
+                    .ok_or_else(|| format!("throttled must be retry-after, got {f}"))?;
+                ensure!(
+                    ms > 0 && ms <= 3_600_000,
+                    "retry-after must be in 1..=3600000 ms, got {ms}"
+                );
+            }
+        },
         Fault::Oversized => {
             ensure!(
                 f.class() == Class::Permanent,
