@@ -158,13 +158,18 @@ pub enum SinkFault {
     Timeout(u128),
 }
 
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-text panic payload".to_owned()
+impl SinkFault {
+    /// The fault for a caught panic: its message when the payload is text
+    /// (`panic!("...")`), else `"non-text panic payload"`.
+    pub fn panicked(payload: &(dyn std::any::Any + Send)) -> Self {
+        let text = if let Some(s) = payload.downcast_ref::<&str>() {
+            (*s).to_owned()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "non-text panic payload".to_owned()
+        };
+        SinkFault::Panicked(text)
     }
 }
 
@@ -191,9 +196,7 @@ pub async fn safe_deliver<S: Sink + ?Sized>(
         None => fut.await,
     };
     res.unwrap_or_else(|payload| {
-        Err(Failure::transient(SinkFault::Panicked(panic_text(
-            &*payload,
-        ))))
+        Err(Failure::transient(SinkFault::panicked(&*payload)))
     })
 }
 
@@ -214,7 +217,7 @@ pub fn resolve_inline_max_bytes<S: Sink + ?Sized>(
     sink: &S,
 ) -> Result<Option<NonZeroUsize>, ResolveError> {
     catch_unwind(AssertUnwindSafe(|| sink.inline_max_bytes()))
-        .map_err(|p| ResolveError(SinkFault::Panicked(panic_text(&*p))))
+        .map_err(|p| ResolveError(SinkFault::panicked(&*p)))
 }
 
 /// `sink.durable()`; a panicking sink cannot promise durability, so `false`.

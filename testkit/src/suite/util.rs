@@ -6,20 +6,10 @@ use ankusa_sink_core::message::sha256_hex;
 use ankusa_sink_core::{Bytes, Claim, ClaimRef, Ctx, Envelope, Failure, SinkFault};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
-/// A unique-per-process id for test envelopes.
+/// A unique-per-run id for test envelopes.
 pub(crate) fn next_id(tag: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "tk-{tag}-{now:x}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    crate::support::unique_name(&format!("tk-{tag}"))
 }
 
 fn next_seq() -> u64 {
@@ -91,12 +81,9 @@ pub(crate) fn is_timeout(f: &Failure) -> bool {
 
 /// A panic payload as text.
 pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-text panic payload".to_owned()
+    match SinkFault::panicked(payload) {
+        SinkFault::Panicked(text) => text,
+        other => other.to_string(),
     }
 }
 
