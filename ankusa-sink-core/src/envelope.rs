@@ -140,7 +140,23 @@ pub struct Envelope {
     seq: Option<u64>,
     verification: Option<Verification>,
     dedupe_key: Option<String>,
+    digest: BodyDigest,
 }
+
+/// The body's SHA-256 as lowercase hex, computed at most once per envelope: the body never
+/// changes, so every sink and every retry of a hook shares one digest (it is most of the
+/// cost of encoding a large Message v1). Not part of equality or `Debug`; a clone takes
+/// the digest along.
+#[derive(Clone, Default)]
+struct BodyDigest(std::sync::OnceLock<[u8; 64]>);
+
+impl PartialEq for BodyDigest {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for BodyDigest {}
 
 impl Envelope {
     /// Start an envelope with its required identity and body. `method` defaults to `POST`,
@@ -164,6 +180,7 @@ impl Envelope {
                 seq: None,
                 verification: None,
                 dedupe_key: None,
+                digest: BodyDigest::default(),
             },
             size: None,
         }
@@ -211,6 +228,18 @@ impl Envelope {
     /// The exact raw body.
     pub fn body(&self) -> &Bytes {
         &self.body
+    }
+    /// The body's SHA-256 as 64 lowercase hex digits (Message v1's `sha256`). Computed on
+    /// first use and kept: a hook's fan-out to several sinks and its retries pay it once.
+    pub fn body_sha256(&self) -> &str {
+        let hex = self.digest.0.get_or_init(|| {
+            use sha2::{Digest, Sha256};
+            let mut hex = [0u8; 64];
+            hex::encode_to_slice(Sha256::digest(&self.body), &mut hex)
+                .expect("32 bytes, 64 digits");
+            hex
+        });
+        std::str::from_utf8(hex).expect("hex is ASCII")
     }
     /// The body length in bytes.
     pub fn size(&self) -> u64 {
@@ -403,6 +432,7 @@ impl EnvelopeBuilder {
     /// Replace the body.
     pub fn body(mut self, body: impl Into<Bytes>) -> Self {
         self.env.body = body.into();
+        self.env.digest = BodyDigest::default();
         self
     }
     /// Set the sequence number.
@@ -509,6 +539,7 @@ impl TryFrom<EnvelopeRepr> for Envelope {
             seq: r.seq,
             verification: r.verification,
             dedupe_key: r.dedupe_key,
+            digest: BodyDigest::default(),
         };
         let mut b = env.to_builder();
         b.size = r.size;
@@ -543,6 +574,19 @@ mod tests {
 
     fn env() -> EnvelopeBuilder {
         Envelope::builder("h1", "stripe", &b"{}"[..]).received_at(1_700_000_000_000)
+    }
+
+    #[test]
+    fn body_digest_is_computed_once_and_follows_the_body() {
+        let e = env().build().unwrap();
+        assert_eq!(e.body_sha256(), crate::message::sha256_hex(b"{}"));
+        let c = e.clone();
+        assert_eq!(c.body_sha256(), e.body_sha256());
+        assert_eq!(c, e);
+        let other = e.to_builder().body(&b"[]"[..]).build().unwrap();
+        assert_eq!(other.body_sha256(), crate::message::sha256_hex(b"[]"));
+        let round: Envelope = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(round.body_sha256(), e.body_sha256());
     }
 
     #[test]

@@ -457,10 +457,7 @@ pub(crate) fn encode_with(
     idempotency_key: &str,
     headers: &[(Cow<'_, str>, Cow<'_, str>)],
 ) -> Result<Vec<u8>, EncodeError> {
-    // Hex on the stack: `hex::encode` builds a String char by char.
-    let mut hex_buf = [0u8; 64];
-    hex::encode_to_slice(Sha256::digest(env.body()), &mut hex_buf).expect("32 bytes, 64 digits");
-    let sha256 = std::str::from_utf8(&hex_buf).expect("hex is ASCII");
+    let sha256 = env.body_sha256();
     let claim = match body_mode(env.size(), inline_max_bytes) {
         BodyMode::Inline => None,
         BodyMode::Claim => {

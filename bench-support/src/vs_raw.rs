@@ -149,6 +149,19 @@ async fn measure(op: &Op, concurrency: usize, n: usize) -> Sample {
     }
 }
 
+/// Microseconds to build a hook's envelope and its body digest, the part of Message v1
+/// encoding a hook pays once (every sink and retry of it shares the digest), so neither
+/// side's timed runs include it: reported on its own line and in the JSON.
+fn envelope_cost_us(body: usize) -> f64 {
+    let n = (8 * 1024 * 1024 / body).clamp(16, 10_000);
+    let start = Instant::now();
+    for _ in 0..n {
+        let env = envelope(body);
+        std::hint::black_box(env.body_sha256());
+    }
+    start.elapsed().as_secs_f64() * 1e6 / n as f64
+}
+
 /// Interleaved sink/raw runs of every workload (`after_run` after each); returns the JSON
 /// `runs`.
 async fn compare<B: VsRawBench>(bench: &B) -> Vec<serde_json::Value> {
@@ -251,12 +264,21 @@ pub fn run<B: VsRawBench>(setup: impl Future<Output = B>) {
             bench.teardown().await;
             return;
         }
+        let envelope_us: serde_json::Map<String, serde_json::Value> = [1024, 65_536]
+            .into_iter()
+            .map(|body| {
+                let us = envelope_cost_us(body);
+                println!("envelope + body digest, once per hook: {body:>7} B {us:>8.1} us");
+                (body.to_string(), serde_json::json!(us))
+            })
+            .collect();
         let runs = compare(&bench).await;
         bench.teardown().await;
         let rss = [Mode::Sink, Mode::Raw].map(|m| child_peak_rss(m, &[]).ok());
         let doc = serde_json::json!({
             "adapter": B::ADAPTER,
             "runs": runs,
+            "envelope_us": envelope_us,
             "peak_rss_kb": { "sink": rss[0], "raw": rss[1] },
         });
         let path = write_results(B::ADAPTER, &doc);

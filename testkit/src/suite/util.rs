@@ -2,7 +2,6 @@
 
 use super::ensure;
 use crate::harness::Received;
-use ankusa_sink_core::message::sha256_hex;
 use ankusa_sink_core::{Bytes, Claim, ClaimRef, Ctx, Envelope, Failure, SinkFault};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,7 +30,7 @@ pub(crate) fn envelope(tag: &str, body: impl Into<Bytes>) -> Envelope {
 pub(crate) fn fake_claim(env: &Envelope) -> Claim {
     let tenant = env.tenant_id().unwrap_or("default");
     let r = ClaimRef::new(tenant, ulid::Ulid::new()).expect("valid tenant");
-    Claim::new(r, sha256_hex(env.body())).expect("valid digest")
+    Claim::new(r, env.body_sha256().to_owned()).expect("valid digest")
 }
 
 /// Fail when any planted secret appears in the text.
