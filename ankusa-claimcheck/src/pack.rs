@@ -204,25 +204,7 @@ pub(crate) fn build(pack: PackId, entries: &[PackEntry<'_>]) -> Result<BuiltPack
     }
 
     let digests: Vec<String> = entries.iter().map(|e| sha256_hex(e.body)).collect();
-    let manifest = Manifest {
-        v: 1,
-        claims: entries
-            .iter()
-            .zip(&rows)
-            .zip(&digests)
-            .enumerate()
-            .map(|(i, ((e, &(offset, length)), sha))| ManifestClaim {
-                claim_id: pack.claim_id(i as u16).to_string(),
-                id: e.id,
-                offset,
-                length,
-                sha256: sha,
-                content_type: e.content_type,
-                received_at: e.received_at,
-            })
-            .collect(),
-    };
-    let manifest = serde_json::to_vec(&manifest).expect("manifest serializes");
+    let manifest = manifest(pack, entries, &rows, &digests);
 
     let manifest_at = at;
     let central_at =
@@ -238,24 +220,9 @@ pub(crate) fn build(pack: PackId, entries: &[PackEntry<'_>]) -> Result<BuiltPack
 
     let mut central = Vec::with_capacity(entries.len() + 2);
     let mut chunks = Vec::with_capacity(2 * entries.len() + 3);
-
-    let mut index = BytesMut::with_capacity((INDEX_DATA + ROW * n) as usize);
-    let mut rows_bytes = BytesMut::with_capacity((ROW * n) as usize);
-    for &(offset, length) in &rows {
-        rows_bytes.put_u32(offset);
-        rows_bytes.put_u32(length);
-    }
-    let index_crc = crc32fast::hash(&rows_bytes);
-    local_header(&mut index, INDEX_NAME, index_crc, rows_bytes.len() as u32);
-    index.put_slice(&rows_bytes);
-    central.push(Central {
-        name: INDEX_NAME.to_vec(),
-        crc: index_crc,
-        size: rows_bytes.len() as u32,
-        offset: 0,
-    });
-    chunks.push(index.freeze());
-
+    let (index, index_central) = index_chunk(&rows);
+    chunks.push(index);
+    central.push(index_central);
     for (i, (e, &(offset, length))) in entries.iter().zip(&rows).enumerate() {
         let name = pack.claim_id(i as u16).to_string().into_bytes();
         let crc = crc32fast::hash(e.body);
@@ -270,34 +237,14 @@ pub(crate) fn build(pack: PackId, entries: &[PackEntry<'_>]) -> Result<BuiltPack
             offset: offset - (LOCAL_HEADER + CLAIM_NAME_LEN) as u32,
         });
     }
-
-    let manifest_crc = crc32fast::hash(&manifest);
-    let mut tail = BytesMut::with_capacity((size - manifest_at) as usize);
-    local_header(
-        &mut tail,
-        MANIFEST_NAME,
-        manifest_crc,
-        manifest.len() as u32,
-    );
-    tail.put_slice(&manifest);
-    central.push(Central {
-        name: MANIFEST_NAME.to_vec(),
-        crc: manifest_crc,
-        size: manifest.len() as u32,
-        offset: manifest_at as u32,
-    });
-    for c in &central {
-        central_header(&mut tail, c);
-    }
-    tail.put_u32_le(END_SIG);
-    tail.put_u16_le(0); // this disk
-    tail.put_u16_le(0); // disk of the central directory
-    tail.put_u16_le((n + 2) as u16);
-    tail.put_u16_le((n + 2) as u16);
-    tail.put_u32_le(central_len as u32);
-    tail.put_u32_le(central_at as u32);
-    tail.put_u16_le(0); // comment
-    chunks.push(tail.freeze());
+    let tail = Tail {
+        manifest: &manifest,
+        manifest_at,
+        central_at,
+        central_len,
+        size,
+    };
+    chunks.push(tail.write(central));
 
     debug_assert_eq!(chunks.iter().map(|c| c.len() as u64).sum::<u64>(), size);
     Ok(BuiltPack {
@@ -305,6 +252,98 @@ pub(crate) fn build(pack: PackId, entries: &[PackEntry<'_>]) -> Result<BuiltPack
         size,
         digests,
     })
+}
+
+/// The manifest's JSON: every claim's id, hook id, place, digest and metadata.
+fn manifest(
+    pack: PackId,
+    entries: &[PackEntry<'_>],
+    rows: &[(u32, u32)],
+    digests: &[String],
+) -> Vec<u8> {
+    let manifest = Manifest {
+        v: 1,
+        claims: entries
+            .iter()
+            .zip(rows)
+            .zip(digests)
+            .enumerate()
+            .map(|(i, ((e, &(offset, length)), sha))| ManifestClaim {
+                claim_id: pack.claim_id(i as u16).to_string(),
+                id: e.id,
+                offset,
+                length,
+                sha256: sha,
+                content_type: e.content_type,
+                received_at: e.received_at,
+            })
+            .collect(),
+    };
+    serde_json::to_vec(&manifest).expect("manifest serializes")
+}
+
+/// The index entry (local header and rows), first in the pack, and its central record.
+fn index_chunk(rows: &[(u32, u32)]) -> (Bytes, Central) {
+    let n = rows.len() as u64;
+    let mut index = BytesMut::with_capacity((INDEX_DATA + ROW * n) as usize);
+    let mut rows_bytes = BytesMut::with_capacity((ROW * n) as usize);
+    for &(offset, length) in rows {
+        rows_bytes.put_u32(offset);
+        rows_bytes.put_u32(length);
+    }
+    let crc = crc32fast::hash(&rows_bytes);
+    local_header(&mut index, INDEX_NAME, crc, rows_bytes.len() as u32);
+    index.put_slice(&rows_bytes);
+    let central = Central {
+        name: INDEX_NAME.to_vec(),
+        crc,
+        size: rows_bytes.len() as u32,
+        offset: 0,
+    };
+    (index.freeze(), central)
+}
+
+/// The pack's last chunk: the manifest entry, the central directory and the end record.
+struct Tail<'a> {
+    manifest: &'a [u8],
+    manifest_at: u64,
+    central_at: u64,
+    central_len: u64,
+    size: u64,
+}
+
+impl Tail<'_> {
+    /// Writes the tail; `central` holds every record before the manifest's.
+    fn write(self, mut central: Vec<Central>) -> Bytes {
+        let manifest_crc = crc32fast::hash(self.manifest);
+        let mut tail = BytesMut::with_capacity((self.size - self.manifest_at) as usize);
+        local_header(
+            &mut tail,
+            MANIFEST_NAME,
+            manifest_crc,
+            self.manifest.len() as u32,
+        );
+        tail.put_slice(self.manifest);
+        central.push(Central {
+            name: MANIFEST_NAME.to_vec(),
+            crc: manifest_crc,
+            size: self.manifest.len() as u32,
+            offset: self.manifest_at as u32,
+        });
+        for c in &central {
+            central_header(&mut tail, c);
+        }
+        let records = central.len() as u16;
+        tail.put_u32_le(END_SIG);
+        tail.put_u16_le(0); // this disk
+        tail.put_u16_le(0); // disk of the central directory
+        tail.put_u16_le(records);
+        tail.put_u16_le(records);
+        tail.put_u32_le(self.central_len as u32);
+        tail.put_u32_le(self.central_at as u32);
+        tail.put_u16_le(0); // comment
+        tail.freeze()
+    }
 }
 
 /// Where a claim's bytes are, read from the first bytes of its pack.

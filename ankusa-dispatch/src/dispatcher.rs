@@ -367,38 +367,8 @@ impl DispatcherBuilder {
         if self.config.concurrency == 0 || self.config.sink_concurrency == Some(0) {
             return Err(BuildError::ZeroConcurrency);
         }
-        let mut index = HashMap::new();
-        let mut slots = Vec::new();
-        for (i, (name, sink)) in self.sinks.into_iter().enumerate() {
-            if index.insert(name.clone(), i).is_some() {
-                return Err(BuildError::DuplicateSink(name));
-            }
-            let threshold = resolve_inline_max_bytes(&sink).unwrap_or(Some(NonZeroUsize::MIN));
-            slots.push(Slot {
-                metrics: m::SinkMetrics::new(&name),
-                name: Arc::from(name.as_str()),
-                batched: resolve_batched(&sink),
-                threshold,
-                sink,
-            });
-        }
-        let mut routes = HashMap::new();
-        for (route, names) in self.routes {
-            if names.is_empty() {
-                return Err(BuildError::EmptyRoute(route));
-            }
-            let mut ids = Vec::new();
-            for sink in names {
-                let &i = index.get(&sink).ok_or_else(|| BuildError::UnknownSink {
-                    route: route.clone(),
-                    sink: sink.clone(),
-                })?;
-                if !ids.contains(&i) {
-                    ids.push(i);
-                }
-            }
-            routes.insert(route, ids);
-        }
+        let (index, slots) = slots(self.sinks)?;
+        let routes = routes(self.routes, &index)?;
         let n = slots.len();
         let intake = self
             .config
@@ -452,6 +422,54 @@ impl DispatcherBuilder {
         tokio::spawn(scheduler.run(rx, report_rx));
         Ok((Dispatcher { shared, tx }, Deliveries(out_rx)))
     }
+}
+
+/// Each sink's slot, and its position by name; a name given twice is an error.
+fn slots(
+    sinks: Vec<(String, Arc<dyn Sink>)>,
+) -> Result<(HashMap<String, usize>, Vec<Slot>), BuildError> {
+    let mut index = HashMap::new();
+    let mut slots = Vec::new();
+    for (i, (name, sink)) in sinks.into_iter().enumerate() {
+        if index.insert(name.clone(), i).is_some() {
+            return Err(BuildError::DuplicateSink(name));
+        }
+        let threshold = resolve_inline_max_bytes(&sink).unwrap_or(Some(NonZeroUsize::MIN));
+        slots.push(Slot {
+            metrics: m::SinkMetrics::new(&name),
+            name: Arc::from(name.as_str()),
+            batched: resolve_batched(&sink),
+            threshold,
+            sink,
+        });
+    }
+    Ok((index, slots))
+}
+
+/// Each route's sinks as positions (each once); an empty route or an unknown sink is an
+/// error.
+fn routes(
+    routes: Vec<(String, Vec<String>)>,
+    index: &HashMap<String, usize>,
+) -> Result<HashMap<String, Vec<usize>>, BuildError> {
+    let mut out = HashMap::new();
+    for (route, names) in routes {
+        if names.is_empty() {
+            return Err(BuildError::EmptyRoute(route));
+        }
+        let mut ids = Vec::new();
+        for sink in names {
+            let &i = index.get(&sink).ok_or_else(|| BuildError::UnknownSink {
+                route: route.clone(),
+                sink: sink.clone(),
+            })?;
+            if !ids.contains(&i) {
+                ids.push(i);
+            }
+        }
+        out.insert(route, ids);
+    }
+    Ok(out)
 }
 
 /// Takes hooks and delivers each to every sink of its route, by the failure classes:

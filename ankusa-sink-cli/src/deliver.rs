@@ -232,6 +232,42 @@ enum Input {
     },
 }
 
+/// Submits one hook; says on `tx` how many (hook, sink) pairs it took, or why not.
+async fn submit_one(
+    d: &Dispatcher,
+    hook: Hook,
+    names: &[String],
+    tx: &mpsc::UnboundedSender<Read>,
+) {
+    let pairs = match hook_sink(&hook) {
+        Some(_) => 1,
+        None => names.len(),
+    };
+    let id = hook.envelope().id().to_owned();
+    match d.submit(hook).await {
+        Ok(()) => {
+            let _ = tx.send(Read::Submitted(pairs));
+        }
+        Err(SubmitError::ShuttingDown(hook)) => {
+            let sinks = match hook_sink(&hook) {
+                Some(s) => vec![s],
+                None => names.to_vec(),
+            };
+            let _ = tx.send(Read::NotTaken { id, sinks });
+        }
+        Err(SubmitError::UnknownSink(sink)) => {
+            let _ = tx.send(Read::NoSuchSink {
+                id,
+                sink,
+                env: None,
+            });
+        }
+        Err(e) => {
+            let _ = tx.send(Read::InputError(e.to_string()));
+        }
+    }
+}
+
 /// Read the input, submit each hook, report what happened to each line. Stops at the end
 /// of the input, at a read error (which would repeat forever) or when the run stops.
 async fn read_and_submit(
@@ -241,40 +277,7 @@ async fn read_and_submit(
     mut stop: watch::Receiver<Option<Stop>>,
     tx: mpsc::UnboundedSender<Read>,
 ) {
-    let submit = |hook: Hook| {
-        let d = dispatcher.clone();
-        let tx = tx.clone();
-        let names = &names;
-        async move {
-            let pairs = match hook_sink(&hook) {
-                Some(_) => 1,
-                None => names.len(),
-            };
-            let id = hook.envelope().id().to_owned();
-            match d.submit(hook).await {
-                Ok(()) => {
-                    let _ = tx.send(Read::Submitted(pairs));
-                }
-                Err(SubmitError::ShuttingDown(hook)) => {
-                    let sinks = match hook_sink(&hook) {
-                        Some(s) => vec![s],
-                        None => names.clone(),
-                    };
-                    let _ = tx.send(Read::NotTaken { id, sinks });
-                }
-                Err(SubmitError::UnknownSink(sink)) => {
-                    let _ = tx.send(Read::NoSuchSink {
-                        id,
-                        sink,
-                        env: None,
-                    });
-                }
-                Err(e) => {
-                    let _ = tx.send(Read::InputError(e.to_string()));
-                }
-            }
-        }
-    };
+    let submit = |hook: Hook| submit_one(&dispatcher, hook, &names, &tx);
     match input {
         Input::One(hook) => submit(*hook).await,
         Input::Lines { reader, max_line } => {
@@ -423,6 +426,21 @@ impl Run<'_> {
                     *s = Some(Stop::Output);
                 }
                 first
+            });
+        }
+    }
+
+    /// A line per hook still unfinished when the dispatcher shut down.
+    fn abandoned(&mut self, unfinished: &[ankusa_dispatch::Unfinished]) {
+        for u in unfinished {
+            self.summary.abandoned += 1;
+            self.report(&Report {
+                id: u.envelope.id(),
+                sink: &u.sink,
+                outcome: "abandoned",
+                failure: u.last_failure.as_ref(),
+                retry_after_ms: u.retry_after_ms,
+                attempts: u.attempts,
             });
         }
     }
@@ -582,52 +600,17 @@ async fn run(
     while let Some(d) = deliveries.try_recv() {
         run.delivery(&d);
     }
-    for u in &unfinished {
-        run.summary.abandoned += 1;
-        run.report(&Report {
-            id: u.envelope.id(),
-            sink: &u.sink,
-            outcome: "abandoned",
-            failure: u.last_failure.as_ref(),
-            retry_after_ms: u.retry_after_ms,
-            attempts: u.attempts,
-        });
-    }
+    run.abandoned(&unfinished);
     progress.finish_and_clear();
     if let Some(msg) = &input_error {
         run.out.note(&format!("ankusa-sink: {msg}"));
     }
+    if summary_line {
+        let note = summary_note(&run.summary, started.elapsed());
+        run.out.note(&note);
+    }
     let s = &run.summary;
     let failed: u64 = s.failed.values().sum();
-    if summary_line {
-        let elapsed = started.elapsed();
-        let rate = (s.delivered + failed) as f64 / elapsed.as_secs_f64().max(1e-9);
-        // Both throttles count as `retry_after`.
-        let by_class: Vec<String> = [
-            Class::Permanent,
-            Class::Config,
-            Class::Transient,
-            Class::Throttled,
-        ]
-        .iter()
-        .map(|c| c.as_str())
-        .map(|c| format!("{c}={}", s.failed.get(c).copied().unwrap_or(0)))
-        .collect();
-        let abandoned = if s.abandoned > 0 {
-            format!(" abandoned {}", s.abandoned)
-        } else {
-            String::new()
-        };
-        run.out.note(&format!(
-            "delivered {} failed {} ({}){abandoned} invalid {} in {:.3}s, {:.0} hooks/s",
-            s.delivered,
-            failed,
-            by_class.join(" "),
-            s.invalid,
-            elapsed.as_secs_f64(),
-            rate
-        ));
-    }
     let stop = *stop_tx.borrow();
     Ok(match stop {
         Some(Stop::Signal(sig)) => signal_exit(sig),
@@ -636,6 +619,37 @@ async fn run(
         _ if s.invalid > 0 || input_error.is_some() => ExitCode::from(EXIT_USAGE),
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// The `--summary` line: counts by outcome and failure class, time and rate.
+fn summary_note(s: &Summary, elapsed: Duration) -> String {
+    let failed: u64 = s.failed.values().sum();
+    let rate = (s.delivered + failed) as f64 / elapsed.as_secs_f64().max(1e-9);
+    // Both throttles count as `retry_after`.
+    let by_class: Vec<String> = [
+        Class::Permanent,
+        Class::Config,
+        Class::Transient,
+        Class::Throttled,
+    ]
+    .iter()
+    .map(|c| c.as_str())
+    .map(|c| format!("{c}={}", s.failed.get(c).copied().unwrap_or(0)))
+    .collect();
+    let abandoned = if s.abandoned > 0 {
+        format!(" abandoned {}", s.abandoned)
+    } else {
+        String::new()
+    };
+    format!(
+        "delivered {} failed {} ({}){abandoned} invalid {} in {:.3}s, {:.0} hooks/s",
+        s.delivered,
+        failed,
+        by_class.join(" "),
+        s.invalid,
+        elapsed.as_secs_f64(),
+        rate
+    )
 }
 
 /// A progress bar on a terminal for long runs; hidden with `--json` or when stdout is not

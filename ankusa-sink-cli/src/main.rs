@@ -389,81 +389,90 @@ async fn run(cli: Cli) -> Result<ExitCode, UsageError> {
             let sinks = load_sinks(&a.sink.sinks, a.retry.json).await?;
             deliver::forward(&a, sinks, watch_signals()).await
         }
-        Command::Check(a) => {
-            let (config, sink) = load_sink(&a.sink).await?;
-            Ok(match sink.check().await {
-                Ok(Check::Passed) => print(
-                    &format!("check passed: {} sink", config.kind()),
-                    ExitCode::SUCCESS,
-                ),
-                Ok(Check::Reachable) => print(
-                    &format!(
-                        "check passed: the {} sink's destination accepts connections (whether it \
-                         takes the hook is known only by delivering)",
-                        config.kind()
-                    ),
-                    ExitCode::SUCCESS,
-                ),
-                Ok(_) => print(
-                    &format!(
-                        "not checked: the {} sink has no preflight check",
-                        config.kind()
-                    ),
-                    ExitCode::from(EXIT_NOT_CHECKED),
-                ),
-                Err(f) => print(
-                    &format!("check failed: {}", output::escape_control(&f.to_string())),
-                    ExitCode::from(EXIT_FAILED),
-                ),
-            })
-        }
-        Command::Info(a) => {
-            let (config, sink) = load_sink(&a.sink.sink).await?;
-            let threshold = ankusa_sink_core::resolve_inline_max_bytes(&sink)
-                .map_err(|e| UsageError(e.to_string()))?;
-            let info = serde_json::json!({
-                "type": config.kind(),
-                "durable": ankusa_sink_core::resolve_durable(&sink),
-                "inline_max_bytes": threshold.map(|n| n.get()),
-                "batched": ankusa_sink_core::resolve_batched(&sink),
-            });
-            let text = if a.json {
-                info.to_string()
-            } else {
-                format!(
-                    "type:             {}\ndurable:          {}\ninline_max_bytes: {}\nbatched:          {}",
-                    config.kind(),
-                    info["durable"],
-                    info["inline_max_bytes"],
-                    info["batched"]
-                )
-            };
-            Ok(print(&text, ExitCode::SUCCESS))
-        }
-        Command::Describe(a) => {
-            if a.source_id.trim().is_empty() {
-                return Err(UsageError("--source-id must not be empty".into()));
-            }
-            if let Some(t) = &a.tenant {
-                ankusa_sink_core::validate_tenant(t)?;
-            }
-            let subject = Subject::new(a.source_id.clone(), a.tenant.clone());
-            let mut described = Vec::new();
-            for spec in &a.sink {
-                let (config, sink) = load_sink(spec).await?;
-                described.push((config.kind(), resolve_describe(&sink, &subject)));
-            }
-            let out = if let [(_, one)] = described.as_slice() {
-                serde_json::to_value(one)?
-            } else {
-                asyncapi::document(&subject, &described)
-            };
-            Ok(print(
-                &serde_json::to_string_pretty(&out)?,
-                ExitCode::SUCCESS,
-            ))
-        }
+        Command::Check(a) => check(&a).await,
+        Command::Info(a) => info(&a).await,
+        Command::Describe(a) => describe(&a).await,
     }
+}
+
+/// `check`: the sink's preflight, as text and an exit code.
+async fn check(a: &SinkArg) -> Result<ExitCode, UsageError> {
+    let (config, sink) = load_sink(&a.sink).await?;
+    Ok(match sink.check().await {
+        Ok(Check::Passed) => print(
+            &format!("check passed: {} sink", config.kind()),
+            ExitCode::SUCCESS,
+        ),
+        Ok(Check::Reachable) => print(
+            &format!(
+                "check passed: the {} sink's destination accepts connections (whether it \
+                 takes the hook is known only by delivering)",
+                config.kind()
+            ),
+            ExitCode::SUCCESS,
+        ),
+        Ok(_) => print(
+            &format!(
+                "not checked: the {} sink has no preflight check",
+                config.kind()
+            ),
+            ExitCode::from(EXIT_NOT_CHECKED),
+        ),
+        Err(f) => print(
+            &format!("check failed: {}", output::escape_control(&f.to_string())),
+            ExitCode::from(EXIT_FAILED),
+        ),
+    })
+}
+
+/// `info`: what the sink says of itself.
+async fn info(a: &InfoArgs) -> Result<ExitCode, UsageError> {
+    let (config, sink) = load_sink(&a.sink.sink).await?;
+    let threshold =
+        ankusa_sink_core::resolve_inline_max_bytes(&sink).map_err(|e| UsageError(e.to_string()))?;
+    let info = serde_json::json!({
+        "type": config.kind(),
+        "durable": ankusa_sink_core::resolve_durable(&sink),
+        "inline_max_bytes": threshold.map(|n| n.get()),
+        "batched": ankusa_sink_core::resolve_batched(&sink),
+    });
+    let text = if a.json {
+        info.to_string()
+    } else {
+        format!(
+            "type:             {}\ndurable:          {}\ninline_max_bytes: {}\nbatched:          {}",
+            config.kind(),
+            info["durable"],
+            info["inline_max_bytes"],
+            info["batched"]
+        )
+    };
+    Ok(print(&text, ExitCode::SUCCESS))
+}
+
+/// `describe`: one sink's description, or an AsyncAPI document for several.
+async fn describe(a: &DescribeArgs) -> Result<ExitCode, UsageError> {
+    if a.source_id.trim().is_empty() {
+        return Err(UsageError("--source-id must not be empty".into()));
+    }
+    if let Some(t) = &a.tenant {
+        ankusa_sink_core::validate_tenant(t)?;
+    }
+    let subject = Subject::new(a.source_id.clone(), a.tenant.clone());
+    let mut described = Vec::new();
+    for spec in &a.sink {
+        let (config, sink) = load_sink(spec).await?;
+        described.push((config.kind(), resolve_describe(&sink, &subject)));
+    }
+    let out = if let [(_, one)] = described.as_slice() {
+        serde_json::to_value(one)?
+    } else {
+        asyncapi::document(&subject, &described)
+    };
+    Ok(print(
+        &serde_json::to_string_pretty(&out)?,
+        ExitCode::SUCCESS,
+    ))
 }
 
 fn main() -> ExitCode {

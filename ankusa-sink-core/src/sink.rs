@@ -195,9 +195,7 @@ pub async fn safe_deliver<S: Sink + ?Sized>(
         },
         None => fut.await,
     };
-    res.unwrap_or_else(|payload| {
-        Err(Failure::transient(SinkFault::panicked(&*payload)))
-    })
+    res.unwrap_or_else(|payload| Err(Failure::transient(SinkFault::panicked(&*payload))))
 }
 
 /// A configured timeout as whole milliseconds, the unit sink configs store: rounded down,

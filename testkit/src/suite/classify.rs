@@ -2,8 +2,8 @@
 
 use super::util::{check_failure_secrets, envelope, is_panic, is_timeout};
 use super::{CaseResult, Cx, Outcome, ensure};
-use crate::harness::{Fault, Harness};
-use ankusa_sink_core::{Check, Class, Ctx, Sink};
+use crate::harness::{Fault, Harness, Probe};
+use ankusa_sink_core::{Check, Class, Ctx, Envelope, Failure, Sink};
 use std::time::{Duration, Instant};
 
 pub(super) async fn missing_destination<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
@@ -40,24 +40,7 @@ async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
             "the harness cannot provoke {fault:?}: {why}"
         )));
     };
-    let inline_max = setup.sink.inline_max_bytes();
-    let env = match (fault, setup.body_size) {
-        (Fault::Oversized, Some(n)) => {
-            if let Some(max) = inline_max.filter(|m| n > m.get()) {
-                return Err(format!(
-                    "Setup::body_size ({n}) is over the sink's inline_max_bytes ({max}): such a \
-                     body travels as a small claim, never oversized. Pick a body size at most \
-                     inline_max_bytes whose encoded message is over the destination's limit \
-                     (lower the destination's limit, or raise the sink's inline threshold)"
-                ));
-            }
-            envelope("oversized", vec![b'o'; n])
-        }
-        (Fault::Oversized, None) => {
-            return Err("Fault::Oversized needs Setup::body_size".into());
-        }
-        _ => envelope("fault", &b"{}"[..]),
-    };
+    let env = fault_envelope(fault, setup.body_size, setup.sink.inline_max_bytes())?;
     let ctx = Ctx::for_envelope(&env);
     let started = Instant::now();
     let res = cx.deliver(&setup.sink, &env, &ctx).await;
@@ -75,6 +58,52 @@ async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
     };
     check_failure_secrets(&secrets, &f)?;
     ensure!(!is_panic(&f), "{fault:?}: the sink panicked: {f}");
+    expect_class(cx, fault, &f, setup.probe.as_deref(), env.id()).await?;
+    if matches!(fault, Fault::MissingDestination | Fault::RefusedCredential) {
+        check_says_config(cx, fault, &setup.sink, &secrets).await?;
+    }
+    Ok(Outcome::Pass(format!(
+        "{} in {} ms: {f}",
+        f.class(),
+        elapsed.as_millis()
+    )))
+}
+
+/// The hook a fault is provoked with: `body_size` bytes for [`Fault::Oversized`] (which must
+/// travel inline), else a small JSON body.
+fn fault_envelope(
+    fault: Fault,
+    body_size: Option<usize>,
+    inline_max: Option<std::num::NonZeroUsize>,
+) -> Result<Envelope, String> {
+    Ok(match (fault, body_size) {
+        (Fault::Oversized, Some(n)) => {
+            if let Some(max) = inline_max.filter(|m| n > m.get()) {
+                return Err(format!(
+                    "Setup::body_size ({n}) is over the sink's inline_max_bytes ({max}): such a \
+                     body travels as a small claim, never oversized. Pick a body size at most \
+                     inline_max_bytes whose encoded message is over the destination's limit \
+                     (lower the destination's limit, or raise the sink's inline threshold)"
+                ));
+            }
+            envelope("oversized", vec![b'o'; n])
+        }
+        (Fault::Oversized, None) => {
+            return Err("Fault::Oversized needs Setup::body_size".into());
+        }
+        _ => envelope("fault", &b"{}"[..]),
+    })
+}
+
+/// The failure `f` of a delivery under `fault` has the class dispatch needs (and an
+/// oversized hook did not arrive after all).
+async fn expect_class<H: Harness>(
+    cx: &mut Cx<'_, H>,
+    fault: Fault,
+    f: &Failure,
+    probe: Option<&dyn Probe>,
+    id: &str,
+) -> Result<(), String> {
     match fault {
         Fault::MissingDestination | Fault::RefusedCredential => {
             ensure!(
@@ -124,36 +153,41 @@ async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
                 f.class() == Class::Permanent,
                 "oversized must be permanent, got {f}"
             );
-            if let Some(probe) = setup.probe.as_deref() {
+            if let Some(probe) = probe {
                 // Give a wrongly sent body a moment to arrive before declaring none did.
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 let got = cx.read(probe).await?;
                 ensure!(
-                    !got.iter().any(|r| r.id == env.id()),
+                    !got.iter().any(|r| r.id == id),
                     "the oversized hook reached the destination"
                 );
             }
         }
     }
-    if matches!(fault, Fault::MissingDestination | Fault::RefusedCredential) {
-        match cx.check(&setup.sink).await? {
-            Err(cf) => {
-                check_failure_secrets(&secrets, &cf)?;
-                ensure!(
-                    cf.class() == Class::Config,
-                    "check() for {fault:?} must be config, got {cf}"
-                );
-            }
-            Ok(Check::Passed) => {
-                return Err(format!("check() passed although {fault:?}"));
-            }
-            // Reachable or no preflight: neither claims the destination is usable.
-            Ok(_) => {}
+    Ok(())
+}
+
+/// `check()` on a sink facing a missing destination or refused credentials must not pass,
+/// and a failure it returns must be config.
+async fn check_says_config<H: Harness, S: Sink + ?Sized>(
+    cx: &mut Cx<'_, H>,
+    fault: Fault,
+    sink: &S,
+    secrets: &[String],
+) -> Result<(), String> {
+    match cx.check(sink).await? {
+        Err(cf) => {
+            check_failure_secrets(secrets, &cf)?;
+            ensure!(
+                cf.class() == Class::Config,
+                "check() for {fault:?} must be config, got {cf}"
+            );
         }
+        Ok(Check::Passed) => {
+            return Err(format!("check() passed although {fault:?}"));
+        }
+        // Reachable or no preflight: neither claims the destination is usable.
+        Ok(_) => {}
     }
-    Ok(Outcome::Pass(format!(
-        "{} in {} ms: {f}",
-        f.class(),
-        elapsed.as_millis()
-    )))
+    Ok(())
 }
