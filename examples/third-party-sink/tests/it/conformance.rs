@@ -43,7 +43,14 @@ fn unique(tag: &str) -> String {
 /// A plain connection to the real Redis, for creating, reading and deleting streams.
 async fn admin() -> Result<redis::aio::MultiplexedConnection, BoxError> {
     let client = redis::Client::open(format!("redis://{}", redis_addr()))?;
-    Ok(client.get_multiplexed_async_connection().await?)
+    // The client's default response timeout (500 ms) is shorter than a loaded CI machine
+    // sometimes needs for the test's own setup and cleanup.
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(10)))
+        .set_response_timeout(Some(Duration::from_secs(10)));
+    Ok(client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?)
 }
 
 /// Create an empty stream (a consumer group with `MKSTREAM`).
