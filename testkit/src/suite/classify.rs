@@ -117,7 +117,7 @@ async fn expect_class<H: Harness>(
                 "unreachable must be transient, got {f}"
             );
             ensure!(
-                !is_timeout(&f),
+                !is_timeout(f),
                 "unreachable: the sink did not answer within the {:?} deadline",
                 cx.h.deadline()
             );
@@ -129,7 +129,7 @@ async fn expect_class<H: Harness>(
                  may or may not be stored; got {f}"
             );
             ensure!(
-                !is_timeout(&f),
+                !is_timeout(f),
                 "unacknowledged: the sink waited past the {:?} deadline for an ack; give it an \
                  ack timeout of its own",
                 cx.h.deadline()
