@@ -6,15 +6,15 @@
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Ctx, Envelope, Sink};
+use ankusa_sink_kafka::{
+    DEFAULT_MAX_RECORD_BYTES, DEFAULT_PRODUCE_TIMEOUT_MS, KafkaConfig, KafkaSink,
+};
+use ankusa_sink_testkit::support::unique_name;
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use ankusa_sink_kafka::{
-    DEFAULT_MAX_RECORD_BYTES, DEFAULT_PRODUCE_TIMEOUT_MS, KafkaConfig, KafkaSink,
-};
-use ankusa_sink_testkit::support::unique_name;
 use std::sync::Arc;
 use std::time::Duration;
 

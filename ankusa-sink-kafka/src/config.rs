@@ -610,17 +610,26 @@ mod tests {
         let base = || KafkaConfig::new("h:1", "t").unwrap();
         let cases = [
             (KafkaConfig::new("", "t"), "at least one"),
-            (KafkaConfig::new("user:pw@h:9092", "t"), "bootstrap_servers[0]"),
+            (
+                KafkaConfig::new("user:pw@h:9092", "t"),
+                "bootstrap_servers[0]",
+            ),
             (KafkaConfig::new("h", "t"), "bootstrap_servers[0]"),
             (KafkaConfig::new("h:1", "a/b"), "invalid topic"),
             (KafkaConfig::new("h:1", ".."), "invalid topic"),
             (base().with_key("{x}"), "placeholder"),
-            (base().with_property("acks", "1"), "\"acks\" is set by the sink"),
+            (
+                base().with_property("acks", "1"),
+                "\"acks\" is set by the sink",
+            ),
             (
                 base().with_property("enable.idempotence", "false"),
                 "set by the sink",
             ),
-            (base().with_property("sasl.password", "x"), "set by the sink"),
+            (
+                base().with_property("sasl.password", "x"),
+                "set by the sink",
+            ),
             (base().with_client_id(""), "client_id must not be empty"),
             (
                 base().with_max_record_bytes(NonZeroUsize::new(999_934_465).unwrap()),

@@ -90,7 +90,10 @@ impl fmt::Display for KafkaError {
                 write!(f, "kafka: no delivery report within {waited_ms} ms")
             }
             KafkaError::Refused { during } => {
-                write!(f, "kafka client: {during}: configuration refused by librdkafka")
+                write!(
+                    f,
+                    "kafka client: {during}: configuration refused by librdkafka"
+                )
             }
             KafkaError::Create(what) => write!(f, "librdkafka refused the configuration: {what}"),
             KafkaError::Client(what) => write!(f, "kafka client: {what}"),
@@ -628,8 +631,7 @@ mod tests {
     #[test]
     fn row_a_timeout_explained_by_a_refused_login_is_config() {
         for code in [C::MessageTimedOut, C::AllBrokersDown] {
-            let err =
-                KafkaError::of_code("produce", code, None, Some(C::SaslAuthenticationFailed));
+            let err = KafkaError::of_code("produce", code, None, Some(C::SaslAuthenticationFailed));
             assert!(matches!(err, KafkaError::Explained { .. }), "{err:?}");
             assert_eq!(classify(&err), Class::Config, "{code:?}");
         }
@@ -645,7 +647,10 @@ mod tests {
 
     #[test]
     fn row_refused_configuration_is_config_and_the_rest_transient() {
-        assert_eq!(classify(&KafkaError::Refused { during: "create" }), Class::Config);
+        assert_eq!(
+            classify(&KafkaError::Refused { during: "create" }),
+            Class::Config
+        );
         assert_eq!(classify(&KafkaError::Create("x".into())), Class::Config);
         for err in [
             KafkaError::NoDeliveryReport { waited_ms: 1 },

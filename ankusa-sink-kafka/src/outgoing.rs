@@ -37,9 +37,8 @@ mod tests {
     use rdkafka::message::Headers;
 
     fn layout() -> Layout {
-        Layout::message(None, EmptyValues::Keep).with_key(
-            KeyTemplate::parse(crate::config::DEFAULT_KEY, AbsentTenant::Empty).unwrap(),
-        )
+        Layout::message(None, EmptyValues::Keep)
+            .with_key(KeyTemplate::parse(crate::config::DEFAULT_KEY, AbsentTenant::Empty).unwrap())
     }
 
     fn headers_of(env: &Envelope, ctx: &Ctx) -> (Vec<(String, String)>, Vec<u8>) {

@@ -247,9 +247,7 @@ mod tests {
             "https.ca.pem",
             "sasl.kerberos.kinit.cmd",
         ] {
-            let err = base()
-                .with_property(name, "planted-value-77")
-                .unwrap_err();
+            let err = base().with_property(name, "planted-value-77").unwrap_err();
             assert_eq!(err, ConfigError::UnsafeProperty(name.into()), "{name}");
             let text = err.to_string();
             assert!(text.contains(name), "{text}");

@@ -2,11 +2,15 @@
 
 use crate::client::{Monitor, Shared, create_producer};
 use crate::config::KafkaConfig;
-use crate::error::{KafkaError, Renewal, TopicState, asks_for_the_topic, may_be_explained, renewal};
+use crate::error::{
+    KafkaError, Renewal, TopicState, asks_for_the_topic, may_be_explained, renewal,
+};
 use crate::outgoing::to_record;
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::template::{KeyTemplate, Placeholder, TemplateFields};
-use ankusa_sink_core::{Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait};
+use ankusa_sink_core::{
+    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait,
+};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
 use rdkafka::metadata::Metadata;
 use rdkafka::producer::{Producer, PurgeConfig};

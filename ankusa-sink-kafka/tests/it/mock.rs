@@ -3,10 +3,10 @@
 
 use crate::common::*;
 use ankusa_sink_core::{Class, Ctx, Failure, Sink};
+use ankusa_sink_kafka::{KafkaConfig, KafkaSink};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
-use ankusa_sink_kafka::{KafkaConfig, KafkaSink};
 use std::time::{Duration, Instant};
 
 const TOPIC: &str = "ankusa.mock";
@@ -23,7 +23,8 @@ impl Mock {
     }
 
     fn config(&self, timeout_ms: u64) -> KafkaConfig {
-        KafkaConfig::new(self.cluster.bootstrap_servers(), TOPIC).unwrap()
+        KafkaConfig::new(self.cluster.bootstrap_servers(), TOPIC)
+            .unwrap()
             .with_produce_timeout(Duration::from_millis(timeout_ms))
     }
 
@@ -164,7 +165,8 @@ async fn row_local_queue_full_is_throttled() {
     let mock = Mock::new();
     let sink = KafkaSink::new(
         mock.config(3_000)
-            .with_property("queue.buffering.max.messages", "1").unwrap(),
+            .with_property("queue.buffering.max.messages", "1")
+            .unwrap(),
     )
     .unwrap();
     deliver(&sink, "warm").await.unwrap();
