@@ -647,13 +647,13 @@ mod tests {
     fn debug_redacts_every_secret() {
         let cfg = KafkaConfig::new("h:1", "t")
             .unwrap()
+            .with_tls(TlsConfig::default().with_key_password("tls-pw-2"))
             .with_sasl(SaslConfig::new(
                 SaslMechanism::ScramSha512,
                 "svc",
                 "sasl-pw-1",
             ))
             .unwrap()
-            .with_tls(TlsConfig::default().with_key_password("tls-pw-2"))
             .with_property("ssl.keystore.password", "ks-4")
             .unwrap()
             .with_property("linger.ms", "7")
