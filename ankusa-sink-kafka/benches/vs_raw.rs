@@ -4,16 +4,17 @@
 #![allow(missing_docs)]
 
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
-use ankusa_sink_core::{Ctx, Envelope, Sink, attributes, message};
-use ankusa_sink_kafka::rdkafka::ClientConfig;
-use ankusa_sink_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use ankusa_sink_kafka::rdkafka::client::DefaultClientContext;
-use ankusa_sink_kafka::rdkafka::message::{Header, OwnedHeaders};
-use ankusa_sink_kafka::rdkafka::producer::{FutureProducer, FutureRecord};
+use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::{Ctx, Envelope, Sink};
 use ankusa_sink_kafka::{
     DEFAULT_MAX_RECORD_BYTES, DEFAULT_PRODUCE_TIMEOUT_MS, KafkaConfig, KafkaSink,
 };
 use ankusa_sink_testkit::support::unique_name;
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,13 +45,13 @@ fn raw_producer() -> FutureProducer {
         .expect("raw producer")
 }
 
-/// The record headers the sink sends for `env` (the `ankusa_*` attributes).
-fn raw_headers(env: &Envelope, ctx: &Ctx) -> OwnedHeaders {
+/// The record headers the sink sends for `out` (the `ankusa_*` attributes).
+fn raw_headers(out: &Outgoing<'_>) -> OwnedHeaders {
     let mut h = OwnedHeaders::new();
-    for (name, value) in &attributes(env, ctx) {
+    for (attr, value) in out.attributes() {
         h = h.insert(Header {
-            key: name,
-            value: Some(value.as_str()),
+            key: attr.as_attr(),
+            value: Some(value.as_ref()),
         });
     }
     h
@@ -89,7 +90,7 @@ impl Kafka {
         for r in created {
             r.expect("create the bench topic");
         }
-        let sink = Arc::new(KafkaSink::new(KafkaConfig::new(BROKERS, &topic)).unwrap());
+        let sink = Arc::new(KafkaSink::new(KafkaConfig::new(BROKERS, &topic).unwrap()).unwrap());
         let raw = Arc::new(raw_producer());
         Kafka {
             admin,
@@ -114,10 +115,13 @@ impl VsRawBench for Kafka {
 
     fn raw_op(&self, env: &Arc<Envelope>) -> Op {
         let ctx = Ctx::for_envelope(env);
+        let layout = Layout::message(self.sink.inline_max_bytes(), EmptyValues::Keep)
+            .with_key(self.sink.config().key().clone());
+        let out = Outgoing::new(env, &ctx, &layout).unwrap();
         let p = Arc::new(Prepared {
-            key: self.sink.key().render(env),
-            value: message::encode(env, &ctx, self.sink.inline_max_bytes()).unwrap(),
-            headers: raw_headers(env, &ctx),
+            key: out.key().unwrap_or_default().to_owned(),
+            value: out.body().to_vec(),
+            headers: raw_headers(&out),
             env: Arc::clone(env),
         });
         let (raw, topic) = (Arc::clone(&self.raw), self.topic.clone());

@@ -2,11 +2,12 @@
 //! `tracing` (scrubbed of secrets, repeats lowered to debug), what the sink learns from them
 //! (a refused login, every broker down, a fatal error), and the producers it creates.
 
-use crate::config::{ConfigError, KafkaConfig};
-use crate::error::{Verdict, verdict};
+use crate::config::KafkaConfig;
+use crate::error::{KafkaError, is_config_code};
+use crate::properties::scrub;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, Producer};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -20,13 +21,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// `text` with every secret replaced.
-pub(crate) fn scrub<S: AsRef<str>>(secrets: &[S], text: &str) -> String {
-    secrets.iter().fold(text.to_owned(), |t, s| {
-        t.replace(s.as_ref(), ankusa_sink_core::REDACTED)
-    })
-}
-
 /// The last config-class client error librdkafka reported (a refused login, an unsupported
 /// mechanism), so a record that could only time out can say why. librdkafka follows such an
 /// error with transport ones (`AllBrokersDown`), so it is kept apart from them.
@@ -35,7 +29,7 @@ pub(crate) struct LastError(Mutex<Option<(RDKafkaErrorCode, Instant)>>);
 
 impl LastError {
     fn record(&self, code: RDKafkaErrorCode) {
-        if verdict(code) == Verdict::Config {
+        if is_config_code(code) {
             *lock(&self.0) = Some((code, Instant::now()));
         }
     }
@@ -350,7 +344,7 @@ impl ClientContext for SinkContext {
             .emit(level, LineKind::Log(level, fac.to_owned()), fac, &text);
     }
 
-    fn error(&self, error: KafkaError, reason: &str) {
+    fn error(&self, error: RdKafkaError, reason: &str) {
         let code = error.rdkafka_error_code();
         if let Some(code) = code {
             self.monitor.last_error.record(code);
@@ -413,7 +407,7 @@ impl Drop for Shared {
 pub(crate) fn create_producer(
     config: &KafkaConfig,
     monitor: &Arc<Monitor>,
-) -> Result<Arc<Shared>, ConfigError> {
+) -> Result<Arc<Shared>, KafkaError> {
     let flags = Arc::new(ProducerFlags::default());
     let producer = config
         .client_config()
@@ -421,7 +415,7 @@ pub(crate) fn create_producer(
             monitor: Arc::clone(monitor),
             flags: Arc::clone(&flags),
         })
-        .map_err(|e| ConfigError::Client(monitor.scrub(&e.to_string())))?;
+        .map_err(|e| KafkaError::Create(monitor.scrub(&e.to_string())))?;
     Ok(Arc::new(Shared {
         producer: Some(producer),
         flags,
@@ -481,12 +475,15 @@ mod tests {
     #[test]
     fn client_lines_are_scrubbed_of_every_secret() {
         let config = KafkaConfig::new("127.0.0.1:1", "t")
+            .unwrap()
             .with_sasl(crate::SaslConfig::new(
                 crate::SaslMechanism::Plain,
                 "u",
                 "planted-sasl-pw",
             ))
-            .with_property("ssl.keystore.password", "planted-ks-pw");
+            .unwrap()
+            .with_property("ssl.keystore.password", "planted-ks-pw")
+            .unwrap();
         let monitor = Monitor::new(&config);
         let text = monitor.scrub("auth with planted-sasl-pw and planted-ks-pw failed");
         assert_eq!(text, "auth with REDACTED and REDACTED failed");

@@ -1,10 +1,14 @@
-//! The Kafka sink's configuration: serde shape, builder, validation, and the librdkafka
-//! properties it becomes.
+//! The Kafka sink's configuration: the operator's keys ([`Repr`]), validated once into an
+//! always-valid [`KafkaConfig`], with `with_*` builders that re-check what they change.
+//! The librdkafka properties it becomes are in `properties.rs`.
 
-use ankusa_sink_core::template::{Placeholder, Template, TemplateFields};
-use ankusa_sink_core::{Envelope, REDACTED};
-use rdkafka::ClientConfig;
-use serde::{Deserialize, Deserializer, Serialize};
+use crate::properties::{
+    MAX_MESSAGE_MAX_BYTES, OWNED_PROPERTIES, RECORD_OVERHEAD, check_properties,
+    is_sensitive_property, is_unsafe_property,
+};
+use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
+use ankusa_sink_core::{REDACTED, Secret};
+use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::num::{NonZeroU64, NonZeroUsize};
@@ -19,102 +23,13 @@ pub const DEFAULT_KEY: &str = "{tenant_id}/{source_id}";
 /// Default `client.id`.
 pub const DEFAULT_CLIENT_ID: &str = "ankusa-sink-kafka";
 
-/// librdkafka properties the sink sets itself; [`KafkaConfig::properties`] refuses them.
-pub const OWNED_PROPERTIES: &[&str] = &[
-    "bootstrap.servers",
-    "metadata.broker.list",
-    "client.id",
-    "acks",
-    "request.required.acks",
-    "enable.idempotence",
-    "transactional.id",
-    "partitioner",
-    "message.timeout.ms",
-    "delivery.timeout.ms",
-    "request.timeout.ms",
-    "message.max.bytes",
-    "compression.codec",
-    "compression.type",
-    "allow.auto.create.topics",
-    "security.protocol",
-    "sasl.mechanism",
-    "sasl.mechanisms",
-    "sasl.username",
-    "sasl.password",
-    "ssl.ca.location",
-    "ssl.certificate.location",
-    "ssl.key.location",
-    "ssl.key.password",
-    "ssl.endpoint.identification.algorithm",
-];
-
-/// librdkafka properties refused because they would weaken TLS or load native code: broker
-/// certificate verification and trust roots are set only through [`TlsConfig`], and no
-/// plugin, engine or provider library is ever loaded. Compared ignoring case, with `_` read
-/// as `.`.
-const UNSAFE_PROPERTIES: &[&str] = &[
-    "enable.ssl.certificate.verification",
-    "ssl.ca.pem",
-    "ssl.ca.certificate.stores",
-    "ssl.ca.location",
-    "ssl.endpoint.identification.algorithm",
-    "ssl.engine.location",
-    "ssl.engine.id",
-    "ssl.providers",
-    "plugin.library.paths",
-    "https.ca.location",
-    "https.ca.pem",
-    "sasl.kerberos.kinit.cmd",
-];
-
-/// Whether the extra property `name` is refused for weakening TLS or loading native code.
-fn is_unsafe_property(name: &str) -> bool {
-    let n = name.to_ascii_lowercase().replace('_', ".");
-    UNSAFE_PROPERTIES.contains(&n.as_str())
-}
-
-/// Whether a property's value must never be printed: its name mentions a password, a
-/// secret, a key, a token, a credential or a JAAS/OAUTHBEARER config.
-pub fn is_sensitive_property(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    [
-        "password",
-        "secret",
-        "key",
-        "token",
-        "credential",
-        "jaas",
-        "oauthbearer",
-    ]
-    .iter()
-    .any(|w| n.contains(w))
-}
-
-/// A secret string: serialized as itself, never printed by `Debug` or `Display`.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wrap a secret.
-    pub fn new(s: impl Into<String>) -> Self {
-        Secret(s.into())
-    }
-    /// The secret itself, for handing to the client.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(REDACTED)
-    }
-}
+/// The longest produce timeout librdkafka takes (`message.timeout.ms` is an `int`).
+const MAX_PRODUCE_TIMEOUT_MS: NonZeroU64 = NonZeroU64::new(i32::MAX as u64).unwrap();
 
 /// Record compression (`compression.codec`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Compression {
     /// No compression (librdkafka's default).
     #[default]
@@ -143,8 +58,9 @@ impl Compression {
 }
 
 /// A SASL mechanism.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SaslMechanism {
     /// `PLAIN` (use with TLS).
     Plain,
@@ -167,16 +83,15 @@ impl SaslMechanism {
     }
 }
 
-/// SASL credentials. `Debug` never prints the password.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// SASL credentials (keys `mechanism`, `username`, `password`). `Debug` never prints the
+/// password.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct SaslConfig {
-    /// The mechanism.
-    pub mechanism: SaslMechanism,
-    /// The user name.
-    pub username: String,
-    /// The password.
-    pub password: Secret,
+    pub(crate) mechanism: SaslMechanism,
+    pub(crate) username: String,
+    pub(crate) password: Secret,
 }
 
 impl SaslConfig {
@@ -184,35 +99,37 @@ impl SaslConfig {
     pub fn new(
         mechanism: SaslMechanism,
         username: impl Into<String>,
-        password: impl Into<String>,
+        password: impl Into<Secret>,
     ) -> Self {
         SaslConfig {
             mechanism,
             username: username.into(),
-            password: Secret::new(password),
+            password: password.into(),
         }
     }
 }
 
-/// TLS to the brokers. `Debug` never prints the key password.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// TLS to the brokers (keys `ca_location`, `certificate_location`, `key_location`,
+/// `key_password`, `verify_hostname`). `Debug` never prints the key password.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TlsConfig {
     /// CA bundle file (PEM); the system store when absent.
     #[serde(default)]
-    pub ca_location: Option<String>,
+    pub(crate) ca_location: Option<String>,
     /// Client certificate file (PEM), for mutual TLS.
     #[serde(default)]
-    pub certificate_location: Option<String>,
+    pub(crate) certificate_location: Option<String>,
     /// Client private key file (PEM), for mutual TLS.
     #[serde(default)]
-    pub key_location: Option<String>,
+    pub(crate) key_location: Option<String>,
     /// The private key's password.
     #[serde(default)]
-    pub key_password: Option<Secret>,
+    pub(crate) key_password: Option<Secret>,
     /// Check the broker's certificate names its host (default true).
     #[serde(default = "yes")]
-    pub verify_hostname: bool,
+    pub(crate) verify_hostname: bool,
 }
 
 fn yes() -> bool {
@@ -231,71 +148,63 @@ impl Default for TlsConfig {
     }
 }
 
-/// The Kafka sink's configuration.
-///
-/// Build it with [`KafkaConfig::new`] and the `with_*` methods, or deserialize it; either
-/// way [`KafkaSink::new`](crate::KafkaSink::new) validates it and refuses bad values with a
-/// [`ConfigError`]. `Debug` prints no secret: SASL and TLS passwords, and the value of
-/// every extra property whose name looks sensitive ([`is_sensitive_property`]), are
-/// `REDACTED`.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[non_exhaustive]
-pub struct KafkaConfig {
-    /// `host:port` of one or more brokers (YAML also takes one comma-separated string).
-    /// Also accepted as `brokers`, the key the sink registry documents.
-    #[serde(deserialize_with = "servers", alias = "brokers")]
-    pub bootstrap_servers: Vec<String>,
-    /// The topic every record goes to. Never created by the sink.
-    pub topic: String,
-    /// The record key template; [`DEFAULT_KEY`] when absent. See [`KeyTemplate`].
-    #[serde(default)]
-    pub key: Option<String>,
-    /// The largest body sent inline; larger bodies travel by `ctx.claim`.
-    #[serde(default = "default_inline")]
-    pub inline_max_bytes: NonZeroUsize,
-    /// Value + key over this is refused before producing (permanent).
-    #[serde(default = "default_max_record")]
-    pub max_record_bytes: NonZeroUsize,
-    /// How long a record may take to be acknowledged (`message.timeout.ms`), and the
-    /// bound of every broker request.
-    #[serde(default = "default_timeout")]
-    pub produce_timeout_ms: NonZeroU64,
-    /// Record compression.
-    #[serde(default)]
-    pub compression: Compression,
-    /// `client.id`.
-    #[serde(default = "default_client_id")]
-    pub client_id: String,
-    /// TLS, when the brokers speak it.
-    #[serde(default)]
-    pub tls: Option<TlsConfig>,
-    /// SASL credentials, when the brokers want them.
-    #[serde(default)]
-    pub sasl: Option<SaslConfig>,
-    /// Extra librdkafka properties (`linger.ms`, `batch.size`, ...). Names the sink owns
-    /// ([`OWNED_PROPERTIES`]) are refused, and so are those that would weaken TLS or load
-    /// native code (`enable.ssl.certificate.verification`, `ssl.ca.pem`,
-    /// `plugin.library.paths`, ...); librdkafka validates the rest.
-    #[serde(default)]
-    pub properties: BTreeMap<String, String>,
-    /// Allow SASL credentials over a connection without TLS to a broker that is not on
-    /// loopback (default false: refused). Allowed, the sink warns when it is built.
-    #[serde(default)]
-    pub allow_insecure: bool,
+impl TlsConfig {
+    /// Trust the CA bundle in `path` (PEM) instead of the system store.
+    pub fn with_ca_location(mut self, path: impl Into<String>) -> Self {
+        self.ca_location = Some(path.into());
+        self
+    }
+    /// Authenticate with the client certificate and private key in these files (PEM).
+    pub fn with_client_certificate(
+        mut self,
+        certificate: impl Into<String>,
+        key: impl Into<String>,
+    ) -> Self {
+        self.certificate_location = Some(certificate.into());
+        self.key_location = Some(key.into());
+        self
+    }
+    /// The private key's password.
+    pub fn with_key_password(mut self, password: impl Into<Secret>) -> Self {
+        self.key_password = Some(password.into());
+        self
+    }
+    /// Whether the broker's certificate must name its host (default true; `false` is
+    /// warned about when the sink is built).
+    pub fn with_verify_hostname(mut self, verify: bool) -> Self {
+        self.verify_hostname = verify;
+        self
+    }
 }
 
-fn default_inline() -> NonZeroUsize {
-    ankusa_sink_core::DEFAULT_INLINE_MAX_BYTES
-}
-fn default_max_record() -> NonZeroUsize {
-    DEFAULT_MAX_RECORD_BYTES
-}
-fn default_timeout() -> NonZeroU64 {
-    DEFAULT_PRODUCE_TIMEOUT_MS
-}
-fn default_client_id() -> String {
-    DEFAULT_CLIENT_ID.to_owned()
+/// The operator's keys, exactly as written in a sink file (`type` already removed).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Repr {
+    /// Also accepted as `brokers`, the key the sink registry documents.
+    #[serde(deserialize_with = "servers", alias = "brokers")]
+    bootstrap_servers: Vec<String>,
+    topic: String,
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    inline_max_bytes: Option<NonZeroUsize>,
+    #[serde(default)]
+    max_record_bytes: Option<NonZeroUsize>,
+    #[serde(default)]
+    produce_timeout_ms: Option<NonZeroU64>,
+    #[serde(default)]
+    compression: Compression,
+    #[serde(default)]
+    client_id: Option<String>,
+    #[serde(default)]
+    tls: Option<TlsConfig>,
+    #[serde(default)]
+    sasl: Option<SaslConfig>,
+    #[serde(default)]
+    properties: BTreeMap<String, String>,
+    #[serde(default)]
+    allow_insecure: bool,
 }
 
 fn servers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
@@ -319,6 +228,59 @@ fn split_servers(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// A valid Kafka sink configuration.
+///
+/// Build it with [`KafkaConfig::new`] and the `with_*` methods, or deserialize it from the
+/// keys of the crate README's options table; either way every value is checked once, here
+/// (librdkafka judges the extra properties), and a bad one is refused with a
+/// [`ConfigError`] naming the option. `Debug` prints no secret: SASL and TLS passwords, and
+/// the value of every extra property whose name looks sensitive, are `REDACTED`.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Repr")]
+#[non_exhaustive]
+pub struct KafkaConfig {
+    pub(crate) bootstrap_servers: Vec<String>,
+    pub(crate) topic: String,
+    pub(crate) key: KeyTemplate,
+    pub(crate) inline_max_bytes: NonZeroUsize,
+    pub(crate) max_record_bytes: NonZeroUsize,
+    pub(crate) produce_timeout_ms: NonZeroU64,
+    pub(crate) compression: Compression,
+    pub(crate) client_id: String,
+    pub(crate) tls: Option<TlsConfig>,
+    pub(crate) sasl: Option<SaslConfig>,
+    pub(crate) properties: BTreeMap<String, String>,
+    pub(crate) allow_insecure: bool,
+}
+
+impl TryFrom<Repr> for KafkaConfig {
+    type Error = ConfigError;
+
+    fn try_from(r: Repr) -> Result<Self, ConfigError> {
+        let config = KafkaConfig {
+            bootstrap_servers: r.bootstrap_servers,
+            topic: r.topic,
+            key: parse_key(r.key.as_deref().unwrap_or(DEFAULT_KEY))?,
+            inline_max_bytes: r
+                .inline_max_bytes
+                .unwrap_or(ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES),
+            max_record_bytes: r.max_record_bytes.unwrap_or(DEFAULT_MAX_RECORD_BYTES),
+            produce_timeout_ms: r.produce_timeout_ms.unwrap_or(DEFAULT_PRODUCE_TIMEOUT_MS),
+            compression: r.compression,
+            client_id: r.client_id.unwrap_or_else(|| DEFAULT_CLIENT_ID.to_owned()),
+            tls: r.tls,
+            sasl: r.sasl,
+            properties: r.properties,
+            allow_insecure: r.allow_insecure,
+        };
+        config.checked()
+    }
+}
+
+fn parse_key(template: &str) -> Result<KeyTemplate, ConfigError> {
+    Ok(KeyTemplate::parse(template, AbsentTenant::Empty)?)
+}
+
 impl fmt::Debug for KafkaConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let props: BTreeMap<&str, &str> = self
@@ -336,7 +298,7 @@ impl fmt::Debug for KafkaConfig {
         f.debug_struct("KafkaConfig")
             .field("bootstrap_servers", &self.bootstrap_servers)
             .field("topic", &self.topic)
-            .field("key", &self.key)
+            .field("key", &self.key.as_str())
             .field("inline_max_bytes", &self.inline_max_bytes)
             .field("max_record_bytes", &self.max_record_bytes)
             .field("produce_timeout_ms", &self.produce_timeout_ms)
@@ -352,42 +314,48 @@ impl fmt::Debug for KafkaConfig {
 
 impl KafkaConfig {
     /// A configuration for `topic` on `bootstrap_servers` (`"host:port"`, or several joined
-    /// with `,`), every other option at its default.
-    pub fn new(bootstrap_servers: impl AsRef<str>, topic: impl Into<String>) -> Self {
+    /// with `,`), every other option at its default. Fails as deserializing would.
+    pub fn new(
+        bootstrap_servers: impl AsRef<str>,
+        topic: impl Into<String>,
+    ) -> Result<Self, ConfigError> {
         KafkaConfig {
             bootstrap_servers: split_servers(bootstrap_servers.as_ref()),
             topic: topic.into(),
-            key: None,
-            inline_max_bytes: default_inline(),
+            key: parse_key(DEFAULT_KEY)?,
+            inline_max_bytes: ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             produce_timeout_ms: DEFAULT_PRODUCE_TIMEOUT_MS,
             compression: Compression::None,
-            client_id: default_client_id(),
+            client_id: DEFAULT_CLIENT_ID.to_owned(),
             tls: None,
             sasl: None,
             properties: BTreeMap::new(),
             allow_insecure: false,
         }
+        .checked()
     }
 
-    /// Set the key template (a string without `{...}` is a static key).
-    pub fn with_key(mut self, template: impl Into<String>) -> Self {
-        self.key = Some(template.into());
-        self
+    /// Set the key template (`{tenant_id}` of a hook without a tenant renders `""`; a
+    /// template without `{...}` is a static key).
+    pub fn with_key(mut self, template: &str) -> Result<Self, ConfigError> {
+        self.key = parse_key(template)?;
+        Ok(self)
     }
     /// Set the inline threshold.
     pub fn with_inline_max_bytes(mut self, max: NonZeroUsize) -> Self {
         self.inline_max_bytes = max;
         self
     }
-    /// Set the record size limit (value + key).
-    pub fn with_max_record_bytes(mut self, max: NonZeroUsize) -> Self {
+    /// Set the record size limit (value + key), at most 999,934,464.
+    pub fn with_max_record_bytes(mut self, max: NonZeroUsize) -> Result<Self, ConfigError> {
         self.max_record_bytes = max;
-        self
+        self.checked()
     }
-    /// Set the produce timeout.
+    /// Set the produce timeout (rounded down to whole ms, at least 1, at most
+    /// 2,147,483,647).
     pub fn with_produce_timeout(mut self, timeout: Duration) -> Self {
-        self.produce_timeout_ms = ankusa_sink_core::timeout_ms(timeout);
+        self.produce_timeout_ms = ankusa_sink_core::timeout_ms(timeout).min(MAX_PRODUCE_TIMEOUT_MS);
         self
     }
     /// Set the compression codec.
@@ -395,41 +363,64 @@ impl KafkaConfig {
         self.compression = compression;
         self
     }
-    /// Set `client.id`.
-    pub fn with_client_id(mut self, id: impl Into<String>) -> Self {
+    /// Set `client.id` (not empty).
+    pub fn with_client_id(mut self, id: impl Into<String>) -> Result<Self, ConfigError> {
         self.client_id = id.into();
-        self
+        self.checked()
     }
     /// Speak TLS to the brokers.
     pub fn with_tls(mut self, tls: TlsConfig) -> Self {
         self.tls = Some(tls);
         self
     }
-    /// Authenticate with SASL.
-    pub fn with_sasl(mut self, sasl: SaslConfig) -> Self {
+    /// Authenticate with SASL. Without TLS it is refused unless every broker is on
+    /// loopback or [`with_allow_insecure`](Self::with_allow_insecure) came first.
+    pub fn with_sasl(mut self, sasl: SaslConfig) -> Result<Self, ConfigError> {
         self.sasl = Some(sasl);
-        self
+        self.checked()
     }
-    /// Add an extra librdkafka property.
-    pub fn with_property(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+    /// Add an extra librdkafka property; librdkafka judges its name and value now.
+    pub fn with_property(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Result<Self, ConfigError> {
         self.properties.insert(name.into(), value.into());
-        self
+        self.checked()
     }
-
     /// Allow SASL without TLS to brokers off loopback (the password, for `plain`, then
     /// travels in the clear). The sink warns when it is built.
-    pub fn with_allow_insecure(mut self, allow: bool) -> Self {
+    pub fn with_allow_insecure(mut self, allow: bool) -> Result<Self, ConfigError> {
         self.allow_insecure = allow;
-        self
+        self.checked()
     }
 
+    /// The brokers, `host:port` each.
+    pub fn bootstrap_servers(&self) -> &[String] {
+        &self.bootstrap_servers
+    }
+    /// The topic every record goes to.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+    /// The record key template.
+    pub fn key(&self) -> &KeyTemplate {
+        &self.key
+    }
     /// The produce timeout.
     pub fn produce_timeout(&self) -> Duration {
         Duration::from_millis(self.produce_timeout_ms.get())
     }
 
+    /// `self`, if every value is valid.
+    fn checked(self) -> Result<Self, ConfigError> {
+        self.check_values()?;
+        check_properties(&self)?;
+        Ok(self)
+    }
+
     /// Check every value that can be checked without librdkafka.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    fn check_values(&self) -> Result<(), ConfigError> {
         if self.bootstrap_servers.is_empty() {
             return Err(ConfigError::NoBootstrapServers);
         }
@@ -439,8 +430,7 @@ impl KafkaConfig {
             }
         }
         validate_topic(&self.topic)?;
-        KeyTemplate::parse(self.key.as_deref().unwrap_or(DEFAULT_KEY))?;
-        if self.produce_timeout_ms.get() > i32::MAX as u64 {
+        if self.produce_timeout_ms > MAX_PRODUCE_TIMEOUT_MS {
             return Err(ConfigError::Value {
                 option: "produce_timeout_ms",
                 why: "must be at most 2147483647",
@@ -510,93 +500,7 @@ impl KafkaConfig {
         }
         out
     }
-
-    /// The librdkafka configuration of the sink's producer. Call [`validate`](Self::validate)
-    /// first.
-    pub(crate) fn client_config(&self) -> ClientConfig {
-        let timeout = self.produce_timeout_ms.get().to_string();
-        let mut c = ClientConfig::new();
-        c.set("bootstrap.servers", self.bootstrap_servers.join(","))
-            .set("client.id", &self.client_id)
-            .set("acks", "all")
-            .set("enable.idempotence", "true")
-            // The Java client's default partitioner: keyed records land where Java puts them.
-            .set("partitioner", "murmur2_random")
-            .set("message.timeout.ms", &timeout)
-            .set("request.timeout.ms", &timeout)
-            .set(
-                "message.max.bytes",
-                (self.max_record_bytes.get() + RECORD_OVERHEAD)
-                    .max(1_000_000)
-                    .to_string(),
-            )
-            .set("compression.codec", self.compression.as_str())
-            // Never create the topic: a missing one is the operator's to fix.
-            .set("allow.auto.create.topics", "false")
-            // Fail records for a missing topic within the produce timeout rather than
-            // after librdkafka's 30 s propagation grace (overridable in `properties`).
-            .set(
-                "topic.metadata.propagation.max.ms",
-                (self.produce_timeout_ms.get() / 2).to_string(),
-            );
-        let protocol = match (&self.tls, &self.sasl) {
-            (None, None) => "plaintext",
-            (Some(_), None) => "ssl",
-            (None, Some(_)) => "sasl_plaintext",
-            (Some(_), Some(_)) => "sasl_ssl",
-        };
-        c.set("security.protocol", protocol);
-        if let Some(sasl) = &self.sasl {
-            c.set("sasl.mechanism", sasl.mechanism.as_str())
-                .set("sasl.username", &sasl.username)
-                .set("sasl.password", sasl.password.expose());
-        }
-        if let Some(tls) = &self.tls {
-            for (k, v) in [
-                ("ssl.ca.location", &tls.ca_location),
-                ("ssl.certificate.location", &tls.certificate_location),
-                ("ssl.key.location", &tls.key_location),
-            ] {
-                if let Some(v) = v {
-                    c.set(k, v);
-                }
-            }
-            if let Some(p) = &tls.key_password {
-                c.set("ssl.key.password", p.expose());
-            }
-            c.set(
-                "ssl.endpoint.identification.algorithm",
-                if tls.verify_hostname { "https" } else { "none" },
-            );
-        }
-        for (k, v) in &self.properties {
-            c.set(k, v);
-        }
-        c
-    }
-
-    /// Every secret value this configuration holds, to scrub from librdkafka's messages.
-    pub(crate) fn secrets(&self) -> Vec<&str> {
-        let mut out: Vec<&str> = Vec::new();
-        if let Some(s) = &self.sasl {
-            out.push(s.password.expose());
-        }
-        if let Some(p) = self.tls.as_ref().and_then(|t| t.key_password.as_ref()) {
-            out.push(p.expose());
-        }
-        for (k, v) in &self.properties {
-            if is_sensitive_property(k) {
-                out.push(v);
-            }
-        }
-        out.retain(|s| !s.is_empty());
-        out
-    }
 }
-
-/// Room for headers and record framing on top of `max_record_bytes` in `message.max.bytes`.
-const RECORD_OVERHEAD: usize = 65_536;
-const MAX_MESSAGE_MAX_BYTES: usize = 1_000_000_000;
 
 fn is_host_port(s: &str) -> bool {
     let Some((host, port)) = s.rsplit_once(':') else {
@@ -614,7 +518,7 @@ fn is_host_port(s: &str) -> bool {
 }
 
 /// Check a Kafka topic name: 1 to 249 of `[A-Za-z0-9._-]`, not `.` or `..`.
-pub fn validate_topic(topic: &str) -> Result<(), ConfigError> {
+pub(crate) fn validate_topic(topic: &str) -> Result<(), ConfigError> {
     let ok = (1..=249).contains(&topic.len())
         && topic != "."
         && topic != ".."
@@ -643,7 +547,7 @@ pub enum ConfigError {
     InvalidTopic(String),
     /// The key template does not parse.
     #[error("invalid key template: {0}")]
-    KeyTemplate(String),
+    KeyTemplate(#[from] TemplateError),
     /// An option out of range.
     #[error("{option} {why}")]
     Value {
@@ -679,108 +583,31 @@ pub enum ConfigError {
         /// librdkafka's complaint, for properties whose value is not sensitive.
         why: Option<String>,
     },
-    /// librdkafka refused to create the producer (secrets scrubbed from its message).
+    /// librdkafka refused the configuration (secrets scrubbed from its message).
     #[error("librdkafka refused the configuration: {0}")]
     Client(String),
-}
-
-/// A record key: a template over the envelope, fixed at configuration time.
-///
-/// `{tenant_id}`, `{source_id}`, `{id}` and `{dedupe_key}` are replaced (an absent tenant
-/// or dedupe key by the empty string); `{{` and `}}` are literal braces. A template with no
-/// placeholder is a static key. The default is `{tenant_id}/{source_id}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyTemplate(Template);
-
-impl KeyTemplate {
-    /// Parse a template.
-    pub fn parse(template: &str) -> Result<Self, ConfigError> {
-        Template::parse(template)
-            .map(KeyTemplate)
-            .map_err(|e| ConfigError::KeyTemplate(e.to_string()))
-    }
-
-    /// The template as written.
-    pub fn as_str(&self) -> &str {
-        self.0.as_str()
-    }
-
-    /// Whether the key is the same for every hook.
-    pub fn is_static(&self) -> bool {
-        self.0.is_static()
-    }
-
-    /// Whether the key depends only on the tenant and the source.
-    pub(crate) fn only_tenant_and_source(&self) -> bool {
-        !self.0.uses(Placeholder::Id) && !self.0.uses(Placeholder::DedupeKey)
-    }
-
-    /// Whether the template names the tenant.
-    pub(crate) fn uses_tenant(&self) -> bool {
-        self.0.uses(Placeholder::TenantId)
-    }
-
-    /// The key of `env`.
-    pub fn render(&self, env: &Envelope) -> String {
-        self.0.render(&TemplateFields::of(env), "")
-    }
-
-    pub(crate) fn render_with(
-        &self,
-        tenant: Option<&str>,
-        source: &str,
-        id: &str,
-        dedupe_key: Option<&str>,
-    ) -> String {
-        let fields = TemplateFields {
-            id,
-            source_id: source,
-            tenant_id: tenant,
-            dedupe_key,
-        };
-        self.0.render(&fields, "")
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn env(tenant: Option<&str>) -> Envelope {
-        Envelope::builder("h1", "stripe", "{}")
-            .tenant(tenant.map(str::to_owned))
-            .dedupe_key("evt_1")
+    #[test]
+    fn the_default_key_is_tenant_slash_source_and_empty_without_a_tenant() {
+        let cfg = KafkaConfig::new("h:1", "t").unwrap();
+        assert_eq!(cfg.key().as_str(), DEFAULT_KEY);
+        assert_eq!(cfg.key().absent_tenant(), AbsentTenant::Empty);
+        let env = ankusa_sink_core::Envelope::builder("h1", "stripe", "{}")
             .build()
-            .unwrap()
-    }
-
-    #[test]
-    fn default_key_is_tenant_slash_source() {
-        let k = KeyTemplate::parse(DEFAULT_KEY).unwrap();
-        assert_eq!(k.render(&env(Some("acme"))), "acme/stripe");
-        assert_eq!(k.render(&env(None)), "/stripe");
-        assert!(!k.is_static() && k.only_tenant_and_source());
-    }
-
-    #[test]
-    fn templates_and_static_keys() {
-        let k = KeyTemplate::parse("{{x}}-{id}-{dedupe_key}").unwrap();
-        assert_eq!(k.render(&env(None)), "{x}-h1-evt_1");
-        assert!(!k.only_tenant_and_source());
-        let k = KeyTemplate::parse("fixed").unwrap();
-        assert!(k.is_static());
-        assert_eq!(k.render(&env(None)), "fixed");
-        for bad in ["{nope}", "{tenant_id", "a}b"] {
-            let err = KeyTemplate::parse(bad).unwrap_err();
-            assert!(matches!(err, ConfigError::KeyTemplate(_)), "{bad}: {err}");
-        }
+            .unwrap();
+        assert_eq!(cfg.key().render(&env), "/stripe");
     }
 
     #[test]
     fn validation_names_the_option() {
-        let ok = KafkaConfig::new("127.0.0.1:9092, [::1]:9093", "t.1_x-y");
+        let ok = KafkaConfig::new("127.0.0.1:9092, [::1]:9093", "t.1_x-y").unwrap();
         assert_eq!(ok.bootstrap_servers.len(), 2);
-        ok.validate().unwrap();
+        let base = || KafkaConfig::new("h:1", "t").unwrap();
         let cases = [
             (KafkaConfig::new("", "t"), "at least one"),
             (
@@ -790,22 +617,27 @@ mod tests {
             (KafkaConfig::new("h", "t"), "bootstrap_servers[0]"),
             (KafkaConfig::new("h:1", "a/b"), "invalid topic"),
             (KafkaConfig::new("h:1", ".."), "invalid topic"),
-            (KafkaConfig::new("h:1", "t").with_key("{x}"), "placeholder"),
+            (base().with_key("{x}"), "placeholder"),
             (
-                KafkaConfig::new("h:1", "t").with_property("acks", "1"),
+                base().with_property("acks", "1"),
                 "\"acks\" is set by the sink",
             ),
             (
-                KafkaConfig::new("h:1", "t").with_property("enable.idempotence", "false"),
+                base().with_property("enable.idempotence", "false"),
                 "set by the sink",
             ),
             (
-                KafkaConfig::new("h:1", "t").with_property("sasl.password", "x"),
+                base().with_property("sasl.password", "x"),
                 "set by the sink",
+            ),
+            (base().with_client_id(""), "client_id must not be empty"),
+            (
+                base().with_max_record_bytes(NonZeroUsize::new(999_934_465).unwrap()),
+                "max_record_bytes must be at most",
             ),
         ];
         for (cfg, want) in cases {
-            let err = cfg.validate().unwrap_err().to_string();
+            let err = cfg.unwrap_err().to_string();
             assert!(err.contains(want), "{err} !~ {want}");
             assert!(!err.contains("pw@"), "{err}");
         }
@@ -814,143 +646,101 @@ mod tests {
     #[test]
     fn debug_redacts_every_secret() {
         let cfg = KafkaConfig::new("h:1", "t")
+            .unwrap()
+            .with_tls(TlsConfig::default().with_key_password("tls-pw-2"))
             .with_sasl(SaslConfig::new(
                 SaslMechanism::ScramSha512,
                 "svc",
                 "sasl-pw-1",
             ))
-            .with_tls(TlsConfig {
-                key_password: Some(Secret::new("tls-pw-2")),
-                ..TlsConfig::default()
-            })
-            .with_property("sasl.oauthbearer.client.secret", "oauth-3")
+            .unwrap()
             .with_property("ssl.keystore.password", "ks-4")
-            .with_property("ssl_key_x", "k-5")
-            .with_property("linger.ms", "7");
+            .unwrap()
+            .with_property("linger.ms", "7")
+            .unwrap();
         let d = format!("{cfg:?}");
-        for s in ["sasl-pw-1", "tls-pw-2", "oauth-3", "ks-4", "k-5"] {
+        for s in ["sasl-pw-1", "tls-pw-2", "ks-4"] {
             assert!(!d.contains(s), "{s} in {d}");
         }
         assert!(
             d.contains("svc") && d.contains("\"linger.ms\": \"7\""),
             "{d}"
         );
-        assert_eq!(cfg.secrets().len(), 5);
-    }
-
-    #[test]
-    fn client_config_owns_the_delivery_guarantees() {
-        let cfg = KafkaConfig::new("h:1,h:2", "t")
-            .with_produce_timeout(Duration::from_millis(1500))
-            .with_compression(Compression::Zstd)
-            .with_sasl(SaslConfig::new(SaslMechanism::Plain, "u", "p"))
-            .with_allow_insecure(true)
-            .with_property("linger.ms", "1");
-        cfg.validate().unwrap();
-        let c = cfg.client_config();
-        for (k, v) in [
-            ("bootstrap.servers", "h:1,h:2"),
-            ("acks", "all"),
-            ("enable.idempotence", "true"),
-            ("partitioner", "murmur2_random"),
-            ("message.timeout.ms", "1500"),
-            ("request.timeout.ms", "1500"),
-            ("message.max.bytes", "1065536"),
-            ("compression.codec", "zstd"),
-            ("allow.auto.create.topics", "false"),
-            ("topic.metadata.propagation.max.ms", "750"),
-            ("security.protocol", "sasl_plaintext"),
-            ("sasl.mechanism", "PLAIN"),
-            ("linger.ms", "1"),
-        ] {
-            assert_eq!(c.get(k), Some(v), "{k}");
-        }
-    }
-
-    #[test]
-    fn properties_that_weaken_tls_or_load_code_are_refused_by_name() {
-        for name in [
-            "enable.ssl.certificate.verification",
-            "ssl.ca.pem",
-            "ssl.ca.certificate.stores",
-            "plugin.library.paths",
-            "ssl.engine.location",
-            "ssl.providers",
-            "ssl_engine_id",
-            "ssl.engine.id",
-            "SSL.CA.PEM",
-            "https.ca.pem",
-            "sasl.kerberos.kinit.cmd",
-        ] {
-            let cfg = KafkaConfig::new("h:1", "t").with_property(name, "planted-value-77");
-            let err = cfg.validate().unwrap_err();
-            assert_eq!(err, ConfigError::UnsafeProperty(name.into()), "{name}");
-            let text = err.to_string();
-            assert!(text.contains(name), "{text}");
-            assert!(!text.contains("planted-value-77"), "{text}");
-        }
-        // Owned ones stay owned (their own message); tuning and client identity pass.
-        for name in ["ssl.ca.location", "ssl.endpoint.identification.algorithm"] {
-            let err = KafkaConfig::new("h:1", "t")
-                .with_property(name, "x")
-                .validate();
-            assert!(matches!(err, Err(ConfigError::OwnedProperty(_))), "{name}");
-        }
-        for name in ["ssl.crl.location", "ssl.keystore.location", "linger.ms"] {
-            KafkaConfig::new("h:1", "t")
-                .with_property(name, "x")
-                .validate()
-                .unwrap();
-        }
+        assert_eq!(cfg.secrets().len(), 3);
+        // A property librdkafka does not know is refused, its value never quoted.
+        let err = cfg.with_property("ssl_key_x", "k-5").unwrap_err();
+        assert!(!format!("{err} {err:?}").contains("k-5"), "{err}");
     }
 
     #[test]
     fn sasl_without_tls_is_refused_off_loopback_unless_allowed() {
         let sasl = || SaslConfig::new(SaslMechanism::Plain, "u", "planted-pw-9");
         let err = KafkaConfig::new("kafka.example:9092", "t")
+            .unwrap()
             .with_sasl(sasl())
-            .validate()
             .unwrap_err();
         assert_eq!(err, ConfigError::CleartextCredentials);
         assert!(err.to_string().contains("allow_insecure"), "{err}");
         // One broker off loopback is enough to refuse.
         let err = KafkaConfig::new("127.0.0.1:9092,10.0.0.7:9092", "t")
-            .with_sasl(sasl())
-            .validate();
+            .unwrap()
+            .with_sasl(sasl());
         assert_eq!(err, Err(ConfigError::CleartextCredentials));
         for loopback in ["127.0.0.1:9092", "localhost:9092", "[::1]:9092,127.0.0.2:1"] {
-            let cfg = KafkaConfig::new(loopback, "t").with_sasl(sasl());
-            cfg.validate().unwrap();
+            let cfg = KafkaConfig::new(loopback, "t")
+                .unwrap()
+                .with_sasl(sasl())
+                .unwrap();
             assert!(cfg.insecure_settings().is_empty(), "{loopback}");
         }
         // TLS or an explicit opt-in: accepted; the opt-in is warned about.
         KafkaConfig::new("kafka.example:9092", "t")
-            .with_sasl(sasl())
+            .unwrap()
             .with_tls(TlsConfig::default())
-            .validate()
+            .with_sasl(sasl())
             .unwrap();
         let allowed = KafkaConfig::new("kafka.example:9092", "t")
+            .unwrap()
+            .with_allow_insecure(true)
+            .unwrap()
             .with_sasl(sasl())
-            .with_allow_insecure(true);
-        allowed.validate().unwrap();
+            .unwrap();
         let warned = allowed.insecure_settings();
         assert_eq!(warned.len(), 1);
         assert!(warned[0].contains("in the clear"), "{warned:?}");
         assert!(!format!("{warned:?}").contains("planted-pw-9"));
+        // Taking the opt-in back refuses the configuration again.
+        assert_eq!(
+            allowed.with_allow_insecure(false),
+            Err(ConfigError::CleartextCredentials)
+        );
     }
 
     #[test]
     fn tls_without_hostname_verification_is_warned_about() {
-        let cfg = KafkaConfig::new("kafka.example:9093", "t").with_tls(TlsConfig {
-            verify_hostname: false,
-            ..TlsConfig::default()
-        });
-        cfg.validate().unwrap();
+        let cfg = KafkaConfig::new("kafka.example:9093", "t")
+            .unwrap()
+            .with_tls(TlsConfig::default().with_verify_hostname(false));
         let warned = cfg.insecure_settings();
         assert_eq!(warned.len(), 1);
         assert!(warned[0].contains("verify_hostname"), "{warned:?}");
-        let cfg = KafkaConfig::new("kafka.example:9093", "t").with_tls(TlsConfig::default());
+        let cfg = KafkaConfig::new("kafka.example:9093", "t")
+            .unwrap()
+            .with_tls(TlsConfig::default());
         assert!(cfg.insecure_settings().is_empty());
+    }
+
+    #[test]
+    fn the_produce_timeout_is_capped_at_librdkafkas_limit() {
+        let cfg = KafkaConfig::new("h:1", "t")
+            .unwrap()
+            .with_produce_timeout(Duration::from_secs(30 * 24 * 3600));
+        assert_eq!(cfg.produce_timeout_ms, MAX_PRODUCE_TIMEOUT_MS);
+        let err = serde_json::from_value::<KafkaConfig>(serde_json::json!({
+            "bootstrap_servers": "a:1", "topic": "t", "produce_timeout_ms": 2_147_483_648_u64
+        }))
+        .unwrap_err();
+        assert!(err.to_string().contains("produce_timeout_ms"), "{err}");
     }
 
     #[test]
@@ -966,13 +756,31 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(cfg.bootstrap_servers, ["a:1", "b:2"]);
+        assert_eq!(cfg.key.as_str(), "{source_id}");
+        assert_eq!(cfg.compression, Compression::Lz4);
         assert_eq!(cfg.produce_timeout_ms, DEFAULT_PRODUCE_TIMEOUT_MS);
+        assert_eq!(cfg.client_id, DEFAULT_CLIENT_ID);
+        assert_eq!(cfg.sasl.as_ref().unwrap().password.expose(), "p");
         assert!(cfg.tls.as_ref().unwrap().verify_hostname);
         assert!(!cfg.allow_insecure);
-        cfg.validate().unwrap();
+        let brokers: KafkaConfig = serde_json::from_value(serde_json::json!({
+            "brokers": ["a:1"], "topic": "t"
+        }))
+        .unwrap();
+        assert_eq!(
+            brokers,
+            KafkaConfig::new("a:1", "t").unwrap(),
+            "`brokers` is `bootstrap_servers`, defaults as `new`"
+        );
         let bad = serde_json::from_value::<KafkaConfig>(serde_json::json!({
             "bootstrap_servers": ["a:1"], "topic": "t", "nope": 1
         }));
         assert!(bad.is_err());
+        // Values are checked while deserializing: a bad one never makes a config.
+        let bad = serde_json::from_value::<KafkaConfig>(serde_json::json!({
+            "bootstrap_servers": ["a:1"], "topic": "t", "properties": {"acks": "0"}
+        }))
+        .unwrap_err();
+        assert!(bad.to_string().contains("set by the sink"), "{bad}");
     }
 }

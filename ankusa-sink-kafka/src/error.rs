@@ -1,40 +1,15 @@
-//! Every produce error, classified: the one table in this crate that decides what dispatch
-//! does with a Kafka failure.
+//! Every produce error, typed and classified: [`KafkaError`] and the one table that decides
+//! what dispatch does with it ([`classify`]).
 
-use ankusa_sink_core::Failure;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use ankusa_sink_core::{Class, Failure};
+use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
 use std::fmt;
 
-/// What a Kafka error means for a delivery; [`Verdict::failure`] turns it into a [`Failure`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Verdict {
-    /// The record will never be taken: dead-letter now.
-    Permanent,
-    /// The operator's to fix (credentials, ACLs, a missing topic, bad settings).
-    Config,
-    /// The client or broker asked for a pause: retry after `throttle_after_ms(attempt)`.
-    Throttled,
-    /// Anything else: the retry policy decides.
-    Transient,
-}
-
-impl Verdict {
-    /// The failure of this verdict for a delivery at `attempt` (1-based).
-    pub fn failure(self, attempt: u32, reason: KafkaFailure) -> Failure {
-        match self {
-            Verdict::Permanent => Failure::permanent(reason),
-            Verdict::Config => Failure::config(reason),
-            Verdict::Throttled => Failure::throttled(attempt, reason),
-            Verdict::Transient => Failure::transient(reason),
-        }
-    }
-}
-
-/// The reason carried by a Kafka sink's [`Failure`]. It names codes and sizes only: never a
-/// broker address with credentials, a property value or a record's bytes.
+/// Why a delivery to Kafka failed. It names codes and sizes only: never a broker address
+/// with credentials, a property value or a record's bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum KafkaFailure {
+pub enum KafkaError {
     /// librdkafka or the broker answered with this code.
     Code {
         /// What was being done: `produce`, `enqueue`, `metadata`.
@@ -69,8 +44,16 @@ pub enum KafkaFailure {
         /// How long the sink waited, in ms.
         waited_ms: u128,
     },
-    /// A client error without a librdkafka code (configuration refused at creation, the
-    /// producer gone).
+    /// librdkafka refused the configuration when a client was created (its text, which
+    /// may quote a value, is left out).
+    Refused {
+        /// What was being done: `create`, `produce`, ...
+        during: &'static str,
+    },
+    /// librdkafka refused to create the producer: its message, every secret of the
+    /// configuration scrubbed.
+    Create(String),
+    /// A client error without a librdkafka code (the producer gone, a task failed).
     Client(String),
     /// Not sent: no broker could be reached when the sink last asked (librdkafka reported
     /// every broker down and a metadata probe failed). Transient; deliveries resume as soon
@@ -84,58 +67,163 @@ pub enum KafkaFailure {
     ReportDropped,
 }
 
-impl fmt::Display for KafkaFailure {
+impl fmt::Display for KafkaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            KafkaFailure::Code { during, code } => write!(f, "kafka {during}: {code:?}"),
-            KafkaFailure::Explained {
+            KafkaError::Code { during, code } => write!(f, "kafka {during}: {code:?}"),
+            KafkaError::Explained {
                 during,
                 code,
                 cause,
             } => {
                 write!(f, "kafka {during}: {code:?} after client error {cause:?}")
             }
-            KafkaFailure::RecordTooLarge { size, max } => write!(
+            KafkaError::RecordTooLarge { size, max } => write!(
                 f,
                 "kafka record of {size} bytes (value + key) exceeds max_record_bytes {max}; \
                  nothing was produced"
             ),
-            KafkaFailure::TopicMissing { topic } => {
+            KafkaError::TopicMissing { topic } => {
                 write!(f, "kafka topic {topic:?} does not exist (not auto-created)")
             }
-            KafkaFailure::NoDeliveryReport { waited_ms } => {
+            KafkaError::NoDeliveryReport { waited_ms } => {
                 write!(f, "kafka: no delivery report within {waited_ms} ms")
             }
-            KafkaFailure::Client(what) => write!(f, "kafka client: {what}"),
-            KafkaFailure::BrokersDown { for_ms } => {
+            KafkaError::Refused { during } => {
+                write!(
+                    f,
+                    "kafka client: {during}: configuration refused by librdkafka"
+                )
+            }
+            KafkaError::Create(what) => write!(f, "librdkafka refused the configuration: {what}"),
+            KafkaError::Client(what) => write!(f, "kafka client: {what}"),
+            KafkaError::BrokersDown { for_ms } => {
                 write!(f, "kafka: no broker reachable (for {for_ms} ms); not sent")
             }
-            KafkaFailure::ReportDropped => {
+            KafkaError::ReportDropped => {
                 f.write_str("kafka: the producer dropped the delivery report")
             }
         }
     }
 }
 
-impl std::error::Error for KafkaFailure {}
+impl std::error::Error for KafkaError {}
 
-/// The class of every librdkafka and broker error code: the complete table.
+impl KafkaError {
+    /// The error of a client call that is not a delivery report: its code when it has one;
+    /// configuration refused at creation without its text (it may quote a value); the
+    /// rest as text.
+    pub(crate) fn from_client(err: &RdKafkaError, during: &'static str) -> Self {
+        match err.rdkafka_error_code() {
+            Some(code) => KafkaError::Code { during, code },
+            None => match err {
+                RdKafkaError::ClientConfig(..)
+                | RdKafkaError::ClientCreation(_)
+                | RdKafkaError::Nul(_) => KafkaError::Refused { during },
+                _ => KafkaError::Client(format!("{during}: {err}")),
+            },
+        }
+    }
+
+    /// The error of a produce (or metadata) `code`, given what the sink knows about it: an
+    /// unknown-topic code is [`TopicMissing`](KafkaError::TopicMissing) only when a
+    /// metadata refresh confirms the topic is missing (`topic`, asked only for such
+    /// codes); a code that can only mean the record timed out is
+    /// [`Explained`](KafkaError::Explained) by a config-class client error seen meanwhile
+    /// (`cause`, asked only when [`may_be_explained`]).
+    pub(crate) fn of_code(
+        during: &'static str,
+        code: RDKafkaErrorCode,
+        topic: Option<(&str, TopicState)>,
+        cause: Option<RDKafkaErrorCode>,
+    ) -> Self {
+        if let Some((topic, TopicState::Missing)) = topic
+            && asks_for_the_topic(code)
+        {
+            return KafkaError::TopicMissing {
+                topic: topic.to_owned(),
+            };
+        }
+        match cause {
+            Some(cause) if may_be_explained(code) && is_config_code(cause) => {
+                KafkaError::Explained {
+                    during,
+                    code,
+                    cause,
+                }
+            }
+            _ => KafkaError::Code { during, code },
+        }
+    }
+}
+
+/// What dispatch does with `err`: a pure, deterministic function of the error.
+///
+/// | Error | Class |
+/// | --- | --- |
+/// | `Code`: a librdkafka or broker code | per [`code_class`]: permanent (the record will never be taken), config (credentials, ACLs, unsupported settings), `Throttled` (`QueueFull`, `ThrottlingQuotaExceeded`), transient (timeouts, transport, leadership, unconfirmed unknown topic, every other code) |
+/// | `Explained`: a record timed out while librdkafka reported a config-class client error (a refused SASL login) | `Config` |
+/// | `RecordTooLarge`: value + key over `max_record_bytes` | `Permanent` |
+/// | `TopicMissing`: a metadata refresh confirms the topic does not exist | `Config` |
+/// | `Refused`, `Create`: librdkafka refused the configuration | `Config` |
+/// | `NoDeliveryReport`, `Client`, `BrokersDown`, `ReportDropped` | `Transient` |
+pub(crate) fn classify(err: &KafkaError) -> Class {
+    match err {
+        KafkaError::Code { code, .. } => code_class(*code),
+        KafkaError::Explained { .. }
+        | KafkaError::TopicMissing { .. }
+        | KafkaError::Refused { .. }
+        | KafkaError::Create(_) => Class::Config,
+        KafkaError::RecordTooLarge { .. } => Class::Permanent,
+        KafkaError::NoDeliveryReport { .. }
+        | KafkaError::Client(_)
+        | KafkaError::BrokersDown { .. }
+        | KafkaError::ReportDropped => Class::Transient,
+    }
+}
+
+impl From<KafkaError> for Failure {
+    fn from(e: KafkaError) -> Self {
+        Failure::new(classify(&e), e)
+    }
+}
+
+/// Whether a client-level `code` is the operator's to fix (a refused login, an unsupported
+/// mechanism): what can explain a record that could only time out.
+pub(crate) fn is_config_code(code: RDKafkaErrorCode) -> bool {
+    code_class(code) == Class::Config
+}
+
+/// Whether a delivery's `code` says only that the record could not get through in time,
+/// so a config-class client error seen meanwhile explains it.
+pub(crate) fn may_be_explained(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::MessageTimedOut
+            | RDKafkaErrorCode::OperationTimedOut
+            | RDKafkaErrorCode::AllBrokersDown
+            | RDKafkaErrorCode::BrokerTransportFailure
+    )
+}
+
+/// The class of every librdkafka and broker error code: the complete table behind
+/// [`classify`]'s `Code` row.
 ///
 /// Written as one exhaustive `match` listing every variant of [`RDKafkaErrorCode`] in
 /// rdkafka 0.39 (librdkafka 2.12). The enum is `#[non_exhaustive]`, so the compiler requires
 /// a final arm for codes a later librdkafka adds: those are transient, the safe default for
 /// an unknown code (retried, bounded by the retry policy).
 ///
-/// | Codes | Verdict |
+/// | Codes | Class |
 /// | --- | --- |
 /// | `MessageSizeTooLarge`, `InvalidMessage` (CORRUPT_MESSAGE), `InvalidRecord`, `MessageBatchTooLarge` (RECORD_LIST_TOO_LARGE), `InvalidMessageSize`, `InvalidTimestamp`, `PolicyViolation`, `InvalidRequest`, `BadMessage`, `InvalidType`, (de)serialization | permanent |
 /// | `TopicAuthorizationFailed`, `ClusterAuthorizationFailed`, `SaslAuthenticationFailed`, `Authentication`, `UnknownPartition`, `InvalidTopic`, unsupported SASL / version / compression / feature, invalid config, delegation-token and principal errors | config |
-/// | `QueueFull`, `ThrottlingQuotaExceeded` | throttled |
-/// | `UnknownTopicOrPartition`, `UnknownTopic` (a broker restarting says this of topics it has not loaded yet; the sink makes them config only when a metadata refresh confirms the topic is missing, see the sink's classification) | transient |
+/// | `QueueFull`, `ThrottlingQuotaExceeded` | `Throttled` (dispatch draws the pause) |
+/// | `UnknownTopicOrPartition`, `UnknownTopic` (a broker restarting says this of topics it has not loaded yet; the sink reports [`KafkaError::TopicMissing`] instead when a metadata refresh confirms the topic is missing) | transient |
 /// | `MessageTimedOut`, `RequestTimedOut`, `NotLeaderForPartition`, `BrokerTransportFailure`, `AllBrokersDown`, leader / replica / coordinator movement, idempotence and fencing states, every other code | transient |
-pub fn verdict(code: RDKafkaErrorCode) -> Verdict {
+pub(crate) fn code_class(code: RDKafkaErrorCode) -> Class {
+    use Class::{Config, Permanent, Throttled, Transient};
     use RDKafkaErrorCode as C;
-    use Verdict::{Config, Permanent, Throttled, Transient};
     match code {
         // The record itself will never be accepted.
         C::MessageSizeTooLarge
@@ -345,19 +433,6 @@ pub(crate) fn asks_for_the_topic(code: RDKafkaErrorCode) -> bool {
     )
 }
 
-/// [`verdict`], refined by what a metadata refresh said about the topic: an unknown-topic
-/// code is config only when the refresh confirms the topic is missing, and transient while
-/// the cluster cannot say (or says the topic is there). Every other code follows `verdict`.
-pub(crate) fn verdict_given_topic(code: RDKafkaErrorCode, topic: TopicState) -> Verdict {
-    if !asks_for_the_topic(code) {
-        return verdict(code);
-    }
-    match topic {
-        TopicState::Missing => Verdict::Config,
-        TopicState::Present | TopicState::Unknown => Verdict::Transient,
-    }
-}
-
 /// Why a producer must be replaced, if `code` (or a fatal error on the client) means it
 /// can no longer deliver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -404,40 +479,16 @@ pub(crate) fn renewal(code: Option<RDKafkaErrorCode>, fatal: bool) -> Option<Ren
     }
 }
 
-/// The failure of a client error that is not a delivery report: configuration refused at
-/// creation is config; anything carrying a code follows [`verdict`]; the rest is transient.
-pub(crate) fn client_failure(err: &KafkaError, during: &'static str, attempt: u32) -> Failure {
-    match err.rdkafka_error_code() {
-        Some(code) => verdict(code).failure(attempt, KafkaFailure::Code { during, code }),
-        None => match err {
-            // The text of a refused property names librdkafka's complaint, which may quote
-            // the value: keep only the variant.
-            KafkaError::ClientConfig(..) | KafkaError::ClientCreation(_) | KafkaError::Nul(_) => {
-                Failure::config(KafkaFailure::Client(format!(
-                    "{during}: configuration refused by librdkafka"
-                )))
-            }
-            _ => Failure::transient(KafkaFailure::Client(format!("{during}: {err}"))),
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_sink_core::Class;
     use rdkafka::error::RDKafkaErrorCode as C;
 
     fn class(code: C) -> Class {
-        verdict(code)
-            .failure(
-                3,
-                KafkaFailure::Code {
-                    during: "produce",
-                    code,
-                },
-            )
-            .class()
+        classify(&KafkaError::Code {
+            during: "produce",
+            code,
+        })
     }
 
     #[test]
@@ -452,6 +503,15 @@ mod tests {
         ] {
             assert_eq!(class(code), Class::Permanent, "{code:?}");
         }
+    }
+
+    #[test]
+    fn row_record_too_large_is_permanent() {
+        let err = KafkaError::RecordTooLarge {
+            size: 601,
+            max: 600,
+        };
+        assert_eq!(classify(&err), Class::Permanent);
     }
 
     #[test]
@@ -470,14 +530,9 @@ mod tests {
     }
 
     #[test]
-    fn row_queue_full_and_throttling_retry_after_the_throttle_pause() {
+    fn row_queue_full_and_throttling_are_throttled() {
         for code in [C::QueueFull, C::ThrottlingQuotaExceeded] {
-            let c = class(code);
-            let ms = c
-                .retry_after_ms()
-                .unwrap_or_else(|| panic!("{code:?}: {c}"));
-            // throttle_after_ms(3): uniform in 1..=min(30_000, 500 * 2^2).
-            assert!((1..=2_000).contains(&ms), "{code:?}: {ms}");
+            assert_eq!(class(code), Class::Throttled, "{code:?}");
         }
     }
 
@@ -502,15 +557,15 @@ mod tests {
 
     #[test]
     fn the_table_pins_every_code_librdkafka_knows() {
-        // Every code librdkafka 2.12 defines, counted per verdict: a change to any row of
+        // Every code librdkafka 2.12 defines, counted per class: a change to any row of
         // the table changes these numbers.
         let mut count = std::collections::BTreeMap::new();
         for raw in -200..=200 {
             let Ok(resp) = rdkafka::types::RDKafkaRespErr::try_from(raw) else {
                 continue;
             };
-            let v = verdict(C::from(resp));
-            *count.entry(format!("{v:?}")).or_insert(0) += 1;
+            let c = code_class(C::from(resp));
+            *count.entry(format!("{c:?}")).or_insert(0) += 1;
         }
         let count: Vec<(String, i32)> = count.into_iter().collect();
         assert_eq!(
@@ -527,34 +582,30 @@ mod tests {
     #[test]
     fn row_unknown_topic_is_config_only_when_a_refresh_confirms_it_missing() {
         for code in [C::UnknownTopicOrPartition, C::UnknownTopic] {
-            assert_eq!(verdict(code), Verdict::Transient, "{code:?} unconfirmed");
+            assert_eq!(class(code), Class::Transient, "{code:?} unconfirmed");
+            let err = KafkaError::of_code("produce", code, Some(("t", TopicState::Missing)), None);
             assert_eq!(
-                verdict_given_topic(code, TopicState::Missing),
-                Verdict::Config,
+                err,
+                KafkaError::TopicMissing { topic: "t".into() },
                 "{code:?}"
             );
+            assert_eq!(classify(&err), Class::Config, "{code:?}");
         }
     }
 
     #[test]
     fn row_unknown_topic_is_transient_while_the_cluster_cannot_say() {
         for code in [C::UnknownTopicOrPartition, C::UnknownTopic] {
-            assert_eq!(
-                verdict_given_topic(code, TopicState::Unknown),
-                Verdict::Transient,
-                "{code:?}"
-            );
+            let err = KafkaError::of_code("produce", code, Some(("t", TopicState::Unknown)), None);
+            assert_eq!(classify(&err), Class::Transient, "{code:?}");
         }
     }
 
     #[test]
     fn row_unknown_topic_is_transient_when_the_refresh_finds_the_topic() {
         for code in [C::UnknownTopicOrPartition, C::UnknownTopic] {
-            assert_eq!(
-                verdict_given_topic(code, TopicState::Present),
-                Verdict::Transient,
-                "{code:?}"
-            );
+            let err = KafkaError::of_code("produce", code, Some(("t", TopicState::Present)), None);
+            assert_eq!(classify(&err), Class::Transient, "{code:?}");
         }
     }
 
@@ -571,8 +622,43 @@ mod tests {
                 C::MessageTimedOut,
                 C::QueueFull,
             ] {
-                assert_eq!(verdict_given_topic(code, topic), verdict(code), "{code:?}");
+                let err = KafkaError::of_code("produce", code, Some(("t", topic)), None);
+                assert_eq!(classify(&err), class(code), "{code:?}");
             }
+        }
+    }
+
+    #[test]
+    fn row_a_timeout_explained_by_a_refused_login_is_config() {
+        for code in [C::MessageTimedOut, C::AllBrokersDown] {
+            let err = KafkaError::of_code("produce", code, None, Some(C::SaslAuthenticationFailed));
+            assert!(matches!(err, KafkaError::Explained { .. }), "{err:?}");
+            assert_eq!(classify(&err), Class::Config, "{code:?}");
+        }
+        // Only a timeout is explained: a record refused for itself keeps its own code.
+        let err = KafkaError::of_code(
+            "produce",
+            C::MessageSizeTooLarge,
+            None,
+            Some(C::SaslAuthenticationFailed),
+        );
+        assert_eq!(classify(&err), Class::Permanent);
+    }
+
+    #[test]
+    fn row_refused_configuration_is_config_and_the_rest_transient() {
+        assert_eq!(
+            classify(&KafkaError::Refused { during: "create" }),
+            Class::Config
+        );
+        assert_eq!(classify(&KafkaError::Create("x".into())), Class::Config);
+        for err in [
+            KafkaError::NoDeliveryReport { waited_ms: 1 },
+            KafkaError::Client("x".into()),
+            KafkaError::BrokersDown { for_ms: 1 },
+            KafkaError::ReportDropped,
+        ] {
+            assert_eq!(classify(&err), Class::Transient, "{err:?}");
         }
     }
 
@@ -619,13 +705,13 @@ mod tests {
     #[test]
     fn reasons_are_short_and_typed() {
         let reasons = [
-            KafkaFailure::Code {
+            KafkaError::Code {
                 during: "produce",
                 code: C::ProducerFenced,
             }
             .to_string(),
-            KafkaFailure::BrokersDown { for_ms: 1200 }.to_string(),
-            KafkaFailure::ReportDropped.to_string(),
+            KafkaError::BrokersDown { for_ms: 1200 }.to_string(),
+            KafkaError::ReportDropped.to_string(),
         ];
         assert_eq!(reasons[0], "kafka produce: ProducerFenced");
         assert_eq!(
@@ -639,17 +725,16 @@ mod tests {
 
     #[test]
     fn client_errors_without_a_code() {
-        let err = KafkaError::ClientCreation("sasl.password=hunter2 refused".into());
-        let f = client_failure(&err, "create", 1);
+        let err = RdKafkaError::ClientCreation("sasl.password=hunter2 refused".into());
+        let f = Failure::from(KafkaError::from_client(&err, "create"));
         assert_eq!(f.class(), Class::Config);
         assert!(!f.to_string().contains("hunter2"), "{f}");
-        let f = client_failure(&KafkaError::Canceled, "produce", 1);
+        let f = Failure::from(KafkaError::from_client(&RdKafkaError::Canceled, "produce"));
         assert_eq!(f.class(), Class::Transient);
-        let f = client_failure(
-            &KafkaError::MetadataFetch(C::TopicAuthorizationFailed),
+        let f = Failure::from(KafkaError::from_client(
+            &RdKafkaError::MetadataFetch(C::TopicAuthorizationFailed),
             "metadata",
-            1,
-        );
+        ));
         assert_eq!(f.class(), Class::Config);
         assert_eq!(
             f.to_string(),

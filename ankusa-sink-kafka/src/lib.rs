@@ -4,15 +4,13 @@
 mod client;
 mod config;
 mod error;
+mod outgoing;
+mod properties;
 mod sink;
 
 pub use config::{
     Compression, ConfigError, DEFAULT_CLIENT_ID, DEFAULT_KEY, DEFAULT_MAX_RECORD_BYTES,
-    DEFAULT_PRODUCE_TIMEOUT_MS, KafkaConfig, KeyTemplate, OWNED_PROPERTIES, SaslConfig,
-    SaslMechanism, Secret, TlsConfig, is_sensitive_property, validate_topic,
+    DEFAULT_PRODUCE_TIMEOUT_MS, KafkaConfig, SaslConfig, SaslMechanism, TlsConfig,
 };
-pub use error::{KafkaFailure, Verdict, verdict};
+pub use error::KafkaError;
 pub use sink::KafkaSink;
-
-/// Re-exported: the librdkafka binding whose error codes [`verdict`] classifies.
-pub use rdkafka;

@@ -1,19 +1,19 @@
 //! The Kafka sink: one idempotent, `acks=all` producer shared by every delivery.
 
-use crate::client::{Monitor, Shared, create_producer, scrub};
-use crate::config::{ConfigError, DEFAULT_KEY, KafkaConfig, KeyTemplate};
+use crate::client::{Monitor, Shared, create_producer};
+use crate::config::KafkaConfig;
 use crate::error::{
-    KafkaFailure, Renewal, TopicState, Verdict, asks_for_the_topic, client_failure, renewal,
-    verdict, verdict_given_topic,
+    KafkaError, Renewal, TopicState, asks_for_the_topic, may_be_explained, renewal,
 };
+use crate::outgoing::to_record;
+use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::template::{KeyTemplate, Placeholder, TemplateFields};
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait, attributes,
-    message,
+    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait,
 };
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
 use rdkafka::metadata::Metadata;
-use rdkafka::producer::{FutureRecord, Producer, PurgeConfig};
+use rdkafka::producer::{Producer, PurgeConfig};
 use serde_json::json;
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -42,15 +42,16 @@ struct Current {
 ///   `enable.idempotence=true`, the Java client's `murmur2_random` partitioner, no topic
 ///   auto-creation. `Ok` only after the delivery report says every in-sync replica has the
 ///   record.
-/// - The record: value = Message v1 ([`message::encode`]), key from the key template
+/// - The record: value = Message v1 (core `Outgoing`), key from the key template
 ///   (default `<tenant>/<source>`, `/<source>` without a tenant), timestamp =
 ///   `received_at`, headers `ankusa_id`, `ankusa_source_id`, `ankusa_tenant_id` (`""`
 ///   without a tenant), `ankusa_message_version` `1`, `ankusa_idempotency_key`,
 ///   `content_type` `application/json`, then `ankusa_dedupe_key` and `ankusa_replay_id` when
 ///   set.
 /// - Value + key over `max_record_bytes` is permanent and nothing is produced.
-/// - Errors follow [`verdict`](crate::verdict). A record that times out while librdkafka
-///   reports a config-class client error (a refused SASL login) is config.
+/// - Errors are [`KafkaError`]s, classified by the table in the crate README. A record that
+///   times out while librdkafka reports a config-class client error (a refused SASL login)
+///   is config.
 ///   `UnknownTopicOrPartition` is config only when a metadata refresh confirms the topic is
 ///   missing, transient otherwise (a restarting broker says it of topics it has not loaded).
 /// - After a fatal error, a fenced producer id or epoch, lost sequence state, or a
@@ -63,7 +64,7 @@ struct Current {
 ///   its first answer.
 pub struct KafkaSink {
     config: KafkaConfig,
-    key: KeyTemplate,
+    layout: Layout,
     monitor: Arc<Monitor>,
     current: Mutex<Current>,
     /// The last answer about the topic, and when it came.
@@ -75,27 +76,30 @@ impl fmt::Debug for KafkaSink {
         f.debug_struct("KafkaSink")
             .field("bootstrap_servers", &self.config.bootstrap_servers)
             .field("topic", &self.config.topic)
-            .field("key", &self.key.as_str())
+            .field("key", &self.config.key.as_str())
             .finish_non_exhaustive()
     }
 }
 
 impl KafkaSink {
-    /// Validate `config` and create the sink's producer. Connects lazily: an unreachable
+    /// Create the sink's producer from a valid `config`. Connects lazily: an unreachable
     /// cluster is a delivery failure, not an error here.
-    pub fn new(config: KafkaConfig) -> Result<Self, ConfigError> {
-        config.validate()?;
-        let key = KeyTemplate::parse(config.key.as_deref().unwrap_or(DEFAULT_KEY))?;
-        check_properties(&config)?;
+    ///
+    /// # Errors
+    /// librdkafka refused to create the producer (a TLS file it cannot read, say):
+    /// [`KafkaError::Create`], its message scrubbed of every secret.
+    pub fn new(config: KafkaConfig) -> Result<Self, KafkaError> {
         for warning in config.insecure_settings() {
             tracing::warn!(topic = %config.topic, client = %config.client_id, "{warning}");
         }
         let monitor = Arc::new(Monitor::new(&config));
         let producer = create_producer(&config, &monitor)?;
         monitor.set_current(&producer);
+        let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
+            .with_key(config.key.clone());
         Ok(KafkaSink {
             config,
-            key,
+            layout,
             monitor,
             current: Mutex::new(Current {
                 generation: 0,
@@ -108,11 +112,6 @@ impl KafkaSink {
     /// The configuration.
     pub fn config(&self) -> &KafkaConfig {
         &self.config
-    }
-
-    /// The key template in use.
-    pub fn key(&self) -> &KeyTemplate {
-        &self.key
     }
 
     fn producer(&self) -> (u64, Arc<Shared>) {
@@ -194,54 +193,38 @@ impl KafkaSink {
         state
     }
 
-    /// The failure of a produce error: the producer replaced when it is fatal or fenced,
-    /// an unknown topic confirmed by a metadata refresh, a timed-out record explained by a
-    /// config-class client error.
-    async fn failure(
+    /// The error of a failed produce (or metadata) call, after acting on it: the producer
+    /// replaced when it is fatal or fenced; for an unknown-topic code, what a metadata
+    /// refresh says about the topic; for a timed-out record, the config-class client error
+    /// seen since `since`.
+    async fn error(
         &self,
-        err: &KafkaError,
+        err: &RdKafkaError,
         during: &'static str,
-        attempt: u32,
         since: Instant,
         generation: u64,
         shared: &Arc<Shared>,
-    ) -> Failure {
+    ) -> KafkaError {
         let code = err.rdkafka_error_code();
         let fatal = shared.flags().fatal() || shared.get().client().fatal_error().is_some();
         if let Some(why) = renewal(code, fatal) {
             self.renew(generation, why);
         }
         let Some(code) = code else {
-            return client_failure(err, during, attempt);
+            return KafkaError::from_client(err, during);
         };
-        if asks_for_the_topic(code) {
+        let topic = if asks_for_the_topic(code) {
             let (_, current) = self.producer();
-            return match self.topic_state(&current).await {
-                TopicState::Missing => Failure::config(KafkaFailure::TopicMissing {
-                    topic: self.config.topic.clone(),
-                }),
-                state => verdict_given_topic(code, state)
-                    .failure(attempt, KafkaFailure::Code { during, code }),
-            };
-        }
-        if matches!(
-            code,
-            RDKafkaErrorCode::MessageTimedOut
-                | RDKafkaErrorCode::OperationTimedOut
-                | RDKafkaErrorCode::AllBrokersDown
-                | RDKafkaErrorCode::BrokerTransportFailure
-        ) && let Some(cause) = self.monitor.last_error.config_cause_since(since)
-        {
-            return Verdict::Config.failure(
-                attempt,
-                KafkaFailure::Explained {
-                    during,
-                    code,
-                    cause,
-                },
-            );
-        }
-        verdict(code).failure(attempt, KafkaFailure::Code { during, code })
+            Some((self.config.topic.as_str(), self.topic_state(&current).await))
+        } else {
+            None
+        };
+        let cause = if may_be_explained(code) {
+            self.monitor.last_error.config_cause_since(since)
+        } else {
+            None
+        };
+        KafkaError::of_code(during, code, topic, cause)
     }
 
     /// When a client-level error counts for a request that started at `started`: the
@@ -251,20 +234,6 @@ impl KafkaSink {
         started
             .checked_sub(self.config.produce_timeout())
             .unwrap_or(started)
-    }
-}
-
-/// Let librdkafka judge every property (names and values) without creating a client, so a
-/// refused one is named; its value never reaches the error.
-fn check_properties(config: &KafkaConfig) -> Result<(), ConfigError> {
-    let secrets = config.secrets();
-    match config.client_config().create_native_config() {
-        Ok(_) => Ok(()),
-        Err(KafkaError::ClientConfig(_, why, name, _value)) => Err(ConfigError::Property {
-            why: (!crate::config::is_sensitive_property(&name)).then(|| scrub(&secrets, &why)),
-            name,
-        }),
-        Err(e) => Err(ConfigError::Client(scrub(&secrets, &e.to_string()))),
     }
 }
 
@@ -285,79 +254,55 @@ fn topic_state_of(md: &Metadata, topic: &str) -> TopicState {
     }
 }
 
-/// The record headers: [`attributes`] in their order, with `ankusa_tenant_id` present
-/// (`""`) even without a tenant.
-fn headers(env: &Envelope, ctx: &Ctx) -> OwnedHeaders {
-    let attrs = attributes(env, ctx);
-    let mut h = OwnedHeaders::new_with_capacity(attrs.len() + 1);
-    for (name, value) in &attrs {
-        if *name == "ankusa_message_version" && env.tenant_id().is_none_or(str::is_empty) {
-            h = h.insert(Header {
-                key: "ankusa_tenant_id",
-                value: Some(""),
-            });
-        }
-        h = h.insert(Header {
-            key: name,
-            value: Some(value.as_str()),
-        });
-    }
-    h
-}
-
 #[async_trait]
 impl Sink for KafkaSink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
-        let value = message::encode(env, ctx, self.inline_max_bytes())?;
-        let key = self.key.render(env);
-        let size = value.len() + key.len();
+        let out = Outgoing::new(env, ctx, &self.layout)?;
+        let size = out.body().len() + out.key().map_or(0, str::len);
         let max = self.config.max_record_bytes.get();
         if size > max {
-            return Err(Failure::permanent(KafkaFailure::RecordTooLarge {
-                size,
-                max,
-            }));
+            return Err(KafkaError::RecordTooLarge { size, max }.into());
         }
         if let Some(down) = self.monitor.reach.down_for(Instant::now()) {
-            return Err(Failure::transient(KafkaFailure::BrokersDown {
+            return Err(KafkaError::BrokersDown {
                 for_ms: down.as_millis(),
-            }));
+            }
+            .into());
         }
-        let record = FutureRecord::to(&self.config.topic)
-            .payload(&value)
-            .key(&key)
-            .timestamp(env.received_at())
-            .headers(headers(env, ctx));
         let (generation, shared) = self.usable_producer();
         let started = Instant::now();
         let since = self.window_start(started);
-        let sent = shared.get().send_result(record).map_err(|(e, _record)| e);
+        let sent = shared
+            .get()
+            .send_result(to_record(&out, &self.config.topic, env.received_at()))
+            .map_err(|(e, _record)| e);
         let report = match sent {
             Ok(report) => report,
             Err(e) => {
-                let f = self
-                    .failure(&e, "enqueue", ctx.attempt(), since, generation, &shared)
-                    .await;
-                return Err(f);
+                return Err(self
+                    .error(&e, "enqueue", since, generation, &shared)
+                    .await
+                    .into());
             }
         };
         // librdkafka copied key and value (RD_KAFKA_MSG_F_COPY): free ours before waiting
         // for the report rather than holding them for the whole round trip.
-        drop((value, key));
+        drop(out);
         let wait = self.config.produce_timeout() + REPORT_GRACE;
-        match tokio::time::timeout(wait, report).await {
+        let err = match tokio::time::timeout(wait, report).await {
             Ok(Ok(Ok(_delivery))) => {
                 self.monitor.reach.reachable();
-                Ok(())
+                return Ok(());
             }
-            Ok(Ok(Err((e, _message)))) => Err(self
-                .failure(&e, "produce", ctx.attempt(), since, generation, &shared)
-                .await),
-            Ok(Err(_canceled)) => Err(Failure::transient(KafkaFailure::ReportDropped)),
-            Err(_elapsed) => Err(Failure::transient(KafkaFailure::NoDeliveryReport {
+            Ok(Ok(Err((e, _message)))) => {
+                self.error(&e, "produce", since, generation, &shared).await
+            }
+            Ok(Err(_canceled)) => KafkaError::ReportDropped,
+            Err(_elapsed) => KafkaError::NoDeliveryReport {
                 waited_ms: wait.as_millis(),
-            })),
-        }
+            },
+        };
+        Err(err.into())
     }
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
@@ -372,11 +317,11 @@ impl Sink for KafkaSink {
             "kafka".into(),
             json!({
                 "topic": self.config.topic,
-                "key": key_schema(&self.key, subject),
+                "key": key_schema(&self.config.key, subject),
                 "bindingVersion": "0.5.0",
             }),
         );
-        if !self.key.is_static() {
+        if !self.config.key.is_static() {
             d.computed.push("key".into());
         }
         Some(d)
@@ -394,13 +339,14 @@ impl Sink for KafkaSink {
             held.get().client().fetch_metadata(Some(&topic), timeout)
         })
         .await
-        .map_err(|_| Failure::transient(KafkaFailure::Client("metadata: task failed".into())))?;
+        .map_err(|_| KafkaError::Client("metadata: task failed".into()))?;
         let metadata = match fetched {
             Ok(md) => md,
             Err(e) => {
                 return Err(self
-                    .failure(&e, "metadata", 1, since, generation, &shared)
-                    .await);
+                    .error(&e, "metadata", since, generation, &shared)
+                    .await
+                    .into());
             }
         };
         self.monitor.reach.reachable();
@@ -409,52 +355,45 @@ impl Sink for KafkaSink {
             .iter()
             .find(|t| t.name() == self.config.topic);
         let code = found.and_then(|t| t.error()).map(RDKafkaErrorCode::from);
-        match (topic_state_of(&metadata, &self.config.topic), code) {
-            (TopicState::Present, _) => Ok(Check::Passed),
-            (TopicState::Missing, _) => Err(Failure::config(KafkaFailure::TopicMissing {
+        let err = match (topic_state_of(&metadata, &self.config.topic), code) {
+            (TopicState::Present, _) => return Ok(Check::Passed),
+            (TopicState::Missing, _) => KafkaError::TopicMissing {
                 topic: self.config.topic.clone(),
-            })),
-            (TopicState::Unknown, Some(code)) => Err(verdict(code).failure(
-                1,
-                KafkaFailure::Code {
-                    during: "metadata",
-                    code,
-                },
-            )),
-            (TopicState::Unknown, None) => Err(Failure::transient(KafkaFailure::Code {
+            },
+            (TopicState::Unknown, code) => KafkaError::Code {
                 during: "metadata",
-                code: RDKafkaErrorCode::BrokerNotAvailable,
-            })),
-        }
+                code: code.unwrap_or(RDKafkaErrorCode::BrokerNotAvailable),
+            },
+        };
+        Err(err.into())
     }
 }
 
 /// The AsyncAPI schema of the record key for hooks of `subject`.
 fn key_schema(key: &KeyTemplate, subject: &Subject) -> serde_json::Value {
-    if !key.only_tenant_and_source() {
+    if let Some(k) = key.render_for(&subject.source_id, subject.tenant_id.as_deref()) {
+        return json!({"type": "string", "const": k});
+    }
+    if key.uses(Placeholder::Id) || key.uses(Placeholder::DedupeKey) {
         return json!({
             "type": "string",
             "description": format!("Computed per hook from the template {:?}.", key.as_str()),
         });
     }
-    match (&subject.tenant_id, key.uses_tenant()) {
-        (None, true) => {
-            // The tenant varies per hook: a pattern with the tenant's grammar (empty for a
-            // hook without a tenant).
-            let marker = "\u{0}";
-            let sample = key.render_with(Some(marker), &subject.source_id, "", None);
-            let pattern = sample
-                .split(marker)
-                .map(regex_escape)
-                .collect::<Vec<_>>()
-                .join("[A-Za-z0-9_-]{0,64}");
-            json!({"type": "string", "pattern": format!("^{pattern}$")})
-        }
-        (tenant, _) => json!({
-            "type": "string",
-            "const": key.render_with(tenant.as_deref(), &subject.source_id, "", None),
-        }),
-    }
+    // The tenant varies per hook: a pattern with the tenant's grammar (empty for a hook
+    // without a tenant).
+    let marker = "\u{0}";
+    let sample = key.render_fields(&TemplateFields {
+        source_id: &subject.source_id,
+        tenant_id: Some(marker),
+        ..TemplateFields::default()
+    });
+    let pattern = sample
+        .split(marker)
+        .map(regex_escape)
+        .collect::<Vec<_>>()
+        .join("[A-Za-z0-9_-]{0,64}");
+    json!({"type": "string", "pattern": format!("^{pattern}$")})
 }
 
 fn regex_escape(s: &str) -> String {
@@ -471,56 +410,16 @@ fn regex_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rdkafka::message::Headers;
+    use crate::config::DEFAULT_KEY;
+    use ankusa_sink_core::template::AbsentTenant;
 
-    fn headers_of(env: &Envelope, ctx: &Ctx) -> Vec<(String, String)> {
-        headers(env, ctx)
-            .iter()
-            .map(|h| {
-                (
-                    h.key.to_owned(),
-                    String::from_utf8(h.value.unwrap().to_vec()).unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn header_set_and_order() {
-        let env = Envelope::builder("h1", "stripe", "{}")
-            .dedupe_key("evt_1")
-            .build()
-            .unwrap();
-        let ctx = Ctx::for_envelope(&env).with_replay_id("r1");
-        let h = headers_of(&env, &ctx);
-        let names: Vec<&str> = h.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "ankusa_id",
-                "ankusa_source_id",
-                "ankusa_tenant_id",
-                "ankusa_message_version",
-                "ankusa_idempotency_key",
-                "content_type",
-                "ankusa_dedupe_key",
-                "ankusa_replay_id"
-            ]
-        );
-        assert_eq!(h[2].1, "");
-        assert_eq!(h[4].1, "default:stripe:evt_1");
-        let env = Envelope::builder("h1", "stripe", "{}")
-            .tenant_id("acme")
-            .build()
-            .unwrap();
-        let h = headers_of(&env, &Ctx::for_envelope(&env));
-        assert_eq!(h.len(), 6);
-        assert_eq!(h[2], ("ankusa_tenant_id".into(), "acme".into()));
+    fn key(template: &str) -> KeyTemplate {
+        KeyTemplate::parse(template, AbsentTenant::Empty).unwrap()
     }
 
     #[test]
     fn key_schemas() {
-        let default = KeyTemplate::parse(DEFAULT_KEY).unwrap();
+        let default = key(DEFAULT_KEY);
         assert_eq!(
             key_schema(&default, &Subject::new("src.a", Some("t1".into()))),
             json!({"type":"string","const":"t1/src.a"})
@@ -529,13 +428,18 @@ mod tests {
             key_schema(&default, &Subject::new("src.a", None)),
             json!({"type":"string","pattern":"^[A-Za-z0-9_-]{0,64}\\/src\\.a$"})
         );
-        let fixed = KeyTemplate::parse("k").unwrap();
+        let fixed = key("k");
         assert_eq!(
             key_schema(&fixed, &Subject::new("s", None)),
             json!({"type":"string","const":"k"})
         );
-        let per_hook = KeyTemplate::parse("{id}").unwrap();
+        let per_hook = key("{id}");
         let s = key_schema(&per_hook, &Subject::new("s", None));
         assert!(s["description"].as_str().unwrap().contains("{id}"), "{s}");
+        let by_source = key("{source_id}:x");
+        assert_eq!(
+            key_schema(&by_source, &Subject::new("s", None)),
+            json!({"type":"string","const":"s:x"})
+        );
     }
 }

@@ -8,10 +8,10 @@ use ankusa_sink_amqp::lapin::options::{
 };
 use ankusa_sink_amqp::lapin::types::FieldTable;
 use ankusa_sink_amqp::lapin::{Connection, ConnectionProperties, ExchangeKind};
-use ankusa_sink_kafka::rdkafka::ClientConfig;
-use ankusa_sink_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use ankusa_sink_kafka::rdkafka::client::DefaultClientContext;
 use ankusa_sink_testkit::support::unique_name;
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;

@@ -2,13 +2,13 @@
 //! private tansu instances for outage tests.
 
 use ankusa_sink_core::{Envelope, Failure};
-use ankusa_sink_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use ankusa_sink_kafka::rdkafka::client::DefaultClientContext;
-use ankusa_sink_kafka::rdkafka::consumer::{BaseConsumer, Consumer};
-use ankusa_sink_kafka::rdkafka::message::{Headers, Message};
-use ankusa_sink_kafka::rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use ankusa_sink_kafka::{KafkaConfig, KafkaSink};
 use ankusa_sink_testkit::support::{LogCapture, LogLine, unique_name};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -79,7 +79,9 @@ impl Topic {
     }
 
     pub(crate) fn config(&self) -> KafkaConfig {
-        KafkaConfig::new(&self.brokers, &self.name).with_produce_timeout(Duration::from_secs(10))
+        KafkaConfig::new(&self.brokers, &self.name)
+            .unwrap()
+            .with_produce_timeout(Duration::from_secs(10))
     }
 
     pub(crate) fn sink(&self) -> KafkaSink {

@@ -3,12 +3,12 @@
 
 use crate::common::*;
 use ankusa_sink_core::{BoxError, Ctx, Sink, async_trait};
-use ankusa_sink_kafka::rdkafka::ClientConfig;
-use ankusa_sink_kafka::rdkafka::consumer::{BaseConsumer, Consumer};
-use ankusa_sink_kafka::rdkafka::message::Message;
-use ankusa_sink_kafka::rdkafka::{Offset, TopicPartitionList};
 use ankusa_sink_kafka::{KafkaConfig, KafkaSink, SaslConfig, SaslMechanism};
 use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,8 +40,10 @@ impl KafkaHarness {
 
     fn config(&self, topic: &str) -> KafkaConfig {
         KafkaConfig::new(self.addr(), topic)
+            .unwrap()
             .with_produce_timeout(Duration::from_secs(10))
             .with_property("ssl.keystore.password", PLANTED_PROPERTY)
+            .unwrap()
     }
 
     async fn new_topic(&self, tag: &str) -> String {
@@ -136,17 +138,20 @@ impl Harness for KafkaHarness {
             Fault::RefusedCredential => {
                 let broker = Tansu::start(&["--authentication"]);
                 let cfg = KafkaConfig::new(broker.addr(), "t")
+                    .unwrap()
                     .with_produce_timeout(Duration::from_secs(3))
                     .with_sasl(SaslConfig::new(
                         SaslMechanism::ScramSha512,
                         "svc",
                         PLANTED_PASSWORD,
-                    ));
+                    ))
+                    .unwrap();
                 self.auth_brokers.lock().unwrap().push(broker);
                 Setup::new(Arc::new(KafkaSink::new(cfg)?))
             }
             Fault::Unreachable => {
                 let cfg = KafkaConfig::new(format!("127.0.0.1:{}", closed_port()), "t")
+                    .unwrap()
                     .with_produce_timeout(Duration::from_secs(2));
                 Setup::new(Arc::new(KafkaSink::new(cfg)?))
             }
@@ -154,8 +159,10 @@ impl Harness for KafkaHarness {
                 // librdkafka's own back-pressure: a one-record local queue, already taken by
                 // a record waiting for a broker that is not there.
                 let cfg = KafkaConfig::new(format!("127.0.0.1:{}", closed_port()), "t")
+                    .unwrap()
                     .with_produce_timeout(Duration::from_secs(20))
-                    .with_property("queue.buffering.max.messages", "1");
+                    .with_property("queue.buffering.max.messages", "1")
+                    .unwrap();
                 let sink = Arc::new(KafkaSink::new(cfg)?);
                 let holder = Arc::clone(&sink);
                 tokio::spawn(async move {
@@ -170,7 +177,8 @@ impl Harness for KafkaHarness {
                 let cfg = self
                     .config(&topic)
                     .with_inline_max_bytes(NonZeroUsize::new(1 << 20).unwrap())
-                    .with_max_record_bytes(NonZeroUsize::new(10_000).unwrap());
+                    .with_max_record_bytes(NonZeroUsize::new(10_000).unwrap())
+                    .unwrap();
                 self.setup(&topic, KafkaSink::new(cfg)?)?
                     .with_body_size(20_000)
             }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 async fn row_unreachable_broker_fails_transient_within_the_produce_timeout() {
     crate::common::trace();
     let cfg = KafkaConfig::new(format!("127.0.0.1:{}", closed_port()), "t")
+        .unwrap()
         .with_produce_timeout(Duration::from_millis(1_000));
     let sink = KafkaSink::new(cfg).unwrap();
     let env = envelope("down", "{}");
@@ -34,7 +35,9 @@ async fn recovers_after_a_broker_restart() {
     let topic = unique_topic("restart");
     create_topic(&broker.addr(), &topic, 1).await;
     let sink = KafkaSink::new(
-        KafkaConfig::new(broker.addr(), &topic).with_produce_timeout(Duration::from_secs(3)),
+        KafkaConfig::new(broker.addr(), &topic)
+            .unwrap()
+            .with_produce_timeout(Duration::from_secs(3)),
     )
     .unwrap();
     let env = envelope("before", "{}");
@@ -82,12 +85,14 @@ async fn row_sasl_authentication_failure_is_config() {
     ] {
         let sink = KafkaSink::new(
             KafkaConfig::new(broker.addr(), "t")
+                .unwrap()
                 .with_produce_timeout(Duration::from_millis(2_000))
                 .with_sasl(ankusa_sink_kafka::SaslConfig::new(
                     mechanism,
                     "nobody",
                     "planted-sasl-secret",
-                )),
+                ))
+                .unwrap(),
         )
         .unwrap();
         let env = envelope("sasl", "{}");
@@ -110,6 +115,7 @@ async fn a_closed_port_fails_fast_once_a_probe_confirms_it() {
     let sink = std::sync::Arc::new(
         KafkaSink::new(
             KafkaConfig::new(format!("127.0.0.1:{}", closed_port()), "t")
+                .unwrap()
                 .with_produce_timeout(timeout),
         )
         .unwrap(),
@@ -154,7 +160,9 @@ async fn a_closed_port_logs_a_handful_of_lines() {
     let client = unique_topic("quiet");
     let sink = KafkaSink::new(
         KafkaConfig::new(format!("127.0.0.1:{}", closed_port()), "t")
+            .unwrap()
             .with_client_id(&client)
+            .unwrap()
             .with_produce_timeout(Duration::from_millis(1_000)),
     )
     .unwrap();
@@ -191,10 +199,14 @@ async fn librdkafka_log_lines_are_scrubbed() {
     let planted = "/planted-keytab-secret-4f2a";
     let sink = KafkaSink::new(
         KafkaConfig::new(format!("127.0.0.1:{}", closed_port()), "t")
+            .unwrap()
             .with_client_id(&client)
+            .unwrap()
             .with_produce_timeout(Duration::from_millis(500))
             .with_property("debug", "conf")
-            .with_property("sasl.kerberos.keytab", planted),
+            .unwrap()
+            .with_property("sasl.kerberos.keytab", planted)
+            .unwrap(),
     )
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
