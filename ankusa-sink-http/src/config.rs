@@ -3,7 +3,7 @@
 
 use crate::signing::Signer;
 use ankusa_sink_core::{Secret, SecretEnvError, is_loopback_host, timeout_ms};
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -48,12 +48,12 @@ const CREDENTIAL_NAME_PARTS: &[&str] = &[
     "credential",
 ];
 
+pub(crate) const WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
+pub(crate) const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
+pub(crate) const WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
 /// The signature headers the sink sets when signing; an operator cannot set them.
-pub(crate) const SIGNATURE_HEADERS: [HeaderName; 3] = [
-    HeaderName::from_static("webhook-id"),
-    HeaderName::from_static("webhook-timestamp"),
-    HeaderName::from_static("webhook-signature"),
-];
+pub(crate) const SIGNATURE_HEADERS: [HeaderName; 3] =
+    [WEBHOOK_ID, WEBHOOK_TIMESTAMP, WEBHOOK_SIGNATURE];
 
 /// The request method: `post` (default), `put` or `patch`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -304,10 +304,7 @@ impl fmt::Debug for HttpConfig {
             .field("show_path", &self.show_path)
             .field("allow_insecure", &self.allow_insecure)
             // A proxy's path means nothing; its userinfo is a secret.
-            .field(
-                "proxy",
-                &self.proxy.as_ref().map(|p| shown(p, false)),
-            )
+            .field("proxy", &self.proxy.as_ref().map(|p| shown(p, false)))
             .finish()
     }
 }

@@ -311,8 +311,8 @@ mod tests {
     }
 
     fn class(status: u16, retry_after: Option<u64>) -> Class {
-        let err = answer(status, retry_after, None)
-            .unwrap_or_else(|| panic!("{status} classified Ok"));
+        let err =
+            answer(status, retry_after, None).unwrap_or_else(|| panic!("{status} classified Ok"));
         classify(&err)
     }
 
@@ -415,7 +415,12 @@ mod tests {
         // Retry-After on a status outside the retry-after row changes nothing.
         for s in [302, 409, 505] {
             assert_eq!(class(s, Some(3000)), Class::Transient, "{s}");
-            assert!(!answer(s, Some(3000), None).unwrap().to_string().contains("Retry-After"));
+            assert!(
+                !answer(s, Some(3000), None)
+                    .unwrap()
+                    .to_string()
+                    .contains("Retry-After")
+            );
         }
     }
 

@@ -1,16 +1,12 @@
 //! Core [`Outgoing`] to a [`reqwest::Request`]: the one mapping.
 
-use crate::config::SIGNATURE_HEADERS;
+use crate::config::{SIGNATURE_HEADERS, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use crate::error::HttpError;
 use crate::signing::Signer;
 use ankusa_sink_core::message::{Attr, Outgoing};
 use bytes::{Bytes, BytesMut};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, Url};
-
-const WEBHOOK_ID: HeaderName = SIGNATURE_HEADERS[0];
-const WEBHOOK_TIMESTAMP: HeaderName = SIGNATURE_HEADERS[1];
-const WEBHOOK_SIGNATURE: HeaderName = SIGNATURE_HEADERS[2];
 
 /// What every request of a sink shares, built once from the config.
 #[derive(Debug)]
@@ -40,9 +36,10 @@ pub(crate) fn to_request(
     target: &Target,
     timestamp: u64,
 ) -> Result<reqwest::Request, HttpError> {
-    let attrs = out.attributes().iter().filter(|(attr, _)| {
-        !(target.operator_content_type && *attr == Attr::ContentType)
-    });
+    let attrs = out
+        .attributes()
+        .iter()
+        .filter(|(attr, _)| !(target.operator_content_type && *attr == Attr::ContentType));
     let forwarded = out.forwarded_headers();
     // Sized once for everything below; the prebuilt values are shared, not copied
     // (cloning `base` and growing it would reallocate its tables on every request).

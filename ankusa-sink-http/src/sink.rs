@@ -143,8 +143,6 @@ impl HttpSink {
     }
 }
 
-}
-
 /// The pooled client: no redirects, no retries, only the configured proxy, the configured
 /// CA roots.
 fn build_client(config: &HttpConfig) -> Result<reqwest::Client, ConfigError> {
@@ -378,6 +376,9 @@ mod tests {
             .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
             .collect();
         assert_eq!(values(req.headers()), want);
-        assert_eq!(req.body().and_then(reqwest::Body::as_bytes), Some(&b"{}"[..]));
+        assert_eq!(
+            req.body().and_then(reqwest::Body::as_bytes),
+            Some(&b"{}"[..])
+        );
     }
 }

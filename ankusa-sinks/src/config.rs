@@ -341,9 +341,13 @@ mod tests {
         .unwrap();
         let path = std::env::var("PATH").unwrap();
         assert!(!format!("{c:?}").contains(&path), "{c:?}");
-        let e = err("type = \"http\"\nurl = \"http://127.0.0.1:9/\"\nsecrets = [{ env = \"ANKUSA_SINKS_TEST_UNSET_9D\" }]");
+        let e = err(
+            "type = \"http\"\nurl = \"http://127.0.0.1:9/\"\nsecrets = [{ env = \"ANKUSA_SINKS_TEST_UNSET_9D\" }]",
+        );
         assert!(
-            e.contains("signing secret #0: environment variable ANKUSA_SINKS_TEST_UNSET_9D is not set"),
+            e.contains(
+                "signing secret #0: environment variable ANKUSA_SINKS_TEST_UNSET_9D is not set"
+            ),
             "{e}"
         );
         assert!(
@@ -361,7 +365,10 @@ mod tests {
         let e = SinkConfig::from_toml_str("type = \"http\"\nurl = \"not a url\"").unwrap_err();
         assert!(matches!(e, ConfigError::Field { ty: "http", .. }), "{e}");
         assert!(e.to_string().starts_with("http sink config: "), "{e}");
-        assert!(e.to_string().contains("url is not a valid absolute URL"), "{e}");
+        assert!(
+            e.to_string().contains("url is not a valid absolute URL"),
+            "{e}"
+        );
         assert!(SinkConfig::log().build().await.is_ok());
     }
 
