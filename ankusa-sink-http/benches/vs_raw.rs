@@ -4,7 +4,8 @@
 #![allow(missing_docs)]
 
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
-use ankusa_sink_core::{Ctx, Envelope, forwarded_headers};
+use ankusa_sink_core::message::forwarded_headers;
+use ankusa_sink_core::{Ctx, Envelope};
 use ankusa_sink_http::{HttpSink, USER_AGENT};
 use bytes::{Buf, BytesMut};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};

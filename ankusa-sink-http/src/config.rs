@@ -1,11 +1,16 @@
-//! Options of the HTTP sink: a serde config and a builder over it, validated by
-//! [`HttpSink::from_config`](crate::HttpSink::from_config).
+//! Options of the HTTP sink: the operator's keys (`Repr`), checked once by `TryFrom` into an
+//! always-valid [`HttpConfig`]; [`HttpSinkBuilder`] collects the same keys in code.
 
+use crate::signing::Signer;
+use ankusa_sink_core::{Secret, SecretEnvError, is_loopback_host, timeout_ms};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
+use url::Url;
 
 /// Default whole-request timeout (connect, send, status line, response body): 5 s.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -13,6 +18,42 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default cap on response bytes read: 64 KiB. Reading stops there and the connection is closed.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 65_536;
+
+/// Framing and hop-by-hop headers HTTP owns; an operator cannot set them.
+const FRAMING: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+];
+
+/// Name fragments of operator headers that carry credentials (matched on the lowercased
+/// name), for the cleartext refusal: `authorization`, `x-auth-token`, `x-api-key`,
+/// `x-functions-key`, `cookie`, `x-webhook-secret`, ...
+const CREDENTIAL_NAME_PARTS: &[&str] = &[
+    "auth",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "key",
+    "cookie",
+    "session",
+    "credential",
+];
+
+pub(crate) const WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
+pub(crate) const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
+pub(crate) const WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
+/// The signature headers the sink sets when signing; an operator cannot set them.
+pub(crate) const SIGNATURE_HEADERS: [HeaderName; 3] =
+    [WEBHOOK_ID, WEBHOOK_TIMESTAMP, WEBHOOK_SIGNATURE];
 
 /// The request method: `post` (default), `put` or `patch`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,165 +79,84 @@ impl HttpMethod {
     }
 }
 
-/// A value that may be secret: given literally or read from an environment variable when
-/// the sink is built. `Debug` never prints a literal, only the variable name.
-///
-/// In serde it is either a string or `{ env = "VAR" }`.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A value in the sink file that may be secret: a plain string, or `{ env = "VAR" }` (read
+/// when the file is parsed; kept so existing files work, beside the registry's `${VAR}`).
+#[derive(Clone, Deserialize)]
 #[serde(untagged)]
-pub enum SecretValue {
+enum Value {
     /// The value itself.
-    Literal(String),
+    Plain(Secret),
     /// The name of an environment variable holding the value.
-    Env {
-        /// The variable name.
-        env: String,
-    },
+    Env { env: String },
+    /// A value given in code and marked secret ([`HttpSinkBuilder::secret_header`]).
+    #[serde(skip)]
+    Marked(Secret),
 }
 
-impl SecretValue {
-    /// A literal value.
-    pub fn literal(value: impl Into<String>) -> Self {
-        SecretValue::Literal(value.into())
-    }
-
-    /// A value read from the environment variable `var` at build time.
-    pub fn env(var: impl Into<String>) -> Self {
-        SecretValue::Env { env: var.into() }
-    }
-
-    /// Resolve the value; `what` names it in the error (never the value).
-    pub(crate) fn resolve(&self, what: &str) -> Result<String, ConfigError> {
+impl Value {
+    /// The value, and whether it is marked secret (`{ env }` or [`Value::Marked`]); `what`
+    /// names it in the error (never the value).
+    fn resolve(self, what: impl FnOnce() -> String) -> Result<(Secret, bool), ConfigError> {
         match self {
-            SecretValue::Literal(v) => Ok(v.clone()),
-            SecretValue::Env { env } => match std::env::var(env) {
-                Ok(v) => Ok(v),
-                Err(std::env::VarError::NotPresent) => Err(ConfigError::MissingEnv {
-                    what: what.to_owned(),
-                    var: env.clone(),
-                }),
-                Err(std::env::VarError::NotUnicode(_)) => Err(ConfigError::NotUnicodeEnv {
-                    what: what.to_owned(),
-                    var: env.clone(),
+            Value::Plain(s) => Ok((s, false)),
+            Value::Marked(s) => Ok((s, true)),
+            Value::Env { env } => match Secret::from_env(&env) {
+                Ok(s) => Ok((s, true)),
+                Err(SecretEnvError::NotUnicode(var)) => {
+                    Err(ConfigError::NotUnicodeEnv { what: what(), var })
+                }
+                Err(_) => Err(ConfigError::MissingEnv {
+                    what: what(),
+                    var: env,
                 }),
             },
         }
     }
 }
 
-impl From<&str> for SecretValue {
-    fn from(v: &str) -> Self {
-        SecretValue::literal(v)
-    }
-}
-
-impl From<String> for SecretValue {
-    fn from(v: String) -> Self {
-        SecretValue::Literal(v)
-    }
-}
-
-impl fmt::Debug for SecretValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SecretValue::Literal(_) => f.write_str("Literal(REDACTED)"),
-            SecretValue::Env { env } => f.debug_struct("Env").field("env", env).finish(),
-        }
-    }
-}
-
-/// Which certificate authorities an `https` endpoint may chain to.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `tls` in the sink file.
+#[derive(Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-#[non_exhaustive]
-pub struct TlsRoots {
-    /// PEM files, each holding one or more CA certificates.
-    pub ca_files: Vec<PathBuf>,
-    /// PEM text, each holding one or more CA certificates.
-    pub ca_pem: Vec<String>,
-    /// Trust only the certificates above, not the platform's roots.
-    pub only: bool,
+struct TlsRepr {
+    ca_files: Vec<PathBuf>,
+    ca_pem: Vec<String>,
+    only: bool,
 }
 
-/// The HTTP sink's options. Build a sink with
-/// [`HttpSink::from_config`](crate::HttpSink::from_config) or [`HttpSinkBuilder`].
-///
-/// `Debug` prints the URL redacted, header names without values and the number of secrets.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The operator's keys, exactly as written in a sink file (`type` already removed).
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[non_exhaustive]
-pub struct HttpConfig {
-    /// The endpoint: an absolute `http` or `https` URL. Userinfo becomes basic auth.
-    pub url: SecretValue,
-    /// `post` (default), `put` or `patch`.
+struct Repr {
+    url: Value,
     #[serde(default)]
-    pub method: HttpMethod,
-    /// Static headers sent with every request (values may come from the environment).
-    /// An operator `content-type` replaces the envelope's. Names the sink owns
-    /// (`x-ankusa-*`, `webhook-*` when signing) and framing headers (`host`,
-    /// `content-length`, `transfer-encoding`, `connection`, ...) are refused.
+    method: HttpMethod,
     #[serde(default)]
-    pub headers: BTreeMap<String, SecretValue>,
-    /// Whole-request timeout in milliseconds (default 5000).
-    #[serde(default = "default_timeout_ms")]
-    pub timeout_ms: u64,
-    /// Connect (TCP + TLS) timeout in milliseconds (default 5000).
-    #[serde(default = "default_connect_timeout_ms")]
-    pub connect_timeout_ms: u64,
-    /// Standard Webhooks signing secrets, in order; several for rotation. `whsec_<base64>`
-    /// is base64-decoded (as the official libraries do); any other value is used as its
-    /// UTF-8 bytes (raw mode). Either way the key must be at least 24 bytes. Empty: no
-    /// signing.
+    headers: BTreeMap<String, Value>,
+    timeout_ms: Option<u64>,
+    connect_timeout_ms: Option<u64>,
     #[serde(default)]
-    pub secrets: Vec<SecretValue>,
-    /// Read at most this many response bytes (default 65536), then close the connection.
-    #[serde(default = "default_max_response_bytes")]
-    pub max_response_bytes: usize,
-    /// Extra or exclusive CA roots for `https`.
+    secrets: Vec<Value>,
+    max_response_bytes: Option<usize>,
     #[serde(default)]
-    pub tls: TlsRoots,
-    /// Print the URL's path in `Debug`, `describe`, logs and failure reasons (default
-    /// false). Webhook URLs (Slack, Discord, Zapier) carry their token in the path, so by
-    /// default it shows only as `REDACTED-PATH-<8 hex of its SHA-256>`.
+    tls: TlsRepr,
     #[serde(default)]
-    pub show_path: bool,
-    /// Accept credentials in cleartext (default false): URL userinfo (basic auth),
-    /// credential-like or `{ env }` headers, signatures, or proxy userinfo over `http://` to
-    /// a host that is not loopback. Refused at build time unless this is set; when set,
-    /// the sink logs one warning at build.
+    show_path: bool,
     #[serde(default)]
-    pub allow_insecure: bool,
-    /// An egress proxy: an `http` or `https` URL (userinfo becomes the proxy's basic auth;
-    /// may be `{ env }`). Default: none, and `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` are never
-    /// read. `https` endpoints are tunnelled with `CONNECT`.
-    #[serde(default)]
-    pub proxy: Option<SecretValue>,
+    allow_insecure: bool,
+    proxy: Option<Value>,
 }
 
-fn default_timeout_ms() -> u64 {
-    DEFAULT_TIMEOUT.as_millis() as u64
-}
-
-fn default_connect_timeout_ms() -> u64 {
-    DEFAULT_CONNECT_TIMEOUT.as_millis() as u64
-}
-
-fn default_max_response_bytes() -> usize {
-    DEFAULT_MAX_RESPONSE_BYTES
-}
-
-impl HttpConfig {
-    /// A config for `url` with every other option at its default.
-    pub fn new(url: impl Into<SecretValue>) -> Self {
-        HttpConfig {
-            url: url.into(),
+impl Repr {
+    fn new(url: Value) -> Self {
+        Repr {
+            url,
             method: HttpMethod::default(),
             headers: BTreeMap::new(),
-            timeout_ms: default_timeout_ms(),
-            connect_timeout_ms: default_connect_timeout_ms(),
+            timeout_ms: None,
+            connect_timeout_ms: None,
             secrets: Vec::new(),
-            max_response_bytes: default_max_response_bytes(),
-            tls: TlsRoots::default(),
+            max_response_bytes: None,
+            tls: TlsRepr::default(),
             show_path: false,
             allow_insecure: false,
             proxy: None,
@@ -204,136 +164,416 @@ impl HttpConfig {
     }
 }
 
-/// How a URL-valued option shows in `Debug`: redacted (the path too unless `keep_path`),
-/// or the variable's name.
-pub(crate) fn shown_url(value: &SecretValue, keep_path: bool) -> String {
-    match value {
-        SecretValue::Literal(u) if keep_path => ankusa_sink_core::redact_url_keep_path(u),
-        SecretValue::Literal(u) => ankusa_sink_core::redact_url(u),
-        SecretValue::Env { env } => format!("${env}"),
+/// A valid HTTP sink configuration: every option checked, environment variables and CA
+/// files read. Parse it from a sink file (serde), build it with [`HttpSinkBuilder`], or start
+/// from [`HttpConfig::new`].
+///
+/// `Debug` prints the URL redacted, header names without values and the number of secrets.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Repr")]
+#[non_exhaustive]
+pub struct HttpConfig {
+    /// The endpoint as configured (userinfo included: it becomes basic auth).
+    pub(crate) url: Url,
+    pub(crate) method: HttpMethod,
+    /// The operator's headers, valid, their values marked sensitive.
+    pub(crate) headers: HeaderMap,
+    pub(crate) timeout_ms: NonZeroU64,
+    pub(crate) connect_timeout_ms: NonZeroU64,
+    pub(crate) signer: Option<Signer>,
+    pub(crate) max_response_bytes: NonZeroUsize,
+    /// Each CA source's PEM text (checked to hold certificates).
+    pub(crate) ca_pems: Vec<Vec<u8>>,
+    pub(crate) tls_only: bool,
+    pub(crate) show_path: bool,
+    pub(crate) allow_insecure: bool,
+    pub(crate) proxy: Option<Url>,
+    /// What `allow_insecure` lets travel in cleartext, for the one warning at build.
+    pub(crate) insecure: Option<String>,
+}
+
+impl TryFrom<Repr> for HttpConfig {
+    type Error = ConfigError;
+
+    fn try_from(r: Repr) -> Result<Self, ConfigError> {
+        let url = parse_url(r.url)?;
+        let proxy = r.proxy.map(parse_proxy).transpose()?;
+        let signer = signer(r.secrets)?;
+        let (headers, marked) = operator_headers(r.headers)?;
+        let timeout_ms = positive_ms(r.timeout_ms, DEFAULT_TIMEOUT, "timeout_ms")?;
+        let connect_timeout_ms = positive_ms(
+            r.connect_timeout_ms,
+            DEFAULT_CONNECT_TIMEOUT,
+            "connect_timeout_ms",
+        )?;
+        let max_response_bytes =
+            NonZeroUsize::new(r.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES))
+                .ok_or(ConfigError::Zero("max_response_bytes"))?;
+        let exposed = cleartext_credentials(&url, proxy.as_ref(), &marked, signer.is_some());
+        let insecure = match exposed {
+            None => None,
+            Some(what) if r.allow_insecure => Some(what),
+            Some(what) => return Err(ConfigError::Insecure(what)),
+        };
+        let ca_pems = load_pems(&r.tls)?;
+        if r.tls.only && ca_pems.is_empty() {
+            return Err(ConfigError::NoRoots);
+        }
+        Ok(HttpConfig {
+            url,
+            method: r.method,
+            headers,
+            timeout_ms,
+            connect_timeout_ms,
+            signer,
+            max_response_bytes,
+            ca_pems,
+            tls_only: r.tls.only,
+            show_path: r.show_path,
+            allow_insecure: r.allow_insecure,
+            proxy,
+            insecure,
+        })
+    }
+}
+
+impl HttpConfig {
+    /// A config for `url` with every other option at its default; fails as `TryFrom` would.
+    pub fn new(url: impl Into<Secret>) -> Result<Self, ConfigError> {
+        Repr::new(Value::Plain(url.into())).try_into()
+    }
+
+    /// Set the request method.
+    pub fn with_method(mut self, method: HttpMethod) -> Self {
+        self.method = method;
+        self
+    }
+
+    /// Set the whole-request timeout (rounded down to whole ms, at least 1).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout_ms = timeout_ms(timeout);
+        self
+    }
+
+    /// Set the connect (TCP + TLS) timeout (rounded down to whole ms, at least 1).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout_ms = timeout_ms(timeout);
+        self
+    }
+
+    /// Set the response read cap in bytes.
+    pub fn with_max_response_bytes(mut self, max: NonZeroUsize) -> Self {
+        self.max_response_bytes = max;
+        self
+    }
+
+    /// Show the URL's path in `Debug`, `describe`, logs and failure reasons.
+    pub fn with_show_path(mut self, show: bool) -> Self {
+        self.show_path = show;
+        self
+    }
+
+    /// The endpoint, redacted as everything printed shows it (path hidden unless
+    /// `show_path`).
+    pub fn redacted_url(&self) -> String {
+        shown(&self.url, self.show_path)
+    }
+}
+
+/// `url` as printed: redacted, the path hidden unless `show_path`.
+pub(crate) fn shown(url: &Url, show_path: bool) -> String {
+    if show_path {
+        ankusa_sink_core::redact_url_keep_path(url.as_str())
+    } else {
+        ankusa_sink_core::redact_url(url.as_str())
     }
 }
 
 impl fmt::Debug for HttpConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpConfig")
-            .field("url", &shown_url(&self.url, self.show_path))
+            .field("url", &self.redacted_url())
             .field("method", &self.method)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("timeout_ms", &self.timeout_ms)
             .field("connect_timeout_ms", &self.connect_timeout_ms)
-            .field("secrets", &self.secrets.len())
+            .field("secrets", &self.signer.as_ref().map_or(0, Signer::len))
             .field("max_response_bytes", &self.max_response_bytes)
-            .field("tls", &self.tls)
+            .field("ca_sources", &self.ca_pems.len())
+            .field("tls_only", &self.tls_only)
             .field("show_path", &self.show_path)
             .field("allow_insecure", &self.allow_insecure)
             // A proxy's path means nothing; its userinfo is a secret.
-            .field("proxy", &self.proxy.as_ref().map(|p| shown_url(p, false)))
+            .field("proxy", &self.proxy.as_ref().map(|p| shown(p, false)))
             .finish()
     }
 }
 
-/// Builds an [`HttpSink`](crate::HttpSink); every value is checked by [`build`](Self::build).
-#[derive(Debug, Clone)]
+/// The endpoint, checked: absolute, `http` or `https`, with a host.
+fn parse_url(value: Value) -> Result<Url, ConfigError> {
+    let url = http_url(value, "url", ConfigError::InvalidUrl)?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ConfigError::UnsupportedScheme(url.scheme().to_owned()));
+    }
+    has_host(url, ConfigError::NoHost)
+}
+
+/// The proxy URL, checked: absolute, `http` or `https`, with a host.
+fn parse_proxy(value: Value) -> Result<Url, ConfigError> {
+    let url = http_url(value, "proxy", ConfigError::InvalidProxy)?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ConfigError::UnsupportedProxyScheme(url.scheme().to_owned()));
+    }
+    has_host(url, ConfigError::NoProxyHost)
+}
+
+/// `value` parsed as an absolute URL; `what` names the option in an environment error.
+fn http_url(
+    value: Value,
+    what: &'static str,
+    invalid: fn(url::ParseError) -> ConfigError,
+) -> Result<Url, ConfigError> {
+    let (raw, _) = value.resolve(|| what.to_owned())?;
+    Url::parse(raw.expose()).map_err(invalid)
+}
+
+fn has_host(url: Url, none: ConfigError) -> Result<Url, ConfigError> {
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(none);
+    }
+    Ok(url)
+}
+
+/// The signer of `secrets`, `None` without any.
+fn signer(secrets: Vec<Value>) -> Result<Option<Signer>, ConfigError> {
+    if secrets.is_empty() {
+        return Ok(None);
+    }
+    let secrets = secrets
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| s.resolve(|| format!("signing secret #{i}")).map(|v| v.0))
+        .collect::<Result<Vec<_>, _>>()?;
+    Signer::new(secrets.iter().map(Secret::expose)).map(Some)
+}
+
+/// The operator's headers, checked, and the names of those whose value is marked secret.
+fn operator_headers(
+    headers: BTreeMap<String, Value>,
+) -> Result<(HeaderMap, Vec<String>), ConfigError> {
+    let mut map = HeaderMap::new();
+    let mut marked = Vec::new();
+    for (name, value) in headers {
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ConfigError::InvalidHeaderName(name.clone()))?;
+        let sink_owned =
+            header.as_str().starts_with("x-ankusa-") || SIGNATURE_HEADERS.contains(&header);
+        if sink_owned || FRAMING.contains(&header.as_str()) {
+            return Err(ConfigError::ReservedHeader(name));
+        }
+        let (value, secret) = value.resolve(|| format!("header {name}"))?;
+        let mut v = HeaderValue::from_str(value.expose())
+            .map_err(|_| ConfigError::InvalidHeaderValue(name.clone()))?;
+        v.set_sensitive(true);
+        map.insert(header, v);
+        let lower = name.to_ascii_lowercase();
+        if secret || CREDENTIAL_NAME_PARTS.iter().any(|p| lower.contains(p)) {
+            marked.push(name);
+        }
+    }
+    Ok((map, marked))
+}
+
+/// A timeout in whole ms: the default when absent, zero refused by the option's name.
+fn positive_ms(
+    ms: Option<u64>,
+    default: Duration,
+    what: &'static str,
+) -> Result<NonZeroU64, ConfigError> {
+    match ms {
+        None => Ok(timeout_ms(default)),
+        Some(ms) => NonZeroU64::new(ms).ok_or(ConfigError::Zero(what)),
+    }
+}
+
+fn has_userinfo(url: &Url) -> bool {
+    !url.username().is_empty() || url.password().is_some()
+}
+
+/// Whether talking to `url` crosses the network in cleartext: plain `http` to a host that
+/// is not loopback.
+fn cleartext(url: &Url) -> bool {
+    url.scheme() == "http" && !url.host_str().is_some_and(is_loopback_host)
+}
+
+/// The credentials that would travel in cleartext, if any, listed by what they are
+/// (`header "authorization"`), never by value. `credential_headers` are the operator
+/// headers that carry credentials (by name, or marked secret).
+fn cleartext_credentials(
+    url: &Url,
+    proxy: Option<&Url>,
+    credential_headers: &[String],
+    signing: bool,
+) -> Option<String> {
+    let mut exposed = Vec::new();
+    // Through a proxy the first hop is the proxy: a loopback endpoint does not make the
+    // link to a remote plain-http proxy safe.
+    let endpoint_clear = url.scheme() == "http" && (cleartext(url) || proxy.is_some_and(cleartext));
+    if endpoint_clear {
+        if has_userinfo(url) {
+            exposed.push("the URL's userinfo (basic auth)".to_owned());
+        }
+        exposed.extend(credential_headers.iter().map(|n| format!("header {n:?}")));
+        if signing {
+            exposed.push("the Standard Webhooks signature".to_owned());
+        }
+    }
+    if let Some(p) = proxy
+        && cleartext(p)
+        && has_userinfo(p)
+    {
+        exposed.push("the proxy's userinfo (basic auth)".to_owned());
+    }
+    (!exposed.is_empty()).then(|| exposed.join(", "))
+}
+
+/// Each CA source's PEM text, read and checked to hold at least one certificate.
+fn load_pems(tls: &TlsRepr) -> Result<Vec<Vec<u8>>, ConfigError> {
+    let check = |pem: Vec<u8>, what: String| match reqwest::Certificate::from_pem_bundle(&pem) {
+        Ok(certs) if !certs.is_empty() => Ok(pem),
+        _ => Err(ConfigError::CaPem(what)),
+    };
+    let mut pems = Vec::new();
+    for path in &tls.ca_files {
+        let pem = std::fs::read(path).map_err(|source| ConfigError::CaFile {
+            path: path.clone(),
+            source,
+        })?;
+        pems.push(check(pem, format!("ca file {path:?}"))?);
+    }
+    for (i, pem) in tls.ca_pem.iter().enumerate() {
+        pems.push(check(pem.as_bytes().to_vec(), format!("ca_pem #{i}"))?);
+    }
+    Ok(pems)
+}
+
+/// Collects the options of an [`HttpConfig`] in code; [`build`](Self::build) checks them
+/// as a sink file's would be and builds the sink. Start with
+/// [`HttpSink::builder`](crate::HttpSink::builder).
+#[derive(Clone)]
 pub struct HttpSinkBuilder {
-    config: HttpConfig,
+    repr: Repr,
+}
+
+impl fmt::Debug for HttpSinkBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Nothing is checked yet: header names only.
+        f.debug_struct("HttpSinkBuilder")
+            .field("headers", &self.repr.headers.keys().collect::<Vec<_>>())
+            .field("secrets", &self.repr.secrets.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl HttpSinkBuilder {
-    /// Start from `url` (a literal or [`SecretValue::env`]).
-    pub fn new(url: impl Into<SecretValue>) -> Self {
+    /// Start from `url`.
+    pub(crate) fn new(url: Secret) -> Self {
         HttpSinkBuilder {
-            config: HttpConfig::new(url),
+            repr: Repr::new(Value::Plain(url)),
         }
-    }
-
-    /// Start from a config.
-    pub fn from_config(config: HttpConfig) -> Self {
-        HttpSinkBuilder { config }
     }
 
     /// The request method.
     pub fn method(mut self, method: HttpMethod) -> Self {
-        self.config.method = method;
+        self.repr.method = method;
         self
     }
 
     /// A static header (replaces an earlier one of the same name).
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<SecretValue>) -> Self {
-        self.config.headers.insert(name.into(), value.into());
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<Secret>) -> Self {
+        self.repr
+            .headers
+            .insert(name.into(), Value::Plain(value.into()));
         self
     }
 
-    /// The whole-request timeout.
+    /// A static header whose value is a credential whatever its name (as a sink file's
+    /// `{ env = "VAR" }`): refused over cleartext unless [`allow_insecure`](Self::allow_insecure).
+    pub fn secret_header(mut self, name: impl Into<String>, value: Secret) -> Self {
+        self.repr.headers.insert(name.into(), Value::Marked(value));
+        self
+    }
+
+    /// The whole-request timeout (zero is refused by [`build`](Self::build)).
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.config.timeout_ms = timeout.as_millis().try_into().unwrap_or(u64::MAX);
+        self.repr.timeout_ms = Some(timeout.as_millis().try_into().unwrap_or(u64::MAX));
         self
     }
 
-    /// The connect (TCP + TLS) timeout.
+    /// The connect (TCP + TLS) timeout (zero is refused by [`build`](Self::build)).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.config.connect_timeout_ms = timeout.as_millis().try_into().unwrap_or(u64::MAX);
+        self.repr.connect_timeout_ms = Some(timeout.as_millis().try_into().unwrap_or(u64::MAX));
         self
     }
 
     /// Add a signing secret (after any earlier ones).
-    pub fn secret(mut self, secret: impl Into<SecretValue>) -> Self {
-        self.config.secrets.push(secret.into());
+    pub fn secret(mut self, secret: impl Into<Secret>) -> Self {
+        self.repr.secrets.push(Value::Plain(secret.into()));
         self
     }
 
-    /// The response read cap in bytes.
+    /// The response read cap in bytes (zero is refused by [`build`](Self::build)).
     pub fn max_response_bytes(mut self, max: usize) -> Self {
-        self.config.max_response_bytes = max;
+        self.repr.max_response_bytes = Some(max);
         self
     }
 
     /// Trust the CA certificates in this PEM text (in addition to the platform's, unless
     /// [`tls_roots_only`](Self::tls_roots_only)).
     pub fn ca_pem(mut self, pem: impl Into<String>) -> Self {
-        self.config.tls.ca_pem.push(pem.into());
+        self.repr.tls.ca_pem.push(pem.into());
         self
     }
 
     /// Trust the CA certificates in this PEM file.
     pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.config.tls.ca_files.push(path.into());
+        self.repr.tls.ca_files.push(path.into());
         self
     }
 
     /// Trust only the configured CA certificates, not the platform's roots.
     pub fn tls_roots_only(mut self, only: bool) -> Self {
-        self.config.tls.only = only;
+        self.repr.tls.only = only;
         self
     }
 
     /// Show the URL's path in `Debug`, `describe`, logs and failure reasons.
     pub fn show_path(mut self, show: bool) -> Self {
-        self.config.show_path = show;
+        self.repr.show_path = show;
         self
     }
 
     /// Accept credentials over cleartext `http://` to a non-loopback host (warned at build).
     pub fn allow_insecure(mut self, allow: bool) -> Self {
-        self.config.allow_insecure = allow;
+        self.repr.allow_insecure = allow;
         self
     }
 
     /// Send every request through this egress proxy (`http` or `https` URL; userinfo is
     /// the proxy's basic auth).
-    pub fn proxy(mut self, proxy: impl Into<SecretValue>) -> Self {
-        self.config.proxy = Some(proxy.into());
+    pub fn proxy(mut self, proxy: impl Into<Secret>) -> Self {
+        self.repr.proxy = Some(Value::Plain(proxy.into()));
         self
     }
 
-    /// The config so far.
-    pub fn config(&self) -> &HttpConfig {
-        &self.config
+    /// Check every option, as a sink file's are checked, into a config.
+    pub fn build_config(self) -> Result<HttpConfig, ConfigError> {
+        self.repr.try_into()
     }
 
     /// Check every option and build the sink.
     pub fn build(self) -> Result<crate::HttpSink, ConfigError> {
-        crate::HttpSink::from_config(self.config)
+        crate::HttpSink::new(self.build_config()?)
     }
 }
 
@@ -350,7 +590,7 @@ pub enum ConfigError {
     /// The URL has no host.
     #[error("url has no host")]
     NoHost,
-    /// An environment variable named for a value is not set.
+    /// An environment variable named for a value (`{ env = "VAR" }`) is not set.
     #[error("{what}: environment variable {var} is not set")]
     MissingEnv {
         /// Which option.
@@ -403,7 +643,7 @@ pub enum ConfigError {
     /// A static header name belongs to the sink or to HTTP framing.
     #[error("header {0:?} is set by the sink or by HTTP framing and cannot be configured")]
     ReservedHeader(String),
-    /// A timeout of zero.
+    /// A timeout or cap of zero.
     #[error("{0} must be greater than zero")]
     Zero(&'static str),
     /// A CA file could not be read.
@@ -424,4 +664,84 @@ pub enum ConfigError {
     /// The HTTP client could not be built.
     #[error("http client could not be built")]
     Client(#[source] reqwest::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: serde_json::Value) -> Result<HttpConfig, String> {
+        serde_json::from_value(json).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn secret_values_are_plain_strings_or_env_references() {
+        // PATH is set wherever tests run; tests cannot set variables (no unsafe).
+        let path = std::env::var("PATH").expect("PATH is set");
+        let c = parse(serde_json::json!({
+            "url": "http://127.0.0.1:9/in",
+            "headers": { "x-plain": "ops", "x-from-env": { "env": "PATH" } },
+            "secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", { "env": "PATH" }],
+        }))
+        .unwrap();
+        assert_eq!(c.headers["x-plain"], "ops");
+        assert_eq!(c.headers["x-from-env"], path.as_str());
+        assert_eq!(c.signer.as_ref().map(Signer::len), Some(2));
+        let from_env = parse(serde_json::json!({ "url": { "env": "PATH" } }));
+        // PATH is no URL: the error names the option, never the value.
+        let e = from_env.unwrap_err();
+        assert!(e.starts_with("url is not a valid absolute URL"), "{e}");
+        assert!(!e.contains(&path), "{e}");
+
+        let missing = "ANKUSA_HTTP_TEST_SURELY_UNSET_51C2";
+        for (json, what) in [
+            (serde_json::json!({ "url": { "env": missing } }), "url"),
+            (
+                serde_json::json!({ "url": "http://x/", "proxy": { "env": missing } }),
+                "proxy",
+            ),
+            (
+                serde_json::json!({ "url": "http://x/", "headers": { "a": { "env": missing } } }),
+                "header a",
+            ),
+            (
+                serde_json::json!({ "url": "http://x/", "secrets": [{ "env": missing }] }),
+                "signing secret #0",
+            ),
+        ] {
+            assert_eq!(
+                parse(json).unwrap_err(),
+                format!("{what}: environment variable {missing} is not set")
+            );
+        }
+    }
+
+    #[test]
+    fn an_env_header_is_a_credential_over_cleartext() {
+        let remote = |value: serde_json::Value| {
+            parse(serde_json::json!({
+                "url": "http://192.0.2.1/in",
+                "headers": { "x-team": value },
+            }))
+        };
+        assert!(remote(serde_json::json!("ops")).is_ok());
+        let e = remote(serde_json::json!({ "env": "PATH" })).unwrap_err();
+        assert!(e.contains("header \"x-team\""), "{e}");
+    }
+
+    #[test]
+    fn builders_keep_the_config_valid() {
+        let c = HttpConfig::new("http://127.0.0.1:9/in")
+            .unwrap()
+            .with_method(HttpMethod::Put)
+            .with_timeout(Duration::ZERO)
+            .with_connect_timeout(Duration::from_micros(2_500))
+            .with_max_response_bytes(NonZeroUsize::MIN)
+            .with_show_path(true);
+        assert_eq!(c.method, HttpMethod::Put);
+        assert_eq!((c.timeout_ms.get(), c.connect_timeout_ms.get()), (1, 2));
+        assert_eq!(c.max_response_bytes, NonZeroUsize::MIN);
+        assert_eq!(c.redacted_url(), "http://127.0.0.1:9/in");
+        assert!(HttpConfig::new("ftp://x/").is_err());
+    }
 }

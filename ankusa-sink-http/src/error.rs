@@ -1,18 +1,6 @@
-//! The one place an answer or a transport error becomes a [`Failure`] class.
-//!
-//! | Answer | Class |
-//! | --- | --- |
-//! | 2xx | `Ok` |
-//! | 410 | permanent (destination gone) |
-//! | 400, 413, 422, 501 | permanent |
-//! | 401, 403, 404, 405 | config (credential, URL or method) |
-//! | 301, 308 | config, the reason names the redacted new location |
-//! | 408, 425, 429, 500, 502, 503, 504 with a valid `Retry-After` | retry-after that long (a past date: 1 ms) |
-//! | 429 without a valid `Retry-After` | retry-after [`throttle_after_ms`](ankusa_sink_core::throttle_after_ms)`(attempt)` |
-//! | other 1xx/3xx/4xx/5xx, timeouts, resets, refused connections | transient |
-//! | TLS certificate rejected | config |
+//! [`HttpError`] and the one place it becomes a [`Class`]: [`classify`].
 
-use ankusa_sink_core::Failure;
+use ankusa_sink_core::{Class, Failure};
 use reqwest::StatusCode;
 use std::error::Error as StdError;
 use std::fmt;
@@ -20,7 +8,8 @@ use std::io;
 use std::num::NonZeroU64;
 use std::time::SystemTime;
 
-/// Why a delivery failed: the reason inside a [`Failure`]. Holds no secret, header value or
+/// Why a delivery failed: the reason inside a [`Failure`], whose class the crate's
+/// Classification table gives. Holds no secret, header value or
 /// URL userinfo (URLs are redacted, reqwest errors are stripped of their URL).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -155,7 +144,7 @@ pub(crate) fn connect_kind(kind: io::ErrorKind) -> TransportKind {
 /// Delta-seconds (`"120"`) or an HTTP-date (IMF-fixdate, RFC 850 or asctime). A date in the
 /// past, or `"0"`, is the smallest pause, 1 ms. Anything else (negative, fractional, empty,
 /// not a date) is `None`: treated as if the header were absent.
-pub fn parse_retry_after(value: &[u8], now: SystemTime) -> Option<NonZeroU64> {
+pub(crate) fn parse_retry_after(value: &[u8], now: SystemTime) -> Option<NonZeroU64> {
     let text = std::str::from_utf8(value).ok()?.trim();
     if text.is_empty() {
         return None;
@@ -177,49 +166,87 @@ pub fn parse_retry_after(value: &[u8], now: SystemTime) -> Option<NonZeroU64> {
     Some(NonZeroU64::new(ms).unwrap_or(NonZeroU64::MIN))
 }
 
-/// Classify a non-transport answer. `retry_after` is the parsed `Retry-After` (`None` when
-/// absent or malformed); `location` the redacted, resolved `Location` (its control
-/// characters are escaped here); `attempt` is `ctx.attempt`.
-pub(crate) fn classify_status(
-    status: StatusCode,
-    retry_after: Option<NonZeroU64>,
-    location: Option<String>,
-    attempt: u32,
-) -> Result<(), Failure> {
-    let code = status.as_u16();
-    let plain = |retry_after_ms| HttpError::Status {
-        status: code,
-        retry_after_ms,
-    };
-    match (code, retry_after) {
-        (200..=299, _) => Ok(()),
-        (400 | 410 | 413 | 422 | 501, _) => Err(Failure::permanent(plain(None))),
-        (401 | 403 | 404 | 405, _) => Err(Failure::config(plain(None))),
-        (301 | 308, _) => Err(Failure::config(HttpError::Moved {
-            status: code,
-            location: location.map_or_else(
-                || "an unknown location (no valid Location)".into(),
-                |l| sanitize(&l),
-            ),
-        })),
-        (408 | 425 | 429 | 500 | 502 | 503 | 504, Some(ms)) => {
-            Err(Failure::retry_after(ms, plain(Some(ms.get()))))
+impl HttpError {
+    /// The error of an answer: `None` for 2xx. `retry_after` is the parsed `Retry-After`
+    /// (`None` when absent or malformed); `location` the redacted, resolved `Location` of a
+    /// 301/308 (its control characters are escaped here).
+    pub(crate) fn from_answer(
+        status: StatusCode,
+        retry_after: Option<NonZeroU64>,
+        location: Option<String>,
+    ) -> Option<HttpError> {
+        let status = status.as_u16();
+        Some(match status {
+            200..=299 => return None,
+            301 | 308 => HttpError::Moved {
+                status,
+                location: location.map_or_else(
+                    || "an unknown location (no valid Location)".into(),
+                    |l| sanitize(&l),
+                ),
+            },
+            // Only these statuses carry their pause; on any other it changes nothing.
+            408 | 425 | 429 | 500 | 502 | 503 | 504 => HttpError::Status {
+                status,
+                retry_after_ms: retry_after.map(NonZeroU64::get),
+            },
+            _ => HttpError::Status {
+                status,
+                retry_after_ms: None,
+            },
+        })
+    }
+
+    /// A request that produced no answer: a rejected certificate, or a transport failure.
+    /// Reads typed errors in reqwest's source chain, never error text; drops the URL.
+    pub(crate) fn from_transport(err: reqwest::Error) -> HttpError {
+        let err = err.without_url();
+        if certificate_rejected(&err) {
+            return HttpError::Certificate(err);
         }
-        (429, None) => Err(Failure::throttled(attempt, plain(None))),
-        _ => Err(Failure::transient(plain(None))),
+        HttpError::Transport {
+            kind: transport_kind(&err),
+            source: err,
+        }
     }
 }
 
-/// Classify a request that produced no answer: a rejected certificate is config,
-/// everything else (timeouts, resets, refused connections) is transient. Reads typed errors
-/// in reqwest's source chain, never error text.
-pub(crate) fn classify_transport(err: reqwest::Error) -> Failure {
-    let err = err.without_url();
-    if certificate_rejected(&err) {
-        return Failure::config(HttpError::Certificate(err));
+/// What dispatch does with `err`: a pure, deterministic function of the error.
+///
+/// | Answer | Class |
+/// | --- | --- |
+/// | 2xx | `Ok` (no error) |
+/// | 410 | permanent (destination gone) |
+/// | 400, 413, 422, 501 | permanent |
+/// | 401, 403, 404, 405 | config (credential, URL or method) |
+/// | 301, 308 | config, the reason names the redacted new location |
+/// | 408, 425, 429, 500, 502, 503, 504 with a valid `Retry-After` | retry-after that long (a past date: 1 ms) |
+/// | 429 without a valid `Retry-After` | throttled: dispatch draws [`throttle_after_ms`](ankusa_sink_core::throttle_after_ms)`(attempt)` |
+/// | other 1xx/3xx/4xx/5xx, timeouts, resets, refused connections | transient |
+/// | TLS certificate rejected | config |
+/// | a hook value that cannot be a header value | permanent |
+pub(crate) fn classify(err: &HttpError) -> Class {
+    match err {
+        HttpError::Status {
+            status,
+            retry_after_ms,
+        } => match (status, retry_after_ms.and_then(NonZeroU64::new)) {
+            (400 | 410 | 413 | 422 | 501, _) => Class::Permanent,
+            (401 | 403 | 404 | 405, _) => Class::Config,
+            (408 | 425 | 429 | 500 | 502 | 503 | 504, Some(ms)) => Class::RetryAfter(ms),
+            (429, None) => Class::Throttled,
+            _ => Class::Transient,
+        },
+        HttpError::Moved { .. } | HttpError::Certificate(_) => Class::Config,
+        HttpError::HeaderValue(_) => Class::Permanent,
+        HttpError::Transport { .. } | HttpError::Unreachable { .. } => Class::Transient,
     }
-    let kind = transport_kind(&err);
-    Failure::transient(HttpError::Transport { kind, source: err })
+}
+
+impl From<HttpError> for Failure {
+    fn from(e: HttpError) -> Self {
+        Failure::new(classify(&e), e)
+    }
 }
 
 /// Each error in the chain. An `io::Error`'s `source()` skips the error it wraps (and
@@ -272,15 +299,21 @@ fn transport_kind(err: &reqwest::Error) -> TransportKind {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_sink_core::Class;
     use std::time::Duration;
 
-    fn class(status: u16, retry_after: Option<u64>) -> Class {
+    fn answer(status: u16, retry_after: Option<u64>, location: Option<&str>) -> Option<HttpError> {
         let ra = retry_after.map(|ms| NonZeroU64::new(ms).unwrap());
-        match classify_status(StatusCode::from_u16(status).unwrap(), ra, None, 1) {
-            Ok(()) => panic!("{status} classified Ok"),
-            Err(f) => f.class(),
-        }
+        HttpError::from_answer(
+            StatusCode::from_u16(status).unwrap(),
+            ra,
+            location.map(str::to_owned),
+        )
+    }
+
+    fn class(status: u16, retry_after: Option<u64>) -> Class {
+        let err =
+            answer(status, retry_after, None).unwrap_or_else(|| panic!("{status} classified Ok"));
+        classify(&err)
     }
 
     fn ra(ms: u64) -> Class {
@@ -290,7 +323,8 @@ mod tests {
     #[test]
     fn row_2xx_is_ok() {
         for s in [200, 201, 202, 204, 299] {
-            assert!(classify_status(StatusCode::from_u16(s).unwrap(), None, None, 1).is_ok());
+            assert!(answer(s, None, None).is_none());
+            assert!(answer(s, Some(5000), None).is_none());
         }
     }
 
@@ -318,32 +352,30 @@ mod tests {
     #[test]
     fn row_301_308_are_config_naming_the_location() {
         for s in [301, 308] {
-            let f = classify_status(
-                StatusCode::from_u16(s).unwrap(),
-                None,
-                Some("https://new.example/hooks?token=REDACTED".into()),
-                1,
-            )
-            .unwrap_err();
+            let e = answer(s, None, Some("https://new.example/hooks?token=REDACTED")).unwrap();
+            assert_eq!(classify(&e), Class::Config);
+            let f = Failure::from(e);
             assert_eq!(f.class(), Class::Config);
             assert!(
                 f.to_string()
                     .contains("https://new.example/hooks?token=REDACTED"),
                 "{f}"
             );
+            let unknown = answer(s, Some(1000), None).unwrap();
+            assert_eq!(classify(&unknown), Class::Config);
+            assert!(unknown.to_string().contains("an unknown location"));
         }
     }
 
     #[test]
     fn control_characters_in_a_location_are_escaped() {
-        let f = classify_status(
-            StatusCode::MOVED_PERMANENTLY,
+        let e = answer(
+            301,
             None,
-            Some("https://new.example/\u{1b}[31mred\r\nfake: line\u{7f}\u{9b}".into()),
-            1,
+            Some("https://new.example/\u{1b}[31mred\r\nfake: line\u{7f}\u{9b}"),
         )
-        .unwrap_err();
-        let text = f.to_string();
+        .unwrap();
+        let text = Failure::from(e).to_string();
         assert!(!text.chars().any(char::is_control), "{text:?}");
         assert!(
             text.contains(r"https://new.example/\u{1b}[31mred\r\nfake: line\u{7f}\u{9b}"),
@@ -357,17 +389,16 @@ mod tests {
         for s in [408, 425, 429, 500, 502, 503, 504] {
             assert_eq!(class(s, Some(2000)), ra(2000), "{s}");
         }
+        // The pause the endpoint asked for, as today: up to u64::MAX ms (dispatch caps it).
+        assert_eq!(class(503, Some(u64::MAX)), ra(u64::MAX));
     }
 
     #[test]
     fn row_429_without_retry_after_is_throttled() {
-        for attempt in [1, 3, 20] {
-            let f =
-                classify_status(StatusCode::TOO_MANY_REQUESTS, None, None, attempt).unwrap_err();
-            let ms = f.class().retry_after_ms().expect("retry-after");
-            let cap = (500u64 << (attempt - 1).min(6)).min(30_000);
-            assert!((1..=cap).contains(&ms), "attempt {attempt}: {ms}");
-        }
+        assert_eq!(class(429, None), Class::Throttled);
+        let f = Failure::from(answer(429, None, None).unwrap());
+        assert_eq!(f.class(), Class::Throttled);
+        assert_eq!(f.class().retry_after_ms(), None, "dispatch draws the pause");
     }
 
     #[test]
@@ -384,7 +415,31 @@ mod tests {
         // Retry-After on a status outside the retry-after row changes nothing.
         for s in [302, 409, 505] {
             assert_eq!(class(s, Some(3000)), Class::Transient, "{s}");
+            assert!(
+                !answer(s, Some(3000), None)
+                    .unwrap()
+                    .to_string()
+                    .contains("Retry-After")
+            );
         }
+    }
+
+    #[test]
+    fn row_a_value_that_cannot_be_a_header_is_permanent() {
+        assert_eq!(
+            classify(&HttpError::HeaderValue("x-ankusa-replay-id")),
+            Class::Permanent
+        );
+    }
+
+    #[test]
+    fn check_failures_are_transient() {
+        let e = HttpError::Unreachable {
+            kind: TransportKind::Refused,
+            to: "endpoint",
+            source: None,
+        };
+        assert_eq!(classify(&e), Class::Transient);
     }
 
     #[test]

@@ -2,14 +2,15 @@
 #![deny(missing_docs)]
 
 mod config;
-pub mod error;
+mod error;
+mod outgoing;
 mod signing;
 mod sink;
 
 pub use config::{
     ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, HttpConfig,
-    HttpMethod, HttpSinkBuilder, SecretValue, TlsRoots,
+    HttpMethod, HttpSinkBuilder,
 };
-pub use error::{HttpError, TransportKind, parse_retry_after};
+pub use error::{HttpError, TransportKind};
 pub use signing::{MIN_SECRET_BYTES, Signer};
 pub use sink::{DEFAULT_CONTENT_TYPE, HttpSink, USER_AGENT};

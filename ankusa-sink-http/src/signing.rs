@@ -17,7 +17,7 @@ pub const MIN_SECRET_BYTES: usize = 24;
 /// The signed content is `"<id>.<timestamp>.<body>"`; the signature header is one
 /// `v1,<base64>` per key, space-separated, in key order (several keys let a receiver
 /// rotate). `Debug` shows only how many keys there are.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Signer {
     keys: Vec<Vec<u8>>,
 }

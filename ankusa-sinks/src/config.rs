@@ -82,7 +82,7 @@ sinks! {
     "log" => Log(ankusa_sink_log::LogConfig), always,
         |c| infallible(ankusa_sink_log::LogSink::new(c));
     "http" => Http(ankusa_sink_http::HttpConfig), feature "http",
-        |c| ankusa_sink_http::HttpSink::from_config(c);
+        |c| ankusa_sink_http::HttpSink::new(c);
     "kafka" => Kafka(ankusa_sink_kafka::KafkaConfig), feature "kafka",
         |c| ankusa_sink_kafka::KafkaSink::new(c);
     "amqp" => Amqp(ankusa_sink_amqp::AmqpConfig), feature "amqp",
@@ -333,6 +333,23 @@ mod tests {
         assert_eq!(c.kind(), "http");
         assert!(!format!("{c:?}").contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"));
         assert!(err("type = \"http\"").contains("missing field `url`"));
+        // Secret values: plain strings (`${VAR}` expanded) and the HTTP sink's own
+        // `{ env = "VAR" }`, as existing files write them.
+        let c = SinkConfig::from_toml_str(
+            "type = \"http\"\nurl = \"http://127.0.0.1:9/hook\"\nsecrets = [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\", { env = \"PATH\" }]\n[headers]\nx-plain = \"ops\"\nx-env = { env = \"PATH\" }\nx-expanded = \"${PATH}\"",
+        )
+        .unwrap();
+        let path = std::env::var("PATH").unwrap();
+        assert!(!format!("{c:?}").contains(&path), "{c:?}");
+        let e = err(
+            "type = \"http\"\nurl = \"http://127.0.0.1:9/\"\nsecrets = [{ env = \"ANKUSA_SINKS_TEST_UNSET_9D\" }]",
+        );
+        assert!(
+            e.contains(
+                "signing secret #0: environment variable ANKUSA_SINKS_TEST_UNSET_9D is not set"
+            ),
+            "{e}"
+        );
         assert!(
             err("type = \"http\"\nurl = \"x\"\nmethodd = \"put\"")
                 .contains("unknown field `methodd`")
@@ -344,12 +361,14 @@ mod tests {
     async fn build_makes_the_sink_or_names_the_adapters_refusal() {
         let c = SinkConfig::from_toml_str("type = \"http\"\nurl = \"http://127.0.0.1:9/hook\"");
         assert!(c.unwrap().build().await.is_ok());
-        let c = SinkConfig::from_toml_str("type = \"http\"\nurl = \"not a url\"").unwrap();
-        let Err(e) = c.build().await else {
-            panic!("built a sink for an invalid URL");
-        };
-        assert!(matches!(e, ConfigError::Build { ty: "http", .. }), "{e}");
-        assert!(e.to_string().starts_with("http sink: "), "{e}");
+        // The adapter's config refuses invalid values when the file is read.
+        let e = SinkConfig::from_toml_str("type = \"http\"\nurl = \"not a url\"").unwrap_err();
+        assert!(matches!(e, ConfigError::Field { ty: "http", .. }), "{e}");
+        assert!(e.to_string().starts_with("http sink config: "), "{e}");
+        assert!(
+            e.to_string().contains("url is not a valid absolute URL"),
+            "{e}"
+        );
         assert!(SinkConfig::log().build().await.is_ok());
     }
 

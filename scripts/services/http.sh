@@ -6,7 +6,7 @@
 # and says why).
 set -euo pipefail
 
-VENV="${ANKUSA_HTTP_VENV:-/root/.cache/ankusa-sinks/http-venv}"
+VENV="${ANKUSA_HTTP_VENV:-$HOME/.cache/ankusa-sinks/http-venv}"
 PKG="standardwebhooks==1.1.0"
 
 if ! command -v python3 >/dev/null 2>&1; then

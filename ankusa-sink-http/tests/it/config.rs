@@ -3,9 +3,9 @@
 
 use crate::server::{Reply, Server, always, sequence};
 use crate::{class_of, deliver, envelope, reason};
-use ankusa_sink_core::{Check, Class, Payload, Sink, Subject, redacted_path};
+use ankusa_sink_core::{Check, Class, Payload, Secret, Sink, Subject, redacted_path};
 use ankusa_sink_http::{
-    ConfigError, HttpConfig, HttpError, HttpMethod, HttpSink, SecretValue, Signer, TransportKind,
+    ConfigError, HttpConfig, HttpError, HttpMethod, HttpSink, Signer, TransportKind,
 };
 use ankusa_sink_testkit::support::LogCapture;
 use std::time::Duration;
@@ -55,18 +55,14 @@ async fn no_secret_in_debug_errors_describe_or_logs() {
         "http://hook:pa55word@{}/services/T0/B0/{PATH_TOKEN}?token=t0ken-in-query",
         server.addr()
     );
-    let config = {
-        let mut c = HttpConfig::new(url.as_str());
-        c.headers.insert(
-            "authorization".into(),
-            SecretValue::literal("Bearer bearer-sekrit"),
-        );
-        c.secrets.push(WHSEC.into());
-        c.timeout_ms = 300;
-        c
-    };
+    let config = HttpSink::builder(url.as_str())
+        .header("authorization", "Bearer bearer-sekrit")
+        .secret(WHSEC)
+        .timeout(Duration::from_millis(300))
+        .build_config()
+        .unwrap();
     assert_clean("config Debug", &format!("{config:?}"));
-    let sink = HttpSink::from_config(config.clone()).unwrap();
+    let sink = HttpSink::new(config.clone()).unwrap();
     assert_clean("sink Debug", &format!("{sink:?}"));
     assert_clean("redacted_url", sink.redacted_url());
     let d = sink.describe(&Subject::new("stripe", None)).unwrap();
@@ -110,9 +106,6 @@ async fn no_secret_in_debug_errors_describe_or_logs() {
     assert!(logged.contains("http sink answer"), "{logged}");
     assert!(logged.contains("REDACTED-PATH-"), "{logged}");
     assert_clean("logs", &logged);
-    // A URL from the environment variable shows as its name only.
-    let from_env = HttpConfig::new(SecretValue::env("ANKUSA_HTTP_TEST_URL"));
-    assert!(format!("{from_env:?}").contains("$ANKUSA_HTTP_TEST_URL"));
 }
 
 #[tokio::test]
@@ -120,29 +113,46 @@ async fn secrets_and_header_values_come_from_the_environment() {
     // PATH is set in every test environment; tests cannot set variables (no unsafe).
     let path = std::env::var("PATH").expect("PATH is set");
     let server = Server::start(always(Reply::status(200))).await;
-    let sink = HttpSink::builder(server.url("/hooks"))
-        .secret(SecretValue::env("PATH"))
-        .header("x-from-env", SecretValue::env("PATH"))
-        .build()
+    // A sink file's `{ env = "VAR" }` and plain strings, side by side.
+    let from_file: HttpConfig = serde_json::from_value(serde_json::json!({
+        "url": server.url("/hooks"),
+        "secrets": [{ "env": "PATH" }],
+        "headers": { "x-from-env": { "env": "PATH" }, "x-plain": "ops" },
+    }))
+    .unwrap();
+    // In code: core `Secret`s.
+    let in_code = HttpSink::builder(server.url("/hooks"))
+        .secret(Secret::from_env("PATH").unwrap())
+        .secret_header("x-from-env", Secret::from_env("PATH").unwrap())
+        .header("x-plain", "ops")
+        .build_config()
         .unwrap();
-    let shown = format!("{sink:?}");
-    assert!(!shown.contains(&path), "{shown}");
-    deliver(&sink, &envelope(b"{}")).await.unwrap();
-    let req = &server.captured()[0];
-    assert_eq!(req.header("x-from-env"), Some(path.as_str()));
-    // The variable's value is the signing key.
-    let ts: u64 = req.header("webhook-timestamp").unwrap().parse().unwrap();
-    let expected = Signer::new([path.as_str()])
-        .unwrap()
-        .signature("01J0HOOKID", ts, b"{}");
-    assert_eq!(req.header("webhook-signature"), Some(expected.as_str()));
+    assert_eq!(from_file, in_code);
+    for config in [from_file, in_code] {
+        assert!(!format!("{config:?}").contains(&path), "{config:?}");
+        let sink = HttpSink::new(config).unwrap();
+        let shown = format!("{sink:?}");
+        assert!(!shown.contains(&path), "{shown}");
+        deliver(&sink, &envelope(b"{}")).await.unwrap();
+    }
+    for req in server.captured() {
+        assert_eq!(req.header("x-from-env"), Some(path.as_str()));
+        assert_eq!(req.header("x-plain"), Some("ops"));
+        // The variable's value is the signing key.
+        let ts: u64 = req.header("webhook-timestamp").unwrap().parse().unwrap();
+        let expected = Signer::new([path.as_str()])
+            .unwrap()
+            .signature("01J0HOOKID", ts, b"{}");
+        assert_eq!(req.header("webhook-signature"), Some(expected.as_str()));
+    }
+    assert_eq!(server.requests(), 2);
 
     let missing = "ANKUSA_HTTP_TEST_SURELY_UNSET_3F9A";
-    let err = HttpSink::builder("http://127.0.0.1:9/")
-        .secret(SecretValue::env(missing))
-        .build()
-        .unwrap_err();
-    assert!(matches!(err, ConfigError::MissingEnv { .. }));
+    let err = serde_json::from_value::<HttpConfig>(serde_json::json!({
+        "url": "http://127.0.0.1:9/",
+        "secrets": [{ "env": missing }],
+    }))
+    .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!("signing secret #0: environment variable {missing} is not set")
@@ -218,8 +228,13 @@ fn invalid_options_are_clear_build_errors() {
         "proxy scheme \"socks5\" is not http or https"
     );
     let missing = "ANKUSA_HTTP_TEST_SURELY_UNSET_PROXY";
+    let e = serde_json::from_value::<HttpConfig>(serde_json::json!({
+        "url": "http://127.0.0.1:9/hooks",
+        "proxy": { "env": missing },
+    }))
+    .unwrap_err();
     assert_eq!(
-        build(base().proxy(SecretValue::env(missing))),
+        e.to_string(),
         format!("proxy: environment variable {missing} is not set")
     );
     assert_eq!(
@@ -232,29 +247,39 @@ fn invalid_options_are_clear_build_errors() {
 
 #[test]
 fn config_deserializes_with_defaults_and_env_values() {
+    let ca = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/fixtures/ca.pem");
     let json = serde_json::json!({
-        "url": { "env": "ANKUSA_HTTP_TEST_URL" },
+        "url": "https://hooks.example/in",
         "method": "patch",
-        "headers": { "authorization": { "env": "TOKEN" }, "x-team": "ops" },
-        "secrets": [WHSEC, { "env": "OLD_SECRET" }],
-        "tls": { "ca_files": ["/etc/ca.pem"], "only": true }
+        "headers": { "authorization": { "env": "PATH" }, "x-team": "ops" },
+        "secrets": [WHSEC, { "env": "PATH" }],
+        "tls": { "ca_files": [ca], "only": true }
     });
     let c: HttpConfig = serde_json::from_value(json).unwrap();
-    assert_eq!(c.url, SecretValue::env("ANKUSA_HTTP_TEST_URL"));
-    assert_eq!(c.method, HttpMethod::Patch);
-    assert_eq!(c.headers["authorization"], SecretValue::env("TOKEN"));
-    assert_eq!(c.secrets.len(), 2);
-    assert_eq!(c.timeout_ms, 5_000);
-    assert_eq!(c.connect_timeout_ms, 5_000);
-    assert_eq!(c.max_response_bytes, 65_536);
-    assert!(c.tls.only);
-    assert!(!c.show_path, "paths are hidden by default");
-    assert!(
-        !c.allow_insecure,
-        "cleartext credentials are refused by default"
+    let shown = format!("{c:?}");
+    for part in [
+        "method: Patch",
+        "\"authorization\", \"x-team\"",
+        "secrets: 2",
+        "timeout_ms: 5000",
+        "connect_timeout_ms: 5000",
+        "max_response_bytes: 65536",
+        "ca_sources: 1",
+        "tls_only: true",
+        // Paths are hidden, cleartext credentials refused and no proxy, by default.
+        "show_path: false",
+        "allow_insecure: false",
+        "proxy: None",
+    ] {
+        assert!(shown.contains(part), "{part}: {shown}");
+    }
+    assert_clean("config Debug", &shown);
+    assert!(!shown.contains(&std::env::var("PATH").unwrap()), "{shown}");
+    let defaults = HttpConfig::new("https://hooks.example/in").unwrap();
+    assert_eq!(
+        defaults,
+        serde_json::from_value(serde_json::json!({ "url": "https://hooks.example/in" })).unwrap()
     );
-    assert_eq!(c.proxy, None, "no proxy by default");
-    assert_clean("config Debug", &format!("{c:?}"));
 
     let json = serde_json::json!({
         "url": format!("https://hooks.example/services/T0/B0/{PATH_TOKEN}"),
@@ -263,26 +288,24 @@ fn config_deserializes_with_defaults_and_env_values() {
         "proxy": "http://proxy-user:pa55word@127.0.0.1:3128",
     });
     let c: HttpConfig = serde_json::from_value(json).unwrap();
-    assert!(c.show_path && c.allow_insecure);
     let shown = format!("{c:?}");
+    assert!(shown.contains("show_path: true") && shown.contains("allow_insecure: true"));
     assert!(shown.contains(PATH_TOKEN), "show_path: {shown}");
     assert!(shown.contains("http://127.0.0.1:3128/"), "{shown}");
     assert!(
         !shown.contains("pa55word") && !shown.contains("proxy-user"),
         "{shown}"
     );
-    let c: HttpConfig = serde_json::from_value(serde_json::json!({
-        "url": "http://x/",
-        "proxy": { "env": "ANKUSA_PROXY" },
-    }))
-    .unwrap();
-    assert_eq!(c.proxy, Some(SecretValue::env("ANKUSA_PROXY")));
 
     let unknown = serde_json::json!({ "url": "http://x/", "follow_redirects": true });
     let e = serde_json::from_value::<HttpConfig>(unknown).unwrap_err();
     assert!(e.to_string().contains("unknown field"), "{e}");
     let bad_method = serde_json::json!({ "url": "http://x/", "method": "get" });
     assert!(serde_json::from_value::<HttpConfig>(bad_method).is_err());
+    // Invalid values are refused when the config is read, not later.
+    let zero = serde_json::json!({ "url": "http://x/", "timeout_ms": 0 });
+    let e = serde_json::from_value::<HttpConfig>(zero).unwrap_err();
+    assert_eq!(e.to_string(), "timeout_ms must be greater than zero");
 }
 
 #[test]
@@ -338,14 +361,13 @@ fn show_path_publishes_the_path_everywhere_it_was_hidden() {
     let url = format!(
         "https://u:pa55word@hooks.example/services/T0/B0/{PATH_TOKEN}?token=t0ken-in-query"
     );
-    let mut config = HttpConfig::new(url.as_str());
-    config.show_path = true;
+    let config = HttpConfig::new(url.as_str()).unwrap().with_show_path(true);
     let shown = format!("{config:?}");
     assert!(
         shown.contains(&format!("/services/T0/B0/{PATH_TOKEN}?token=REDACTED")),
         "{shown}"
     );
-    let sink = HttpSink::from_config(config).unwrap();
+    let sink = HttpSink::new(config).unwrap();
     let path = format!("/services/T0/B0/{PATH_TOKEN}");
     assert!(format!("{sink:?}").contains(&path));
     assert_eq!(
@@ -463,7 +485,9 @@ fn credentials_over_cleartext_to_a_remote_host_are_refused() {
         assert!(what.contains(name), "{what}");
     }
     // A value from the environment is marked secret, whatever the header's name.
-    let what = insecure(HttpSink::builder(remote).header("x-team", SecretValue::env("PATH")));
+    let what = insecure(
+        HttpSink::builder(remote).secret_header("x-team", Secret::from_env("PATH").unwrap()),
+    );
     assert!(what.contains("x-team"), "{what}");
     let what = insecure(HttpSink::builder(remote).secret(WHSEC));
     assert!(what.contains("signature"), "{what}");

@@ -281,7 +281,11 @@ print("v1," + base64.b64encode(hmac.new(key, msg, hashlib.sha256).digest()).deco
 fn python() -> Option<PathBuf> {
     let venv = std::env::var_os("ANKUSA_HTTP_VENV")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/root/.cache/ankusa-sinks/http-venv"));
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|home| PathBuf::from(home).join(".cache/ankusa-sinks/http-venv"))
+        })
+        .expect("ANKUSA_HTTP_VENV or HOME is set");
     let python = venv.join("bin/python");
     if python.exists() {
         return Some(python);
