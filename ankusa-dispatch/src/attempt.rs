@@ -30,7 +30,13 @@ where
 
 /// The 32 lowercase hex digits of a W3C `traceparent`'s trace id, if it is well formed.
 pub fn trace_id_of(traceparent: &str) -> Option<&str> {
-    let mut parts = traceparent.trim().split('-');
+    traceparent_parts(traceparent).map(|(trace, _, _)| trace)
+}
+
+/// A well-formed version-00 `traceparent`'s trace id, span id and flags (lowercase hex of
+/// 32, 16 and 2 digits; neither id all zeros).
+fn traceparent_parts(s: &str) -> Option<(&str, &str, &str)> {
+    let mut parts = s.trim().split('-');
     let (version, trace, span, flags) =
         (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     let hex = |p: &str, n: usize| {
@@ -46,7 +52,7 @@ pub fn trace_id_of(traceparent: &str) -> Option<&str> {
         && hex(flags, 2)
         && !zero(trace)
         && !zero(span))
-    .then_some(trace)
+    .then_some((trace, span, flags))
 }
 
 fn attempt_span(sink: &str, env: &Envelope, ctx: &Ctx, trace_id: Option<&str>) -> tracing::Span {
@@ -126,27 +132,9 @@ where
 #[cfg(feature = "otel")]
 pub fn parse_traceparent(s: &str) -> Option<opentelemetry::trace::SpanContext> {
     use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
-    let mut parts = s.trim().split('-');
-    let (version, trace, span, flags) =
-        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    let hex = |p: &str, n: usize| {
-        p.len() == n
-            && p.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    };
-    if version != "00"
-        || parts.next().is_some()
-        || !hex(trace, 32)
-        || !hex(span, 16)
-        || !hex(flags, 2)
-    {
-        return None;
-    }
+    let (trace, span, flags) = traceparent_parts(s)?;
     let trace_id = TraceId::from_hex(trace).ok()?;
     let span_id = SpanId::from_hex(span).ok()?;
-    if trace_id == TraceId::INVALID || span_id == SpanId::INVALID {
-        return None;
-    }
     let flags = TraceFlags::new(u8::from_str_radix(flags, 16).ok()?);
     Some(SpanContext::new(
         trace_id,

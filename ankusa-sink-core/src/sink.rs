@@ -102,49 +102,34 @@ pub trait Sink: Send + Sync + fmt::Debug {
     }
 }
 
-#[async_trait]
-impl<S: Sink + ?Sized> Sink for Arc<S> {
-    async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
-        (**self).deliver(env, ctx).await
-    }
-    fn durable(&self) -> bool {
-        (**self).durable()
-    }
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        (**self).inline_max_bytes()
-    }
-    fn batched(&self) -> bool {
-        (**self).batched()
-    }
-    fn describe(&self, subject: &Subject) -> Option<Description> {
-        (**self).describe(subject)
-    }
-    async fn check(&self) -> Result<Check, Failure> {
-        (**self).check().await
-    }
+/// `Sink` for a smart pointer to a sink: every method forwards to the pointee.
+macro_rules! forward_sink {
+    ($($ptr:ident),*) => {$(
+        #[async_trait]
+        impl<S: Sink + ?Sized> Sink for $ptr<S> {
+            async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
+                (**self).deliver(env, ctx).await
+            }
+            fn durable(&self) -> bool {
+                (**self).durable()
+            }
+            fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
+                (**self).inline_max_bytes()
+            }
+            fn batched(&self) -> bool {
+                (**self).batched()
+            }
+            fn describe(&self, subject: &Subject) -> Option<Description> {
+                (**self).describe(subject)
+            }
+            async fn check(&self) -> Result<Check, Failure> {
+                (**self).check().await
+            }
+        }
+    )*};
 }
 
-#[async_trait]
-impl<S: Sink + ?Sized> Sink for Box<S> {
-    async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
-        (**self).deliver(env, ctx).await
-    }
-    fn durable(&self) -> bool {
-        (**self).durable()
-    }
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        (**self).inline_max_bytes()
-    }
-    fn batched(&self) -> bool {
-        (**self).batched()
-    }
-    fn describe(&self, subject: &Subject) -> Option<Description> {
-        (**self).describe(subject)
-    }
-    async fn check(&self) -> Result<Check, Failure> {
-        (**self).check().await
-    }
-}
+forward_sink!(Arc, Box);
 
 /// Why [`safe_deliver`] turned a sink's misbehaviour into a failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
