@@ -2,12 +2,12 @@
 //! starts; and the README's swap: the same hooks to RabbitMQ by changing only the file.
 
 use super::{amqp_url, bin, check_then_deliver, run, temp_file, text};
-use ankusa_sink_amqp::lapin::options::{
+use lapin::options::{
     BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
     QueueDeleteOptions,
 };
-use ankusa_sink_amqp::lapin::types::FieldTable;
-use ankusa_sink_amqp::lapin::{Connection, ConnectionProperties, ExchangeKind};
+use lapin::types::FieldTable;
+use lapin::{Connection, ConnectionProperties, ExchangeKind};
 use ankusa_sink_kafka::rdkafka::ClientConfig;
 use ankusa_sink_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use ankusa_sink_kafka::rdkafka::client::DefaultClientContext;
