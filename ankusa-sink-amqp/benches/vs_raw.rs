@@ -179,7 +179,10 @@ fn raw_properties(env: &Envelope) -> BasicProperties {
         AMQPValue::LongString(env.idempotency_key().into()),
     );
     if let Some(key) = env.dedupe_key() {
-        headers.insert("ankusa_dedupe_key".into(), AMQPValue::LongString(key.into()));
+        headers.insert(
+            "ankusa_dedupe_key".into(),
+            AMQPValue::LongString(key.into()),
+        );
     }
     BasicProperties::default()
         .with_content_type("application/json".into())

@@ -200,14 +200,26 @@ impl TryFrom<Repr> for AmqpConfig {
             None => Ok(default),
             Some(ms) => NonZeroU64::new(ms).ok_or(ConfigError::Zero(what)),
         };
-        c.confirm_timeout_ms = ms(r.confirm_timeout_ms, c.confirm_timeout_ms, "confirm_timeout")?;
-        c.connect_timeout_ms = ms(r.connect_timeout_ms, c.connect_timeout_ms, "connect_timeout")?;
+        c.confirm_timeout_ms = ms(
+            r.confirm_timeout_ms,
+            c.confirm_timeout_ms,
+            "confirm_timeout",
+        )?;
+        c.connect_timeout_ms = ms(
+            r.connect_timeout_ms,
+            c.connect_timeout_ms,
+            "connect_timeout",
+        )?;
         let nz = |v: Option<usize>, default, what| match v {
             None => Ok(default),
             Some(n) => NonZeroUsize::new(n).ok_or(ConfigError::Zero(what)),
         };
         c.inline_max_bytes = nz(r.inline_max_bytes, c.inline_max_bytes, "inline_max_bytes")?;
-        c.max_message_bytes = nz(r.max_message_bytes, c.max_message_bytes, "max_message_bytes")?;
+        c.max_message_bytes = nz(
+            r.max_message_bytes,
+            c.max_message_bytes,
+            "max_message_bytes",
+        )?;
         c.max_inflight = nz(r.max_inflight, c.max_inflight, "max_inflight")?;
         Ok(c)
     }

@@ -12,8 +12,6 @@ pub(crate) mod reply_code {
     pub(crate) const NO_ROUTE: u16 = 312;
     /// An immediate message had no consumer (basic.return).
     pub(crate) const NO_CONSUMERS: u16 = 313;
-    /// The broker closed the connection (shutdown, `stop_app`, operator action).
-    pub(crate) const CONNECTION_FORCED: u16 = 320;
     /// A frame larger than allowed.
     pub(crate) const CONTENT_TOO_LARGE: u16 = 311;
     /// The vhost path is invalid.
@@ -246,7 +244,6 @@ impl AmqpError {
             _ => None,
         }
     }
-
 }
 
 impl From<AmqpError> for Failure {

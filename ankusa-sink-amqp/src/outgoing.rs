@@ -57,10 +57,7 @@ mod tests {
     fn publish(env: &Envelope, ctx: &Ctx) -> Publish {
         let key = KeyTemplate::parse("k.{tenant_id}", AbsentTenant::Default).unwrap();
         let layout = Layout::message(None, EmptyValues::Drop).with_key(key);
-        to_publish(
-            Outgoing::new(env, ctx, &layout).unwrap(),
-            env.received_at(),
-        )
+        to_publish(Outgoing::new(env, ctx, &layout).unwrap(), env.received_at())
     }
 
     fn header(p: &BasicProperties, name: &str) -> Option<String> {

@@ -230,16 +230,11 @@ impl AmqpSink {
             .map_err(|e| self.lapin_err(Stage::Declare, e))
     }
 
-    /// Refuse what the broker must not see (too large, a key that would reshape topic
-    /// routing, a short string over 255 bytes), then publish and await the confirm.
-    async fn publish(&self, env: &Envelope, msg: Publish) -> Result<(), AmqpError> {
-        let Publish {
-            routing_key,
-            properties,
-            body,
-        } = msg;
+    /// What the broker must not see: a message over `max_message_bytes`, a key whose
+    /// inserted values would reshape topic routing, a short string over 255 bytes.
+    fn refuse(&self, env: &Envelope, msg: &Publish) -> Result<(), AmqpError> {
         let max = self.cfg.max_message_bytes().get();
-        let size = body.as_bytes().len();
+        let size = msg.body.as_bytes().len();
         if size > max {
             return Err(AmqpError::TooLarge { size, max });
         }
@@ -258,13 +253,24 @@ impl AmqpSink {
             });
         }
         for (field, len) in [
-            ("routing key", routing_key.len()),
+            ("routing key", msg.routing_key.len()),
             ("message_id", env.id().len()),
         ] {
             if len > MAX_SHORT_STRING {
                 return Err(AmqpError::TooLong { field, len });
             }
         }
+        Ok(())
+    }
+
+    /// Publish `msg` (unless [`refuse`](Self::refuse)d) and await its confirm.
+    async fn publish(&self, env: &Envelope, msg: Publish) -> Result<(), AmqpError> {
+        self.refuse(env, &msg)?;
+        let Publish {
+            routing_key,
+            properties,
+            body,
+        } = msg;
         let confirm_timeout = self.cfg.confirm_timeout();
         let _permit = timeout(confirm_timeout, Arc::clone(&self.inflight).acquire_owned())
             .await

@@ -168,9 +168,8 @@ async fn restricted_user_refusals_are_config_and_never_leak_the_password() {
     assert_eq!(err.class(), Class::Config, "{err}");
 
     // 530 NOT_ALLOWED: a vhost the user has no access to.
-    let vhost_refused = AmqpSink::new(
-        AmqpConfig::new(&url_with(&t.user, &t.password, "/"), &allowed).unwrap(),
-    );
+    let vhost_refused =
+        AmqpSink::new(AmqpConfig::new(&url_with(&t.user, &t.password, "/"), &allowed).unwrap());
     let err = bounded(vhost_refused.deliver(&e, &ctx)).await.unwrap_err();
     assert_eq!(err.class(), Class::Config, "{err}");
     assert_eq!(code(&err), Some(reply_code::NOT_ALLOWED), "{err}");

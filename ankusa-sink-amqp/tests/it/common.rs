@@ -1,14 +1,14 @@
 //! Shared fixtures: names, an admin connection, rabbitmqctl, the broker lock.
 
+use ankusa_sink_amqp::{AmqpConfig, AmqpSink};
+use ankusa_sink_core::{Envelope, Failure};
+use ankusa_sink_testkit::support::unique_name;
 use lapin::options::{
     BasicAckOptions, BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions,
     QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
-use ankusa_sink_amqp::{AmqpConfig, AmqpSink};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
-use ankusa_sink_core::{Envelope, Failure};
-use ankusa_sink_testkit::support::unique_name;
 use std::time::Duration;
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 

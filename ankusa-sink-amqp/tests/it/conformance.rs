@@ -6,15 +6,15 @@
 //! holds the exclusive side and is the only one whose harness can restart.
 
 use crate::common::*;
+use ankusa_sink_amqp::{AmqpConfig, AmqpSink};
+use ankusa_sink_core::{BoxError, async_trait};
+use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
 use lapin::options::{
     BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
     QueueDeclareOptions, QueueDeleteOptions,
 };
-use ankusa_sink_amqp::{AmqpConfig, AmqpSink};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
-use ankusa_sink_core::{BoxError, async_trait};
-use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -337,10 +337,9 @@ impl Harness for AmqpHarness {
 
     async fn fault(&self, fault: Fault) -> Result<Option<Setup<AmqpSink>>, BoxError> {
         let setup = match fault {
-            Fault::MissingDestination => Setup::new(AmqpSink::new(AmqpConfig::new(
-                &url(),
-                &unique("missing"),
-            )?)),
+            Fault::MissingDestination => {
+                Setup::new(AmqpSink::new(AmqpConfig::new(&url(), &unique("missing"))?))
+            }
             Fault::RefusedCredential => {
                 let d = Declared::new("refused", &[]).await?;
                 let cfg = AmqpConfig::new(&url_with("guest", PLANTED, "/"), &d.exchange)?;

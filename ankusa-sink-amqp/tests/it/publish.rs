@@ -2,11 +2,11 @@
 
 use crate::common::*;
 use ankusa_sink_amqp::AmqpSink;
-use ankusa_sink_core::message::{self, Attr, MessageBody};
+use ankusa_sink_core::message::{self, Attr, EmptyValues, Layout, MessageBody, Outgoing};
 use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Envelope, Sink};
-use std::collections::HashSet;
 use lapin::ExchangeKind;
 use lapin::types::AMQPValue;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 const HEADER_IDEMPOTENCY_KEY: &str = Attr::IdempotencyKey.as_attr();
@@ -64,6 +64,24 @@ async fn round_trip_body_properties_and_headers() {
     // The body is exactly Message v1 and decodes.
     let expected = message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap();
     assert_eq!(d.data, expected);
+    // Body, id and headers are core's Outgoing for the same envelope.
+    let layout = Layout::message(sink.inline_max_bytes(), EmptyValues::Drop);
+    let out = Outgoing::new(&env, &ctx, &layout).unwrap();
+    assert_eq!(d.data, out.body());
+    assert_eq!(
+        p.message_id().as_ref().unwrap().as_str(),
+        out.get(Attr::Id).unwrap()
+    );
+    let headers: Vec<(&str, &str)> = out
+        .attributes()
+        .iter()
+        .filter(|(a, _)| matches!(a, Attr::IdempotencyKey | Attr::DedupeKey | Attr::ReplayId))
+        .map(|(a, v)| (a.as_attr(), v.as_ref()))
+        .collect();
+    assert_eq!(headers.len(), 3);
+    for (name, value) in headers {
+        assert_eq!(header(p, name).as_deref(), Some(value), "{name}");
+    }
     let msg = message::decode(&d.data).unwrap();
     assert_eq!(msg.id, "hook-rt-1");
     assert_eq!(msg.replay_id.as_deref(), Some("replay-7"));

@@ -2,16 +2,16 @@
 //! starts; and the README's swap: the same hooks to RabbitMQ by changing only the file.
 
 use super::{amqp_url, bin, check_then_deliver, run, temp_file, text};
+use ankusa_sink_kafka::rdkafka::ClientConfig;
+use ankusa_sink_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use ankusa_sink_kafka::rdkafka::client::DefaultClientContext;
+use ankusa_sink_testkit::support::unique_name;
 use lapin::options::{
     BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
     QueueDeleteOptions,
 };
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties, ExchangeKind};
-use ankusa_sink_kafka::rdkafka::ClientConfig;
-use ankusa_sink_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use ankusa_sink_kafka::rdkafka::client::DefaultClientContext;
-use ankusa_sink_testkit::support::unique_name;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
