@@ -4,16 +4,16 @@
 #![allow(missing_docs)]
 
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
-use ankusa_sink_amqp::lapin::options::{
+use ankusa_sink_amqp::{AmqpConfig, AmqpSink};
+use ankusa_sink_core::{Ctx, Envelope, message};
+use lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
     QueueDeclareOptions, QueueDeleteOptions, QueuePurgeOptions,
 };
-use ankusa_sink_amqp::lapin::types::FieldTable;
-use ankusa_sink_amqp::lapin::{
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
 };
-use ankusa_sink_amqp::{AmqpConfig, AmqpSink, properties};
-use ankusa_sink_core::{Ctx, Envelope, message};
 use std::sync::Arc;
 
 const URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
@@ -99,9 +99,9 @@ impl Amqp {
         let admin = admin_conn.create_channel().await.unwrap();
         declare(&admin).await;
 
-        let cfg = AmqpConfig::builder(URL, EXCHANGE)
-            .routing_key(KEY)
-            .build()
+        let cfg = AmqpConfig::new(URL, EXCHANGE)
+            .unwrap()
+            .with_routing_key(KEY)
             .unwrap();
         let sink = Arc::new(AmqpSink::new(cfg));
         let raw_conn = Connection::connect(URL, ConnectionProperties::default())
@@ -137,7 +137,7 @@ impl VsRawBench for Amqp {
     fn raw_op(&self, env: &Arc<Envelope>) -> Op {
         let ctx = Ctx::for_envelope(env);
         let bytes = Arc::new(message::encode(env, &ctx, sink_inline()).unwrap());
-        let props = properties(env, &ctx);
+        let props = raw_properties(env);
         let raw = Arc::clone(&self.raw);
         Arc::new(move || {
             let (raw, bytes, props) = (Arc::clone(&raw), Arc::clone(&bytes), props.clone());
@@ -166,5 +166,28 @@ fn main() {
 
 /// The sink's default inline threshold (what `AmqpSink::inline_max_bytes` returns).
 fn sink_inline() -> Option<std::num::NonZeroUsize> {
-    Some(ankusa_sink_core::DEFAULT_INLINE_MAX_BYTES)
+    Some(message::DEFAULT_INLINE_MAX_BYTES)
+}
+
+/// The properties the sink sends, written by hand as a raw lapin user would: persistent,
+/// JSON, the hook id and receive time, the idempotency and dedupe key headers (the bench
+/// replays nothing).
+fn raw_properties(env: &Envelope) -> BasicProperties {
+    let mut headers = FieldTable::default();
+    headers.insert(
+        "ankusa_idempotency_key".into(),
+        AMQPValue::LongString(env.idempotency_key().into()),
+    );
+    if let Some(key) = env.dedupe_key() {
+        headers.insert(
+            "ankusa_dedupe_key".into(),
+            AMQPValue::LongString(key.into()),
+        );
+    }
+    BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_delivery_mode(2)
+        .with_message_id(env.id().into())
+        .with_timestamp(u64::try_from(env.received_at() / 1000).unwrap_or(0))
+        .with_headers(headers)
 }

@@ -1,26 +1,27 @@
-//! Sink configuration: a serde form and a builder, both validated at build time.
+//! Sink configuration: a private serde representation, validated once by `TryFrom` into an
+//! always-valid [`AmqpConfig`], with `with_*` builders that re-check what they change.
 
-use ankusa_sink_core::template::{Placeholder, Template, TemplateFields};
-use ankusa_sink_core::{DEFAULT_INLINE_MAX_BYTES, Envelope, is_loopback_host};
-use lapin::uri::{AMQPScheme, AMQPUri};
+use crate::broker_url::BrokerUrl;
+use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
+use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
+use ankusa_sink_core::{is_loopback_host, timeout_ms};
 use serde::Deserialize;
-use std::fmt;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU64, NonZeroUsize};
 use std::str::FromStr;
 use std::time::Duration;
 
 /// Default largest Message v1 sent: 128 MiB, RabbitMQ's default `max_message_size`.
-pub const DEFAULT_MAX_MESSAGE_BYTES: NonZeroUsize = NonZeroUsize::new(128 * 1024 * 1024).unwrap();
+const DEFAULT_MAX_MESSAGE_BYTES: NonZeroUsize = NonZeroUsize::new(128 * 1024 * 1024).unwrap();
 /// Default publisher-confirm wait per publish: 5 s.
-pub const DEFAULT_CONFIRM_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_CONFIRM_TIMEOUT_MS: NonZeroU64 = NonZeroU64::new(5_000).unwrap();
 /// Default connection (and channel setup) timeout: 5 s.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_CONNECT_TIMEOUT_MS: NonZeroU64 = NonZeroU64::new(5_000).unwrap();
 /// Default publishes awaiting a confirm at once: 256.
-pub const DEFAULT_MAX_INFLIGHT: NonZeroUsize = NonZeroUsize::new(256).unwrap();
-/// The default routing key template, `ankusa.{source_id}`.
-pub const DEFAULT_ROUTING_KEY_TEMPLATE: &str = "ankusa.{source_id}";
+const DEFAULT_MAX_INFLIGHT: NonZeroUsize = NonZeroUsize::new(256).unwrap();
+/// The default routing key template.
+const DEFAULT_ROUTING_KEY_TEMPLATE: &str = "ankusa.{source_id}";
 /// AMQP short strings (exchange names, routing keys) hold at most 255 bytes.
-pub const MAX_SHORT_STRING: usize = 255;
+pub(crate) const MAX_SHORT_STRING: usize = 255;
 
 /// Why a configuration was refused. Never contains the URL or its credentials.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -105,93 +106,18 @@ impl FromStr for ExchangeType {
     }
 }
 
-/// How the routing key of a hook is chosen.
-///
-/// A template holds literal text and the placeholders `{id}`, `{source_id}`,
-/// `{tenant_id}` (`default` when the hook has no tenant) and `{dedupe_key}`; `{{` and `}}`
-/// are literal braces (the grammar of [`ankusa_sink_core::template`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RoutingKey(Template);
-
-/// What `{tenant_id}` renders as for a hook without a tenant.
-const NO_TENANT: &str = "default";
-
-impl RoutingKey {
-    /// The same key for every hook.
-    pub fn fixed(key: impl Into<String>) -> Result<Self, ConfigError> {
-        let key = key.into();
-        check_short("routing key", &key).map_err(ConfigError::RoutingKey)?;
-        Ok(RoutingKey(Template::literal(key)))
-    }
-
-    /// A key computed from each hook, e.g. `ankusa.{tenant_id}.{source_id}`.
-    pub fn template(template: impl Into<String>) -> Result<Self, ConfigError> {
-        let t = Template::parse(&template.into())
-            .map_err(|e| ConfigError::RoutingKey(e.to_string()))?;
-        check_short("routing key template", &t.literal_text()).map_err(ConfigError::RoutingKey)?;
-        Ok(RoutingKey(t))
-    }
-
-    /// Whether the key is the same for every hook.
-    pub fn is_fixed(&self) -> bool {
-        self.0.is_static()
-    }
-
-    /// The key or template as configured.
-    pub fn as_str(&self) -> &str {
-        self.0.as_str()
-    }
-
-    /// The routing key of `env` (may exceed 255 bytes; the sink refuses such keys).
-    pub fn render(&self, env: &Envelope) -> String {
-        self.0.render(&TemplateFields::of(env), NO_TENANT)
-    }
-
-    /// The first value this template inserts for `env` that holds a topic-routing
-    /// character (`.` separates words, `*` and `#` are wildcards), as the placeholder and
-    /// the character. The tenant id cannot hold one (core allows `[A-Za-z0-9_-]`), nor can
-    /// the absent-tenant value `default`.
-    pub(crate) fn unsafe_topic_value(&self, env: &Envelope) -> Option<(&'static str, char)> {
-        let t = &self.0;
-        [
-            (Placeholder::SourceId, "{source_id}", Some(env.source_id())),
-            (Placeholder::Id, "{id}", Some(env.id())),
-            (Placeholder::DedupeKey, "{dedupe_key}", env.dedupe_key()),
-            (Placeholder::TenantId, "{tenant_id}", env.tenant_id()),
-        ]
-        .into_iter()
-        .filter(|(p, _, _)| t.uses(*p))
-        .find_map(|(_, name, value)| {
-            value?
-                .chars()
-                .find(|c| matches!(c, '.' | '*' | '#'))
-                .map(|c| (name, c))
-        })
-    }
-
-    /// The key for a source and tenant, or `None` when it depends on the hook (its id or
-    /// dedupe key) or on a tenant that is not known (`None`).
-    pub(crate) fn render_for(&self, source_id: &str, tenant_id: Option<&str>) -> Option<String> {
-        let t = &self.0;
-        if t.uses(Placeholder::Id)
-            || t.uses(Placeholder::DedupeKey)
-            || (t.uses(Placeholder::TenantId) && tenant_id.is_none())
-        {
-            return None;
-        }
-        let fields = TemplateFields {
-            source_id,
-            tenant_id,
-            ..TemplateFields::default()
-        };
-        Some(t.render(&fields, NO_TENANT))
-    }
+/// The routing key of every hook: `key` as it is (braces are text).
+fn fixed_key(key: &str) -> Result<KeyTemplate, ConfigError> {
+    check_short("routing key", key).map_err(ConfigError::RoutingKey)?;
+    Ok(KeyTemplate::literal(key, AbsentTenant::Default))
 }
 
-impl Default for RoutingKey {
-    fn default() -> Self {
-        RoutingKey::template(DEFAULT_ROUTING_KEY_TEMPLATE).expect("the default template is valid")
-    }
+/// A routing key computed per hook; `{tenant_id}` of a hook without a tenant is `default`.
+fn key_template(template: &str) -> Result<KeyTemplate, ConfigError> {
+    let t = KeyTemplate::parse(template, AbsentTenant::Default)
+        .map_err(|e| ConfigError::RoutingKey(e.to_string()))?;
+    check_short("routing key template", &t.literal_text()).map_err(ConfigError::RoutingKey)?;
+    Ok(t)
 }
 
 fn check_short(what: &str, s: &str) -> Result<(), String> {
@@ -207,306 +133,10 @@ fn check_short(what: &str, s: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A parsed broker URL. Holds the credentials; prints only `scheme://host:port/vhost`.
-#[derive(Clone)]
-pub(crate) struct BrokerUrl {
-    pub(crate) uri: AMQPUri,
-    /// `host:port`, for descriptions and error text.
-    pub(crate) host_port: String,
-    pub(crate) tls: bool,
-}
-
-impl BrokerUrl {
-    fn parse(raw: &str) -> Result<Self, ConfigError> {
-        // Neither parser's error text is kept: amq-protocol's can echo the whole URL.
-        let url = url::Url::parse(raw).map_err(|_| ConfigError::Url("unparsable"))?;
-        let tls = match url.scheme() {
-            "amqp" => false,
-            "amqps" => true,
-            _ => return Err(ConfigError::Url("scheme must be amqp or amqps")),
-        };
-        let host = match url.host() {
-            Some(url::Host::Domain(d)) if !d.is_empty() => d.to_owned(),
-            Some(url::Host::Ipv4(ip)) => ip.to_string(),
-            Some(url::Host::Ipv6(ip)) => ip.to_string(),
-            _ => return Err(ConfigError::Url("no host")),
-        };
-        if url.fragment().is_some() {
-            return Err(ConfigError::Url("a fragment is not allowed"));
-        }
-        let mut uri = AMQPUri::from_str(raw).map_err(|_| ConfigError::Url("invalid AMQP URI"))?;
-        // amq-protocol takes only DNS names from the URL and falls back to "localhost" for
-        // IP literals; connect to exactly the host written.
-        uri.authority.host = host.clone();
-        let port = uri.authority.port;
-        let host_port = match url.host() {
-            Some(url::Host::Ipv6(_)) => format!("[{host}]:{port}"),
-            _ => format!("{host}:{port}"),
-        };
-        debug_assert_eq!(matches!(uri.scheme, AMQPScheme::AMQPS), tls);
-        Ok(BrokerUrl {
-            uri,
-            host_port,
-            tls,
-        })
-    }
-
-    pub(crate) fn scheme(&self) -> &'static str {
-        if self.tls { "amqps" } else { "amqp" }
-    }
-
-    pub(crate) fn vhost(&self) -> &str {
-        &self.uri.vhost
-    }
-
-    /// `amqp://host:port/<vhost>`, percent-encoding the vhost; no credentials, no query.
-    pub(crate) fn redacted(&self) -> String {
-        let mut vhost = String::new();
-        for b in self.vhost().bytes() {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                vhost.push(char::from(b));
-            } else {
-                vhost.push_str(&format!("%{b:02X}"));
-            }
-        }
-        format!("{}://{}/{}", self.scheme(), self.host_port, vhost)
-    }
-}
-
-impl fmt::Debug for BrokerUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.redacted())
-    }
-}
-
-/// A validated AMQP sink configuration. Build it with [`AmqpConfig::builder`] or deserialize
-/// it (see the crate docs for the keys).
-///
-/// `Debug` prints the URL without credentials.
-#[derive(Debug, Clone)]
-pub struct AmqpConfig {
-    pub(crate) url: BrokerUrl,
-    pub(crate) exchange: String,
-    pub(crate) exchange_type: ExchangeType,
-    pub(crate) declare_exchange: bool,
-    pub(crate) routing_key: RoutingKey,
-    pub(crate) inline_max_bytes: NonZeroUsize,
-    pub(crate) max_message_bytes: NonZeroUsize,
-    pub(crate) confirm_timeout: Duration,
-    pub(crate) max_inflight: NonZeroUsize,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) allow_insecure: bool,
-}
-
-impl AmqpConfig {
-    /// A builder for publishing to `exchange` on the broker at `url`
-    /// (`amqp://user:pass@host:port/vhost`; the vhost is percent-encoded, `%2f` is `/`).
-    pub fn builder(url: impl Into<String>, exchange: impl Into<String>) -> AmqpConfigBuilder {
-        AmqpConfigBuilder {
-            url: url.into(),
-            exchange: exchange.into(),
-            exchange_type: ExchangeType::default(),
-            declare_exchange: false,
-            routing_key: None,
-            routing_key_template: None,
-            inline_max_bytes: DEFAULT_INLINE_MAX_BYTES.get(),
-            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES.get(),
-            confirm_timeout: DEFAULT_CONFIRM_TIMEOUT,
-            max_inflight: DEFAULT_MAX_INFLIGHT.get(),
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            allow_insecure: false,
-        }
-    }
-
-    /// The exchange published to.
-    pub fn exchange(&self) -> &str {
-        &self.exchange
-    }
-    /// The exchange type.
-    pub fn exchange_type(&self) -> ExchangeType {
-        self.exchange_type
-    }
-    /// Whether the sink declares the exchange (durable) rather than checking it passively.
-    pub fn declare_exchange(&self) -> bool {
-        self.declare_exchange
-    }
-    /// The routing key rule.
-    pub fn routing_key(&self) -> &RoutingKey {
-        &self.routing_key
-    }
-    /// The inline threshold of Message v1.
-    pub fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.inline_max_bytes
-    }
-    /// The largest encoded message sent; larger ones fail permanently, unsent.
-    pub fn max_message_bytes(&self) -> NonZeroUsize {
-        self.max_message_bytes
-    }
-    /// The publisher-confirm wait per publish.
-    pub fn confirm_timeout(&self) -> Duration {
-        self.confirm_timeout
-    }
-    /// Publishes awaiting a confirm at once.
-    pub fn max_inflight(&self) -> NonZeroUsize {
-        self.max_inflight
-    }
-    /// The bound on opening the connection and channel.
-    pub fn connect_timeout(&self) -> Duration {
-        self.connect_timeout
-    }
-    /// The broker URL without credentials: `amqp://host:port/<vhost>`.
-    pub fn redacted_url(&self) -> String {
-        self.url.redacted()
-    }
-    /// Whether `amqp://` to a host that is not loopback was accepted.
-    pub fn allow_insecure(&self) -> bool {
-        self.allow_insecure
-    }
-}
-
-/// Builds an [`AmqpConfig`]; [`build`](AmqpConfigBuilder::build) validates every value.
-#[derive(Clone)]
-pub struct AmqpConfigBuilder {
-    url: String,
-    exchange: String,
-    exchange_type: ExchangeType,
-    declare_exchange: bool,
-    routing_key: Option<String>,
-    routing_key_template: Option<String>,
-    inline_max_bytes: usize,
-    max_message_bytes: usize,
-    confirm_timeout: Duration,
-    max_inflight: usize,
-    connect_timeout: Duration,
-    allow_insecure: bool,
-}
-
-impl fmt::Debug for AmqpConfigBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AmqpConfigBuilder")
-            .field("url", &ankusa_sink_core::redact_url_keep_path(&self.url))
-            .field("exchange", &self.exchange)
-            .field("exchange_type", &self.exchange_type)
-            .field("declare_exchange", &self.declare_exchange)
-            .field("routing_key", &self.routing_key)
-            .field("routing_key_template", &self.routing_key_template)
-            .field("allow_insecure", &self.allow_insecure)
-            .finish_non_exhaustive()
-    }
-}
-
-impl AmqpConfigBuilder {
-    /// The exchange type (default topic); used when declaring and in descriptions.
-    pub fn exchange_type(mut self, t: ExchangeType) -> Self {
-        self.exchange_type = t;
-        self
-    }
-    /// Declare the exchange (durable) on every channel open instead of the default passive
-    /// check that it exists.
-    pub fn declare_exchange(mut self, declare: bool) -> Self {
-        self.declare_exchange = declare;
-        self
-    }
-    /// The same routing key for every hook.
-    pub fn routing_key(mut self, key: impl Into<String>) -> Self {
-        self.routing_key = Some(key.into());
-        self
-    }
-    /// A routing key computed per hook (see [`RoutingKey::template`]); the default is
-    /// `ankusa.{source_id}`.
-    pub fn routing_key_template(mut self, template: impl Into<String>) -> Self {
-        self.routing_key_template = Some(template.into());
-        self
-    }
-    /// Bodies larger than this travel by `ctx.claim` (default 64 KiB).
-    pub fn inline_max_bytes(mut self, n: usize) -> Self {
-        self.inline_max_bytes = n;
-        self
-    }
-    /// Messages larger than this fail permanently and are not sent (default 128 MiB).
-    pub fn max_message_bytes(mut self, n: usize) -> Self {
-        self.max_message_bytes = n;
-        self
-    }
-    /// How long a publish waits for its confirm (default 5 s).
-    pub fn confirm_timeout(mut self, d: Duration) -> Self {
-        self.confirm_timeout = d;
-        self
-    }
-    /// Publishes awaiting a confirm at once (default 256).
-    pub fn max_inflight(mut self, n: usize) -> Self {
-        self.max_inflight = n;
-        self
-    }
-    /// The bound on opening the connection and channel (default 5 s).
-    pub fn connect_timeout(mut self, d: Duration) -> Self {
-        self.connect_timeout = d;
-        self
-    }
-
-    /// Accept `amqp://` (no TLS) to a host that is not loopback, sending the login in the
-    /// clear (default false: such a URL is a [`ConfigError::Insecure`]). A warning is
-    /// logged when the config is built.
-    pub fn allow_insecure(mut self, allow: bool) -> Self {
-        self.allow_insecure = allow;
-        self
-    }
-
-    /// Validate and build.
-    pub fn build(self) -> Result<AmqpConfig, ConfigError> {
-        let url = BrokerUrl::parse(&self.url)?;
-        if !url.tls && !is_loopback_host(&url.uri.authority.host) {
-            if !self.allow_insecure {
-                return Err(ConfigError::Insecure);
-            }
-            tracing::warn!(
-                endpoint = %url.redacted(),
-                "amqp sink: allow_insecure: the login (user name and password) goes to the \
-                 broker unencrypted (amqp://); use amqps:// to protect it"
-            );
-        }
-        if self.exchange.len() > MAX_SHORT_STRING {
-            return Err(ConfigError::Exchange("longer than 255 bytes"));
-        }
-        if self.exchange.chars().any(char::is_control) {
-            return Err(ConfigError::Exchange("contains control characters"));
-        }
-        if self.declare_exchange && self.exchange.is_empty() {
-            return Err(ConfigError::DeclareDefaultExchange);
-        }
-        let routing_key = match (self.routing_key, self.routing_key_template) {
-            (Some(_), Some(_)) => return Err(ConfigError::RoutingKeyAndTemplate),
-            (Some(k), None) => RoutingKey::fixed(k)?,
-            (None, Some(t)) => RoutingKey::template(t)?,
-            (None, None) => RoutingKey::default(),
-        };
-        let nz = |n: usize, what| NonZeroUsize::new(n).ok_or(ConfigError::Zero(what));
-        if self.confirm_timeout.is_zero() {
-            return Err(ConfigError::Zero("confirm_timeout"));
-        }
-        if self.connect_timeout.is_zero() {
-            return Err(ConfigError::Zero("connect_timeout"));
-        }
-        Ok(AmqpConfig {
-            url,
-            exchange: self.exchange,
-            exchange_type: self.exchange_type,
-            declare_exchange: self.declare_exchange,
-            routing_key,
-            inline_max_bytes: nz(self.inline_max_bytes, "inline_max_bytes")?,
-            max_message_bytes: nz(self.max_message_bytes, "max_message_bytes")?,
-            confirm_timeout: self.confirm_timeout,
-            max_inflight: nz(self.max_inflight, "max_inflight")?,
-            connect_timeout: self.connect_timeout,
-            allow_insecure: self.allow_insecure,
-        })
-    }
-}
-
-/// The serde form of [`AmqpConfig`] (durations in milliseconds). Unknown keys are refused.
+/// The operator's keys, exactly as written in a sink file (`type` already removed).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawConfig {
+struct Repr {
     url: String,
     exchange: String,
     #[serde(default)]
@@ -531,77 +161,293 @@ struct RawConfig {
     allow_insecure: bool,
 }
 
-impl<'de> Deserialize<'de> for AmqpConfig {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let r = RawConfig::deserialize(d)?;
-        let mut b = AmqpConfig::builder(r.url, r.exchange)
-            .exchange_type(r.exchange_type)
-            .declare_exchange(r.declare_exchange)
-            .allow_insecure(r.allow_insecure);
-        if let Some(k) = r.routing_key {
-            b = b.routing_key(k);
+/// A valid AMQP sink configuration: [`AmqpConfig::new`] and the `with_*` builders, or
+/// deserialized from the keys in the crate docs. Every value it holds has been checked.
+///
+/// `Debug` prints the URL without credentials (the password is a core
+/// [`Secret`](ankusa_sink_core::Secret)).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Repr")]
+#[non_exhaustive]
+pub struct AmqpConfig {
+    pub(crate) url: BrokerUrl,
+    pub(crate) exchange: String,
+    pub(crate) exchange_type: ExchangeType,
+    pub(crate) declare_exchange: bool,
+    pub(crate) routing_key: KeyTemplate,
+    pub(crate) inline_max_bytes: NonZeroUsize,
+    pub(crate) max_message_bytes: NonZeroUsize,
+    pub(crate) confirm_timeout_ms: NonZeroU64,
+    pub(crate) max_inflight: NonZeroUsize,
+    pub(crate) connect_timeout_ms: NonZeroU64,
+    pub(crate) allow_insecure: bool,
+}
+
+impl TryFrom<Repr> for AmqpConfig {
+    type Error = ConfigError;
+
+    fn try_from(r: Repr) -> Result<Self, ConfigError> {
+        let mut c = AmqpConfig::create(&r.url, &r.exchange, r.allow_insecure)?
+            .with_exchange_type(r.exchange_type)
+            .with_declare_exchange(r.declare_exchange)?;
+        c.routing_key = match (r.routing_key, r.routing_key_template) {
+            (Some(_), Some(_)) => return Err(ConfigError::RoutingKeyAndTemplate),
+            (Some(k), None) => fixed_key(&k)?,
+            (None, Some(t)) => key_template(&t)?,
+            (None, None) => c.routing_key,
+        };
+        let ms = |v: Option<u64>, default, what| match v {
+            None => Ok(default),
+            Some(ms) => NonZeroU64::new(ms).ok_or(ConfigError::Zero(what)),
+        };
+        c.confirm_timeout_ms = ms(
+            r.confirm_timeout_ms,
+            c.confirm_timeout_ms,
+            "confirm_timeout",
+        )?;
+        c.connect_timeout_ms = ms(
+            r.connect_timeout_ms,
+            c.connect_timeout_ms,
+            "connect_timeout",
+        )?;
+        let nz = |v: Option<usize>, default, what| match v {
+            None => Ok(default),
+            Some(n) => NonZeroUsize::new(n).ok_or(ConfigError::Zero(what)),
+        };
+        c.inline_max_bytes = nz(r.inline_max_bytes, c.inline_max_bytes, "inline_max_bytes")?;
+        c.max_message_bytes = nz(
+            r.max_message_bytes,
+            c.max_message_bytes,
+            "max_message_bytes",
+        )?;
+        c.max_inflight = nz(r.max_inflight, c.max_inflight, "max_inflight")?;
+        Ok(c)
+    }
+}
+
+impl AmqpConfig {
+    /// The defaults for publishing to `exchange` on the broker at `url`
+    /// (`amqp://user:pass@host:port/vhost`; the vhost is percent-encoded, `%2f` is `/`).
+    ///
+    /// # Errors
+    /// A bad URL; `amqp://` (no TLS) to a host that is not loopback
+    /// ([`ConfigError::Insecure`], see [`new_allow_insecure`](Self::new_allow_insecure)); an
+    /// exchange name over 255 bytes or with control characters.
+    pub fn new(url: &str, exchange: &str) -> Result<Self, ConfigError> {
+        Self::create(url, exchange, false)
+    }
+
+    /// As [`new`](Self::new), but accepts `amqp://` to a host that is not loopback, sending
+    /// the login in the clear (the `allow_insecure` key). A warning is logged when that
+    /// happens.
+    pub fn new_allow_insecure(url: &str, exchange: &str) -> Result<Self, ConfigError> {
+        Self::create(url, exchange, true)
+    }
+
+    fn create(url: &str, exchange: &str, allow_insecure: bool) -> Result<Self, ConfigError> {
+        let url = BrokerUrl::parse(url)?;
+        if !url.tls && !is_loopback_host(url.host()) {
+            if !allow_insecure {
+                return Err(ConfigError::Insecure);
+            }
+            tracing::warn!(
+                endpoint = %url.redacted(),
+                "amqp sink: allow_insecure: the login (user name and password) goes to the \
+                 broker unencrypted (amqp://); use amqps:// to protect it"
+            );
         }
-        if let Some(t) = r.routing_key_template {
-            b = b.routing_key_template(t);
+        if exchange.len() > MAX_SHORT_STRING {
+            return Err(ConfigError::Exchange("longer than 255 bytes"));
         }
-        if let Some(n) = r.inline_max_bytes {
-            b = b.inline_max_bytes(n);
+        if exchange.chars().any(char::is_control) {
+            return Err(ConfigError::Exchange("contains control characters"));
         }
-        if let Some(n) = r.max_message_bytes {
-            b = b.max_message_bytes(n);
+        Ok(AmqpConfig {
+            url,
+            exchange: exchange.to_owned(),
+            exchange_type: ExchangeType::default(),
+            declare_exchange: false,
+            routing_key: key_template(DEFAULT_ROUTING_KEY_TEMPLATE)?,
+            inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            confirm_timeout_ms: DEFAULT_CONFIRM_TIMEOUT_MS,
+            max_inflight: DEFAULT_MAX_INFLIGHT,
+            connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
+            allow_insecure,
+        })
+    }
+
+    /// Set the exchange type (default topic); used when declaring and in descriptions.
+    pub fn with_exchange_type(mut self, exchange_type: ExchangeType) -> Self {
+        self.exchange_type = exchange_type;
+        self
+    }
+
+    /// Declare the exchange (durable) on every channel open instead of the default passive
+    /// check that it exists.
+    ///
+    /// # Errors
+    /// [`ConfigError::DeclareDefaultExchange`] for the default exchange `""`.
+    pub fn with_declare_exchange(mut self, declare: bool) -> Result<Self, ConfigError> {
+        if declare && self.exchange.is_empty() {
+            return Err(ConfigError::DeclareDefaultExchange);
         }
-        if let Some(ms) = r.confirm_timeout_ms {
-            b = b.confirm_timeout(Duration::from_millis(ms));
-        }
-        if let Some(n) = r.max_inflight {
-            b = b.max_inflight(n);
-        }
-        if let Some(ms) = r.connect_timeout_ms {
-            b = b.connect_timeout(Duration::from_millis(ms));
-        }
-        b.build().map_err(serde::de::Error::custom)
+        self.declare_exchange = declare;
+        Ok(self)
+    }
+
+    /// Use the same routing key for every hook, taken as it is (braces are text).
+    ///
+    /// # Errors
+    /// A key over 255 bytes or with control characters.
+    pub fn with_routing_key(mut self, key: &str) -> Result<Self, ConfigError> {
+        self.routing_key = fixed_key(key)?;
+        Ok(self)
+    }
+
+    /// Compute the routing key per hook (default `ankusa.{source_id}`): literal text and
+    /// the placeholders `{id}`, `{source_id}`, `{tenant_id}` (`default` when the hook has
+    /// no tenant) and `{dedupe_key}`; `{{` and `}}` are literal braces.
+    ///
+    /// # Errors
+    /// A template that does not parse, or whose literal text is over 255 bytes or holds
+    /// control characters.
+    pub fn with_routing_key_template(mut self, template: &str) -> Result<Self, ConfigError> {
+        self.routing_key = key_template(template)?;
+        Ok(self)
+    }
+
+    /// Bodies larger than this travel by `ctx.claim` (default 64 KiB).
+    pub fn with_inline_max_bytes(mut self, n: NonZeroUsize) -> Self {
+        self.inline_max_bytes = n;
+        self
+    }
+
+    /// Messages larger than this fail permanently and are not sent (default 128 MiB).
+    pub fn with_max_message_bytes(mut self, n: NonZeroUsize) -> Self {
+        self.max_message_bytes = n;
+        self
+    }
+
+    /// How long a publish waits for its confirm (default 5 s; rounded down to whole ms,
+    /// at least 1).
+    pub fn with_confirm_timeout(mut self, timeout: Duration) -> Self {
+        self.confirm_timeout_ms = timeout_ms(timeout);
+        self
+    }
+
+    /// Publishes awaiting a confirm at once (default 256).
+    pub fn with_max_inflight(mut self, n: NonZeroUsize) -> Self {
+        self.max_inflight = n;
+        self
+    }
+
+    /// The bound on opening the connection and channel (default 5 s; rounded down to whole
+    /// ms, at least 1).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout_ms = timeout_ms(timeout);
+        self
+    }
+
+    /// The exchange published to.
+    pub fn exchange(&self) -> &str {
+        &self.exchange
+    }
+    /// The exchange type.
+    pub fn exchange_type(&self) -> ExchangeType {
+        self.exchange_type
+    }
+    /// Whether the sink declares the exchange (durable) rather than checking it passively.
+    pub fn declare_exchange(&self) -> bool {
+        self.declare_exchange
+    }
+    /// The routing key rule.
+    pub fn routing_key(&self) -> &KeyTemplate {
+        &self.routing_key
+    }
+    /// The inline threshold of Message v1.
+    pub fn inline_max_bytes(&self) -> NonZeroUsize {
+        self.inline_max_bytes
+    }
+    /// The largest encoded message sent; larger ones fail permanently, unsent.
+    pub fn max_message_bytes(&self) -> NonZeroUsize {
+        self.max_message_bytes
+    }
+    /// The publisher-confirm wait per publish.
+    pub fn confirm_timeout(&self) -> Duration {
+        Duration::from_millis(self.confirm_timeout_ms.get())
+    }
+    /// Publishes awaiting a confirm at once.
+    pub fn max_inflight(&self) -> NonZeroUsize {
+        self.max_inflight
+    }
+    /// The bound on opening the connection and channel.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms.get())
+    }
+    /// The broker URL without credentials: `amqp://host:port/<vhost>`.
+    pub fn redacted_url(&self) -> String {
+        self.url.redacted()
+    }
+    /// Whether `amqp://` to a host that is not loopback is accepted.
+    pub fn allow_insecure(&self) -> bool {
+        self.allow_insecure
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_sink_core::Envelope;
+    use ankusa_sink_core::template::Placeholder;
     use ankusa_sink_testkit::support::LogCapture;
 
     const URL: &str = "amqp://user:s3cr3t@127.0.0.1:5672/%2f";
 
+    fn config(url: &str) -> Result<AmqpConfig, ConfigError> {
+        AmqpConfig::new(url, "ex")
+    }
+
+    fn nz(n: usize) -> NonZeroUsize {
+        NonZeroUsize::new(n).unwrap()
+    }
+
+    fn from_json(v: serde_json::Value) -> Result<AmqpConfig, serde_json::Error> {
+        serde_json::from_value(v)
+    }
+
     #[test]
     fn defaults() {
-        let c = AmqpConfig::builder(URL, "ex").build().unwrap();
+        let c = config(URL).unwrap();
         assert_eq!(c.exchange_type(), ExchangeType::Topic);
         assert!(!c.declare_exchange());
         assert_eq!(c.routing_key().as_str(), "ankusa.{source_id}");
+        assert_eq!(c.routing_key().absent_tenant(), AbsentTenant::Default);
         assert_eq!(c.inline_max_bytes().get(), 65_536);
         assert_eq!(c.max_message_bytes(), DEFAULT_MAX_MESSAGE_BYTES);
         assert_eq!(c.confirm_timeout(), Duration::from_secs(5));
+        assert_eq!(c.connect_timeout(), Duration::from_secs(5));
         assert_eq!(c.max_inflight().get(), 256);
         assert_eq!(c.url.vhost(), "/");
-        assert_eq!(c.url.uri.authority.host, "127.0.0.1");
+        assert_eq!(c.url.host(), "127.0.0.1");
         assert_eq!(c.redacted_url(), "amqp://127.0.0.1:5672/%2F");
+        let json = from_json(serde_json::json!({"url": URL, "exchange": "ex"})).unwrap();
+        assert_eq!(json, c);
     }
 
     #[test]
     fn url_rules_and_no_secret_in_errors_or_debug() {
-        let c = AmqpConfig::builder("amqps://u:s3cr3t@broker.example/prod", "ex")
-            .build()
-            .unwrap();
+        let c = AmqpConfig::new("amqps://u:s3cr3t@broker.example/prod", "ex").unwrap();
         assert_eq!(c.url.host_port, "broker.example:5671");
         assert_eq!(c.url.vhost(), "prod");
         assert!(!format!("{c:?}").contains("s3cr3t"));
-        let b = AmqpConfig::builder(URL, "ex");
-        assert!(!format!("{b:?}").contains("s3cr3t"));
         for bad in [
             "http://u:s3cr3t@h/",
             "amqp://u:s3cr3t@/x",
             "not a url s3cr3t",
             "amqp://u:s3cr3t@h/v#frag",
         ] {
-            let err = AmqpConfig::builder(bad, "ex").build().unwrap_err();
+            let err = config(bad).unwrap_err();
             assert!(!err.to_string().contains("s3cr3t"), "{err}");
             assert!(matches!(err, ConfigError::Url(_)), "{bad}: {err}");
         }
@@ -623,18 +469,13 @@ mod tests {
             "amqp://broker.example",
             "amqp://u:s3cr3t@10.0.0.5:5672/%2f",
         ] {
-            let err = AmqpConfig::builder(url, "ex").build().unwrap_err();
+            let err = config(url).unwrap_err();
             assert_eq!(err, ConfigError::Insecure, "{url}");
             assert!(!err.to_string().contains("s3cr3t"), "{err}");
             assert!(err.to_string().contains("allow_insecure"), "{err}");
             let mut c = None;
             let lines = logged(|| {
-                c = Some(
-                    AmqpConfig::builder(url, "ex")
-                        .allow_insecure(true)
-                        .build()
-                        .unwrap(),
-                );
+                c = Some(AmqpConfig::new_allow_insecure(url, "ex").unwrap());
             });
             assert!(c.unwrap().allow_insecure());
             assert_eq!(lines.len(), 1, "{lines:?}");
@@ -650,25 +491,30 @@ mod tests {
             "amqp://u:p@[::1]:5672/%2f",
         ] {
             let lines = logged(|| {
-                AmqpConfig::builder(url, "ex").build().unwrap();
+                config(url).unwrap();
             });
             assert!(lines.is_empty(), "{url}: {lines:?}");
         }
-        let c: AmqpConfig = serde_json::from_value(serde_json::json!({
+        let c = from_json(serde_json::json!({
             "url": "amqp://u:p@broker.example", "exchange": "ex", "allow_insecure": true
         }))
         .unwrap();
         assert!(c.allow_insecure());
-        let err = serde_json::from_value::<AmqpConfig>(serde_json::json!({
+        let err = from_json(serde_json::json!({
             "url": "amqp://u:s3cr3t@broker.example", "exchange": "ex"
         }))
         .unwrap_err();
         assert!(err.to_string().contains("allow_insecure"), "{err}");
+        assert!(!err.to_string().contains("s3cr3t"), "{err}");
+    }
+
+    fn topic(key: &KeyTemplate, env: &Envelope) -> Option<(Placeholder, char)> {
+        key.inserted_char(env, |c| matches!(c, '.' | '*' | '#'))
     }
 
     #[test]
     fn topic_routing_characters_in_inserted_values_are_found() {
-        let t = RoutingKey::template("ankusa.{tenant_id}.{source_id}.{dedupe_key}").unwrap();
+        let t = key_template("ankusa.{tenant_id}.{source_id}.{dedupe_key}").unwrap();
         let env = |source: &str, dedupe: &str| {
             Envelope::builder("h.1", source, "")
                 .tenant_id("acme")
@@ -676,34 +522,29 @@ mod tests {
                 .build()
                 .unwrap()
         };
-        assert_eq!(t.unsafe_topic_value(&env("stripe", "evt_1")), None);
+        assert_eq!(topic(&t, &env("stripe", "evt_1")), None);
         assert_eq!(
-            t.unsafe_topic_value(&env("stripe", "evt.1")),
-            Some(("{dedupe_key}", '.'))
+            topic(&t, &env("stripe", "evt.1")),
+            Some((Placeholder::DedupeKey, '.'))
         );
         assert_eq!(
-            t.unsafe_topic_value(&env("stripe", "#")),
-            Some(("{dedupe_key}", '#'))
+            topic(&t, &env("stripe", "#")),
+            Some((Placeholder::DedupeKey, '#'))
         );
         assert_eq!(
-            t.unsafe_topic_value(&env("a*b", "evt_1")),
-            Some(("{source_id}", '*'))
+            topic(&t, &env("a*b", "evt_1")),
+            Some((Placeholder::SourceId, '*'))
         );
         // {id} is not in this template: its '.' does not matter.
-        assert_eq!(t.unsafe_topic_value(&env("stripe", "")), None);
-        let by_id = RoutingKey::template("x.{id}").unwrap();
-        assert_eq!(by_id.unsafe_topic_value(&env("s", "")), Some(("{id}", '.')));
+        assert_eq!(topic(&t, &env("stripe", "")), None);
+        let by_id = key_template("x.{id}").unwrap();
+        assert_eq!(topic(&by_id, &env("s", "")), Some((Placeholder::Id, '.')));
         // Literal dots of the template itself are the operator's and fine.
-        assert_eq!(
-            RoutingKey::fixed("a.*.#")
-                .unwrap()
-                .unsafe_topic_value(&env("s.x", "")),
-            None
-        );
+        assert_eq!(topic(&fixed_key("a.*.#").unwrap(), &env("s.x", "")), None);
         // No tenant: "default" (reserved by core), unchanged.
         let no_tenant = Envelope::builder("h1", "s", "").build().unwrap();
-        let t = RoutingKey::template("x.{tenant_id}").unwrap();
-        assert_eq!(t.unsafe_topic_value(&no_tenant), None);
+        let t = key_template("x.{tenant_id}").unwrap();
+        assert_eq!(topic(&t, &no_tenant), None);
         assert_eq!(t.render(&no_tenant), "x.default");
     }
 
@@ -713,58 +554,81 @@ mod tests {
             .tenant_id("acme")
             .build()
             .unwrap();
-        let t = RoutingKey::template("x.{tenant_id}.{source_id}.{id}.{{lit}}").unwrap();
+        let t = key_template("x.{tenant_id}.{source_id}.{id}.{{lit}}").unwrap();
         assert_eq!(t.render(&env), "x.acme.stripe.h1.{lit}");
-        assert!(!t.is_fixed());
+        assert!(!t.is_static());
         assert_eq!(t.render_for("s", Some("t")), None);
-        let t = RoutingKey::template("x.{tenant_id}").unwrap();
+        let t = key_template("x.{tenant_id}").unwrap();
         assert_eq!(t.render_for("s", None), None);
         assert_eq!(t.render_for("s", Some("t")).as_deref(), Some("x.t"));
         let no_tenant = Envelope::builder("h1", "s", "").build().unwrap();
         assert_eq!(t.render(&no_tenant), "x.default");
-        assert!(RoutingKey::template("x.{nope}").is_err());
-        assert!(RoutingKey::template("x.{id").is_err());
-        assert!(RoutingKey::template("x.}").is_err());
-        assert!(RoutingKey::fixed("a".repeat(256)).is_err());
-        assert!(RoutingKey::fixed("k").unwrap().is_fixed());
-        assert_eq!(RoutingKey::default().render(&env), "ankusa.stripe");
+        assert!(key_template("x.{nope}").is_err());
+        assert!(key_template("x.{id").is_err());
+        assert!(key_template("x.}").is_err());
+        assert!(fixed_key(&"a".repeat(256)).is_err());
+        assert!(fixed_key("k").unwrap().is_static());
+        assert_eq!(fixed_key("a{b}").unwrap().render(&env), "a{b}");
+        let c = config(URL).unwrap();
+        assert_eq!(c.routing_key().render(&env), "ankusa.stripe");
+        let c = c.with_routing_key_template("t.{tenant_id}").unwrap();
+        assert_eq!(c.routing_key().render(&env), "t.acme");
+        let c = c.with_routing_key("fixed.key").unwrap();
+        assert_eq!(c.routing_key().render(&env), "fixed.key");
+        assert!(matches!(
+            c.with_routing_key_template("x.{nope}"),
+            Err(ConfigError::RoutingKey(_))
+        ));
     }
 
     #[test]
     fn invalid_values_are_errors() {
-        let b = || AmqpConfig::builder(URL, "ex");
+        let zero = |key: &str| {
+            let mut v = serde_json::json!({"url": URL, "exchange": "ex"});
+            v[key] = 0.into();
+            from_json(v).unwrap_err().to_string()
+        };
+        for (key, name) in [
+            ("max_inflight", "max_inflight"),
+            ("inline_max_bytes", "inline_max_bytes"),
+            ("max_message_bytes", "max_message_bytes"),
+            ("confirm_timeout_ms", "confirm_timeout"),
+            ("connect_timeout_ms", "connect_timeout"),
+        ] {
+            assert_eq!(zero(key), ConfigError::Zero(name).to_string(), "{key}");
+        }
+        let err = from_json(serde_json::json!({
+            "url": URL, "exchange": "ex", "routing_key": "a", "routing_key_template": "b"
+        }))
+        .unwrap_err();
         assert_eq!(
-            b().max_inflight(0).build().unwrap_err(),
-            ConfigError::Zero("max_inflight")
+            err.to_string(),
+            ConfigError::RoutingKeyAndTemplate.to_string()
         );
         assert_eq!(
-            b().inline_max_bytes(0).build().unwrap_err(),
-            ConfigError::Zero("inline_max_bytes")
-        );
-        assert_eq!(
-            b().confirm_timeout(Duration::ZERO).build().unwrap_err(),
-            ConfigError::Zero("confirm_timeout")
-        );
-        assert_eq!(
-            b().routing_key("a")
-                .routing_key_template("b")
-                .build()
-                .unwrap_err(),
-            ConfigError::RoutingKeyAndTemplate
-        );
-        assert_eq!(
-            AmqpConfig::builder(URL, "")
-                .declare_exchange(true)
-                .build()
+            AmqpConfig::new(URL, "")
+                .unwrap()
+                .with_declare_exchange(true)
                 .unwrap_err(),
             ConfigError::DeclareDefaultExchange
         );
+        assert_eq!(
+            AmqpConfig::new(URL, &"x".repeat(256)).unwrap_err(),
+            ConfigError::Exchange("longer than 255 bytes")
+        );
+        assert_eq!(
+            AmqpConfig::new(URL, "a\nb").unwrap_err(),
+            ConfigError::Exchange("contains control characters")
+        );
+        // Builders round a zero duration up to 1 ms: always valid.
+        let c = config(URL).unwrap().with_confirm_timeout(Duration::ZERO);
+        assert_eq!(c.confirm_timeout(), Duration::from_millis(1));
         assert!("nope".parse::<ExchangeType>().is_err());
     }
 
     #[test]
-    fn serde_form() {
-        let c: AmqpConfig = serde_json::from_value(serde_json::json!({
+    fn serde_form_and_builders_agree() {
+        let c = from_json(serde_json::json!({
             "url": URL, "exchange": "ex", "exchange_type": "direct", "declare_exchange": true,
             "routing_key": "k", "inline_max_bytes": 10, "max_message_bytes": 100,
             "confirm_timeout_ms": 250, "max_inflight": 8, "connect_timeout_ms": 300
@@ -775,14 +639,27 @@ mod tests {
         assert_eq!(c.routing_key().as_str(), "k");
         assert_eq!(c.confirm_timeout(), Duration::from_millis(250));
         assert_eq!(c.connect_timeout(), Duration::from_millis(300));
-        let err = serde_json::from_value::<AmqpConfig>(serde_json::json!({
+        let built = config(URL)
+            .unwrap()
+            .with_exchange_type(ExchangeType::Direct)
+            .with_declare_exchange(true)
+            .unwrap()
+            .with_routing_key("k")
+            .unwrap()
+            .with_inline_max_bytes(nz(10))
+            .with_max_message_bytes(nz(100))
+            .with_confirm_timeout(Duration::from_millis(250))
+            .with_max_inflight(nz(8))
+            .with_connect_timeout(Duration::from_millis(300));
+        assert_eq!(built, c);
+        let err = from_json(serde_json::json!({
             "url": "amqp://u:s3cr3t@127.0.0.1/", "exchange": "ex", "max_inflight": 0
         }))
         .unwrap_err();
         assert!(err.to_string().contains("max_inflight"), "{err}");
         assert!(!err.to_string().contains("s3cr3t"));
         assert!(
-            serde_json::from_value::<AmqpConfig>(serde_json::json!({
+            from_json(serde_json::json!({
                 "url": URL, "exchange": "ex", "bogus": 1
             }))
             .is_err()

@@ -1,31 +1,29 @@
 //! What went wrong talking to the broker, and the one function that classifies it.
 
-use ankusa_sink_core::{Class, Failure, throttle_after_ms};
+use ankusa_sink_core::{Class, Failure};
 use lapin::ErrorKind;
 use lapin::protocol::AMQPErrorKind;
 use std::fmt;
 use std::sync::Arc;
 
 /// AMQP reply codes the classification names (AMQP 0-9-1 spec, section 1.9 "Constants").
-pub mod reply_code {
+pub(crate) mod reply_code {
     /// A mandatory message could not be routed to any queue (basic.return).
-    pub const NO_ROUTE: u16 = 312;
+    pub(crate) const NO_ROUTE: u16 = 312;
     /// An immediate message had no consumer (basic.return).
-    pub const NO_CONSUMERS: u16 = 313;
-    /// The broker closed the connection (shutdown, `stop_app`, operator action).
-    pub const CONNECTION_FORCED: u16 = 320;
+    pub(crate) const NO_CONSUMERS: u16 = 313;
     /// A frame larger than allowed.
-    pub const CONTENT_TOO_LARGE: u16 = 311;
+    pub(crate) const CONTENT_TOO_LARGE: u16 = 311;
     /// The vhost path is invalid.
-    pub const INVALID_PATH: u16 = 402;
+    pub(crate) const INVALID_PATH: u16 = 402;
     /// The credential or permissions refuse the operation (also a refused login).
-    pub const ACCESS_REFUSED: u16 = 403;
+    pub(crate) const ACCESS_REFUSED: u16 = 403;
     /// The exchange (or queue) does not exist.
-    pub const NOT_FOUND: u16 = 404;
+    pub(crate) const NOT_FOUND: u16 = 404;
     /// A declare that contradicts the existing entity, or a publish the broker refuses.
-    pub const PRECONDITION_FAILED: u16 = 406;
+    pub(crate) const PRECONDITION_FAILED: u16 = 406;
     /// The vhost is missing or not allowed for this user.
-    pub const NOT_ALLOWED: u16 = 530;
+    pub(crate) const NOT_ALLOWED: u16 = 530;
 }
 
 /// Which step of talking to the broker failed.
@@ -55,7 +53,6 @@ impl fmt::Display for Stage {
     }
 }
 
-pub use ankusa_sink_core::MAX_REASON_TEXT;
 pub(crate) use ankusa_sink_core::printable;
 
 /// A lapin error in words: the broker's reply code and (escaped, bounded) reply text for
@@ -113,7 +110,8 @@ impl fmt::Display for Ago {
 
 /// A failed delivery or check, before classification. Never holds credentials: endpoints
 /// are printed as `amqp://host:port/<vhost>`. Text the broker chose (`reply_text`) is
-/// printed escaped and bounded ([`MAX_REASON_TEXT`]).
+/// printed escaped and bounded ([`MAX_REASON_TEXT`](ankusa_sink_core::MAX_REASON_TEXT)
+/// characters).
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum AmqpError {
@@ -139,7 +137,7 @@ pub enum AmqpError {
         ms: u128,
     },
     /// Another delivery's attempt to connect failed moments ago; this delivery did not
-    /// dial again (see [`RECONNECT_PAUSE`](crate::RECONNECT_PAUSE)).
+    /// dial again (for 250 ms after a failed attempt).
     #[error(
         "not connected to the broker: the last connection attempt, {}, failed",
         Ago(*ago_ms)
@@ -246,10 +244,11 @@ impl AmqpError {
             _ => None,
         }
     }
+}
 
-    /// This error as a [`Failure`] of class [`classify`]`(self, attempt)`.
-    pub fn into_failure(self, attempt: u32) -> Failure {
-        Failure::new(classify(&self, attempt), self)
+impl From<AmqpError> for Failure {
+    fn from(e: AmqpError) -> Self {
+        Failure::new(classify(&e), e)
     }
 }
 
@@ -264,12 +263,11 @@ impl AmqpError {
 /// | 406 PRECONDITION_FAILED on publish (e.g. over the broker's `max_message_size`), 311 | permanent |
 /// | over `max_message_bytes`, routing key or hook id over 255 bytes (nothing sent) | permanent |
 /// | a routing-key placeholder value with `.`, `*` or `#` on a topic exchange (nothing sent) | permanent |
-/// | basic.nack; connection.blocked | retry-after `throttle_after_ms(attempt)` |
+/// | basic.nack; connection.blocked | throttled (dispatch draws the pause) |
 /// | confirm timeout, busy, connection lost or refused, 320 CONNECTION_FORCED, other codes | transient |
 ///
 /// lapin errors are matched on their typed kind and the AMQP reply code, never on text.
-pub fn classify(err: &AmqpError, attempt: u32) -> Class {
-    let throttled = || Class::RetryAfter(throttle_after_ms(attempt));
+pub(crate) fn classify(err: &AmqpError) -> Class {
     match err {
         AmqpError::Lapin { stage, error, .. } => match error.kind() {
             ErrorKind::ProtocolError(e) => classify_code(*stage, e.get_id()),
@@ -281,9 +279,9 @@ pub fn classify(err: &AmqpError, attempt: u32) -> Class {
             // IO errors (refused, reset), closed channels and connections, heartbeats.
             _ => Class::Transient,
         },
-        AmqpError::NotConnected { source, .. } => classify(source, attempt),
+        AmqpError::NotConnected { source, .. } => classify(source),
         AmqpError::Returned { code, .. } => classify_code(Stage::Confirm, *code),
-        AmqpError::Nacked { .. } | AmqpError::Blocked => throttled(),
+        AmqpError::Nacked { .. } | AmqpError::Blocked => Class::Throttled,
         AmqpError::TooLarge { .. } | AmqpError::TooLong { .. } | AmqpError::RoutingValue { .. } => {
             Class::Permanent
         }
@@ -313,6 +311,7 @@ fn classify_code(stage: Stage, code: u16) -> Class {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_sink_core::MAX_REASON_TEXT;
     use lapin::protocol::AMQPError;
     use std::io;
 
@@ -330,7 +329,11 @@ mod tests {
     }
 
     fn c(e: &AmqpError) -> Class {
-        classify(e, 1)
+        classify(e)
+    }
+
+    fn failure(e: AmqpError) -> Failure {
+        Failure::from(e)
     }
 
     #[test]
@@ -396,16 +399,13 @@ mod tests {
     }
 
     #[test]
-    fn row_nack_and_blocked_are_retry_after() {
+    fn row_nack_and_blocked_are_throttled() {
         let nack = AmqpError::Nacked {
             exchange: "x".into(),
             routing_key: "k".into(),
         };
-        for (e, attempt) in [(&nack, 1), (&AmqpError::Blocked, 7)] {
-            let class = classify(e, attempt);
-            let ms = class.retry_after_ms().expect("retry-after");
-            assert!(ms >= 1 && ms <= 500u64 << (attempt - 1).min(6), "{ms}");
-        }
+        assert_eq!(c(&nack), Class::Throttled);
+        assert_eq!(c(&AmqpError::Blocked), Class::Throttled);
     }
 
     #[test]
@@ -446,7 +446,7 @@ mod tests {
             "amqp://h:5672/%2F",
             io::Error::from_raw_os_error(111).into(),
         );
-        let f = refused.clone().into_failure(1);
+        let f = failure(refused.clone());
         assert_eq!(
             f.reason_chain(),
             "connect failed on amqp://h:5672/%2F: connection refused"
@@ -455,19 +455,19 @@ mod tests {
             ago_ms: 0,
             source: Arc::new(refused),
         };
-        let text = later.into_failure(1).reason_chain();
+        let text = failure(later).reason_chain();
         assert_eq!(
             text,
             "not connected to the broker: the last connection attempt, less than 1 ms ago, \
              failed: connect failed on amqp://h:5672/%2F: connection refused"
         );
         assert!(!text.contains(" 0 ms ago"), "{text}");
-        let f = amqp(Stage::Declare, 404).into_failure(1);
+        let f = failure(amqp(Stage::Declare, 404));
         assert_eq!(
             f.reason_chain(),
             "exchange declare failed on amqp://h:5672/%2F: broker closed the channel: 404 text"
         );
-        let hard = amqp(Stage::Connect, 530).into_failure(1).reason_chain();
+        let hard = failure(amqp(Stage::Connect, 530)).reason_chain();
         assert!(
             hard.ends_with("broker closed the connection: 530 text"),
             "{hard}"
@@ -527,7 +527,7 @@ mod tests {
         };
         assert_eq!(c(&e), Class::Config);
         assert_eq!(e.reply_code(), Some(403));
-        let f = e.into_failure(1);
+        let f = failure(e);
         assert_eq!(f.class(), Class::Config);
         assert!(f.to_string().contains("connect failed"), "{f}");
     }

@@ -3,14 +3,15 @@
 
 use crate::config::{AmqpConfig, ExchangeType, MAX_SHORT_STRING};
 use crate::error::{AmqpError, Stage, printable};
-use ankusa_sink_core::message;
+use crate::outgoing::{self, Publish};
+use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait,
 };
 use futures_util::StreamExt as _;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
-use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Event};
+use lapin::types::FieldTable;
+use lapin::{Channel, Confirmation, Connection, ConnectionProperties, Event};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -20,14 +21,7 @@ use tokio::time::{Instant, timeout, timeout_at};
 
 /// After a failed connection attempt, deliveries fail at once (with that attempt's error)
 /// for this long instead of each dialling the broker again.
-pub const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
-
-/// AMQP header carrying [`Envelope::idempotency_key`], always present.
-pub const HEADER_IDEMPOTENCY_KEY: &str = "ankusa_idempotency_key";
-/// AMQP header carrying the provider's dedupe key, when the hook has one.
-pub const HEADER_DEDUPE_KEY: &str = "ankusa_dedupe_key";
-/// AMQP header carrying `ctx.replay_id`, when set.
-pub const HEADER_REPLAY_ID: &str = "ankusa_replay_id";
+pub(crate) const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
 
 /// Publishes Message v1 to a RabbitMQ exchange with publisher confirms and `mandatory`.
 ///
@@ -36,6 +30,8 @@ pub const HEADER_REPLAY_ID: &str = "ankusa_replay_id";
 /// docs for the options and the classification table.
 pub struct AmqpSink {
     cfg: Arc<AmqpConfig>,
+    /// Message v1 with the routing key, built once.
+    layout: Layout,
     endpoint: String,
     state: Mutex<State>,
     inflight: Arc<Semaphore>,
@@ -77,8 +73,11 @@ impl AmqpSink {
     pub fn new(cfg: AmqpConfig) -> Self {
         let endpoint = cfg.redacted_url();
         let inflight = Arc::new(Semaphore::new(cfg.max_inflight().get()));
+        let layout = Layout::message(Some(cfg.inline_max_bytes()), EmptyValues::Drop)
+            .with_key(cfg.routing_key().clone());
         AmqpSink {
             cfg: Arc::new(cfg),
+            layout,
             endpoint,
             state: Mutex::new(State::default()),
             inflight,
@@ -144,7 +143,8 @@ impl AmqpSink {
                 Ok(link)
             }
             Err(e) => {
-                tracing::warn!(endpoint = %self.endpoint, error = %ErrChain(&e), "amqp sink: cannot open channel");
+                let error = Failure::from(e.clone()).reason_chain();
+                tracing::warn!(endpoint = %self.endpoint, %error, "amqp sink: cannot open channel");
                 st.failed = Some((Instant::now(), Arc::new(e.clone())));
                 // This delivery made the attempt: its own error, not "not connected".
                 Err(e)
@@ -180,7 +180,7 @@ impl AmqpSink {
         let props = ConnectionProperties::default().with_connection_name(
             format!("ankusa-sink-amqp exchange={}", self.cfg.exchange()).into(),
         );
-        let conn = Connection::connect_uri(self.cfg.url.uri.clone(), props)
+        let conn = Connection::connect_uri(self.cfg.url.connect_uri(), props)
             .await
             .map_err(|e| self.lapin_err(Stage::Connect, e))?;
         let (tx, rx) = watch::channel(conn.status().blocked());
@@ -230,34 +230,47 @@ impl AmqpSink {
             .map_err(|e| self.lapin_err(Stage::Declare, e))
     }
 
-    async fn publish(&self, env: &Envelope, ctx: &Ctx, body: Vec<u8>) -> Result<(), AmqpError> {
+    /// What the broker must not see: a message over `max_message_bytes`, a key whose
+    /// inserted values would reshape topic routing, a short string over 255 bytes.
+    fn refuse(&self, env: &Envelope, msg: &Publish) -> Result<(), AmqpError> {
         let max = self.cfg.max_message_bytes().get();
-        if body.len() > max {
-            return Err(AmqpError::TooLarge {
-                size: body.len(),
-                max,
-            });
+        let size = msg.body.as_bytes().len();
+        if size > max {
+            return Err(AmqpError::TooLarge { size, max });
         }
         // On a topic exchange '.' splits words and '*' '#' are wildcards: a hook's own
         // values must not reshape the key the operator's template describes.
         if self.cfg.exchange_type() == ExchangeType::Topic
             && !self.cfg.exchange().is_empty()
-            && let Some((placeholder, character)) = self.cfg.routing_key().unsafe_topic_value(env)
+            && let Some((placeholder, character)) = self
+                .cfg
+                .routing_key()
+                .inserted_char(env, |c| matches!(c, '.' | '*' | '#'))
         {
             return Err(AmqpError::RoutingValue {
-                placeholder,
+                placeholder: placeholder.as_str(),
                 character,
             });
         }
-        let routing_key = self.cfg.routing_key().render(env);
         for (field, len) in [
-            ("routing key", routing_key.len()),
+            ("routing key", msg.routing_key.len()),
             ("message_id", env.id().len()),
         ] {
             if len > MAX_SHORT_STRING {
                 return Err(AmqpError::TooLong { field, len });
             }
         }
+        Ok(())
+    }
+
+    /// Publish `msg` (unless [`refuse`](Self::refuse)d) and await its confirm.
+    async fn publish(&self, env: &Envelope, msg: Publish) -> Result<(), AmqpError> {
+        self.refuse(env, &msg)?;
+        let Publish {
+            routing_key,
+            properties,
+            body,
+        } = msg;
         let confirm_timeout = self.cfg.confirm_timeout();
         let _permit = timeout(confirm_timeout, Arc::clone(&self.inflight).acquire_owned())
             .await
@@ -282,8 +295,8 @@ impl AmqpSink {
                         mandatory: true,
                         immediate: false,
                     },
-                    &body,
-                    properties(env, ctx),
+                    body.as_bytes(),
+                    properties,
                 )
                 .await
                 .map_err(|e| self.lapin_err(Stage::Publish, e))?;
@@ -340,35 +353,13 @@ pub(crate) fn outcome(
     }
 }
 
-/// The AMQP properties of a hook's message: persistent, `application/json`, `message_id` =
-/// hook id, `timestamp` = receive time (seconds), and the `ankusa_*` headers.
-pub fn properties(env: &Envelope, ctx: &Ctx) -> BasicProperties {
-    let mut headers = FieldTable::default();
-    let mut put = |name: &str, value: String| {
-        headers.insert(name.into(), AMQPValue::LongString(value.into()));
-    };
-    put(HEADER_IDEMPOTENCY_KEY, env.idempotency_key());
-    if let Some(key) = env.dedupe_key().filter(|k| !k.is_empty()) {
-        put(HEADER_DEDUPE_KEY, key.to_owned());
-    }
-    if let Some(replay) = ctx.replay_id.as_deref().filter(|r| !r.is_empty()) {
-        put(HEADER_REPLAY_ID, replay.to_owned());
-    }
-    BasicProperties::default()
-        .with_content_type("application/json".into())
-        .with_delivery_mode(2)
-        .with_message_id(env.id().into())
-        .with_timestamp(u64::try_from(env.received_at() / 1000).unwrap_or(0))
-        .with_headers(headers)
-}
-
 #[async_trait]
 impl Sink for AmqpSink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
-        let body = message::encode(env, ctx, self.inline_max_bytes())?;
-        self.publish(env, ctx, body)
-            .await
-            .map_err(|e| e.into_failure(ctx.attempt()))
+        let out = Outgoing::new(env, ctx, &self.layout)?;
+        let msg = outgoing::to_publish(out, env.received_at());
+        self.publish(env, msg).await?;
+        Ok(())
     }
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
@@ -409,7 +400,7 @@ impl Sink for AmqpSink {
     /// Opens the connection and channel (login, vhost) and passively declares the
     /// exchange on a throwaway channel. Publishes nothing.
     async fn check(&self) -> Result<Check, Failure> {
-        let fail = |e: AmqpError| e.into_failure(1);
+        let fail = Failure::from;
         let link = self.link().await.map_err(fail)?;
         let probe = async {
             let channel = link
@@ -443,37 +434,17 @@ impl fmt::Debug for AmqpSink {
     }
 }
 
-/// Displays an error and its sources, for logs, skipping a source whose text the chain
-/// already ends with (as [`Failure::reason_chain`] does).
-struct ErrChain<'a>(&'a (dyn std::error::Error + 'static));
-
-impl fmt::Display for ErrChain<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut out = self.0.to_string();
-        let mut next = self.0.source();
-        while let Some(e) = next {
-            let text = e.to_string();
-            if !out.ends_with(&text) {
-                out.push_str(": ");
-                out.push_str(&text);
-            }
-            next = e.source();
-        }
-        f.write_str(&out)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::AmqpConfig;
 
     fn sink(url: &str, rk: Option<&str>) -> AmqpSink {
-        let mut b = AmqpConfig::builder(url, "hooks");
+        let mut c = AmqpConfig::new(url, "hooks").unwrap();
         if let Some(t) = rk {
-            b = b.routing_key_template(t);
+            c = c.with_routing_key_template(t).unwrap();
         }
-        AmqpSink::new(b.build().unwrap())
+        AmqpSink::new(c)
     }
 
     #[test]
@@ -503,31 +474,5 @@ mod tests {
             .describe(&Subject::new("stripe", Some("acme".into())))
             .unwrap();
         assert_eq!(d.address.as_deref(), Some("t.acme.stripe"));
-    }
-
-    #[test]
-    fn properties_carry_identity() {
-        let env = Envelope::builder("h1", "s", "{}")
-            .tenant_id("t")
-            .dedupe_key("evt")
-            .received_at(1_700_000_000_999)
-            .build()
-            .unwrap();
-        let ctx = Ctx::for_envelope(&env).with_replay_id("r1");
-        let p = properties(&env, &ctx);
-        assert_eq!(p.delivery_mode(), &Some(2));
-        assert_eq!(p.message_id().as_ref().map(|m| m.as_str()), Some("h1"));
-        assert_eq!(
-            p.content_type().as_ref().map(|m| m.as_str()),
-            Some("application/json")
-        );
-        assert_eq!(p.timestamp(), &Some(1_700_000_000));
-        let h = p.headers().as_ref().unwrap().inner();
-        assert_eq!(h.len(), 3);
-        let env = Envelope::builder("h1", "s", "{}").build().unwrap();
-        let p = properties(&env, &Ctx::for_envelope(&env));
-        let h = p.headers().as_ref().unwrap().inner();
-        assert_eq!(h.len(), 1);
-        assert!(h.contains_key(HEADER_IDEMPOTENCY_KEY));
     }
 }

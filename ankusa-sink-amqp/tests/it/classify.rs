@@ -1,11 +1,20 @@
 //! Every row of the classification table, provoked on a real broker.
 
 use crate::common::*;
-use ankusa_sink_amqp::lapin::ExchangeKind;
-use ankusa_sink_amqp::lapin::types::AMQPValue;
-use ankusa_sink_amqp::{AmqpError, AmqpSink, RECONNECT_PAUSE, reply_code};
+use ankusa_sink_amqp::{AmqpConfig, AmqpError, AmqpSink};
 use ankusa_sink_core::{Class, Ctx, Failure, Sink};
+use lapin::ExchangeKind;
+use lapin::types::AMQPValue;
 use std::time::Duration;
+
+/// The AMQP reply codes of the table (AMQP 0-9-1, section 1.9 "Constants").
+mod reply_code {
+    pub(crate) const NO_ROUTE: u16 = 312;
+    pub(crate) const ACCESS_REFUSED: u16 = 403;
+    pub(crate) const NOT_FOUND: u16 = 404;
+    pub(crate) const PRECONDITION_FAILED: u16 = 406;
+    pub(crate) const NOT_ALLOWED: u16 = 530;
+}
 
 /// The AMQP reply code behind a failure (walking to the sink's typed error).
 fn code(f: &Failure) -> Option<u16> {
@@ -99,7 +108,7 @@ async fn precondition_failed_on_declare_is_config() {
     let x = unique("x");
     admin.exchange(&x, ExchangeKind::Direct).await;
     // Declaring it as topic contradicts the existing direct exchange: 406.
-    let sink = AmqpSink::new(builder(&x).declare_exchange(true).build().unwrap());
+    let sink = AmqpSink::new(config(&x).with_declare_exchange(true).unwrap());
     let e = env("hook-406", "s");
     let err = bounded(sink.deliver(&e, &Ctx::for_envelope(&e)))
         .await
@@ -132,11 +141,7 @@ async fn restricted_user_refusals_are_config_and_never_leak_the_password() {
     };
 
     // The user works where it is allowed.
-    let ok = AmqpSink::new(
-        ankusa_sink_amqp::AmqpConfig::builder(t.url(), &allowed)
-            .build()
-            .unwrap(),
-    );
+    let ok = AmqpSink::new(AmqpConfig::new(&t.url(), &allowed).unwrap());
     bounded(ok.deliver(&e, &ctx)).await.unwrap();
     assert_eq!(
         bounded(ok.check()).await.unwrap(),
@@ -144,11 +149,7 @@ async fn restricted_user_refusals_are_config_and_never_leak_the_password() {
     );
 
     // 403 ACCESS_REFUSED on a forbidden exchange (channel closed by the broker).
-    let refused = AmqpSink::new(
-        ankusa_sink_amqp::AmqpConfig::builder(t.url(), &forbidden)
-            .build()
-            .unwrap(),
-    );
+    let refused = AmqpSink::new(AmqpConfig::new(&t.url(), &forbidden).unwrap());
     let err = bounded(refused.deliver(&e, &ctx)).await.unwrap_err();
     assert_eq!(err.class(), Class::Config, "{err}");
     assert_eq!(code(&err), Some(reply_code::ACCESS_REFUSED), "{err}");
@@ -156,12 +157,7 @@ async fn restricted_user_refusals_are_config_and_never_leak_the_password() {
 
     // Login refused (bad password): 403 at connection open, for deliver and check.
     let bad = AmqpSink::new(
-        ankusa_sink_amqp::AmqpConfig::builder(
-            url_with(&t.user, "wrong-password", &t.vhost),
-            &allowed,
-        )
-        .build()
-        .unwrap(),
+        AmqpConfig::new(&url_with(&t.user, "wrong-password", &t.vhost), &allowed).unwrap(),
     );
     let err = bounded(bad.deliver(&e, &ctx)).await.unwrap_err();
     assert_eq!(err.class(), Class::Config, "{err}");
@@ -172,11 +168,8 @@ async fn restricted_user_refusals_are_config_and_never_leak_the_password() {
     assert_eq!(err.class(), Class::Config, "{err}");
 
     // 530 NOT_ALLOWED: a vhost the user has no access to.
-    let vhost_refused = AmqpSink::new(
-        ankusa_sink_amqp::AmqpConfig::builder(url_with(&t.user, &t.password, "/"), &allowed)
-            .build()
-            .unwrap(),
-    );
+    let vhost_refused =
+        AmqpSink::new(AmqpConfig::new(&url_with(&t.user, &t.password, "/"), &allowed).unwrap());
     let err = bounded(vhost_refused.deliver(&e, &ctx)).await.unwrap_err();
     assert_eq!(err.class(), Class::Config, "{err}");
     assert_eq!(code(&err), Some(reply_code::NOT_ALLOWED), "{err}");
@@ -191,7 +184,7 @@ async fn restricted_user_refusals_are_config_and_never_leak_the_password() {
 }
 
 #[tokio::test]
-async fn nack_from_reject_publish_queue_is_retry_after() {
+async fn nack_from_reject_publish_queue_is_throttled() {
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let x = unique("x");
@@ -214,14 +207,8 @@ async fn nack_from_reject_publish_queue_is_retry_after() {
     for attempt in [1, 4] {
         let ctx = Ctx::for_envelope(&e).with_attempt(attempt);
         let err = bounded(sink.deliver(&e, &ctx)).await.unwrap_err();
-        let ms = err
-            .class()
-            .retry_after_ms()
-            .unwrap_or_else(|| panic!("not retry-after: {err}"));
-        assert!(
-            (1..=500u64 << (attempt - 1)).contains(&ms),
-            "attempt {attempt}: {ms} ms"
-        );
+        // A throttle without a stated pause, whatever the attempt: dispatch draws it.
+        assert_eq!(err.class(), Class::Throttled, "attempt {attempt}: {err}");
         assert!(matches!(typed(&err), AmqpError::Nacked { .. }), "{err}");
     }
     assert_eq!(admin.count(&q).await, 1);
@@ -237,12 +224,7 @@ async fn refused_connection_is_transient_and_fails_fast() {
         l.local_addr().unwrap().port()
     };
     let sink = AmqpSink::new(
-        ankusa_sink_amqp::AmqpConfig::builder(
-            format!("amqp://guest:guest@127.0.0.1:{port}/%2f"),
-            "x",
-        )
-        .build()
-        .unwrap(),
+        AmqpConfig::new(&format!("amqp://guest:guest@127.0.0.1:{port}/%2f"), "x").unwrap(),
     );
     let e = env("hook-refused", "s");
     for i in 0..3 {
@@ -298,12 +280,7 @@ async fn confirm_timeout_is_transient() {
     let x = unique("x");
     admin.exchange(&x, ExchangeKind::Topic).await;
     let q = admin.queue(&x, "#", &[]).await;
-    let sink = AmqpSink::new(
-        builder(&x)
-            .confirm_timeout(Duration::from_millis(800))
-            .build()
-            .unwrap(),
-    );
+    let sink = AmqpSink::new(config(&x).with_confirm_timeout(Duration::from_millis(800)));
     let e = env("hook-slow", "s");
     let ctx = Ctx::for_envelope(&e);
     bounded(sink.deliver(&e, &ctx)).await.unwrap();
@@ -328,12 +305,7 @@ async fn connection_lost_is_transient_and_the_next_delivery_reconnects() {
     let x = unique("x");
     admin.exchange(&x, ExchangeKind::Topic).await;
     let q = admin.queue(&x, "#", &[]).await;
-    let sink = AmqpSink::new(
-        builder(&x)
-            .confirm_timeout(Duration::from_secs(30))
-            .build()
-            .unwrap(),
-    );
+    let sink = AmqpSink::new(config(&x).with_confirm_timeout(Duration::from_secs(30)));
     let e = env("hook-lost", "s");
     let ctx = Ctx::for_envelope(&e);
     bounded(sink.deliver(&e, &ctx)).await.unwrap();

@@ -1,14 +1,14 @@
 //! Shared fixtures: names, an admin connection, rabbitmqctl, the broker lock.
 
-use ankusa_sink_amqp::lapin::options::{
+use ankusa_sink_amqp::{AmqpConfig, AmqpSink};
+use ankusa_sink_core::{Envelope, Failure};
+use ankusa_sink_testkit::support::unique_name;
+use lapin::options::{
     BasicAckOptions, BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions,
     QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
-use ankusa_sink_amqp::lapin::types::{AMQPValue, FieldTable};
-use ankusa_sink_amqp::lapin::{self, Channel, Connection, ConnectionProperties, ExchangeKind};
-use ankusa_sink_amqp::{AmqpConfig, AmqpConfigBuilder, AmqpSink};
-use ankusa_sink_core::{Envelope, Failure};
-use ankusa_sink_testkit::support::unique_name;
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 use std::time::Duration;
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -51,12 +51,21 @@ pub(crate) fn unique(what: &str) -> String {
     unique_name(&format!("sink.{what}"))
 }
 
-pub(crate) fn builder(exchange: &str) -> AmqpConfigBuilder {
-    AmqpConfig::builder(url(), exchange)
+/// After a failed connection attempt the sink answers from that attempt for this long
+/// (its reconnect pause, 250 ms) before dialling again.
+pub(crate) const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
+
+/// The default configuration for `exchange` on the test broker.
+pub(crate) fn config(exchange: &str) -> AmqpConfig {
+    AmqpConfig::new(&url(), exchange).unwrap()
 }
 
 pub(crate) fn sink(exchange: &str) -> AmqpSink {
-    AmqpSink::new(builder(exchange).build().unwrap())
+    AmqpSink::new(config(exchange))
+}
+
+pub(crate) fn nz(n: usize) -> std::num::NonZeroUsize {
+    std::num::NonZeroUsize::new(n).unwrap()
 }
 
 pub(crate) fn env(id: &str, source: &str) -> Envelope {

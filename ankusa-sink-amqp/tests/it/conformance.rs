@@ -6,15 +6,15 @@
 //! holds the exclusive side and is the only one whose harness can restart.
 
 use crate::common::*;
-use ankusa_sink_amqp::lapin::options::{
-    BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
-    QueueDeclareOptions, QueueDeleteOptions,
-};
-use ankusa_sink_amqp::lapin::types::{AMQPValue, FieldTable};
-use ankusa_sink_amqp::lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 use ankusa_sink_amqp::{AmqpConfig, AmqpSink};
 use ankusa_sink_core::{BoxError, async_trait};
 use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
+use lapin::options::{
+    BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
+    QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -331,30 +331,26 @@ impl Harness for AmqpHarness {
 
     async fn destination(&self, case: Case) -> Result<Setup<AmqpSink>, BoxError> {
         let d = Declared::new(case.name(), &[]).await?;
-        let sink = AmqpSink::new(AmqpConfig::builder(url(), &d.exchange).build()?);
+        let sink = AmqpSink::new(AmqpConfig::new(&url(), &d.exchange)?);
         Ok(d.setup(sink))
     }
 
     async fn fault(&self, fault: Fault) -> Result<Option<Setup<AmqpSink>>, BoxError> {
         let setup = match fault {
-            Fault::MissingDestination => Setup::new(AmqpSink::new(
-                AmqpConfig::builder(url(), unique("missing")).build()?,
-            )),
+            Fault::MissingDestination => {
+                Setup::new(AmqpSink::new(AmqpConfig::new(&url(), &unique("missing"))?))
+            }
             Fault::RefusedCredential => {
                 let d = Declared::new("refused", &[]).await?;
-                let cfg =
-                    AmqpConfig::builder(url_with("guest", PLANTED, "/"), &d.exchange).build()?;
+                let cfg = AmqpConfig::new(&url_with("guest", PLANTED, "/"), &d.exchange)?;
                 d.setup(AmqpSink::new(cfg))
             }
             Fault::Unreachable => {
                 let port = std::net::TcpListener::bind("127.0.0.1:0")?
                     .local_addr()?
                     .port();
-                let cfg = AmqpConfig::builder(
-                    format!("amqp://guest:{PLANTED}@127.0.0.1:{port}/%2f"),
-                    "x",
-                )
-                .build()?;
+                let cfg =
+                    AmqpConfig::new(&format!("amqp://guest:{PLANTED}@127.0.0.1:{port}/%2f"), "x")?;
                 Setup::new(AmqpSink::new(cfg))
             }
             Fault::Throttled => {
@@ -367,25 +363,23 @@ impl Harness for AmqpHarness {
                     ],
                 )
                 .await?;
-                let sink = AmqpSink::new(AmqpConfig::builder(url(), &d.exchange).build()?);
+                let sink = AmqpSink::new(AmqpConfig::new(&url(), &d.exchange)?);
                 d.setup(sink)
             }
             Fault::Oversized => {
                 // The sink's own limit: 8 KiB bodies are under the 64 KiB inline threshold.
                 let d = Declared::new("oversized", &[]).await?;
-                let cfg = AmqpConfig::builder(url(), &d.exchange)
-                    .max_message_bytes(4096)
-                    .build()?;
+                let cfg = AmqpConfig::new(&url(), &d.exchange)?
+                    .with_max_message_bytes(std::num::NonZeroUsize::new(4096).ok_or("zero")?);
                 d.setup(AmqpSink::new(cfg)).with_body_size(8192)
             }
             Fault::Unacknowledged => {
                 let server = NeverConfirms::start().await?;
-                let cfg = AmqpConfig::builder(
-                    format!("amqp://guest:{PLANTED}@{}/%2f", server.addr),
+                let cfg = AmqpConfig::new(
+                    &format!("amqp://guest:{PLANTED}@{}/%2f", server.addr),
                     "tk.never-confirmed",
-                )
-                .confirm_timeout(Duration::from_secs(1))
-                .build()?;
+                )?
+                .with_confirm_timeout(Duration::from_secs(1));
                 Setup::new(AmqpSink::new(cfg)).with_teardown(move || async move {
                     drop(server);
                     Ok(())

@@ -1,15 +1,19 @@
 //! What reaches the broker: body, properties, headers, routing keys, claims, concurrency.
 
 use crate::common::*;
-use ankusa_sink_amqp::lapin::ExchangeKind;
-use ankusa_sink_amqp::lapin::types::AMQPValue;
-use ankusa_sink_amqp::{AmqpSink, HEADER_DEDUPE_KEY, HEADER_IDEMPOTENCY_KEY, HEADER_REPLAY_ID};
-use ankusa_sink_core::message::{self, MessageBody};
+use ankusa_sink_amqp::AmqpSink;
+use ankusa_sink_core::message::{self, Attr, EmptyValues, Layout, MessageBody, Outgoing};
 use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Envelope, Sink};
+use lapin::ExchangeKind;
+use lapin::types::AMQPValue;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-fn header(props: &ankusa_sink_amqp::lapin::BasicProperties, name: &str) -> Option<String> {
+const HEADER_IDEMPOTENCY_KEY: &str = Attr::IdempotencyKey.as_attr();
+const HEADER_DEDUPE_KEY: &str = Attr::DedupeKey.as_attr();
+const HEADER_REPLAY_ID: &str = Attr::ReplayId.as_attr();
+
+fn header(props: &lapin::BasicProperties, name: &str) -> Option<String> {
     match props.headers().as_ref()?.inner().get(name)? {
         AMQPValue::LongString(s) => Some(s.to_string()),
         other => panic!("{name} is not a longstr: {other:?}"),
@@ -60,6 +64,24 @@ async fn round_trip_body_properties_and_headers() {
     // The body is exactly Message v1 and decodes.
     let expected = message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap();
     assert_eq!(d.data, expected);
+    // Body, id and headers are core's Outgoing for the same envelope.
+    let layout = Layout::message(sink.inline_max_bytes(), EmptyValues::Drop);
+    let out = Outgoing::new(&env, &ctx, &layout).unwrap();
+    assert_eq!(d.data, out.body());
+    assert_eq!(
+        p.message_id().as_ref().unwrap().as_str(),
+        out.get(Attr::Id).unwrap()
+    );
+    let headers: Vec<(&str, &str)> = out
+        .attributes()
+        .iter()
+        .filter(|(a, _)| matches!(a, Attr::IdempotencyKey | Attr::DedupeKey | Attr::ReplayId))
+        .map(|(a, v)| (a.as_attr(), v.as_ref()))
+        .collect();
+    assert_eq!(headers.len(), 3);
+    for (name, value) in headers {
+        assert_eq!(header(p, name).as_deref(), Some(value), "{name}");
+    }
     let msg = message::decode(&d.data).unwrap();
     assert_eq!(msg.id, "hook-rt-1");
     assert_eq!(msg.replay_id.as_deref(), Some("replay-7"));
@@ -97,7 +119,7 @@ async fn static_and_template_routing_keys() {
     let q_static = admin.queue(&x, "fixed.key", &[]).await;
     let q_tpl = admin.queue(&x, "t.acme.*", &[]).await;
 
-    let fixed = AmqpSink::new(builder(&x).routing_key("fixed.key").build().unwrap());
+    let fixed = AmqpSink::new(config(&x).with_routing_key("fixed.key").unwrap());
     let e = env("hook-rk-1", "github");
     bounded(fixed.deliver(&e, &Ctx::for_envelope(&e)))
         .await
@@ -108,9 +130,8 @@ async fn static_and_template_routing_keys() {
     );
 
     let tpl = AmqpSink::new(
-        builder(&x)
-            .routing_key_template("t.{tenant_id}.{source_id}")
-            .build()
+        config(&x)
+            .with_routing_key_template("t.{tenant_id}.{source_id}")
             .unwrap(),
     );
     bounded(tpl.deliver(&e, &Ctx::for_envelope(&e)))
@@ -131,7 +152,7 @@ async fn body_over_threshold_carries_the_claim() {
     let x = unique("x");
     admin.exchange(&x, ExchangeKind::Topic).await;
     let q = admin.queue(&x, "#", &[]).await;
-    let sink = AmqpSink::new(builder(&x).inline_max_bytes(16).build().unwrap());
+    let sink = AmqpSink::new(config(&x).with_inline_max_bytes(nz(16)));
 
     let body = vec![b'z'; 100];
     let env = Envelope::builder("hook-fat", "s3", body.clone())
@@ -174,7 +195,7 @@ async fn five_hundred_concurrent_deliveries_pipeline_confirms() {
     let x = unique("x");
     admin.exchange(&x, ExchangeKind::Topic).await;
     let q = admin.queue(&x, "#", &[]).await;
-    let sink = AmqpSink::new(builder(&x).max_inflight(64).build().unwrap());
+    let sink = AmqpSink::new(config(&x).with_max_inflight(nz(64)));
     let envs: Vec<Envelope> = (0..500)
         .map(|i| env(&format!("hook-c-{i}"), "load"))
         .collect();
@@ -228,7 +249,7 @@ async fn over_max_message_bytes_is_permanent_and_nothing_is_sent() {
     let x = unique("x");
     admin.exchange(&x, ExchangeKind::Topic).await;
     let q = admin.queue(&x, "#", &[]).await;
-    let sink = AmqpSink::new(builder(&x).max_message_bytes(600).build().unwrap());
+    let sink = AmqpSink::new(config(&x).with_max_message_bytes(nz(600)));
     let big = Envelope::builder("hook-big", "s", vec![b'a'; 2000])
         .build()
         .unwrap();
@@ -273,7 +294,7 @@ async fn check_passes_and_publishes_nothing() {
 
     // declare_exchange creates a missing exchange; check then passes.
     let y = unique("x");
-    let declaring = AmqpSink::new(builder(&y).declare_exchange(true).build().unwrap());
+    let declaring = AmqpSink::new(config(&y).with_declare_exchange(true).unwrap());
     assert_eq!(bounded(declaring.check()).await.unwrap(), Check::Passed);
     admin.delete_exchange(&y).await;
     admin.cleanup().await;
@@ -289,9 +310,8 @@ async fn inserted_values_cannot_add_topic_words_or_wildcards() {
     // under another tenant's words, nor any binding the template does not describe.
     let q = admin.queue(&x, "hooks.*.*", &[]).await;
     let sink = AmqpSink::new(
-        builder(&x)
-            .routing_key_template("hooks.{source_id}.{dedupe_key}")
-            .build()
+        config(&x)
+            .with_routing_key_template("hooks.{source_id}.{dedupe_key}")
             .unwrap(),
     );
     let hook = |dedupe: &str| {
@@ -323,10 +343,9 @@ async fn inserted_values_cannot_add_topic_words_or_wildcards() {
     admin.exchange(&d, ExchangeKind::Direct).await;
     let dq = admin.queue(&d, "hooks.stripe.evt.1", &[]).await;
     let direct = AmqpSink::new(
-        builder(&d)
-            .exchange_type(ankusa_sink_amqp::ExchangeType::Direct)
-            .routing_key_template("hooks.{source_id}.{dedupe_key}")
-            .build()
+        config(&d)
+            .with_exchange_type(ankusa_sink_amqp::ExchangeType::Direct)
+            .with_routing_key_template("hooks.{source_id}.{dedupe_key}")
             .unwrap(),
     );
     let e = hook("evt.1");

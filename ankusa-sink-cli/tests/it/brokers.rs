@@ -2,13 +2,13 @@
 //! starts; and the README's swap: the same hooks to RabbitMQ by changing only the file.
 
 use super::{amqp_url, bin, check_then_deliver, run, temp_file, text};
-use ankusa_sink_amqp::lapin::options::{
+use ankusa_sink_testkit::support::unique_name;
+use lapin::options::{
     BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
     QueueDeleteOptions,
 };
-use ankusa_sink_amqp::lapin::types::FieldTable;
-use ankusa_sink_amqp::lapin::{Connection, ConnectionProperties, ExchangeKind};
-use ankusa_sink_testkit::support::unique_name;
+use lapin::types::FieldTable;
+use lapin::{Connection, ConnectionProperties, ExchangeKind};
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;

@@ -2,11 +2,11 @@
 //! SIGTERM mid-run that loses no hook.
 
 use super::{amqp_url, bin, temp_file, text};
-use ankusa_sink_amqp::lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
-use ankusa_sink_amqp::lapin::types::FieldTable;
-use ankusa_sink_amqp::lapin::{Channel, Connection, ConnectionProperties};
 use ankusa_sink_core::message::{MessageBody, decode};
 use ankusa_sink_testkit::support::unique_name;
+use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::FieldTable;
+use lapin::{Channel, Connection, ConnectionProperties};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,111 @@
+//! The one mapping from core's [`Outgoing`] to what lapin publishes.
+
+use ankusa_sink_core::message::{Attr, Body, Outgoing};
+use lapin::BasicProperties;
+use lapin::types::{AMQPValue, FieldTable};
+
+/// What one `basic.publish` sends: the routing key, the properties and the body.
+#[derive(Debug)]
+pub(crate) struct Publish {
+    /// The rendered routing key.
+    pub(crate) routing_key: String,
+    /// Persistent, `application/json`, `message_id`, `timestamp` and the `ankusa_*` headers.
+    pub(crate) properties: BasicProperties,
+    /// Message v1.
+    pub(crate) body: Body,
+}
+
+/// The publish of `out`, a Message v1 whose layout renders the routing key, for a hook
+/// received at `received_at` (ms since the epoch).
+///
+/// Properties: `delivery_mode` 2 (persistent), `content_type` `application/json`,
+/// `message_id` the hook id, `timestamp` `received_at` in seconds, and as longstr headers
+/// `ankusa_idempotency_key` (always), `ankusa_dedupe_key` and `ankusa_replay_id` (when set).
+pub(crate) fn to_publish(out: Outgoing<'_>, received_at: i64) -> Publish {
+    let mut headers = FieldTable::default();
+    let mut properties = BasicProperties::default()
+        .with_delivery_mode(2)
+        .with_timestamp(u64::try_from(received_at / 1000).unwrap_or(0));
+    for (attr, value) in out.attributes() {
+        match attr {
+            Attr::Id => properties = properties.with_message_id(value.as_ref().into()),
+            Attr::ContentType => properties = properties.with_content_type(value.as_ref().into()),
+            Attr::IdempotencyKey | Attr::DedupeKey | Attr::ReplayId => {
+                headers.insert(
+                    attr.as_attr().into(),
+                    AMQPValue::LongString(value.as_ref().into()),
+                );
+            }
+            // Source, tenant and version ride in the body only.
+            _ => {}
+        }
+    }
+    Publish {
+        routing_key: out.key().unwrap_or_default().to_owned(),
+        properties: properties.with_headers(headers),
+        body: out.into_body(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ankusa_sink_core::message::{EmptyValues, Layout};
+    use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
+    use ankusa_sink_core::{Ctx, Envelope};
+
+    fn publish(env: &Envelope, ctx: &Ctx) -> Publish {
+        let key = KeyTemplate::parse("k.{tenant_id}", AbsentTenant::Default).unwrap();
+        let layout = Layout::message(None, EmptyValues::Drop).with_key(key);
+        to_publish(Outgoing::new(env, ctx, &layout).unwrap(), env.received_at())
+    }
+
+    fn header(p: &BasicProperties, name: &str) -> Option<String> {
+        match p.headers().as_ref()?.inner().get(name)? {
+            AMQPValue::LongString(s) => Some(s.to_string()),
+            other => panic!("{name} is not a longstr: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn properties_carry_identity() {
+        let env = Envelope::builder("h1", "s", "{}")
+            .tenant_id("t")
+            .dedupe_key("evt")
+            .received_at(1_700_000_000_999)
+            .build()
+            .unwrap();
+        let ctx = Ctx::for_envelope(&env).with_replay_id("r1");
+        let m = publish(&env, &ctx);
+        let p = &m.properties;
+        assert_eq!(p.delivery_mode(), &Some(2));
+        assert_eq!(p.message_id().as_ref().map(|m| m.as_str()), Some("h1"));
+        assert_eq!(
+            p.content_type().as_ref().map(|m| m.as_str()),
+            Some("application/json")
+        );
+        assert_eq!(p.timestamp(), &Some(1_700_000_000));
+        assert_eq!(p.headers().as_ref().unwrap().inner().len(), 3);
+        assert_eq!(
+            header(p, "ankusa_idempotency_key").as_deref(),
+            Some("t:s:evt")
+        );
+        assert_eq!(header(p, "ankusa_dedupe_key").as_deref(), Some("evt"));
+        assert_eq!(header(p, "ankusa_replay_id").as_deref(), Some("r1"));
+        assert_eq!(m.routing_key, "k.t");
+        assert_eq!(
+            m.body.as_bytes(),
+            ankusa_sink_core::message::encode(&env, &ctx, None).unwrap()
+        );
+
+        let env = Envelope::builder("h1", "s", "{}").build().unwrap();
+        let m = publish(&env, &Ctx::for_envelope(&env));
+        let h = m.properties.headers().as_ref().unwrap().inner();
+        assert_eq!(h.len(), 1);
+        assert_eq!(
+            header(&m.properties, "ankusa_idempotency_key").as_deref(),
+            Some("h1")
+        );
+        assert_eq!(m.routing_key, "k.default");
+    }
+}
