@@ -47,13 +47,14 @@ pub enum NatsError {
         subject: String,
     },
     /// The message and its headers exceed the server's `max_payload`; nothing was sent.
-    #[error("message of {size} bytes (with headers) exceeds the server's max_payload of {max}")]
+    #[error("message (with headers) exceeds the server's max_payload of {max} bytes")]
     TooLarge {
-        /// Bytes the publish would carry.
-        size: usize,
         /// The server's `max_payload`.
         max: usize,
     },
+    /// A header value of this hook holds CR or LF, which a NATS header cannot carry.
+    #[error("header {0}: the hook's value holds CR or LF")]
+    HeaderValue(&'static str),
     /// The subject a template rendered for this hook cannot be published to.
     #[error("subject rendered for this hook is not publishable: {0}")]
     Subject(&'static str),
@@ -104,7 +105,7 @@ pub enum NatsError {
 /// | `JetStream` with `err_code` 10059 (stream not found), or code 401 / 403 / 404 | `Config` |
 /// | `TooLarge` (over the server's `max_payload`) | `Permanent` |
 /// | `JetStream` with `err_code` 10054 (over the stream's `max_msg_size`) | `Permanent` |
-/// | `Subject` (a hook's values make an unpublishable subject) | `Permanent` |
+/// | `Subject`, `HeaderValue` (a hook's values make an unpublishable subject or header) | `Permanent` |
 /// | `JetStream` with code 429 or 503 (stream full with discard-new, unavailable), `Status` 429 / 503 | `Throttled` |
 /// | `Connect` with `Io`, `TimedOut`, `Dns`, `MaxReconnects`; `ConnectTimeout` | `Transient` |
 /// | `NotConnected`, `AckTimeout`, `Request` (lost connection, ...) | `Transient` |
@@ -119,7 +120,9 @@ pub(crate) fn classify(err: &NatsError) -> Class {
             _ => Class::Transient,
         },
         NatsError::CredentialsFile(_) | NatsError::NoStream { .. } => Class::Config,
-        NatsError::TooLarge { .. } | NatsError::Subject(_) => Class::Permanent,
+        NatsError::TooLarge { .. } | NatsError::Subject(_) | NatsError::HeaderValue(_) => {
+            Class::Permanent
+        }
         NatsError::JetStream { code, err_code, .. } => match (*code, *err_code) {
             (_, JS_MESSAGE_TOO_LARGE) => Class::Permanent,
             (_, JS_STREAM_NOT_FOUND) | (401 | 403 | 404, _) => Class::Config,

@@ -1,8 +1,10 @@
 //! One function from core's `Outgoing` to what a JetStream publish carries.
 
+use crate::error::NatsError;
 use ankusa_sink_core::message::{Attr, Outgoing};
-use async_nats::HeaderMap;
+use async_nats::{HeaderMap, HeaderValue};
 use bytes::Bytes;
+use std::str::FromStr as _;
 
 /// JetStream's deduplication header.
 pub(crate) const MSG_ID: &str = "Nats-Msg-Id";
@@ -12,37 +14,36 @@ pub(crate) const MSG_ID: &str = "Nats-Msg-Id";
 pub(crate) struct Publish {
     /// The rendered subject.
     pub(crate) subject: String,
-    /// `Nats-Msg-Id`, then the `ankusa_*` attributes in core's order.
+    /// `Nats-Msg-Id`, then the `ankusa_*` attributes.
     pub(crate) headers: HeaderMap,
     /// The Message v1 bytes.
     pub(crate) payload: Bytes,
-    /// Bytes the headers take on the wire (`NATS/1.0\r\n`, `name: value\r\n` each, `\r\n`).
-    pub(crate) header_bytes: usize,
 }
 
 /// The publish for `out`: `Nats-Msg-Id` is the hook id, or `<id>:replay:<replay_id>` for a
 /// replay (so JetStream's duplicate window never swallows a replay), then every attribute
-/// under its `as_attr()` name (an empty tenant is kept as `""`).
-pub(crate) fn to_publish(out: Outgoing<'_>) -> Publish {
+/// under its `as_attr()` name (an empty tenant is kept as `""`). A value a NATS header
+/// cannot carry (CR or LF) is refused, never sent altered.
+pub(crate) fn to_publish(out: Outgoing<'_>) -> Result<Publish, NatsError> {
     let id = out.get(Attr::Id).unwrap_or_default();
     let msg_id = match out.get(Attr::ReplayId) {
         Some(replay) => format!("{id}:replay:{replay}"),
         None => id.to_owned(),
     };
     let mut headers = HeaderMap::new();
-    let mut header_bytes = "NATS/1.0\r\n\r\n".len();
-    header_bytes += MSG_ID.len() + msg_id.len() + 4;
-    headers.insert(MSG_ID, msg_id.as_str());
-    for (attr, value) in out.attributes() {
+    headers.insert(MSG_ID, value(MSG_ID, &msg_id)?);
+    for (attr, v) in out.attributes() {
         let name = attr.as_attr();
-        header_bytes += name.len() + value.len() + 4;
-        headers.insert(name, value.as_ref());
+        headers.insert(name, value(name, v)?);
     }
     let subject = out.key().unwrap_or_default().to_owned();
-    Publish {
+    Ok(Publish {
         subject,
         headers,
         payload: out.into_body().into_bytes(),
-        header_bytes,
-    }
+    })
+}
+
+fn value(name: &'static str, v: &str) -> Result<HeaderValue, NatsError> {
+    HeaderValue::from_str(v).map_err(|_| NatsError::HeaderValue(name))
 }

@@ -136,11 +136,6 @@ impl NatsSink {
     /// Send `p` and wait for JetStream's answer.
     async fn publish(&self, p: Publish) -> Result<(), NatsError> {
         let client = self.client().await?;
-        let max = client.server_info().max_payload;
-        let size = p.payload.len() + p.header_bytes;
-        if size > max {
-            return Err(NatsError::TooLarge { size, max });
-        }
         let request = Request::new()
             .headers(p.headers)
             .payload(p.payload)
@@ -148,9 +143,9 @@ impl NatsSink {
         let reply = client
             .send_request(p.subject.clone(), request)
             .await
-            .map_err(|e| self.request_error(e, p.subject))?;
+            .map_err(|e| self.request_error(client, e, p.subject))?;
         if let Some(status) = reply.status {
-            let status = u16::from(status);
+            let status = status.as_u16();
             if status != 200 {
                 return Err(NatsError::Status { status });
             }
@@ -170,8 +165,17 @@ impl NatsSink {
         }
     }
 
-    fn request_error(&self, e: async_nats::RequestError, subject: String) -> NatsError {
+    fn request_error(
+        &self,
+        client: &Client,
+        e: async_nats::RequestError,
+        subject: String,
+    ) -> NatsError {
         match e.kind() {
+            RequestErrorKind::MaxPayloadExceeded => NatsError::TooLarge {
+                max: client.max_payload(),
+            },
+            RequestErrorKind::InvalidSubject => NatsError::Subject("refused by the client"),
             RequestErrorKind::NoResponders => NatsError::NoStream {
                 subject: printable(&subject),
             },
@@ -200,7 +204,7 @@ impl NatsSink {
         let reply = client
             .send_request(api.to_owned(), request)
             .await
-            .map_err(|e| self.request_error(e, self.config.subject.as_str().to_owned()))?;
+            .map_err(|e| self.request_error(client, e, self.config.subject.as_str().to_owned()))?;
         if !self.config.subject.is_static() {
             // JetStream answered for this account with these credentials; the subject
             // depends on each hook.
@@ -237,7 +241,7 @@ fn api_error(e: ApiError) -> NatsError {
 impl Sink for NatsSink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
         let out = Outgoing::new(env, ctx, &self.layout)?;
-        let publish = outgoing::to_publish(out);
+        let publish = outgoing::to_publish(out)?;
         if !self.config.subject.is_static()
             && let Some(reason) = subject_problem(&publish.subject)
         {
