@@ -141,7 +141,7 @@ impl NatsSink {
             .payload(p.payload)
             .timeout(Some(self.config.timeout()));
         let reply = client
-            .send_request(p.subject.clone(), request)
+            .send_request(p.subject.as_str(), request)
             .await
             .map_err(|e| self.request_error(client, e, p.subject))?;
         if let Some(status) = reply.status {

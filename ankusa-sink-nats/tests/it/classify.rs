@@ -297,3 +297,69 @@ async fn a_hooks_value_that_breaks_the_subject_is_permanent() {
     deliver(&sink, &e).await.unwrap();
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
+
+/// A CA and a server certificate for 127.0.0.1, made with the `openssl` command in `dir`.
+fn make_certs(dir: &std::path::Path) {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&[
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ankusa-test-ca",
+        "-keyout", "ca.key", "-out", "ca.pem",
+    ]);
+    run(&[
+        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout",
+        "server.key", "-out", "server.csr",
+    ]);
+    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+        .unwrap();
+    run(&[
+        "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "server.pem",
+    ]);
+}
+
+#[tokio::test]
+async fn tls_delivers_with_the_trusted_ca_and_an_untrusted_one_is_config() {
+    let dir = std::env::temp_dir().join(ankusa_sink_testkit::support::unique_name("ankusa-nats-tls"));
+    std::fs::create_dir_all(&dir).unwrap();
+    make_certs(&dir);
+    let extra: &'static str = Box::leak(
+        format!(
+            "tls {{ cert_file: \"{}\", key_file: \"{}\" }}",
+            dir.join("server.pem").display(),
+            dir.join("server.key").display()
+        )
+        .into_boxed_str(),
+    );
+    let server = private(extra).await;
+    let url = format!("tls://127.0.0.1:{}", server.port);
+    let (stream, subject) = names("tls");
+    let admin = async_nats::ConnectOptions::new()
+        .require_tls(true)
+        .add_root_certificates(dir.join("ca.pem"))
+        .connect(url.as_str())
+        .await
+        .unwrap();
+    async_nats::jetstream::new(admin)
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: stream.clone(),
+            subjects: vec![subject.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let good = NatsSink::new(config(&url, &subject).with_tls_ca_file(dir.join("ca.pem")));
+    deliver(&good, &env("tls-ok", 10)).await.unwrap();
+    assert_eq!(good.check().await.unwrap(), Check::Passed);
+    // Without the CA the server's certificate is not trusted.
+    let bad = NatsSink::new(config(&url, &subject));
+    let f = deliver(&bad, &env("tls-bad", 10)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Config, "{f}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
