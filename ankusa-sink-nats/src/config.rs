@@ -349,13 +349,13 @@ fn template_subject(template: &str) -> Result<KeyTemplate, ConfigError> {
             reason: "whitespace or control characters",
         });
     }
-    if t.is_static() {
-        if let Some(reason) = subject_problem(&t.literal_text()) {
-            return Err(ConfigError::BadSubject {
-                key: "subject_template",
-                reason,
-            });
-        }
+    if t.is_static()
+        && let Some(reason) = subject_problem(&t.literal_text())
+    {
+        return Err(ConfigError::BadSubject {
+            key: "subject_template",
+            reason,
+        });
     }
     Ok(t)
 }

@@ -136,14 +136,15 @@ impl NatsSink {
     /// Send `p` and wait for JetStream's answer.
     async fn publish(&self, p: Publish) -> Result<(), NatsError> {
         let client = self.client().await?;
+        let subject = async_nats::Subject::from(p.subject);
         let request = Request::new()
             .headers(p.headers)
             .payload(p.payload)
             .timeout(Some(self.config.timeout()));
         let reply = client
-            .send_request(p.subject.as_str(), request)
+            .send_request(subject.clone(), request)
             .await
-            .map_err(|e| self.request_error(client, e, p.subject))?;
+            .map_err(|e| self.request_error(client, e, subject.as_str()))?;
         if let Some(status) = reply.status {
             let status = status.as_u16();
             if status != 200 {
@@ -169,7 +170,7 @@ impl NatsSink {
         &self,
         client: &Client,
         e: async_nats::RequestError,
-        subject: String,
+        subject: &str,
     ) -> NatsError {
         match e.kind() {
             RequestErrorKind::MaxPayloadExceeded => NatsError::TooLarge {
@@ -177,7 +178,7 @@ impl NatsSink {
             },
             RequestErrorKind::InvalidSubject => NatsError::Subject("refused by the client"),
             RequestErrorKind::NoResponders => NatsError::NoStream {
-                subject: printable(&subject),
+                subject: printable(subject),
             },
             RequestErrorKind::TimedOut => NatsError::AckTimeout {
                 ms: self.config.timeout_ms.get(),
@@ -204,7 +205,7 @@ impl NatsSink {
         let reply = client
             .send_request(api.to_owned(), request)
             .await
-            .map_err(|e| self.request_error(client, e, self.config.subject.as_str().to_owned()))?;
+            .map_err(|e| self.request_error(client, e, self.config.subject.as_str()))?;
         if !self.config.subject.is_static() {
             // JetStream answered for this account with these credentials; the subject
             // depends on each hook.

@@ -21,12 +21,10 @@ fn no_secret(f: &Failure, secret: &str) {
     assert!(!text.contains(secret), "secret in failure: {text}");
 }
 
-fn private(extra: &'static str) -> impl Future<Output = PrivateServer> {
-    async move {
-        tokio::task::spawn_blocking(move || PrivateServer::start(extra))
-            .await
-            .unwrap()
-    }
+async fn private(extra: &'static str) -> PrivateServer {
+    tokio::task::spawn_blocking(move || PrivateServer::start(extra))
+        .await
+        .unwrap()
 }
 
 fn config(url: &str, subject: &str) -> NatsConfig {

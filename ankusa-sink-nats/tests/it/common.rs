@@ -14,33 +14,33 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The pre-started server (scripts/services/nats.sh).
-pub const SHARED_URL: &str = "nats://127.0.0.1:4222";
+pub(crate) const SHARED_URL: &str = "nats://127.0.0.1:4222";
 
 /// A token planted in every sink the tests build (a server without auth ignores it).
-pub const PLANTED_TOKEN: &str = "planted-nats-token-7f3a9c";
+pub(crate) const PLANTED_TOKEN: &str = "planted-nats-token-7f3a9c";
 
 /// A fresh stream and subject names: `ankusa_<prefix>_<unique>`, `ankusa.<prefix>.<unique>`.
-pub fn names(prefix: &str) -> (String, String) {
+pub(crate) fn names(prefix: &str) -> (String, String) {
     let u = unique_name(prefix).replace(['-', '.'], "_");
     (format!("ankusa_{u}"), format!("ankusa.{u}"))
 }
 
 /// A raw client on `url`.
-pub async fn raw(url: &str) -> async_nats::Client {
+pub(crate) async fn raw(url: &str) -> async_nats::Client {
     async_nats::connect(url).await.expect("connect the raw client")
 }
 
 /// How a test stream is limited.
 #[derive(Debug, Clone, Default)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// `max_msg_size`, when set.
-    pub max_msg_size: Option<i32>,
+    pub(crate) max_msg_size: Option<i32>,
     /// `max_messages` with `discard = new`, when set.
-    pub max_messages_discard_new: Option<i64>,
+    pub(crate) max_messages_discard_new: Option<i64>,
 }
 
 /// Create stream `name` bound to `subject` on `url`.
-pub async fn create_stream(url: &str, name: &str, subject: &str, limits: Limits) {
+pub(crate) async fn create_stream(url: &str, name: &str, subject: &str, limits: Limits) {
     let js = jetstream::new(raw(url).await);
     let mut cfg = stream::Config {
         name: name.to_owned(),
@@ -59,14 +59,14 @@ pub async fn create_stream(url: &str, name: &str, subject: &str, limits: Limits)
 }
 
 /// Delete stream `name` on `url`.
-pub async fn delete_stream(url: &str, name: &str) -> Result<(), BoxError> {
+pub(crate) async fn delete_stream(url: &str, name: &str) -> Result<(), BoxError> {
     let js = jetstream::new(async_nats::connect(url).await?);
     js.delete_stream(name).await?;
     Ok(())
 }
 
 /// The sink tests use: `subject` on `url`, a planted token, short timeouts.
-pub fn sink_config(url: &str, subject: &str) -> NatsConfig {
+pub(crate) fn sink_config(url: &str, subject: &str) -> NatsConfig {
     NatsConfig::new(url, subject)
         .unwrap()
         .with_token(Secret::new(PLANTED_TOKEN))
@@ -76,19 +76,19 @@ pub fn sink_config(url: &str, subject: &str) -> NatsConfig {
 }
 
 /// A sink for `subject` on `url`.
-pub fn sink(url: &str, subject: &str) -> NatsSink {
+pub(crate) fn sink(url: &str, subject: &str) -> NatsSink {
     NatsSink::new(sink_config(url, subject))
 }
 
 /// One stored message: subject, headers (name, value) in wire order, payload.
 #[derive(Debug, Clone)]
-pub struct Stored {
-    pub headers: Vec<(String, String)>,
-    pub payload: Vec<u8>,
+pub(crate) struct Stored {
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) payload: Vec<u8>,
 }
 
 /// Every message of stream `name`, in sequence order.
-pub async fn stored(client: &async_nats::Client, name: &str) -> Result<Vec<Stored>, BoxError> {
+pub(crate) async fn stored(client: &async_nats::Client, name: &str) -> Result<Vec<Stored>, BoxError> {
     let js = jetstream::new(client.clone());
     let mut s = js.get_stream(name).await?;
     let state = s.info().await?.state.clone();
@@ -113,9 +113,9 @@ pub async fn stored(client: &async_nats::Client, name: &str) -> Result<Vec<Store
 }
 
 /// Reads a stream back with direct gets.
-pub struct StreamProbe {
-    pub client: async_nats::Client,
-    pub stream: String,
+pub(crate) struct StreamProbe {
+    pub(crate) client: async_nats::Client,
+    pub(crate) stream: String,
 }
 
 #[async_trait]
@@ -130,7 +130,7 @@ impl Probe for StreamProbe {
 }
 
 /// A free loopback port (nothing listens on it once this returns).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -141,8 +141,8 @@ pub fn free_port() -> u16 {
 /// A private `nats-server` with JetStream on a free loopback port, its own store and
 /// config; killed (and its directory removed) on drop.
 #[derive(Debug)]
-pub struct PrivateServer {
-    pub port: u16,
+pub(crate) struct PrivateServer {
+    pub(crate) port: u16,
     dir: PathBuf,
     child: Mutex<Option<Child>>,
 }
@@ -160,7 +160,7 @@ fn binary() -> String {
 impl PrivateServer {
     /// Start a server whose config adds `extra` (e.g. `max_payload: 2048`,
     /// `authorization { ... }`) to the listener and JetStream store.
-    pub fn start(extra: &str) -> PrivateServer {
+    pub(crate) fn start(extra: &str) -> PrivateServer {
         let port = free_port();
         let dir = std::env::temp_dir().join(unique_name("ankusa-nats-private"));
         std::fs::create_dir_all(dir.join("store")).unwrap();
@@ -213,12 +213,12 @@ impl PrivateServer {
     }
 
     /// `nats://127.0.0.1:<port>`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
     /// Kill the server (its store stays).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         if let Some(mut c) = self.child.lock().unwrap().take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -226,7 +226,7 @@ impl PrivateServer {
     }
 
     /// Start it again on the same port and store.
-    pub fn restart(&self) {
+    pub(crate) fn restart(&self) {
         self.stop();
         self.spawn();
     }

@@ -129,7 +129,6 @@ impl Harness for NatsHarness {
                     Ok(())
                 })
             }
-            _ => return Ok(None),
         }))
     }
 
