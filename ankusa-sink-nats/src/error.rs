@@ -99,7 +99,7 @@ pub enum NatsError {
 /// | Error | Class |
 /// | --- | --- |
 /// | `Connect` with `AuthorizationViolation`, `Authentication` (bad credentials) | `Config` |
-/// | `Connect` with `Tls` (certificate refused) or `ServerParse` (bad address) | `Config` |
+/// | `Connect` with `Tls`, or `Io` caused by a `rustls::Error` (certificate refused, no TLS on the server), or `ServerParse` (bad address) | `Config` |
 /// | `CredentialsFile` | `Config` |
 /// | `NoStream` (no responders: no stream bound to the subject) | `Config` |
 /// | `JetStream` with `err_code` 10059 (stream not found), or code 401 / 403 / 404 | `Config` |
@@ -112,11 +112,12 @@ pub enum NatsError {
 /// | any other `JetStream` or `Status` answer, `BadAck` | `Transient` |
 pub(crate) fn classify(err: &NatsError) -> Class {
     match err {
-        NatsError::Connect { kind, .. } => match kind {
+        NatsError::Connect { kind, source, .. } => match kind {
             ConnectErrorKind::AuthorizationViolation
             | ConnectErrorKind::Authentication
             | ConnectErrorKind::Tls
             | ConnectErrorKind::ServerParse => Class::Config,
+            _ if tls_refused(source) => Class::Config,
             _ => Class::Transient,
         },
         NatsError::CredentialsFile(_) | NatsError::NoStream { .. } => Class::Config,
@@ -137,6 +138,31 @@ pub(crate) fn classify(err: &NatsError) -> Class {
         | NatsError::Status { .. }
         | NatsError::BadAck(_) => Class::Transient,
     }
+}
+
+/// Whether the connect failed in the TLS handshake: a `rustls::Error` (untrusted
+/// certificate, a plain server answering a TLS hello) somewhere in the source chain, which
+/// async-nats reports as an I/O error. Found by type, never by text.
+fn tls_refused(err: &async_nats::ConnectError) -> bool {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = next {
+        if e.is::<async_nats::rustls::Error>() {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && let Some(inner) = io.get_ref()
+            && inner.is::<async_nats::rustls::Error>()
+        {
+            return true;
+        }
+        next = match e.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|i| i as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    false
 }
 
 impl From<NatsError> for Failure {
@@ -185,15 +211,9 @@ mod tests {
             classify(&NatsError::Status { status: 408 }),
             Class::Transient
         );
-        assert_eq!(
-            classify(&NatsError::BadAck("x".into())),
-            Class::Transient
-        );
+        assert_eq!(classify(&NatsError::BadAck("x".into())), Class::Transient);
         assert_eq!(classify(&NatsError::NotConnected), Class::Transient);
-        assert_eq!(
-            classify(&NatsError::Subject("empty")),
-            Class::Permanent
-        );
+        assert_eq!(classify(&NatsError::Subject("empty")), Class::Permanent);
         assert_eq!(
             classify(&NatsError::CredentialsFile(std::io::Error::other("x"))),
             Class::Config

@@ -6,6 +6,6 @@ mod error;
 mod outgoing;
 mod sink;
 
-pub use config::{ConfigError, DEFAULT_PUBLISH_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, NatsConfig};
+pub use config::{ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PUBLISH_TIMEOUT, NatsConfig};
 pub use error::NatsError;
 pub use sink::NatsSink;

@@ -55,6 +55,12 @@ struct ApiError {
     description: String,
 }
 
+/// Any JetStream API answer, for its error alone (`$JS.API.INFO`).
+#[derive(Deserialize)]
+struct ApiReply {
+    error: Option<ApiError>,
+}
+
 /// The answer to `$JS.API.STREAM.NAMES` with a subject filter.
 #[derive(Deserialize)]
 struct StreamNames {
@@ -154,9 +160,7 @@ impl NatsSink {
         let ack: Ack = serde_json::from_slice(&reply.payload)
             .map_err(|e| NatsError::BadAck(printable(&e.to_string())))?;
         match ack {
-            Ack {
-                error: Some(e), ..
-            } => Err(api_error(e)),
+            Ack { error: Some(e), .. } => Err(api_error(e)),
             Ack {
                 stream: Some(_),
                 seq: Some(seq),
@@ -209,7 +213,7 @@ impl NatsSink {
         if !self.config.subject.is_static() {
             // JetStream answered for this account with these credentials; the subject
             // depends on each hook.
-            let info: StreamNames = serde_json::from_slice(&reply.payload)
+            let info: ApiReply = serde_json::from_slice(&reply.payload)
                 .map_err(|e| NatsError::BadAck(printable(&e.to_string())))?;
             return match info.error {
                 Some(e) => Err(api_error(e)),

@@ -303,7 +303,9 @@ mod tests {
         // The CLI contract: the types and their order in error messages.
         assert_eq!(
             KNOWN_TYPES,
-            ["log", "http", "kafka", "amqp", "sqs", "sns", "pubsub", "nats"]
+            [
+                "log", "http", "kafka", "amqp", "sqs", "sns", "pubsub", "nats"
+            ]
         );
         for ty in KNOWN_TYPES {
             match SinkConfig::from_toml_str(&format!("type = \"{ty}\"")) {

@@ -9,7 +9,9 @@ use futures_util::StreamExt as _;
 use std::time::Duration;
 
 fn env(id: &str, body: usize) -> Envelope {
-    Envelope::builder(id, "src", vec![b'x'; body]).build().unwrap()
+    Envelope::builder(id, "src", vec![b'x'; body])
+        .build()
+        .unwrap()
 }
 
 async fn deliver(sink: &NatsSink, env: &Envelope) -> Result<(), Failure> {
@@ -167,7 +169,12 @@ async fn check_passes_and_publishes_nothing() {
             .unwrap(),
     );
     assert_eq!(t.check().await.unwrap(), Check::Reachable);
-    assert!(stored(&raw(SHARED_URL).await, &stream).await.unwrap().is_empty());
+    assert!(
+        stored(&raw(SHARED_URL).await, &stream)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 
@@ -202,7 +209,12 @@ async fn over_the_streams_max_msg_size_is_permanent() {
     let sink = sink(SHARED_URL, &subject);
     let f = deliver(&sink, &env("mm1", 900)).await.unwrap_err();
     assert_eq!(f.class(), Class::Permanent, "{f}");
-    assert!(stored(&raw(SHARED_URL).await, &stream).await.unwrap().is_empty());
+    assert!(
+        stored(&raw(SHARED_URL).await, &stream)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 
@@ -241,7 +253,8 @@ async fn an_ack_that_never_comes_is_transient() {
     let client = raw(SHARED_URL).await;
     let mut sub = client.subscribe(subject.clone()).await.unwrap();
     client.flush().await.unwrap();
-    let sink = NatsSink::new(sink_config(SHARED_URL, &subject).with_timeout(Duration::from_millis(300)));
+    let sink =
+        NatsSink::new(sink_config(SHARED_URL, &subject).with_timeout(Duration::from_millis(300)));
     let f = deliver(&sink, &env("na1", 10)).await.unwrap_err();
     assert_eq!(f.class(), Class::Transient, "{f}");
     // The message was sent: it may have landed.
@@ -276,7 +289,13 @@ async fn a_lost_connection_is_transient_then_recovers() {
 #[tokio::test]
 async fn a_hooks_value_that_breaks_the_subject_is_permanent() {
     let (stream, subject) = names("tmpl");
-    create_stream(SHARED_URL, &stream, &format!("{subject}.>"), Limits::default()).await;
+    create_stream(
+        SHARED_URL,
+        &stream,
+        &format!("{subject}.>"),
+        Limits::default(),
+    )
+    .await;
     let sink = NatsSink::new(
         sink_config(SHARED_URL, &subject)
             .with_subject_template(&format!("{subject}.{{dedupe_key}}"))
@@ -304,27 +323,67 @@ fn make_certs(dir: &std::path::Path) {
             .current_dir(dir)
             .output()
             .expect("openssl runs");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     run(&[
-        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ankusa-test-ca",
-        "-keyout", "ca.key", "-out", "ca.pem",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=ankusa-test-ca",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
     ]);
     run(&[
-        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout",
-        "server.key", "-out", "server.csr",
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
     ]);
-    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
-        .unwrap();
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
     run(&[
-        "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-        "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "server.pem",
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+        "-out",
+        "server.pem",
     ]);
 }
 
 #[tokio::test]
 async fn tls_delivers_with_the_trusted_ca_and_an_untrusted_one_is_config() {
-    let dir = std::env::temp_dir().join(ankusa_sink_testkit::support::unique_name("ankusa-nats-tls"));
+    let dir =
+        std::env::temp_dir().join(ankusa_sink_testkit::support::unique_name("ankusa-nats-tls"));
     std::fs::create_dir_all(&dir).unwrap();
     make_certs(&dir);
     let extra: &'static str = Box::leak(

@@ -1,9 +1,9 @@
 //! Shared helpers: the shared server, private `nats-server` processes, streams, a probe.
 
 use ankusa_sink_nats::{NatsConfig, NatsSink};
+use ankusa_sink_testkit::ankusa_sink_core::async_trait;
 use ankusa_sink_testkit::ankusa_sink_core::{BoxError, Secret};
 use ankusa_sink_testkit::support::unique_name;
-use ankusa_sink_testkit::ankusa_sink_core::async_trait;
 use ankusa_sink_testkit::{Probe, Received};
 use async_nats::jetstream::{self, stream};
 use std::io::Read as _;
@@ -25,9 +25,21 @@ pub(crate) fn names(prefix: &str) -> (String, String) {
     (format!("ankusa_{u}"), format!("ankusa.{u}"))
 }
 
-/// A raw client on `url`.
+/// A raw client on `url`, logging in with its userinfo (`user:password`, or a token).
 pub(crate) async fn raw(url: &str) -> async_nats::Client {
-    async_nats::connect(url).await.expect("connect the raw client")
+    connect(url).await.expect("connect the raw client")
+}
+
+async fn connect(url: &str) -> Result<async_nats::Client, async_nats::ConnectError> {
+    let mut u = url::Url::parse(url).unwrap();
+    let opts = match (u.username().to_owned(), u.password().map(str::to_owned)) {
+        (user, Some(p)) => async_nats::ConnectOptions::with_user_and_password(user, p),
+        (user, None) if !user.is_empty() => async_nats::ConnectOptions::with_token(user),
+        _ => async_nats::ConnectOptions::new(),
+    };
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    opts.connect(u.as_str()).await
 }
 
 /// How a test stream is limited.
@@ -60,7 +72,7 @@ pub(crate) async fn create_stream(url: &str, name: &str, subject: &str, limits: 
 
 /// Delete stream `name` on `url`.
 pub(crate) async fn delete_stream(url: &str, name: &str) -> Result<(), BoxError> {
-    let js = jetstream::new(async_nats::connect(url).await?);
+    let js = jetstream::new(connect(url).await?);
     js.delete_stream(name).await?;
     Ok(())
 }
@@ -88,7 +100,10 @@ pub(crate) struct Stored {
 }
 
 /// Every message of stream `name`, in sequence order.
-pub(crate) async fn stored(client: &async_nats::Client, name: &str) -> Result<Vec<Stored>, BoxError> {
+pub(crate) async fn stored(
+    client: &async_nats::Client,
+    name: &str,
+) -> Result<Vec<Stored>, BoxError> {
     let js = jetstream::new(client.clone());
     let mut s = js.get_stream(name).await?;
     let state = s.info().await?.state.clone();

@@ -4,8 +4,8 @@
 
 use crate::common::*;
 use ankusa_sink_nats::NatsSink;
-use ankusa_sink_testkit::ankusa_sink_core::{BoxError, Secret};
 use ankusa_sink_testkit::ankusa_sink_core::async_trait;
+use ankusa_sink_testkit::ankusa_sink_core::{BoxError, Secret};
 use ankusa_sink_testkit::{Case, Fault, Harness, Setup};
 use futures_util::StreamExt as _;
 use std::sync::Arc;

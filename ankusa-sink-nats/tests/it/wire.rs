@@ -49,10 +49,12 @@ async fn headers_and_body_are_outgoings() {
         assert_eq!(m.payload, out.body());
     }
     // No tenant: the header is there, empty.
-    assert!(got[1]
-        .headers
-        .iter()
-        .any(|(k, v)| k == "ankusa_tenant_id" && v.is_empty()));
+    assert!(
+        got[1]
+            .headers
+            .iter()
+            .any(|(k, v)| k == "ankusa_tenant_id" && v.is_empty())
+    );
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 
@@ -61,7 +63,9 @@ async fn a_duplicate_is_ok_and_stored_once_but_a_replay_is_stored_again() {
     let (stream, subject) = names("dup");
     create_stream(SHARED_URL, &stream, &subject, Limits::default()).await;
     let sink = sink(SHARED_URL, &subject);
-    let env = Envelope::builder("dup-1", "src", &b"{}"[..]).build().unwrap();
+    let env = Envelope::builder("dup-1", "src", &b"{}"[..])
+        .build()
+        .unwrap();
     sink.deliver(&env, &Ctx::for_envelope(&env)).await.unwrap();
     sink.deliver(&env, &Ctx::for_envelope(&env)).await.unwrap();
     let replay = Ctx::for_envelope(&env).with_replay_id("job-1");
@@ -74,8 +78,7 @@ async fn a_duplicate_is_ok_and_stored_once_but_a_replay_is_stored_again() {
 #[tokio::test]
 async fn describe_names_host_and_subject_without_userinfo() {
     let sink = ankusa_sink_nats::NatsSink::new(
-        ankusa_sink_nats::NatsConfig::new("nats://u:pw-secret@127.0.0.1:4222", "a.b")
-            .unwrap(),
+        ankusa_sink_nats::NatsConfig::new("nats://u:pw-secret@127.0.0.1:4222", "a.b").unwrap(),
     );
     let d = sink.describe(&Subject::new("github", None)).unwrap();
     assert_eq!(d.protocol, "nats");
@@ -88,7 +91,9 @@ async fn describe_names_host_and_subject_without_userinfo() {
             .with_subject_template("hooks.{tenant_id}.{source_id}")
             .unwrap(),
     );
-    let d = t.describe(&Subject::new("github", Some("acme".into()))).unwrap();
+    let d = t
+        .describe(&Subject::new("github", Some("acme".into())))
+        .unwrap();
     assert_eq!(d.address.as_deref(), Some("hooks.acme.github"));
     let d = t.describe(&Subject::new("github", None)).unwrap();
     assert_eq!(d.computed, vec!["subject".to_owned()]);
