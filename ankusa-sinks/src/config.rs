@@ -93,6 +93,8 @@ sinks! {
         |c| ankusa_sink_aws::SnsSink::new(c).await;
     "pubsub" => Pubsub(ankusa_sink_pubsub::PubSubConfig), feature "pubsub",
         |c| ankusa_sink_pubsub::PubSubSink::new(c).await;
+    "nats" => Nats(ankusa_sink_nats::NatsConfig), feature "nats",
+        |c| infallible(ankusa_sink_nats::NatsSink::new(c));
 }
 
 /// A constructor that cannot fail, in the `Result` shape the registry's `build` takes.
@@ -301,7 +303,9 @@ mod tests {
         // The CLI contract: the types and their order in error messages.
         assert_eq!(
             KNOWN_TYPES,
-            ["log", "http", "kafka", "amqp", "sqs", "sns", "pubsub"]
+            [
+                "log", "http", "kafka", "amqp", "sqs", "sns", "pubsub", "nats"
+            ]
         );
         for ty in KNOWN_TYPES {
             match SinkConfig::from_toml_str(&format!("type = \"{ty}\"")) {
@@ -406,6 +410,10 @@ mod tests {
             (
                 "pubsub",
                 "project = \"p\"\ntopic = \"t\"\nendpoint = \"http://127.0.0.1:8085\"",
+            ),
+            (
+                "nats",
+                "url = \"nats://u:p@127.0.0.1:4222\"\nsubject = \"hooks.in\"",
             ),
         ] {
             let c = SinkConfig::from_toml_str(&format!("type = \"{ty}\"\n{text}")).unwrap();

@@ -7,6 +7,7 @@ mod dispatch_http;
 mod hardening;
 mod http;
 mod log_sink;
+mod nats;
 mod pubsub;
 
 use ankusa_sink_testkit::support::unique_name;

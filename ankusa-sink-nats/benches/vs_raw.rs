@@ -1,0 +1,99 @@
+//! NatsSink vs a raw async-nats JetStream publish (the same subject, Message v1 payload,
+//! `Nats-Msg-Id` and `ankusa_*` headers, the ack awaited) on the server at 127.0.0.1:4222.
+//! `cargo bench -p ankusa-sink-nats --bench vs_raw`; JSON goes to `$BENCH_OUT_DIR/nats.json`.
+#![allow(missing_docs)]
+
+use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
+use ankusa_sink_core::message::{Attr, EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::{Ctx, Envelope, Sink};
+use ankusa_sink_nats::{NatsConfig, NatsSink};
+use ankusa_sink_testkit::support::unique_name;
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, stream};
+use bytes::Bytes;
+use std::sync::Arc;
+
+const URL: &str = "nats://127.0.0.1:4222";
+
+/// The sink and a raw JetStream context on one fresh stream.
+struct Nats {
+    js: jetstream::Context,
+    stream: String,
+    subject: String,
+    sink: Arc<NatsSink>,
+}
+
+impl Nats {
+    async fn setup() -> Nats {
+        let name = unique_name("ankusa-bench").replace(['-', '.'], "_");
+        let subject = format!("ankusa.bench.{name}");
+        let client = async_nats::connect(URL)
+            .await
+            .expect("NATS on 127.0.0.1:4222 (run scripts/services/nats.sh)");
+        let js = jetstream::new(client);
+        js.create_stream(stream::Config {
+            name: name.clone(),
+            subjects: vec![subject.clone()],
+            ..Default::default()
+        })
+        .await
+        .expect("create the bench stream");
+        let sink = Arc::new(NatsSink::new(NatsConfig::new(URL, &subject).unwrap()));
+        Nats {
+            js,
+            stream: name,
+            subject,
+            sink,
+        }
+    }
+}
+
+impl VsRawBench for Nats {
+    const ADAPTER: &'static str = "nats";
+    const MIN_N: usize = 200;
+    /// The stream is purged after every run.
+    const MAX_BYTES: usize = 256 << 20;
+    const ONLY_N: (usize, usize) = (5_000, 500);
+    type Sink = NatsSink;
+
+    fn sink(&self) -> &Arc<NatsSink> {
+        &self.sink
+    }
+
+    fn raw_op(&self, env: &Arc<Envelope>) -> Op {
+        let ctx = Ctx::for_envelope(env);
+        let layout = Layout::message(self.sink.inline_max_bytes(), EmptyValues::Keep);
+        let out = Outgoing::new(env, &ctx, &layout).unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Msg-Id", out.get(Attr::Id).unwrap());
+        for (attr, value) in out.attributes() {
+            headers.insert(attr.as_attr(), value.as_ref());
+        }
+        let payload = Bytes::copy_from_slice(out.body());
+        let (js, subject) = (self.js.clone(), self.subject.clone());
+        Arc::new(move || {
+            let (js, subject) = (js.clone(), subject.clone());
+            let (headers, payload) = (headers.clone(), payload.clone());
+            Box::pin(async move {
+                match js.publish_with_headers(subject, headers, payload).await {
+                    Ok(ack) => ack.await.is_ok(),
+                    Err(_) => false,
+                }
+            })
+        })
+    }
+
+    async fn after_run(&self) {
+        if let Ok(s) = self.js.get_stream(&self.stream).await {
+            let _ = s.purge().await;
+        }
+    }
+
+    async fn teardown(&self) {
+        let _ = self.js.delete_stream(&self.stream).await;
+    }
+}
+
+fn main() {
+    vs_raw::run(Nats::setup());
+}

@@ -1,0 +1,486 @@
+//! The operator's keys (`Repr`), validated once into an always-valid [`NatsConfig`].
+
+use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
+use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
+use ankusa_sink_core::{Secret, timeout_ms};
+use serde::Deserialize;
+use std::num::{NonZeroU64, NonZeroUsize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Default wait for the JetStream publish ack: 5 s.
+pub const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default wait for the connection (TCP, TLS, `CONNECT`): 5 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The operator's keys, exactly as written in a sink file (`type` already removed).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Repr {
+    url: String,
+    subject: Option<String>,
+    subject_template: Option<String>,
+    user: Option<String>,
+    password: Option<Secret>,
+    token: Option<Secret>,
+    nkey_seed: Option<Secret>,
+    credentials_file: Option<PathBuf>,
+    tls_ca_file: Option<PathBuf>,
+    client_name: Option<String>,
+    timeout_ms: Option<NonZeroU64>,
+    connect_timeout_ms: Option<NonZeroU64>,
+    inline_max_bytes: Option<NonZeroUsize>,
+}
+
+/// How the sink proves who it is. At most one scheme per sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Auth {
+    /// No credentials.
+    None,
+    /// `user` + `password` (or `nats://user:password@host` in the URL).
+    UserPassword(String, Secret),
+    /// `token` (or `nats://token@host` in the URL).
+    Token(Secret),
+    /// An NKey seed (`SU...`): the sink signs the server's nonce.
+    NkeySeed(Secret),
+    /// A `.creds` file (JWT and NKey seed), read at each connection.
+    CredentialsFile(PathBuf),
+}
+
+/// A valid NATS JetStream sink configuration.
+///
+/// Built from a sink file (`type = "nats"`, through serde) or with [`NatsConfig::new`] and
+/// the `with_*` builders; both refuse what the sink could never use. The URL is kept
+/// without its userinfo: credentials written there move to the fields that hold them as
+/// [`Secret`]s, so `Debug` never prints one.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Repr")]
+#[non_exhaustive]
+pub struct NatsConfig {
+    pub(crate) url: String,
+    pub(crate) tls: bool,
+    pub(crate) subject: KeyTemplate,
+    pub(crate) auth: Auth,
+    pub(crate) tls_ca_file: Option<PathBuf>,
+    pub(crate) client_name: Option<String>,
+    pub(crate) timeout_ms: NonZeroU64,
+    pub(crate) connect_timeout_ms: NonZeroU64,
+    pub(crate) inline_max_bytes: NonZeroUsize,
+}
+
+/// Why a configuration was refused: names the option, never a secret value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The URL is not a `nats://` or `tls://` URL with a host.
+    #[error("url: not a nats:// or tls:// URL with a host ({0})")]
+    Url(&'static str),
+    /// Neither `subject` nor `subject_template`, or both.
+    #[error("exactly one of subject and subject_template is required")]
+    Subject,
+    /// A subject NATS would refuse for a publish.
+    #[error("{key}: {reason}")]
+    BadSubject {
+        /// `subject` or `subject_template`.
+        key: &'static str,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// `subject_template` does not parse.
+    #[error("subject_template: {0}")]
+    Template(#[from] TemplateError),
+    /// More than one authentication scheme.
+    #[error(
+        "credentials: give one of user + password, token, nkey_seed, credentials_file \
+         (URL userinfo counts as user + password or token)"
+    )]
+    TwoCredentials,
+    /// `user` without `password` or the other way round.
+    #[error("user and password go together")]
+    UserPassword,
+    /// The NKey seed is not a valid user seed (`SU...`).
+    #[error("nkey_seed: not a valid NKey user seed")]
+    NkeySeed,
+    /// An empty `client_name`, token or password.
+    #[error("{0} must not be empty")]
+    Empty(&'static str),
+}
+
+impl TryFrom<Repr> for NatsConfig {
+    type Error = ConfigError;
+
+    fn try_from(r: Repr) -> Result<Self, ConfigError> {
+        let mut c = NatsConfig::parse_url(&r.url)?;
+        c.subject = match (r.subject, r.subject_template) {
+            (Some(s), None) => literal_subject(&s)?,
+            (None, Some(t)) => template_subject(&t)?,
+            _ => return Err(ConfigError::Subject),
+        };
+        let mut schemes = Vec::new();
+        match (r.user, r.password) {
+            (Some(u), Some(p)) => schemes.push(Auth::UserPassword(u, p)),
+            (None, None) => {}
+            _ => return Err(ConfigError::UserPassword),
+        }
+        schemes.extend(r.token.map(Auth::Token));
+        schemes.extend(r.nkey_seed.map(Auth::NkeySeed));
+        schemes.extend(r.credentials_file.map(Auth::CredentialsFile));
+        for auth in schemes {
+            c = c.with_auth(auth)?;
+        }
+        c.tls_ca_file = r.tls_ca_file;
+        if let Some(name) = r.client_name {
+            c = c.with_client_name(name)?;
+        }
+        if let Some(ms) = r.timeout_ms {
+            c.timeout_ms = ms;
+        }
+        if let Some(ms) = r.connect_timeout_ms {
+            c.connect_timeout_ms = ms;
+        }
+        if let Some(n) = r.inline_max_bytes {
+            c.inline_max_bytes = n;
+        }
+        Ok(c)
+    }
+}
+
+impl NatsConfig {
+    /// The defaults for `url` (`nats://host:port` or `tls://host:port`; userinfo is taken
+    /// as user + password, or as a token when it has no password) and a fixed `subject`.
+    /// Fails as `TryFrom` would.
+    pub fn new(url: impl AsRef<str>, subject: impl AsRef<str>) -> Result<Self, ConfigError> {
+        let mut c = NatsConfig::parse_url(url.as_ref())?;
+        c.subject = literal_subject(subject.as_ref())?;
+        Ok(c)
+    }
+
+    /// The URL with a placeholder subject, before the subject is set.
+    fn parse_url(raw: &str) -> Result<Self, ConfigError> {
+        let mut url = url::Url::parse(raw).map_err(|_| ConfigError::Url("does not parse"))?;
+        let tls = match url.scheme() {
+            "nats" => false,
+            "tls" => true,
+            _ => return Err(ConfigError::Url("scheme must be nats or tls")),
+        };
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(ConfigError::Url("no host"));
+        }
+        if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
+            return Err(ConfigError::Url("no path, query or fragment"));
+        }
+        let user = percent_decode(url.username());
+        let password = url.password().map(percent_decode);
+        let auth = match (user.is_empty(), password) {
+            (true, None) => Auth::None,
+            (false, None) => Auth::Token(Secret::new(user)),
+            (false, Some(p)) => Auth::UserPassword(user, Secret::new(p)),
+            (true, Some(_)) => return Err(ConfigError::UserPassword),
+        };
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        let mut url = url.to_string();
+        if url.ends_with('/') {
+            url.pop();
+        }
+        let c = NatsConfig {
+            url,
+            tls,
+            subject: KeyTemplate::literal("ankusa", AbsentTenant::Default),
+            auth: Auth::None,
+            tls_ca_file: None,
+            client_name: None,
+            timeout_ms: timeout_ms(DEFAULT_PUBLISH_TIMEOUT),
+            connect_timeout_ms: timeout_ms(DEFAULT_CONNECT_TIMEOUT),
+            inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
+        };
+        c.with_auth(auth)
+    }
+
+    /// Set one authentication scheme; refuses a second one.
+    fn with_auth(mut self, auth: Auth) -> Result<Self, ConfigError> {
+        match &auth {
+            Auth::None => return Ok(self),
+            Auth::UserPassword(u, p) if u.is_empty() || p.is_empty() => {
+                return Err(ConfigError::Empty("user and password"));
+            }
+            Auth::Token(t) if t.is_empty() => return Err(ConfigError::Empty("token")),
+            Auth::NkeySeed(seed) => {
+                let ok = seed.expose().starts_with("SU")
+                    && nkeys::KeyPair::from_seed(seed.expose()).is_ok();
+                if !ok {
+                    return Err(ConfigError::NkeySeed);
+                }
+            }
+            _ => {}
+        }
+        if self.auth != Auth::None {
+            return Err(ConfigError::TwoCredentials);
+        }
+        self.auth = auth;
+        Ok(self)
+    }
+
+    /// Publish every hook to `subject` (taken as it is: braces are text).
+    pub fn with_subject(mut self, subject: &str) -> Result<Self, ConfigError> {
+        self.subject = literal_subject(subject)?;
+        Ok(self)
+    }
+
+    /// Publish each hook to the subject `template` renders for it: `{source_id}`,
+    /// `{tenant_id}` (`default` without a tenant: NATS refuses an empty token), `{id}`,
+    /// `{dedupe_key}`.
+    pub fn with_subject_template(mut self, template: &str) -> Result<Self, ConfigError> {
+        self.subject = template_subject(template)?;
+        Ok(self)
+    }
+
+    /// Log in with `user` and `password`.
+    pub fn with_user_password(
+        self,
+        user: impl Into<String>,
+        password: Secret,
+    ) -> Result<Self, ConfigError> {
+        self.with_auth(Auth::UserPassword(user.into(), password))
+    }
+
+    /// Log in with a token.
+    pub fn with_token(self, token: Secret) -> Result<Self, ConfigError> {
+        self.with_auth(Auth::Token(token))
+    }
+
+    /// Log in with an NKey user seed (`SU...`).
+    pub fn with_nkey_seed(self, seed: Secret) -> Result<Self, ConfigError> {
+        self.with_auth(Auth::NkeySeed(seed))
+    }
+
+    /// Log in with a `.creds` file (user JWT and NKey seed), read at each connection.
+    pub fn with_credentials_file(self, path: impl Into<PathBuf>) -> Result<Self, ConfigError> {
+        self.with_auth(Auth::CredentialsFile(path.into()))
+    }
+
+    /// Trust the PEM certificates in `path` (besides the system's) for `tls://`.
+    pub fn with_tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls_ca_file = Some(path.into());
+        self
+    }
+
+    /// The client name the server shows for this connection.
+    pub fn with_client_name(mut self, name: impl Into<String>) -> Result<Self, ConfigError> {
+        let name = name.into();
+        if name.is_empty() {
+            return Err(ConfigError::Empty("client_name"));
+        }
+        self.client_name = Some(name);
+        Ok(self)
+    }
+
+    /// Set the wait for the JetStream publish ack (rounded down to whole ms, at least 1).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout_ms = timeout_ms(timeout);
+        self
+    }
+
+    /// Set the connection timeout (rounded down to whole ms, at least 1).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout_ms = timeout_ms(timeout);
+        self
+    }
+
+    /// Set the largest body sent inline (default 65,536 bytes), used as it is.
+    pub fn with_inline_max_bytes(mut self, n: NonZeroUsize) -> Self {
+        self.inline_max_bytes = n;
+        self
+    }
+
+    /// The server URL, without userinfo.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The subject or subject template, as configured.
+    pub fn subject(&self) -> &str {
+        self.subject.as_str()
+    }
+
+    /// The wait for the JetStream publish ack.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.get())
+    }
+
+    /// The connection timeout.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms.get())
+    }
+
+    /// The largest body sent inline.
+    pub fn inline_max_bytes(&self) -> NonZeroUsize {
+        self.inline_max_bytes
+    }
+
+    /// The CA file trusted for `tls://`, if any.
+    pub fn tls_ca_file(&self) -> Option<&Path> {
+        self.tls_ca_file.as_deref()
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    url::form_urlencoded::parse(format!("x={s}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+fn literal_subject(subject: &str) -> Result<KeyTemplate, ConfigError> {
+    if let Some(reason) = subject_problem(subject) {
+        return Err(ConfigError::BadSubject {
+            key: "subject",
+            reason,
+        });
+    }
+    Ok(KeyTemplate::literal(subject, AbsentTenant::Default))
+}
+
+fn template_subject(template: &str) -> Result<KeyTemplate, ConfigError> {
+    let t = KeyTemplate::parse(template, AbsentTenant::Default)?;
+    if t.literal_text().chars().any(refused_char) {
+        return Err(ConfigError::BadSubject {
+            key: "subject_template",
+            reason: "whitespace or control characters",
+        });
+    }
+    if t.is_static()
+        && let Some(reason) = subject_problem(&t.literal_text())
+    {
+        return Err(ConfigError::BadSubject {
+            key: "subject_template",
+            reason,
+        });
+    }
+    Ok(t)
+}
+
+/// A character no publish subject may hold.
+pub(crate) fn refused_char(c: char) -> bool {
+    c.is_whitespace() || c.is_control()
+}
+
+/// What makes `subject` unusable for a publish, if anything: empty, empty tokens,
+/// whitespace or control characters, wildcard tokens.
+pub(crate) fn subject_problem(subject: &str) -> Option<&'static str> {
+    if subject.is_empty() {
+        return Some("empty");
+    }
+    if subject.chars().any(refused_char) {
+        return Some("whitespace or control characters");
+    }
+    for token in subject.split('.') {
+        match token {
+            "" => return Some("an empty token (leading, trailing or double dot)"),
+            "*" | ">" => return Some("a wildcard token (* or >) cannot be published to"),
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(toml: &str) -> Result<NatsConfig, String> {
+        let v: serde_json::Value = toml_like(toml);
+        serde_json::from_value::<NatsConfig>(v).map_err(|e| e.to_string())
+    }
+
+    /// The tests write JSON objects; the registry feeds TOML through the same serde path.
+    fn toml_like(json: &str) -> serde_json::Value {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn defaults_and_keys() {
+        let c = parse(r#"{"url": "nats://127.0.0.1:4222", "subject": "hooks.in"}"#).unwrap();
+        assert_eq!(c.url(), "nats://127.0.0.1:4222");
+        assert_eq!(c.subject(), "hooks.in");
+        assert_eq!(c.timeout(), DEFAULT_PUBLISH_TIMEOUT);
+        assert_eq!(c.inline_max_bytes().get(), 65_536);
+        assert_eq!(c.auth, Auth::None);
+        assert!(!c.tls);
+        let c = parse(
+            r#"{"url": "tls://h:4443", "subject_template": "hooks.{tenant_id}.{source_id}",
+                "timeout_ms": 250, "inline_max_bytes": 1000000, "client_name": "a"}"#,
+        )
+        .unwrap();
+        assert!(c.tls);
+        assert_eq!(c.timeout(), Duration::from_millis(250));
+        assert_eq!(c.inline_max_bytes().get(), 1_000_000);
+        assert!(parse(r#"{"url": "nats://h", "subject": "a", "nope": 1}"#).is_err());
+    }
+
+    #[test]
+    fn url_userinfo_moves_to_secrets() {
+        let c = NatsConfig::new("nats://alice:s3cr%40t@127.0.0.1:4222", "a").unwrap();
+        assert_eq!(c.url(), "nats://127.0.0.1:4222");
+        assert_eq!(
+            c.auth,
+            Auth::UserPassword("alice".into(), Secret::new("s3cr@t"))
+        );
+        let debug = format!("{c:?}");
+        assert!(!debug.contains("s3cr"), "{debug}");
+        let c = NatsConfig::new("nats://tok3n@127.0.0.1:4222", "a").unwrap();
+        assert_eq!(c.auth, Auth::Token(Secret::new("tok3n")));
+        assert!(!format!("{c:?}").contains("tok3n"));
+        assert_eq!(
+            c.with_token(Secret::new("x")),
+            Err(ConfigError::TwoCredentials)
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_key_not_the_value() {
+        for (json, want) in [
+            (r#"{"url": "http://h", "subject": "a"}"#, "url"),
+            (r#"{"url": "nats://h/x", "subject": "a"}"#, "url"),
+            (r#"{"url": "nats://h"}"#, "exactly one"),
+            (
+                r#"{"url": "nats://h", "subject": "a", "subject_template": "b"}"#,
+                "exactly one",
+            ),
+            (r#"{"url": "nats://h", "subject": "a..b"}"#, "empty token"),
+            (r#"{"url": "nats://h", "subject": "a.>"}"#, "wildcard"),
+            (r#"{"url": "nats://h", "subject": "a b"}"#, "whitespace"),
+            (
+                r#"{"url": "nats://h", "subject_template": "a.{nope}"}"#,
+                "subject_template",
+            ),
+            (
+                r#"{"url": "nats://h", "subject": "a", "user": "u"}"#,
+                "together",
+            ),
+            (
+                r#"{"url": "nats://h", "subject": "a", "token": "hunter2", "user": "u", "password": "hunter2"}"#,
+                "one of",
+            ),
+            (
+                r#"{"url": "nats://h", "subject": "a", "nkey_seed": "hunter2"}"#,
+                "nkey_seed",
+            ),
+        ] {
+            let err = parse(json).unwrap_err();
+            assert!(err.contains(want), "{json}: {err}");
+            assert!(!err.contains("hunter2"), "{err}");
+        }
+    }
+
+    #[test]
+    fn nkey_seed_is_checked() {
+        let kp = nkeys::KeyPair::new_user();
+        let seed = kp.seed().unwrap();
+        let c = NatsConfig::new("nats://h", "a")
+            .unwrap()
+            .with_nkey_seed(Secret::new(seed.clone()))
+            .unwrap();
+        assert!(!format!("{c:?}").contains(&seed));
+    }
+}

@@ -1,0 +1,283 @@
+//! [`NatsSink`]: one shared connection, one request per delivery, the ack awaited.
+
+use crate::config::{Auth, NatsConfig, subject_problem};
+use crate::error::NatsError;
+use crate::outgoing::{self, Publish};
+use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::{
+    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, host_port, printable,
+};
+use async_nats::client::Request;
+use async_nats::connection::State;
+use async_nats::{Client, ConnectOptions, RequestErrorKind};
+use serde::Deserialize;
+use std::fmt;
+use std::num::NonZeroUsize;
+use tokio::sync::OnceCell;
+
+/// A NATS JetStream sink.
+///
+/// Publishes each hook as Message v1 with `Nats-Msg-Id` and the `ankusa_*` headers, as a
+/// request whose reply is the JetStream publish ack: `Ok` only once a stream stored the
+/// message (or had it already: a `duplicate` ack). One connection, made on the first
+/// delivery (or [`check`](Sink::check)) and shared by every delivery; async-nats
+/// reconnects it, and while it is down deliveries fail transient at once.
+pub struct NatsSink {
+    config: NatsConfig,
+    layout: Layout,
+    client: OnceCell<Client>,
+}
+
+impl fmt::Debug for NatsSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NatsSink")
+            .field("config", &self.config)
+            .field("connected", &self.client.initialized())
+            .finish()
+    }
+}
+
+/// A JetStream publish ack: `{"stream": .., "seq": n, "duplicate": bool}` or
+/// `{"error": {"code": .., "err_code": .., "description": ..}}`.
+#[derive(Deserialize)]
+struct Ack {
+    stream: Option<String>,
+    seq: Option<u64>,
+    error: Option<ApiError>,
+}
+
+#[derive(Deserialize)]
+struct ApiError {
+    code: u16,
+    #[serde(default)]
+    err_code: u16,
+    #[serde(default)]
+    description: String,
+}
+
+/// Any JetStream API answer, for its error alone (`$JS.API.INFO`).
+#[derive(Deserialize)]
+struct ApiReply {
+    error: Option<ApiError>,
+}
+
+/// The answer to `$JS.API.STREAM.NAMES` with a subject filter.
+#[derive(Deserialize)]
+struct StreamNames {
+    streams: Option<Vec<String>>,
+    error: Option<ApiError>,
+}
+
+impl NatsSink {
+    /// Builds the sink from a valid config; connects on first use, validates nothing.
+    pub fn new(config: NatsConfig) -> Self {
+        let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
+            .with_key(config.subject.clone());
+        NatsSink {
+            config,
+            layout,
+            client: OnceCell::new(),
+        }
+    }
+
+    /// The configuration this sink was built from.
+    pub fn config(&self) -> &NatsConfig {
+        &self.config
+    }
+
+    fn host(&self) -> String {
+        host_port(&self.config.url).unwrap_or_default()
+    }
+
+    /// The shared connection: made once, then async-nats keeps it (reconnecting).
+    async fn client(&self) -> Result<&Client, NatsError> {
+        let client = self.client.get_or_try_init(|| self.connect()).await?;
+        if client.connection_state() != State::Connected {
+            return Err(NatsError::NotConnected);
+        }
+        Ok(client)
+    }
+
+    async fn connect(&self) -> Result<Client, NatsError> {
+        let c = &self.config;
+        let mut opts = match &c.auth {
+            Auth::None => ConnectOptions::new(),
+            Auth::UserPassword(u, p) => {
+                ConnectOptions::with_user_and_password(u.clone(), p.expose().to_owned())
+            }
+            Auth::Token(t) => ConnectOptions::with_token(t.expose().to_owned()),
+            Auth::NkeySeed(s) => ConnectOptions::with_nkey(s.expose().to_owned()),
+            Auth::CredentialsFile(path) => ConnectOptions::with_credentials_file(path)
+                .await
+                .map_err(NatsError::CredentialsFile)?,
+        };
+        opts = opts
+            .connection_timeout(c.connect_timeout())
+            .request_timeout(Some(c.timeout()))
+            .require_tls(c.tls)
+            .ignore_discovered_servers();
+        if let Some(name) = &c.client_name {
+            opts = opts.name(name);
+        }
+        if let Some(ca) = &c.tls_ca_file {
+            opts = opts.add_root_certificates(ca.clone());
+        }
+        let host = self.host();
+        // `connect` tries the server once within `connection_timeout`; the outer bound also
+        // covers the TLS handshake and the server's INFO/CONNECT exchange.
+        match tokio::time::timeout(c.connect_timeout(), opts.connect(c.url.as_str())).await {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(source)) => Err(NatsError::Connect {
+                host,
+                kind: source.kind(),
+                source,
+            }),
+            Err(_) => Err(NatsError::ConnectTimeout {
+                host,
+                ms: c.connect_timeout_ms.get(),
+            }),
+        }
+    }
+
+    /// Send `p` and wait for JetStream's answer.
+    async fn publish(&self, p: Publish) -> Result<(), NatsError> {
+        let client = self.client().await?;
+        let subject = async_nats::Subject::from(p.subject);
+        let request = Request::new()
+            .headers(p.headers)
+            .payload(p.payload)
+            .timeout(Some(self.config.timeout()));
+        let reply = client
+            .send_request(subject.clone(), request)
+            .await
+            .map_err(|e| self.request_error(client, e, subject.as_str()))?;
+        if let Some(status) = reply.status {
+            let status = status.as_u16();
+            if status != 200 {
+                return Err(NatsError::Status { status });
+            }
+        }
+        let ack: Ack = serde_json::from_slice(&reply.payload)
+            .map_err(|e| NatsError::BadAck(printable(&e.to_string())))?;
+        match ack {
+            Ack { error: Some(e), .. } => Err(api_error(e)),
+            Ack {
+                stream: Some(_),
+                seq: Some(seq),
+                ..
+            } if seq > 0 => Ok(()),
+            _ => Err(NatsError::BadAck("no stream and sequence".into())),
+        }
+    }
+
+    fn request_error(
+        &self,
+        client: &Client,
+        e: async_nats::RequestError,
+        subject: &str,
+    ) -> NatsError {
+        match e.kind() {
+            RequestErrorKind::MaxPayloadExceeded => NatsError::TooLarge {
+                max: client.max_payload(),
+            },
+            RequestErrorKind::InvalidSubject => NatsError::Subject("refused by the client"),
+            RequestErrorKind::NoResponders => NatsError::NoStream {
+                subject: printable(subject),
+            },
+            RequestErrorKind::TimedOut => NatsError::AckTimeout {
+                ms: self.config.timeout_ms.get(),
+            },
+            kind => NatsError::Request { kind, source: e },
+        }
+    }
+
+    /// Connect, then ask JetStream which streams take the subject, publishing nothing.
+    async fn preflight(&self) -> Result<Check, NatsError> {
+        let client = self.client().await?;
+        let (api, body) = if self.config.subject.is_static() {
+            let subject = self.config.subject.literal_text();
+            (
+                "$JS.API.STREAM.NAMES",
+                serde_json::json!({ "subject": subject }).to_string(),
+            )
+        } else {
+            ("$JS.API.INFO", String::new())
+        };
+        let request = Request::new()
+            .payload(body.into())
+            .timeout(Some(self.config.timeout()));
+        let reply = client
+            .send_request(api.to_owned(), request)
+            .await
+            .map_err(|e| self.request_error(client, e, self.config.subject.as_str()))?;
+        if !self.config.subject.is_static() {
+            // JetStream answered for this account with these credentials; the subject
+            // depends on each hook.
+            let info: ApiReply = serde_json::from_slice(&reply.payload)
+                .map_err(|e| NatsError::BadAck(printable(&e.to_string())))?;
+            return match info.error {
+                Some(e) => Err(api_error(e)),
+                None => Ok(Check::Reachable),
+            };
+        }
+        let names: StreamNames = serde_json::from_slice(&reply.payload)
+            .map_err(|e| NatsError::BadAck(printable(&e.to_string())))?;
+        if let Some(e) = names.error {
+            return Err(api_error(e));
+        }
+        if names.streams.unwrap_or_default().is_empty() {
+            return Err(NatsError::NoStream {
+                subject: printable(self.config.subject.as_str()),
+            });
+        }
+        Ok(Check::Passed)
+    }
+}
+
+fn api_error(e: ApiError) -> NatsError {
+    NatsError::JetStream {
+        code: e.code,
+        err_code: e.err_code,
+        description: printable(&e.description),
+    }
+}
+
+#[ankusa_sink_core::async_trait]
+impl Sink for NatsSink {
+    async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
+        let out = Outgoing::new(env, ctx, &self.layout)?;
+        let publish = outgoing::to_publish(out)?;
+        if !self.config.subject.is_static()
+            && let Some(reason) = subject_problem(&publish.subject)
+        {
+            return Err(NatsError::Subject(reason).into());
+        }
+        self.publish(publish).await?;
+        Ok(())
+    }
+
+    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
+        Some(self.config.inline_max_bytes)
+    }
+
+    fn describe(&self, subject: &Subject) -> Option<Description> {
+        let mut d = Description::new("nats", Payload::Message);
+        d.host = host_port(&self.config.url);
+        let address = self
+            .config
+            .subject
+            .render_for(&subject.source_id, subject.tenant_id.as_deref());
+        if address.is_none() {
+            d.computed.push("subject".into());
+        }
+        d.address = Some(address.unwrap_or_else(|| self.config.subject.as_str().to_owned()));
+        Some(d)
+    }
+
+    /// Connect with the credentials, then look up the streams bound to the subject
+    /// (`$JS.API.STREAM.NAMES`): `Passed` when one is; for a subject template, `Reachable`
+    /// once JetStream answered (`$JS.API.INFO`). Publishes nothing.
+    async fn check(&self) -> Result<Check, Failure> {
+        Ok(self.preflight().await?)
+    }
+}

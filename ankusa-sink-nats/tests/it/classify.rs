@@ -1,0 +1,422 @@
+//! The classification table of `error.rs`, row by row, provoked for real: the shared
+//! server for streams, private `nats-server` processes for auth, a small `max_payload`
+//! and a lost connection.
+
+use crate::common::*;
+use ankusa_sink_nats::{NatsConfig, NatsSink};
+use ankusa_sink_testkit::ankusa_sink_core::{Check, Class, Ctx, Envelope, Failure, Secret, Sink};
+use futures_util::StreamExt as _;
+use std::time::Duration;
+
+fn env(id: &str, body: usize) -> Envelope {
+    Envelope::builder(id, "src", vec![b'x'; body])
+        .build()
+        .unwrap()
+}
+
+async fn deliver(sink: &NatsSink, env: &Envelope) -> Result<(), Failure> {
+    sink.deliver(env, &Ctx::for_envelope(env)).await
+}
+
+fn no_secret(f: &Failure, secret: &str) {
+    let text = format!("{f} {f:?} {}", f.reason_chain());
+    assert!(!text.contains(secret), "secret in failure: {text}");
+}
+
+async fn private(extra: &'static str) -> PrivateServer {
+    tokio::task::spawn_blocking(move || PrivateServer::start(extra))
+        .await
+        .unwrap()
+}
+
+fn config(url: &str, subject: &str) -> NatsConfig {
+    NatsConfig::new(url, subject)
+        .unwrap()
+        .with_timeout(Duration::from_secs(2))
+        .with_connect_timeout(Duration::from_secs(2))
+}
+
+#[tokio::test]
+async fn wrong_password_is_config_and_right_one_delivers() {
+    let server = private("authorization { user: ankusa, password: good-pass-1 }").await;
+    let (stream, subject) = names("auth");
+    let admin = format!("nats://ankusa:good-pass-1@127.0.0.1:{}", server.port);
+    create_stream(&admin, &stream, &subject, Limits::default()).await;
+
+    let bad = NatsSink::new(
+        config(&server.url(), &subject)
+            .with_user_password("ankusa", Secret::new("bad-pass-9"))
+            .unwrap(),
+    );
+    let f = deliver(&bad, &env("a1", 10)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Config, "{f}");
+    no_secret(&f, "bad-pass-9");
+    assert_eq!(bad.check().await.unwrap_err().class(), Class::Config);
+    assert!(!format!("{bad:?}").contains("bad-pass-9"));
+
+    let good = NatsSink::new(config(&admin, &subject));
+    deliver(&good, &env("a2", 10)).await.unwrap();
+    assert_eq!(good.check().await.unwrap(), Check::Passed);
+    assert!(!format!("{good:?}").contains("good-pass-1"));
+}
+
+#[tokio::test]
+async fn wrong_token_is_config_and_right_one_delivers() {
+    let server = private("authorization { token: good-token-1 }").await;
+    let (stream, subject) = names("token");
+    let admin = format!("nats://good-token-1@127.0.0.1:{}", server.port);
+    create_stream(&admin, &stream, &subject, Limits::default()).await;
+    let bad = NatsSink::new(
+        config(&server.url(), &subject)
+            .with_token(Secret::new("bad-token-9"))
+            .unwrap(),
+    );
+    let f = deliver(&bad, &env("t1", 10)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Config, "{f}");
+    no_secret(&f, "bad-token-9");
+    let good = NatsSink::new(
+        config(&server.url(), &subject)
+            .with_token(Secret::new("good-token-1"))
+            .unwrap(),
+    );
+    deliver(&good, &env("t2", 10)).await.unwrap();
+}
+
+#[tokio::test]
+async fn nkey_seed_signs_in_and_an_unknown_key_is_config() {
+    let user = nkeys::KeyPair::new_user();
+    let extra: &'static str = Box::leak(
+        format!(
+            "authorization {{ users: [ {{ nkey: {} }} ] }}",
+            user.public_key()
+        )
+        .into_boxed_str(),
+    );
+    let server = private(extra).await;
+    let (stream, subject) = names("nkey");
+    let seed = user.seed().unwrap();
+    let good = NatsSink::new(
+        config(&server.url(), &subject)
+            .with_nkey_seed(Secret::new(seed.clone()))
+            .unwrap(),
+    );
+    // The stream is made through the sink's own credentials: an admin client with the seed.
+    let admin = async_nats::ConnectOptions::with_nkey(seed.clone())
+        .connect(server.url())
+        .await
+        .unwrap();
+    async_nats::jetstream::new(admin)
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: stream.clone(),
+            subjects: vec![subject.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    deliver(&good, &env("n1", 10)).await.unwrap();
+    assert_eq!(good.check().await.unwrap(), Check::Passed);
+    assert!(!format!("{good:?}").contains(&seed));
+
+    let stranger = nkeys::KeyPair::new_user().seed().unwrap();
+    let bad = NatsSink::new(
+        config(&server.url(), &subject)
+            .with_nkey_seed(Secret::new(stranger.clone()))
+            .unwrap(),
+    );
+    let f = deliver(&bad, &env("n2", 10)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Config, "{f}");
+    no_secret(&f, &stranger);
+}
+
+#[tokio::test]
+async fn a_missing_credentials_file_is_config() {
+    let (_, subject) = names("creds");
+    let sink = NatsSink::new(
+        config(SHARED_URL, &subject)
+            .with_credentials_file("/nonexistent/ankusa.creds")
+            .unwrap(),
+    );
+    let f = deliver(&sink, &env("c1", 10)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Config, "{f}");
+}
+
+#[tokio::test]
+async fn tls_to_a_plain_server_is_config() {
+    let (_, subject) = names("tls");
+    let sink = NatsSink::new(config("tls://127.0.0.1:4222", &subject));
+    let f = deliver(&sink, &env("tls1", 10)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Config, "{f}");
+}
+
+#[tokio::test]
+async fn no_stream_on_the_subject_is_config_and_check_says_so() {
+    let (_, subject) = names("nostream");
+    let sink = sink(SHARED_URL, &subject);
+    let f = deliver(&sink, &env("ns1", 10)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Config, "{f}");
+    assert_eq!(sink.check().await.unwrap_err().class(), Class::Config);
+}
+
+#[tokio::test]
+async fn check_passes_and_publishes_nothing() {
+    let (stream, subject) = names("check");
+    create_stream(SHARED_URL, &stream, &subject, Limits::default()).await;
+    let s = sink(SHARED_URL, &subject);
+    assert_eq!(s.check().await.unwrap(), Check::Passed);
+    let t = NatsSink::new(
+        sink_config(SHARED_URL, &subject)
+            .with_subject_template("ankusa.{source_id}")
+            .unwrap(),
+    );
+    assert_eq!(t.check().await.unwrap(), Check::Reachable);
+    assert!(
+        stored(&raw(SHARED_URL).await, &stream)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    delete_stream(SHARED_URL, &stream).await.unwrap();
+}
+
+#[tokio::test]
+async fn over_the_servers_max_payload_is_permanent_and_nothing_is_sent() {
+    let server = private("max_payload: 2048").await;
+    let (stream, subject) = names("maxpayload");
+    create_stream(&server.url(), &stream, &subject, Limits::default()).await;
+    let sink = sink(&server.url(), &subject);
+    // 2,000 bytes of body are over 2 KiB once base64 and Message v1; inline_max_bytes stays
+    // at its 64 KiB default (never clamped to max_payload).
+    let f = deliver(&sink, &env("mp1", 2000)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Permanent, "{f}");
+    deliver(&sink, &env("mp2", 10)).await.unwrap();
+    let all = stored(&raw(&server.url()).await, &stream).await.unwrap();
+    assert_eq!(all.len(), 1);
+}
+
+#[tokio::test]
+async fn over_the_streams_max_msg_size_is_permanent() {
+    let (stream, subject) = names("maxmsg");
+    create_stream(
+        SHARED_URL,
+        &stream,
+        &subject,
+        Limits {
+            max_msg_size: Some(1024),
+            ..Limits::default()
+        },
+    )
+    .await;
+    let sink = sink(SHARED_URL, &subject);
+    let f = deliver(&sink, &env("mm1", 900)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Permanent, "{f}");
+    assert!(
+        stored(&raw(SHARED_URL).await, &stream)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    delete_stream(SHARED_URL, &stream).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_full_discard_new_stream_is_throttled() {
+    let (stream, subject) = names("full");
+    create_stream(
+        SHARED_URL,
+        &stream,
+        &subject,
+        Limits {
+            max_messages_discard_new: Some(1),
+            ..Limits::default()
+        },
+    )
+    .await;
+    let sink = sink(SHARED_URL, &subject);
+    deliver(&sink, &env("f1", 10)).await.unwrap();
+    let f = deliver(&sink, &env("f2", 10)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Throttled, "{f}");
+    delete_stream(SHARED_URL, &stream).await.unwrap();
+}
+
+#[tokio::test]
+async fn connection_refused_is_transient() {
+    let url = format!("nats://127.0.0.1:{}", free_port());
+    let sink = sink(&url, "ankusa.refused");
+    let f = deliver(&sink, &env("r1", 10)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Transient, "{f}");
+    assert_eq!(sink.check().await.unwrap_err().class(), Class::Transient);
+}
+
+#[tokio::test]
+async fn an_ack_that_never_comes_is_transient() {
+    let (_, subject) = names("noack");
+    let client = raw(SHARED_URL).await;
+    let mut sub = client.subscribe(subject.clone()).await.unwrap();
+    client.flush().await.unwrap();
+    let sink =
+        NatsSink::new(sink_config(SHARED_URL, &subject).with_timeout(Duration::from_millis(300)));
+    let f = deliver(&sink, &env("na1", 10)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Transient, "{f}");
+    // The message was sent: it may have landed.
+    assert!(sub.next().await.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_connection_is_transient_then_recovers() {
+    let server = private("").await;
+    let (stream, subject) = names("lost");
+    create_stream(&server.url(), &stream, &subject, Limits::default()).await;
+    let sink = sink(&server.url(), &subject);
+    deliver(&sink, &env("l1", 10)).await.unwrap();
+    server.stop();
+    let f = deliver(&sink, &env("l2", 10)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Transient, "{f}");
+    server.restart();
+    let mut attempts = 0;
+    loop {
+        match deliver(&sink, &env("l3", 10)).await {
+            Ok(()) => break,
+            Err(f) => {
+                assert_eq!(f.class(), Class::Transient, "{f}");
+                attempts += 1;
+                assert!(attempts < 120, "no recovery: {f}");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_hooks_value_that_breaks_the_subject_is_permanent() {
+    let (stream, subject) = names("tmpl");
+    create_stream(
+        SHARED_URL,
+        &stream,
+        &format!("{subject}.>"),
+        Limits::default(),
+    )
+    .await;
+    let sink = NatsSink::new(
+        sink_config(SHARED_URL, &subject)
+            .with_subject_template(&format!("{subject}.{{dedupe_key}}"))
+            .unwrap(),
+    );
+    let e = Envelope::builder("d1", "src", &b"{}"[..])
+        .dedupe_key("a b")
+        .build()
+        .unwrap();
+    let f = deliver(&sink, &e).await.unwrap_err();
+    assert_eq!(f.class(), Class::Permanent, "{f}");
+    let e = Envelope::builder("d2", "src", &b"{}"[..])
+        .dedupe_key("ok")
+        .build()
+        .unwrap();
+    deliver(&sink, &e).await.unwrap();
+    delete_stream(SHARED_URL, &stream).await.unwrap();
+}
+
+/// A CA and a server certificate for 127.0.0.1, made with the `openssl` command in `dir`.
+fn make_certs(dir: &std::path::Path) {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=ankusa-test-ca",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+        "-out",
+        "server.pem",
+    ]);
+}
+
+#[tokio::test]
+async fn tls_delivers_with_the_trusted_ca_and_an_untrusted_one_is_config() {
+    let dir =
+        std::env::temp_dir().join(ankusa_sink_testkit::support::unique_name("ankusa-nats-tls"));
+    std::fs::create_dir_all(&dir).unwrap();
+    make_certs(&dir);
+    let extra: &'static str = Box::leak(
+        format!(
+            "tls {{ cert_file: \"{}\", key_file: \"{}\" }}",
+            dir.join("server.pem").display(),
+            dir.join("server.key").display()
+        )
+        .into_boxed_str(),
+    );
+    let server = private(extra).await;
+    let url = format!("tls://127.0.0.1:{}", server.port);
+    let (stream, subject) = names("tls");
+    let admin = async_nats::ConnectOptions::new()
+        .require_tls(true)
+        .add_root_certificates(dir.join("ca.pem"))
+        .connect(url.as_str())
+        .await
+        .unwrap();
+    async_nats::jetstream::new(admin)
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: stream.clone(),
+            subjects: vec![subject.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let good = NatsSink::new(config(&url, &subject).with_tls_ca_file(dir.join("ca.pem")));
+    deliver(&good, &env("tls-ok", 10)).await.unwrap();
+    assert_eq!(good.check().await.unwrap(), Check::Passed);
+    // Without the CA the server's certificate is not trusted.
+    let bad = NatsSink::new(config(&url, &subject));
+    let f = deliver(&bad, &env("tls-bad", 10)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Config, "{f}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

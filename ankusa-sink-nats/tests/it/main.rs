@@ -1,0 +1,6 @@
+//! One integration binary: conformance, the classification table, the wire format.
+
+mod classify;
+mod common;
+mod conformance;
+mod wire;
