@@ -93,6 +93,8 @@ sinks! {
         |c| ankusa_sink_aws::SnsSink::new(c).await;
     "pubsub" => Pubsub(ankusa_sink_pubsub::PubSubConfig), feature "pubsub",
         |c| ankusa_sink_pubsub::PubSubSink::new(c).await;
+    "redis" => Redis(ankusa_sink_redis::RedisConfig), feature "redis",
+        |c| ankusa_sink_redis::RedisSink::new(c);
 }
 
 /// A constructor that cannot fail, in the `Result` shape the registry's `build` takes.
@@ -301,7 +303,7 @@ mod tests {
         // The CLI contract: the types and their order in error messages.
         assert_eq!(
             KNOWN_TYPES,
-            ["log", "http", "kafka", "amqp", "sqs", "sns", "pubsub"]
+            ["log", "http", "kafka", "amqp", "sqs", "sns", "pubsub", "redis"]
         );
         for ty in KNOWN_TYPES {
             match SinkConfig::from_toml_str(&format!("type = \"{ty}\"")) {
@@ -363,6 +365,7 @@ mod tests {
             ("sqs", "region = \"us-east-1\"", "queue_url"),
             ("sns", "region = \"us-east-1\"", "topic_arn"),
             ("pubsub", "topic = \"t\"", "project"),
+            ("redis", "stream = \"s\"", "url"),
         ] {
             let e = err(&format!("type = \"{ty}\"\n{required}"));
             assert!(
@@ -388,6 +391,7 @@ mod tests {
                 "pubsub",
                 "project = \"p\"\ntopic = \"t\"\nendpoint = \"http://127.0.0.1:8085\"",
             ),
+            ("redis", "url = \"redis://u:p@127.0.0.1:6379\"\nstream = \"s\""),
         ] {
             let c = SinkConfig::from_toml_str(&format!("type = \"{ty}\"\n{text}")).unwrap();
             assert_eq!(c.kind(), ty);

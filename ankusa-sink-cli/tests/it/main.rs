@@ -8,6 +8,7 @@ mod hardening;
 mod http;
 mod log_sink;
 mod pubsub;
+mod redis_sink;
 
 use ankusa_sink_testkit::support::unique_name;
 use std::path::PathBuf;
