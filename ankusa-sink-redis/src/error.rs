@@ -78,12 +78,12 @@ pub enum RedisError {
 /// | Error | Class |
 /// | --- | --- |
 /// | `TooLarge` (over `max_message_bytes`, nothing sent) | `Permanent` |
-/// | `ERR` (the server refused the command itself: a value over `proto-max-bulk-len`, a bad argument) | `Permanent` |
 /// | `NoSubscriber` | `no_subscriber`: `Config` (default) or `Transient` |
 /// | `WrongType`, code `WRONGTYPE` | `Config` |
 /// | authentication failed (`WRONGPASS` at login), codes `NOAUTH`, `WRONGPASS`, `NOPERM` | `Config` |
 /// | `MOVED`, `ASK`, `CROSSSLOT` (a cluster node: this sink talks to one server) | `Config` |
 /// | `Build`, invalid client config | `Config` |
+/// | `ERR` (the server refused the command itself: a value over its `proto-max-bulk-len`, which is below `max_message_bytes`; a long command before authentication; an unknown command) | `Config` |
 /// | code `OOM` (`maxmemory` reached, no pause stated) | `Throttled` |
 /// | `LOADING`, `BUSY`, `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `READONLY` | `Transient` |
 /// | I/O: refused, reset, lost connection, timeouts (the write may have landed) | `Transient` |
@@ -109,7 +109,9 @@ fn classify_client(e: &redis::RedisError) -> Class {
             | ServerErrorKind::Ask
             | ServerErrorKind::CrossSlot,
         ) => Class::Config,
-        ErrorKind::Server(ServerErrorKind::ResponseError) => Class::Permanent,
+        // XADD and PUBLISH are well-formed: an ERR answer means the sink's config does not
+        // fit the server (no login, max_message_bytes over proto-max-bulk-len).
+        ErrorKind::Server(ServerErrorKind::ResponseError) => Class::Config,
         ErrorKind::Server(_) => Class::Transient,
         ErrorKind::Extension => match e.code() {
             Some("NOAUTH" | "WRONGPASS" | "NOPERM" | "WRONGTYPE") => Class::Config,
