@@ -53,7 +53,10 @@ impl VsRawBench for Redis {
         let layout = Layout::message(Some(DEFAULT_INLINE_MAX_BYTES), EmptyValues::Keep);
         let out = Outgoing::new(env, &ctx, &layout).unwrap();
         let mut cmd = redis::cmd("XADD");
-        cmd.arg(RAW_STREAM).arg("*").arg(MESSAGE_FIELD).arg(out.body());
+        cmd.arg(RAW_STREAM)
+            .arg("*")
+            .arg(MESSAGE_FIELD)
+            .arg(out.body());
         for (attr, value) in out.attributes() {
             cmd.arg(attr.as_attr()).arg(value.as_ref());
         }
@@ -61,9 +64,7 @@ impl VsRawBench for Redis {
         let conn = self.raw.clone();
         Arc::new(move || {
             let (cmd, mut conn) = (Arc::clone(&cmd), conn.clone());
-            Box::pin(async move {
-                cmd.query_async::<redis::Value>(&mut conn).await.is_ok()
-            })
+            Box::pin(async move { cmd.query_async::<redis::Value>(&mut conn).await.is_ok() })
         })
     }
 

@@ -395,8 +395,14 @@ mod tests {
     #[test]
     fn refusals_name_the_key_never_the_value() {
         for (v, want) in [
-            (serde_json::json!({"url": "http://u:s3cret@h", "stream": "s"}), "url"),
-            (serde_json::json!({"url": "redis://u:s3cret@", "stream": "s"}), "url"),
+            (
+                serde_json::json!({"url": "http://u:s3cret@h", "stream": "s"}),
+                "url",
+            ),
+            (
+                serde_json::json!({"url": "redis://u:s3cret@", "stream": "s"}),
+                "url",
+            ),
             (serde_json::json!({"url": "redis://h"}), "exactly one"),
             (
                 serde_json::json!({"url": "redis://h", "stream": "s", "channel": "c"}),
@@ -444,7 +450,11 @@ mod tests {
     #[test]
     fn builders_recheck_the_mode() {
         let s = RedisConfig::stream("redis://127.0.0.1", "s").unwrap();
-        assert!(s.clone().with_no_subscriber(NoSubscriber::Transient).is_err());
+        assert!(
+            s.clone()
+                .with_no_subscriber(NoSubscriber::Transient)
+                .is_err()
+        );
         assert!(s.clone().with_tls_ca_file("/ca.pem").is_err());
         let s = s.with_maxlen(NonZeroU64::new(10).unwrap()).unwrap();
         assert!(s.with_durable(true).is_ok());

@@ -89,9 +89,8 @@ fn client(config: &RedisConfig) -> Result<redis::Client, RedisError> {
     match &config.tls_ca_file {
         None => redis::Client::open(info).map_err(bad),
         Some(path) => {
-            let pem = std::fs::read(path).map_err(|e| {
-                RedisError::Build(format!("tls_ca_file {}: {e}", path.display()))
-            })?;
+            let pem = std::fs::read(path)
+                .map_err(|e| RedisError::Build(format!("tls_ca_file {}: {e}", path.display())))?;
             let certs = redis::TlsCertificates {
                 client_tls: None,
                 root_cert: Some(pem),
@@ -122,13 +121,13 @@ impl Sink for RedisSink {
         let mut conn = self.conn.clone();
         match &self.config.target {
             Target::Stream { .. } => {
-                let _id: redis::Value = cmd
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(|source| RedisError::Client {
-                        op: Op::Xadd,
-                        source,
-                    })?;
+                let _id: redis::Value =
+                    cmd.query_async(&mut conn)
+                        .await
+                        .map_err(|source| RedisError::Client {
+                            op: Op::Xadd,
+                            source,
+                        })?;
             }
             Target::Channel {
                 channel,

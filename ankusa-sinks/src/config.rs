@@ -303,7 +303,9 @@ mod tests {
         // The CLI contract: the types and their order in error messages.
         assert_eq!(
             KNOWN_TYPES,
-            ["log", "http", "kafka", "amqp", "sqs", "sns", "pubsub", "redis"]
+            [
+                "log", "http", "kafka", "amqp", "sqs", "sns", "pubsub", "redis"
+            ]
         );
         for ty in KNOWN_TYPES {
             match SinkConfig::from_toml_str(&format!("type = \"{ty}\"")) {
@@ -391,7 +393,10 @@ mod tests {
                 "pubsub",
                 "project = \"p\"\ntopic = \"t\"\nendpoint = \"http://127.0.0.1:8085\"",
             ),
-            ("redis", "url = \"redis://u:p@127.0.0.1:6379\"\nstream = \"s\""),
+            (
+                "redis",
+                "url = \"redis://u:p@127.0.0.1:6379\"\nstream = \"s\"",
+            ),
         ] {
             let c = SinkConfig::from_toml_str(&format!("type = \"{ty}\"\n{text}")).unwrap();
             assert_eq!(c.kind(), ty);

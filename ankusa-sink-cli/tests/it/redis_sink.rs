@@ -5,6 +5,9 @@ use ankusa_sink_testkit::support::unique_name;
 use std::path::Path;
 use std::process::Stdio;
 
+/// One stream entry as `XRANGE` answers it: the id and the (field, value) list.
+type Entry = (String, Vec<(String, Vec<u8>)>);
+
 fn redis_url() -> String {
     std::env::var("ANKUSA_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
 }
@@ -40,7 +43,7 @@ async fn redis_stream_from_a_config_file_read_back() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let entries: Vec<(String, Vec<(String, Vec<u8>)>)> = redis::cmd("XRANGE")
+    let entries: Vec<Entry> = redis::cmd("XRANGE")
         .arg(&stream)
         .arg("-")
         .arg("+")
@@ -56,7 +59,10 @@ async fn redis_stream_from_a_config_file_read_back() {
     for (_, fields) in &entries {
         assert_eq!(fields[0].0, "message");
         let m = ankusa_sink_core::message::decode(&fields[0].1).expect("Message v1");
-        assert_eq!(fields[1], ("ankusa_id".to_owned(), m.id.clone().into_bytes()));
+        assert_eq!(
+            fields[1],
+            ("ankusa_id".to_owned(), m.id.clone().into_bytes())
+        );
     }
     assert_eq!(
         ankusa_sink_core::message::decode(&entries[0].1[0].1)
@@ -87,11 +93,21 @@ fn redis_channel_without_subscriber_is_config_and_never_shows_the_password() {
     );
     let out = run(&["check", "--sink", f.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
-    assert!(text(&out.stdout).contains("config"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("config"),
+        "{}",
+        text(&out.stdout)
+    );
     let out = run(&["deliver", "--sink", f.to_str().unwrap(), "--json"]);
     assert_eq!(out.status.code(), Some(3));
     assert!(text(&out.stdout).contains(r#""class":"config""#));
-    let out = run(&["describe", "--sink", f.to_str().unwrap(), "--source-id", "s"]);
+    let out = run(&[
+        "describe",
+        "--sink",
+        f.to_str().unwrap(),
+        "--source-id",
+        "s",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     for o in [&out.stdout, &out.stderr] {
         assert!(!text(o).contains("cli-pa55word"));

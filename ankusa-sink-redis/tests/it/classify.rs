@@ -4,9 +4,7 @@
 //! channel without subscribers; a scripted RESP server only for the replies a real server
 //! never gives to this sink's commands (`TRYAGAIN`, `MOVED`, a bare `ERR`).
 
-use crate::common::{
-    Script, Scripted, Server, admin, del, entries, env, free_port, shared_url,
-};
+use crate::common::{Script, Scripted, Server, admin, del, entries, env, free_port, shared_url};
 use ankusa_sink_core::{Check, Class, Ctx, Failure, Secret, Sink};
 use ankusa_sink_redis::{NoSubscriber, RedisConfig, RedisSink};
 use ankusa_sink_testkit::support::unique_name;
@@ -33,7 +31,10 @@ fn ulid_like() -> String {
 }
 
 async fn class_of(sink: &RedisSink) -> Class {
-    deliver(sink).await.expect_err("the delivery must fail").class()
+    deliver(sink)
+        .await
+        .expect_err("the delivery must fail")
+        .class()
 }
 
 /// Sends one command to `url`, ignoring the reply.
@@ -135,7 +136,16 @@ async fn acl_user_noperm_and_wrongpass_are_config() {
     let server = Server::start(&[]).await;
     exec(
         &server.url(),
-        &["ACL", "SETUSER", "hooks", "on", ">hooks-pa55", "~allowed:*", "&allowed:*", "+@all"],
+        &[
+            "ACL",
+            "SETUSER",
+            "hooks",
+            "on",
+            ">hooks-pa55",
+            "~allowed:*",
+            "&allowed:*",
+            "+@all",
+        ],
     )
     .await;
     let user = |key: &str, pass: &str| {
@@ -192,7 +202,8 @@ async fn loading_is_transient() {
         let url = server.url();
         async move {
             let mut c = admin(&url).await.unwrap();
-            let _: Result<redis::Value, _> = redis::cmd("DEBUG").arg("RELOAD").query_async(&mut c).await;
+            let _: Result<redis::Value, _> =
+                redis::cmd("DEBUG").arg("RELOAD").query_async(&mut c).await;
         }
     });
     loop {
@@ -269,7 +280,10 @@ async fn tryagain_is_transient_and_moved_is_config() {
     ))
     .await
     .unwrap();
-    assert_eq!(class_of(&stream_sink(&s.url(), "k")).await, Class::Transient);
+    assert_eq!(
+        class_of(&stream_sink(&s.url(), "k")).await,
+        Class::Transient
+    );
     let s = Scripted::start(Script::Refuse("MOVED 3999 127.0.0.1:6381"))
         .await
         .unwrap();

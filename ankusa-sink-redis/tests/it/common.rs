@@ -28,9 +28,15 @@ pub(crate) async fn admin(url: &str) -> Result<redis::aio::MultiplexedConnection
     Ok(client.get_multiplexed_async_connection().await?)
 }
 
+/// One stream entry as `XRANGE` answers it: the id and the (field, value) list.
+pub(crate) type Entry = (String, Vec<(String, Vec<u8>)>);
+
 /// Every entry of `stream` as (field, value) lists, oldest first.
-pub(crate) async fn entries(url: &str, stream: &str) -> Result<Vec<Vec<(String, Vec<u8>)>>, BoxError> {
-    let e: Vec<(String, Vec<(String, Vec<u8>)>)> = redis::cmd("XRANGE")
+pub(crate) async fn entries(
+    url: &str,
+    stream: &str,
+) -> Result<Vec<Vec<(String, Vec<u8>)>>, BoxError> {
+    let e: Vec<Entry> = redis::cmd("XRANGE")
         .arg(stream)
         .arg("-")
         .arg("+")

@@ -95,9 +95,8 @@ impl Harness for RedisHarness {
             // An ACL user that does not exist: WRONGPASS at login.
             Fault::RefusedCredential => {
                 let stream = unique_name("tk-refused");
-                let cfg =
-                    RedisConfig::stream(format!("redis://{}", shared_addr()), &stream)?
-                        .with_user("tk-no-such-user", Secret::new(PLANTED));
+                let cfg = RedisConfig::stream(format!("redis://{}", shared_addr()), &stream)?
+                    .with_user("tk-no-such-user", Secret::new(PLANTED));
                 setup(
                     format!("redis://{}", shared_addr()),
                     stream,

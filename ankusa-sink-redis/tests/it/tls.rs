@@ -27,7 +27,7 @@ async fn rediss_with_the_ca_file_delivers_and_reads_back() {
         },
     )
     .unwrap();
-    let entries: Vec<(String, Vec<(String, Vec<u8>)>)> = redis::cmd("XRANGE")
+    let entries: Vec<crate::common::Entry> = redis::cmd("XRANGE")
         .arg("tls-stream")
         .arg("-")
         .arg("+")

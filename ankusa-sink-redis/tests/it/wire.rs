@@ -24,8 +24,8 @@ fn expected(out: &Outgoing<'_>) -> Vec<(String, Vec<u8>)> {
 async fn a_stream_entry_is_the_message_then_the_kafka_header_names() {
     let source = unique_name("src");
     let key = format!("wire-{source}");
-    let sink = RedisSink::new(RedisConfig::stream(shared_url(), "wire-{source_id}").unwrap())
-        .unwrap();
+    let sink =
+        RedisSink::new(RedisConfig::stream(shared_url(), "wire-{source_id}").unwrap()).unwrap();
     let tenantless = Envelope::builder(unique_name("h"), source.as_str(), &b"{}"[..])
         .build()
         .unwrap();
