@@ -25,7 +25,7 @@ for svc in scripts/services/*.sh; do
 done
 
 adapters=()
-for a in ${BENCH_ADAPTERS:-http amqp kafka aws pubsub nats}; do
+for a in ${BENCH_ADAPTERS:-http amqp kafka aws pubsub nats redis}; do
   if [ -f "ankusa-sink-$a/benches/vs_raw.rs" ]; then
     adapters+=("$a")
   else

@@ -95,6 +95,8 @@ sinks! {
         |c| ankusa_sink_pubsub::PubSubSink::new(c).await;
     "nats" => Nats(ankusa_sink_nats::NatsConfig), feature "nats",
         |c| infallible(ankusa_sink_nats::NatsSink::new(c));
+    "redis" => Redis(ankusa_sink_redis::RedisConfig), feature "redis",
+        |c| ankusa_sink_redis::RedisSink::new(c);
 }
 
 /// A constructor that cannot fail, in the `Result` shape the registry's `build` takes.
@@ -304,7 +306,7 @@ mod tests {
         assert_eq!(
             KNOWN_TYPES,
             [
-                "log", "http", "kafka", "amqp", "sqs", "sns", "pubsub", "nats"
+                "log", "http", "kafka", "amqp", "sqs", "sns", "pubsub", "nats", "redis"
             ]
         );
         for ty in KNOWN_TYPES {
@@ -386,6 +388,7 @@ mod tests {
             ("sqs", "region = \"us-east-1\"", "queue_url"),
             ("sns", "region = \"us-east-1\"", "topic_arn"),
             ("pubsub", "topic = \"t\"", "project"),
+            ("redis", "stream = \"s\"", "url"),
         ] {
             let e = err(&format!("type = \"{ty}\"\n{required}"));
             assert!(
@@ -414,6 +417,8 @@ mod tests {
             (
                 "nats",
                 "url = \"nats://u:p@127.0.0.1:4222\"\nsubject = \"hooks.in\"",
+                "redis",
+                "url = \"redis://u:p@127.0.0.1:6379\"\nstream = \"s\"",
             ),
         ] {
             let c = SinkConfig::from_toml_str(&format!("type = \"{ty}\"\n{text}")).unwrap();

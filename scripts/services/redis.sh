@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Redis on 127.0.0.1:6379 for the example third-party sink (examples/third-party-sink):
+# Redis on 127.0.0.1:6379 for ankusa-sink-redis and the example third-party sink (examples/third-party-sink):
 # idempotent; installs redis-server with apt when missing; starts it loopback-only when
 # nothing answers; bounded wait. Never touches a Redis that already answers.
 set -euo pipefail

@@ -9,6 +9,7 @@ mod http;
 mod log_sink;
 mod nats;
 mod pubsub;
+mod redis_sink;
 
 use ankusa_sink_testkit::support::unique_name;
 use std::path::PathBuf;

@@ -1,0 +1,115 @@
+//! The Redis sink through the binary, by config only, against the Redis on 127.0.0.1:6379.
+
+use super::{bin, check_then_deliver, run, temp_file, text};
+use ankusa_sink_testkit::support::unique_name;
+use std::path::Path;
+use std::process::Stdio;
+
+/// One stream entry as `XRANGE` answers it: the id and the (field, value) list.
+type Entry = (String, Vec<(String, Vec<u8>)>);
+
+fn redis_url() -> String {
+    std::env::var("ANKUSA_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+async fn conn() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis is running (scripts/services/redis.sh)")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stream_from_a_config_file_read_back() {
+    let stream = unique_name("cli-stream");
+    let f = temp_file(
+        "redis.toml",
+        &format!(
+            "type = \"redis\"\nurl = \"{}\"\nstream = \"{stream}\"\nmaxlen = 100000\n",
+            redis_url()
+        ),
+    );
+    check_then_deliver(&f, "r-1", &[]);
+    let hooks = temp_file(
+        "hooks.jsonl",
+        &text(&run(&["gen", "--count", "20", "--size", "300"]).stdout),
+    );
+    let out = bin()
+        .args(["forward", "--sink", f.to_str().unwrap(), "--input"])
+        .arg(&hooks)
+        .args(["--json", "--concurrency", "16"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let entries: Vec<Entry> = redis::cmd("XRANGE")
+        .arg(&stream)
+        .arg("-")
+        .arg("+")
+        .query_async(&mut conn().await)
+        .await
+        .unwrap();
+    let _: i64 = redis::cmd("DEL")
+        .arg(&stream)
+        .query_async(&mut conn().await)
+        .await
+        .unwrap();
+    assert_eq!(entries.len(), 21);
+    for (_, fields) in &entries {
+        assert_eq!(fields[0].0, "message");
+        let m = ankusa_sink_core::message::decode(&fields[0].1).expect("Message v1");
+        assert_eq!(
+            fields[1],
+            ("ankusa_id".to_owned(), m.id.clone().into_bytes())
+        );
+    }
+    assert_eq!(
+        ankusa_sink_core::message::decode(&entries[0].1[0].1)
+            .unwrap()
+            .id,
+        "r-1"
+    );
+    // The example file passes the preflight (which writes nothing).
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/sinks/redis.toml");
+    let out = bin()
+        .args(["check", "--sink", example.to_str().unwrap()])
+        .env("ANKUSA_REDIS_URL", redis_url())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}
+
+#[test]
+fn redis_channel_without_subscriber_is_config_and_never_shows_the_password() {
+    let host = redis_url().trim_start_matches("redis://").to_owned();
+    let f = temp_file(
+        "redis.toml",
+        &format!(
+            "type = \"redis\"\nurl = \"redis://default:cli-pa55word@{host}\"\nchannel = \"{}\"\n",
+            unique_name("cli-nobody")
+        ),
+    );
+    let out = run(&["check", "--sink", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("config"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = run(&["deliver", "--sink", f.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stdout).contains(r#""class":"config""#));
+    let out = run(&[
+        "describe",
+        "--sink",
+        f.to_str().unwrap(),
+        "--source-id",
+        "s",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for o in [&out.stdout, &out.stderr] {
+        assert!(!text(o).contains("cli-pa55word"));
+    }
+}

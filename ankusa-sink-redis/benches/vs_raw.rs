@@ -1,0 +1,87 @@
+//! RedisSink vs the raw `redis` client (one ConnectionManager, the same `XADD` with the same
+//! Message v1 bytes and fields, built once) on the Redis at 127.0.0.1:6379.
+//! `cargo bench -p ankusa-sink-redis --bench vs_raw`; JSON goes to `$BENCH_OUT_DIR/redis.json`.
+#![allow(missing_docs)]
+
+use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
+use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::{Ctx, Envelope};
+use ankusa_sink_redis::{MESSAGE_FIELD, RedisConfig, RedisSink};
+use redis::aio::ConnectionManager;
+use std::sync::Arc;
+
+const URL: &str = "redis://127.0.0.1:6379";
+const SINK_STREAM: &str = "ankusa-bench-vs-raw-sink";
+const RAW_STREAM: &str = "ankusa-bench-vs-raw-raw";
+
+struct Redis {
+    sink: Arc<RedisSink>,
+    raw: ConnectionManager,
+}
+
+impl Redis {
+    async fn setup() -> Redis {
+        let client = redis::Client::open(URL).unwrap();
+        let raw = ConnectionManager::new(client)
+            .await
+            .expect("Redis on 127.0.0.1:6379 (run scripts/services/redis.sh)");
+        let sink = RedisSink::new(RedisConfig::stream(URL, SINK_STREAM).unwrap()).unwrap();
+        let bench = Redis {
+            sink: Arc::new(sink),
+            raw,
+        };
+        bench.after_run().await;
+        bench
+    }
+}
+
+impl VsRawBench for Redis {
+    const ADAPTER: &'static str = "redis";
+    const MIN_N: usize = 300;
+    /// Both streams are deleted after every run.
+    const MAX_BYTES: usize = 256 << 20;
+    const ONLY_N: (usize, usize) = (5_000, 1_000);
+    type Sink = RedisSink;
+
+    fn sink(&self) -> &Arc<RedisSink> {
+        &self.sink
+    }
+
+    /// The sink's exact command (`XADD`, the Message v1 bytes, the same fields), built once.
+    fn raw_op(&self, env: &Arc<Envelope>) -> Op {
+        let ctx = Ctx::for_envelope(env);
+        let layout = Layout::message(Some(DEFAULT_INLINE_MAX_BYTES), EmptyValues::Keep);
+        let out = Outgoing::new(env, &ctx, &layout).unwrap();
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg(RAW_STREAM)
+            .arg("*")
+            .arg(MESSAGE_FIELD)
+            .arg(out.body());
+        for (attr, value) in out.attributes() {
+            cmd.arg(attr.as_attr()).arg(value.as_ref());
+        }
+        let cmd = Arc::new(cmd);
+        let conn = self.raw.clone();
+        Arc::new(move || {
+            let (cmd, mut conn) = (Arc::clone(&cmd), conn.clone());
+            Box::pin(async move { cmd.query_async::<redis::Value>(&mut conn).await.is_ok() })
+        })
+    }
+
+    async fn after_run(&self) {
+        let mut conn = self.raw.clone();
+        let _: Result<i64, _> = redis::cmd("DEL")
+            .arg(SINK_STREAM)
+            .arg(RAW_STREAM)
+            .query_async(&mut conn)
+            .await;
+    }
+
+    async fn teardown(&self) {
+        self.after_run().await;
+    }
+}
+
+fn main() {
+    vs_raw::run(Redis::setup());
+}

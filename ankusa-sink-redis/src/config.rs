@@ -1,0 +1,477 @@
+//! The sink file's keys (`Repr`), validated once into an always-valid [`RedisConfig`].
+
+use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
+use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
+use ankusa_sink_core::{Secret, redact_url, timeout_ms};
+use serde::Deserialize;
+use std::fmt;
+use std::num::{NonZeroU64, NonZeroUsize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default wait for a connection and for each reply: 5 s.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default largest Message v1 sent: 512 MiB, Redis's default `proto-max-bulk-len`.
+pub const DEFAULT_MAX_MESSAGE_BYTES: NonZeroUsize = NonZeroUsize::new(512 * 1024 * 1024).unwrap();
+
+/// The operator's keys, exactly as written in a sink file (`type` already removed).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Repr {
+    url: String,
+    username: Option<String>,
+    password: Option<Secret>,
+    stream: Option<String>,
+    channel: Option<String>,
+    maxlen: Option<NonZeroU64>,
+    durable: Option<bool>,
+    no_subscriber: Option<NoSubscriber>,
+    tls_ca_file: Option<PathBuf>,
+    timeout_ms: Option<NonZeroU64>,
+    inline_max_bytes: Option<NonZeroUsize>,
+    max_message_bytes: Option<NonZeroUsize>,
+}
+
+/// What a `PUBLISH` that reached no subscriber is: never a success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NoSubscriber {
+    /// `Class::Config` (the default): nobody listens on the channel, the operator's to fix.
+    #[default]
+    Config,
+    /// `Class::Transient`: a subscriber is expected back; the retry policy decides.
+    Transient,
+}
+
+/// Where the hooks go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Target {
+    /// `XADD` to a stream (Redis creates a missing stream).
+    Stream {
+        /// The stream key (a template).
+        key: KeyTemplate,
+        /// `MAXLEN ~ N` on every `XADD`, when set.
+        maxlen: Option<NonZeroU64>,
+        /// The operator says the server persists every write (AOF with
+        /// `appendfsync always`): [`durable`](ankusa_sink_core::Sink::durable) is `true`.
+        durable: bool,
+    },
+    /// `PUBLISH` to a channel: never durable; zero receivers is a failure.
+    Channel {
+        /// The channel name (a template).
+        channel: KeyTemplate,
+        /// The class of a publish that reached nobody.
+        no_subscriber: NoSubscriber,
+    },
+}
+
+impl Target {
+    /// The stream key or channel name template.
+    pub fn key(&self) -> &KeyTemplate {
+        match self {
+            Target::Stream { key, .. } => key,
+            Target::Channel { channel, .. } => channel,
+        }
+    }
+}
+
+/// A valid Redis sink configuration.
+///
+/// `Debug` prints the URL without its userinfo and never the password.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Repr")]
+#[non_exhaustive]
+pub struct RedisConfig {
+    pub(crate) url: String,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<Secret>,
+    pub(crate) target: Target,
+    pub(crate) tls_ca_file: Option<PathBuf>,
+    pub(crate) timeout_ms: NonZeroU64,
+    pub(crate) inline_max_bytes: NonZeroUsize,
+    pub(crate) max_message_bytes: NonZeroUsize,
+}
+
+impl fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &redact_url(&self.url))
+            .field("username", &self.username.as_ref().map(|_| "REDACTED"))
+            .field("password", &self.password)
+            .field("target", &self.target)
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("inline_max_bytes", &self.inline_max_bytes)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .finish()
+    }
+}
+
+/// Why a configuration was refused: names the option, never a secret value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The URL is not a `redis://` or `rediss://` URL with a host (the URL is not printed).
+    #[error("url: not a redis:// or rediss:// URL with a host")]
+    Url,
+    /// Neither or both of `stream` and `channel`.
+    #[error("exactly one of stream and channel is required")]
+    Target,
+    /// A bad stream or channel template.
+    #[error("{key}: {source}")]
+    Template {
+        /// `stream` or `channel`.
+        key: &'static str,
+        /// Why.
+        source: TemplateError,
+    },
+    /// An option of the other mode (`maxlen` or `durable` with `channel`,
+    /// `no_subscriber` with `stream`).
+    #[error("{0} applies only to {1} mode")]
+    WrongMode(&'static str, &'static str),
+    /// `tls_ca_file` with a `redis://` URL.
+    #[error("tls_ca_file needs a rediss:// URL")]
+    CaWithoutTls,
+    /// `username` without `password`.
+    #[error("username needs a password")]
+    UsernameWithoutPassword,
+}
+
+impl TryFrom<Repr> for RedisConfig {
+    type Error = ConfigError;
+
+    fn try_from(r: Repr) -> Result<Self, ConfigError> {
+        let target = match (r.stream, r.channel) {
+            (Some(stream), None) => {
+                if r.no_subscriber.is_some() {
+                    return Err(ConfigError::WrongMode("no_subscriber", "channel"));
+                }
+                Target::Stream {
+                    key: template("stream", &stream)?,
+                    maxlen: r.maxlen,
+                    durable: r.durable.unwrap_or(false),
+                }
+            }
+            (None, Some(channel)) => {
+                if r.maxlen.is_some() {
+                    return Err(ConfigError::WrongMode("maxlen", "stream"));
+                }
+                if r.durable.is_some() {
+                    return Err(ConfigError::WrongMode("durable", "stream"));
+                }
+                Target::Channel {
+                    channel: template("channel", &channel)?,
+                    no_subscriber: r.no_subscriber.unwrap_or_default(),
+                }
+            }
+            _ => return Err(ConfigError::Target),
+        };
+        let config = RedisConfig {
+            url: r.url,
+            username: r.username,
+            password: r.password,
+            target,
+            tls_ca_file: r.tls_ca_file,
+            timeout_ms: r.timeout_ms.unwrap_or(timeout_ms(DEFAULT_TIMEOUT)),
+            inline_max_bytes: r.inline_max_bytes.unwrap_or(DEFAULT_INLINE_MAX_BYTES),
+            max_message_bytes: r.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+fn template(key: &'static str, text: &str) -> Result<KeyTemplate, ConfigError> {
+    KeyTemplate::parse(text, AbsentTenant::Empty)
+        .map_err(|source| ConfigError::Template { key, source })
+}
+
+/// Whether `url` is a `redis://` or `rediss://` URL with a host.
+fn tls_of(url: &str) -> Result<bool, ConfigError> {
+    let parsed = url::Url::parse(url).map_err(|_| ConfigError::Url)?;
+    let tls = match parsed.scheme() {
+        "redis" => false,
+        "rediss" => true,
+        _ => return Err(ConfigError::Url),
+    };
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(ConfigError::Url);
+    }
+    Ok(tls)
+}
+
+impl RedisConfig {
+    /// `XADD` every hook to `stream` (a template: `hooks.{source_id}`), with the defaults.
+    pub fn stream(url: impl Into<String>, stream: &str) -> Result<Self, ConfigError> {
+        Self::with_target(
+            url.into(),
+            Target::Stream {
+                key: template("stream", stream)?,
+                maxlen: None,
+                durable: false,
+            },
+        )
+    }
+
+    /// `PUBLISH` every hook to `channel` (a template), with the defaults.
+    pub fn channel(url: impl Into<String>, channel: &str) -> Result<Self, ConfigError> {
+        Self::with_target(
+            url.into(),
+            Target::Channel {
+                channel: template("channel", channel)?,
+                no_subscriber: NoSubscriber::default(),
+            },
+        )
+    }
+
+    fn with_target(url: String, target: Target) -> Result<Self, ConfigError> {
+        let config = RedisConfig {
+            url,
+            username: None,
+            password: None,
+            target,
+            tls_ca_file: None,
+            timeout_ms: timeout_ms(DEFAULT_TIMEOUT),
+            inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let tls = tls_of(&self.url)?;
+        if self.tls_ca_file.is_some() && !tls {
+            return Err(ConfigError::CaWithoutTls);
+        }
+        if self.username.is_some() && self.password.is_none() {
+            return Err(ConfigError::UsernameWithoutPassword);
+        }
+        Ok(())
+    }
+
+    /// Log in as ACL `username` with `password` (over any userinfo in the URL).
+    pub fn with_user(mut self, username: impl Into<String>, password: Secret) -> Self {
+        self.username = Some(username.into());
+        self.password = Some(password);
+        self
+    }
+
+    /// Log in as the `default` user with `password` (`AUTH password`).
+    pub fn with_password(mut self, password: Secret) -> Self {
+        self.username = None;
+        self.password = Some(password);
+        self
+    }
+
+    /// `MAXLEN ~ maxlen` on every `XADD` (stream mode only).
+    pub fn with_maxlen(mut self, maxlen: NonZeroU64) -> Result<Self, ConfigError> {
+        match &mut self.target {
+            Target::Stream { maxlen: m, .. } => *m = Some(maxlen),
+            Target::Channel { .. } => return Err(ConfigError::WrongMode("maxlen", "stream")),
+        }
+        Ok(self)
+    }
+
+    /// Declare that the server persists every write (stream mode only; see
+    /// [`Target::Stream`]).
+    pub fn with_durable(mut self, durable: bool) -> Result<Self, ConfigError> {
+        match &mut self.target {
+            Target::Stream { durable: d, .. } => *d = durable,
+            Target::Channel { .. } => return Err(ConfigError::WrongMode("durable", "stream")),
+        }
+        Ok(self)
+    }
+
+    /// The class of a `PUBLISH` that reached nobody (channel mode only).
+    pub fn with_no_subscriber(mut self, class: NoSubscriber) -> Result<Self, ConfigError> {
+        match &mut self.target {
+            Target::Channel { no_subscriber, .. } => *no_subscriber = class,
+            Target::Stream { .. } => {
+                return Err(ConfigError::WrongMode("no_subscriber", "channel"));
+            }
+        }
+        Ok(self)
+    }
+
+    /// Trust the CA certificates of this PEM file instead of the system's roots (`rediss://`).
+    pub fn with_tls_ca_file(mut self, path: impl Into<PathBuf>) -> Result<Self, ConfigError> {
+        self.tls_ca_file = Some(path.into());
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Set the connection and reply timeout (rounded down to whole ms, at least 1).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout_ms = timeout_ms(timeout);
+        self
+    }
+
+    /// Set the inline threshold of Message v1 bodies.
+    pub fn with_inline_max_bytes(mut self, max: NonZeroUsize) -> Self {
+        self.inline_max_bytes = max;
+        self
+    }
+
+    /// Set the largest Message v1 sent (set it to the server's `proto-max-bulk-len`);
+    /// a larger one is refused, permanent, before anything is sent.
+    pub fn with_max_message_bytes(mut self, max: NonZeroUsize) -> Self {
+        self.max_message_bytes = max;
+        self
+    }
+
+    /// Where the hooks go.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// The connection and reply timeout.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.get())
+    }
+
+    /// Whether the URL is `rediss://`.
+    pub fn is_tls(&self) -> bool {
+        tls_of(&self.url).unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(toml_like: serde_json::Value) -> Result<RedisConfig, String> {
+        serde_json::from_value(toml_like).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn stream_defaults_and_options() {
+        let c = parse(serde_json::json!({
+            "url": "redis://127.0.0.1:6379", "stream": "hooks.{source_id}", "maxlen": 1000
+        }))
+        .unwrap();
+        assert_eq!(c.timeout(), DEFAULT_TIMEOUT);
+        assert_eq!(c.inline_max_bytes, DEFAULT_INLINE_MAX_BYTES);
+        match c.target() {
+            Target::Stream {
+                key,
+                maxlen,
+                durable,
+            } => {
+                assert_eq!(key.as_str(), "hooks.{source_id}");
+                assert_eq!(maxlen.map(NonZeroU64::get), Some(1000));
+                assert!(!durable);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn channel_defaults_to_config_on_no_subscriber() {
+        let c = parse(serde_json::json!({"url": "rediss://h", "channel": "c"})).unwrap();
+        assert!(c.is_tls());
+        assert!(matches!(
+            c.target(),
+            Target::Channel {
+                no_subscriber: NoSubscriber::Config,
+                ..
+            }
+        ));
+        let c = parse(
+            serde_json::json!({"url": "redis://h", "channel": "c", "no_subscriber": "transient"}),
+        )
+        .unwrap();
+        assert!(matches!(
+            c.target(),
+            Target::Channel {
+                no_subscriber: NoSubscriber::Transient,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn refusals_name_the_key_never_the_value() {
+        for (v, want) in [
+            (
+                serde_json::json!({"url": "http://u:s3cret@h", "stream": "s"}),
+                "url",
+            ),
+            (
+                serde_json::json!({"url": "redis://u:s3cret@", "stream": "s"}),
+                "url",
+            ),
+            (serde_json::json!({"url": "redis://h"}), "exactly one"),
+            (
+                serde_json::json!({"url": "redis://h", "stream": "s", "channel": "c"}),
+                "exactly one",
+            ),
+            (
+                serde_json::json!({"url": "redis://h", "channel": "c", "durable": true}),
+                "durable",
+            ),
+            (
+                serde_json::json!({"url": "redis://h", "channel": "c", "maxlen": 5}),
+                "maxlen",
+            ),
+            (
+                serde_json::json!({"url": "redis://h", "stream": "s", "no_subscriber": "config"}),
+                "no_subscriber",
+            ),
+            (
+                serde_json::json!({"url": "redis://h", "stream": "s", "tls_ca_file": "/x"}),
+                "tls_ca_file",
+            ),
+            (
+                serde_json::json!({"url": "redis://h", "stream": "s", "username": "u"}),
+                "username",
+            ),
+            (
+                serde_json::json!({"url": "redis://h", "stream": "{nope}"}),
+                "stream",
+            ),
+            (
+                serde_json::json!({"url": "redis://h", "stream": "s", "maxlen": 0}),
+                "",
+            ),
+            (
+                serde_json::json!({"url": "redis://h", "stream": "s", "bogus": 1}),
+                "bogus",
+            ),
+        ] {
+            let e = parse(v.clone()).unwrap_err();
+            assert!(e.contains(want), "{v}: {e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
+    }
+
+    #[test]
+    fn builders_recheck_the_mode() {
+        let s = RedisConfig::stream("redis://127.0.0.1", "s").unwrap();
+        assert!(
+            s.clone()
+                .with_no_subscriber(NoSubscriber::Transient)
+                .is_err()
+        );
+        assert!(s.clone().with_tls_ca_file("/ca.pem").is_err());
+        let s = s.with_maxlen(NonZeroU64::new(10).unwrap()).unwrap();
+        assert!(s.with_durable(true).is_ok());
+        let c = RedisConfig::channel("redis://127.0.0.1", "c").unwrap();
+        assert!(c.clone().with_maxlen(NonZeroU64::MIN).is_err());
+        assert!(c.clone().with_durable(true).is_err());
+        assert!(RedisConfig::stream("amqp://h", "s").is_err());
+    }
+
+    #[test]
+    fn debug_shows_no_secret() {
+        let c = RedisConfig::stream("redis://admin:pa55w0rd@127.0.0.1:6379/0", "s")
+            .unwrap()
+            .with_user("acl-user-name", Secret::new("other-s3cret"));
+        let d = format!("{c:?}");
+        for secret in ["pa55w0rd", "admin", "acl-user-name", "other-s3cret"] {
+            assert!(!d.contains(secret), "{d}");
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! One function from core's `Outgoing` to the Redis command.
+
+use crate::config::Target;
+use ankusa_sink_core::message::Outgoing;
+
+/// The stream entry field that carries the Message v1 bytes.
+pub const MESSAGE_FIELD: &str = "message";
+
+/// The command for `out`: `XADD <key> [MAXLEN ~ N] * message <Message v1> ankusa_id <id>
+/// ...` (the attributes of `out`, in its order, as `as_attr()` names them) or
+/// `PUBLISH <channel> <Message v1>` (everything is in the body).
+pub(crate) fn to_cmd(out: Outgoing<'_>, target: &Target) -> redis::Cmd {
+    let key = out.key().unwrap_or_default();
+    match target {
+        Target::Stream { maxlen, .. } => {
+            let mut cmd = redis::cmd("XADD");
+            cmd.arg(key);
+            if let Some(n) = maxlen {
+                cmd.arg("MAXLEN").arg("~").arg(n.get());
+            }
+            cmd.arg("*").arg(MESSAGE_FIELD).arg(out.body());
+            for (attr, value) in out.attributes() {
+                cmd.arg(attr.as_attr()).arg(value.as_ref());
+            }
+            cmd
+        }
+        Target::Channel { .. } => {
+            let mut cmd = redis::cmd("PUBLISH");
+            cmd.arg(key).arg(out.body());
+            cmd
+        }
+    }
+}

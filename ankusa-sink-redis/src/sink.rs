@@ -1,0 +1,226 @@
+//! [`RedisSink`]: one shared, self-reconnecting multiplexed connection; `XADD` or
+//! `PUBLISH` per delivery.
+
+use crate::config::{RedisConfig, Target};
+use crate::error::{Op, RedisError};
+use crate::outgoing;
+use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::{
+    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait, host_port,
+};
+use redis::IntoConnectionInfo;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+/// Delivers Message v1 to Redis: `XADD` to a stream or `PUBLISH` to a channel.
+///
+/// # Behavior
+/// - One multiplexed connection ([`ConnectionManager`]) is shared by every delivery and
+///   re-established by itself after an outage; each request waits at most the configured
+///   timeout for its reply.
+/// - `Ok` only after Redis answered: the entry's id for `XADD`; for `PUBLISH`, a count of
+///   receivers above zero (zero is a failure of the `no_subscriber` class).
+/// - [`durable`](Sink::durable) is the config's `durable` in stream mode, `false` for a
+///   channel.
+/// - `Debug`, [`describe`](Sink::describe) and failures never show the URL's userinfo or
+///   the password.
+pub struct RedisSink {
+    conn: ConnectionManager,
+    layout: Layout,
+    config: RedisConfig,
+}
+
+impl fmt::Debug for RedisSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The connection's own Debug may show its connection info: left out.
+        f.debug_struct("RedisSink")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisSink {
+    /// Builds the client from a valid config; connects lazily, on the first delivery or
+    /// [`check`](Sink::check). Call it inside a Tokio runtime.
+    ///
+    /// # Errors
+    /// A URL the client cannot use, or an unreadable `tls_ca_file` ([`RedisError::Build`]).
+    pub fn new(config: RedisConfig) -> Result<Self, RedisError> {
+        let client = client(&config)?;
+        let timeout = Some(config.timeout());
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(timeout)
+            .set_response_timeout(timeout)
+            // Fail fast while the server is away: the delivery fails transient and dispatch
+            // retries; the next request reconnects.
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(200));
+        let conn = ConnectionManager::new_lazy_with_config(client, manager)
+            .map_err(|e| RedisError::Build(format!("{:?}", e.kind())))?;
+        let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
+            .with_key(config.target.key().clone());
+        Ok(RedisSink {
+            conn,
+            layout,
+            config,
+        })
+    }
+}
+
+/// The client for `config`: the URL's address and database, the configured login over
+/// the URL's, TLS roots (`tls_ca_file`, else the system's).
+fn client(config: &RedisConfig) -> Result<redis::Client, RedisError> {
+    // Never print the client's error text here: it may quote the URL.
+    let bad = |e: redis::RedisError| RedisError::Build(format!("unusable url ({:?})", e.kind()));
+    let info = config.url.as_str().into_connection_info().map_err(bad)?;
+    let mut settings = info.redis_settings().clone();
+    if let Some(password) = &config.password {
+        settings = settings.set_password(password.expose());
+        if let Some(user) = &config.username {
+            settings = settings.set_username(user);
+        }
+    }
+    let info = info.set_redis_settings(settings);
+    if config.is_tls() {
+        install_crypto_provider();
+    }
+    match &config.tls_ca_file {
+        None => redis::Client::open(info).map_err(bad),
+        Some(path) => {
+            let pem = std::fs::read(path)
+                .map_err(|e| RedisError::Build(format!("tls_ca_file {}: {e}", path.display())))?;
+            let certs = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem),
+            };
+            redis::Client::build_with_tls(info, certs).map_err(bad)
+        }
+    }
+}
+
+/// rustls needs a process-wide crypto provider when more than one is compiled in: install
+/// aws-lc-rs unless one is installed already.
+fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race to another installer is fine: one provider is installed.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    }
+}
+
+#[async_trait]
+impl Sink for RedisSink {
+    async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
+        let out = Outgoing::new(env, ctx, &self.layout)?;
+        let (size, max) = (out.body().len(), self.config.max_message_bytes.get());
+        if size > max {
+            return Err(RedisError::TooLarge { size, max }.into());
+        }
+        let cmd = outgoing::to_cmd(out, &self.config.target);
+        let mut conn = self.conn.clone();
+        match &self.config.target {
+            Target::Stream { .. } => {
+                let _id: redis::Value =
+                    cmd.query_async(&mut conn)
+                        .await
+                        .map_err(|source| RedisError::Client {
+                            op: Op::Xadd,
+                            source,
+                        })?;
+            }
+            Target::Channel {
+                channel,
+                no_subscriber,
+            } => {
+                let receivers: u64 =
+                    cmd.query_async(&mut conn)
+                        .await
+                        .map_err(|source| RedisError::Client {
+                            op: Op::Publish,
+                            source,
+                        })?;
+                if receivers == 0 {
+                    return Err(RedisError::NoSubscriber {
+                        channel: channel.render(env),
+                        class: *no_subscriber,
+                    }
+                    .into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn durable(&self) -> bool {
+        matches!(self.config.target, Target::Stream { durable: true, .. })
+    }
+
+    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
+        Some(self.config.inline_max_bytes)
+    }
+
+    fn describe(&self, subject: &Subject) -> Option<Description> {
+        let key = self.config.target.key();
+        let mut d = Description::new("redis", Payload::Message);
+        d.host = host_port(&self.config.url);
+        d.address = key.render_for(&subject.source_id, subject.tenant_id.as_deref());
+        if !key.is_static() {
+            d.computed.push(
+                match self.config.target {
+                    Target::Stream { .. } => "stream",
+                    Target::Channel { .. } => "channel",
+                }
+                .to_owned(),
+            );
+        }
+        Some(d)
+    }
+
+    /// `PING` (connects and logs in), then, for a fixed key, `TYPE` (stream mode: the key
+    /// is absent or a stream) or `PUBSUB NUMSUB` (channel mode: someone listens). Nothing
+    /// is written.
+    async fn check(&self) -> Result<Check, Failure> {
+        let failed = |source| RedisError::Client {
+            op: Op::Check,
+            source,
+        };
+        let mut conn = self.conn.clone();
+        let _: redis::Value = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(failed)?;
+        let key = self.config.target.key();
+        let Some(name) = key.is_static().then(|| key.render_for("", None)).flatten() else {
+            return Ok(Check::Passed);
+        };
+        match &self.config.target {
+            Target::Stream { .. } => {
+                let found: String = redis::cmd("TYPE")
+                    .arg(&name)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(failed)?;
+                if found != "none" && found != "stream" {
+                    return Err(RedisError::WrongType { key: name, found }.into());
+                }
+            }
+            Target::Channel { no_subscriber, .. } => {
+                let counts: Vec<(String, u64)> = redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(&name)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(failed)?;
+                if counts.iter().all(|(_, n)| *n == 0) {
+                    return Err(RedisError::NoSubscriber {
+                        channel: name,
+                        class: *no_subscriber,
+                    }
+                    .into());
+                }
+            }
+        }
+        Ok(Check::Passed)
+    }
+}

@@ -1,0 +1,342 @@
+//! The classification table of `error.rs`, row by row, provoked for real: private
+//! `redis-server` processes for authentication, ACLs, memory, loading, a busy script, a
+//! cluster node, a stopped or paused server; the shared server for a wrong type and a
+//! channel without subscribers; a scripted RESP server only for the replies a real server
+//! never gives to this sink's commands (`TRYAGAIN`, `MOVED`, a bare `ERR`).
+
+use crate::common::{Script, Scripted, Server, admin, del, entries, env, free_port, shared_url};
+use ankusa_sink_core::{Check, Class, Ctx, Failure, Secret, Sink};
+use ankusa_sink_redis::{NoSubscriber, RedisConfig, RedisSink};
+use ankusa_sink_testkit::support::unique_name;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+fn stream_sink(url: &str, stream: &str) -> RedisSink {
+    RedisSink::new(
+        RedisConfig::stream(url, stream)
+            .unwrap()
+            .with_timeout(Duration::from_secs(2)),
+    )
+    .unwrap()
+}
+
+async fn deliver(sink: &RedisSink) -> Result<(), Failure> {
+    let e = env(&ulid_like());
+    let ctx = Ctx::for_envelope(&e);
+    sink.deliver(&e, &ctx).await
+}
+
+fn ulid_like() -> String {
+    unique_name("h")
+}
+
+async fn class_of(sink: &RedisSink) -> Class {
+    deliver(sink)
+        .await
+        .expect_err("the delivery must fail")
+        .class()
+}
+
+/// Sends one command to `url`, ignoring the reply.
+async fn exec(url: &str, args: &[&str]) {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    let _: redis::Value = c.query_async(&mut admin(url).await.unwrap()).await.unwrap();
+}
+
+#[tokio::test]
+async fn over_max_message_bytes_is_permanent_and_nothing_is_sent() {
+    // The server's limit, and the sink told the same.
+    let server = Server::start(&["--proto-max-bulk-len", "1mb"]).await;
+    let stream = unique_name("too-large");
+    let cfg = RedisConfig::stream(server.url(), &stream)
+        .unwrap()
+        .with_inline_max_bytes(NonZeroUsize::new(4 << 20).unwrap())
+        .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap());
+    let sink = RedisSink::new(cfg).unwrap();
+    let big = ankusa_sink_core::Envelope::builder(unique_name("h"), "src", vec![b'x'; 1 << 20])
+        .build()
+        .unwrap();
+    let f = sink
+        .deliver(&big, &Ctx::for_envelope(&big))
+        .await
+        .unwrap_err();
+    assert_eq!(f.class(), Class::Permanent, "{f}");
+    assert!(entries(&server.url(), &stream).await.unwrap().is_empty());
+    // A small hook still goes through.
+    deliver(&sink).await.unwrap();
+}
+
+#[tokio::test]
+async fn err_reply_is_config() {
+    // What a server whose proto-max-bulk-len is below max_message_bytes answers.
+    let s = Scripted::start(Script::Refuse("ERR Protocol error: invalid bulk length"))
+        .await
+        .unwrap();
+    assert_eq!(class_of(&stream_sink(&s.url(), "k")).await, Class::Config);
+}
+
+#[tokio::test]
+async fn no_subscriber_is_config_by_default_or_transient_as_configured() {
+    let channel = unique_name("nobody");
+    let cfg = RedisConfig::channel(shared_url(), &channel).unwrap();
+    let sink = RedisSink::new(cfg.clone()).unwrap();
+    assert_eq!(class_of(&sink).await, Class::Config);
+    assert_eq!(sink.check().await.unwrap_err().class(), Class::Config);
+    assert!(!sink.durable());
+    let sink = RedisSink::new(cfg.with_no_subscriber(NoSubscriber::Transient).unwrap()).unwrap();
+    assert_eq!(class_of(&sink).await, Class::Transient);
+}
+
+#[tokio::test]
+async fn wrongtype_is_config() {
+    let key = unique_name("string-key");
+    exec(&shared_url(), &["SET", &key, "not a stream"]).await;
+    let sink = stream_sink(&shared_url(), &key);
+    assert_eq!(class_of(&sink).await, Class::Config);
+    assert_eq!(sink.check().await.unwrap_err().class(), Class::Config);
+    del(&shared_url(), &key).await.unwrap();
+}
+
+#[tokio::test]
+async fn noauth_and_wrongpass_are_config() {
+    let server = Server::start(&["--requirepass", "right-pa55"]).await;
+    // No password: NOAUTH on PUBLISH and on check's PING; an XADD (more than 10
+    // arguments) from an unauthenticated client is answered `ERR Protocol error:
+    // unauthenticated multibulk length`: config too.
+    let sink = stream_sink(&server.url(), "k");
+    assert_eq!(sink.check().await.unwrap_err().class(), Class::Config);
+    // (Redis closes the connection after that protocol error.)
+    let f = deliver(&sink).await.unwrap_err();
+    assert_eq!(f.class(), Class::Config, "{f}");
+    let channel = RedisSink::new(RedisConfig::channel(server.url(), "c").unwrap()).unwrap();
+    assert_eq!(class_of(&channel).await, Class::Config);
+    // A wrong one: WRONGPASS at login.
+    let wrong = RedisConfig::stream(server.url(), "k")
+        .unwrap()
+        .with_password(Secret::new("wrong-pa55"));
+    let sink = RedisSink::new(wrong).unwrap();
+    let f = deliver(&sink).await.unwrap_err();
+    assert_eq!(f.class(), Class::Config, "{f}");
+    assert!(!f.to_string().contains("wrong-pa55"));
+    assert_eq!(sink.check().await.unwrap_err().class(), Class::Config);
+    // The right one.
+    let ok = RedisConfig::stream(server.url(), "k")
+        .unwrap()
+        .with_password(Secret::new("right-pa55"));
+    let sink = RedisSink::new(ok).unwrap();
+    assert_eq!(sink.check().await.unwrap(), Check::Passed);
+    deliver(&sink).await.unwrap();
+}
+
+#[tokio::test]
+async fn acl_user_noperm_and_wrongpass_are_config() {
+    let server = Server::start(&[]).await;
+    exec(
+        &server.url(),
+        &[
+            "ACL",
+            "SETUSER",
+            "hooks",
+            "on",
+            ">hooks-pa55",
+            "~allowed:*",
+            "&allowed:*",
+            "+@all",
+        ],
+    )
+    .await;
+    let user = |key: &str, pass: &str| {
+        RedisConfig::stream(server.url(), key)
+            .unwrap()
+            .with_user("hooks", Secret::new(pass))
+    };
+    // Allowed key: Ok.
+    let sink = RedisSink::new(user("allowed:s", "hooks-pa55")).unwrap();
+    deliver(&sink).await.unwrap();
+    assert_eq!(sink.check().await.unwrap(), Check::Passed);
+    // Another key: NOPERM.
+    let sink = RedisSink::new(user("other:s", "hooks-pa55")).unwrap();
+    assert_eq!(class_of(&sink).await, Class::Config);
+    // Another channel: NOPERM too.
+    let cfg = RedisConfig::channel(server.url(), "other-channel")
+        .unwrap()
+        .with_user("hooks", Secret::new("hooks-pa55"));
+    assert_eq!(class_of(&RedisSink::new(cfg).unwrap()).await, Class::Config);
+    // The user's wrong password: WRONGPASS at login.
+    let sink = RedisSink::new(user("allowed:s", "not-it")).unwrap();
+    assert_eq!(class_of(&sink).await, Class::Config);
+}
+
+#[tokio::test]
+async fn oom_is_throttled() {
+    let server = Server::start(&["--maxmemory-policy", "noeviction"]).await;
+    let sink = stream_sink(&server.url(), "k");
+    deliver(&sink).await.unwrap();
+    exec(&server.url(), &["CONFIG", "SET", "maxmemory", "1"]).await;
+    assert_eq!(class_of(&sink).await, Class::Throttled);
+    exec(&server.url(), &["CONFIG", "SET", "maxmemory", "0"]).await;
+    deliver(&sink).await.unwrap();
+}
+
+#[tokio::test]
+async fn loading_is_transient() {
+    // 300 keys of 2 KB loaded at 10 ms each, events served after every key: a 3 s window
+    // in which commands are answered LOADING.
+    let server = Server::start(&[
+        "--enable-debug-command",
+        "yes",
+        "--key-load-delay",
+        "10000",
+        "--loading-process-events-interval-bytes",
+        "1024",
+    ])
+    .await;
+    exec(&server.url(), &["DEBUG", "POPULATE", "300", "key", "2048"]).await;
+    let sink = stream_sink(&server.url(), "k");
+    assert_eq!(sink.check().await.unwrap(), Check::Passed);
+    let mut info = admin(&server.url()).await.unwrap();
+    let reload = tokio::spawn({
+        let url = server.url();
+        async move {
+            let mut c = admin(&url).await.unwrap();
+            let _: Result<redis::Value, _> =
+                redis::cmd("DEBUG").arg("RELOAD").query_async(&mut c).await;
+        }
+    });
+    loop {
+        let text: String = redis::cmd("INFO")
+            .arg("persistence")
+            .query_async(&mut info)
+            .await
+            .unwrap();
+        if text.lines().any(|l| l.trim() == "loading:1") {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(class_of(&sink).await, Class::Transient);
+    reload.abort();
+}
+
+#[tokio::test]
+async fn busy_script_is_transient() {
+    let server = Server::start(&["--busy-reply-threshold", "50"]).await;
+    let sink = stream_sink(&server.url(), "k");
+    assert_eq!(sink.check().await.unwrap(), Check::Passed);
+    let mut probe = admin(&server.url()).await.unwrap();
+    let script = tokio::spawn({
+        let url = server.url();
+        async move {
+            let mut c = admin(&url).await.unwrap();
+            let _: Result<redis::Value, _> = redis::cmd("EVAL")
+                .arg("while true do end")
+                .arg(0)
+                .query_async(&mut c)
+                .await;
+        }
+    });
+    // Wait until the server answers BUSY.
+    loop {
+        let r: Result<redis::Value, redis::RedisError> =
+            redis::cmd("PING").query_async(&mut probe).await;
+        if r.as_ref().err().and_then(|e| e.code()) == Some("BUSY") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(class_of(&sink).await, Class::Transient);
+    let _: redis::Value = redis::cmd("SCRIPT")
+        .arg("KILL")
+        .query_async(&mut probe)
+        .await
+        .unwrap();
+    let _ = script.await;
+    deliver(&sink).await.unwrap();
+}
+
+#[tokio::test]
+async fn clusterdown_is_transient() {
+    let server = Server::start(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+    ])
+    .await;
+    // No slot is served: every keyed command is answered CLUSTERDOWN.
+    assert_eq!(
+        class_of(&stream_sink(&server.url(), "k")).await,
+        Class::Transient
+    );
+}
+
+#[tokio::test]
+async fn tryagain_is_transient_and_moved_is_config() {
+    let s = Scripted::start(Script::Refuse(
+        "TRYAGAIN Multiple keys request during rehashing of slot",
+    ))
+    .await
+    .unwrap();
+    assert_eq!(
+        class_of(&stream_sink(&s.url(), "k")).await,
+        Class::Transient
+    );
+    let s = Scripted::start(Script::Refuse("MOVED 3999 127.0.0.1:6381"))
+        .await
+        .unwrap();
+    assert_eq!(class_of(&stream_sink(&s.url(), "k")).await, Class::Config);
+}
+
+#[tokio::test]
+async fn connection_refused_is_transient() {
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let sink = stream_sink(&url, "k");
+    assert_eq!(class_of(&sink).await, Class::Transient);
+    assert_eq!(sink.check().await.unwrap_err().class(), Class::Transient);
+}
+
+#[tokio::test]
+async fn a_server_that_stops_answering_is_a_transient_timeout() {
+    let server = Server::start(&[]).await;
+    let sink = RedisSink::new(
+        RedisConfig::stream(server.url(), "k")
+            .unwrap()
+            .with_timeout(Duration::from_millis(300)),
+    )
+    .unwrap();
+    deliver(&sink).await.unwrap();
+    server.pause();
+    let f = deliver(&sink).await.unwrap_err();
+    server.resume();
+    assert_eq!(f.class(), Class::Transient, "{f}");
+}
+
+#[tokio::test]
+async fn a_lost_connection_is_transient_and_the_sink_reconnects() {
+    let mut server = Server::start(&[]).await;
+    let stream = unique_name("reconnect");
+    let sink = stream_sink(&server.url(), &stream);
+    deliver(&sink).await.unwrap();
+    server.stop().await;
+    assert_eq!(class_of(&sink).await, Class::Transient);
+    server.restart().await;
+    // The same sink delivers again once it has reconnected.
+    let mut delivered = false;
+    for _ in 0..100 {
+        match deliver(&sink).await {
+            Ok(()) => {
+                delivered = true;
+                break;
+            }
+            Err(f) => {
+                assert_eq!(f.class(), Class::Transient, "{f}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    assert!(delivered, "the sink never reconnected");
+    assert_eq!(entries(&server.url(), &stream).await.unwrap().len(), 1);
+}
