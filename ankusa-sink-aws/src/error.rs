@@ -357,7 +357,12 @@ mod tests {
             Class::Config
         );
         assert_eq!(
-            classify(&AwsError::entry("sqs", "SendMessageBatch", "AccessDenied", None)),
+            classify(&AwsError::entry(
+                "sqs",
+                "SendMessageBatch",
+                "AccessDenied",
+                None
+            )),
             Class::Config
         );
     }
@@ -389,7 +394,12 @@ mod tests {
 
     #[test]
     fn row_retry_after_throttles_with_the_servers_pause() {
-        for c in ["Throttling", "RequestThrottled", "KMSThrottling", "Throttled"] {
+        for c in [
+            "Throttling",
+            "RequestThrottled",
+            "KMSThrottling",
+            "Throttled",
+        ] {
             let e = refused(Some(c), Some(400), Some(7_000));
             assert_eq!(
                 classify(&e),

@@ -137,7 +137,10 @@ mod tests {
         assert_eq!(got, want);
         let body = encode(&env, &ctx, Some(DEFAULT_INLINE_MAX_BYTES)).unwrap();
         assert_eq!(e.body.as_bytes(), &body[..]);
-        let attr_bytes: usize = want.iter().map(|(k, t, v)| k.len() + t.len() + v.len()).sum();
+        let attr_bytes: usize = want
+            .iter()
+            .map(|(k, t, v)| k.len() + t.len() + v.len())
+            .sum();
         assert_eq!(e.size, body.len() + attr_bytes);
 
         // No tenant: no tenant attribute (SQS refuses empty values).

@@ -125,10 +125,7 @@ impl SqsConfig {
             None if !is_aws_host(host) => Some(origin(&url)),
             None => None,
         };
-        let region = options
-            .region
-            .clone()
-            .or_else(|| queue_host_region(host));
+        let region = options.region.clone().or_else(|| queue_host_region(host));
         Ok(SqsConfig {
             fifo: queue_name.ends_with(".fifo"),
             queue_url,
@@ -397,7 +394,9 @@ mod tests {
         }))
         .unwrap_err();
         assert!(
-            empty_secret.to_string().contains("credentials.access_key_id"),
+            empty_secret
+                .to_string()
+                .contains("credentials.access_key_id"),
             "{empty_secret}"
         );
     }

@@ -128,75 +128,52 @@ where
     }
 }
 
-/// An SQS error of `operation`.
-#[cfg(feature = "sqs")]
-pub(crate) fn sqs<E>(
-    operation: &'static str,
-    err: aws_sdk_sqs::error::SdkError<E, aws_sdk_sqs::config::http::HttpResponse>,
-) -> AwsError
-where
-    E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    aws_sdk_sqs::Error:
-        From<aws_sdk_sqs::error::SdkError<E, aws_sdk_sqs::config::http::HttpResponse>>,
-{
-    use aws_sdk_sqs::Error as M;
-    let mut e = aws_error("sqs", operation, &err, None);
-    if let AwsError::Refused { modeled, .. } = &mut e {
-        *modeled = match M::from(err) {
-            M::QueueDoesNotExist(_) => Some("QueueDoesNotExist"),
-            M::InvalidAddress(_) => Some("InvalidAddress"),
-            M::InvalidSecurity(_) => Some("InvalidSecurity"),
-            M::KmsAccessDenied(_) => Some("KmsAccessDenied"),
-            M::KmsDisabled(_) => Some("KmsDisabled"),
-            M::KmsNotFound(_) => Some("KmsNotFound"),
-            M::KmsInvalidState(_) => Some("KmsInvalidState"),
-            M::KmsInvalidKeyUsage(_) => Some("KmsInvalidKeyUsage"),
-            M::KmsOptInRequired(_) => Some("KmsOptInRequired"),
-            M::InvalidMessageContents(_) => Some("InvalidMessageContents"),
-            M::InvalidAttributeName(_) => Some("InvalidAttributeName"),
-            M::InvalidAttributeValue(_) => Some("InvalidAttributeValue"),
-            M::RequestThrottled(_) => Some("RequestThrottled"),
-            M::KmsThrottled(_) => Some("KmsThrottled"),
-            _ => None,
-        };
-    }
-    e
+/// `pub(crate) fn $name(operation, err) -> AwsError` for one service's SDK: the error with
+/// the name of its modeled error, for the modeled errors the code table knows.
+macro_rules! from_service {
+    ($(#[$doc:meta])* $feature:literal, $name:ident, $sdk:ident, [$($modeled:ident),* $(,)?]) => {
+        $(#[$doc])*
+        #[cfg(feature = $feature)]
+        pub(crate) fn $name<E>(
+            operation: &'static str,
+            err: $sdk::error::SdkError<E, $sdk::config::http::HttpResponse>,
+        ) -> AwsError
+        where
+            E: $sdk::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+            $sdk::Error: From<$sdk::error::SdkError<E, $sdk::config::http::HttpResponse>>,
+        {
+            let mut e = aws_error(stringify!($name), operation, &err, None);
+            if let AwsError::Refused { modeled, .. } = &mut e {
+                *modeled = match $sdk::Error::from(err) {
+                    $($sdk::Error::$modeled(_) => Some(stringify!($modeled)),)*
+                    _ => None,
+                };
+            }
+            e
+        }
+    };
 }
 
-/// An SNS error of `operation`.
-#[cfg(feature = "sns")]
-pub(crate) fn sns<E>(
-    operation: &'static str,
-    err: aws_sdk_sns::error::SdkError<E, aws_sdk_sns::config::http::HttpResponse>,
-) -> AwsError
-where
-    E: aws_sdk_sns::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    aws_sdk_sns::Error:
-        From<aws_sdk_sns::error::SdkError<E, aws_sdk_sns::config::http::HttpResponse>>,
-{
-    use aws_sdk_sns::Error as M;
-    let mut e = aws_error("sns", operation, &err, None);
-    if let AwsError::Refused { modeled, .. } = &mut e {
-        *modeled = match M::from(err) {
-            M::AuthorizationErrorException(_) => Some("AuthorizationErrorException"),
-            M::NotFoundException(_) => Some("NotFoundException"),
-            M::InvalidSecurityException(_) => Some("InvalidSecurityException"),
-            M::KmsAccessDeniedException(_) => Some("KmsAccessDeniedException"),
-            M::KmsDisabledException(_) => Some("KmsDisabledException"),
-            M::KmsNotFoundException(_) => Some("KmsNotFoundException"),
-            M::KmsInvalidStateException(_) => Some("KmsInvalidStateException"),
-            M::KmsOptInRequired(_) => Some("KmsOptInRequired"),
-            M::InvalidParameterException(_) => Some("InvalidParameterException"),
-            M::InvalidParameterValueException(_) => Some("InvalidParameterValueException"),
-            M::ValidationException(_) => Some("ValidationException"),
-            M::ThrottledException(_) => Some("ThrottledException"),
-            M::KmsThrottlingException(_) => Some("KmsThrottlingException"),
-            M::InternalErrorException(_) => Some("InternalErrorException"),
-            _ => None,
-        };
-    }
-    e
-}
+from_service!(
+    /// An SQS error of `operation`.
+    "sqs", sqs, aws_sdk_sqs, [
+        QueueDoesNotExist, InvalidAddress, InvalidSecurity, KmsAccessDenied, KmsDisabled,
+        KmsNotFound, KmsInvalidState, KmsInvalidKeyUsage, KmsOptInRequired,
+        InvalidMessageContents, InvalidAttributeName, InvalidAttributeValue,
+        RequestThrottled, KmsThrottled,
+    ]
+);
+
+from_service!(
+    /// An SNS error of `operation`.
+    "sns", sns, aws_sdk_sns, [
+        AuthorizationErrorException, NotFoundException, InvalidSecurityException,
+        KmsAccessDeniedException, KmsDisabledException, KmsNotFoundException,
+        KmsInvalidStateException, KmsOptInRequired, InvalidParameterException,
+        InvalidParameterValueException, ValidationException, ThrottledException,
+        KmsThrottlingException, InternalErrorException,
+    ]
+);
 
 #[cfg(test)]
 mod tests {
@@ -253,7 +230,8 @@ mod tests {
             ] {
                 assert_eq!(class(e, 400, &[]), Class::Config);
             }
-            let e = E::InvalidMessageContents(t::InvalidMessageContents::builder().meta(m()).build());
+            let e =
+                E::InvalidMessageContents(t::InvalidMessageContents::builder().meta(m()).build());
             assert_eq!(class(e, 400, &[]), Class::Permanent);
             for e in [
                 E::RequestThrottled(t::RequestThrottled::builder().meta(m()).build()),
@@ -265,8 +243,14 @@ mod tests {
 
         #[test]
         fn codes_statuses_and_pauses_come_from_the_answer() {
-            assert_eq!(class(E::generic(meta("AccessDenied")), 400, &[]), Class::Config);
-            assert_eq!(class(E::generic(meta("Throttling")), 400, &[]), Class::Throttled);
+            assert_eq!(
+                class(E::generic(meta("AccessDenied")), 400, &[]),
+                Class::Config
+            );
+            assert_eq!(
+                class(E::generic(meta("Throttling")), 400, &[]),
+                Class::Throttled
+            );
             let c = class(E::generic(meta("Throttling")), 400, &[("retry-after", "7")]);
             assert_eq!(c.retry_after_ms(), Some(7_000));
             let c = class(
@@ -357,7 +341,9 @@ mod tests {
             let text = other(SdkError::service_error(e, resp(400, &[]))).to_string();
             assert!(!text.chars().any(char::is_control), "{text:?}");
             assert!(
-                text.contains(r"Odd\u{7}Code (HTTP 400): denied\u{1b}[2J\r\nINFO fake line\u{202e}x"),
+                text.contains(
+                    r"Odd\u{7}Code (HTTP 400): denied\u{1b}[2J\r\nINFO fake line\u{202e}x"
+                ),
                 "{text}"
             );
             assert!(text.chars().count() < 2 * ankusa_sink_core::MAX_REASON_TEXT + 100);
@@ -403,9 +389,11 @@ mod tests {
             ] {
                 assert_eq!(class(e, 400), Class::Permanent);
             }
-            let e = E::KmsThrottlingException(t::KmsThrottlingException::builder().meta(m()).build());
+            let e =
+                E::KmsThrottlingException(t::KmsThrottlingException::builder().meta(m()).build());
             assert_eq!(class(e, 400), Class::Throttled);
-            let e = E::InternalErrorException(t::InternalErrorException::builder().meta(m()).build());
+            let e =
+                E::InternalErrorException(t::InternalErrorException::builder().meta(m()).build());
             assert_eq!(class(e, 500), Class::Transient);
             // SNS models no throttle on Publish but KMS's; `Throttled` arrives as a code.
             assert_eq!(class(E::generic(meta("Throttled")), 400), Class::Throttled);
