@@ -14,9 +14,9 @@ use ankusa_bench_support::indexed::{
     specs,
 };
 use ankusa_bench_support::{Mode, only_mode_arg, print_vm_hwm, write_results};
-use ankusa_sink_aws::sdk::{aws_sdk_sns, aws_sdk_sqs};
 use ankusa_sink_aws::{AwsOptions, SnsConfig, SnsSink, SqsConfig, SqsSink, StaticCredentials};
-use ankusa_sink_core::{Ctx, Envelope, Sink, message};
+use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::{Ctx, Envelope, Sink};
 use ankusa_sink_testkit::support::unique_name;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -179,11 +179,21 @@ struct Workload {
     attrs: Vec<(&'static str, String)>,
 }
 
+/// What the sinks build per delivery: the Message v1 body and the attributes, once.
+fn layout() -> Layout {
+    Layout::message(Some(DEFAULT_INLINE_MAX_BYTES), EmptyValues::Drop)
+}
+
 fn workload(body_bytes: usize) -> Workload {
     let env = envelope(body_bytes);
     let ctx = Ctx::for_envelope(&env);
-    let body = message::encode(&env, &ctx, Some(AwsOptions::default().inline_max_bytes)).unwrap();
-    let attrs = ankusa_sink_core::attributes(&env, &ctx);
+    let out = Outgoing::new(&env, &ctx, &layout()).unwrap();
+    let attrs = out
+        .attributes()
+        .iter()
+        .map(|(a, v)| (a.as_attr(), v.to_string()))
+        .collect();
+    let body = out.into_body().as_bytes().to_vec();
     Workload {
         env: Arc::new(env),
         body: Arc::new(String::from_utf8(body).unwrap()),
@@ -422,10 +432,9 @@ fn aws_specs() -> Vec<Spec> {
 fn sink_cpu_us(body_bytes: usize) -> Value {
     let w = workload(body_bytes);
     let ctx = Ctx::for_envelope(&w.env);
+    let layout = layout();
     let encode = cpu_us(body_bytes, || {
-        let body = message::encode(&w.env, &ctx, Some(AwsOptions::default().inline_max_bytes));
-        std::hint::black_box(ankusa_sink_core::attributes(&w.env, &ctx));
-        std::hint::black_box(body.unwrap());
+        std::hint::black_box(Outgoing::new(&w.env, &ctx, &layout).unwrap());
     });
     let md5 = cpu_us(body_bytes, || {
         std::hint::black_box(hex::encode(<md5::Md5 as md5::Digest>::digest(

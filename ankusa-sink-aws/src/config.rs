@@ -1,11 +1,18 @@
 //! Options of the SQS and SNS sinks. Invalid values are a [`ConfigError`] when the config is
 //! built or deserialized, never at the first delivery.
+//!
+//! [`AwsOptions`] (with [`StaticCredentials`] and [`AwsBatch`]) are what both services
+//! share; [`SqsConfig`] and [`SnsConfig`] (`destination.rs`) are the always-valid configs
+//! built from a destination and those options; `sdk.rs` turns one into the SDK's config.
 
-use ankusa_sink_core::{DEFAULT_INLINE_MAX_BYTES, REDACTED, redact_url, redact_url_keep_path};
+mod destination;
+mod sdk;
+
+pub use destination::{SnsConfig, SqsConfig};
+
+use ankusa_sink_core::Secret;
+use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use serde::Deserialize;
-use serde::de::IgnoredAny;
-use std::collections::BTreeMap;
-use std::fmt;
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::time::Duration;
 
@@ -15,12 +22,12 @@ pub const SQS_MAX_MESSAGE_BYTES: usize = 1_048_576;
 pub const SQS_MAX_BATCH_BYTES: usize = 1_048_576;
 /// SNS: the default largest message and `PublishBatch` request (256 KiB). A topic whose
 /// `MaximumMessageSize` is raised (up to 1 MiB) takes more: set
-/// [`AwsOptions::max_message_bytes`].
+/// [`AwsOptions::with_max_message_bytes`].
 pub const SNS_MAX_MESSAGE_BYTES: usize = 262_144;
 /// The most any AWS message may be (1 MiB).
 pub const AWS_MAX_MESSAGE_BYTES: usize = 1_048_576;
 
-/// An invalid option.
+/// An invalid option. Names the option, never a credential.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -71,22 +78,20 @@ pub enum ConfigError {
     NoRegion,
 }
 
-/// Static credentials. `Debug` shows none of them.
-#[derive(Clone, Deserialize, PartialEq, Eq)]
+/// Static credentials. Every part is a [`Secret`]: `Debug` shows none of them.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct StaticCredentials {
-    /// The access key id.
-    pub access_key_id: String,
-    /// The secret access key.
-    pub secret_access_key: String,
-    /// The session token of temporary credentials.
+    pub(crate) access_key_id: Secret,
+    pub(crate) secret_access_key: Secret,
     #[serde(default)]
-    pub session_token: Option<String>,
+    pub(crate) session_token: Option<Secret>,
 }
 
 impl StaticCredentials {
-    /// Long-term credentials.
-    pub fn new(access_key_id: impl Into<String>, secret_access_key: impl Into<String>) -> Self {
+    /// Long-term credentials (checked when a config is built: neither may be empty).
+    pub fn new(access_key_id: impl Into<Secret>, secret_access_key: impl Into<Secret>) -> Self {
         StaticCredentials {
             access_key_id: access_key_id.into(),
             secret_access_key: secret_access_key.into(),
@@ -94,44 +99,42 @@ impl StaticCredentials {
         }
     }
     /// Add a session token (temporary credentials).
-    pub fn with_session_token(mut self, token: impl Into<String>) -> Self {
+    pub fn with_session_token(mut self, token: impl Into<Secret>) -> Self {
         self.session_token = Some(token.into());
         self
     }
-}
 
-impl fmt::Debug for StaticCredentials {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StaticCredentials")
-            .field("access_key_id", &REDACTED)
-            .field("secret_access_key", &REDACTED)
-            .field(
-                "session_token",
-                &self.session_token.as_ref().map(|_| REDACTED),
-            )
-            .finish()
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.access_key_id.is_empty() {
+            return Err(ConfigError::Empty("credentials.access_key_id"));
+        }
+        if self.secret_access_key.is_empty() {
+            return Err(ConfigError::Empty("credentials.secret_access_key"));
+        }
+        Ok(())
     }
 }
 
-/// Batching limits (used when [`AwsOptions::batching`] is on and a delivery's `ctx.batch`
-/// is set). Entries per request (10) and bytes per request (the service's) are fixed.
+/// Batching limits of the AWS sinks (used when [`AwsOptions::with_batching`] is on and a
+/// delivery's `ctx.batch` is set): the `batch` table of a sink file. Entries per request
+/// (10) and bytes per request (the service's) are fixed.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
-pub struct BatchOptions {
-    /// The longest a message waits for companions, ms. Default 10.
-    pub linger_ms: u64,
+pub struct AwsBatch {
+    /// `linger_ms`: the longest a message waits for companions. Default 10.
+    pub(crate) linger_ms: u64,
     /// Messages waiting in the batcher, all tenants. Default 10,000.
-    pub max_queued: NonZeroUsize,
+    pub(crate) max_queued: NonZeroUsize,
     /// Messages of one tenant waiting in the batcher. Default 2,500.
-    pub max_queued_per_tenant: NonZeroUsize,
+    pub(crate) max_queued_per_tenant: NonZeroUsize,
     /// Batch requests in flight at once (requests, not messages). Default 16.
-    pub max_requests: NonZeroUsize,
+    pub(crate) max_requests: NonZeroUsize,
 }
 
-impl Default for BatchOptions {
+impl Default for AwsBatch {
     fn default() -> Self {
-        BatchOptions {
+        AwsBatch {
             linger_ms: 10,
             max_queued: NonZeroUsize::new(10_000).expect("non-zero"),
             max_queued_per_tenant: NonZeroUsize::new(2_500).expect("non-zero"),
@@ -140,61 +143,61 @@ impl Default for BatchOptions {
     }
 }
 
-impl BatchOptions {
-    /// [`linger_ms`](Self::linger_ms) as a duration.
+impl AwsBatch {
+    /// The longest a message waits for companions (`linger_ms`).
     pub fn linger(&self) -> Duration {
         Duration::from_millis(self.linger_ms)
     }
-    /// Set the linger.
+    /// Set the linger (whole ms).
     pub fn with_linger(mut self, linger: Duration) -> Self {
         self.linger_ms = u64::try_from(linger.as_millis()).unwrap_or(u64::MAX);
         self
     }
-    /// Set the queue cap.
+    /// Set the queue cap (`max_queued`).
     pub fn with_max_queued(mut self, n: NonZeroUsize) -> Self {
         self.max_queued = n;
         self
     }
-    /// Set one tenant's share of the queue.
+    /// Set one tenant's share of the queue (`max_queued_per_tenant`).
     pub fn with_max_queued_per_tenant(mut self, n: NonZeroUsize) -> Self {
         self.max_queued_per_tenant = n;
         self
     }
-    /// Set the requests in flight.
+    /// Set the requests in flight (`max_requests`).
     pub fn with_max_requests(mut self, n: NonZeroUsize) -> Self {
         self.max_requests = n;
         self
     }
 }
 
-/// What SQS and SNS sinks share.
+/// What SQS and SNS sinks share; checked when an [`SqsConfig`] or [`SnsConfig`] is built.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct AwsOptions {
     /// The region. Default: from the queue URL or topic ARN, else the standard chain
     /// (`AWS_REGION`, profile).
-    pub region: Option<String>,
+    pub(crate) region: Option<String>,
     /// Endpoint override (an emulator, a VPC endpoint). SQS default: the queue URL's
     /// origin when it is not an `amazonaws.com` host, else the SDK's endpoint.
-    pub endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
     /// Static credentials. Default: the standard chain (environment, profile, web
     /// identity, ECS, IMDS).
-    pub credentials: Option<StaticCredentials>,
+    pub(crate) credentials: Option<StaticCredentials>,
     /// Message group id. Default on FIFO destinations: `<tenant>/<source>` (`/<source>`
     /// with no tenant); none on standard ones.
-    pub message_group_id: Option<String>,
+    pub(crate) message_group_id: Option<String>,
     /// Bodies up to this size travel inline; larger ones by claim. Default 64 KiB.
-    pub inline_max_bytes: NonZeroUsize,
+    pub(crate) inline_max_bytes: NonZeroUsize,
     /// The largest message, body plus attributes, checked before sending. Default: the
     /// service's limit (SQS 1 MiB, SNS 256 KiB).
-    pub max_message_bytes: Option<NonZeroUsize>,
+    pub(crate) max_message_bytes: Option<NonZeroUsize>,
     /// Connect timeout, and the bound on one call. Default 5,000 ms.
-    pub timeout_ms: NonZeroU64,
+    pub(crate) timeout_ms: NonZeroU64,
     /// Whether the sink batches deliveries whose `ctx.batch` is set. Default true.
-    pub batching: bool,
+    pub(crate) batching: bool,
     /// Batching limits.
-    pub batch: BatchOptions,
+    pub(crate) batch: AwsBatch,
 }
 
 impl Default for AwsOptions {
@@ -208,7 +211,7 @@ impl Default for AwsOptions {
             max_message_bytes: None,
             timeout_ms: NonZeroU64::new(5_000).expect("non-zero"),
             batching: true,
-            batch: BatchOptions::default(),
+            batch: AwsBatch::default(),
         }
     }
 }
@@ -244,7 +247,7 @@ impl AwsOptions {
         self.max_message_bytes = Some(n);
         self
     }
-    /// Set the timeout (rounded down to ms, at least 1 ms).
+    /// Set the timeout (rounded down to whole ms, at least 1 ms).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout_ms = ankusa_sink_core::timeout_ms(timeout);
         self
@@ -255,13 +258,25 @@ impl AwsOptions {
         self
     }
     /// Set the batching limits.
-    pub fn with_batch(mut self, batch: BatchOptions) -> Self {
+    pub fn with_batch(mut self, batch: AwsBatch) -> Self {
         self.batch = batch;
         self
     }
     /// The timeout as a duration.
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms.get())
+    }
+    /// The inline threshold.
+    pub fn inline_max_bytes(&self) -> NonZeroUsize {
+        self.inline_max_bytes
+    }
+    /// Whether batching is on.
+    pub fn batching(&self) -> bool {
+        self.batching
+    }
+    /// The batching limits.
+    pub fn batch(&self) -> &AwsBatch {
+        &self.batch
     }
 
     /// Check the shared options against the service's message limit; answers the
@@ -273,15 +288,10 @@ impl AwsOptions {
             return Err(ConfigError::Empty("region"));
         }
         if let Some(e) = &self.endpoint {
-            check_url("endpoint", e)?;
+            destination::check_url("endpoint", e)?;
         }
         if let Some(c) = &self.credentials {
-            if c.access_key_id.is_empty() {
-                return Err(ConfigError::Empty("credentials.access_key_id"));
-            }
-            if c.secret_access_key.is_empty() {
-                return Err(ConfigError::Empty("credentials.secret_access_key"));
-            }
+            c.validate()?;
         }
         if let Some(g) = &self.message_group_id {
             if g.is_empty() {
@@ -320,306 +330,6 @@ impl AwsOptions {
     }
 }
 
-fn refuse_unknown(unknown: &BTreeMap<String, IgnoredAny>) -> Result<(), ConfigError> {
-    match unknown.keys().next() {
-        Some(k) => Err(ConfigError::UnknownOption(k.clone())),
-        None => Ok(()),
-    }
-}
-
-/// An absolute http(s) URL with a host and no userinfo, query or fragment.
-fn check_url(field: &'static str, raw: &str) -> Result<url::Url, ConfigError> {
-    // A queue URL's path (account id, queue name) is no secret and names the queue; an
-    // endpoint's path has no use on AWS, so it is hidden like any other URL's.
-    let shown = if field == "queue_url" {
-        redact_url_keep_path(raw)
-    } else {
-        redact_url(raw)
-    };
-    let bad = |why| ConfigError::Url {
-        field,
-        why,
-        url: shown.clone(),
-    };
-    if raw.is_empty() {
-        return Err(ConfigError::Empty(field));
-    }
-    let url = url::Url::parse(raw).map_err(|_| bad("not an absolute URL"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(bad("scheme is not http or https"));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(bad("no host"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(bad("userinfo is not allowed: use credentials"));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(bad("query and fragment are not allowed"));
-    }
-    Ok(url)
-}
-
-fn is_aws_host(host: &str) -> bool {
-    host.ends_with(".amazonaws.com") || host.ends_with(".amazonaws.com.cn")
-}
-
-fn origin(url: &url::Url) -> String {
-    let mut o = format!("{}://{}", url.scheme(), url.host_str().unwrap_or_default());
-    if let Some(p) = url.port() {
-        o.push_str(&format!(":{p}"));
-    }
-    o
-}
-
-/// The SQS sink's options.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "SqsRepr")]
-pub struct SqsConfig {
-    queue_url: String,
-    queue_name: String,
-    fifo: bool,
-    endpoint: Option<String>,
-    region: Option<String>,
-    max_message_bytes: usize,
-    options: AwsOptions,
-}
-
-#[derive(Deserialize)]
-struct SqsRepr {
-    queue_url: String,
-    #[serde(flatten)]
-    options: AwsOptions,
-    /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
-    #[serde(flatten)]
-    unknown: BTreeMap<String, IgnoredAny>,
-}
-
-impl TryFrom<SqsRepr> for SqsConfig {
-    type Error = ConfigError;
-    fn try_from(r: SqsRepr) -> Result<Self, ConfigError> {
-        refuse_unknown(&r.unknown)?;
-        SqsConfig::new(r.queue_url, r.options)
-    }
-}
-
-impl SqsConfig {
-    /// Options for the queue at `queue_url` (a URL ending in `.fifo` is a FIFO queue).
-    pub fn new(queue_url: impl Into<String>, options: AwsOptions) -> Result<Self, ConfigError> {
-        let queue_url = queue_url.into();
-        let url = check_url("queue_url", &queue_url)?;
-        let queue_name = url
-            .path_segments()
-            .and_then(|mut s| s.rfind(|s| !s.is_empty()))
-            .ok_or_else(|| ConfigError::Url {
-                field: "queue_url",
-                why: "no queue name in the path",
-                url: redact_url_keep_path(&queue_url),
-            })?
-            .to_owned();
-        let max_message_bytes = options.validate(SQS_MAX_MESSAGE_BYTES)?;
-        let host = url.host_str().unwrap_or_default();
-        let endpoint = match &options.endpoint {
-            Some(e) => Some(e.trim_end_matches('/').to_owned()),
-            None if !is_aws_host(host) => Some(origin(&url)),
-            None => None,
-        };
-        // sqs.<region>.amazonaws.com or <region>.queue.amazonaws.com
-        let region = options.region.clone().or_else(|| {
-            let labels: Vec<&str> = host.split('.').collect();
-            match labels.as_slice() {
-                ["sqs", region, "amazonaws", ..] => Some((*region).to_owned()),
-                [region, "queue", "amazonaws", ..] => Some((*region).to_owned()),
-                _ => None,
-            }
-        });
-        Ok(SqsConfig {
-            fifo: queue_name.ends_with(".fifo"),
-            queue_url,
-            queue_name,
-            endpoint,
-            region,
-            max_message_bytes,
-            options,
-        })
-    }
-
-    /// The queue URL.
-    pub fn queue_url(&self) -> &str {
-        &self.queue_url
-    }
-    /// The queue name (the URL's last path segment).
-    pub fn queue_name(&self) -> &str {
-        &self.queue_name
-    }
-    /// Whether the queue is FIFO.
-    pub fn fifo(&self) -> bool {
-        self.fifo
-    }
-    /// The endpoint the client uses, when not the SDK's own.
-    pub fn endpoint(&self) -> Option<&str> {
-        self.endpoint.as_deref()
-    }
-    /// The resolved message size limit.
-    pub fn max_message_bytes(&self) -> usize {
-        self.max_message_bytes
-    }
-    /// The shared options.
-    pub fn options(&self) -> &AwsOptions {
-        &self.options
-    }
-
-    /// The SDK configuration this sink's client uses: region, endpoint, credentials,
-    /// timeouts, and no SDK retries (dispatch retries, by class). Build your own client
-    /// from it (e.g. to add interceptors) and pass it to `SqsSink::from_client`.
-    pub async fn sdk_config(&self) -> Result<aws_config::SdkConfig, ConfigError> {
-        load_sdk_config(
-            &self.options,
-            self.region.as_deref(),
-            self.endpoint.as_deref(),
-        )
-        .await
-    }
-}
-
-/// The SNS sink's options.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "SnsRepr")]
-pub struct SnsConfig {
-    topic_arn: String,
-    topic_name: String,
-    region: String,
-    fifo: bool,
-    max_message_bytes: usize,
-    options: AwsOptions,
-}
-
-#[derive(Deserialize)]
-struct SnsRepr {
-    topic_arn: String,
-    #[serde(flatten)]
-    options: AwsOptions,
-    /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
-    #[serde(flatten)]
-    unknown: BTreeMap<String, IgnoredAny>,
-}
-
-impl TryFrom<SnsRepr> for SnsConfig {
-    type Error = ConfigError;
-    fn try_from(r: SnsRepr) -> Result<Self, ConfigError> {
-        refuse_unknown(&r.unknown)?;
-        SnsConfig::new(r.topic_arn, r.options)
-    }
-}
-
-impl SnsConfig {
-    /// Options for the topic `topic_arn` (a name ending in `.fifo` is a FIFO topic).
-    pub fn new(topic_arn: impl Into<String>, options: AwsOptions) -> Result<Self, ConfigError> {
-        let topic_arn = topic_arn.into();
-        if topic_arn.is_empty() {
-            return Err(ConfigError::Empty("topic_arn"));
-        }
-        let parts: Vec<&str> = topic_arn.split(':').collect();
-        let (region, topic_name) = match parts.as_slice() {
-            ["arn", partition, "sns", region, account, name]
-                if !partition.is_empty()
-                    && !region.is_empty()
-                    && !account.is_empty()
-                    && !name.is_empty() =>
-            {
-                ((*region).to_owned(), (*name).to_owned())
-            }
-            _ => return Err(ConfigError::TopicArn(topic_arn)),
-        };
-        let max_message_bytes = options.validate(SNS_MAX_MESSAGE_BYTES)?;
-        Ok(SnsConfig {
-            fifo: topic_name.ends_with(".fifo"),
-            region: options.region.clone().unwrap_or(region),
-            topic_arn,
-            topic_name,
-            max_message_bytes,
-            options,
-        })
-    }
-
-    /// The topic ARN.
-    pub fn topic_arn(&self) -> &str {
-        &self.topic_arn
-    }
-    /// The topic name (the ARN's last part).
-    pub fn topic_name(&self) -> &str {
-        &self.topic_name
-    }
-    /// Whether the topic is FIFO.
-    pub fn fifo(&self) -> bool {
-        self.fifo
-    }
-    /// The resolved region.
-    pub fn region(&self) -> &str {
-        &self.region
-    }
-    /// The resolved message size limit (also the batch request's limit).
-    pub fn max_message_bytes(&self) -> usize {
-        self.max_message_bytes
-    }
-    /// The shared options.
-    pub fn options(&self) -> &AwsOptions {
-        &self.options
-    }
-
-    /// The SDK configuration this sink's client uses (see [`SqsConfig::sdk_config`]).
-    pub async fn sdk_config(&self) -> Result<aws_config::SdkConfig, ConfigError> {
-        let endpoint = self
-            .options
-            .endpoint
-            .as_deref()
-            .map(|e| e.trim_end_matches('/'));
-        load_sdk_config(&self.options, Some(&self.region), endpoint).await
-    }
-}
-
-async fn load_sdk_config(
-    options: &AwsOptions,
-    region: Option<&str>,
-    endpoint: Option<&str>,
-) -> Result<aws_config::SdkConfig, ConfigError> {
-    use aws_config::stalled_stream_protection::StalledStreamProtectionConfig;
-    use aws_config::{BehaviorVersion, Region, retry::RetryConfig, timeout::TimeoutConfig};
-    let timeout = options.timeout();
-    // One attempt per delivery (dispatch retries by class), bounded by `timeout_ms` alone:
-    // messages are small, so stalled-stream detection would only add a second, shorter
-    // clock that fires while a busy server is still reading.
-    let mut loader = aws_config::defaults(BehaviorVersion::latest())
-        .retry_config(RetryConfig::disabled())
-        .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(timeout)
-                .operation_timeout(timeout)
-                .build(),
-        );
-    if let Some(r) = region {
-        loader = loader.region(Region::new(r.to_owned()));
-    }
-    if let Some(e) = endpoint {
-        loader = loader.endpoint_url(e);
-    }
-    if let Some(c) = &options.credentials {
-        loader = loader.credentials_provider(aws_credential_types::Credentials::new(
-            c.access_key_id.clone(),
-            c.secret_access_key.clone(),
-            c.session_token.clone(),
-            None,
-            "ankusa-static",
-        ));
-    }
-    let sdk = loader.load().await;
-    if sdk.region().is_none() {
-        return Err(ConfigError::NoRegion);
-    }
-    Ok(sdk)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -629,114 +339,54 @@ mod tests {
     }
 
     #[test]
-    fn url_errors_keep_a_queue_path_but_hide_an_endpoint_path() {
-        let e = check_url("endpoint", "ftp://proxy.example/t0ken-in-path").unwrap_err();
-        assert!(!e.to_string().contains("t0ken"), "{e}");
-        let e = check_url("queue_url", "ftp://sqs.example/123456789012/hooks").unwrap_err();
-        assert!(e.to_string().contains("/123456789012/hooks"), "{e}");
-    }
-
-    #[test]
-    fn queue_url_gives_name_fifo_endpoint_and_region() {
-        let c = SqsConfig::new("http://127.0.0.1:4566/123456789012/jobs.fifo/", opts()).unwrap();
-        assert_eq!(c.queue_name(), "jobs.fifo");
-        assert!(c.fifo());
-        assert_eq!(c.endpoint(), Some("http://127.0.0.1:4566"));
-        assert_eq!(c.max_message_bytes(), SQS_MAX_MESSAGE_BYTES);
-
-        let aws = SqsConfig::new(
-            "https://sqs.eu-west-1.amazonaws.com/1/q",
-            AwsOptions::default(),
-        )
-        .unwrap();
-        assert_eq!(aws.endpoint(), None, "the SDK resolves AWS endpoints");
-        assert_eq!(aws.region.as_deref(), Some("eu-west-1"));
-        assert!(!aws.fifo());
-    }
-
-    #[test]
-    fn bad_urls_and_values_are_clear_errors() {
-        for (url, why) in [
-            ("", "empty"),
-            ("not a url", "not an absolute URL"),
-            ("ftp://h/1/q", "scheme"),
-            ("http://user:pw@h/1/q", "userinfo"),
-            ("http://h/1/q?x=1", "query"),
-            ("http://h/", "no queue name"),
-        ] {
-            let err = SqsConfig::new(url, opts()).unwrap_err().to_string();
-            assert!(err.contains(why), "{url}: {err}");
-            assert!(!err.contains("pw"), "{err}");
-        }
-        let err = SqsConfig::new(
-            "http://h/1/q",
-            opts().with_inline_max_bytes(NonZeroUsize::new(1_000_000).unwrap()),
-        )
-        .unwrap_err();
+    fn shared_options_are_checked_against_the_service_limit() {
+        let err = opts()
+            .with_inline_max_bytes(NonZeroUsize::new(1_000_000).unwrap())
+            .validate(SQS_MAX_MESSAGE_BYTES)
+            .unwrap_err();
         assert!(matches!(err, ConfigError::InlineOverLimit { .. }), "{err}");
-        let err = SqsConfig::new(
-            "http://h/1/q",
-            opts().with_max_message_bytes(NonZeroUsize::new(2 << 20).unwrap()),
-        )
-        .unwrap_err();
+        let err = opts()
+            .with_max_message_bytes(NonZeroUsize::new(2 << 20).unwrap())
+            .validate(SQS_MAX_MESSAGE_BYTES)
+            .unwrap_err();
         assert!(err.to_string().contains("max_message_bytes"), "{err}");
-        let err = SqsConfig::new("http://h/1/q", opts().with_message_group_id("")).unwrap_err();
+        let err = opts()
+            .with_message_group_id("")
+            .validate(SQS_MAX_MESSAGE_BYTES)
+            .unwrap_err();
         assert_eq!(err, ConfigError::Empty("message_group_id"));
-        let err = SqsConfig::new(
-            "http://h/1/q",
-            opts().with_credentials(StaticCredentials::new("AKIA", "")),
-        )
-        .unwrap_err();
+        let err = opts()
+            .with_credentials(StaticCredentials::new("AKIA", ""))
+            .validate(SQS_MAX_MESSAGE_BYTES)
+            .unwrap_err();
         assert_eq!(err, ConfigError::Empty("credentials.secret_access_key"));
-    }
-
-    #[test]
-    fn topic_arn_gives_name_region_and_fifo() {
-        let c = SnsConfig::new(
-            "arn:aws:sns:us-west-2:123456789012:events.fifo",
-            AwsOptions::default(),
-        )
-        .unwrap();
-        assert_eq!(c.topic_name(), "events.fifo");
-        assert_eq!(c.region(), "us-west-2");
-        assert!(c.fifo());
-        assert_eq!(c.max_message_bytes(), SNS_MAX_MESSAGE_BYTES);
-        for bad in [
-            "",
-            "arn:aws:sqs:r:1:n",
-            "arn:aws:sns:r:1",
-            "arn:aws:sns::1:n",
-        ] {
-            assert!(SnsConfig::new(bad, opts()).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn deserializes_flat_and_refuses_unknown_or_invalid_keys() {
-        let c: SqsConfig = serde_json::from_value(serde_json::json!({
-            "queue_url": "http://127.0.0.1:4566/1/q",
-            "region": "us-east-1",
-            "timeout_ms": 250,
-            "batch": {"linger_ms": 5},
-            "credentials": {"access_key_id": "AKIAX", "secret_access_key": "s3cr3t-value"}
-        }))
-        .unwrap();
-        assert_eq!(c.options().timeout(), Duration::from_millis(250));
-        assert_eq!(c.options().batch.linger_ms, 5);
-        let dbg = format!("{c:?}");
-        assert!(
-            !dbg.contains("s3cr3t-value") && !dbg.contains("AKIAX"),
-            "{dbg}"
+        assert_eq!(
+            opts().validate(SNS_MAX_MESSAGE_BYTES),
+            Ok(SNS_MAX_MESSAGE_BYTES)
         );
+    }
 
-        let typo = serde_json::from_value::<SqsConfig>(serde_json::json!({
-            "queue_url": "http://127.0.0.1:4566/1/q", "regoin": "x"
-        }));
-        assert!(typo.is_err());
-        let invalid = serde_json::from_value::<SnsConfig>(serde_json::json!({
-            "topic_arn": "nope"
+    #[test]
+    fn credentials_are_secrets_and_batch_keys_keep_their_names() {
+        let o: AwsOptions = serde_json::from_value(serde_json::json!({
+            "timeout_ms": 250,
+            "batch": {"linger_ms": 5, "max_requests": 2},
+            "credentials": {"access_key_id": "AKIAX", "secret_access_key": "s3cr3t-value",
+                            "session_token": "t0ken"}
         }))
-        .unwrap_err();
-        assert!(invalid.to_string().contains("ARN"), "{invalid}");
+        .unwrap();
+        assert_eq!(o.timeout(), Duration::from_millis(250));
+        assert_eq!(o.batch().linger(), Duration::from_millis(5));
+        assert_eq!(o.batch().max_requests.get(), 2);
+        let dbg = format!("{o:?}");
+        for secret in ["s3cr3t-value", "AKIAX", "t0ken"] {
+            assert!(!dbg.contains(secret), "{dbg}");
+        }
+        let c = o.credentials.unwrap();
+        assert_eq!(c.secret_access_key.expose(), "s3cr3t-value");
+        assert!(
+            serde_json::from_value::<AwsBatch>(serde_json::json!({"delay_ms": 5})).is_err(),
+            "unknown batch keys are refused"
+        );
     }
 }

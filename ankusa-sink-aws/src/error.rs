@@ -1,164 +1,215 @@
-//! Classification: every AWS answer becomes one of the four failure classes.
+//! [`AwsError`]: why a delivery to SQS or SNS failed, and [`classify`], the one pure
+//! function from it to a [`Class`].
 //!
-//! One function per service ([`classify_sqs`], [`classify_sns`]) reads the SDK's typed error
-//! first, then the error code (`ProvideErrorMetadata::code()`), then the raw HTTP status.
-//! Both end in the one shared code table, [`class_of_code`]. Nothing is decided on error
-//! text.
+//! `from_sdk.rs` turns the SDK's errors into an [`AwsError`] (the modeled error's name, the
+//! error code, the HTTP status, the server's requested pause), in words, never by the SDK's
+//! `Debug`. Nothing is decided on error text.
+//!
+//! | Error | Class |
+//! | --- | --- |
+//! | AccessDenied, KmsAccessDenied, KmsDisabled, KmsNotFound (and the other KMS key errors), InvalidClientTokenId, SignatureDoesNotMatch, UnrecognizedClientException, QueueDoesNotExist / AWS.SimpleQueueService.NonExistentQueue, InvalidAddress, InvalidSecurity, SNS AuthorizationError, NotFound, **any 403 without a known code** (moto's XML IAM answers) | `Config` |
+//! | InvalidMessageContents, InvalidParameterValue(s), MessageTooLong, SNS InvalidParameter, InvalidAttributeName/Value, over `max_message_bytes` (not sent) | `Permanent` |
+//! | Throttling, ThrottlingException, RequestThrottled, KmsThrottled, SNS Throttled, KMSThrottling, a bare 429, with `x-amz-retry-after` (ms) or `Retry-After` (s) | `RetryAfter(ms)` |
+//! | the same throttles without a stated pause | `Throttled` |
+//! | 5xx, InternalError, InternalFailure, ServiceUnavailable, ExpiredToken (credentials being refreshed), timeouts, connection errors, unknown codes, an MD5 mismatch, no message id | `Transient` |
 
-use ankusa_sink_core::Failure;
-use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
-use aws_smithy_runtime_api::client::result::SdkError;
+mod from_sdk;
+
+#[cfg(feature = "sns")]
+pub(crate) use from_sdk::sns;
+#[cfg(feature = "sqs")]
+pub(crate) use from_sdk::sqs;
+
+use ankusa_sink_core::{Class, Failure, printable};
 use std::fmt;
+use std::num::NonZeroU64;
 
-/// What a failure's class will be, before the attempt number is known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// The operator's to fix: credentials, permissions, a missing queue or topic.
-    Config,
-    /// The message will never be taken.
-    Permanent,
-    /// A throttle: the server's delay in ms when it sent one.
-    Throttle(Option<u64>),
-    /// Anything else.
-    Transient,
-}
-
-pub use ankusa_sink_core::MAX_REASON_TEXT;
-pub(crate) use ankusa_sink_core::printable;
-
-/// Each error of a source chain by its `Display` (never `Debug`), joined with `": "`,
-/// skipping text the chain already ends with; escaped and bounded.
-fn chain_text(mut next: Option<&(dyn std::error::Error + 'static)>) -> String {
-    let mut out = String::new();
-    while let Some(e) = next {
-        let text = e.to_string();
-        if !out.ends_with(&text) {
-            if !out.is_empty() {
-                out.push_str(": ");
-            }
-            out.push_str(&text);
-        }
-        next = e.source();
-    }
-    printable(&out)
-}
-
-/// A request that got no response, in words: the socket failure by its IO kind when the
-/// connector's error chain holds one (`connection refused`), else the connector's kind
-/// and the innermost error's text (a DNS or TLS failure says more than its kind).
-fn dispatch_text(
-    connector: Option<&aws_smithy_runtime_api::client::result::ConnectorError>,
-) -> String {
-    use std::io::ErrorKind as K;
-    let Some(c) = connector else {
-        return "dispatch failure".to_owned();
-    };
-    let mut io = None;
-    let mut innermost: &(dyn std::error::Error + 'static) = c;
-    let mut next = std::error::Error::source(c);
-    while let Some(e) = next {
-        if io.is_none() {
-            io = e.downcast_ref::<std::io::Error>().map(std::io::Error::kind);
-        }
-        innermost = e;
-        next = e.source();
-    }
-    match io {
-        Some(
-            k @ (K::ConnectionRefused
-            | K::ConnectionReset
-            | K::ConnectionAborted
-            | K::NotConnected
-            | K::BrokenPipe
-            | K::TimedOut
-            | K::UnexpectedEof),
-        ) => k.to_string(),
-        _ if c.is_timeout() => "connection timed out".to_owned(),
-        _ => {
-            let kind = if c.is_io() {
-                "io"
-            } else if c.is_user() {
-                "user"
-            } else {
-                "other"
-            };
-            format!(
-                "dispatch failure ({kind}): {}",
-                printable(&innermost.to_string())
-            )
-        }
-    }
-}
-
-/// Why an AWS call failed: the service's answer, a timeout or a connection error.
+/// Why a call to SQS or SNS failed, or why its answer did not confirm the message.
 ///
-/// The failure reason of every AWS error; never holds a credential (AWS error messages
-/// name key ids at most, and request signatures are not kept). The server's message is
-/// kept escaped and bounded ([`MAX_REASON_TEXT`]); errors of the SDK are described in
-/// words, never by their `Debug` form.
+/// Text never holds a credential (AWS error messages name key ids at most, and request
+/// signatures are not kept). Text the server chose (code, message, a returned MD5) is
+/// escaped and bounded with `ankusa_sink_core::printable`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AwsError {
-    /// `sqs` or `sns`.
-    pub service: &'static str,
-    /// The operation: `SendMessage`, `PublishBatch`, `GetQueueAttributes`, ...
-    pub operation: &'static str,
-    /// The AWS error code, when the service sent one it could be parsed from.
-    pub code: Option<String>,
-    /// The HTTP status, when a response arrived.
-    pub status: Option<u16>,
-    /// The service's message, or what went wrong on the way.
-    pub message: Option<String>,
+#[non_exhaustive]
+pub enum AwsError {
+    /// The service answered the call (or one entry of a batch) with an error.
+    Refused {
+        /// `sqs` or `sns`.
+        service: &'static str,
+        /// The operation: `SendMessage`, `PublishBatch`, `GetQueueAttributes`, ...
+        operation: &'static str,
+        /// The name of the SDK's modeled error, when the SDK recognized one
+        /// (`QueueDoesNotExist`, `InvalidParameterValueException`, ...).
+        modeled: Option<&'static str>,
+        /// The AWS error code, when one could be parsed from the answer.
+        code: Option<String>,
+        /// The HTTP status (`None` for a failed batch entry).
+        status: Option<u16>,
+        /// The pause the server asked for, in ms (`x-amz-retry-after`, or `Retry-After` in
+        /// seconds).
+        retry_after_ms: Option<u64>,
+        /// The service's message, or what was wrong with the answer.
+        message: Option<String>,
+    },
+    /// The call got no answer: a timeout, a connection failure, a request that could not
+    /// be built.
+    NoResponse {
+        /// `sqs` or `sns`.
+        service: &'static str,
+        /// The operation.
+        operation: &'static str,
+        /// What happened, in words.
+        what: String,
+    },
+    /// Body plus attributes are over `max_message_bytes`; nothing was sent.
+    MessageTooLarge {
+        /// The message's size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The service's MD5 of the body is not the body's: it got something else.
+    Md5Mismatch {
+        /// `sqs`.
+        service: &'static str,
+        /// The MD5 of what was sent.
+        expected: String,
+        /// The MD5 the service computed.
+        got: String,
+    },
+    /// The service answered without a message id (or MD5): not confirmed.
+    Unconfirmed {
+        /// `sqs` or `sns`.
+        service: &'static str,
+        /// The operation.
+        operation: &'static str,
+    },
+    /// A batch answer named neither success nor failure for this entry.
+    NoEntryResult {
+        /// `sqs` or `sns`.
+        service: &'static str,
+        /// The operation.
+        operation: &'static str,
+    },
+}
+
+impl AwsError {
+    /// A failed batch entry: the code and message the service reported for it.
+    pub(crate) fn entry(
+        service: &'static str,
+        operation: &'static str,
+        code: &str,
+        message: Option<&str>,
+    ) -> Self {
+        AwsError::Refused {
+            service,
+            operation,
+            modeled: None,
+            code: Some(code.to_owned()),
+            status: None,
+            retry_after_ms: None,
+            message: message.map(printable),
+        }
+    }
 }
 
 impl fmt::Display for AwsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.service, self.operation)?;
-        // The code is the server's text too: printed escaped, like the message.
-        match (self.code.as_deref().map(printable), self.status) {
-            (Some(c), Some(s)) => write!(f, ": {c} (HTTP {s})")?,
-            (Some(c), None) => write!(f, ": {c}")?,
-            (None, Some(s)) => write!(f, ": HTTP {s}")?,
-            (None, None) => {}
+        match self {
+            AwsError::Refused {
+                service,
+                operation,
+                code,
+                status,
+                message,
+                ..
+            } => {
+                write!(f, "{service} {operation}")?;
+                // The code is the server's text too: printed escaped, like the message.
+                match (code.as_deref().map(printable), status) {
+                    (Some(c), Some(s)) => write!(f, ": {c} (HTTP {s})")?,
+                    (Some(c), None) => write!(f, ": {c}")?,
+                    (None, Some(s)) => write!(f, ": HTTP {s}")?,
+                    (None, None) => {}
+                }
+                match message {
+                    Some(m) => write!(f, ": {m}"),
+                    None => Ok(()),
+                }
+            }
+            AwsError::NoResponse {
+                service,
+                operation,
+                what,
+            } => write!(f, "{service} {operation}: {what}"),
+            AwsError::MessageTooLarge { size, max } => write!(
+                f,
+                "message of {size} bytes (body plus attributes) exceeds max_message_bytes {max}"
+            ),
+            AwsError::Md5Mismatch {
+                service,
+                expected,
+                got,
+            } => write!(
+                f,
+                "{service} returned body MD5 {}, expected {expected}",
+                printable(got)
+            ),
+            AwsError::Unconfirmed { service, operation } => write!(
+                f,
+                "{service} {operation} answered without a message id or body MD5"
+            ),
+            AwsError::NoEntryResult { service, operation } => {
+                write!(f, "{service} {operation} answered nothing for this entry")
+            }
         }
-        if let Some(m) = &self.message {
-            write!(f, ": {m}")?;
-        }
-        Ok(())
     }
 }
 
 impl std::error::Error for AwsError {}
 
-/// A classified AWS error, turned into a [`Failure`] once per delivery it concerns (a
-/// failed batch request fails every entry of the batch).
-#[derive(Debug, Clone)]
-pub(crate) struct Verdict {
-    pub(crate) kind: Kind,
-    pub(crate) error: AwsError,
-}
-
-impl Verdict {
-    pub(crate) fn new(kind: Kind, error: AwsError) -> Self {
-        Verdict { kind, error }
-    }
-
-    /// The failure for a delivery at `attempt`.
-    pub(crate) fn failure(&self, attempt: u32) -> Failure {
-        let reason = self.error.clone();
-        match self.kind {
-            Kind::Config => Failure::config(reason),
-            Kind::Permanent => Failure::permanent(reason),
-            Kind::Throttle(Some(ms)) if ms > 0 => Failure::retry_after_ms(ms, reason),
-            Kind::Throttle(_) => Failure::throttled(attempt, reason),
-            Kind::Transient => Failure::transient(reason),
+/// What dispatch does with `err`: a pure, deterministic function of the error (the table
+/// in the module docs). The modeled error's name first, then the error code, both through
+/// the one code table ([`class_of_code`]); then the HTTP status ([`class_of_status`]).
+pub(crate) fn classify(err: &AwsError) -> Class {
+    match err {
+        AwsError::Refused {
+            modeled,
+            code,
+            status,
+            retry_after_ms,
+            ..
+        } => {
+            let class = modeled
+                .and_then(class_of_code)
+                .or_else(|| code.as_deref().and_then(class_of_code))
+                .unwrap_or_else(|| class_of_status(*status));
+            match class {
+                Class::Throttled => retry_after_ms
+                    .and_then(NonZeroU64::new)
+                    .map_or(Class::Throttled, Class::RetryAfter),
+                other => other,
+            }
         }
+        AwsError::MessageTooLarge { .. } => Class::Permanent,
+        AwsError::NoResponse { .. }
+        | AwsError::Md5Mismatch { .. }
+        | AwsError::Unconfirmed { .. }
+        | AwsError::NoEntryResult { .. } => Class::Transient,
     }
 }
 
-/// The shared table of AWS error codes (SQS JSON/query codes, SNS query codes, IAM and
-/// signing codes, KMS codes). `None`: not in the table.
-pub(crate) fn class_of_code(code: &str) -> Option<Kind> {
-    let kind = match code {
+impl From<AwsError> for Failure {
+    fn from(e: AwsError) -> Self {
+        Failure::new(classify(&e), e)
+    }
+}
+
+/// The shared table of AWS error codes and modeled error names (SQS JSON/query codes, SNS
+/// query codes, IAM and signing codes, KMS codes). `None`: not in the table. A throttle is
+/// [`Class::Throttled`] here; [`classify`] gives it the server's pause when it stated one.
+fn class_of_code(code: &str) -> Option<Class> {
+    let class = match code {
         // Credentials, permissions, missing destinations: the operator's to fix.
         "AccessDenied"
         | "AccessDeniedException"
@@ -197,7 +248,7 @@ pub(crate) fn class_of_code(code: &str) -> Option<Kind> {
         | "AuthorizationError"
         | "AuthorizationErrorException"
         | "NotFound"
-        | "NotFoundException" => Kind::Config,
+        | "NotFoundException" => Class::Config,
         // The message itself is refused.
         "InvalidMessageContents"
         | "InvalidParameterValue"
@@ -208,7 +259,8 @@ pub(crate) fn class_of_code(code: &str) -> Option<Kind> {
         | "InvalidParameterException"
         | "InvalidAttributeName"
         | "InvalidAttributeValue"
-        | "ValidationError" => Kind::Permanent,
+        | "ValidationError"
+        | "ValidationException" => Class::Permanent,
         // Throttles.
         "Throttling"
         | "ThrottlingException"
@@ -220,7 +272,7 @@ pub(crate) fn class_of_code(code: &str) -> Option<Kind> {
         | "Throttled"
         | "ThrottledException"
         | "TooManyRequestsException"
-        | "RequestLimitExceeded" => Kind::Throttle(None),
+        | "RequestLimitExceeded" => Class::Throttled,
         // The service's trouble, or credentials about to be refreshed.
         "InternalError"
         | "InternalFailure"
@@ -231,385 +283,56 @@ pub(crate) fn class_of_code(code: &str) -> Option<Kind> {
         | "RequestTimeoutException"
         | "ExpiredToken"
         | "ExpiredTokenException"
-        | "RequestExpired" => Kind::Transient,
+        | "RequestExpired" => Class::Transient,
         _ => return None,
     };
-    Some(kind)
+    Some(class)
 }
 
 /// The class of an HTTP status with no usable code: any 403 is config, 429 a throttle,
-/// anything else (5xx, other 4xx) transient.
-pub(crate) fn class_of_status(status: Option<u16>) -> Kind {
+/// anything else (5xx, other 4xx, none) transient.
+fn class_of_status(status: Option<u16>) -> Class {
     match status {
-        Some(403) => Kind::Config,
-        Some(429) => Kind::Throttle(None),
-        _ => Kind::Transient,
+        Some(403) => Class::Config,
+        Some(429) => Class::Throttled,
+        _ => Class::Transient,
     }
-}
-
-/// The server's requested pause, in ms: `x-amz-retry-after` (ms) or `retry-after`
-/// (seconds).
-fn retry_after_ms(raw: &HttpResponse) -> Option<u64> {
-    let h = raw.headers();
-    if let Some(ms) = h
-        .get("x-amz-retry-after")
-        .and_then(|v| v.trim().parse().ok())
-    {
-        return Some(ms);
-    }
-    h.get("retry-after")
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(|s| s.saturating_mul(1000))
-}
-
-/// Everything classification needs from an `SdkError`, whatever the operation.
-struct Parts {
-    code: Option<String>,
-    status: Option<u16>,
-    message: Option<String>,
-    retry_after: Option<u64>,
-    /// No response: a timeout or a connection failure.
-    no_response: bool,
-}
-
-fn parts<E>(err: &SdkError<E, HttpResponse>) -> Parts
-where
-    E: aws_smithy_types::error::metadata::ProvideErrorMetadata + std::error::Error + 'static,
-{
-    use aws_smithy_types::error::metadata::ProvideErrorMetadata as _;
-    let raw = err.raw_response();
-    let (message, no_response) = match err {
-        SdkError::ServiceError(s) => (s.err().message().map(printable), false),
-        SdkError::TimeoutError(_) => (Some("timed out".to_owned()), true),
-        SdkError::DispatchFailure(d) => (Some(dispatch_text(d.as_connector_error())), true),
-        // The parser's error can quote the body; the status says enough.
-        SdkError::ResponseError(_) => (Some("the response could not be read".to_owned()), false),
-        SdkError::ConstructionFailure(_) => (
-            Some(format!(
-                "the request could not be built: {}",
-                chain_text(std::error::Error::source(err))
-            )),
-            true,
-        ),
-        _ => (
-            Some(chain_text(std::error::Error::source(err))),
-            raw.is_none(),
-        ),
-    };
-    Parts {
-        code: err.code().map(str::to_owned),
-        status: raw.map(|r| r.status().as_u16()),
-        message,
-        retry_after: raw.and_then(retry_after_ms),
-        no_response,
-    }
-}
-
-fn verdict(
-    service: &'static str,
-    operation: &'static str,
-    typed: Option<Kind>,
-    p: Parts,
-) -> Verdict {
-    let kind = if p.no_response {
-        Kind::Transient
-    } else {
-        typed
-            .or_else(|| p.code.as_deref().and_then(class_of_code))
-            .unwrap_or_else(|| class_of_status(p.status))
-    };
-    let kind = match kind {
-        Kind::Throttle(None) => Kind::Throttle(p.retry_after),
-        k => k,
-    };
-    let error = AwsError {
-        service,
-        operation,
-        code: p.code,
-        status: p.status,
-        message: p.message,
-    };
-    Verdict::new(kind, error)
-}
-
-/// Classify an SQS error: the typed error, then its code, then the HTTP status.
-#[cfg(feature = "sqs")]
-pub(crate) fn classify_sqs<E>(
-    operation: &'static str,
-    err: aws_sdk_sqs::error::SdkError<E, aws_sdk_sqs::config::http::HttpResponse>,
-) -> Verdict
-where
-    E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    aws_sdk_sqs::Error:
-        From<aws_sdk_sqs::error::SdkError<E, aws_sdk_sqs::config::http::HttpResponse>>,
-{
-    use aws_sdk_sqs::Error as E2;
-    let p = parts(&err);
-    let typed = match aws_sdk_sqs::Error::from(err) {
-        E2::QueueDoesNotExist(_)
-        | E2::InvalidAddress(_)
-        | E2::InvalidSecurity(_)
-        | E2::KmsAccessDenied(_)
-        | E2::KmsDisabled(_)
-        | E2::KmsNotFound(_)
-        | E2::KmsInvalidState(_)
-        | E2::KmsInvalidKeyUsage(_)
-        | E2::KmsOptInRequired(_) => Some(Kind::Config),
-        E2::InvalidMessageContents(_)
-        | E2::InvalidAttributeName(_)
-        | E2::InvalidAttributeValue(_) => Some(Kind::Permanent),
-        E2::RequestThrottled(_) | E2::KmsThrottled(_) => Some(Kind::Throttle(None)),
-        _ => None,
-    };
-    verdict("sqs", operation, typed, p)
-}
-
-/// Classify an SNS error: the typed error, then its code, then the HTTP status.
-#[cfg(feature = "sns")]
-pub(crate) fn classify_sns<E>(
-    operation: &'static str,
-    err: aws_sdk_sns::error::SdkError<E, aws_sdk_sns::config::http::HttpResponse>,
-) -> Verdict
-where
-    E: aws_sdk_sns::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    aws_sdk_sns::Error:
-        From<aws_sdk_sns::error::SdkError<E, aws_sdk_sns::config::http::HttpResponse>>,
-{
-    use aws_sdk_sns::Error as E2;
-    let p = parts(&err);
-    let typed = match aws_sdk_sns::Error::from(err) {
-        E2::AuthorizationErrorException(_)
-        | E2::NotFoundException(_)
-        | E2::InvalidSecurityException(_)
-        | E2::KmsAccessDeniedException(_)
-        | E2::KmsDisabledException(_)
-        | E2::KmsNotFoundException(_)
-        | E2::KmsInvalidStateException(_)
-        | E2::KmsOptInRequired(_) => Some(Kind::Config),
-        E2::InvalidParameterException(_)
-        | E2::InvalidParameterValueException(_)
-        | E2::ValidationException(_) => Some(Kind::Permanent),
-        E2::ThrottledException(_) | E2::KmsThrottlingException(_) => Some(Kind::Throttle(None)),
-        E2::InternalErrorException(_) => Some(Kind::Transient),
-        _ => None,
-    };
-    verdict("sns", operation, typed, p)
-}
-
-/// The class of a failed batch entry, from the code the service reported for it.
-pub(crate) fn classify_entry(
-    service: &'static str,
-    operation: &'static str,
-    code: &str,
-    message: Option<&str>,
-) -> Verdict {
-    let kind = class_of_code(code).unwrap_or(Kind::Transient);
-    Verdict::new(
-        kind,
-        AwsError {
-            service,
-            operation,
-            code: Some(code.to_owned()),
-            status: None,
-            message: message.map(printable),
-        },
-    )
-}
-
-/// Why a message was refused or not confirmed, before or after the service answered.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SinkError {
-    /// Body plus attributes are over `max_message_bytes`; nothing was sent (permanent).
-    #[error("message of {size} bytes (body plus attributes) exceeds max_message_bytes {max}")]
-    MessageTooLarge {
-        /// The message's size.
-        size: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// The service's MD5 of the body is not the body's: it got something else (transient).
-    #[error("{service} returned body MD5 {}, expected {expected}", printable(got))]
-    Md5Mismatch {
-        /// `sqs`.
-        service: &'static str,
-        /// The MD5 of what was sent.
-        expected: String,
-        /// The MD5 the service computed.
-        got: String,
-    },
-    /// The service answered without a message id (or MD5): not confirmed (transient).
-    #[error("{service} {operation} answered without a message id or body MD5")]
-    Unconfirmed {
-        /// `sqs` or `sns`.
-        service: &'static str,
-        /// The operation.
-        operation: &'static str,
-    },
-    /// A batch answer named neither success nor failure for this entry (transient).
-    #[error("{service} {operation} answered nothing for this entry")]
-    NoEntryResult {
-        /// `sqs` or `sns`.
-        service: &'static str,
-        /// The operation.
-        operation: &'static str,
-    },
 }
 
 #[cfg(test)]
 mod tests {
-    //! One test per row of the classification table, on the SDK's own error values (the
-    //! integration tests produce the same rows on the wire).
+    //! One test per row of the table, on `AwsError` values; `from_sdk.rs` tests that the
+    //! SDK's errors (typed, by code, by status, without a response) become these values,
+    //! and the integration tests produce the same rows on the wire.
     use super::*;
-    use ankusa_sink_core::Class;
-    #[cfg(feature = "sqs")]
-    use aws_smithy_runtime_api::client::result::ConnectorError;
-    use aws_smithy_runtime_api::http::StatusCode;
-    use aws_smithy_types::body::SdkBody;
-    use aws_smithy_types::error::ErrorMetadata;
 
-    fn resp(status: u16, headers: &[(&'static str, &'static str)]) -> HttpResponse {
-        let mut r = HttpResponse::new(StatusCode::try_from(status).unwrap(), SdkBody::empty());
-        for (k, v) in headers {
-            r.headers_mut().insert(*k, *v);
-        }
-        r
-    }
-
-    fn meta(code: &str) -> ErrorMetadata {
-        ErrorMetadata::builder()
-            .code(code)
-            .message("scripted")
-            .build()
-    }
-
-    #[cfg(feature = "sqs")]
-    mod sqs {
-        use super::*;
-        use aws_sdk_sqs::operation::send_message::SendMessageError as E;
-        use aws_sdk_sqs::types::error as t;
-
-        pub(super) fn code(code: &str, status: u16) -> Class {
-            class(E::generic(meta(code)), status, &[])
-        }
-
-        pub(super) fn class(e: E, status: u16, headers: &[(&'static str, &'static str)]) -> Class {
-            let err = SdkError::service_error(e, resp(status, headers));
-            classify_sqs("SendMessage", err).failure(1).class()
-        }
-
-        pub(super) fn typed_config() -> Vec<E> {
-            vec![
-                E::QueueDoesNotExist(
-                    t::QueueDoesNotExist::builder()
-                        .meta(meta("QueueDoesNotExist"))
-                        .build(),
-                ),
-                E::KmsAccessDenied(
-                    t::KmsAccessDenied::builder()
-                        .meta(meta("KmsAccessDenied"))
-                        .build(),
-                ),
-                E::KmsDisabled(t::KmsDisabled::builder().meta(meta("KmsDisabled")).build()),
-                E::KmsNotFound(t::KmsNotFound::builder().meta(meta("KmsNotFound")).build()),
-                E::InvalidAddress(
-                    t::InvalidAddress::builder()
-                        .meta(meta("InvalidAddress"))
-                        .build(),
-                ),
-            ]
-        }
-
-        pub(super) fn typed_permanent() -> E {
-            E::InvalidMessageContents(
-                t::InvalidMessageContents::builder()
-                    .meta(meta("InvalidMessageContents"))
-                    .build(),
-            )
-        }
-
-        pub(super) fn typed_throttles() -> Vec<E> {
-            vec![
-                E::RequestThrottled(
-                    t::RequestThrottled::builder()
-                        .meta(meta("RequestThrottled"))
-                        .build(),
-                ),
-                E::KmsThrottled(
-                    t::KmsThrottled::builder()
-                        .meta(meta("KmsThrottled"))
-                        .build(),
-                ),
-            ]
-        }
-
-        pub(super) fn other(err: SdkError<E, HttpResponse>) -> Class {
-            classify_sqs("SendMessage", err).failure(1).class()
+    fn refused(code: Option<&str>, status: Option<u16>, retry_after_ms: Option<u64>) -> AwsError {
+        AwsError::Refused {
+            service: "sqs",
+            operation: "SendMessage",
+            modeled: None,
+            code: code.map(str::to_owned),
+            status,
+            retry_after_ms,
+            message: Some("scripted".into()),
         }
     }
 
-    #[cfg(feature = "sns")]
-    mod sns {
-        use super::*;
-        use aws_sdk_sns::operation::publish::PublishError as E;
-        use aws_sdk_sns::types::error as t;
-
-        pub(super) fn code(code: &str, status: u16) -> Class {
-            class(E::generic(meta(code)), status)
-        }
-
-        pub(super) fn class(e: E, status: u16) -> Class {
-            let err = SdkError::service_error(e, resp(status, &[]));
-            classify_sns("Publish", err).failure(1).class()
-        }
-
-        pub(super) fn typed(code: &str) -> E {
-            match code {
-                "AuthorizationError" => E::AuthorizationErrorException(
-                    t::AuthorizationErrorException::builder()
-                        .meta(meta(code))
-                        .build(),
-                ),
-                "NotFound" => {
-                    E::NotFoundException(t::NotFoundException::builder().meta(meta(code)).build())
-                }
-                "KMSAccessDenied" => E::KmsAccessDeniedException(
-                    t::KmsAccessDeniedException::builder()
-                        .meta(meta(code))
-                        .build(),
-                ),
-                "InvalidParameter" => E::InvalidParameterException(
-                    t::InvalidParameterException::builder()
-                        .meta(meta(code))
-                        .build(),
-                ),
-                "ParameterValueInvalid" => E::InvalidParameterValueException(
-                    t::InvalidParameterValueException::builder()
-                        .meta(meta(code))
-                        .build(),
-                ),
-                "KMSThrottling" => E::KmsThrottlingException(
-                    t::KmsThrottlingException::builder()
-                        .meta(meta(code))
-                        .build(),
-                ),
-                "InternalError" => E::InternalErrorException(
-                    t::InternalErrorException::builder()
-                        .meta(meta(code))
-                        .build(),
-                ),
-                _ => unreachable!("{code}"),
-            }
-        }
+    fn code(code: &str) -> Class {
+        classify(&refused(Some(code), Some(400), None))
     }
 
-    fn is_retry_after(c: Class) -> bool {
-        matches!(c, Class::RetryAfter(_))
+    fn modeled(name: &'static str, code: &str) -> Class {
+        let mut e = refused(Some(code), Some(400), None);
+        if let AwsError::Refused { modeled, .. } = &mut e {
+            *modeled = Some(name);
+        }
+        classify(&e)
     }
 
     #[test]
     fn row_config_credentials_permissions_missing_destinations_any_bare_403() {
-        for code in [
+        for c in [
             "AccessDenied",
             "KmsAccessDenied",
             "KmsDisabled",
@@ -623,273 +346,175 @@ mod tests {
             "AuthorizationError",
             "NotFound",
         ] {
-            assert_eq!(class_of_code(code), Some(Kind::Config), "{code}");
-            #[cfg(feature = "sqs")]
-            assert_eq!(sqs::code(code, 400), Class::Config, "sqs {code}");
-            #[cfg(feature = "sns")]
-            assert_eq!(sns::code(code, 400), Class::Config, "sns {code}");
+            assert_eq!(code(c), Class::Config, "{c}");
         }
-        #[cfg(feature = "sqs")]
-        {
-            for e in sqs::typed_config() {
-                assert_eq!(sqs::class(e, 400, &[]), Class::Config);
-            }
-            // moto's XML 403 on a JSON service: no code, an unparsable body.
-            let err = SdkError::response_error("not JSON", resp(403, &[]));
-            assert_eq!(sqs::other(err), Class::Config);
-            assert_eq!(sqs::code("SomethingNew", 403), Class::Config);
-        }
-        #[cfg(feature = "sns")]
-        for code in ["AuthorizationError", "NotFound", "KMSAccessDenied"] {
-            assert_eq!(sns::class(sns::typed(code), 403), Class::Config, "{code}");
-        }
+        // The modeled error decides before a code the table does not know.
+        assert_eq!(modeled("KmsAccessDeniedException", "Odd"), Class::Config);
+        // moto's XML 403 on a JSON service: no code, or one not in the table.
+        assert_eq!(classify(&refused(None, Some(403), None)), Class::Config);
+        assert_eq!(
+            classify(&refused(Some("SomethingNew"), Some(403), None)),
+            Class::Config
+        );
+        assert_eq!(
+            classify(&AwsError::entry(
+                "sqs",
+                "SendMessageBatch",
+                "AccessDenied",
+                None
+            )),
+            Class::Config
+        );
     }
 
     #[test]
     fn row_permanent_the_message_is_refused() {
-        for code in [
+        for c in [
             "InvalidMessageContents",
             "InvalidParameterValue",
             "InvalidParameterValues",
             "InvalidParameterValueException",
             "MessageTooLong",
             "InvalidParameter",
+            "InvalidAttributeName",
+            "InvalidAttributeValue",
         ] {
-            assert_eq!(class_of_code(code), Some(Kind::Permanent), "{code}");
-            #[cfg(feature = "sqs")]
-            assert_eq!(sqs::code(code, 400), Class::Permanent, "sqs {code}");
-            #[cfg(feature = "sns")]
-            assert_eq!(sns::code(code, 400), Class::Permanent, "sns {code}");
+            assert_eq!(code(c), Class::Permanent, "{c}");
         }
-        #[cfg(feature = "sqs")]
         assert_eq!(
-            sqs::class(sqs::typed_permanent(), 400, &[]),
+            modeled("InvalidParameterValueException", "ParameterValueInvalid"),
             Class::Permanent
         );
-        #[cfg(feature = "sns")]
-        for code in ["InvalidParameter", "ParameterValueInvalid"] {
-            assert_eq!(
-                sns::class(sns::typed(code), 400),
-                Class::Permanent,
-                "{code}"
-            );
-        }
+        assert_eq!(modeled("ValidationException", "Odd"), Class::Permanent);
         // Over the size limit: the sink's own pre-check.
-        let f = Failure::permanent(SinkError::MessageTooLarge { size: 2, max: 1 });
-        assert_eq!(f.class(), Class::Permanent);
+        let e = AwsError::MessageTooLarge { size: 2, max: 1 };
+        assert_eq!(classify(&e), Class::Permanent);
+        assert_eq!(Failure::from(e).class(), Class::Permanent);
     }
 
     #[test]
-    fn row_retry_after_throttles_with_the_servers_delay_when_sent() {
-        for code in [
+    fn row_retry_after_throttles_with_the_servers_pause() {
+        for c in [
+            "Throttling",
+            "RequestThrottled",
+            "KMSThrottling",
+            "Throttled",
+        ] {
+            let e = refused(Some(c), Some(400), Some(7_000));
+            assert_eq!(
+                classify(&e),
+                Class::RetryAfter(NonZeroU64::new(7_000).unwrap()),
+                "{c}"
+            );
+        }
+        assert_eq!(
+            classify(&refused(None, Some(429), Some(250))).retry_after_ms(),
+            Some(250)
+        );
+    }
+
+    #[test]
+    fn row_throttled_throttles_without_a_stated_pause() {
+        for c in [
             "Throttling",
             "ThrottlingException",
             "RequestThrottled",
             "KmsThrottled",
+            "KMSThrottling",
             "Throttled",
         ] {
-            assert_eq!(class_of_code(code), Some(Kind::Throttle(None)), "{code}");
-            #[cfg(feature = "sqs")]
-            {
-                let c = sqs::code(code, 400);
-                assert!(is_retry_after(c), "sqs {code}: {c}");
-                // No delay from the server: throttle_after_ms(1) is at most 500 ms.
-                assert!(c.retry_after_ms().unwrap() <= 500);
-            }
-            #[cfg(feature = "sns")]
-            assert!(is_retry_after(sns::code(code, 400)), "sns {code}");
+            assert_eq!(code(c), Class::Throttled, "{c}");
         }
-        #[cfg(feature = "sqs")]
-        {
-            for e in sqs::typed_throttles() {
-                assert!(is_retry_after(sqs::class(e, 400, &[])));
-            }
-            let c = sqs::class(
-                E2::generic(meta("Throttling")),
-                400,
-                &[("retry-after", "7")],
-            );
-            assert_eq!(c.retry_after_ms(), Some(7_000));
-            let c = sqs::class(
-                E2::generic(meta("RequestThrottled")),
-                400,
-                &[("x-amz-retry-after", "250")],
-            );
-            assert_eq!(c.retry_after_ms(), Some(250));
-            // A bare 429.
-            assert!(is_retry_after(sqs::other(SdkError::response_error(
-                "?",
-                resp(429, &[])
-            ))));
-        }
-        // SNS models no throttle on Publish but KMS's; `Throttled` arrives as a code.
-        #[cfg(feature = "sns")]
-        assert!(is_retry_after(sns::class(sns::typed("KMSThrottling"), 400)));
+        assert_eq!(modeled("KmsThrottlingException", "Odd"), Class::Throttled);
+        // A bare 429; a stated pause of 0 is no pause.
+        assert_eq!(classify(&refused(None, Some(429), None)), Class::Throttled);
+        assert_eq!(
+            classify(&refused(Some("Throttled"), Some(400), Some(0))),
+            Class::Throttled
+        );
+        let entry = AwsError::entry("sqs", "SendMessageBatch", "RequestThrottled", None);
+        assert_eq!(classify(&entry), Class::Throttled);
     }
 
-    #[cfg(feature = "sqs")]
-    use aws_sdk_sqs::operation::send_message::SendMessageError as E2;
-
     #[test]
-    fn row_transient_5xx_internal_timeouts_connections_expired_credentials() {
-        for code in [
+    fn row_transient_5xx_internal_timeouts_connections_unconfirmed() {
+        for c in [
             "InternalError",
             "InternalFailure",
             "ServiceUnavailable",
             "ExpiredToken",
+            "SomethingNew",
         ] {
-            assert_eq!(class_of_code(code), Some(Kind::Transient), "{code}");
-            #[cfg(feature = "sqs")]
-            assert_eq!(sqs::code(code, 500), Class::Transient, "sqs {code}");
-            #[cfg(feature = "sns")]
-            assert_eq!(sns::code(code, 500), Class::Transient, "sns {code}");
+            assert_eq!(code(c), Class::Transient, "{c}");
         }
-        #[cfg(feature = "sqs")]
-        {
-            assert_eq!(
-                sqs::other(SdkError::response_error("html", resp(502, &[]))),
-                Class::Transient
-            );
-            assert_eq!(
-                sqs::other(SdkError::timeout_error("slow")),
-                Class::Transient
-            );
-            let refused = ConnectorError::io("connection refused".into());
-            assert_eq!(
-                sqs::other(SdkError::dispatch_failure(refused)),
-                Class::Transient
-            );
-            assert_eq!(
-                sqs::other(SdkError::construction_failure("no credentials")),
-                Class::Transient
-            );
-            // An unknown code that is not a 403: the retry policy decides.
-            assert_eq!(sqs::code("SomethingNew", 400), Class::Transient);
-        }
-        #[cfg(feature = "sns")]
-        assert_eq!(
-            sns::class(sns::typed("InternalError"), 500),
-            Class::Transient
-        );
-    }
-
-    #[test]
-    fn failed_batch_entries_use_the_same_table() {
-        let c = |code| {
-            classify_entry("sqs", "SendMessageBatch", code, None)
-                .failure(1)
-                .class()
+        assert_eq!(classify(&refused(None, Some(502), None)), Class::Transient);
+        assert_eq!(classify(&refused(None, None, None)), Class::Transient);
+        let no_response = AwsError::NoResponse {
+            service: "sqs",
+            operation: "SendMessage",
+            what: "timed out".into(),
         };
-        assert_eq!(c("InvalidMessageContents"), Class::Permanent);
-        assert_eq!(c("AccessDenied"), Class::Config);
-        assert!(is_retry_after(c("RequestThrottled")));
-        assert_eq!(c("InternalError"), Class::Transient);
-        assert_eq!(c("Unknown"), Class::Transient);
-    }
-
-    #[cfg(feature = "sqs")]
-    fn sqs_reason(err: SdkError<E2, HttpResponse>) -> String {
-        classify_sqs("SendMessage", err).failure(1).reason_chain()
-    }
-
-    #[cfg(feature = "sqs")]
-    #[test]
-    fn reasons_are_short_words_not_debug_dumps() {
-        use std::io;
-        let refused = ConnectorError::io(io::Error::from_raw_os_error(111).into());
-        assert_eq!(
-            sqs_reason(SdkError::dispatch_failure(refused)),
-            "sqs SendMessage: connection refused"
-        );
-        let reset = ConnectorError::io(io::Error::from(io::ErrorKind::ConnectionReset).into());
-        assert_eq!(
-            sqs_reason(SdkError::dispatch_failure(reset)),
-            "sqs SendMessage: connection reset"
-        );
-        let slow = ConnectorError::timeout("connect timeout".into());
-        assert_eq!(
-            sqs_reason(SdkError::dispatch_failure(slow)),
-            "sqs SendMessage: connection timed out"
-        );
-        let tls = ConnectorError::other("invalid peer certificate: UnknownIssuer".into(), None);
-        assert_eq!(
-            sqs_reason(SdkError::dispatch_failure(tls)),
-            "sqs SendMessage: dispatch failure (other): invalid peer certificate: UnknownIssuer"
-        );
-        assert_eq!(
-            sqs_reason(SdkError::timeout_error("slow")),
-            "sqs SendMessage: timed out"
-        );
-        assert_eq!(
-            sqs_reason(SdkError::response_error("not JSON <html>", resp(502, &[]))),
-            "sqs SendMessage: HTTP 502: the response could not be read"
-        );
-        assert_eq!(
-            sqs_reason(SdkError::construction_failure("no credentials")),
-            "sqs SendMessage: the request could not be built: no credentials"
-        );
-        for text in [
-            sqs_reason(SdkError::dispatch_failure(ConnectorError::io(
-                io::Error::from_raw_os_error(111).into(),
-            ))),
-            sqs_reason(SdkError::construction_failure("x")),
-        ] {
-            for dump in ["DispatchFailure", "ConnectorError", "{", "Some("] {
-                assert!(!text.contains(dump), "{text}");
-            }
+        let md5 = AwsError::Md5Mismatch {
+            service: "sqs",
+            expected: "a".into(),
+            got: "b".into(),
+        };
+        let unconfirmed = AwsError::Unconfirmed {
+            service: "sns",
+            operation: "Publish",
+        };
+        let missing = AwsError::NoEntryResult {
+            service: "sns",
+            operation: "PublishBatch",
+        };
+        for e in [no_response, md5, unconfirmed, missing] {
+            assert_eq!(classify(&e), Class::Transient, "{e}");
         }
+        let entry = AwsError::entry("sqs", "SendMessageBatch", "Unknown", None);
+        assert_eq!(classify(&entry), Class::Transient);
     }
 
-    #[cfg(feature = "sqs")]
+    #[test]
+    fn display_names_service_operation_code_status_message() {
+        let mut e = refused(Some("AccessDenied"), Some(403), None);
+        assert_eq!(
+            e.to_string(),
+            "sqs SendMessage: AccessDenied (HTTP 403): scripted"
+        );
+        if let AwsError::Refused { code, message, .. } = &mut e {
+            *code = None;
+            *message = None;
+        }
+        assert_eq!(e.to_string(), "sqs SendMessage: HTTP 403");
+        let entry = AwsError::entry("sns", "PublishBatch", "Odd\u{7}Code", Some("no"));
+        assert_eq!(entry.to_string(), r"sns PublishBatch: Odd\u{7}Code: no");
+        assert_eq!(
+            AwsError::MessageTooLarge { size: 9, max: 8 }.to_string(),
+            "message of 9 bytes (body plus attributes) exceeds max_message_bytes 8"
+        );
+    }
+
     #[test]
     fn server_text_is_escaped_and_bounded() {
         let hostile = format!(
             "denied\u{1b}[2J\r\nINFO fake line\u{202e}{}",
             "x".repeat(5000)
         );
-        let e = E2::generic(
-            ErrorMetadata::builder()
-                .code("Odd\u{7}Code")
-                .message(&hostile)
-                .build(),
-        );
-        let text = sqs_reason(SdkError::service_error(e, resp(400, &[])));
-        let entry = classify_entry("sqs", "SendMessageBatch", "Odd\u{7}Code", Some(&hostile))
-            .failure(1)
-            .reason_chain();
-        let md5 = SinkError::Md5Mismatch {
+        let entry = AwsError::entry("sqs", "SendMessageBatch", "Odd\u{7}Code", Some(&hostile));
+        let md5 = AwsError::Md5Mismatch {
             service: "sqs",
             expected: "0".repeat(32),
             got: hostile.clone(),
-        }
-        .to_string();
-        for text in [text, entry, md5] {
+        };
+        for text in [entry.to_string(), md5.to_string()] {
             assert!(!text.chars().any(char::is_control), "{text:?}");
             assert!(!text.contains('\u{202e}'), "{text:?}");
             assert!(
                 text.contains(r"denied\u{1b}[2J\r\nINFO fake line\u{202e}x"),
                 "{text}"
             );
-            assert!(
-                text.chars().count() < 2 * MAX_REASON_TEXT + 100,
-                "{}",
-                text.len()
-            );
+            let max = ankusa_sink_core::MAX_REASON_TEXT;
+            assert!(text.chars().count() < 2 * max + 100, "{}", text.len());
         }
-    }
-
-    #[test]
-    fn display_names_service_operation_code_status_message() {
-        let e = AwsError {
-            service: "sqs",
-            operation: "SendMessage",
-            code: Some("AccessDenied".into()),
-            status: Some(403),
-            message: Some("no".into()),
-        };
-        assert_eq!(
-            e.to_string(),
-            "sqs SendMessage: AccessDenied (HTTP 403): no"
-        );
     }
 }

@@ -1,72 +1,34 @@
 //! The one generic sink both services share, over the private [`Publisher`] trait.
 
 use crate::config::AwsOptions;
-use crate::error::SinkError;
+use crate::error::AwsError;
+use crate::outgoing::{self, AttributeValue, Entry, Ids};
+use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
     BatchConfig, BatchSend, Batcher, Check, Ctx, Description, Envelope, Failure, Subject,
-    async_trait, message,
+    async_trait,
 };
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-/// One prepared message: what SQS `SendMessage` / SNS `Publish` (or a batch entry) carries.
-///
-/// `Debug` shows its shape only (sizes, attribute names, which ids are set): the body and
-/// the attribute values carry the hook.
-#[derive(Clone)]
-pub(crate) struct Entry {
-    /// The Message v1 JSON.
-    pub(crate) body: String,
-    /// String attributes, from [`ankusa_sink_core::attributes`].
-    pub(crate) attributes: Vec<(&'static str, String)>,
-    /// FIFO message group (or a configured group on a standard queue).
-    pub(crate) group_id: Option<String>,
-    /// FIFO deduplication id.
-    pub(crate) dedup_id: Option<String>,
-    /// `ctx.attempt`, for throttle pauses.
-    pub(crate) attempt: u32,
-}
-
-impl fmt::Debug for Entry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = self.attributes.iter().map(|(k, _)| *k).collect();
-        f.debug_struct("Entry")
-            .field("body_bytes", &self.body.len())
-            .field("attributes", &names)
-            .field("group_id", &self.group_id.is_some())
-            .field("dedup_id", &self.dedup_id.is_some())
-            .field("attempt", &self.attempt)
-            .field("size", &self.size())
-            .finish()
-    }
-}
-
-impl Entry {
-    /// The size AWS counts toward its limits: the body plus, for every attribute, its name,
-    /// its data type (`String`) and its value.
-    pub(crate) fn size(&self) -> usize {
-        self.body.len()
-            + self
-                .attributes
-                .iter()
-                .map(|(k, v)| k.len() + "String".len() + v.len())
-                .sum::<usize>()
-    }
-}
-
 /// What differs between SQS and SNS: how one message and one batch are sent, the
 /// preflight, and the description. Everything else lives in [`AwsSink`].
 #[async_trait]
 pub(crate) trait Publisher: Send + Sync + fmt::Debug + 'static {
+    /// The SDK's `MessageAttributeValue`.
+    type Attribute: AttributeValue;
     /// Whether the destination is FIFO (group and dedup ids are required).
     fn fifo(&self) -> bool;
     /// Send one message; `Ok` only on a message id the service confirmed.
-    async fn publish(&self, entry: &Entry) -> Result<(), Failure>;
+    async fn publish(&self, entry: Entry<Self::Attribute>) -> Result<(), AwsError>;
     /// Send up to 10 messages in one request; one result per entry, in order.
-    async fn publish_batch(&self, entries: &[Entry]) -> Vec<Result<(), Failure>>;
+    async fn publish_batch(
+        &self,
+        entries: Vec<Entry<Self::Attribute>>,
+    ) -> Vec<Result<(), AwsError>>;
     /// Read the destination's attributes, sending nothing.
-    async fn check(&self) -> Result<(), Failure>;
+    async fn check(&self) -> Result<(), AwsError>;
     /// Where this publisher sends.
     fn describe(&self, subject: &Subject) -> Description;
 }
@@ -77,9 +39,13 @@ pub(crate) struct Requests<P>(pub(crate) Arc<P>);
 
 #[async_trait]
 impl<P: Publisher> BatchSend for Requests<P> {
-    type Entry = Entry;
-    async fn send_batch(&self, entries: Vec<Entry>) -> Vec<Result<(), Failure>> {
-        self.0.publish_batch(&entries).await
+    type Entry = Entry<P::Attribute>;
+    async fn send_batch(&self, entries: Vec<Self::Entry>) -> Vec<Result<(), Failure>> {
+        let results = self.0.publish_batch(entries).await;
+        results
+            .into_iter()
+            .map(|r| r.map_err(Failure::from))
+            .collect()
     }
 }
 
@@ -87,6 +53,7 @@ impl<P: Publisher> BatchSend for Requests<P> {
 pub(crate) struct AwsSink<P: Publisher> {
     publisher: Arc<P>,
     options: AwsOptions,
+    layout: Layout,
     max_message_bytes: usize,
     batcher: Option<Batcher<Requests<P>>>,
 }
@@ -112,8 +79,8 @@ impl<P: Publisher> AwsSink<P> {
         max_batch_bytes: usize,
     ) -> Self {
         let publisher = Arc::new(publisher);
-        let batcher = options.batching.then(|| {
-            let b = &options.batch;
+        let batcher = options.batching().then(|| {
+            let b = options.batch();
             let cfg = BatchConfig::new(
                 NonZeroUsize::new(10).expect("non-zero"),
                 NonZeroUsize::new(max_batch_bytes.max(1)).expect("non-zero"),
@@ -124,9 +91,13 @@ impl<P: Publisher> AwsSink<P> {
             .with_max_requests(b.max_requests);
             Batcher::new(Requests(Arc::clone(&publisher)), cfg)
         });
+        // SQS refuses empty attribute values: a hook without a tenant has no tenant
+        // attribute (SNS follows SQS, its subscribers are often queues).
+        let layout = Layout::message(Some(options.inline_max_bytes()), EmptyValues::Drop);
         AwsSink {
             publisher,
             options,
+            layout,
             max_message_bytes,
             batcher,
         }
@@ -136,14 +107,11 @@ impl<P: Publisher> AwsSink<P> {
         &self.publisher
     }
 
-    /// Encode `env` and compute its attributes, group and dedup ids; refuse a message
-    /// over the size limit before anything is sent.
-    fn prepare(&self, env: &Envelope, ctx: &Ctx) -> Result<Entry, Failure> {
-        let body = message::encode(env, ctx, Some(self.options.inline_max_bytes))?;
-        let body = String::from_utf8(body).expect("Message v1 is JSON, hence UTF-8");
-        let attributes = ankusa_sink_core::attributes(env, ctx);
+    /// The FIFO ids of `env`: the configured group (else `<tenant>/<source>` on FIFO) and
+    /// the hook id, or `<id>:replay:<replay_id>` for a replay (FIFO only).
+    fn ids(&self, env: &Envelope, ctx: &Ctx) -> Ids {
         let fifo = self.publisher.fifo();
-        let group_id = match &self.options.message_group_id {
+        let group = match &self.options.message_group_id {
             Some(g) => Some(g.clone()),
             None if fifo => Some(format!(
                 "{}/{}",
@@ -152,23 +120,24 @@ impl<P: Publisher> AwsSink<P> {
             )),
             None => None,
         };
-        let dedup_id = fifo.then(|| match &ctx.replay_id {
+        let dedup = fifo.then(|| match &ctx.replay_id {
             Some(r) => format!("{}:replay:{}", env.id(), r),
             None => env.id().to_owned(),
         });
-        let entry = Entry {
-            body,
-            attributes,
-            group_id,
-            dedup_id,
-            attempt: ctx.attempt(),
-        };
-        let size = entry.size();
-        if size > self.max_message_bytes {
-            return Err(Failure::permanent(SinkError::MessageTooLarge {
-                size,
+        Ids { group, dedup }
+    }
+
+    /// The entry for `env`; a message over the size limit is refused before anything is
+    /// sent.
+    fn prepare(&self, env: &Envelope, ctx: &Ctx) -> Result<Entry<P::Attribute>, Failure> {
+        let out = Outgoing::new(env, ctx, &self.layout)?;
+        let entry = outgoing::to_entry(out, self.ids(env, ctx));
+        if entry.size > self.max_message_bytes {
+            return Err(AwsError::MessageTooLarge {
+                size: entry.size,
                 max: self.max_message_bytes,
-            }));
+            }
+            .into());
         }
         Ok(entry)
     }
@@ -176,11 +145,13 @@ impl<P: Publisher> AwsSink<P> {
     pub(crate) async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
         let entry = self.prepare(env, ctx)?;
         match &self.batcher {
+            // The batcher's only entry point takes the attempt: it pauses a delivery it
+            // cannot queue.
             Some(b) if ctx.batch => {
-                let size = entry.size();
+                let size = entry.size;
                 b.submit(env.tenant_id(), size, ctx.attempt(), entry).await
             }
-            _ => self.publisher.publish(&entry).await,
+            _ => Ok(self.publisher.publish(entry).await?),
         }
     }
 
@@ -189,11 +160,12 @@ impl<P: Publisher> AwsSink<P> {
     }
 
     pub(crate) fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.options.inline_max_bytes
+        self.options.inline_max_bytes()
     }
 
     pub(crate) async fn check(&self) -> Result<Check, Failure> {
-        self.publisher.check().await.map(|()| Check::Passed)
+        self.publisher.check().await?;
+        Ok(Check::Passed)
     }
 
     pub(crate) fn describe(&self, subject: &Subject) -> Description {
@@ -238,27 +210,16 @@ pub(crate) fn body_md5(body: &str) -> String {
     hex::encode(<md5::Md5 as md5::Digest>::digest(body.as_bytes()))
 }
 
-/// `Ok` only for a message id, and (SQS) a body MD5 equal to the body's.
+/// `Ok` only for a message id, and, when the service reports one (`md5` is `Some`), a body
+/// MD5 equal to `expected()` (the body's, computed while the request was in flight).
 pub(crate) fn confirm(
-    service: &'static str,
-    operation: &'static str,
-    body: &str,
-    message_id: Option<&str>,
-    md5: Option<Option<&str>>,
-) -> Result<(), Failure> {
-    confirm_with(service, operation, || body_md5(body), message_id, md5)
-}
-
-/// [`confirm`] with the body's MD5 from `expected` (computed while the request was in
-/// flight).
-pub(crate) fn confirm_with(
     service: &'static str,
     operation: &'static str,
     expected: impl FnOnce() -> String,
     message_id: Option<&str>,
     md5: Option<Option<&str>>,
-) -> Result<(), Failure> {
-    let unconfirmed = || Failure::transient(SinkError::Unconfirmed { service, operation });
+) -> Result<(), AwsError> {
+    let unconfirmed = || AwsError::Unconfirmed { service, operation };
     if message_id.is_none_or(str::is_empty) {
         return Err(unconfirmed());
     }
@@ -266,11 +227,11 @@ pub(crate) fn confirm_with(
         let got = got.filter(|g| !g.is_empty()).ok_or_else(unconfirmed)?;
         let expected = expected();
         if !got.eq_ignore_ascii_case(&expected) {
-            return Err(Failure::transient(SinkError::Md5Mismatch {
+            return Err(AwsError::Md5Mismatch {
                 service,
                 expected,
                 got: got.to_owned(),
-            }));
+            });
         }
     }
     Ok(())
@@ -281,7 +242,7 @@ pub(crate) fn confirm_with(
 pub(crate) struct BatchResults {
     service: &'static str,
     operation: &'static str,
-    slots: Vec<Option<Result<(), Failure>>>,
+    slots: Vec<Option<Result<(), AwsError>>>,
 }
 
 impl BatchResults {
@@ -294,7 +255,7 @@ impl BatchResults {
     }
 
     /// Record the result of entry `id`; an unknown or repeated id is ignored.
-    pub(crate) fn set(&mut self, id: &str, result: impl FnOnce(usize) -> Result<(), Failure>) {
+    pub(crate) fn set(&mut self, id: &str, result: impl FnOnce(usize) -> Result<(), AwsError>) {
         if let Ok(i) = id.parse::<usize>()
             && let Some(slot @ None) = self.slots.get_mut(i)
         {
@@ -302,42 +263,25 @@ impl BatchResults {
         }
     }
 
+    /// Record a failed entry as the service reported it.
+    pub(crate) fn failed(&mut self, id: &str, code: &str, message: Option<&str>) {
+        let (service, operation) = (self.service, self.operation);
+        self.set(id, |_| {
+            Err(AwsError::entry(service, operation, code, message))
+        });
+    }
+
     /// Every entry's result; an entry the answer did not mention is transient.
-    pub(crate) fn finish(self) -> Vec<Result<(), Failure>> {
+    pub(crate) fn finish(self) -> Vec<Result<(), AwsError>> {
         let (service, operation) = (self.service, self.operation);
         self.slots
             .into_iter()
-            .map(|s| {
-                s.unwrap_or_else(|| {
-                    Err(Failure::transient(SinkError::NoEntryResult {
-                        service,
-                        operation,
-                    }))
-                })
-            })
+            .map(|s| s.unwrap_or(Err(AwsError::NoEntryResult { service, operation })))
             .collect()
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn entry_debug_shows_shape_not_content() {
-        let e = Entry {
-            body: r#"{"body":"card 4242-secret"}"#.to_owned(),
-            attributes: vec![("ankusa_dedupe_key", "evt_private".to_owned())],
-            group_id: Some("acme/stripe".to_owned()),
-            dedup_id: Some("hook-1".to_owned()),
-            attempt: 2,
-        };
-        let text = format!("{e:?}");
-        for secret in ["4242-secret", "evt_private", "acme/stripe", "hook-1"] {
-            assert!(!text.contains(secret), "{text}");
-        }
-        assert!(text.contains("body_bytes: 27"), "{text}");
-        assert!(text.contains("\"ankusa_dedupe_key\""), "{text}");
-        assert!(text.contains("group_id: true"), "{text}");
-    }
+/// The same failure for each of `n` entries (a failed batch request).
+pub(crate) fn fail_all(err: AwsError, n: usize) -> Vec<Result<(), AwsError>> {
+    vec![Err(err); n]
 }

@@ -1,11 +1,11 @@
 //! The SNS sink: `Publish`, `PublishBatch`, `GetTopicAttributes`.
 
 use crate::config::{ConfigError, SnsConfig};
-use crate::error::{classify_entry, classify_sns};
-use crate::sink::{AwsSink, BatchResults, Entry, Publisher, confirm, forward_sink};
-use ankusa_sink_core::{Description, Failure, Payload, Subject, async_trait};
+use crate::error::{self, AwsError};
+use crate::outgoing::Entry;
+use crate::sink::{AwsSink, BatchResults, Publisher, confirm, fail_all, forward_sink};
+use ankusa_sink_core::{Description, Payload, Subject, async_trait, host_port};
 use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
-use std::collections::HashMap;
 use std::fmt;
 
 /// Publishes each hook as one SNS message: the Message v1 JSON with String message
@@ -41,14 +41,8 @@ impl SnsSink {
     /// A sink using `client` (its region, endpoint, credentials and interceptors); the
     /// config's connection options are not used.
     pub fn from_client(config: SnsConfig, client: aws_sdk_sns::Client) -> Self {
-        let host = match config.options().endpoint.as_deref() {
-            Some(e) => url::Url::parse(e).ok().and_then(|u| {
-                let host = u.host_str()?.to_owned();
-                Some(match u.port() {
-                    Some(p) => format!("{host}:{p}"),
-                    None => host,
-                })
-            }),
+        let host = match config.endpoint() {
+            Some(e) => host_port(e),
             None => Some(format!("sns.{}.amazonaws.com", config.region())),
         };
         let publisher = SnsPublisher {
@@ -90,54 +84,51 @@ impl fmt::Debug for SnsPublisher {
     }
 }
 
-fn attributes(e: &Entry) -> HashMap<String, MessageAttributeValue> {
-    e.attributes
-        .iter()
-        .map(|(k, v)| {
-            let value = MessageAttributeValue::builder()
-                .data_type("String")
-                .string_value(v)
-                .build()
-                .expect("data_type is set");
-            ((*k).to_owned(), value)
-        })
-        .collect()
+/// SNS reports no body MD5: a message id confirms.
+fn confirm_id(operation: &'static str, message_id: Option<&str>) -> Result<(), AwsError> {
+    confirm("sns", operation, String::new, message_id, None)
 }
 
 #[async_trait]
 impl Publisher for SnsPublisher {
+    type Attribute = MessageAttributeValue;
+
     fn fifo(&self) -> bool {
         self.fifo
     }
 
-    async fn publish(&self, e: &Entry) -> Result<(), Failure> {
+    async fn publish(&self, e: Entry<MessageAttributeValue>) -> Result<(), AwsError> {
         const OP: &str = "Publish";
         let out = self
             .client
             .publish()
             .topic_arn(&self.topic_arn)
-            .message(&e.body)
-            .set_message_attributes(Some(attributes(e)))
-            .set_message_group_id(e.group_id.clone())
-            .set_message_deduplication_id(e.dedup_id.clone())
+            .message(e.body)
+            .set_message_attributes(Some(e.attributes))
+            .set_message_group_id(e.ids.group)
+            .set_message_deduplication_id(e.ids.dedup)
             .send()
             .await
-            .map_err(|err| classify_sns(OP, err).failure(e.attempt))?;
-        confirm("sns", OP, &e.body, out.message_id(), None)
+            .map_err(|err| error::sns(OP, err))?;
+        confirm_id(OP, out.message_id())
     }
 
-    async fn publish_batch(&self, entries: &[Entry]) -> Vec<Result<(), Failure>> {
+    async fn publish_batch(
+        &self,
+        entries: Vec<Entry<MessageAttributeValue>>,
+    ) -> Vec<Result<(), AwsError>> {
         const OP: &str = "PublishBatch";
+        let n = entries.len();
         let request: Vec<_> = entries
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(i, e)| {
                 PublishBatchRequestEntry::builder()
                     .id(i.to_string())
-                    .message(&e.body)
-                    .set_message_attributes(Some(attributes(e)))
-                    .set_message_group_id(e.group_id.clone())
-                    .set_message_deduplication_id(e.dedup_id.clone())
+                    .message(e.body)
+                    .set_message_attributes(Some(e.attributes))
+                    .set_message_group_id(e.ids.group)
+                    .set_message_deduplication_id(e.ids.dedup)
                     .build()
                     .expect("id and message are set")
             })
@@ -151,34 +142,28 @@ impl Publisher for SnsPublisher {
             .await
         {
             Ok(out) => out,
-            Err(err) => {
-                let v = classify_sns(OP, err);
-                return entries.iter().map(|e| Err(v.failure(e.attempt))).collect();
-            }
+            Err(err) => return fail_all(error::sns(OP, err), n),
         };
-        let mut results = BatchResults::new("sns", OP, entries.len());
+        let mut results = BatchResults::new("sns", OP, n);
         for ok in out.successful() {
-            results.set(ok.id().unwrap_or_default(), |i| {
-                confirm("sns", OP, &entries[i].body, ok.message_id(), None)
+            results.set(ok.id().unwrap_or_default(), |_| {
+                confirm_id(OP, ok.message_id())
             });
         }
         for failed in out.failed() {
-            results.set(failed.id(), |i| {
-                let v = classify_entry("sns", OP, failed.code(), failed.message());
-                Err(v.failure(entries[i].attempt))
-            });
+            results.failed(failed.id(), failed.code(), failed.message());
         }
         results.finish()
     }
 
-    async fn check(&self) -> Result<(), Failure> {
+    async fn check(&self) -> Result<(), AwsError> {
         self.client
             .get_topic_attributes()
             .topic_arn(&self.topic_arn)
             .send()
             .await
             .map(|_| ())
-            .map_err(|err| classify_sns("GetTopicAttributes", err).failure(1))
+            .map_err(|err| error::sns("GetTopicAttributes", err))
     }
 
     fn describe(&self, _subject: &Subject) -> Description {

@@ -1,11 +1,11 @@
 //! The SQS sink: `SendMessage`, `SendMessageBatch`, `GetQueueAttributes`.
 
 use crate::config::{ConfigError, SQS_MAX_BATCH_BYTES, SqsConfig};
-use crate::error::{classify_entry, classify_sqs};
-use crate::sink::{AwsSink, BatchResults, Entry, Publisher, body_md5, confirm_with, forward_sink};
-use ankusa_sink_core::{Description, Failure, Payload, Subject, async_trait};
+use crate::error::{self, AwsError};
+use crate::outgoing::Entry;
+use crate::sink::{AwsSink, BatchResults, Publisher, body_md5, confirm, fail_all, forward_sink};
+use ankusa_sink_core::{Description, Payload, Subject, async_trait, host_port};
 use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::task::Poll;
@@ -45,7 +45,7 @@ impl SqsSink {
     /// A sink using `client` (its region, endpoint, credentials and interceptors); the
     /// config's connection options are not used.
     pub fn from_client(config: SqsConfig, client: aws_sdk_sqs::Client) -> Self {
-        let host = description_host(config.endpoint(), config.queue_url());
+        let host = host_port(config.endpoint().unwrap_or(config.queue_url()));
         let publisher = SqsPublisher {
             client,
             queue_url: config.queue_url().to_owned(),
@@ -71,16 +71,6 @@ impl SqsSink {
 }
 
 forward_sink!(SqsSink);
-
-/// `host[:port]` of the endpoint, else of the queue URL; never userinfo.
-fn description_host(endpoint: Option<&str>, queue_url: &str) -> Option<String> {
-    let url = url::Url::parse(endpoint.unwrap_or(queue_url)).ok()?;
-    let host = url.host_str()?;
-    Some(match url.port() {
-        Some(p) => format!("{host}:{p}"),
-        None => host.to_owned(),
-    })
-}
 
 pub(crate) struct SqsPublisher {
     client: aws_sdk_sqs::Client,
@@ -113,40 +103,28 @@ async fn while_in_flight<F: Future, T>(send: F, work: impl FnOnce() -> T) -> (F:
     (out, done)
 }
 
-fn attributes(e: &Entry) -> HashMap<String, MessageAttributeValue> {
-    e.attributes
-        .iter()
-        .map(|(k, v)| {
-            let value = MessageAttributeValue::builder()
-                .data_type("String")
-                .string_value(v)
-                .build()
-                .expect("data_type is set");
-            ((*k).to_owned(), value)
-        })
-        .collect()
-}
-
 #[async_trait]
 impl Publisher for SqsPublisher {
+    type Attribute = MessageAttributeValue;
+
     fn fifo(&self) -> bool {
         self.fifo
     }
 
-    async fn publish(&self, e: &Entry) -> Result<(), Failure> {
+    async fn publish(&self, e: Entry<MessageAttributeValue>) -> Result<(), AwsError> {
         const OP: &str = "SendMessage";
         let send = self
             .client
             .send_message()
             .queue_url(&self.queue_url)
             .message_body(&e.body)
-            .set_message_attributes(Some(attributes(e)))
-            .set_message_group_id(e.group_id.clone())
-            .set_message_deduplication_id(e.dedup_id.clone())
+            .set_message_attributes(Some(e.attributes))
+            .set_message_group_id(e.ids.group)
+            .set_message_deduplication_id(e.ids.dedup)
             .send();
         let (out, expected) = while_in_flight(send, || body_md5(&e.body)).await;
-        let out = out.map_err(|err| classify_sqs(OP, err).failure(e.attempt))?;
-        confirm_with(
+        let out = out.map_err(|err| error::sqs(OP, err))?;
+        confirm(
             "sqs",
             OP,
             || expected,
@@ -155,18 +133,21 @@ impl Publisher for SqsPublisher {
         )
     }
 
-    async fn publish_batch(&self, entries: &[Entry]) -> Vec<Result<(), Failure>> {
+    async fn publish_batch(
+        &self,
+        mut entries: Vec<Entry<MessageAttributeValue>>,
+    ) -> Vec<Result<(), AwsError>> {
         const OP: &str = "SendMessageBatch";
         let request: Vec<_> = entries
-            .iter()
+            .iter_mut()
             .enumerate()
             .map(|(i, e)| {
                 SendMessageBatchRequestEntry::builder()
                     .id(i.to_string())
                     .message_body(&e.body)
-                    .set_message_attributes(Some(attributes(e)))
-                    .set_message_group_id(e.group_id.clone())
-                    .set_message_deduplication_id(e.dedup_id.clone())
+                    .set_message_attributes(Some(std::mem::take(&mut e.attributes)))
+                    .set_message_group_id(e.ids.group.take())
+                    .set_message_deduplication_id(e.ids.dedup.take())
                     .build()
                     .expect("id and body are set")
             })
@@ -186,16 +167,13 @@ impl Publisher for SqsPublisher {
         .await;
         let out = match out {
             Ok(out) => out,
-            Err(err) => {
-                let v = classify_sqs(OP, err);
-                return entries.iter().map(|e| Err(v.failure(e.attempt))).collect();
-            }
+            Err(err) => return fail_all(error::sqs(OP, err), entries.len()),
         };
         let mut results = BatchResults::new("sqs", OP, entries.len());
         for ok in out.successful() {
             results.set(ok.id(), |i| {
                 let md5 = Some(ok.md5_of_message_body()).filter(|m| !m.is_empty());
-                confirm_with(
+                confirm(
                     "sqs",
                     OP,
                     || std::mem::take(&mut expected[i]),
@@ -205,15 +183,12 @@ impl Publisher for SqsPublisher {
             });
         }
         for failed in out.failed() {
-            results.set(failed.id(), |i| {
-                let v = classify_entry("sqs", OP, failed.code(), failed.message());
-                Err(v.failure(entries[i].attempt))
-            });
+            results.failed(failed.id(), failed.code(), failed.message());
         }
         results.finish()
     }
 
-    async fn check(&self) -> Result<(), Failure> {
+    async fn check(&self) -> Result<(), AwsError> {
         self.client
             .get_queue_attributes()
             .queue_url(&self.queue_url)
@@ -221,7 +196,7 @@ impl Publisher for SqsPublisher {
             .send()
             .await
             .map(|_| ())
-            .map_err(|err| classify_sqs("GetQueueAttributes", err).failure(1))
+            .map_err(|err| error::sqs("GetQueueAttributes", err))
     }
 
     fn describe(&self, _subject: &Subject) -> Description {

@@ -5,14 +5,14 @@
 #
 # - Installs moto + flask + flask-cors with pip when `moto_server` is missing.
 # - Starts it in the background (nohup) only when the port does not answer; logs to
-#   /root/.cache/ankusa-sinks/moto.log; waits (bounded) for /moto-api/ to answer.
+#   $HOME/.cache/ankusa-sinks/moto.log; waits (bounded) for /moto-api/ to answer.
 # - Never resets moto's state: other crates' tests share this server.
 # The IAM-denial tests start their own moto (INITIAL_NO_AUTH_ACTION_COUNT) on a free
 # loopback port and stop it themselves; they find `moto_server` via ANKUSA_MOTO_SERVER or PATH.
 set -euo pipefail
 
 port="${ANKUSA_MOTO_PORT:-4566}"
-logdir=/root/.cache/ankusa-sinks
+logdir="$HOME/.cache/ankusa-sinks"
 mkdir -p "$logdir"
 url="http://127.0.0.1:${port}/moto-api/"
 

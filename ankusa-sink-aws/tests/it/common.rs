@@ -1,7 +1,7 @@
 //! Shared helpers: moto addresses, unique names, envelopes, readback, request counting.
 
-use ankusa_sink_aws::sdk::{aws_sdk_sns, aws_sdk_sqs};
 use ankusa_sink_aws::{AwsOptions, SnsConfig, SqsConfig, StaticCredentials};
+use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Class, Ctx, Envelope, Failure};
 use ankusa_sink_testkit::support::unique_name;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
@@ -81,6 +81,20 @@ pub(crate) fn env(id: &str, body: &[u8]) -> Envelope {
 
 pub(crate) fn ctx(env: &Envelope) -> Ctx {
     Ctx::for_envelope(env)
+}
+
+/// The message attributes the sinks send for `env` in `ctx`: core's list with empty values
+/// dropped (SQS refuses them), every value a `String`.
+pub(crate) fn wire_attributes(env: &Envelope, ctx: &Ctx) -> HashMap<String, String> {
+    let layout = Layout::message(
+        Some(ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES),
+        EmptyValues::Drop,
+    );
+    let out = Outgoing::new(env, ctx, &layout).unwrap();
+    out.attributes()
+        .iter()
+        .map(|(a, v)| (a.as_attr().to_owned(), v.to_string()))
+        .collect()
 }
 
 /// One received message: body, message attributes, system attributes.

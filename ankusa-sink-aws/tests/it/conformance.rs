@@ -4,7 +4,6 @@
 use crate::common::*;
 use crate::proxy::Proxy;
 use crate::scripted::{Resp, Scripted};
-use ankusa_sink_aws::sdk::aws_sdk_sqs;
 use ankusa_sink_aws::{AwsOptions, SnsConfig, SnsSink, SqsConfig, SqsSink, StaticCredentials};
 use ankusa_sink_core::{BoxError, async_trait};
 use ankusa_sink_testkit::{Case, Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
@@ -352,7 +351,7 @@ impl Harness for SnsHarness {
             .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap())
             .with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap())
             .with_batch(
-                ankusa_sink_aws::BatchOptions::default().with_linger(Duration::from_millis(200)),
+                ankusa_sink_aws::AwsBatch::default().with_linger(Duration::from_millis(200)),
             );
         let setup = Setup::new(sns_sink(&arn, opts).await?).with_probe(probe(&url).await);
         let setup = dropping_topic(setup, arn, url);

@@ -1,0 +1,403 @@
+//! The always-valid configs of the two services: a queue URL or topic ARN, checked and
+//! taken apart once, plus the shared [`AwsOptions`].
+
+use super::{AwsOptions, ConfigError, SNS_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES};
+use ankusa_sink_core::{redact_url, redact_url_keep_path};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use std::collections::BTreeMap;
+
+/// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
+fn refuse_unknown(unknown: &BTreeMap<String, IgnoredAny>) -> Result<(), ConfigError> {
+    match unknown.keys().next() {
+        Some(k) => Err(ConfigError::UnknownOption(k.clone())),
+        None => Ok(()),
+    }
+}
+
+/// An absolute http(s) URL with a host and no userinfo, query or fragment.
+pub(super) fn check_url(field: &'static str, raw: &str) -> Result<url::Url, ConfigError> {
+    // A queue URL's path (account id, queue name) is no secret and names the queue; an
+    // endpoint's path has no use on AWS, so it is hidden like any other URL's.
+    let shown = if field == "queue_url" {
+        redact_url_keep_path(raw)
+    } else {
+        redact_url(raw)
+    };
+    let bad = |why| ConfigError::Url {
+        field,
+        why,
+        url: shown.clone(),
+    };
+    if raw.is_empty() {
+        return Err(ConfigError::Empty(field));
+    }
+    let url = url::Url::parse(raw).map_err(|_| bad("not an absolute URL"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("scheme is not http or https"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad("userinfo is not allowed: use credentials"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(bad("query and fragment are not allowed"));
+    }
+    Ok(url)
+}
+
+fn is_aws_host(host: &str) -> bool {
+    host.ends_with(".amazonaws.com") || host.ends_with(".amazonaws.com.cn")
+}
+
+fn origin(url: &url::Url) -> String {
+    let mut o = format!("{}://{}", url.scheme(), url.host_str().unwrap_or_default());
+    if let Some(p) = url.port() {
+        o.push_str(&format!(":{p}"));
+    }
+    o
+}
+
+/// The region in an AWS queue host: `sqs.<region>.amazonaws.com` or
+/// `<region>.queue.amazonaws.com`.
+fn queue_host_region(host: &str) -> Option<String> {
+    let labels: Vec<&str> = host.split('.').collect();
+    match labels.as_slice() {
+        ["sqs", region, "amazonaws", ..] | [region, "queue", "amazonaws", ..] => {
+            Some((*region).to_owned())
+        }
+        _ => None,
+    }
+}
+
+/// The SQS sink's options: a valid queue URL and valid [`AwsOptions`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "SqsRepr")]
+#[non_exhaustive]
+pub struct SqsConfig {
+    queue_url: String,
+    queue_name: String,
+    fifo: bool,
+    endpoint: Option<String>,
+    region: Option<String>,
+    max_message_bytes: usize,
+    options: AwsOptions,
+}
+
+/// The keys of an SQS sink file.
+#[derive(Deserialize)]
+struct SqsRepr {
+    queue_url: String,
+    #[serde(flatten)]
+    options: AwsOptions,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, IgnoredAny>,
+}
+
+impl TryFrom<SqsRepr> for SqsConfig {
+    type Error = ConfigError;
+    fn try_from(r: SqsRepr) -> Result<Self, ConfigError> {
+        refuse_unknown(&r.unknown)?;
+        SqsConfig::new(r.queue_url, r.options)
+    }
+}
+
+impl SqsConfig {
+    /// Options for the queue at `queue_url` (a URL ending in `.fifo` is a FIFO queue).
+    pub fn new(queue_url: impl Into<String>, options: AwsOptions) -> Result<Self, ConfigError> {
+        let queue_url = queue_url.into();
+        let url = check_url("queue_url", &queue_url)?;
+        let queue_name = url
+            .path_segments()
+            .and_then(|mut s| s.rfind(|s| !s.is_empty()))
+            .ok_or_else(|| ConfigError::Url {
+                field: "queue_url",
+                why: "no queue name in the path",
+                url: redact_url_keep_path(&queue_url),
+            })?
+            .to_owned();
+        let max_message_bytes = options.validate(SQS_MAX_MESSAGE_BYTES)?;
+        let host = url.host_str().unwrap_or_default();
+        let endpoint = match &options.endpoint {
+            Some(e) => Some(e.trim_end_matches('/').to_owned()),
+            None if !is_aws_host(host) => Some(origin(&url)),
+            None => None,
+        };
+        let region = options.region.clone().or_else(|| queue_host_region(host));
+        Ok(SqsConfig {
+            fifo: queue_name.ends_with(".fifo"),
+            queue_url,
+            queue_name,
+            endpoint,
+            region,
+            max_message_bytes,
+            options,
+        })
+    }
+
+    /// The queue URL.
+    pub fn queue_url(&self) -> &str {
+        &self.queue_url
+    }
+    /// The queue name (the URL's last path segment).
+    pub fn queue_name(&self) -> &str {
+        &self.queue_name
+    }
+    /// Whether the queue is FIFO.
+    pub fn fifo(&self) -> bool {
+        self.fifo
+    }
+    /// The endpoint the client uses, when not the SDK's own.
+    pub fn endpoint(&self) -> Option<&str> {
+        self.endpoint.as_deref()
+    }
+    /// The resolved message size limit.
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes
+    }
+    /// The shared options.
+    pub fn options(&self) -> &AwsOptions {
+        &self.options
+    }
+
+    /// The SDK configuration this sink's client uses: region, endpoint, credentials,
+    /// timeouts, and no SDK retries (dispatch retries, by class). Build your own client
+    /// from it (e.g. to add interceptors) and pass it to `SqsSink::from_client`.
+    pub async fn sdk_config(&self) -> Result<aws_config::SdkConfig, ConfigError> {
+        super::sdk::load(
+            &self.options,
+            self.region.as_deref(),
+            self.endpoint.as_deref(),
+        )
+        .await
+    }
+}
+
+/// The SNS sink's options: a valid topic ARN and valid [`AwsOptions`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "SnsRepr")]
+#[non_exhaustive]
+pub struct SnsConfig {
+    topic_arn: String,
+    topic_name: String,
+    region: String,
+    fifo: bool,
+    max_message_bytes: usize,
+    options: AwsOptions,
+}
+
+/// The keys of an SNS sink file.
+#[derive(Deserialize)]
+struct SnsRepr {
+    topic_arn: String,
+    #[serde(flatten)]
+    options: AwsOptions,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, IgnoredAny>,
+}
+
+impl TryFrom<SnsRepr> for SnsConfig {
+    type Error = ConfigError;
+    fn try_from(r: SnsRepr) -> Result<Self, ConfigError> {
+        refuse_unknown(&r.unknown)?;
+        SnsConfig::new(r.topic_arn, r.options)
+    }
+}
+
+impl SnsConfig {
+    /// Options for the topic `topic_arn` (a name ending in `.fifo` is a FIFO topic).
+    pub fn new(topic_arn: impl Into<String>, options: AwsOptions) -> Result<Self, ConfigError> {
+        let topic_arn = topic_arn.into();
+        if topic_arn.is_empty() {
+            return Err(ConfigError::Empty("topic_arn"));
+        }
+        let parts: Vec<&str> = topic_arn.split(':').collect();
+        let (region, topic_name) = match parts.as_slice() {
+            ["arn", partition, "sns", region, account, name]
+                if !partition.is_empty()
+                    && !region.is_empty()
+                    && !account.is_empty()
+                    && !name.is_empty() =>
+            {
+                ((*region).to_owned(), (*name).to_owned())
+            }
+            _ => return Err(ConfigError::TopicArn(topic_arn)),
+        };
+        let max_message_bytes = options.validate(SNS_MAX_MESSAGE_BYTES)?;
+        Ok(SnsConfig {
+            fifo: topic_name.ends_with(".fifo"),
+            region: options.region.clone().unwrap_or(region),
+            topic_arn,
+            topic_name,
+            max_message_bytes,
+            options,
+        })
+    }
+
+    /// The topic ARN.
+    pub fn topic_arn(&self) -> &str {
+        &self.topic_arn
+    }
+    /// The topic name (the ARN's last part).
+    pub fn topic_name(&self) -> &str {
+        &self.topic_name
+    }
+    /// Whether the topic is FIFO.
+    pub fn fifo(&self) -> bool {
+        self.fifo
+    }
+    /// The resolved region.
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+    /// The endpoint override, when set.
+    pub fn endpoint(&self) -> Option<&str> {
+        self.options
+            .endpoint
+            .as_deref()
+            .map(|e| e.trim_end_matches('/'))
+    }
+    /// The resolved message size limit (also the batch request's limit).
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes
+    }
+    /// The shared options.
+    pub fn options(&self) -> &AwsOptions {
+        &self.options
+    }
+
+    /// The SDK configuration this sink's client uses (see [`SqsConfig::sdk_config`]).
+    pub async fn sdk_config(&self) -> Result<aws_config::SdkConfig, ConfigError> {
+        super::sdk::load(&self.options, Some(&self.region), self.endpoint()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::num::NonZeroUsize;
+    use std::time::Duration;
+
+    fn opts() -> AwsOptions {
+        AwsOptions::default().with_region("us-east-1")
+    }
+
+    #[test]
+    fn url_errors_keep_a_queue_path_but_hide_an_endpoint_path() {
+        let e = check_url("endpoint", "ftp://proxy.example/t0ken-in-path").unwrap_err();
+        assert!(!e.to_string().contains("t0ken"), "{e}");
+        let e = check_url("queue_url", "ftp://sqs.example/123456789012/hooks").unwrap_err();
+        assert!(e.to_string().contains("/123456789012/hooks"), "{e}");
+    }
+
+    #[test]
+    fn queue_url_gives_name_fifo_endpoint_and_region() {
+        let c = SqsConfig::new("http://127.0.0.1:4566/123456789012/jobs.fifo/", opts()).unwrap();
+        assert_eq!(c.queue_name(), "jobs.fifo");
+        assert!(c.fifo());
+        assert_eq!(c.endpoint(), Some("http://127.0.0.1:4566"));
+        assert_eq!(c.max_message_bytes(), SQS_MAX_MESSAGE_BYTES);
+
+        let aws = SqsConfig::new(
+            "https://sqs.eu-west-1.amazonaws.com/1/q",
+            AwsOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(aws.endpoint(), None, "the SDK resolves AWS endpoints");
+        assert_eq!(aws.region.as_deref(), Some("eu-west-1"));
+        assert!(!aws.fifo());
+        assert_eq!(
+            queue_host_region("eu-north-1.queue.amazonaws.com").as_deref(),
+            Some("eu-north-1")
+        );
+    }
+
+    #[test]
+    fn bad_urls_and_values_are_clear_errors() {
+        for (url, why) in [
+            ("", "empty"),
+            ("not a url", "not an absolute URL"),
+            ("ftp://h/1/q", "scheme"),
+            ("http://user:pw@h/1/q", "userinfo"),
+            ("http://h/1/q?x=1", "query"),
+            ("http://h/", "no queue name"),
+        ] {
+            let err = SqsConfig::new(url, opts()).unwrap_err().to_string();
+            assert!(err.contains(why), "{url}: {err}");
+            assert!(!err.contains("pw"), "{err}");
+        }
+        let err = SqsConfig::new(
+            "http://h/1/q",
+            opts().with_inline_max_bytes(NonZeroUsize::new(1_000_000).unwrap()),
+        )
+        .unwrap_err();
+        assert!(matches!(err, ConfigError::InlineOverLimit { .. }), "{err}");
+        let err = SqsConfig::new("http://h/1/q", opts().with_endpoint("http://u:p@e/"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("userinfo") && !err.contains("u:p"), "{err}");
+    }
+
+    #[test]
+    fn topic_arn_gives_name_region_and_fifo() {
+        let c = SnsConfig::new(
+            "arn:aws:sns:us-west-2:123456789012:events.fifo",
+            AwsOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(c.topic_name(), "events.fifo");
+        assert_eq!(c.region(), "us-west-2");
+        assert!(c.fifo());
+        assert_eq!(c.max_message_bytes(), SNS_MAX_MESSAGE_BYTES);
+        for bad in [
+            "",
+            "arn:aws:sqs:r:1:n",
+            "arn:aws:sns:r:1",
+            "arn:aws:sns::1:n",
+        ] {
+            assert!(SnsConfig::new(bad, opts()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn deserializes_flat_and_refuses_unknown_or_invalid_keys() {
+        let c: SqsConfig = serde_json::from_value(serde_json::json!({
+            "queue_url": "http://127.0.0.1:4566/1/q",
+            "region": "us-east-1",
+            "timeout_ms": 250,
+            "batch": {"linger_ms": 5},
+            "credentials": {"access_key_id": "AKIAX", "secret_access_key": "s3cr3t-value"}
+        }))
+        .unwrap();
+        assert_eq!(c.options().timeout(), Duration::from_millis(250));
+        assert_eq!(c.options().batch().linger_ms, 5);
+        let dbg = format!("{c:?}");
+        assert!(
+            !dbg.contains("s3cr3t-value") && !dbg.contains("AKIAX"),
+            "{dbg}"
+        );
+
+        let typo = serde_json::from_value::<SqsConfig>(serde_json::json!({
+            "queue_url": "http://127.0.0.1:4566/1/q", "regoin": "x"
+        }));
+        assert!(typo.unwrap_err().to_string().contains("regoin"));
+        let invalid = serde_json::from_value::<SnsConfig>(serde_json::json!({
+            "topic_arn": "nope"
+        }))
+        .unwrap_err();
+        assert!(invalid.to_string().contains("ARN"), "{invalid}");
+        let empty_secret = serde_json::from_value::<SnsConfig>(serde_json::json!({
+            "topic_arn": "arn:aws:sns:us-east-1:1:t",
+            "credentials": {"access_key_id": "", "secret_access_key": "x"}
+        }))
+        .unwrap_err();
+        assert!(
+            empty_secret
+                .to_string()
+                .contains("credentials.access_key_id"),
+            "{empty_secret}"
+        );
+    }
+}
