@@ -149,7 +149,7 @@ impl<P: Publisher> AwsSink<P> {
             // cannot queue.
             Some(b) if ctx.batch => {
                 let size = entry.size;
-                b.submit(env.tenant_id(), size, ctx.attempt(), entry).await
+                b.submit(env.tenant_id(), size, entry).await
             }
             _ => Ok(self.publisher.publish(entry).await?),
         }

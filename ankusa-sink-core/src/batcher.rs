@@ -1,7 +1,7 @@
 //! A generic request batcher for sinks whose destination takes several messages per request
 //! (SQS `SendMessageBatch`, SNS `PublishBatch`, ...).
 
-use crate::failure::Failure;
+use crate::failure::{Class, Failure};
 use async_trait::async_trait;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -163,10 +163,9 @@ impl<S: BatchSend> Shared<S> {
 /// - Bounded: at most [`max_queued`](BatchConfig::max_queued) entries wait in the queue, at
 ///   most [`max_queued_per_tenant`](BatchConfig::max_queued_per_tenant) of one tenant
 ///   (no tenant is a tenant of its own), so one tenant cannot fill it. Over either cap,
-///   `submit` queues nothing and answers [`Class::RetryAfter`](crate::Class::RetryAfter)
-///   with [`throttle_after_ms`](crate::throttle_after_ms)`(attempt)`: back-pressure, like a
-///   destination's throttle. Entries leave the queue (and free their share) when their
-///   request starts.
+///   `submit` queues nothing and answers [`Class::Throttled`](crate::Class::Throttled)
+///   (dispatch draws the pause): back-pressure, like a destination's throttle. Entries
+///   leave the queue (and free their share) when their request starts.
 /// - Each waiting delivery gets the result of its own entry: [`BatchSend::send_batch`]
 ///   answers one result per entry, in order. A missing result, or a request task that
 ///   panicked, is a transient failure for the entries concerned; nothing is re-sent by the
@@ -234,17 +233,16 @@ impl<S: BatchSend> Batcher<S> {
 
     /// Queue `entry` (of `bytes` declared bytes) for `tenant` and wait for its own result.
     ///
-    /// `attempt` is `ctx.attempt`, used for the retry-after pause when the queue or the
-    /// tenant's share is full (then nothing is queued). Must be called inside a Tokio
-    /// runtime: the first call starts the batcher's background task.
+    /// When the queue or the tenant's share is full, nothing is queued and the answer is
+    /// [`Class::Throttled`](crate::Class::Throttled). Must be called inside a Tokio runtime:
+    /// the first call starts the batcher's background task.
     pub async fn submit(
         &self,
         tenant: Option<&str>,
         bytes: usize,
-        attempt: u32,
         entry: S::Entry,
     ) -> Result<(), Failure> {
-        let rx = self.enqueue(tenant.unwrap_or(""), bytes, attempt, entry)?;
+        let rx = self.enqueue(tenant.unwrap_or(""), bytes, entry)?;
         self.shared.wake.notify_one();
         rx.await
             .unwrap_or_else(|_| Err(Failure::transient(BatchError::Dropped)))
@@ -254,7 +252,6 @@ impl<S: BatchSend> Batcher<S> {
         &self,
         tenant: &str,
         bytes: usize,
-        attempt: u32,
         entry: S::Entry,
     ) -> Result<oneshot::Receiver<Result<(), Failure>>, Failure> {
         let cfg = &self.shared.config;
@@ -264,7 +261,7 @@ impl<S: BatchSend> Batcher<S> {
                 queued: st.queue.len(),
                 cap: cfg.max_queued.get(),
             };
-            return Err(Failure::throttled(attempt, err));
+            return Err(Failure::new(Class::Throttled, err));
         }
         let mine = st.per_tenant.get(tenant).copied().unwrap_or(0);
         if mine >= cfg.max_queued_per_tenant.get() {
@@ -273,7 +270,7 @@ impl<S: BatchSend> Batcher<S> {
                 queued: mine,
                 share: cfg.max_queued_per_tenant.get(),
             };
-            return Err(Failure::throttled(attempt, err));
+            return Err(Failure::new(Class::Throttled, err));
         }
         let (reply, rx) = oneshot::channel();
         *st.per_tenant.entry(tenant.to_owned()).or_insert(0) += 1;
@@ -469,7 +466,7 @@ mod tests {
         let tasks: Vec<_> = (0..n)
             .map(|i| {
                 let b = Arc::clone(b);
-                tokio::spawn(async move { b.submit(Some("t"), 10, 1, i).await })
+                tokio::spawn(async move { b.submit(Some("t"), 10, i).await })
             })
             .collect();
         let mut out = Vec::new();
@@ -525,7 +522,7 @@ mod tests {
     async fn an_entry_larger_than_max_bytes_goes_alone() {
         let rec = Arc::new(Recorder::default());
         let b = Batcher::new(Arc::clone(&rec), cfg(10, 5));
-        b.submit(None, 50, 1, 2).await.unwrap();
+        b.submit(None, 50, 2).await.unwrap();
         assert_eq!(rec.requests.lock().unwrap().clone(), vec![vec![2]]);
     }
 
@@ -537,7 +534,7 @@ mod tests {
             cfg(10, 1000).with_linger(Duration::from_millis(200)),
         );
         let start = Instant::now();
-        b.submit(None, 1, 1, 4).await.unwrap();
+        b.submit(None, 1, 4).await.unwrap();
         let took = start.elapsed();
         // linger, plus the recorder's 5 ms request.
         assert!(took >= Duration::from_millis(200), "{took:?}");
@@ -559,7 +556,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_full_queue_and_a_tenants_share_answer_retry_after() {
+    async fn a_full_queue_and_a_tenants_share_answer_throttled() {
         let gate = Arc::new(Semaphore::new(0));
         let rec = Arc::new(Recorder {
             gate: Some(Arc::clone(&gate)),
@@ -575,7 +572,7 @@ mod tests {
         // One request in flight (held by the gate), then the queue fills.
         let spawn = |tenant: &'static str, v: u32| {
             let b = Arc::clone(&b);
-            tokio::spawn(async move { b.submit(Some(tenant), 1, 3, v).await })
+            tokio::spawn(async move { b.submit(Some(tenant), 1, v).await })
         };
         let first = spawn("a", 0);
         while rec.in_flight.load(Ordering::SeqCst) == 0 {
@@ -586,16 +583,16 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert_eq!(b.queued(), 2);
 
-        let over_share = b.submit(Some("a"), 1, 3, 6).await.unwrap_err();
-        assert!(matches!(over_share.class(), Class::RetryAfter(_)));
+        let over_share = b.submit(Some("a"), 1, 6).await.unwrap_err();
+        assert_eq!(over_share.class(), Class::Throttled);
         assert!(over_share.to_string().contains("share"), "{over_share}");
 
         let b1 = spawn("b", 8);
         let none = spawn("", 10);
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert_eq!(b.queued(), 4);
-        let full = b.submit(Some("c"), 1, 3, 12).await.unwrap_err();
-        assert!(matches!(full.class(), Class::RetryAfter(_)));
+        let full = b.submit(Some("c"), 1, 12).await.unwrap_err();
+        assert_eq!(full.class(), Class::Throttled);
         assert!(full.to_string().contains("queue is full"), "{full}");
 
         gate.add_permits(100);
@@ -604,7 +601,7 @@ mod tests {
         }
         assert_eq!(b.queued(), 0);
         // Shares are free again.
-        b.submit(Some("a"), 1, 1, 14).await.unwrap();
+        b.submit(Some("a"), 1, 14).await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]
@@ -637,10 +634,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_panicking_request_fails_its_entries_transiently() {
         let b = Batcher::new(Panics, cfg(10, 100));
-        let err = b.submit(None, 1, 1, ()).await.unwrap_err();
+        let err = b.submit(None, 1, ()).await.unwrap_err();
         assert_eq!(err.class(), Class::Transient);
         // The batcher still works for the next delivery.
-        let err = b.submit(None, 1, 1, ()).await.unwrap_err();
+        let err = b.submit(None, 1, ()).await.unwrap_err();
         assert_eq!(err.class(), Class::Transient);
     }
 
@@ -653,11 +650,11 @@ mod tests {
         ));
         let one = tokio::spawn({
             let b = Arc::clone(&b);
-            async move { b.submit(None, 1, 1, 2).await }
+            async move { b.submit(None, 1, 2).await }
         });
         tokio::time::sleep(Duration::from_secs(3600)).await;
         assert!(!one.is_finished(), "a lone entry waits for a companion");
-        let two = tokio::time::timeout(Duration::from_secs(5), b.submit(None, 1, 1, 4))
+        let two = tokio::time::timeout(Duration::from_secs(5), b.submit(None, 1, 4))
             .await
             .expect("the flusher is alive and sends a full request");
         assert!(two.is_ok());
@@ -674,7 +671,7 @@ mod tests {
         );
         // A one-hour linger: the caller gives up waiting, its entry stays queued...
         tokio::select! {
-            _ = b.submit(None, 1, 1, 2) => panic!("answered before the linger ended"),
+            _ = b.submit(None, 1, 2) => panic!("answered before the linger ended"),
             _ = tokio::time::sleep(Duration::from_millis(1)) => {}
         }
         assert_eq!(b.queued(), 1);

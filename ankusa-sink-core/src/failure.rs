@@ -168,13 +168,6 @@ impl Failure {
         }
     }
 
-    /// Deprecated, removed when every adapter has moved: classify as
-    /// `Failure::new(Class::Throttled, reason)` and let dispatch draw the pause.
-    #[doc(hidden)]
-    pub fn throttled(attempt: u32, reason: impl Into<BoxError>) -> Self {
-        Self::retry_after(crate::throttle_after_ms(attempt), reason)
-    }
-
     /// Anything else: the retry policy decides.
     pub fn transient(reason: impl Into<BoxError>) -> Self {
         Self::new(Class::Transient, reason)

@@ -28,10 +28,6 @@ pub use envelope::{
 pub use failure::{
     BoxError, Class, ErrorClass, Failure, MAX_REASON_TEXT, Reason, escape_invisible, printable,
 };
-// Old paths of `message` items, kept while adapters still use them; removed when every
-// adapter has moved to `message::Outgoing`.
-#[doc(hidden)]
-pub use message::{DEFAULT_INLINE_MAX_BYTES, attributes, forwarded_headers};
 pub use secret::{Secret, SecretEnvError};
 pub use sink::{
     Check, ResolveError, Sink, SinkFault, resolve_batched, resolve_describe, resolve_durable,

@@ -257,32 +257,6 @@ pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>,
     out
 }
 
-/// Deprecated, removed when every adapter has moved to [`Outgoing`] (whose
-/// [`Outgoing::attributes`] with [`EmptyValues::Drop`] is this list).
-///
-/// Metadata for attribute-based transports (SQS, SNS, Pub/Sub), in this order:
-/// `ankusa_id`, `ankusa_source_id`, `ankusa_tenant_id`, `ankusa_message_version` (`"1"`),
-/// `ankusa_idempotency_key`, `content_type` (`application/json`), `ankusa_dedupe_key`,
-/// `ankusa_replay_id`. Pairs whose value is absent or empty are dropped (SQS refuses empty
-/// attribute values), so at most 8.
-#[doc(hidden)]
-pub fn attributes(env: &Envelope, ctx: &Ctx) -> Vec<(&'static str, String)> {
-    let pairs: [(&'static str, Option<String>); 8] = [
-        ("ankusa_id", Some(env.id().to_owned())),
-        ("ankusa_source_id", Some(env.source_id().to_owned())),
-        ("ankusa_tenant_id", env.tenant_id().map(str::to_owned)),
-        ("ankusa_message_version", Some("1".to_owned())),
-        ("ankusa_idempotency_key", Some(env.idempotency_key())),
-        ("content_type", Some("application/json".to_owned())),
-        ("ankusa_dedupe_key", env.dedupe_key().map(str::to_owned)),
-        ("ankusa_replay_id", ctx.replay_id.clone()),
-    ];
-    pairs
-        .into_iter()
-        .filter_map(|(k, v)| v.filter(|v| !v.is_empty()).map(|v| (k, v)))
-        .collect()
-}
-
 /// The Message v1 JSON Schema (draft 2020-12 keywords), as text: what
 /// [`encode`] writes, checked against it in this crate's tests. AsyncAPI documents embed
 /// it ([`json_schema`]).

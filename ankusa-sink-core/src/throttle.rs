@@ -1,8 +1,7 @@
 //! The pause for a throttle that named no duration ([`Class::Throttled`](crate::Class::Throttled)).
 //!
-//! Dispatch draws it (`ankusa_dispatch::decide`); it lives here only while adapters still
-//! call [`Failure::throttled`](crate::Failure::throttled). Once every adapter classifies
-//! with `Class::Throttled` it moves into `ankusa-dispatch`, which re-exports it already.
+//! Dispatch draws it (`ankusa_dispatch::decide`). It lives in core because the
+//! specification names it as part of the sink contract, and sinks' tests check the range.
 
 use rand::{Rng, RngCore};
 use std::num::NonZeroU64;

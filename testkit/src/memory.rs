@@ -11,10 +11,10 @@
 
 use crate::Case;
 use crate::harness::{Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
-use ankusa_sink_core::message::encode;
+use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, encode};
 use ankusa_sink_core::{
-    BatchConfig, BatchSend, Batcher, BoxError, Check, Ctx, DEFAULT_INLINE_MAX_BYTES, Description,
-    Envelope, Failure, Payload, Sink, Subject, async_trait,
+    BatchConfig, BatchSend, Batcher, BoxError, Check, Ctx, Description, Envelope, Failure, Payload,
+    Sink, Subject, async_trait,
 };
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -275,14 +275,22 @@ impl MemoryBroker {
 /// | --- | --- |
 /// | `NoQueue`, `AccessRefused` | config |
 /// | `TooLarge` | permanent |
-/// | `Throttled` | retry-after `throttle_after_ms(attempt)` |
+/// | `Throttled` | throttled (dispatch draws the pause) |
 /// | `Unavailable`, `AckTimeout` | transient |
-pub fn classify(err: MemoryError, attempt: u32) -> Failure {
+///
+/// A pure function of the error, as every adapter's classifier (CONTRIBUTING.md).
+pub fn classify(err: &MemoryError) -> Class {
     match err {
-        MemoryError::NoQueue(_) | MemoryError::AccessRefused => Failure::config(err),
-        MemoryError::TooLarge { .. } => Failure::permanent(err),
-        MemoryError::Throttled => Failure::throttled(attempt, err),
-        MemoryError::Unavailable | MemoryError::AckTimeout { .. } => Failure::transient(err),
+        MemoryError::NoQueue(_) | MemoryError::AccessRefused => Class::Config,
+        MemoryError::TooLarge { .. } => Class::Permanent,
+        MemoryError::Throttled => Class::Throttled,
+        MemoryError::Unavailable | MemoryError::AckTimeout { .. } => Class::Transient,
+    }
+}
+
+impl From<MemoryError> for Failure {
+    fn from(e: MemoryError) -> Self {
+        Failure::new(classify(&e), e)
     }
 }
 
@@ -327,16 +335,14 @@ struct BatchTarget(Target);
 
 #[async_trait]
 impl BatchSend for BatchTarget {
-    type Entry = (Publish, u32);
+    type Entry = Publish;
 
-    async fn send_batch(&self, entries: Vec<(Publish, u32)>) -> Vec<Result<(), Failure>> {
-        let (msgs, attempts): (Vec<Publish>, Vec<u32>) = entries.into_iter().unzip();
+    async fn send_batch(&self, entries: Vec<Publish>) -> Vec<Result<(), Failure>> {
         self.0
-            .publish_batch(msgs)
+            .publish_batch(entries)
             .await
             .into_iter()
-            .zip(attempts)
-            .map(|(r, attempt)| r.map_err(|e| classify(e, attempt)))
+            .map(|r| r.map_err(Failure::from))
             .collect()
     }
 }
@@ -452,19 +458,15 @@ impl Sink for MemorySink {
             dedupe_id: Some(dedupe_id(env, ctx)),
             bytes,
         };
-        let attempt = ctx.attempt();
         if self.batched && ctx.batch {
             let size = msg.bytes.len();
-            return self
-                .batcher()
-                .submit(env.tenant_id(), size, attempt, (msg, attempt))
-                .await;
+            return self.batcher().submit(env.tenant_id(), size, msg).await;
         }
         let mut results = self.target.publish_batch(vec![msg]).await;
         results
             .pop()
             .expect("one result per message")
-            .map_err(|e| classify(e, attempt))
+            .map_err(Failure::from)
     }
     fn durable(&self) -> bool {
         self.durable
@@ -485,7 +487,7 @@ impl Sink for MemorySink {
             .broker
             .check(&self.target.queue, self.target.token.as_deref())
             .map(|()| Check::Passed)
-            .map_err(|e| classify(e, 1))
+            .map_err(Failure::from)
     }
 }
 

@@ -20,7 +20,7 @@
 
 use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, encode};
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait,
+    Check, Class, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, RedisError};
@@ -135,23 +135,29 @@ impl std::error::Error for RedisStreamError {}
 /// | --- | --- |
 /// | `NoStream`, `BadUrl`, authentication failed, `NOPERM`, `WRONGPASS`, `NOAUTH` | config |
 /// | `TooLarge` | permanent |
-/// | `OOM` (Redis over `maxmemory` refuses writes) | retry-after `throttle_after_ms(attempt)` |
+/// | `OOM` (Redis over `maxmemory` refuses writes) | throttled (dispatch draws the pause) |
 /// | anything else (I/O, timeout, `LOADING`, `READONLY`, ...) | transient |
-pub fn classify(err: RedisStreamError, attempt: u32) -> Failure {
-    match &err {
-        RedisStreamError::NoStream(_) | RedisStreamError::BadUrl(_) => Failure::config(err),
-        RedisStreamError::TooLarge { .. } => Failure::permanent(err),
+pub fn classify(err: &RedisStreamError) -> Class {
+    match err {
+        RedisStreamError::NoStream(_) | RedisStreamError::BadUrl(_) => Class::Config,
+        RedisStreamError::TooLarge { .. } => Class::Permanent,
         RedisStreamError::Redis(e) => {
             if e.kind() == ErrorKind::AuthenticationFailed
                 || matches!(e.code(), Some("NOPERM" | "WRONGPASS" | "NOAUTH"))
             {
-                Failure::config(err)
+                Class::Config
             } else if e.code() == Some("OOM") {
-                Failure::throttled(attempt, err)
+                Class::Throttled
             } else {
-                Failure::transient(err)
+                Class::Transient
             }
         }
+    }
+}
+
+impl From<RedisStreamError> for Failure {
+    fn from(e: RedisStreamError) -> Self {
+        Failure::new(classify(&e), e)
     }
 }
 
@@ -218,9 +224,7 @@ impl RedisStreamSink {
 impl Sink for RedisStreamSink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
         let message = encode(env, ctx, self.cfg.inline_max_bytes)?;
-        self.xadd(message)
-            .await
-            .map_err(|e| classify(e, ctx.attempt()))
+        Ok(self.xadd(message).await?)
     }
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
@@ -236,19 +240,16 @@ impl Sink for RedisStreamSink {
 
     /// `EXISTS` on the stream, which also proves the credentials.
     async fn check(&self) -> Result<Check, Failure> {
-        let mut conn = self.conn().map_err(|e| classify(e, 1))?;
+        let mut conn = self.conn()?;
         let exists: bool = redis::cmd("EXISTS")
             .arg(&self.cfg.stream)
             .query_async(&mut conn)
             .await
-            .map_err(|e| classify(RedisStreamError::Redis(e), 1))?;
+            .map_err(RedisStreamError::Redis)?;
         if exists {
             Ok(Check::Passed)
         } else {
-            Err(classify(
-                RedisStreamError::NoStream(self.cfg.stream.clone()),
-                1,
-            ))
+            Err(RedisStreamError::NoStream(self.cfg.stream.clone()).into())
         }
     }
 }
@@ -270,8 +271,7 @@ mod tests {
 
     #[test]
     fn the_table() {
-        let c = |e| classify(e, 1).class();
-        use ankusa_sink_core::Class;
+        let c = |e| classify(&e);
         assert_eq!(c(RedisStreamError::NoStream("s".into())), Class::Config);
         assert_eq!(
             c(RedisStreamError::TooLarge { size: 2, max: 1 }),

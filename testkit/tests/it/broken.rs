@@ -5,7 +5,7 @@ use ankusa_sink_core::message::encode;
 use ankusa_sink_core::{
     BoxError, Class, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait,
 };
-use ankusa_sink_testkit::memory::{MemoryError, MemoryHarness, MemorySink, Publish, classify};
+use ankusa_sink_testkit::memory::{MemoryError, MemoryHarness, MemorySink, Publish};
 use ankusa_sink_testkit::{
     Case, Fault, Harness, MixedBatch, Outcome, Probe, Received, Setup, run_all_with, run_case,
 };
@@ -62,7 +62,7 @@ impl Broken {
             .broker()
             .publish(self.inner.queue(), self.inner.token(), msg)
             .await
-            .map_err(|e| classify(e, ctx.attempt()))
+            .map_err(Failure::from)
     }
 }
 
@@ -150,7 +150,7 @@ impl Sink for Broken {
                     .broker()
                     .publish(self.inner.queue(), self.inner.token(), msg)
                     .await
-                    .map_err(|e| classify(e, ctx.attempt()))
+                    .map_err(Failure::from)
             }
             Defect::LeaksSecretInDescribe => self.inner.deliver(env, ctx).await,
         }
