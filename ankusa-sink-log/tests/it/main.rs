@@ -56,7 +56,7 @@ async fn one_structured_line_per_hook() {
 #[test]
 fn config_is_strict() {
     let c: LogConfig = serde_json::from_str(r#"{"messages":true}"#).unwrap();
-    assert!(c.messages);
+    assert!(c.messages());
     let err = serde_json::from_str::<LogConfig>(r#"{"mesages":true}"#).unwrap_err();
     assert!(err.to_string().contains("mesages"), "{err}");
 }
