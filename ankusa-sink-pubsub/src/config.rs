@@ -527,15 +527,17 @@ mod tests {
         assert_eq!(c.batch.max_messages.get(), 10);
         assert_eq!(c.batch.max_bytes, DEFAULT_BATCH_MAX_BYTES);
         assert_eq!(c.batch.linger_ms, DEFAULT_BATCH_LINGER_MS);
-        assert_eq!(c.ordering_key.as_ref().map(KeyTemplate::as_str), Some("{tenant_id}"));
+        assert_eq!(
+            c.ordering_key.as_ref().map(KeyTemplate::as_str),
+            Some("{tenant_id}")
+        );
         assert_eq!(
             c.ordering_key.as_ref().map(KeyTemplate::absent_tenant),
             Some(AbsentTenant::Empty)
         );
         assert!(parse(serde_json::json!({"project": "p", "topic": "t", "nope": 1})).is_err());
         assert!(
-            parse(serde_json::json!({"project": "p", "topic": "t", "batch": {"nope": 1}}))
-                .is_err()
+            parse(serde_json::json!({"project": "p", "topic": "t", "batch": {"nope": 1}})).is_err()
         );
         assert!(
             parse(serde_json::json!({"project": "p", "topic": "t", "inline_max_bytes": 0}))
@@ -606,9 +608,7 @@ mod tests {
                 valid()
                     .with_timeout(Duration::from_millis(50))
                     .and_then(|c| {
-                        c.with_batch(
-                            PubSubBatch::default().with_linger(Duration::from_millis(50))?,
-                        )
+                        c.with_batch(PubSubBatch::default().with_linger(Duration::from_millis(50))?)
                     }),
                 "batch.linger_ms",
             ),

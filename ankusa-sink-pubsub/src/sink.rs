@@ -272,10 +272,9 @@ mod tests {
         assert!(sink.durable());
         assert_eq!(sink.inline_max_bytes().unwrap().get(), 65_536);
 
-        let computed =
-            PubSubSink::new(emulator_config().with_ordering_key("{tenant_id}").unwrap())
-                .await
-                .unwrap();
+        let computed = PubSubSink::new(emulator_config().with_ordering_key("{tenant_id}").unwrap())
+            .await
+            .unwrap();
         let d = computed.describe(&Subject::new("s", None)).unwrap();
         assert_eq!(d.computed, vec!["ordering_key".to_owned()]);
         assert!(d.bindings["googlepubsub"].get("orderingKey").is_none());

@@ -367,7 +367,10 @@ mod tests {
         let e = err(&format!("{base}delay_ms = 60001"));
         assert!(e.contains("batch.linger_ms"), "{e}");
         let e = err("type = \"pubsub\"\nproject = \"p\"\ntopic = \"a/b\"");
-        assert!(e.contains("pubsub sink config") && e.contains("topic"), "{e}");
+        assert!(
+            e.contains("pubsub sink config") && e.contains("topic"),
+            "{e}"
+        );
     }
 
     #[cfg(feature = "all")]

@@ -93,7 +93,8 @@ impl PubSubHarness {
     async fn small_limit_sink(t: &TestTopic) -> Result<PubSubSink, BoxError> {
         Ok(PubSubSink::new(
             t.config()
-                .with_max_message_bytes(NonZeroUsize::new(SMALL_MAX_MESSAGE).unwrap()).unwrap(),
+                .with_max_message_bytes(NonZeroUsize::new(SMALL_MAX_MESSAGE).unwrap())
+                .unwrap(),
         )
         .await?)
     }
@@ -105,7 +106,8 @@ impl Harness for PubSubHarness {
 
     async fn destination(&self, _case: Case) -> Result<Setup<PubSubSink>, BoxError> {
         let t = self.topic().await?;
-        let sink = PubSubSink::new(t.config().with_timeout(Duration::from_secs(5)).unwrap()).await?;
+        let sink =
+            PubSubSink::new(t.config().with_timeout(Duration::from_secs(5)).unwrap()).await?;
         Ok(self.setup(&t, sink))
     }
 
@@ -114,10 +116,7 @@ impl Harness for PubSubHarness {
             Fault::MissingDestination => {
                 let admin = self.admin().await?;
                 Setup::new(
-                    PubSubSink::new(
-                        config_at(unique("never-created"), admin.endpoint()),
-                    )
-                    .await?,
+                    PubSubSink::new(config_at(unique("never-created"), admin.endpoint())).await?,
                 )
             }
             Fault::RefusedCredential => {
@@ -135,7 +134,8 @@ impl Harness for PubSubHarness {
             Fault::Unreachable => Setup::new(
                 PubSubSink::new(
                     config_at("unreachable", format!("http://127.0.0.1:{}", free_port()))
-                        .with_timeout(Duration::from_secs(5)).unwrap(),
+                        .with_timeout(Duration::from_secs(5))
+                        .unwrap(),
                 )
                 .await?,
             ),
@@ -149,7 +149,8 @@ impl Harness for PubSubHarness {
                 let server = scripted::start(Script::Hang).await;
                 let sink = PubSubSink::new(
                     config_at("scripted-topic", server.endpoint())
-                        .with_timeout(Duration::from_secs(2)).unwrap(),
+                        .with_timeout(Duration::from_secs(2))
+                        .unwrap(),
                 )
                 .await?;
                 Setup::new(sink)

@@ -22,9 +22,13 @@ fn outgoing_attributes(env: &Envelope, ctx: &Ctx) -> HashMap<String, String> {
 #[tokio::test]
 async fn round_trip_carries_data_attributes_and_ordering_key() {
     let t = Admin::shared().topic_with_subscription().await.unwrap();
-    let sink = PubSubSink::new(t.config().with_ordering_key("{tenant_id}/{source_id}").unwrap())
-        .await
-        .unwrap();
+    let sink = PubSubSink::new(
+        t.config()
+            .with_ordering_key("{tenant_id}/{source_id}")
+            .unwrap(),
+    )
+    .await
+    .unwrap();
     let env = envelope("rt-1", br#"{"ok":true}"#)
         .to_builder()
         .dedupe_key("evt_1")
@@ -67,9 +71,7 @@ async fn round_trip_carries_data_attributes_and_ordering_key() {
 
     // No ordering key by default, and no tenant means no tenant attribute.
     let plain = t.sink().await;
-    let env = Envelope::builder("rt-2", "gh", &b"x"[..])
-        .build()
-        .unwrap();
+    let env = Envelope::builder("rt-2", "gh", &b"x"[..]).build().unwrap();
     plain.deliver(&env, &Ctx::for_envelope(&env)).await.unwrap();
     let got = t.pull(1).await;
     assert_eq!(got.len(), 1);
@@ -133,11 +135,9 @@ async fn check_reports_a_missing_topic_as_config_without_publishing() {
 async fn invalid_argument_is_permanent() {
     // Topic names must start with a letter: the emulator answers INVALID_ARGUMENT.
     let admin = Admin::shared();
-    let sink = PubSubSink::new(
-        config_at("1-starts-with-a-digit", admin.endpoint()),
-    )
-    .await
-    .unwrap();
+    let sink = PubSubSink::new(config_at("1-starts-with-a-digit", admin.endpoint()))
+        .await
+        .unwrap();
     let env = envelope("invalid-1", b"{}");
     let err = sink
         .deliver(&env, &Ctx::for_envelope(&env))
@@ -151,7 +151,8 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
     let t = Admin::shared().topic_with_subscription().await.unwrap();
     let sink = PubSubSink::new(
         t.config()
-            .with_max_message_bytes(NonZeroUsize::new(2_048).unwrap()).unwrap(),
+            .with_max_message_bytes(NonZeroUsize::new(2_048).unwrap())
+            .unwrap(),
     )
     .await
     .unwrap();
@@ -175,8 +176,10 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
     let exact = data.len() + attrs + 3;
     let fits = PubSubSink::new(
         t.config()
-            .with_ordering_key("abc").unwrap()
-            .with_max_message_bytes(NonZeroUsize::new(exact).unwrap()).unwrap(),
+            .with_ordering_key("abc")
+            .unwrap()
+            .with_max_message_bytes(NonZeroUsize::new(exact).unwrap())
+            .unwrap(),
     )
     .await
     .unwrap();
@@ -185,8 +188,10 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
         .unwrap();
     let over = PubSubSink::new(
         t.config()
-            .with_ordering_key("abcd").unwrap()
-            .with_max_message_bytes(NonZeroUsize::new(exact).unwrap()).unwrap(),
+            .with_ordering_key("abcd")
+            .unwrap()
+            .with_max_message_bytes(NonZeroUsize::new(exact).unwrap())
+            .unwrap(),
     )
     .await
     .unwrap();

@@ -88,7 +88,8 @@ impl Scripted {
     pub(crate) async fn sink(&self) -> PubSubSink {
         PubSubSink::new(
             config_at("scripted-topic", self.endpoint())
-                .with_timeout(Duration::from_secs(5)).unwrap(),
+                .with_timeout(Duration::from_secs(5))
+                .unwrap(),
         )
         .await
         .expect("a valid config")
@@ -365,7 +366,8 @@ async fn transport_errors_are_transient() {
     });
     let sink = PubSubSink::new(
         config_at("t-closed", format!("http://{addr}"))
-            .with_timeout(Duration::from_secs(5)).unwrap(),
+            .with_timeout(Duration::from_secs(5))
+            .unwrap(),
     )
     .await
     .unwrap();
@@ -380,7 +382,8 @@ async fn transport_errors_are_transient() {
     let port = crate::common::free_port();
     let sink = PubSubSink::new(
         config_at("t-refused", format!("http://127.0.0.1:{port}"))
-            .with_timeout(Duration::from_secs(5)).unwrap(),
+            .with_timeout(Duration::from_secs(5))
+            .unwrap(),
     )
     .await
     .unwrap();
@@ -459,7 +462,8 @@ async fn a_silent_server_fails_check_with_a_check_reason() {
     });
     let sink = PubSubSink::new(
         config_at("t-silent", format!("http://{addr}"))
-            .with_timeout(Duration::from_millis(300)).unwrap(),
+            .with_timeout(Duration::from_millis(300))
+            .unwrap(),
     )
     .await
     .unwrap();
