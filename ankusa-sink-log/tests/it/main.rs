@@ -36,12 +36,17 @@ async fn one_structured_line_per_hook() {
     // seen one line, then the callsite is registered and every later line is seen.
     let warm = Envelope::builder("h-0", "stripe", "{}").build().unwrap();
     for _ in 0..10_000 {
-        sink.deliver(&warm, &Ctx::for_envelope(&warm)).await.unwrap();
+        sink.deliver(&warm, &Ctx::for_envelope(&warm))
+            .await
+            .unwrap();
         if !buf.0.lock().unwrap().is_empty() {
             break;
         }
     }
-    assert!(!buf.0.lock().unwrap().is_empty(), "the callsite never registered");
+    assert!(
+        !buf.0.lock().unwrap().is_empty(),
+        "the callsite never registered"
+    );
     buf.0.lock().unwrap().clear();
     let env = Envelope::builder("h-1", "stripe", "secret body")
         .tenant_id("acme")
