@@ -364,7 +364,7 @@ fn print(line: &str, code: ExitCode) -> ExitCode {
 /// writes outcome lines: one stream cannot carry both.
 fn refuse_mixed_stdout(config: &SinkConfig, json: bool) -> Result<(), UsageError> {
     if let SinkConfig::Log(c) = config
-        && c.messages
+        && c.messages()
         && json
     {
         return Err(UsageError(

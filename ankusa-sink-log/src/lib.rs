@@ -6,5 +6,5 @@ mod error;
 mod sink;
 
 pub use config::LogConfig;
-pub use error::classify;
+pub use error::LogError;
 pub use sink::LogSink;

@@ -1,7 +1,9 @@
 //! The log sink.
 
 use crate::config::LogConfig;
-use ankusa_sink_core::{Ctx, Envelope, Failure, Sink, async_trait, message};
+use crate::error::LogError;
+use ankusa_sink_core::message::{Body, EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::{Ctx, Envelope, Failure, Sink, async_trait};
 use std::io::Write as _;
 
 /// One structured `tracing` line per hook (`hook_id`, `source_id`, `tenant_id`, `attempt`,
@@ -10,15 +12,26 @@ use std::io::Write as _;
 ///
 /// Not durable: `Ok` means the line was handed to the logger, which outlives nothing. No
 /// inline threshold, no batching, nothing to describe, no preflight.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct LogSink {
     config: LogConfig,
+    /// Message v1, always inline (no threshold).
+    layout: Layout,
+}
+
+impl Default for LogSink {
+    fn default() -> Self {
+        LogSink::new(LogConfig::default())
+    }
 }
 
 impl LogSink {
     /// A log sink with these options.
     pub fn new(config: LogConfig) -> Self {
-        LogSink { config }
+        LogSink {
+            config,
+            layout: Layout::message(None, EmptyValues::Drop),
+        }
     }
 
     /// The options.
@@ -40,11 +53,14 @@ impl Sink for LogSink {
             "hook delivered"
         );
         if self.config.messages {
-            let mut line = message::encode(env, ctx, None)?;
+            let mut line = match Outgoing::new(env, ctx, &self.layout)?.into_body() {
+                Body::Message(json) => json,
+                Body::Raw(raw) => raw.to_vec(),
+            };
             line.push(b'\n');
             // One write of the whole line under the lock, so concurrent lines never interleave.
             let mut out = std::io::stdout().lock();
-            out.write_all(&line).map_err(crate::error::classify)?;
+            out.write_all(&line).map_err(LogError::Stdout)?;
         }
         Ok(())
     }

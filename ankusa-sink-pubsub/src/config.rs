@@ -1,35 +1,39 @@
-//! The Pub/Sub sink's configuration: serde shape, builder methods, validation, and the
-//! ordering key template.
+//! The Pub/Sub sink's configuration: the operator's keys ([`Repr`]), validated once into an
+//! always-valid [`PubSubConfig`] with `with_*` builders that re-check what they change.
 
-use ankusa_sink_core::Envelope;
-use ankusa_sink_core::template::{Template, TemplateFields};
-use serde::{Deserialize, Serialize};
+use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
+use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
+use serde::Deserialize;
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::time::Duration;
 
 /// Google's Pub/Sub endpoint, used when no endpoint is configured.
-pub const GOOGLE_ENDPOINT: &str = "https://pubsub.googleapis.com";
+const GOOGLE_ENDPOINT: &str = "https://pubsub.googleapis.com";
 /// Default and largest `max_message_bytes`: Pub/Sub's 10 MB message limit.
-pub const DEFAULT_MAX_MESSAGE_BYTES: NonZeroUsize = NonZeroUsize::new(10_000_000).unwrap();
+const DEFAULT_MAX_MESSAGE_BYTES: NonZeroUsize = NonZeroUsize::new(10_000_000).unwrap();
 /// Default `timeout_ms`: 10 s for one publish (until the server's message id) or one check.
-pub const DEFAULT_TIMEOUT_MS: NonZeroU64 = NonZeroU64::new(10_000).unwrap();
+const DEFAULT_TIMEOUT_MS: NonZeroU64 = NonZeroU64::new(10_000).unwrap();
+/// The largest `timeout_ms`: one hour.
+const MAX_TIMEOUT_MS: u64 = 3_600_000;
 /// Default batch size in messages (the client's own default).
-pub const DEFAULT_BATCH_MAX_MESSAGES: NonZeroU32 = NonZeroU32::new(100).unwrap();
+const DEFAULT_BATCH_MAX_MESSAGES: NonZeroU32 = NonZeroU32::new(100).unwrap();
 /// Default batch size in bytes (the client's own default, 1 MB).
-pub const DEFAULT_BATCH_MAX_BYTES: NonZeroU32 = NonZeroU32::new(1_000_000).unwrap();
-/// Default batch delay: 10 ms (the client's own default).
-pub const DEFAULT_BATCH_DELAY_MS: u64 = 10;
-/// The environment variable the emulator's tooling sets (`host:port`).
-pub const EMULATOR_HOST_ENV: &str = "PUBSUB_EMULATOR_HOST";
-
+const DEFAULT_BATCH_MAX_BYTES: NonZeroU32 = NonZeroU32::new(1_000_000).unwrap();
+/// Default batch linger: 10 ms (the client's own default delay threshold).
+const DEFAULT_BATCH_LINGER_MS: u64 = 10;
 /// The most messages one Pub/Sub publish request may carry.
 const MAX_BATCH_MESSAGES: u32 = 1_000;
 /// The most bytes one Pub/Sub publish request may carry.
 const MAX_BATCH_BYTES: u32 = 10_000_000;
+/// The longest batch linger: one minute.
+const MAX_BATCH_LINGER_MS: u64 = 60_000;
+/// The environment variable the emulator's tooling sets (`host:port`).
+const EMULATOR_HOST_ENV: &str = "PUBSUB_EMULATOR_HOST";
 
 /// How the sink authenticates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Auth {
     /// Google's Application Default Credentials (`GOOGLE_APPLICATION_CREDENTIALS`, the
     /// gcloud user credentials, or the metadata server). The default for `https://`.
@@ -38,191 +42,296 @@ pub enum Auth {
     Anonymous,
 }
 
-/// Batching through the client's publisher, for deliveries whose `ctx.batch` is set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The operator's `batch` keys, exactly as written in a sink file.
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BatchOptions {
-    /// Send a batch when it holds this many messages (1 to 1000).
-    #[serde(default = "default_batch_messages")]
-    pub max_messages: NonZeroU32,
-    /// Send a batch when it holds this many bytes (at most 10,000,000).
-    #[serde(default = "default_batch_bytes")]
-    pub max_bytes: NonZeroU32,
-    /// Send a batch at the latest this long after its first message.
-    #[serde(default = "default_batch_delay")]
-    pub delay_ms: u64,
+struct BatchRepr {
+    max_messages: Option<NonZeroU32>,
+    max_bytes: Option<NonZeroU32>,
+    /// `delay_ms` is the old name, still accepted.
+    #[serde(alias = "delay_ms")]
+    linger_ms: Option<u64>,
 }
 
-impl Default for BatchOptions {
+/// Batching through the client's publisher, for deliveries whose `ctx.batch` is set: a
+/// batch is sent when it holds `max_messages` messages or `max_bytes` bytes, or `linger_ms`
+/// after its first message. Always within Pub/Sub's request limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "BatchRepr")]
+#[non_exhaustive]
+pub struct PubSubBatch {
+    pub(crate) max_messages: NonZeroU32,
+    pub(crate) max_bytes: NonZeroU32,
+    pub(crate) linger_ms: u64,
+}
+
+impl Default for PubSubBatch {
     fn default() -> Self {
-        BatchOptions {
+        PubSubBatch {
             max_messages: DEFAULT_BATCH_MAX_MESSAGES,
             max_bytes: DEFAULT_BATCH_MAX_BYTES,
-            delay_ms: DEFAULT_BATCH_DELAY_MS,
+            linger_ms: DEFAULT_BATCH_LINGER_MS,
         }
     }
 }
 
-impl BatchOptions {
-    /// The batch delay.
-    pub fn delay(&self) -> Duration {
-        Duration::from_millis(self.delay_ms)
+impl TryFrom<BatchRepr> for PubSubBatch {
+    type Error = ConfigError;
+
+    fn try_from(r: BatchRepr) -> Result<Self, ConfigError> {
+        let batch = PubSubBatch {
+            max_messages: r.max_messages.unwrap_or(DEFAULT_BATCH_MAX_MESSAGES),
+            max_bytes: r.max_bytes.unwrap_or(DEFAULT_BATCH_MAX_BYTES),
+            linger_ms: r.linger_ms.unwrap_or(DEFAULT_BATCH_LINGER_MS),
+        };
+        batch.checked()
     }
 }
 
-fn default_batch_messages() -> NonZeroU32 {
-    DEFAULT_BATCH_MAX_MESSAGES
-}
-fn default_batch_bytes() -> NonZeroU32 {
-    DEFAULT_BATCH_MAX_BYTES
-}
-fn default_batch_delay() -> u64 {
-    DEFAULT_BATCH_DELAY_MS
+impl PubSubBatch {
+    /// Send a batch when it holds this many messages (1 to 1000).
+    pub fn with_max_messages(mut self, max: NonZeroU32) -> Result<Self, ConfigError> {
+        self.max_messages = max;
+        self.checked()
+    }
+
+    /// Send a batch when it holds this many bytes (at most 10,000,000).
+    pub fn with_max_bytes(mut self, max: NonZeroU32) -> Result<Self, ConfigError> {
+        self.max_bytes = max;
+        self.checked()
+    }
+
+    /// Send a batch at the latest this long after its first message (whole ms, at most
+    /// 60 s; a [`PubSubConfig`] also needs it below its timeout).
+    pub fn with_linger(mut self, linger: Duration) -> Result<Self, ConfigError> {
+        self.linger_ms = u64::try_from(linger.as_millis()).unwrap_or(u64::MAX);
+        self.checked()
+    }
+
+    /// The batch size in messages.
+    pub fn max_messages(&self) -> NonZeroU32 {
+        self.max_messages
+    }
+
+    /// The batch size in bytes.
+    pub fn max_bytes(&self) -> NonZeroU32 {
+        self.max_bytes
+    }
+
+    /// How long a batch waits for more messages after its first.
+    pub fn linger(&self) -> Duration {
+        Duration::from_millis(self.linger_ms)
+    }
+
+    fn checked(self) -> Result<Self, ConfigError> {
+        if self.max_messages.get() > MAX_BATCH_MESSAGES {
+            return Err(ConfigError::Value {
+                option: "batch.max_messages",
+                why: "must be at most 1000 (Pub/Sub's request limit)",
+            });
+        }
+        if self.max_bytes.get() > MAX_BATCH_BYTES {
+            return Err(ConfigError::Value {
+                option: "batch.max_bytes",
+                why: "must be at most 10000000 (Pub/Sub's request limit)",
+            });
+        }
+        if self.linger_ms > MAX_BATCH_LINGER_MS {
+            return Err(ConfigError::Value {
+                option: "batch.linger_ms",
+                why: "must be at most 60000",
+            });
+        }
+        Ok(self)
+    }
 }
 
-/// The Pub/Sub sink's configuration.
-///
-/// Build it with [`PubSubConfig::new`] and the `with_*` methods, or deserialize it; either
-/// way [`PubSubSink::new`](crate::PubSubSink::new) validates it and refuses bad values with
-/// a [`ConfigError`]. It holds no secret: credentials come from Application Default
-/// Credentials, never from this struct.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The operator's keys, exactly as written in a sink file (`type` already removed).
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct Repr {
+    project: String,
+    topic: String,
+    endpoint: Option<String>,
+    auth: Option<Auth>,
+    ordering_key: Option<String>,
+    inline_max_bytes: Option<NonZeroUsize>,
+    max_message_bytes: Option<NonZeroUsize>,
+    timeout_ms: Option<NonZeroU64>,
+    batch: Option<PubSubBatch>,
+    #[serde(default)]
+    allow_insecure: bool,
+}
+
+/// A valid Pub/Sub sink configuration.
+///
+/// Parsed from a sink file (the keys of the crate README), or built with
+/// [`PubSubConfig::new`] and the `with_*` methods, each of which refuses a bad value with a
+/// [`ConfigError`] naming the option. It holds no secret: credentials come from Application
+/// Default Credentials, never from this struct.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Repr")]
 #[non_exhaustive]
 pub struct PubSubConfig {
-    /// The Google Cloud project id.
-    pub project: String,
-    /// The short topic id (not `projects/..`). Never created by the sink.
-    pub topic: String,
-    /// `http(s)://host[:port]`; [`GOOGLE_ENDPOINT`] when absent. An `http://` endpoint is
-    /// an emulator (anonymous credentials unless `auth` says otherwise).
-    #[serde(default)]
-    pub endpoint: Option<String>,
-    /// How to authenticate; inferred from the endpoint's scheme when absent.
-    #[serde(default)]
-    pub auth: Option<Auth>,
-    /// The ordering key template (see [`OrderingKey`]); none by default. An empty result
-    /// sends no key.
-    #[serde(default)]
-    pub ordering_key: Option<String>,
-    /// The largest body sent inline; larger bodies travel by `ctx.claim`.
-    #[serde(default = "default_inline")]
-    pub inline_max_bytes: NonZeroUsize,
-    /// data + attribute names and values + ordering key over this is refused before
-    /// publishing (permanent). At most 10,000,000.
-    #[serde(default = "default_max_message")]
-    pub max_message_bytes: NonZeroUsize,
-    /// How long one publish may take until the server's message id, and the bound of
-    /// `check()`.
-    #[serde(default = "default_timeout")]
-    pub timeout_ms: NonZeroU64,
-    /// Batching for deliveries whose `ctx.batch` is set.
-    #[serde(default)]
-    pub batch: BatchOptions,
-    /// Accept `auth = application_default` with an `http://` endpoint that is not
-    /// loopback, sending bearer tokens unencrypted (default false: refused with
-    /// [`ConfigError::Insecure`]). Anonymous credentials (the emulator) send no token and
-    /// need no such consent.
-    #[serde(default)]
-    pub allow_insecure: bool,
+    pub(crate) project: String,
+    pub(crate) topic: String,
+    pub(crate) endpoint: Option<String>,
+    pub(crate) auth: Option<Auth>,
+    pub(crate) ordering_key: Option<KeyTemplate>,
+    pub(crate) inline_max_bytes: NonZeroUsize,
+    pub(crate) max_message_bytes: NonZeroUsize,
+    pub(crate) timeout_ms: NonZeroU64,
+    pub(crate) batch: PubSubBatch,
+    pub(crate) allow_insecure: bool,
 }
 
-fn default_inline() -> NonZeroUsize {
-    ankusa_sink_core::DEFAULT_INLINE_MAX_BYTES
+impl TryFrom<Repr> for PubSubConfig {
+    type Error = ConfigError;
+
+    fn try_from(r: Repr) -> Result<Self, ConfigError> {
+        PubSubConfig {
+            project: r.project,
+            topic: r.topic,
+            endpoint: r.endpoint,
+            auth: r.auth,
+            ordering_key: r.ordering_key.as_deref().map(parse_key).transpose()?,
+            inline_max_bytes: r.inline_max_bytes.unwrap_or(DEFAULT_INLINE_MAX_BYTES),
+            max_message_bytes: r.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
+            timeout_ms: r.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
+            batch: r.batch.unwrap_or_default(),
+            allow_insecure: r.allow_insecure,
+        }
+        .checked()
+    }
 }
-fn default_max_message() -> NonZeroUsize {
-    DEFAULT_MAX_MESSAGE_BYTES
-}
-fn default_timeout() -> NonZeroU64 {
-    DEFAULT_TIMEOUT_MS
+
+/// An ordering key template: `{tenant_id}` renders `""` without a tenant.
+fn parse_key(template: &str) -> Result<KeyTemplate, ConfigError> {
+    KeyTemplate::parse(template, AbsentTenant::Empty).map_err(ConfigError::OrderingKey)
 }
 
 impl PubSubConfig {
-    /// A configuration for `projects/<project>/topics/<topic>` on Google's endpoint with
-    /// Application Default Credentials, every other option at its default.
-    pub fn new(project: impl Into<String>, topic: impl Into<String>) -> Self {
+    /// `projects/<project>/topics/<topic>` on Google's endpoint with Application Default
+    /// Credentials, every other option at its default.
+    ///
+    /// Project and topic must be non-empty, at most 255 bytes, without `/`, whitespace or
+    /// control characters; the finer naming rules (length, leading letter, the `goog`
+    /// prefix) are the server's, which answers `INVALID_ARGUMENT` (permanent).
+    pub fn new(project: impl Into<String>, topic: impl Into<String>) -> Result<Self, ConfigError> {
         PubSubConfig {
             project: project.into(),
             topic: topic.into(),
             endpoint: None,
             auth: None,
             ordering_key: None,
-            inline_max_bytes: default_inline(),
+            inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             timeout_ms: DEFAULT_TIMEOUT_MS,
-            batch: BatchOptions::default(),
+            batch: PubSubBatch::default(),
             allow_insecure: false,
         }
+        .checked()
     }
 
-    /// Use this endpoint (`http://127.0.0.1:8085` for the emulator).
-    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+    /// Use this endpoint (`http://127.0.0.1:8085` for the emulator): `http(s)://host[:port]`,
+    /// no userinfo, query or path.
+    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Result<Self, ConfigError> {
         self.endpoint = Some(endpoint.into());
-        self
+        self.checked()
     }
 
     /// Use the emulator named by `PUBSUB_EMULATOR_HOST` (`host:port`) when it is set:
     /// `http://<host:port>` with anonymous credentials. Unset or empty changes nothing.
-    pub fn with_emulator_from_env(self) -> Self {
+    pub fn with_emulator_from_env(self) -> Result<Self, ConfigError> {
         match std::env::var(EMULATOR_HOST_ENV) {
             Ok(host) if !host.trim().is_empty() => self
-                .with_endpoint(format!("http://{}", host.trim()))
-                .with_auth(Auth::Anonymous),
-            _ => self,
+                .with_auth(Auth::Anonymous)?
+                .with_endpoint(format!("http://{}", host.trim())),
+            _ => Ok(self),
         }
     }
 
     /// Set how to authenticate.
-    pub fn with_auth(mut self, auth: Auth) -> Self {
+    pub fn with_auth(mut self, auth: Auth) -> Result<Self, ConfigError> {
         self.auth = Some(auth);
-        self
+        self.checked()
     }
 
-    /// Set the ordering key template (a string without `{...}` is a static key).
-    pub fn with_ordering_key(mut self, template: impl Into<String>) -> Self {
-        self.ordering_key = Some(template.into());
-        self
+    /// Set the ordering key template: `{tenant_id}` (`""` without a tenant), `{source_id}`,
+    /// `{id}`, `{dedupe_key}`, `{{`/`}}` for braces; without a placeholder it is a static
+    /// key. A key that renders empty is not sent.
+    pub fn with_ordering_key(mut self, template: &str) -> Result<Self, ConfigError> {
+        self.ordering_key = Some(parse_key(template)?);
+        Ok(self)
     }
 
-    /// Set the inline threshold.
+    /// Set the inline threshold: larger bodies travel by `ctx.claim`.
     pub fn with_inline_max_bytes(mut self, max: NonZeroUsize) -> Self {
         self.inline_max_bytes = max;
         self
     }
 
-    /// Set the message size limit (data + attributes + ordering key).
-    pub fn with_max_message_bytes(mut self, max: NonZeroUsize) -> Self {
+    /// Set the message size limit (data + attributes + ordering key), at most 10,000,000.
+    pub fn with_max_message_bytes(mut self, max: NonZeroUsize) -> Result<Self, ConfigError> {
         self.max_message_bytes = max;
-        self
+        self.checked()
     }
 
-    /// Set the publish and check timeout.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+    /// Set the publish and check timeout (whole ms, at least 1, at most one hour, above the
+    /// batch linger).
+    pub fn with_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
         self.timeout_ms = ankusa_sink_core::timeout_ms(timeout);
-        self
+        self.checked()
     }
 
     /// Accept Application Default Credentials over a cleartext `http://` endpoint that is
-    /// not loopback (see [`PubSubConfig::allow_insecure`]).
-    pub fn with_allow_insecure(mut self, allow: bool) -> Self {
+    /// not loopback, sending bearer tokens unencrypted (default false: refused with
+    /// [`ConfigError::Insecure`]). Anonymous credentials (the emulator) send no token and
+    /// need no such consent.
+    pub fn with_allow_insecure(mut self, allow: bool) -> Result<Self, ConfigError> {
         self.allow_insecure = allow;
-        self
+        self.checked()
     }
 
-    /// Whether bearer tokens would cross the network unencrypted: Application Default
-    /// Credentials with an `http://` endpoint whose host is not loopback.
-    pub fn sends_tokens_in_clear(&self) -> bool {
-        self.auth() == Auth::ApplicationDefault
-            && url::Url::parse(self.endpoint()).is_ok_and(|u| {
-                u.scheme() == "http"
-                    && !u.host_str().is_some_and(ankusa_sink_core::is_loopback_host)
-            })
-    }
-
-    /// Set the batching options.
-    pub fn with_batch(mut self, batch: BatchOptions) -> Self {
+    /// Set the batching options (their linger must stay below the timeout).
+    pub fn with_batch(mut self, batch: PubSubBatch) -> Result<Self, ConfigError> {
         self.batch = batch;
-        self
+        self.checked()
+    }
+
+    /// The project id.
+    pub fn project(&self) -> &str {
+        &self.project
+    }
+
+    /// The short topic id.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The ordering key template, if any.
+    pub fn ordering_key(&self) -> Option<&KeyTemplate> {
+        self.ordering_key.as_ref()
+    }
+
+    /// The inline threshold.
+    pub fn inline_max_bytes(&self) -> NonZeroUsize {
+        self.inline_max_bytes
+    }
+
+    /// The message size limit (data + attributes + ordering key).
+    pub fn max_message_bytes(&self) -> NonZeroUsize {
+        self.max_message_bytes
+    }
+
+    /// The batching options.
+    pub fn batch(&self) -> &PubSubBatch {
+        &self.batch
+    }
+
+    /// Whether [`with_allow_insecure`](Self::with_allow_insecure) accepted tokens in clear.
+    pub fn allow_insecure(&self) -> bool {
+        self.allow_insecure
     }
 
     /// The publish and check timeout.
@@ -255,20 +364,26 @@ impl PubSubConfig {
         format!("projects/{}/topics/{}", self.project, self.topic)
     }
 
-    /// Check every value that can be checked without the server.
-    ///
-    /// Project and topic must be non-empty, without `/`, whitespace or control
-    /// characters; the finer naming rules (length, leading letter, the `goog` prefix) are
-    /// the server's, which answers `INVALID_ARGUMENT` (permanent).
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    /// Whether bearer tokens would cross the network unencrypted: Application Default
+    /// Credentials with an `http://` endpoint whose host is not loopback.
+    pub fn sends_tokens_in_clear(&self) -> bool {
+        self.auth() == Auth::ApplicationDefault
+            && url::Url::parse(self.endpoint()).is_ok_and(|u| {
+                u.scheme() == "http"
+                    && !u.host_str().is_some_and(ankusa_sink_core::is_loopback_host)
+            })
+    }
+
+    /// `self` if every value holds, else the first refusal (the ordering key and the
+    /// batch's own ranges were checked when they were parsed).
+    fn checked(self) -> Result<Self, ConfigError> {
         validate_segment("project", &self.project)?;
         validate_segment("topic", &self.topic)?;
-        self.validate_endpoint()?;
+        if let Some(raw) = &self.endpoint {
+            validate_endpoint(raw)?;
+        }
         if self.sends_tokens_in_clear() && !self.allow_insecure {
             return Err(ConfigError::Insecure);
-        }
-        if let Some(t) = &self.ordering_key {
-            OrderingKey::parse(t)?;
         }
         if self.max_message_bytes > DEFAULT_MAX_MESSAGE_BYTES {
             return Err(ConfigError::Value {
@@ -276,64 +391,43 @@ impl PubSubConfig {
                 why: "must be at most 10000000 (Pub/Sub's message limit)",
             });
         }
-        if self.timeout_ms.get() > 3_600_000 {
+        if self.timeout_ms.get() > MAX_TIMEOUT_MS {
             return Err(ConfigError::Value {
                 option: "timeout_ms",
                 why: "must be at most 3600000 (one hour)",
             });
         }
-        if self.batch.max_messages.get() > MAX_BATCH_MESSAGES {
+        if self.batch.linger_ms >= self.timeout_ms.get() {
             return Err(ConfigError::Value {
-                option: "batch.max_messages",
-                why: "must be at most 1000 (Pub/Sub's request limit)",
-            });
-        }
-        if self.batch.max_bytes.get() > MAX_BATCH_BYTES {
-            return Err(ConfigError::Value {
-                option: "batch.max_bytes",
-                why: "must be at most 10000000 (Pub/Sub's request limit)",
-            });
-        }
-        if self.batch.delay_ms > 60_000 {
-            return Err(ConfigError::Value {
-                option: "batch.delay_ms",
-                why: "must be at most 60000",
-            });
-        }
-        if self.batch.delay_ms >= self.timeout_ms.get() {
-            return Err(ConfigError::Value {
-                option: "batch.delay_ms",
+                option: "batch.linger_ms",
                 why: "must be less than timeout_ms (a batched delivery would always time out)",
             });
         }
-        Ok(())
+        Ok(self)
     }
+}
 
-    fn validate_endpoint(&self) -> Result<(), ConfigError> {
-        let Some(raw) = &self.endpoint else {
-            return Ok(());
-        };
-        // Never echo the endpoint: a mistyped one might carry a secret.
-        let url = url::Url::parse(raw).map_err(|_| ConfigError::Endpoint("is not a URL"))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(ConfigError::Endpoint("must be http:// or https://"));
-        }
-        if url.host_str().is_none_or(str::is_empty) {
-            return Err(ConfigError::Endpoint("has no host"));
-        }
-        if !url.username().is_empty() || url.password().is_some() {
-            return Err(ConfigError::Endpoint(
-                "must not carry userinfo (credentials come from auth)",
-            ));
-        }
-        if url.query().is_some() || url.fragment().is_some() {
-            return Err(ConfigError::Endpoint("must not have a query or fragment"));
-        }
-        if !matches!(url.path(), "" | "/") {
-            return Err(ConfigError::Endpoint("must not have a path"));
-        }
-        Ok(())
+/// Never echoes the endpoint: a mistyped one might carry a secret.
+fn validate_endpoint(raw: &str) -> Result<(), ConfigError> {
+    let url = url::Url::parse(raw).map_err(|_| ConfigError::Endpoint("is not a URL"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ConfigError::Endpoint("must be http:// or https://"));
     }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(ConfigError::Endpoint("has no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ConfigError::Endpoint(
+            "must not carry userinfo (credentials come from auth)",
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(ConfigError::Endpoint("must not have a query or fragment"));
+    }
+    if !matches!(url.path(), "" | "/") {
+        return Err(ConfigError::Endpoint("must not have a path"));
+    }
+    Ok(())
 }
 
 fn validate_segment(option: &'static str, value: &str) -> Result<(), ConfigError> {
@@ -378,7 +472,7 @@ pub enum ConfigError {
     Endpoint(&'static str),
     /// The ordering key template does not parse.
     #[error("invalid ordering_key template: {0}")]
-    OrderingKey(String),
+    OrderingKey(TemplateError),
     /// `auth = application_default` with an `http://` endpoint that is not loopback:
     /// bearer tokens would cross the network unencrypted.
     #[error(
@@ -387,102 +481,98 @@ pub enum ConfigError {
          emulator), or set allow_insecure = true to accept that"
     )]
     Insecure,
-    /// The client could not be built (for example, no Application Default Credentials).
-    #[error("the Pub/Sub client could not be built: {0}")]
-    Client(String),
-}
-
-/// An ordering key: a template over the envelope, fixed at configuration time.
-///
-/// `{tenant_id}`, `{source_id}`, `{id}` and `{dedupe_key}` are replaced (an absent tenant
-/// or dedupe key by the empty string); `{{` and `}}` are literal braces. A template with no
-/// placeholder is a static key. A key that renders empty is not sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OrderingKey(Template);
-
-impl OrderingKey {
-    /// Parse a template.
-    pub fn parse(template: &str) -> Result<Self, ConfigError> {
-        Template::parse(template)
-            .map(OrderingKey)
-            .map_err(|e| ConfigError::OrderingKey(e.to_string()))
-    }
-
-    /// The template as written.
-    pub fn as_str(&self) -> &str {
-        self.0.as_str()
-    }
-
-    /// Whether the key is the same for every hook.
-    pub fn is_static(&self) -> bool {
-        self.0.is_static()
-    }
-
-    /// The key for `env` (possibly empty: then no key is sent).
-    pub fn render(&self, env: &Envelope) -> String {
-        self.0.render(&TemplateFields::of(env), "")
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_sink_core::Envelope;
 
     fn valid() -> PubSubConfig {
-        PubSubConfig::new("proj", "hooks")
+        PubSubConfig::new("proj", "hooks").unwrap()
+    }
+
+    fn parse(v: serde_json::Value) -> Result<PubSubConfig, serde_json::Error> {
+        serde_json::from_value(v)
     }
 
     #[test]
     fn defaults() {
         let c = valid();
-        c.validate().unwrap();
         assert_eq!(c.endpoint(), GOOGLE_ENDPOINT);
         assert_eq!(c.auth(), Auth::ApplicationDefault);
         assert_eq!(c.topic_name(), "projects/proj/topics/hooks");
         assert_eq!(c.inline_max_bytes.get(), 65_536);
         assert_eq!(c.max_message_bytes.get(), 10_000_000);
         assert_eq!(c.timeout(), Duration::from_secs(10));
+        assert_eq!(c.batch, PubSubBatch::default());
+        assert_eq!(c.batch.linger(), Duration::from_millis(10));
         assert!(c.ordering_key.is_none());
-        let e = c.with_endpoint("http://127.0.0.1:8085/");
+        let e = c.with_endpoint("http://127.0.0.1:8085/").unwrap();
         assert_eq!(e.endpoint(), "http://127.0.0.1:8085");
         assert_eq!(e.auth(), Auth::Anonymous);
         assert_eq!(
-            e.with_auth(Auth::ApplicationDefault).auth(),
+            e.with_auth(Auth::ApplicationDefault).unwrap().auth(),
             Auth::ApplicationDefault
         );
     }
 
     #[test]
     fn serde_shape_with_defaults() {
-        let c: PubSubConfig = serde_json::from_value(serde_json::json!({
+        let c = parse(serde_json::json!({
             "project": "p", "topic": "t", "endpoint": "http://127.0.0.1:8085",
             "ordering_key": "{tenant_id}", "batch": {"max_messages": 10}
         }))
         .unwrap();
         assert_eq!(c.batch.max_messages.get(), 10);
         assert_eq!(c.batch.max_bytes, DEFAULT_BATCH_MAX_BYTES);
-        assert_eq!(c.ordering_key.as_deref(), Some("{tenant_id}"));
+        assert_eq!(c.batch.linger_ms, DEFAULT_BATCH_LINGER_MS);
+        assert_eq!(
+            c.ordering_key.as_ref().map(KeyTemplate::as_str),
+            Some("{tenant_id}")
+        );
+        assert_eq!(
+            c.ordering_key.as_ref().map(KeyTemplate::absent_tenant),
+            Some(AbsentTenant::Empty)
+        );
+        assert!(parse(serde_json::json!({"project": "p", "topic": "t", "nope": 1})).is_err());
         assert!(
-            serde_json::from_value::<PubSubConfig>(
-                serde_json::json!({"project": "p", "topic": "t", "nope": 1})
-            )
-            .is_err()
+            parse(serde_json::json!({"project": "p", "topic": "t", "batch": {"nope": 1}})).is_err()
         );
         assert!(
-            serde_json::from_value::<PubSubConfig>(
-                serde_json::json!({"project": "p", "topic": "t", "inline_max_bytes": 0})
-            )
-            .is_err()
+            parse(serde_json::json!({"project": "p", "topic": "t", "inline_max_bytes": 0}))
+                .is_err()
         );
     }
 
     #[test]
+    fn batch_linger_ms_and_its_old_name_delay_ms() {
+        let c = parse(serde_json::json!({
+            "project": "p", "topic": "t", "batch": {"linger_ms": 25}
+        }))
+        .unwrap();
+        assert_eq!(c.batch.linger(), Duration::from_millis(25));
+        let old = parse(serde_json::json!({
+            "project": "p", "topic": "t", "batch": {"delay_ms": 25}
+        }))
+        .unwrap();
+        assert_eq!(old, c);
+        let e = parse(serde_json::json!({
+            "project": "p", "topic": "t", "timeout_ms": 50, "batch": {"delay_ms": 50}
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("batch.linger_ms"), "{e}");
+    }
+
+    #[test]
     fn bad_values_are_refused_with_the_option_named() {
-        let cases: Vec<(PubSubConfig, &str)> = vec![
+        let n32 = |n| NonZeroU32::new(n).unwrap();
+        let cases: Vec<(Result<PubSubConfig, ConfigError>, &str)> = vec![
             (PubSubConfig::new("", "t"), "project"),
             (PubSubConfig::new("p", ""), "topic"),
             (PubSubConfig::new("p", "projects/p/topics/t"), "topic"),
             (PubSubConfig::new("p x", "t"), "project"),
+            (PubSubConfig::new("p", "t".repeat(256)), "topic"),
             (valid().with_endpoint("ftp://h"), "endpoint"),
             (valid().with_endpoint("nonsense"), "endpoint"),
             (valid().with_endpoint("https://h/v1"), "endpoint"),
@@ -493,18 +583,22 @@ mod tests {
                 "max_message_bytes",
             ),
             (
-                valid().with_batch(BatchOptions {
-                    max_messages: NonZeroU32::new(1001).unwrap(),
-                    ..BatchOptions::default()
-                }),
+                PubSubBatch::default()
+                    .with_max_messages(n32(1001))
+                    .and_then(|b| valid().with_batch(b)),
                 "batch.max_messages",
             ),
             (
-                valid().with_batch(BatchOptions {
-                    max_bytes: NonZeroU32::new(10_000_001).unwrap(),
-                    ..BatchOptions::default()
-                }),
+                PubSubBatch::default()
+                    .with_max_bytes(n32(10_000_001))
+                    .and_then(|b| valid().with_batch(b)),
                 "batch.max_bytes",
+            ),
+            (
+                PubSubBatch::default()
+                    .with_linger(Duration::from_millis(60_001))
+                    .and_then(|b| valid().with_batch(b)),
+                "batch.linger_ms",
             ),
             (
                 valid().with_timeout(Duration::from_secs(7200)),
@@ -513,30 +607,39 @@ mod tests {
             (
                 valid()
                     .with_timeout(Duration::from_millis(50))
-                    .with_batch(BatchOptions {
-                        delay_ms: 50,
-                        ..BatchOptions::default()
+                    .and_then(|c| {
+                        c.with_batch(PubSubBatch::default().with_linger(Duration::from_millis(50))?)
                     }),
-                "batch.delay_ms",
+                "batch.linger_ms",
+            ),
+            (
+                valid().with_timeout(Duration::from_millis(10)),
+                "batch.linger_ms",
             ),
         ];
         for (c, option) in cases {
-            let e = c.validate().unwrap_err();
+            let e = c.unwrap_err();
             assert!(e.to_string().contains(option), "{option}: {e}");
         }
+        // The same refusals from a sink file.
+        let e = parse(serde_json::json!({"project": "p", "topic": "a/b"})).unwrap_err();
+        assert!(e.to_string().contains("topic"), "{e}");
+        let e = parse(serde_json::json!({
+            "project": "p", "topic": "t", "batch": {"max_messages": 1001}
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("batch.max_messages"), "{e}");
     }
 
     #[test]
     fn endpoint_userinfo_is_refused_and_never_echoed() {
         let e = valid()
             .with_endpoint("https://user:s3cr3t@pubsub.example")
-            .validate()
             .unwrap_err();
         assert!(e.to_string().contains("userinfo"), "{e}");
         assert!(!e.to_string().contains("s3cr3t"));
         let e = valid()
             .with_endpoint("https://h.example/?token=s3cr3t")
-            .validate()
             .unwrap_err();
         assert!(!e.to_string().contains("s3cr3t"));
     }
@@ -544,17 +647,22 @@ mod tests {
     #[test]
     fn application_default_over_cleartext_needs_allow_insecure() {
         let remote = || valid().with_endpoint("http://pubsub.internal.example:8085");
-        let adc = remote().with_auth(Auth::ApplicationDefault);
-        assert!(adc.sends_tokens_in_clear());
-        let e = adc.validate().unwrap_err();
+        let e = remote()
+            .unwrap()
+            .with_auth(Auth::ApplicationDefault)
+            .unwrap_err();
         assert_eq!(e, ConfigError::Insecure);
         assert!(e.to_string().contains("allow_insecure"), "{e}");
-        adc.clone().with_allow_insecure(true).validate().unwrap();
+        let adc = valid()
+            .with_allow_insecure(true)
+            .and_then(|c| c.with_endpoint("http://pubsub.internal.example:8085"))
+            .and_then(|c| c.with_auth(Auth::ApplicationDefault))
+            .unwrap();
+        assert!(adc.sends_tokens_in_clear());
+        assert_eq!(adc.with_allow_insecure(false), Err(ConfigError::Insecure));
         // No token to leak: anonymous (the default for http://, and the emulator's).
-        remote().validate().unwrap();
-        assert!(!remote().sends_tokens_in_clear());
+        assert!(!remote().unwrap().sends_tokens_in_clear());
         // TLS, and loopback (an emulator or a local proxy on this machine).
-        valid().validate().unwrap();
         for local in [
             "http://127.0.0.1:8085",
             "http://localhost:8085",
@@ -562,18 +670,23 @@ mod tests {
         ] {
             let c = valid()
                 .with_endpoint(local)
-                .with_auth(Auth::ApplicationDefault);
+                .and_then(|c| c.with_auth(Auth::ApplicationDefault))
+                .unwrap();
             assert!(!c.sends_tokens_in_clear(), "{local}");
-            c.validate().unwrap();
         }
-        let c: PubSubConfig = serde_json::from_value(serde_json::json!({
+        let c = parse(serde_json::json!({
             "project": "p", "topic": "t", "endpoint": "http://10.0.0.7:8085",
             "auth": "application_default", "allow_insecure": true
         }))
         .unwrap();
-        assert!(c.allow_insecure);
-        c.validate().unwrap();
-        assert!(!valid().allow_insecure);
+        assert!(c.allow_insecure());
+        let e = parse(serde_json::json!({
+            "project": "p", "topic": "t", "endpoint": "http://10.0.0.7:8085",
+            "auth": "application_default"
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("allow_insecure"), "{e}");
+        assert!(!valid().allow_insecure());
     }
 
     #[test]
@@ -582,15 +695,14 @@ mod tests {
             .tenant_id("acme")
             .build()
             .unwrap();
-        let k = OrderingKey::parse("{tenant_id}/{source_id}:{{x}}").unwrap();
-        assert!(!k.is_static());
+        let tenantless = Envelope::builder("h2", "src", "").build().unwrap();
+        let key = |t: &str| valid().with_ordering_key(t).unwrap().ordering_key.unwrap();
+        let k = key("{tenant_id}/{source_id}:{{x}}");
         assert_eq!(k.render(&env), "acme/src:{x}");
-        let s = OrderingKey::parse("fixed").unwrap();
-        assert!(s.is_static());
-        assert_eq!(s.render(&env), "fixed");
-        let d = OrderingKey::parse("{dedupe_key}").unwrap();
-        assert_eq!(d.render(&env), "");
-        assert_eq!(OrderingKey::parse("{id}").unwrap().render(&env), "h1");
-        assert!(OrderingKey::parse("a}b").is_err());
+        assert_eq!(k.render(&tenantless), "/src:{x}");
+        assert_eq!(key("fixed").render(&env), "fixed");
+        assert_eq!(key("{dedupe_key}").render(&env), "");
+        assert_eq!(key("{id}").render(&env), "h1");
+        assert!(valid().with_ordering_key("a}b").is_err());
     }
 }

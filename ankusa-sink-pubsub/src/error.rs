@@ -2,19 +2,20 @@
 //!
 //! | Outcome | Class |
 //! | --- | --- |
-//! | `PERMISSION_DENIED`, `UNAUTHENTICATED`, `NOT_FOUND` (topic missing); credentials that cannot produce a token | config |
+//! | `PERMISSION_DENIED`, `UNAUTHENTICATED`, `NOT_FOUND` (topic missing); credentials that cannot produce a token; a client that cannot be built | config |
 //! | `INVALID_ARGUMENT`; a message over `max_message_bytes` (checked before publishing) | permanent |
-//! | `RESOURCE_EXHAUSTED` | retry-after: `google.rpc.RetryInfo`'s delay when present, else `throttle_after_ms(attempt)` |
+//! | `RESOURCE_EXHAUSTED` with a `google.rpc.RetryInfo` delay | retry-after that delay (`Class::RetryAfter`) |
+//! | `RESOURCE_EXHAUSTED` without one (or with a zero delay) | throttled (`Class::Throttled`: dispatch draws the pause) |
 //! | `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `INTERNAL`, `ABORTED`, `CANCELLED`, `UNKNOWN`, any other code; transport, connect, I/O and timeout errors; a paused ordering key; no message id | transient |
 
 use ankusa_sink_core::{Class, Failure};
+use google_cloud_gax::client_builder::Error as BuildError;
 use google_cloud_gax::error::Error as GaxError;
 use google_cloud_gax::error::rpc::{Code, Status, StatusDetails};
 use google_cloud_pubsub::error::PublishError;
 use std::num::NonZeroU64;
 
-pub use ankusa_sink_core::MAX_REASON_TEXT;
-pub(crate) use ankusa_sink_core::printable;
+use ankusa_sink_core::printable;
 
 /// A client error in words: `CODE: message` for a status from the server (the message
 /// escaped and bounded), else the error and its sources by `Display`, each once.
@@ -45,15 +46,18 @@ fn publish_text(e: &PublishError) -> String {
     }
 }
 
-/// Why a delivery or a check failed, before classification by [`classify`].
+/// Why building the sink, a delivery or a check failed.
 ///
 /// The text carries the server's status code and message (escaped and bounded, see
-/// [`MAX_REASON_TEXT`]) and the client's description, never a credential. The client's
+/// [`ankusa_sink_core::MAX_REASON_TEXT`]) and the client's description, never a credential. The client's
 /// error is kept in the variant for typed inspection but is not the `source()`: its own
 /// text would print the server's message raw.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PubSubError {
+    /// The client could not be built (for example, no Application Default Credentials).
+    #[error("the Pub/Sub client could not be built: {0}")]
+    Client(BuildError),
     /// The official client's publish failed (an RPC status, a paused ordering key, a
     /// publisher shut down).
     #[error("publish failed: {}", publish_text(.0))]
@@ -84,32 +88,37 @@ pub enum PubSubError {
     CheckTimeout(u128),
 }
 
-/// Classify a failed publish or check; `attempt` is `ctx.attempt` (for a throttle without
-/// `RetryInfo`). See the module table.
-pub fn classify(err: PubSubError, attempt: u32) -> Failure {
-    let class = match &err {
+/// What dispatch does with `err`: a pure, deterministic function of the error (see the
+/// module table).
+pub(crate) fn classify(err: &PubSubError) -> Class {
+    match err {
+        PubSubError::Client(_) => Class::Config,
         PubSubError::TooLarge { .. } => Class::Permanent,
         PubSubError::NoMessageId | PubSubError::Timeout(_) | PubSubError::CheckTimeout(_) => {
             Class::Transient
         }
-        PubSubError::Publish(PublishError::Rpc(e)) => rpc_class(e, attempt),
+        PubSubError::Publish(PublishError::Rpc(e)) => rpc_class(e),
         PubSubError::Publish(_) => Class::Transient,
-        PubSubError::Admin(e) => rpc_class(e, attempt),
-    };
-    Failure::new(class, err)
+        PubSubError::Admin(e) => rpc_class(e),
+    }
+}
+
+impl From<PubSubError> for Failure {
+    fn from(e: PubSubError) -> Self {
+        Failure::new(classify(&e), e)
+    }
 }
 
 /// The class of one client error: by gRPC status code when the server answered, else by
 /// the error's kind.
-fn rpc_class(e: &GaxError, attempt: u32) -> Class {
+fn rpc_class(e: &GaxError) -> Class {
     if let Some(status) = e.status() {
         return match status.code {
             Code::PermissionDenied | Code::Unauthenticated | Code::NotFound => Class::Config,
             Code::InvalidArgument => Class::Permanent,
-            Code::ResourceExhausted => Class::RetryAfter(
-                retry_delay_ms(status)
-                    .unwrap_or_else(|| ankusa_sink_core::throttle_after_ms(attempt)),
-            ),
+            Code::ResourceExhausted => {
+                retry_delay_ms(status).map_or(Class::Throttled, Class::RetryAfter)
+            }
             Code::Unavailable
             | Code::DeadlineExceeded
             | Code::Internal
@@ -151,6 +160,8 @@ fn retry_delay_ms(status: &Status) -> Option<NonZeroU64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_sink_core::MAX_REASON_TEXT;
+    use google_cloud_gax::error::CredentialsError;
     use google_cloud_gax::error::rpc::Status;
     use std::sync::Arc;
 
@@ -160,8 +171,17 @@ mod tests {
         ))))
     }
 
+    fn exhausted(delay: Option<wkt::Duration>) -> PubSubError {
+        let mut status = Status::default().set_code(Code::ResourceExhausted);
+        if let Some(d) = delay {
+            let info = google_cloud_rpc::model::RetryInfo::new().set_retry_delay(d);
+            status = status.set_details([StatusDetails::RetryInfo(info)]);
+        }
+        PubSubError::Publish(PublishError::Rpc(Arc::new(GaxError::service(status))))
+    }
+
     fn class(err: PubSubError) -> Class {
-        classify(err, 1).class()
+        classify(&err)
     }
 
     #[test]
@@ -184,13 +204,31 @@ mod tests {
     }
 
     #[test]
+    fn credentials_without_a_token_are_config() {
+        let e = GaxError::authentication(CredentialsError::from_msg(false, "no ADC"));
+        assert_eq!(class(PubSubError::Admin(e)), Class::Config);
+        // A token that could not be fetched this time is transient.
+        let e = GaxError::authentication(CredentialsError::from_msg(true, "metadata slow"));
+        assert_eq!(class(PubSubError::Admin(e)), Class::Transient);
+    }
+
+    #[test]
+    fn a_client_that_cannot_be_built_is_config() {
+        let f = Failure::from(PubSubError::Client(BuildError::cred("no ADC found")));
+        assert_eq!(f.class(), Class::Config);
+        assert!(f.to_string().contains("could not be built"), "{f}");
+    }
+
+    #[test]
     fn invalid_argument_is_permanent() {
         assert_eq!(class(rpc(Code::InvalidArgument)), Class::Permanent);
+        let binding = PubSubError::Admin(GaxError::binding("no topic in the request"));
+        assert_eq!(class(binding), Class::Permanent);
     }
 
     #[test]
     fn over_the_size_limit_is_permanent() {
-        let f = classify(PubSubError::TooLarge { size: 11, max: 10 }, 1);
+        let f = Failure::from(PubSubError::TooLarge { size: 11, max: 10 });
         assert_eq!(f.class(), Class::Permanent);
         assert!(
             f.to_string().contains("exceeds max_message_bytes 10"),
@@ -200,36 +238,17 @@ mod tests {
 
     #[test]
     fn resource_exhausted_with_retry_info_waits_that_long() {
-        let info = google_cloud_rpc::model::RetryInfo::new()
-            .set_retry_delay(wkt::Duration::clamp(2, 500_000_001));
-        let status = Status::default()
-            .set_code(Code::ResourceExhausted)
-            .set_details([StatusDetails::RetryInfo(info)]);
-        let err = PubSubError::Publish(PublishError::Rpc(Arc::new(GaxError::service(status))));
+        let err = exhausted(Some(wkt::Duration::clamp(2, 500_000_001)));
         assert_eq!(class(err).retry_after_ms(), Some(2_501));
     }
 
     #[test]
     fn resource_exhausted_without_retry_info_is_throttled() {
-        for attempt in [1, 3, 40] {
-            let ms = classify(rpc(Code::ResourceExhausted), attempt)
-                .class()
-                .retry_after_ms()
-                .unwrap();
-            let cap = if attempt >= 7 {
-                30_000
-            } else {
-                500u64 << (attempt - 1)
-            };
-            assert!((1..=cap).contains(&ms), "attempt {attempt}: {ms}");
-        }
-        let zero =
-            google_cloud_rpc::model::RetryInfo::new().set_retry_delay(wkt::Duration::clamp(0, 0));
-        let status = Status::default()
-            .set_code(Code::ResourceExhausted)
-            .set_details([StatusDetails::RetryInfo(zero)]);
-        let err = PubSubError::Publish(PublishError::Rpc(Arc::new(GaxError::service(status))));
-        assert!(matches!(class(err), Class::RetryAfter(_)));
+        assert_eq!(class(rpc(Code::ResourceExhausted)), Class::Throttled);
+        assert_eq!(class(exhausted(None)), Class::Throttled);
+        // A zero delay states no pause.
+        let zero = exhausted(Some(wkt::Duration::clamp(0, 0)));
+        assert_eq!(class(zero), Class::Throttled);
     }
 
     #[test]
@@ -241,6 +260,7 @@ mod tests {
             Code::Aborted,
             Code::Cancelled,
             Code::Unknown,
+            Code::FailedPrecondition,
         ] {
             assert_eq!(class(rpc(code)), Class::Transient, "{code:?}");
         }
@@ -285,7 +305,7 @@ mod tests {
             )))),
             PubSubError::Admin(GaxError::service(status)),
         ] {
-            let text = classify(err, 1).to_string();
+            let text = Failure::from(err).to_string();
             assert!(!text.chars().any(char::is_control), "{text:?}");
             assert!(!text.contains('\u{202e}'), "{text:?}");
             assert!(
@@ -302,7 +322,7 @@ mod tests {
 
     #[test]
     fn check_timeout_says_what_check_did() {
-        let f = classify(PubSubError::CheckTimeout(300), 1);
+        let f = Failure::from(PubSubError::CheckTimeout(300));
         assert_eq!(f.class(), Class::Transient);
         assert_eq!(
             f.to_string(),
@@ -312,8 +332,7 @@ mod tests {
 
     #[test]
     fn reason_carries_the_status_message() {
-        let f = classify(rpc(Code::InvalidArgument), 1);
-        let text = f.to_string();
+        let text = Failure::from(rpc(Code::InvalidArgument)).to_string();
         assert!(text.starts_with("permanent: publish failed"), "{text}");
         assert!(text.contains("scripted"), "{text}");
     }

@@ -1,10 +1,11 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
-pub mod config;
-pub mod error;
+mod config;
+mod error;
+mod outgoing;
 mod sink;
 
-pub use config::{Auth, BatchOptions, ConfigError, OrderingKey, PubSubConfig};
-pub use error::{MAX_REASON_TEXT, PubSubError, classify};
+pub use config::{Auth, ConfigError, PubSubBatch, PubSubConfig};
+pub use error::PubSubError;
 pub use sink::PubSubSink;

@@ -1,11 +1,13 @@
 //! The Pub/Sub sink: Message v1 as `data`, the core attributes, an optional ordering key,
 //! published through Google's official client.
 
-use crate::config::{Auth, ConfigError, OrderingKey, PubSubConfig};
-use crate::error::{PubSubError, classify};
+use crate::config::{Auth, PubSubConfig};
+use crate::error::PubSubError;
+use crate::outgoing;
+use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::template::KeyTemplate;
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait, attributes,
-    message,
+    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait, host_port,
 };
 use google_cloud_gax::options::RequestOptionsBuilder as _;
 use google_cloud_gax::retry_policy::NeverRetry;
@@ -24,9 +26,10 @@ const PAUSED_RETRIES: usize = 3;
 /// Publishes each hook as one Pub/Sub message on `projects/<project>/topics/<topic>`.
 ///
 /// # Behavior
-/// - `data` is the Message v1 JSON; `attributes` are the core attribute list
-///   ([`ankusa_sink_core::attributes`]); the ordering key is the configured template's
-///   rendering, none when it is absent or renders empty.
+/// - `data` is the Message v1 JSON; `attributes` are core's
+///   ([`Outgoing::attributes`], by [`Attr::as_attr`](ankusa_sink_core::message::Attr::as_attr),
+///   an empty tenant left out); the ordering key is the configured template's rendering
+///   (`{tenant_id}` is `""` without a tenant), none when it is absent or renders empty.
 /// - `Ok` only once the server answered with this message's id.
 /// - data + attribute names and values + ordering key over `max_message_bytes` is refused
 ///   (permanent) before anything is sent.
@@ -39,7 +42,7 @@ const PAUSED_RETRIES: usize = 3;
 pub struct PubSubSink {
     config: PubSubConfig,
     topic_name: String,
-    ordering_key: Option<OrderingKey>,
+    layout: Layout,
     immediate: Publisher,
     batched: Publisher,
     admin: TopicAdmin,
@@ -54,7 +57,10 @@ impl fmt::Debug for PubSubSink {
                 &ankusa_sink_core::redact_url_keep_path(self.config.endpoint()),
             )
             .field("auth", &self.config.auth())
-            .field("ordering_key", &self.config.ordering_key)
+            .field(
+                "ordering_key",
+                &self.config.ordering_key.as_ref().map(KeyTemplate::as_str),
+            )
             .field("inline_max_bytes", &self.config.inline_max_bytes)
             .field("max_message_bytes", &self.config.max_message_bytes)
             .field("timeout_ms", &self.config.timeout_ms)
@@ -64,15 +70,14 @@ impl fmt::Debug for PubSubSink {
 }
 
 impl PubSubSink {
-    /// Validate `config` and build the clients (no network traffic: connections open on
+    /// Build the clients from a valid config (no network traffic: connections open on
     /// first use). Must run inside a Tokio runtime: the client's publishers are background
     /// tasks.
     ///
     /// # Errors
-    /// [`ConfigError`] for an invalid value, or when the client cannot be built (for
-    /// example, no Application Default Credentials are available).
-    pub async fn new(config: PubSubConfig) -> Result<Self, ConfigError> {
-        config.validate()?;
+    /// [`PubSubError::Client`] when the client cannot be built (for example, no Application
+    /// Default Credentials are available).
+    pub async fn new(config: PubSubConfig) -> Result<Self, PubSubError> {
         if config.sends_tokens_in_clear() {
             tracing::warn!(
                 endpoint = %ankusa_sink_core::redact_url_keep_path(config.endpoint()),
@@ -80,11 +85,10 @@ impl PubSubSink {
                  go to the endpoint unencrypted (http://); use https:// to protect them"
             );
         }
-        let ordering_key = config
-            .ordering_key
-            .as_deref()
-            .map(OrderingKey::parse)
-            .transpose()?;
+        let mut layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Drop);
+        if let Some(key) = &config.ordering_key {
+            layout = layout.with_key(key.clone());
+        }
         let topic_name = config.topic_name();
         let endpoint = config.endpoint().to_owned();
         let anonymous = config.auth() == Auth::Anonymous;
@@ -99,14 +103,8 @@ impl PubSubSink {
             base = base.with_credentials(anonymous_credentials());
             admin = admin.with_credentials(anonymous_credentials());
         }
-        let base = base
-            .build()
-            .await
-            .map_err(|e| ConfigError::Client(e.to_string()))?;
-        let admin = admin
-            .build()
-            .await
-            .map_err(|e| ConfigError::Client(e.to_string()))?;
+        let base = base.build().await.map_err(PubSubError::Client)?;
+        let admin = admin.build().await.map_err(PubSubError::Client)?;
 
         let immediate = base
             .publisher(topic_name.clone())
@@ -118,12 +116,12 @@ impl PubSubSink {
             .publisher(topic_name.clone())
             .set_message_count_threshold(batch.max_messages.get())
             .set_byte_threshold(batch.max_bytes.get())
-            .set_delay_threshold(batch.delay())
+            .set_delay_threshold(batch.linger())
             .build();
         Ok(PubSubSink {
             config,
             topic_name,
-            ordering_key,
+            layout,
             immediate,
             batched,
             admin,
@@ -174,36 +172,17 @@ fn anonymous_credentials() -> google_cloud_auth::credentials::Credentials {
     google_cloud_auth::credentials::anonymous::Builder::new().build()
 }
 
-/// The endpoint's authority, without the port when it is the scheme's default.
-fn host_of(endpoint: &str) -> Option<String> {
-    let url = url::Url::parse(endpoint).ok()?;
-    let host = url.host_str()?;
-    Some(match url.port() {
-        Some(p) => format!("{host}:{p}"),
-        None => host.to_owned(),
-    })
-}
-
 #[async_trait]
 impl Sink for PubSubSink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
-        let data = message::encode(env, ctx, Some(self.config.inline_max_bytes))?;
-        let attrs = attributes(env, ctx);
-        let key = self
-            .ordering_key
-            .as_ref()
-            .map(|k| k.render(env))
-            .unwrap_or_default();
-        let size =
-            data.len() + attrs.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() + key.len();
+        let out = Outgoing::new(env, ctx, &self.layout)?;
+        // What Pub/Sub counts against its limit: data + attribute names and values + key.
+        let size = out.body().len() + out.attribute_bytes() + out.key().map_or(0, str::len);
         let max = self.config.max_message_bytes.get();
         if size > max {
-            return Err(classify(PubSubError::TooLarge { size, max }, ctx.attempt()));
+            return Err(PubSubError::TooLarge { size, max }.into());
         }
-        let msg = Message::new()
-            .set_data(data)
-            .set_attributes(attrs)
-            .set_ordering_key(key);
+        let msg = outgoing::to_message(out);
         let publisher = if ctx.batch {
             &self.batched
         } else {
@@ -216,7 +195,7 @@ impl Sink for PubSubSink {
             Ok(Err(e)) => PubSubError::Publish(e),
             Err(_) => PubSubError::Timeout(timeout.as_millis()),
         };
-        Err(classify(err, ctx.attempt()))
+        Err(err.into())
     }
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
@@ -229,13 +208,13 @@ impl Sink for PubSubSink {
 
     fn describe(&self, _subject: &Subject) -> Option<Description> {
         let mut d = Description::new("googlepubsub", Payload::Message);
-        d.host = host_of(self.config.endpoint());
+        d.host = host_port(self.config.endpoint());
         d.address = Some(self.topic_name.clone());
         let mut binding = json!({
             "topic": self.topic_name,
             "bindingVersion": "0.2.0",
         });
-        match &self.ordering_key {
+        match &self.config.ordering_key {
             Some(k) if k.is_static() => {
                 binding["orderingKey"] = json!(k.as_str());
             }
@@ -257,47 +236,32 @@ impl Sink for PubSubSink {
             .send();
         // The client's attempt timeout and this bound are the same: whichever fires, the
         // reason says the check's get-topic timed out (not a publish: none was made).
-        match tokio::time::timeout(timeout, get).await {
-            Ok(Ok(_)) => Ok(Check::Passed),
-            Ok(Err(e)) if e.is_timeout() => {
-                Err(classify(PubSubError::CheckTimeout(timeout.as_millis()), 1))
-            }
-            Ok(Err(e)) => Err(classify(PubSubError::Admin(e), 1)),
-            Err(_) => Err(classify(PubSubError::CheckTimeout(timeout.as_millis()), 1)),
-        }
+        let err = match tokio::time::timeout(timeout, get).await {
+            Ok(Ok(_)) => return Ok(Check::Passed),
+            Ok(Err(e)) if !e.is_timeout() => PubSubError::Admin(e),
+            Ok(Err(_)) | Err(_) => PubSubError::CheckTimeout(timeout.as_millis()),
+        };
+        Err(err.into())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ConfigError;
     use ankusa_sink_testkit::support::LogCapture;
 
-    #[test]
-    fn host_omits_default_ports() {
-        assert_eq!(
-            host_of("https://pubsub.googleapis.com").as_deref(),
-            Some("pubsub.googleapis.com")
-        );
-        assert_eq!(
-            host_of("https://pubsub.googleapis.com:443").as_deref(),
-            Some("pubsub.googleapis.com")
-        );
-        assert_eq!(
-            host_of("http://127.0.0.1:8085").as_deref(),
-            Some("127.0.0.1:8085")
-        );
+    fn emulator_config() -> PubSubConfig {
+        PubSubConfig::new("proj", "hooks")
+            .and_then(|c| c.with_endpoint("http://127.0.0.1:8085"))
+            .unwrap()
     }
 
     #[tokio::test]
     async fn describe_names_the_topic_and_a_static_key() {
-        let sink = PubSubSink::new(
-            PubSubConfig::new("proj", "hooks")
-                .with_endpoint("http://127.0.0.1:8085")
-                .with_ordering_key("fixed"),
-        )
-        .await
-        .unwrap();
+        let sink = PubSubSink::new(emulator_config().with_ordering_key("fixed").unwrap())
+            .await
+            .unwrap();
         let d = sink.describe(&Subject::new("s", None)).unwrap();
         assert_eq!(d.protocol, "googlepubsub");
         assert_eq!(d.host.as_deref(), Some("127.0.0.1:8085"));
@@ -308,13 +272,9 @@ mod tests {
         assert!(sink.durable());
         assert_eq!(sink.inline_max_bytes().unwrap().get(), 65_536);
 
-        let computed = PubSubSink::new(
-            PubSubConfig::new("proj", "hooks")
-                .with_endpoint("http://127.0.0.1:8085")
-                .with_ordering_key("{tenant_id}"),
-        )
-        .await
-        .unwrap();
+        let computed = PubSubSink::new(emulator_config().with_ordering_key("{tenant_id}").unwrap())
+            .await
+            .unwrap();
         let d = computed.describe(&Subject::new("s", None)).unwrap();
         assert_eq!(d.computed, vec!["ordering_key".to_owned()]);
         assert!(d.bindings["googlepubsub"].get("orderingKey").is_none());
@@ -322,13 +282,13 @@ mod tests {
 
     #[tokio::test]
     async fn application_default_over_cleartext_is_refused_or_warned() {
-        let remote = || {
+        let remote = |allow| {
             PubSubConfig::new("proj", "hooks")
-                .with_endpoint("http://pubsub.internal.example:8085")
-                .with_auth(Auth::ApplicationDefault)
+                .and_then(|c| c.with_allow_insecure(allow))
+                .and_then(|c| c.with_endpoint("http://pubsub.internal.example:8085"))
+                .and_then(|c| c.with_auth(Auth::ApplicationDefault))
         };
-        let e = PubSubSink::new(remote()).await.unwrap_err();
-        assert_eq!(e, ConfigError::Insecure);
+        assert_eq!(remote(false).unwrap_err(), ConfigError::Insecure);
 
         let logs = LogCapture::for_targets(&["ankusa_sink_pubsub"]);
         let guard = logs.set_default();
@@ -336,26 +296,14 @@ mod tests {
         // comes first either way.
         let _ = tokio::time::timeout(
             Duration::from_secs(10),
-            PubSubSink::new(remote().with_allow_insecure(true)),
+            PubSubSink::new(remote(true).unwrap()),
         )
         .await;
-        let _ = PubSubSink::new(
-            PubSubConfig::new("proj", "hooks").with_endpoint("http://127.0.0.1:8085"),
-        )
-        .await
-        .unwrap();
+        let _ = PubSubSink::new(emulator_config()).await.unwrap();
         drop(guard);
         let lines: Vec<String> = logs.lines().iter().map(ToString::to_string).collect();
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(lines[0].starts_with("WARN "), "{lines:?}");
         assert!(lines[0].contains("unencrypted"), "{lines:?}");
-    }
-
-    #[tokio::test]
-    async fn invalid_config_is_refused_at_build() {
-        let e = PubSubSink::new(PubSubConfig::new("proj", "a/b"))
-            .await
-            .unwrap_err();
-        assert!(e.to_string().contains("topic"), "{e}");
     }
 }

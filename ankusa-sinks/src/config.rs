@@ -279,10 +279,7 @@ mod tests {
     fn log_builds() {
         let c = SinkConfig::from_toml_str("type = \"log\"\nmessages = true").unwrap();
         assert_eq!(c.kind(), "log");
-        assert!(matches!(
-            c,
-            SinkConfig::Log(LogConfig { messages: true, .. })
-        ));
+        assert!(matches!(c, SinkConfig::Log(ref log) if log.messages()));
     }
 
     #[test]
@@ -376,6 +373,29 @@ mod tests {
             "{e}"
         );
         assert!(SinkConfig::log().build().await.is_ok());
+    }
+
+    #[cfg(feature = "pubsub")]
+    #[test]
+    fn pubsub_batch_delay_ms_is_still_read_as_linger_ms() {
+        let base = "type = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\n\
+                    endpoint = \"http://127.0.0.1:8085\"\n[batch]\nmax_messages = 5\n";
+        let old = SinkConfig::from_toml_str(&format!("{base}delay_ms = 25")).unwrap();
+        let new = SinkConfig::from_toml_str(&format!("{base}linger_ms = 25")).unwrap();
+        let (SinkConfig::Pubsub(old), SinkConfig::Pubsub(new)) = (old, new) else {
+            panic!("not pubsub configs");
+        };
+        assert_eq!(old, new);
+        assert_eq!(new.batch().linger(), std::time::Duration::from_millis(25));
+        assert_eq!(new.batch().max_messages().get(), 5);
+        // Values are checked when the file is parsed, naming the option.
+        let e = err(&format!("{base}delay_ms = 60001"));
+        assert!(e.contains("batch.linger_ms"), "{e}");
+        let e = err("type = \"pubsub\"\nproject = \"p\"\ntopic = \"a/b\"");
+        assert!(
+            e.contains("pubsub sink config") && e.contains("topic"),
+            "{e}"
+        );
     }
 
     #[cfg(feature = "all")]

@@ -8,15 +8,17 @@
 #   Java runtime); its apt source is off, so it cannot be installed here: when it is
 #   missing this script fails with a clear message.
 # - Starts it in the background (nohup) only when the port does not answer; logs to
-#   /root/.cache/ankusa-sinks/pubsub-emulator.log; waits (bounded) until it answers.
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/ankusa-sinks/pubsub-emulator.log; waits (bounded) until
+#   it answers.
 # - Never wipes state: tests create uniquely named topics and delete them.
 # The recovery tests start their own emulator on a free loopback port and stop it
-# themselves; they find the binary via ANKUSA_PUBSUB_EMULATOR or the path below.
+# themselves; they find the binary via ANKUSA_PUBSUB_EMULATOR or the path below (where the
+# google-cloud-cli package installs it).
 set -euo pipefail
 
 port="${ANKUSA_PUBSUB_PORT:-8085}"
 bin="${ANKUSA_PUBSUB_EMULATOR:-/usr/lib/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator}"
-logdir=/root/.cache/ankusa-sinks
+logdir="${XDG_CACHE_HOME:-$HOME/.cache}/ankusa-sinks"
 log="$logdir/pubsub-emulator.log"
 mkdir -p "$logdir"
 url="http://127.0.0.1:${port}/"

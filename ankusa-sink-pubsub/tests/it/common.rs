@@ -25,6 +25,14 @@ pub(crate) fn emulator_host() -> String {
         .unwrap_or_else(|| "127.0.0.1:8085".to_owned())
 }
 
+/// A configuration for `topic` of [`PROJECT`] on `endpoint` (the emulator's or a scripted
+/// server's).
+pub(crate) fn config_at(topic: impl Into<String>, endpoint: impl Into<String>) -> PubSubConfig {
+    PubSubConfig::new(PROJECT, topic)
+        .and_then(|c| c.with_endpoint(endpoint))
+        .expect("a valid config")
+}
+
 /// A topic or subscription id unique to this run.
 pub(crate) use ankusa_sink_testkit::support::unique_name as unique;
 
@@ -254,7 +262,7 @@ pub(crate) struct TestTopic {
 impl TestTopic {
     /// A configuration for this topic on its emulator.
     pub(crate) fn config(&self) -> PubSubConfig {
-        PubSubConfig::new(PROJECT, &self.topic).with_endpoint(self.admin.endpoint())
+        config_at(&self.topic, self.admin.endpoint())
     }
 
     /// A sink for this topic with default options.

@@ -1,10 +1,10 @@
 //! The testkit's conformance suite against the real emulator (and the scripted server for
 //! the refused credential and the throttle).
 
-use crate::common::{Admin, PROJECT, PrivateEmulator, TestTopic, free_port, unique};
+use crate::common::{Admin, PrivateEmulator, TestTopic, config_at, free_port, unique};
 use crate::scripted::{self, Script};
 use ankusa_sink_core::{BoxError, Envelope, async_trait};
-use ankusa_sink_pubsub::{PubSubConfig, PubSubSink};
+use ankusa_sink_pubsub::PubSubSink;
 use ankusa_sink_testkit::{Case, Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
@@ -93,7 +93,8 @@ impl PubSubHarness {
     async fn small_limit_sink(t: &TestTopic) -> Result<PubSubSink, BoxError> {
         Ok(PubSubSink::new(
             t.config()
-                .with_max_message_bytes(NonZeroUsize::new(SMALL_MAX_MESSAGE).unwrap()),
+                .with_max_message_bytes(NonZeroUsize::new(SMALL_MAX_MESSAGE).unwrap())
+                .unwrap(),
         )
         .await?)
     }
@@ -105,7 +106,8 @@ impl Harness for PubSubHarness {
 
     async fn destination(&self, _case: Case) -> Result<Setup<PubSubSink>, BoxError> {
         let t = self.topic().await?;
-        let sink = PubSubSink::new(t.config().with_timeout(Duration::from_secs(5))).await?;
+        let sink =
+            PubSubSink::new(t.config().with_timeout(Duration::from_secs(5)).unwrap()).await?;
         Ok(self.setup(&t, sink))
     }
 
@@ -114,11 +116,7 @@ impl Harness for PubSubHarness {
             Fault::MissingDestination => {
                 let admin = self.admin().await?;
                 Setup::new(
-                    PubSubSink::new(
-                        PubSubConfig::new(PROJECT, unique("never-created"))
-                            .with_endpoint(admin.endpoint()),
-                    )
-                    .await?,
+                    PubSubSink::new(config_at(unique("never-created"), admin.endpoint())).await?,
                 )
             }
             Fault::RefusedCredential => {
@@ -135,9 +133,9 @@ impl Harness for PubSubHarness {
             }
             Fault::Unreachable => Setup::new(
                 PubSubSink::new(
-                    PubSubConfig::new(PROJECT, "unreachable")
-                        .with_endpoint(format!("http://127.0.0.1:{}", free_port()))
-                        .with_timeout(Duration::from_secs(5)),
+                    config_at("unreachable", format!("http://127.0.0.1:{}", free_port()))
+                        .with_timeout(Duration::from_secs(5))
+                        .unwrap(),
                 )
                 .await?,
             ),
@@ -150,9 +148,9 @@ impl Harness for PubSubHarness {
                 // The scripted server takes the Publish RPC and never answers it.
                 let server = scripted::start(Script::Hang).await;
                 let sink = PubSubSink::new(
-                    PubSubConfig::new(PROJECT, "scripted-topic")
-                        .with_endpoint(server.endpoint())
-                        .with_timeout(Duration::from_secs(2)),
+                    config_at("scripted-topic", server.endpoint())
+                        .with_timeout(Duration::from_secs(2))
+                        .unwrap(),
                 )
                 .await?;
                 Setup::new(sink)

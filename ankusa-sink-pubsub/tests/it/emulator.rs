@@ -1,20 +1,34 @@
 //! Against the official Pub/Sub emulator (scripts/services/pubsub.sh).
 
-use crate::common::{Admin, PROJECT, PrivateEmulator, envelope, unique};
-use ankusa_sink_core::message::{self, MessageBody, sha256_hex};
-use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Sink, attributes};
-use ankusa_sink_pubsub::{PubSubConfig, PubSubSink};
+use crate::common::{Admin, PROJECT, PrivateEmulator, config_at, envelope, unique};
+use ankusa_sink_core::message::{self, EmptyValues, Layout, MessageBody, Outgoing, sha256_hex};
+use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Envelope, Sink};
+use ankusa_sink_pubsub::PubSubSink;
 use futures_util::future::join_all;
 use std::collections::{HashMap, HashSet};
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
+/// The attributes core's [`Outgoing`] lists for a Pub/Sub message of `env`, by name.
+fn outgoing_attributes(env: &Envelope, ctx: &Ctx) -> HashMap<String, String> {
+    let layout = Layout::message(None, EmptyValues::Drop);
+    let out = Outgoing::new(env, ctx, &layout).unwrap();
+    out.attributes()
+        .iter()
+        .map(|(a, v)| (a.as_attr().to_owned(), v.to_string()))
+        .collect()
+}
+
 #[tokio::test]
 async fn round_trip_carries_data_attributes_and_ordering_key() {
     let t = Admin::shared().topic_with_subscription().await.unwrap();
-    let sink = PubSubSink::new(t.config().with_ordering_key("{tenant_id}/{source_id}"))
-        .await
-        .unwrap();
+    let sink = PubSubSink::new(
+        t.config()
+            .with_ordering_key("{tenant_id}/{source_id}")
+            .unwrap(),
+    )
+    .await
+    .unwrap();
     let env = envelope("rt-1", br#"{"ok":true}"#)
         .to_builder()
         .dedupe_key("evt_1")
@@ -35,29 +49,47 @@ async fn round_trip_carries_data_attributes_and_ordering_key() {
     assert_eq!(decoded.id, "rt-1");
     assert_eq!(decoded.replay_id.as_deref(), Some("replay-7"));
     assert!(matches!(decoded.body, MessageBody::Inline(ref b) if &b[..] == br#"{"ok":true}"#));
-    // attributes are exactly the core list.
-    let want: HashMap<String, String> = attributes(&env, &ctx)
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+    // attributes are exactly core's Outgoing list, by attribute name ...
+    assert_eq!(m.attributes, outgoing_attributes(&env, &ctx));
+    // ... which is, name for name and value for value, what the sink always sent.
+    let idempotency_key = env.idempotency_key();
+    let want: HashMap<String, String> = [
+        ("ankusa_id", "rt-1"),
+        ("ankusa_source_id", "stripe"),
+        ("ankusa_tenant_id", "acme"),
+        ("ankusa_message_version", "1"),
+        ("ankusa_idempotency_key", idempotency_key.as_str()),
+        ("content_type", "application/json"),
+        ("ankusa_dedupe_key", "evt_1"),
+        ("ankusa_replay_id", "replay-7"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
     assert_eq!(m.attributes, want);
-    assert_eq!(m.attributes["ankusa_tenant_id"], "acme");
-    assert_eq!(m.attributes["ankusa_dedupe_key"], "evt_1");
-    assert_eq!(m.attributes["ankusa_replay_id"], "replay-7");
-    assert_eq!(m.attributes["content_type"], "application/json");
     assert_eq!(m.ordering_key, "acme/stripe");
 
     // No ordering key by default, and no tenant means no tenant attribute.
     let plain = t.sink().await;
-    let env = ankusa_sink_core::Envelope::builder("rt-2", "gh", &b"x"[..])
-        .build()
-        .unwrap();
+    let env = Envelope::builder("rt-2", "gh", &b"x"[..]).build().unwrap();
     plain.deliver(&env, &Ctx::for_envelope(&env)).await.unwrap();
     let got = t.pull(1).await;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].ordering_key, "");
     assert!(!got[0].attributes.contains_key("ankusa_tenant_id"));
     assert_eq!(got[0].attributes["ankusa_id"], "rt-2");
+    assert_eq!(
+        got[0].attributes,
+        outgoing_attributes(&env, &Ctx::for_envelope(&env))
+    );
+    assert_eq!(got[0].attributes.len(), 5, "{:?}", got[0].attributes);
+
+    // A templated key with `{tenant_id}` renders "" without a tenant (no key at all here).
+    let keyed = PubSubSink::new(t.config().with_ordering_key("{tenant_id}").unwrap())
+        .await
+        .unwrap();
+    keyed.deliver(&env, &Ctx::for_envelope(&env)).await.unwrap();
+    assert_eq!(t.pull(1).await[0].ordering_key, "");
     t.delete().await;
 }
 
@@ -65,7 +97,7 @@ async fn round_trip_carries_data_attributes_and_ordering_key() {
 async fn missing_topic_is_config_and_not_created() {
     let admin = Admin::shared();
     let topic = unique("never-created");
-    let sink = PubSubSink::new(PubSubConfig::new(PROJECT, &topic).with_endpoint(admin.endpoint()))
+    let sink = PubSubSink::new(config_at(&topic, admin.endpoint()))
         .await
         .unwrap();
     let env = envelope("missing-1", b"{}");
@@ -82,7 +114,7 @@ async fn missing_topic_is_config_and_not_created() {
 async fn check_reports_a_missing_topic_as_config_without_publishing() {
     let admin = Admin::shared();
     let topic = unique("never-created");
-    let sink = PubSubSink::new(PubSubConfig::new(PROJECT, &topic).with_endpoint(admin.endpoint()))
+    let sink = PubSubSink::new(config_at(&topic, admin.endpoint()))
         .await
         .unwrap();
     let err = sink.check().await.unwrap_err();
@@ -103,11 +135,9 @@ async fn check_reports_a_missing_topic_as_config_without_publishing() {
 async fn invalid_argument_is_permanent() {
     // Topic names must start with a letter: the emulator answers INVALID_ARGUMENT.
     let admin = Admin::shared();
-    let sink = PubSubSink::new(
-        PubSubConfig::new(PROJECT, "1-starts-with-a-digit").with_endpoint(admin.endpoint()),
-    )
-    .await
-    .unwrap();
+    let sink = PubSubSink::new(config_at("1-starts-with-a-digit", admin.endpoint()))
+        .await
+        .unwrap();
     let env = envelope("invalid-1", b"{}");
     let err = sink
         .deliver(&env, &Ctx::for_envelope(&env))
@@ -121,7 +151,8 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
     let t = Admin::shared().topic_with_subscription().await.unwrap();
     let sink = PubSubSink::new(
         t.config()
-            .with_max_message_bytes(NonZeroUsize::new(2_048).unwrap()),
+            .with_max_message_bytes(NonZeroUsize::new(2_048).unwrap())
+            .unwrap(),
     )
     .await
     .unwrap();
@@ -138,7 +169,7 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
     // key does not fit with a long one.
     let small = envelope("small-1", b"{}");
     let data = message::encode(&small, &Ctx::for_envelope(&small), None).unwrap();
-    let attrs: usize = attributes(&small, &Ctx::for_envelope(&small))
+    let attrs: usize = outgoing_attributes(&small, &Ctx::for_envelope(&small))
         .iter()
         .map(|(k, v)| k.len() + v.len())
         .sum();
@@ -146,7 +177,9 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
     let fits = PubSubSink::new(
         t.config()
             .with_ordering_key("abc")
-            .with_max_message_bytes(NonZeroUsize::new(exact).unwrap()),
+            .unwrap()
+            .with_max_message_bytes(NonZeroUsize::new(exact).unwrap())
+            .unwrap(),
     )
     .await
     .unwrap();
@@ -156,7 +189,9 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
     let over = PubSubSink::new(
         t.config()
             .with_ordering_key("abcd")
-            .with_max_message_bytes(NonZeroUsize::new(exact).unwrap()),
+            .unwrap()
+            .with_max_message_bytes(NonZeroUsize::new(exact).unwrap())
+            .unwrap(),
     )
     .await
     .unwrap();
@@ -219,7 +254,7 @@ async fn body_over_the_threshold_carries_the_claim() {
 async fn an_ordering_key_recovers_after_a_failure() {
     let admin = Admin::shared();
     let t = admin.topic_with_subscription().await.unwrap();
-    let sink = PubSubSink::new(t.config().with_ordering_key("{tenant_id}"))
+    let sink = PubSubSink::new(t.config().with_ordering_key("{tenant_id}").unwrap())
         .await
         .unwrap();
     let first = envelope("ord-1", b"1");
@@ -296,7 +331,7 @@ async fn without_resume_the_client_keeps_the_key_paused() {
 async fn two_thousand_concurrent_deliveries_none_lost() {
     let t = Admin::shared().topic_with_subscription().await.unwrap();
     // A generous bound: the machine may be busy; losing nothing is the point here.
-    let sink = PubSubSink::new(t.config().with_timeout(Duration::from_secs(120)))
+    let sink = PubSubSink::new(t.config().with_timeout(Duration::from_secs(120)).unwrap())
         .await
         .unwrap();
     let envs: Vec<_> = (0..2_000)
@@ -336,7 +371,7 @@ async fn emulator_stopped_is_transient_and_recovers_after_restart() {
     // when an assertion fails.
     let mut emu = PrivateEmulator::start().await.unwrap();
     let t = emu.admin().topic_with_subscription().await.unwrap();
-    let sink = PubSubSink::new(t.config().with_timeout(Duration::from_secs(5)))
+    let sink = PubSubSink::new(t.config().with_timeout(Duration::from_secs(5)).unwrap())
         .await
         .unwrap();
     let before = envelope("before", b"{}");

@@ -3,9 +3,9 @@
 //! prost types) for publishing, and the REST `GET /v1/projects/*/topics/*` the client's
 //! admin API uses for `check()`. The official client parses both for real.
 
-use crate::common::{PROJECT, envelope};
+use crate::common::{PROJECT, config_at, envelope};
 use ankusa_sink_core::{Class, Ctx, Sink};
-use ankusa_sink_pubsub::{PubSubConfig, PubSubSink};
+use ankusa_sink_pubsub::PubSubSink;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -87,9 +87,9 @@ impl Scripted {
     /// A sink for a topic on this server.
     pub(crate) async fn sink(&self) -> PubSubSink {
         PubSubSink::new(
-            PubSubConfig::new(PROJECT, "scripted-topic")
-                .with_endpoint(self.endpoint())
-                .with_timeout(Duration::from_secs(5)),
+            config_at("scripted-topic", self.endpoint())
+                .with_timeout(Duration::from_secs(5))
+                .unwrap(),
         )
         .await
         .expect("a valid config")
@@ -330,10 +330,10 @@ async fn resource_exhausted_with_retry_info_waits_the_servers_delay() {
 
 #[tokio::test]
 async fn resource_exhausted_without_retry_info_is_throttled() {
-    let class = deliver_class(Script::Fail(Code::ResourceExhausted, None)).await;
-    let ms = class.retry_after_ms().expect("retry-after");
-    // throttle_after_ms(2): uniform in 1..=1000.
-    assert!((1..=1_000).contains(&ms), "{ms}");
+    // No stated pause: dispatch draws throttle_after_ms(attempt) for it.
+    let script = Script::Fail(Code::ResourceExhausted, None);
+    assert_eq!(deliver_class(script).await, Class::Throttled);
+    assert_eq!(check_class(script).await, Class::Throttled);
 }
 
 #[tokio::test]
@@ -365,9 +365,9 @@ async fn transport_errors_are_transient() {
         }
     });
     let sink = PubSubSink::new(
-        PubSubConfig::new(PROJECT, "t-closed")
-            .with_endpoint(format!("http://{addr}"))
-            .with_timeout(Duration::from_secs(5)),
+        config_at("t-closed", format!("http://{addr}"))
+            .with_timeout(Duration::from_secs(5))
+            .unwrap(),
     )
     .await
     .unwrap();
@@ -381,9 +381,9 @@ async fn transport_errors_are_transient() {
     // Nothing listening at all.
     let port = crate::common::free_port();
     let sink = PubSubSink::new(
-        PubSubConfig::new(PROJECT, "t-refused")
-            .with_endpoint(format!("http://127.0.0.1:{port}"))
-            .with_timeout(Duration::from_secs(5)),
+        config_at("t-refused", format!("http://127.0.0.1:{port}"))
+            .with_timeout(Duration::from_secs(5))
+            .unwrap(),
     )
     .await
     .unwrap();
@@ -461,9 +461,9 @@ async fn a_silent_server_fails_check_with_a_check_reason() {
         }
     });
     let sink = PubSubSink::new(
-        PubSubConfig::new(PROJECT, "t-silent")
-            .with_endpoint(format!("http://{addr}"))
-            .with_timeout(Duration::from_millis(300)),
+        config_at("t-silent", format!("http://{addr}"))
+            .with_timeout(Duration::from_millis(300))
+            .unwrap(),
     )
     .await
     .unwrap();
