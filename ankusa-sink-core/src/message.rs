@@ -1134,11 +1134,18 @@ mod tests {
         assert!(d.contains("Claim { tenant: \"acme\""), "{d}");
     }
 
+    /// The attribute names a queue sink sends (`EmptyValues::Drop`), in order.
+    fn attribute_names(e: &Envelope, ctx: &Ctx) -> Vec<&'static str> {
+        let layout = Layout::message(Some(DEFAULT_INLINE_MAX_BYTES), EmptyValues::Drop);
+        let out = Outgoing::new(e, ctx, &layout).unwrap();
+        out.attributes().iter().map(|(a, _)| a.as_attr()).collect()
+    }
+
     #[test]
     fn attribute_list() {
         let e = env();
         let ctx = Ctx::for_envelope(&e).with_replay_id("r");
-        let names: Vec<_> = attributes(&e, &ctx).into_iter().map(|(k, _)| k).collect();
+        let names = attribute_names(&e, &ctx);
         assert_eq!(
             names,
             [
@@ -1156,10 +1163,7 @@ mod tests {
             .dedupe_key("")
             .build()
             .unwrap();
-        let names: Vec<_> = attributes(&bare, &Ctx::for_envelope(&bare))
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
+        let names = attribute_names(&bare, &Ctx::for_envelope(&bare));
         assert_eq!(
             names,
             [

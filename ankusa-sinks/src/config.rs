@@ -437,6 +437,8 @@ mod tests {
             (
                 "nats",
                 "url = \"nats://u:p@127.0.0.1:4222\"\nsubject = \"hooks.in\"",
+            ),
+            (
                 "redis",
                 "url = \"redis://u:p@127.0.0.1:6379\"\nstream = \"s\"",
             ),

@@ -13,8 +13,8 @@ use crate::Case;
 use crate::harness::{Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
 use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, encode};
 use ankusa_sink_core::{
-    BatchConfig, BatchSend, Batcher, BoxError, Check, Ctx, Description, Envelope, Failure, Payload,
-    Sink, Subject, async_trait,
+    BatchConfig, BatchSend, Batcher, BoxError, Check, Class, Ctx, Description, Envelope, Failure,
+    Payload, Sink, Subject, async_trait,
 };
 use std::collections::{HashMap, HashSet};
 use std::fmt;
