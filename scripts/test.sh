@@ -72,7 +72,7 @@ if ! cargo test --workspace --all-features --locked --no-fail-fast 2>&1 | tee "$
   # A failed target is run once more, loudly, before the suite is declared red: librdkafka's
   # in-process mock cluster has crashed once under heavy load. A target that passes on the
   # rerun is flaky and named here; one that fails again fails the suite.
-  mapfile -t failed < <(grep -oE '`-p [A-Za-z0-9_-]+ --(lib|doc|test [A-Za-z0-9_-]+|bin [A-Za-z0-9_-]+)`' "$log" | tr -d '`')
+  mapfile -t failed < <(grep -oE '`-p [A-Za-z0-9_-]+ --(lib|doc|test [A-Za-z0-9_-]+|bin [A-Za-z0-9_-]+)`' "$log" | tr -d '`' | sort -u)
   if [ "${#failed[@]}" -eq 0 ]; then exit 1; fi
   for target in "${failed[@]}"; do
     step "FLAKY? rerunning once: cargo test --all-features $target"

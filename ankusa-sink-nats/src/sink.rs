@@ -99,6 +99,7 @@ impl NatsSink {
     }
 
     async fn connect(&self) -> Result<Client, NatsError> {
+        install_crypto_provider();
         let c = &self.config;
         let mut opts = match &c.auth {
             Auth::None => ConnectOptions::new(),
@@ -239,6 +240,17 @@ fn api_error(e: ApiError) -> NatsError {
         code: e.code,
         err_code: e.err_code,
         description: printable(&e.description),
+    }
+}
+
+/// rustls needs a process-wide crypto provider when more than one is compiled in (another
+/// crate of the program may enable aws-lc-rs beside async-nats's ring): install ring unless
+/// one is installed already.
+fn install_crypto_provider() {
+    use async_nats::rustls::crypto::{CryptoProvider, ring};
+    if CryptoProvider::get_default().is_none() {
+        // Losing a race to another installer is fine: one provider is installed.
+        let _ = ring::default_provider().install_default();
     }
 }
 

@@ -54,6 +54,9 @@ impl Probe for QueueProbe {
     }
 }
 
+/// How long a read-back of moto may take (see `Harness::probe_timeout`).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+
 async fn probe(url: &str) -> QueueProbe {
     QueueProbe {
         admin: sqs_admin(&moto()).await,
@@ -150,6 +153,12 @@ async fn sqs_sink(url: &str, opts: AwsOptions) -> Result<SqsSink, BoxError> {
 #[async_trait]
 impl Harness for SqsHarness {
     type Sink = SqsSink;
+
+    /// moto scans the whole queue on every receive: reading back the 200 hooks of
+    /// `concurrency` takes 20 receives of up to 0.5 s each, over the default 10 s.
+    fn probe_timeout(&self) -> Duration {
+        PROBE_TIMEOUT
+    }
 
     async fn destination(&self, case: Case) -> Result<Setup<SqsSink>, BoxError> {
         let name = unique(&format!("kit-{}", case.name().replace('_', "-")));
@@ -271,6 +280,12 @@ async fn subscribed_topic(prefix: &str) -> (String, String) {
 #[async_trait]
 impl Harness for SnsHarness {
     type Sink = SnsSink;
+
+    /// moto scans the whole queue on every receive: reading back the 200 hooks of
+    /// `concurrency` takes 20 receives of up to 0.5 s each, over the default 10 s.
+    fn probe_timeout(&self) -> Duration {
+        PROBE_TIMEOUT
+    }
 
     async fn destination(&self, case: Case) -> Result<Setup<SnsSink>, BoxError> {
         let (arn, url) = subscribed_topic(&format!("kit-{}", case.name().replace('_', "-"))).await;
