@@ -153,6 +153,21 @@ impl DeadLetter {
         }
     }
 
+    /// Append one line that is not a hook's record (a source record that could not be
+    /// decoded, say) to a dead-letter file, synced like the others. A sink destination
+    /// takes hooks only: it refuses the line, and the error says so.
+    pub async fn store_line(&self, line: String) -> Result<(), String> {
+        match &*self.0 {
+            Kind::File { .. } => {
+                let this = self.clone();
+                tokio::task::spawn_blocking(move || this.append(&line))
+                    .await
+                    .map_err(|e| e.to_string())?
+            }
+            Kind::Sink(_) => Err("a dead-letter sink takes hooks, not raw records".into()),
+        }
+    }
+
     fn append(&self, line: &str) -> Result<(), String> {
         let Kind::File { path, file } = &*self.0 else {
             return Ok(());

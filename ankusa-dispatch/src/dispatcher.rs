@@ -11,6 +11,7 @@ use ankusa_sink_core::{
     Claim, Ctx, Envelope, ErrorClass, Failure, Reason, Sink, resolve_batched,
     resolve_inline_max_bytes, safe_deliver,
 };
+use ankusa_source::{Ack, Settlement};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
@@ -145,6 +146,7 @@ pub struct Hook {
     traceparent: Option<String>,
     claim: Option<Claim>,
     first_attempt: u32,
+    ack: Option<Ack>,
 }
 
 impl Hook {
@@ -158,7 +160,19 @@ impl Hook {
             traceparent: None,
             claim: None,
             first_attempt: 1,
+            ack: None,
         }
+    }
+
+    /// The hook's acknowledgement to its durable source: settled
+    /// [`Ack`](Settlement::Ack) once every sink of its route has delivered it or
+    /// dead-lettered it (the dead-letter record stored) and each of those
+    /// [`Delivery`]s has been dropped (read and reported); settled
+    /// [`Release`](Settlement::Release) when any pair ends unfinished (a shutdown) or its
+    /// dead letter could not be stored, and when the hook is not taken.
+    pub fn source_ack(mut self, ack: Ack) -> Self {
+        self.ack = Some(ack);
+        self
     }
 
     /// The attempt number (`ctx.attempt`) of the first attempt: for a hook that was tried
@@ -258,6 +272,62 @@ pub struct Delivery {
     // Held until the caller drops the delivery: a caller that stops reading outcomes stops
     // intake instead of piling them up.
     _permit: Option<OwnedSemaphorePermit>,
+    // The hook's source acknowledgement, settled when its last holder is dropped: after
+    // the caller has seen every outcome of the hook.
+    settle: Option<Arc<HookSettle>>,
+}
+
+/// A hook's source acknowledgement, shared by the hook and its deliveries; settled when
+/// the last of them is dropped.
+#[derive(Debug)]
+struct HookSettle {
+    // Behind a mutex only for `Sync` (a source's handle need not be): it is taken once,
+    // in `drop`, with `&mut`.
+    ack: std::sync::Mutex<Option<Ack>>,
+    /// Every pair got its final outcome (set when the last one does): a hook dropped
+    /// before that (a scheduler that died) is released, never acknowledged.
+    done: AtomicBool,
+    /// Some pair ended unfinished, or its dead letter was not stored.
+    unfinished: AtomicBool,
+}
+
+impl HookSettle {
+    fn new(ack: Option<Ack>) -> Option<Arc<Self>> {
+        ack.map(|a| {
+            Arc::new(HookSettle {
+                ack: std::sync::Mutex::new(Some(a)),
+                done: AtomicBool::new(false),
+                unfinished: AtomicBool::new(false),
+            })
+        })
+    }
+
+    fn mark_done(this: &Option<Arc<Self>>) {
+        if let Some(s) = this {
+            s.done.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn mark_unfinished(this: &Option<Arc<Self>>) {
+        if let Some(s) = this {
+            s.unfinished.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for HookSettle {
+    fn drop(&mut self) {
+        let ack = self.ack.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(a) = ack {
+            let how =
+                if self.done.load(Ordering::Relaxed) && !self.unfinished.load(Ordering::Relaxed) {
+                    Settlement::Ack
+                } else {
+                    Settlement::Release
+                };
+            a.settle_as(how);
+        }
+    }
 }
 
 impl fmt::Debug for Delivery {
@@ -653,6 +723,8 @@ struct HookState {
     submitted_ms: i64,
     /// `ctx.attempt` of the first attempt.
     first_attempt: u32,
+    /// The source acknowledgement, if the hook came from a durable source.
+    settle: Option<Arc<HookSettle>>,
 }
 
 struct Job {
@@ -938,6 +1010,7 @@ impl Scheduler {
                 jobs_left: jobs.len(),
                 submitted_ms: now,
                 first_attempt: hook.first_attempt,
+                settle: HookSettle::new(hook.ack),
             },
         );
         for job in jobs {
@@ -1321,6 +1394,8 @@ impl Scheduler {
         };
         if let (Err(e), Outcome::DeadLettered { store_error, .. }) = (result, &mut d.outcome) {
             *store_error = Some(e);
+            // Neither delivered nor filed: the source must give the hook out again.
+            HookSettle::mark_unfinished(&d.settle);
         }
         self.emit(d);
     }
@@ -1330,8 +1405,10 @@ impl Scheduler {
         let h = self.hooks.get_mut(&job.hook).expect("a job's hook lives");
         let envelope = h.env.clone();
         let replay_id = h.ctx.replay_id.clone();
+        let settle = h.settle.clone();
         h.jobs_left -= 1;
         if h.jobs_left == 0 {
+            HookSettle::mark_done(&settle);
             self.hooks.remove(&job.hook);
         }
         Delivery {
@@ -1347,6 +1424,7 @@ impl Scheduler {
             },
             outcome,
             _permit: job.permit,
+            settle,
         }
     }
 
@@ -1390,6 +1468,7 @@ impl Scheduler {
             replay_id: h.ctx.replay_id.clone(),
             retry_after_ms: job.last_pause_ms.map(|ms| u64::from(ms.get())),
         };
+        HookSettle::mark_unfinished(&h.settle);
         h.jobs_left -= 1;
         if h.jobs_left == 0 {
             self.hooks.remove(&job.hook);
@@ -1455,6 +1534,7 @@ impl Scheduler {
         let pending: Vec<Delivery> = self.pending_dead_letters.drain().map(|(_, d)| d).collect();
         if let Some(s) = &mut self.stopping {
             for d in pending {
+                HookSettle::mark_unfinished(&d.settle);
                 let last_failure = match d.outcome {
                     Outcome::DeadLettered { failure, .. } => Some(failure),
                     Outcome::Delivered => None,

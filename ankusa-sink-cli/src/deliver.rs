@@ -221,6 +221,8 @@ enum Read {
     NotTaken { id: String, sinks: Vec<String> },
     /// The input could not be read further.
     InputError(String),
+    /// A source record that is not a hook: reported, dead-lettered, acknowledged.
+    InvalidRecord(crate::from_source::InvalidRecord),
 }
 
 /// Where the hooks come from.
@@ -229,6 +231,11 @@ enum Input {
     Lines {
         reader: Box<dyn AsyncRead + Unpin + Send>,
         max_line: usize,
+    },
+    /// A durable source; bodies of claimed Message v1 records are redeemed from the store.
+    Source {
+        source: Box<dyn ankusa_source::Source>,
+        claims: Option<ClaimStore>,
     },
 }
 
@@ -269,17 +276,23 @@ async fn submit_one(
 }
 
 /// Read the input, submit each hook, report what happened to each line. Stops at the end
-/// of the input, at a read error (which would repeat forever) or when the run stops.
+/// of the input, at a read error (which would repeat forever) or when the run stops; a
+/// durable source is stopped and handed back, to be closed once the dispatcher is done.
 async fn read_and_submit(
     input: Input,
     dispatcher: Dispatcher,
     names: Vec<String>,
     mut stop: watch::Receiver<Option<Stop>>,
     tx: mpsc::UnboundedSender<Read>,
-) {
+) -> Option<Box<dyn ankusa_source::Source>> {
     let submit = |hook: Hook| submit_one(&dispatcher, hook, &names, &tx);
     match input {
         Input::One(hook) => submit(*hook).await,
+        Input::Source { mut source, claims } => {
+            read_source(&mut *source, claims.as_ref(), &mut stop, &tx, submit).await;
+            source.stop();
+            return Some(source);
+        }
         Input::Lines { reader, max_line } => {
             let mut reader = BufReader::with_capacity(64 * 1024, reader);
             // One replay job per run: every dead-letter line it replays carries its id.
@@ -287,22 +300,22 @@ async fn read_and_submit(
             let mut n = 0u64;
             loop {
                 if stop.borrow().is_some() {
-                    return;
+                    return None;
                 }
                 let read = tokio::select! {
                     biased;
-                    _ = stop.wait_for(Option::is_some) => return,
+                    _ = stop.wait_for(Option::is_some) => return None,
                     r = read_line(&mut reader, max_line) => r,
                 };
                 n += 1;
                 let bytes = match read {
-                    Ok(None) => return,
+                    Ok(None) => return None,
                     Err(e) => {
                         let _ = tx.send(Read::InputError(format!(
                             "reading the input failed after line {}: {e}",
                             n - 1
                         )));
-                        return;
+                        return None;
                     }
                     Ok(Some(InputLine::TooLong)) => {
                         let _ = tx.send(Read::Invalid(
@@ -336,11 +349,55 @@ async fn read_and_submit(
             }
         }
     }
+    None
+}
+
+/// Records from a durable source until the run stops or the source fails: each hook is
+/// submitted with its record's ack handle, each record that is not a hook reported.
+async fn read_source<F, Fut>(
+    source: &mut dyn ankusa_source::Source,
+    claims: Option<&ClaimStore>,
+    stop: &mut watch::Receiver<Option<Stop>>,
+    tx: &mpsc::UnboundedSender<Read>,
+    submit: F,
+) where
+    F: Fn(Hook) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    use crate::from_source::{Decoded, InvalidRecord, decode};
+    loop {
+        if stop.borrow().is_some() {
+            return;
+        }
+        let next = tokio::select! {
+            biased;
+            _ = stop.wait_for(Option::is_some) => return,
+            r = source.next() => r,
+        };
+        let record = match next {
+            None => return,
+            Some(Err(e)) => {
+                let _ = tx.send(Read::InputError(format!("the source failed: {e}")));
+                return;
+            }
+            Some(Ok(r)) => r,
+        };
+        match decode(&record.payload, claims).await {
+            Decoded::Hook(hook) => submit(hook.source_ack(record.ack)).await,
+            Decoded::Invalid(reason) => {
+                let _ = tx.send(Read::InvalidRecord(InvalidRecord::new(record, reason)));
+            }
+            Decoded::Later(reason) => {
+                tracing::warn!(position = %record.position, "{reason}; released to the source");
+                record.ack.release();
+            }
+        }
+    }
 }
 
 /// The hook of an envelope: attempts join the trace of the `traceparent` header the hook
 /// arrived with, if it carries a well-formed one.
-fn hook_of(env: Envelope) -> Hook {
+pub(crate) fn hook_of(env: Envelope) -> Hook {
     let tp = env
         .header("traceparent")
         .filter(|t| ankusa_dispatch::trace_id_of(t).is_some())
@@ -516,6 +573,32 @@ impl Run<'_> {
                 }
             }
             Read::InputError(msg) => *input_error = Some(msg),
+            Read::InvalidRecord(record) => {
+                self.summary.invalid += 1;
+                let json = || {
+                    let l = crate::from_source::InvalidRecordLine {
+                        position: &record.position,
+                        outcome: "invalid",
+                        reason: &record.reason,
+                    };
+                    serde_json::to_string(&l).expect("serializes")
+                };
+                let human = format!(
+                    "ankusa-sink: record {}: {}",
+                    escape_control(&record.position),
+                    escape_control(&record.reason)
+                );
+                self.line(json, Some(human));
+                if let Err(e) =
+                    crate::from_source::dead_letter_invalid(self.dead_letter.as_ref(), record).await
+                {
+                    self.out.note(&format!(
+                        "ankusa-sink: an undecodable record could not be dead-lettered \
+                         (released to the source): {}",
+                        escape_control(&e)
+                    ));
+                }
+            }
         }
     }
 }
@@ -589,7 +672,7 @@ async fn run(
         }
     }
     // Every hook the reader took or turned away gets its line.
-    let _ = reader.await;
+    let source = reader.await.ok().flatten();
     while let Ok(r) = rx.try_recv() {
         run.read(r, &mut expected, &mut input_error).await;
     }
@@ -601,6 +684,12 @@ async fn run(
         run.delivery(&d);
     }
     run.abandoned(&unfinished);
+    // Every finished hook is settled by now (its deliveries were reported and dropped;
+    // the unfinished released): make the acknowledgements final and leave the broker.
+    drop(unfinished);
+    if let Some(source) = source {
+        source.close(drain).await;
+    }
     progress.finish_and_clear();
     if let Some(msg) = &input_error {
         run.out.note(&format!("ankusa-sink: {msg}"));
@@ -831,6 +920,28 @@ pub(crate) async fn forward(
 ) -> Result<ExitCode, UsageError> {
     if a.concurrency == 0 {
         return Err(UsageError("--concurrency must be at least 1".into()));
+    }
+    if let Some(from) = &a.from {
+        let options = crate::from_source::options(
+            a.max_unacked,
+            Duration::from_secs(a.retry.attempt_timeout),
+            a.concurrency,
+        );
+        let claims = match &a.dispatch.claim_store {
+            Some(spec) => Some(claim_store(spec)?),
+            None => None,
+        };
+        let source = crate::from_source::open(from, &options).await?;
+        return run(
+            Input::Source { source, claims },
+            sinks,
+            &a.dispatch,
+            &a.retry,
+            a.concurrency,
+            stop_tx,
+            true,
+        )
+        .await;
     }
     refuse_own_dead_letters(&a.input, a.dispatch.dead_letter.as_deref())?;
     let max_line = usize::try_from(a.max_line_bytes).unwrap_or(usize::MAX);

@@ -7,6 +7,7 @@
 
 mod asyncapi;
 mod deliver;
+mod from_source;
 mod gen_cmd;
 mod output;
 
@@ -157,6 +158,15 @@ struct ForwardArgs {
     /// Envelopes as JSON lines (body in `body_base64`): a file, or `-` for stdin.
     #[arg(long, default_value = "-")]
     input: String,
+    /// Read hooks from a durable source instead of --input: a TOML file tagged by `type`
+    /// (`kafka`, `amqp`, `nats`). Each record is acknowledged only after every sink has
+    /// delivered it or dead-lettered it; runs until SIGINT or SIGTERM.
+    #[arg(long, value_name = "SOURCE.toml", conflicts_with = "input")]
+    from: Option<PathBuf>,
+    /// With --from: records read and not yet acknowledged, at most (a slow sink slows
+    /// reading instead of growing memory).
+    #[arg(long, default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_unacked: u64,
     /// Deliveries in flight at once.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,

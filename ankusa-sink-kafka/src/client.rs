@@ -255,6 +255,33 @@ impl Monitor {
         }
     }
 
+    /// A librdkafka log line: scrubbed, repeats lowered.
+    pub(crate) fn client_log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        let level = level_of(level);
+        let text = self.scrub(log_message);
+        self.emit(level, LineKind::Log(level, fac.to_owned()), fac, &text);
+    }
+
+    /// A librdkafka client error: logged scrubbed (repeats lowered) and recorded; its code.
+    pub(crate) fn client_error(
+        &self,
+        error: &RdKafkaError,
+        reason: &str,
+    ) -> Option<RDKafkaErrorCode> {
+        let code = error.rdkafka_error_code();
+        if let Some(code) = code {
+            self.last_error.record(code);
+        }
+        let level = if code == Some(RDKafkaErrorCode::Fatal) {
+            Level::ERROR
+        } else {
+            Level::WARN
+        };
+        let text = format!("{}: {error}", self.scrub(reason));
+        self.emit(level, LineKind::Error(code), "ERROR", &text);
+        code
+    }
+
     /// librdkafka reported every broker down: start a probe unless one runs.
     fn all_brokers_down(self: &Arc<Self>) {
         if !self.reach.all_down() {
@@ -338,30 +365,16 @@ pub(crate) struct SinkContext {
 
 impl ClientContext for SinkContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        let level = level_of(level);
-        let text = self.monitor.scrub(log_message);
-        self.monitor
-            .emit(level, LineKind::Log(level, fac.to_owned()), fac, &text);
+        self.monitor.client_log(level, fac, log_message);
     }
 
     fn error(&self, error: RdKafkaError, reason: &str) {
-        let code = error.rdkafka_error_code();
-        if let Some(code) = code {
-            self.monitor.last_error.record(code);
-            match code {
-                RDKafkaErrorCode::Fatal => self.flags.fatal.store(true, Ordering::Relaxed),
-                RDKafkaErrorCode::AllBrokersDown => self.monitor.all_brokers_down(),
-                _ => {}
-            }
+        let code = self.monitor.client_error(&error, reason);
+        match code {
+            Some(RDKafkaErrorCode::Fatal) => self.flags.fatal.store(true, Ordering::Relaxed),
+            Some(RDKafkaErrorCode::AllBrokersDown) => self.monitor.all_brokers_down(),
+            _ => {}
         }
-        let level = if code == Some(RDKafkaErrorCode::Fatal) {
-            Level::ERROR
-        } else {
-            Level::WARN
-        };
-        let text = format!("{}: {error}", self.monitor.scrub(reason));
-        self.monitor
-            .emit(level, LineKind::Error(code), "ERROR", &text);
     }
 }
 

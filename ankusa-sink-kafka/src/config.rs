@@ -207,7 +207,7 @@ struct Repr {
     allow_insecure: bool,
 }
 
-fn servers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+pub(crate) fn servers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Servers {
@@ -413,7 +413,7 @@ impl KafkaConfig {
     }
 
     /// `self`, if every value is valid.
-    fn checked(self) -> Result<Self, ConfigError> {
+    pub(crate) fn checked(self) -> Result<Self, ConfigError> {
         self.check_values()?;
         check_properties(&self)?;
         Ok(self)

@@ -7,6 +7,8 @@ mod error;
 mod outgoing;
 mod properties;
 mod sink;
+#[cfg(feature = "source")]
+mod source;
 
 pub use config::{
     Compression, ConfigError, DEFAULT_CLIENT_ID, DEFAULT_KEY, DEFAULT_MAX_RECORD_BYTES,
@@ -14,3 +16,5 @@ pub use config::{
 };
 pub use error::KafkaError;
 pub use sink::KafkaSink;
+#[cfg(feature = "source")]
+pub use source::{DEFAULT_SOURCE_CLIENT_ID, KafkaSource, KafkaSourceConfig, Start};

@@ -137,6 +137,27 @@ impl KafkaConfig {
         c
     }
 
+    /// The librdkafka configuration of a source's consumer in `group`, starting a new group
+    /// at `start` (`earliest` or `latest`): offsets committed only by the source, and only
+    /// up to what its dispatcher finished; transactional records only once committed.
+    #[cfg(feature = "source")]
+    pub(crate) fn consumer_config(&self, group: &str, start: &str) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", self.bootstrap_servers.join(","))
+            .set("client.id", &self.client_id)
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", start)
+            .set("isolation.level", "read_committed")
+            .set("allow.auto.create.topics", "false");
+        self.set_security(&mut c);
+        for (k, v) in &self.properties {
+            c.set(k, v);
+        }
+        c
+    }
+
     /// `security.protocol`, SASL and TLS.
     fn set_security(&self, c: &mut ClientConfig) {
         let protocol = match (&self.tls, &self.sasl) {

@@ -180,7 +180,10 @@ pub enum ConfigError {
     },
 }
 
-fn options<T: DeserializeOwned>(ty: &'static str, value: toml::Value) -> Result<T, ConfigError> {
+pub(crate) fn options<T: DeserializeOwned>(
+    ty: &'static str,
+    value: toml::Value,
+) -> Result<T, ConfigError> {
     // Through JSON so that errors come from `scrub`, which never echoes a value.
     let json = serde_json::to_value(value).map_err(|_| ConfigError::Field {
         ty,
@@ -189,7 +192,7 @@ fn options<T: DeserializeOwned>(ty: &'static str, value: toml::Value) -> Result<
     crate::scrub::from_value(json).map_err(|detail| ConfigError::Field { ty, detail })
 }
 
-fn syntax(format: &'static str, text: &str, e: &toml::de::Error) -> ConfigError {
+pub(crate) fn syntax(format: &'static str, text: &str, e: &toml::de::Error) -> ConfigError {
     let place = e.span().map(|s| {
         let before = &text[..s.start.min(text.len())];
         let line = before.matches('\n').count() + 1;

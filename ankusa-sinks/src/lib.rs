@@ -4,9 +4,11 @@
 mod config;
 mod env;
 mod scrub;
+mod source;
 
 pub use config::{ConfigError, KNOWN_TYPES, SinkConfig};
 pub use env::EnvAccess;
+pub use source::{KNOWN_SOURCE_TYPES, SourceConfig, SourceConfigError};
 
 /// Deserialize JSON input (an envelope, say) so that an error names the key path and what
 /// was wrong, never a value from the input: serde's own messages quote the value.

@@ -10,6 +10,7 @@ mod http;
 mod routing;
 mod shutdown;
 mod slots;
+mod source_ack;
 mod span;
 
 use ankusa_dispatch::{Deliveries, Delivery, DispatchConfig, DispatchPolicy, Exponential, Outcome};

@@ -1,0 +1,254 @@
+//! `forward --from SOURCE.toml`: hooks from a durable source (a Kafka consumer group, a
+//! RabbitMQ queue, a NATS JetStream consumer), each acknowledged to its source only after
+//! every sink has delivered it or dead-lettered it.
+
+use crate::UsageError;
+use ankusa_claimcheck::ClaimStore;
+use ankusa_dispatch::{DeadLetter, Hook};
+use ankusa_sink_core::message::{self, MessageBody};
+use ankusa_sink_core::{Claim, Envelope};
+use ankusa_sinks::SourceConfig;
+use ankusa_source::{Ack, Record, Source, SourceOptions};
+use serde::Serialize;
+use std::num::NonZeroUsize;
+use std::path::Path;
+use std::time::Duration;
+
+/// Open the source of a `--from` file.
+pub(crate) async fn open(
+    path: &Path,
+    options: &SourceOptions,
+) -> Result<Box<dyn Source>, UsageError> {
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|e| UsageError(format!("cannot read --from {}: {e}", path.display())))?;
+    let config = SourceConfig::from_toml_str(&text)
+        .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
+    config
+        .open(options)
+        .await
+        .map_err(|e| UsageError(format!("{}: {e}", path.display())))
+}
+
+/// The options every source is opened with.
+pub(crate) fn options(
+    max_unacked: u64,
+    attempt_timeout: Duration,
+    concurrency: usize,
+) -> SourceOptions {
+    let max = NonZeroUsize::new(usize::try_from(max_unacked).unwrap_or(usize::MAX))
+        .unwrap_or(NonZeroUsize::MIN);
+    SourceOptions::new(
+        max,
+        attempt_timeout,
+        NonZeroUsize::new(concurrency).unwrap_or(NonZeroUsize::MIN),
+    )
+}
+
+/// What a record turned out to be.
+pub(crate) enum Decoded {
+    /// A hook to submit.
+    Hook(Box<Hook>),
+    /// Not a hook: report it, dead-letter its bytes, acknowledge it.
+    Invalid(String),
+    /// A claimed body could not be redeemed now (the store is down): give the record back
+    /// to the source rather than file a good hook as undecodable.
+    Later(String),
+}
+
+/// Decode one record: an envelope as JSON (the `gen` format) or a Message v1, told apart
+/// by the message's `"v"` key. A Message v1 whose body is a claim is redeemed from
+/// `claims` (and keeps its claim, so no sink checks it in again).
+pub(crate) async fn decode(payload: &[u8], claims: Option<&ClaimStore>) -> Decoded {
+    let value: serde_json::Value = match serde_json::from_slice(payload) {
+        Ok(v) => v,
+        Err(e) => {
+            return Decoded::Invalid(format!(
+                "not JSON ({:?} error at line {}, column {})",
+                e.classify(),
+                e.line(),
+                e.column()
+            ));
+        }
+    };
+    let is_message = value.get("v").is_some() && value.get("idempotency_key").is_some();
+    if !is_message {
+        return match ankusa_sinks::from_json_value::<Envelope>(value) {
+            Ok(env) => Decoded::Hook(Box::new(crate::deliver::hook_of(env))),
+            Err(e) => Decoded::Invalid(format!("neither an envelope nor a Message v1: {e}")),
+        };
+    }
+    let m = match message::decode(payload) {
+        Ok(m) => m,
+        Err(e) => return Decoded::Invalid(format!("not a valid Message v1: {e}")),
+    };
+    let (body, claim) = match &m.body {
+        MessageBody::Inline(b) => (b.clone(), None),
+        MessageBody::Claim(reference) => {
+            let Some(store) = claims else {
+                return Decoded::Invalid(
+                    "a Message v1 whose body is a claim needs --claim-store to redeem it".into(),
+                );
+            };
+            match store.redeem_message(&m).await {
+                Ok(b) => (b, Claim::new(reference.clone(), m.sha256.as_str()).ok()),
+                Err(e) if e.class() == ankusa_sink_core::Class::Transient => {
+                    return Decoded::Later(format!("redeeming the claim: {e}"));
+                }
+                Err(e) => return Decoded::Invalid(format!("redeeming the claim: {e}")),
+            }
+        }
+    };
+    let mut b = Envelope::builder(m.id, m.source_id, body)
+        .received_at(m.received_at)
+        .headers(m.headers);
+    if let Some(t) = m.tenant_id {
+        b = b.tenant_id(t);
+    }
+    if let Some(ct) = m.content_type {
+        b = b.content_type(ct);
+    }
+    if let Some(k) = m.dedupe_key {
+        b = b.dedupe_key(k);
+    }
+    let env = match b.build() {
+        Ok(env) => env,
+        Err(e) => return Decoded::Invalid(format!("not a valid hook: {e}")),
+    };
+    let mut hook = crate::deliver::hook_of(env);
+    if let Some(r) = m.replay_id {
+        hook = hook.replay_id(r);
+    }
+    if let Some(c) = claim {
+        hook = hook.claim(c);
+    }
+    Decoded::Hook(Box::new(hook))
+}
+
+/// The `--json` line of a record that is not a hook.
+#[derive(Serialize)]
+pub(crate) struct InvalidRecordLine<'a> {
+    pub(crate) position: &'a str,
+    pub(crate) outcome: &'static str,
+    pub(crate) reason: &'a str,
+}
+
+/// The dead-letter line of a record that is not a hook: its bytes, and why.
+#[derive(Serialize)]
+struct RawDeadLetter<'a> {
+    raw_base64: String,
+    position: &'a str,
+    dead_letter: RawInfo<'a>,
+}
+
+#[derive(Serialize)]
+struct RawInfo<'a> {
+    sink: Option<&'a str>,
+    class: &'static str,
+    error_class: &'static str,
+    reason: &'a str,
+}
+
+/// File an undecodable record in the dead-letter file, then acknowledge it: it is never
+/// retried forever, never skipped without a trace. Not filed, it is released (the
+/// source gives it out again) and the error says why.
+pub(crate) async fn dead_letter_invalid(
+    dl: Option<&DeadLetter>,
+    record: InvalidRecord,
+) -> Result<(), String> {
+    let InvalidRecord {
+        position,
+        reason,
+        raw,
+        ack,
+    } = record;
+    let Some(dl) = dl else {
+        ack.ack();
+        return Ok(());
+    };
+    use base64::Engine as _;
+    let line = RawDeadLetter {
+        raw_base64: base64::engine::general_purpose::STANDARD.encode(&raw),
+        position: &position,
+        dead_letter: RawInfo {
+            sink: None,
+            class: "permanent",
+            error_class: "permanent",
+            reason: &reason,
+        },
+    };
+    let line = serde_json::to_string(&line).map_err(|e| e.to_string())?;
+    match dl.store_line(line).await {
+        Ok(()) => {
+            ack.ack();
+            Ok(())
+        }
+        Err(e) => {
+            ack.release();
+            Err(e)
+        }
+    }
+}
+
+/// A record that is not a hook, on its way to the dead-letter file.
+pub(crate) struct InvalidRecord {
+    pub(crate) position: String,
+    pub(crate) reason: String,
+    pub(crate) raw: Vec<u8>,
+    pub(crate) ack: Ack,
+}
+
+impl InvalidRecord {
+    pub(crate) fn new(record: Record, reason: String) -> Self {
+        InvalidRecord {
+            position: record.position,
+            reason,
+            raw: record.payload,
+            ack: record.ack,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn envelopes_and_messages_are_told_apart_per_record() {
+        let env = Envelope::builder("h1", "stripe", &b"{\"a\":1}"[..])
+            .tenant_id("acme")
+            .dedupe_key("evt_1")
+            .header("Stripe-Signature", "t=1")
+            .build()
+            .unwrap();
+        let json = serde_json::to_vec(&env).unwrap();
+        let Decoded::Hook(h) = decode(&json, None).await else {
+            panic!("an envelope")
+        };
+        assert_eq!(h.envelope().id(), "h1");
+        let ctx = ankusa_sink_core::Ctx::for_envelope(&env).with_replay_id("r9");
+        let msg = message::encode(&env, &ctx, None).unwrap();
+        let Decoded::Hook(h) = decode(&msg, None).await else {
+            panic!("a Message v1")
+        };
+        let back = h.envelope();
+        assert_eq!(back.id(), "h1");
+        assert_eq!(back.tenant_id(), Some("acme"));
+        assert_eq!(back.dedupe_key(), Some("evt_1"));
+        assert_eq!(back.body().as_ref(), b"{\"a\":1}");
+        assert_eq!(back.header("stripe-signature"), Some("t=1"));
+        for (bad, why) in [
+            (&b"\xff\xfe"[..], "not JSON"),
+            (b"[1,2]", "neither an envelope nor a Message v1"),
+            (
+                b"{\"v\":2,\"idempotency_key\":\"k\"}",
+                "not a valid Message v1",
+            ),
+        ] {
+            match decode(bad, None).await {
+                Decoded::Invalid(r) => assert!(r.contains(why), "{r}"),
+                _ => panic!("{why}"),
+            }
+        }
+    }
+}

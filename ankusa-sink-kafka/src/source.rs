@@ -1,0 +1,635 @@
+//! `forward --from` a Kafka topic: a consumer group shares the partitions among
+//! forwarders; each partition's offset is committed only up to the lowest record not yet
+//! finished.
+
+use crate::client::Monitor;
+use crate::config::{ConfigError, KafkaConfig, SaslConfig, TlsConfig, validate_topic};
+use ankusa_source::{Ack, Record, Settle, Settlement, Source, SourceError, SourceOptions, Window};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer,
+};
+use rdkafka::error::{KafkaError as RdKafkaError, KafkaResult, RDKafkaErrorCode};
+use rdkafka::{ClientContext, Message as _, Offset, TopicPartitionList, config::RDKafkaLogLevel};
+use serde::{Deserialize, Deserializer};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The client id a source uses unless configured.
+pub const DEFAULT_SOURCE_CLIENT_ID: &str = "ankusa-source-kafka";
+
+/// How often finished records' offsets are committed.
+const COMMIT_EVERY: Duration = Duration::from_millis(500);
+
+/// Properties the source sets itself (on top of the sink's own).
+const SOURCE_OWNED: &[&str] = &[
+    "group.id",
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+    "auto.offset.reset",
+    "isolation.level",
+];
+
+/// Where a new consumer group begins.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Start {
+    /// The oldest record the topic still holds (the default: a new group misses nothing).
+    #[default]
+    Earliest,
+    /// Only records written after the group first joins.
+    Latest,
+}
+
+impl Start {
+    fn as_str(self) -> &'static str {
+        match self {
+            Start::Earliest => "earliest",
+            Start::Latest => "latest",
+        }
+    }
+}
+
+/// A valid Kafka source configuration (`type = "kafka"` in a `--from` file).
+///
+/// `brokers`, `topic` and `group` are required; `start`, `client_id`, `tls`, `sasl`,
+/// `properties` and `allow_insecure` mean what they mean for the sink. `Debug` prints no
+/// secret.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "SourceRepr")]
+#[non_exhaustive]
+pub struct KafkaSourceConfig {
+    conn: KafkaConfig,
+    group: String,
+    start: Start,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceRepr {
+    #[serde(deserialize_with = "servers", alias = "bootstrap_servers")]
+    brokers: Vec<String>,
+    topic: String,
+    group: String,
+    #[serde(default)]
+    start: Start,
+    #[serde(default)]
+    client_id: Option<String>,
+    #[serde(default)]
+    tls: Option<TlsConfig>,
+    #[serde(default)]
+    sasl: Option<SaslConfig>,
+    #[serde(default)]
+    properties: BTreeMap<String, String>,
+    #[serde(default)]
+    allow_insecure: bool,
+}
+
+fn servers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    crate::config::servers(d)
+}
+
+impl TryFrom<SourceRepr> for KafkaSourceConfig {
+    type Error = ConfigError;
+
+    fn try_from(r: SourceRepr) -> Result<Self, ConfigError> {
+        for name in r.properties.keys() {
+            if SOURCE_OWNED.contains(&name.as_str()) {
+                return Err(ConfigError::OwnedProperty(name.clone()));
+            }
+        }
+        if r.group.trim().is_empty() {
+            return Err(ConfigError::Value {
+                option: "group",
+                why: "must not be empty",
+            });
+        }
+        validate_topic(&r.topic)?;
+        let mut conn = KafkaConfig::new(r.brokers.join(","), r.topic)?;
+        conn.client_id = r
+            .client_id
+            .unwrap_or_else(|| DEFAULT_SOURCE_CLIENT_ID.to_owned());
+        conn.tls = r.tls;
+        conn.sasl = r.sasl;
+        conn.properties = r.properties;
+        conn.allow_insecure = r.allow_insecure;
+        Ok(KafkaSourceConfig {
+            conn: conn.checked()?,
+            group: r.group,
+            start: r.start,
+        })
+    }
+}
+
+impl fmt::Debug for KafkaSourceConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaSourceConfig")
+            .field("brokers", &self.conn.bootstrap_servers)
+            .field("topic", &self.conn.topic)
+            .field("group", &self.group)
+            .field("start", &self.start)
+            .field("client_id", &self.conn.client_id)
+            .field("tls", &self.conn.tls)
+            .field("sasl", &self.conn.sasl)
+            .field(
+                "properties",
+                &self.conn.properties.keys().collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl KafkaSourceConfig {
+    /// A source reading `topic` on `brokers` (`host:port`, several joined with `,`) as a
+    /// member of `group`, a new group starting at the earliest record.
+    pub fn new(
+        brokers: impl AsRef<str>,
+        topic: impl Into<String>,
+        group: impl Into<String>,
+    ) -> Result<Self, ConfigError> {
+        let topic = topic.into();
+        validate_topic(&topic)?;
+        let mut conn = KafkaConfig::new(brokers, topic)?;
+        conn.client_id = DEFAULT_SOURCE_CLIENT_ID.to_owned();
+        let group = group.into();
+        if group.trim().is_empty() {
+            return Err(ConfigError::Value {
+                option: "group",
+                why: "must not be empty",
+            });
+        }
+        Ok(KafkaSourceConfig {
+            conn,
+            group,
+            start: Start::default(),
+        })
+    }
+
+    /// Where a new group begins.
+    pub fn with_start(mut self, start: Start) -> Self {
+        self.start = start;
+        self
+    }
+
+    /// An extra librdkafka property (consumer tuning: `fetch.max.bytes`,
+    /// `session.timeout.ms`, ...). Refused as for the sink, and for the properties the
+    /// source owns (`group.id`, commits, `auto.offset.reset`, `isolation.level`).
+    pub fn with_property(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Result<Self, ConfigError> {
+        let name = name.into();
+        if SOURCE_OWNED.contains(&name.as_str()) {
+            return Err(ConfigError::OwnedProperty(name));
+        }
+        self.conn = self.conn.with_property(name, value)?;
+        Ok(self)
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.conn.topic
+    }
+
+    /// The consumer group.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+}
+
+/// The state of one assigned partition.
+#[derive(Debug)]
+struct Part {
+    /// Bumped on every assignment: a settlement of a record read under an earlier one is
+    /// ignored (the partition was revoked meanwhile; its new owner reads it again).
+    generation: u64,
+    /// Offsets handed out and not acknowledged (a released one stays: it holds the commit).
+    pending: BTreeSet<i64>,
+    /// One past the highest offset handed out.
+    next: Option<i64>,
+    /// The offset last committed (the next one to read).
+    committed: Option<i64>,
+}
+
+impl Part {
+    /// The offset to commit: the lowest not finished, or one past the last handed out.
+    fn committable(&self) -> Option<i64> {
+        self.pending.first().copied().or(self.next)
+    }
+}
+
+/// Which offsets of which partitions may be committed. Pure: the consumer calls it from
+/// its rebalance callback, the committer and the settle handles.
+#[derive(Debug, Default)]
+struct Tracker {
+    parts: HashMap<i32, Part>,
+    generations: u64,
+}
+
+impl Tracker {
+    fn assign(&mut self, partition: i32) {
+        self.generations += 1;
+        self.parts.insert(
+            partition,
+            Part {
+                generation: self.generations,
+                pending: BTreeSet::new(),
+                next: None,
+                committed: None,
+            },
+        );
+    }
+
+    /// Forget a revoked partition; the offset to commit for it, if it moved.
+    fn revoke(&mut self, partition: i32) -> Option<i64> {
+        let p = self.parts.remove(&partition)?;
+        p.committable()
+            .filter(|&c| p.committed.is_none_or(|d| c > d))
+    }
+
+    /// A record was handed out; its partition's generation.
+    fn received(&mut self, partition: i32, offset: i64) -> u64 {
+        if !self.parts.contains_key(&partition) {
+            self.assign(partition);
+        }
+        let p = self.parts.get_mut(&partition).expect("assigned above");
+        p.pending.insert(offset);
+        p.next = Some(p.next.map_or(offset + 1, |n| n.max(offset + 1)));
+        p.generation
+    }
+
+    /// A record is finished.
+    fn acked(&mut self, partition: i32, generation: u64, offset: i64) {
+        if let Some(p) = self.parts.get_mut(&partition)
+            && p.generation == generation
+        {
+            p.pending.remove(&offset);
+        }
+    }
+
+    /// Offsets to commit now (those that moved), marked committed.
+    fn due(&mut self) -> Vec<(i32, i64)> {
+        let mut out = Vec::new();
+        for (&partition, p) in &mut self.parts {
+            if let Some(c) = p.committable()
+                && p.committed.is_none_or(|d| c > d)
+            {
+                p.committed = Some(c);
+                out.push((partition, c));
+            }
+        }
+        out
+    }
+}
+
+fn lock(t: &Mutex<Tracker>) -> MutexGuard<'_, Tracker> {
+    t.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Routes the consumer's logs through the sink's scrubbing monitor and keeps the tracker
+/// in step with rebalances.
+struct SourceContext {
+    monitor: Arc<Monitor>,
+    tracker: Arc<Mutex<Tracker>>,
+    topic: String,
+}
+
+impl ClientContext for SourceContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        self.monitor.client_log(level, fac, log_message);
+    }
+
+    fn error(&self, error: RdKafkaError, reason: &str) {
+        self.monitor.client_error(&error, reason);
+    }
+}
+
+impl ConsumerContext for SourceContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Revoke(list) => {
+                // Commit what is finished on the partitions leaving, then forget them:
+                // records of theirs still in flight settle into nothing, and their new
+                // owner reads them again (a duplicate, never a loss).
+                let mut tpl = TopicPartitionList::new();
+                {
+                    let mut t = lock(&self.tracker);
+                    for e in list.elements() {
+                        if let Some(offset) = t.revoke(e.partition()) {
+                            let _ = tpl.add_partition_offset(
+                                &self.topic,
+                                e.partition(),
+                                Offset::Offset(offset),
+                            );
+                        }
+                    }
+                }
+                if tpl.count() > 0
+                    && let Err(e) = consumer.commit(&tpl, CommitMode::Sync)
+                {
+                    tracing::warn!(target: "ankusa_source", error = %e, "commit on revoke failed");
+                }
+            }
+            Rebalance::Assign(list) => {
+                let mut t = lock(&self.tracker);
+                for e in list.elements() {
+                    t.assign(e.partition());
+                }
+            }
+            Rebalance::Error(e) => {
+                tracing::warn!(target: "ankusa_source", error = %e, "rebalance error");
+            }
+        }
+    }
+
+    fn commit_callback(&self, result: KafkaResult<()>, _offsets: &TopicPartitionList) {
+        if let Err(e) = result {
+            tracing::debug!(target: "ankusa_source", error = %e, "offset commit failed");
+        }
+    }
+}
+
+type Consumer = StreamConsumer<SourceContext>;
+
+/// A Kafka topic read as a member of a consumer group.
+pub struct KafkaSource {
+    consumer: Arc<Consumer>,
+    tracker: Arc<Mutex<Tracker>>,
+    window: Window,
+    topic: String,
+    describe: String,
+    committer: tokio::task::JoinHandle<()>,
+    stopped: bool,
+}
+
+impl fmt::Debug for KafkaSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaSource")
+            .field("describe", &self.describe)
+            .field("unsettled", &self.window.unsettled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl KafkaSource {
+    /// Join the group and subscribe; records flow on [`Source::next`]. Must run inside a
+    /// tokio runtime (a committer task commits finished offsets twice a second).
+    pub fn new(config: &KafkaSourceConfig, options: &SourceOptions) -> Result<Self, SourceError> {
+        let monitor = Arc::new(Monitor::new(&config.conn));
+        let tracker = Arc::new(Mutex::new(Tracker::default()));
+        let context = SourceContext {
+            monitor: monitor.clone(),
+            tracker: tracker.clone(),
+            topic: config.conn.topic.clone(),
+        };
+        let consumer: Consumer = config
+            .conn
+            .consumer_config(&config.group, config.start.as_str())
+            .create_with_context(context)
+            .map_err(|e| SourceError::Config(monitor.scrub(&e.to_string())))?;
+        consumer
+            .subscribe(&[config.conn.topic.as_str()])
+            .map_err(|e| SourceError::Config(monitor.scrub(&e.to_string())))?;
+        let consumer = Arc::new(consumer);
+        let committer = tokio::spawn(commit_loop(
+            Arc::downgrade(&consumer),
+            tracker.clone(),
+            config.conn.topic.clone(),
+        ));
+        for warning in config.conn.insecure_settings() {
+            tracing::warn!(target: "ankusa_source", "{warning}");
+        }
+        Ok(KafkaSource {
+            consumer,
+            tracker,
+            window: Window::new(options.max_unacked.get()).expect("non-zero"),
+            topic: config.conn.topic.clone(),
+            describe: format!(
+                "kafka topic {} on {} (group {})",
+                config.conn.topic,
+                config.conn.bootstrap_servers.join(","),
+                config.group
+            ),
+            committer,
+            stopped: false,
+        })
+    }
+
+    /// Commit every partition's finished offsets now, and wait for the broker's answer.
+    fn commit_sync(&self) {
+        let mut tpl = TopicPartitionList::new();
+        {
+            let mut t = lock(&self.tracker);
+            for (p, offset) in t.due() {
+                let _ = tpl.add_partition_offset(&self.topic, p, Offset::Offset(offset));
+            }
+        }
+        if tpl.count() > 0
+            && let Err(e) = self.consumer.commit(&tpl, CommitMode::Sync)
+        {
+            tracing::warn!(target: "ankusa_source", error = %e, "final offset commit failed");
+        }
+    }
+}
+
+/// Commit finished offsets every [`COMMIT_EVERY`] until the source is dropped.
+async fn commit_loop(
+    consumer: std::sync::Weak<Consumer>,
+    tracker: Arc<Mutex<Tracker>>,
+    topic: String,
+) {
+    let mut tick = tokio::time::interval(COMMIT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(consumer) = consumer.upgrade() else {
+            return;
+        };
+        let due = lock(&tracker).due();
+        if due.is_empty() {
+            continue;
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (p, offset) in due {
+            let _ = tpl.add_partition_offset(&topic, p, Offset::Offset(offset));
+        }
+        if let Err(e) = consumer.commit(&tpl, CommitMode::Async) {
+            tracing::debug!(target: "ankusa_source", error = %e, "offset commit failed");
+        }
+    }
+}
+
+/// The settle handle of one record.
+struct KafkaAck {
+    tracker: Arc<Mutex<Tracker>>,
+    partition: i32,
+    generation: u64,
+    offset: i64,
+}
+
+impl Settle for KafkaAck {
+    fn settle(self: Box<Self>, how: Settlement) {
+        match how {
+            Settlement::Ack => {
+                lock(&self.tracker).acked(self.partition, self.generation, self.offset)
+            }
+            // Kafka cannot give one record out again: its offset stays pending, so the
+            // partition is never committed past it, and a restart or rebalance reads it
+            // again.
+            Settlement::Release => tracing::debug!(
+                target: "ankusa_source",
+                partition = self.partition,
+                offset = self.offset,
+                "record released: its partition's commit holds here"
+            ),
+        }
+    }
+}
+
+/// Whether a consumer error means the configuration cannot work.
+fn is_config_error(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::TopicAuthorizationFailed
+            | RDKafkaErrorCode::GroupAuthorizationFailed
+            | RDKafkaErrorCode::SaslAuthenticationFailed
+            | RDKafkaErrorCode::ClusterAuthorizationFailed
+            | RDKafkaErrorCode::UnknownTopicOrPartition
+            | RDKafkaErrorCode::UnknownTopic
+            | RDKafkaErrorCode::InvalidGroupId
+            | RDKafkaErrorCode::Authentication
+    )
+}
+
+#[async_trait::async_trait]
+impl Source for KafkaSource {
+    async fn next(&mut self) -> Option<Result<Record, SourceError>> {
+        if self.stopped {
+            return None;
+        }
+        let permit = self.window.acquire().await;
+        loop {
+            match self.consumer.recv().await {
+                Ok(m) => {
+                    let (partition, offset) = (m.partition(), m.offset());
+                    let payload = m.payload().unwrap_or_default().to_vec();
+                    let generation = lock(&self.tracker).received(partition, offset);
+                    let ack = KafkaAck {
+                        tracker: self.tracker.clone(),
+                        partition,
+                        generation,
+                        offset,
+                    };
+                    return Some(Ok(Record::new(
+                        payload,
+                        format!("{}/{partition}@{offset}", self.topic),
+                        Ack::new(ack, permit),
+                    )));
+                }
+                Err(e) => match e.rdkafka_error_code() {
+                    Some(code) if is_config_error(code) => {
+                        return Some(Err(SourceError::Config(format!(
+                            "kafka topic {}: {code}",
+                            self.topic
+                        ))));
+                    }
+                    // A broker going away, a rebalance in progress: librdkafka recovers by
+                    // itself; the error was logged by the context.
+                    _ => {
+                        tracing::debug!(target: "ankusa_source", error = %e, "consume error");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+            }
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    async fn close(self: Box<Self>, grace: Duration) {
+        self.committer.abort();
+        let this = *self;
+        // Committing and leaving the group block on the broker: off the async workers.
+        let done = tokio::task::spawn_blocking(move || {
+            this.commit_sync();
+            this.consumer.unsubscribe();
+            drop(this);
+        });
+        let _ = tokio::time::timeout(grace.max(Duration::from_secs(1)), done).await;
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::properties::is_sensitive_property;
+
+    #[test]
+    fn commits_stop_at_the_lowest_unfinished_record() {
+        let mut t = Tracker::default();
+        t.assign(0);
+        let g = t.received(0, 10);
+        for o in 11..15 {
+            t.received(0, o);
+        }
+        assert_eq!(t.due(), [(0, 10)], "nothing finished: the first record");
+        t.acked(0, g, 11);
+        t.acked(0, g, 12);
+        assert!(
+            t.due().is_empty(),
+            "10 is not finished: the commit holds at 10"
+        );
+        t.acked(0, g, 10);
+        assert_eq!(t.due(), [(0, 13)]);
+        t.acked(0, g, 13);
+        t.acked(0, g, 14);
+        assert_eq!(t.due(), [(0, 15)], "all finished: one past the last");
+        assert!(t.due().is_empty(), "committed once");
+    }
+
+    #[test]
+    fn a_revoked_partition_forgets_its_in_flight_records() {
+        let mut t = Tracker::default();
+        t.assign(3);
+        let old = t.received(3, 5);
+        t.received(3, 6);
+        t.acked(3, old, 6);
+        assert_eq!(t.revoke(3), Some(5), "the commit on revoke stops at 5");
+        t.assign(3);
+        let new = t.received(3, 5);
+        assert_ne!(old, new);
+        // The old generation's settlement of 5 is ignored: it must not move the new one.
+        t.acked(3, old, 5);
+        assert_eq!(t.due(), [(3, 5)]);
+        t.acked(3, new, 5);
+        assert_eq!(t.due(), [(3, 6)]);
+    }
+
+    #[test]
+    fn owned_properties_and_an_empty_group_are_refused() {
+        for p in SOURCE_OWNED {
+            let c = KafkaSourceConfig::new("127.0.0.1:9092", "t", "g")
+                .unwrap()
+                .with_property(*p, "x");
+            assert!(matches!(c, Err(ConfigError::OwnedProperty(_))), "{p}");
+        }
+        assert!(KafkaSourceConfig::new("127.0.0.1:9092", "t", " ").is_err());
+        let toml_like = serde_json::json!({
+            "brokers": ["127.0.0.1:9092"], "topic": "t", "group": "g", "start": "latest",
+            "properties": {"sasl.oauthbearer.config": "secret-value"}
+        });
+        let c: KafkaSourceConfig = serde_json::from_value(toml_like).unwrap();
+        assert_eq!(c.start, Start::Latest);
+        assert!(!format!("{c:?}").contains("secret-value"));
+        assert!(is_sensitive_property("sasl.oauthbearer.config"));
+    }
+}

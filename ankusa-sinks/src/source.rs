@@ -1,0 +1,164 @@
+//! The `type`-tagged source config of `forward --from` and how it opens a source.
+
+use crate::config::{ConfigError, options, syntax};
+use crate::env::EnvAccess;
+use ankusa_source::{Source, SourceError, SourceOptions};
+
+/// Every source `type` this crate knows, compiled in or not.
+pub const KNOWN_SOURCE_TYPES: [&str; 3] = ["kafka", "amqp", "nats"];
+
+/// One durable source, by type, with its adapter's options.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum SourceConfig {
+    /// `type = "kafka"`: a topic read as a member of a consumer group.
+    #[cfg(feature = "kafka")]
+    Kafka(ankusa_sink_kafka::KafkaSourceConfig),
+}
+
+/// Why a source config was refused. Messages name the key, type or feature at fault and
+/// never echo a configured value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceConfigError {
+    /// The file is not valid TOML.
+    #[error("source config is not valid TOML: {0}")]
+    Syntax(String),
+    /// No `type` key, or not a string.
+    #[error("source config is missing a string field `type` (one of: {})", KNOWN_SOURCE_TYPES.join(", "))]
+    MissingType,
+    /// `type` names no source.
+    #[error("unknown source type `{0}` (known: {known})", known = KNOWN_SOURCE_TYPES.join(", "))]
+    UnknownType(String),
+    /// The type exists but its cargo feature is off.
+    #[error(
+        "source type `{ty}` is not compiled in: enable the `{feature}` feature of ankusa-sinks"
+    )]
+    NotCompiled {
+        /// The type.
+        ty: String,
+        /// The feature that brings it.
+        feature: &'static str,
+    },
+    /// A key is unknown, missing, has the wrong type, or the adapter refused its value.
+    #[error("{ty} source config: {detail}")]
+    Field {
+        /// The source type.
+        ty: &'static str,
+        /// The key path and what is wrong (never the value).
+        detail: String,
+    },
+    /// A `${VAR}` reference could not be resolved.
+    #[error("source config key {path}: {detail}")]
+    Env {
+        /// Dotted key path.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+impl From<ConfigError> for SourceConfigError {
+    fn from(e: ConfigError) -> Self {
+        match e {
+            ConfigError::Syntax { detail, .. } => SourceConfigError::Syntax(detail),
+            ConfigError::Field { ty, detail } | ConfigError::Build { ty, reason: detail } => {
+                SourceConfigError::Field { ty, detail }
+            }
+            ConfigError::Env { path, detail } => SourceConfigError::Env { path, detail },
+            ConfigError::MissingType | ConfigError::TypeNotString => SourceConfigError::MissingType,
+            ConfigError::UnknownType(ty) => SourceConfigError::UnknownType(ty),
+            ConfigError::NotCompiled { ty, feature } => {
+                SourceConfigError::NotCompiled { ty, feature }
+            }
+        }
+    }
+}
+
+impl SourceConfig {
+    /// Parse a TOML document whose top level is the source's table. `${VAR}` references
+    /// may read any environment variable: the config is trusted input.
+    pub fn from_toml_str(text: &str) -> Result<Self, SourceConfigError> {
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| syntax("TOML", text, &e))?;
+        let ty = match table.remove("type") {
+            Some(toml::Value::String(s)) => s,
+            _ => return Err(SourceConfigError::MissingType),
+        };
+        let mut value = toml::Value::Table(table);
+        crate::env::expand(&mut value, "", &EnvAccess::Any)?;
+        match ty.as_str() {
+            #[cfg(feature = "kafka")]
+            "kafka" => Ok(SourceConfig::Kafka(options("kafka", value)?)),
+            #[cfg(not(feature = "kafka"))]
+            "kafka" => Err(SourceConfigError::NotCompiled {
+                ty,
+                feature: "kafka",
+            }),
+            "amqp" | "nats" => Err(SourceConfigError::NotCompiled {
+                feature: if ty == "amqp" { "amqp" } else { "nats" },
+                ty,
+            }),
+            _ => Err(SourceConfigError::UnknownType(ty)),
+        }
+    }
+
+    /// The source type.
+    pub fn kind(&self) -> &'static str {
+        match *self {
+            #[cfg(feature = "kafka")]
+            SourceConfig::Kafka(_) => "kafka",
+        }
+    }
+
+    /// Connect and start reading: records come from the source's `next`.
+    pub async fn open(&self, options: &SourceOptions) -> Result<Box<dyn Source>, SourceError> {
+        let _ = options;
+        match self {
+            #[cfg(feature = "kafka")]
+            SourceConfig::Kafka(c) => {
+                Ok(Box::new(ankusa_sink_kafka::KafkaSource::new(c, options)?))
+            }
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("a source config exists only for compiled-in types"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_problem_never_a_value() {
+        let e = |t: &str| SourceConfig::from_toml_str(t).unwrap_err().to_string();
+        assert!(e("topic = \"t\"").contains("missing a string field `type`"));
+        assert!(e("type = \"smoke-signal\"").contains("unknown source type `smoke-signal`"));
+        let bad = e("type = \"kafka\"\nbrokers = \"secret-value");
+        assert!(!bad.contains("secret-value"), "{bad}");
+    }
+
+    #[cfg(feature = "kafka")]
+    #[test]
+    fn a_kafka_source_parses_and_refuses_unknown_keys() {
+        let c = SourceConfig::from_toml_str(
+            "type = \"kafka\"\nbrokers = [\"127.0.0.1:9092\"]\ntopic = \"hooks\"\ngroup = \"fwd\"",
+        )
+        .unwrap();
+        assert_eq!(c.kind(), "kafka");
+        let e = SourceConfig::from_toml_str(
+            "type = \"kafka\"\nbrokers = [\"127.0.0.1:9092\"]\ntopic = \"hooks\"\ngroup = \"fwd\"\ngorup = 1",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("kafka source config") && e.contains("gorup"),
+            "{e}"
+        );
+        let e = SourceConfig::from_toml_str(
+            "type = \"kafka\"\nbrokers = [\"127.0.0.1:9092\"]\ntopic = \"hooks\"",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("group"), "{e}");
+    }
+}
