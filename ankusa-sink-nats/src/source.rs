@@ -505,7 +505,10 @@ async fn existing<I>(
 }
 
 /// The error of a failed consumer lookup.
-fn lookup_error(describe: &str, e: &async_nats::jetstream::context::ConsumerInfoError) -> SourceError {
+fn lookup_error(
+    describe: &str,
+    e: &async_nats::jetstream::context::ConsumerInfoError,
+) -> SourceError {
     match e.kind() {
         ConsumerInfoErrorKind::StreamNotFound => SourceError::Config(format!(
             "{describe}: the stream does not exist (the source creates no stream)"
@@ -643,7 +646,10 @@ impl Source for NatsSource {
         if let Some(mut batch) = this.batch.take() {
             while let Some(Some(Ok(m))) = batch.next().now_or_never() {
                 if let Some(reply) = m.message.reply.clone() {
-                    let _ = this.client.publish(reply, Bytes::from_static(b"-NAK")).await;
+                    let _ = this
+                        .client
+                        .publish(reply, Bytes::from_static(b"-NAK"))
+                        .await;
                 }
             }
         }

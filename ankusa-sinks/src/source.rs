@@ -191,7 +191,10 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("nats source config") && e.contains("subject"), "{e}");
+        assert!(
+            e.contains("nats source config") && e.contains("subject"),
+            "{e}"
+        );
         let e = SourceConfig::from_toml_str(
             "type = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nstream = \"HOOKS\"\ntoken = \"secret-value\"",
         )
@@ -209,8 +212,8 @@ mod tests {
     #[cfg(feature = "nats")]
     #[test]
     fn the_nats_example_parses() {
-        let c = SourceConfig::from_toml_str(include_str!("../../examples/sources/nats.toml"))
-            .unwrap();
+        let c =
+            SourceConfig::from_toml_str(include_str!("../../examples/sources/nats.toml")).unwrap();
         assert_eq!(c.kind(), "nats");
     }
 }

@@ -84,7 +84,10 @@ async fn a_missing_stream_is_a_config_error() {
         )
         .await,
     );
-    assert!(m.contains("stream does not exist") && m.contains(&stream), "{m}");
+    assert!(
+        m.contains("stream does not exist") && m.contains(&stream),
+        "{m}"
+    );
 }
 
 #[tokio::test]
@@ -236,7 +239,11 @@ async fn records_are_read_in_order_and_acks_empty_the_consumer() {
         r.ack.ack();
     }
     // Nothing more: the next pull waits.
-    assert!(next_within(&mut s, Duration::from_millis(300)).await.is_none());
+    assert!(
+        next_within(&mut s, Duration::from_millis(300))
+            .await
+            .is_none()
+    );
     Box::new(s).close(Duration::from_secs(2)).await;
     let info = consumer_info(SHARED_URL, &stream, &name).await;
     assert_eq!((info.num_pending, info.num_ack_pending), (0, 0));
@@ -319,7 +326,11 @@ async fn in_progress_acks_hold_a_record_past_ack_wait_and_stop_at_close() {
         .await
         .expect("redelivered after ack_wait");
     assert_eq!(r.payload, b"slow");
-    assert!(t0.elapsed() >= Duration::from_millis(500), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
     r.ack.ack();
     // The stale handle of the closed source settles into nothing.
     held.ack.ack();
