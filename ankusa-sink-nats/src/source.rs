@@ -250,20 +250,20 @@ enum Cmd {
 
 /// A NATS JetStream stream read through a durable pull consumer.
 ///
-/// Pulls at most as many messages as the [`Window`] has free places, so every message
-/// pulled is handed out at once; a task of its own acknowledges settled records (`+ACK`,
-/// `-NAK`) and sends `+WPI` for every unsettled one every `ack_wait / 3`, so a hook waiting
-/// for a retry is not redelivered elsewhere while this forwarder lives.
+/// A pulling task takes a place in the [`Window`] for each message before it pulls it (a
+/// pull asks for at most as many messages as there are free places), hands the message to
+/// the settling task, which sends `+WPI` for every unsettled message every `ack_wait / 3`
+/// from the moment it arrives, and queues it for [`next`](Source::next). Settled records
+/// are acknowledged by the settling task (`+ACK`, `-NAK`): a hook waiting for a retry is
+/// not redelivered elsewhere while this forwarder lives.
 pub struct NatsSource {
     client: Client,
-    consumer: PullConsumer,
     window: Window,
-    batch: Option<pull::Batch>,
+    records: mpsc::Receiver<Result<Record, SourceError>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    puller: tokio::task::JoinHandle<()>,
     tx: Option<mpsc::UnboundedSender<Cmd>>,
     settler: tokio::task::JoinHandle<()>,
-    next_id: u64,
-    stream: String,
-    consumer_name: String,
     describe: String,
     stopped: bool,
 }
@@ -300,7 +300,7 @@ fn with_events(describe: String) -> ConnectOptions {
 
 impl NatsSource {
     /// Connect, find the stream, bind the durable pull consumer (creating it if it does not
-    /// exist) and start the settling task. Must run inside a tokio runtime.
+    /// exist), and start pulling and settling. Must run inside a tokio runtime.
     ///
     /// `Config` errors: refused credentials or TLS, a missing stream, JetStream off, an
     /// existing consumer that is a push consumer, does not ack explicitly, or whose
@@ -339,31 +339,142 @@ impl NatsSource {
         let progress_every = (ack_wait / 3).max(MIN_PROGRESS_EVERY);
         let (tx, rx) = mpsc::unbounded_channel();
         let settler = tokio::spawn(settle_loop(client.clone(), rx, progress_every));
-        Ok(NatsSource {
-            client,
+        let window = Window::new(options.max_unacked.get()).expect("non-zero");
+        // Every queued record holds a place: the queue never fills before the window.
+        let (out, records) = mpsc::channel(window.size());
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let puller = Puller {
+            client: client.clone(),
             consumer,
-            window: Window::new(options.max_unacked.get()).expect("non-zero"),
-            batch: None,
-            tx: Some(tx),
-            settler,
-            next_id: 0,
+            window: window.clone(),
+            settler: tx.clone(),
+            out,
             stream: config.stream.clone(),
             consumer_name: config.consumer.clone(),
+            describe: describe.clone(),
+            next_id: 0,
+        };
+        let puller = tokio::spawn(puller.run(stopped));
+        Ok(NatsSource {
+            client,
+            window,
+            records,
+            stop: Some(stop),
+            puller,
+            tx: Some(tx),
+            settler,
             describe,
             stopped: false,
         })
     }
+}
 
-    /// The record of a pulled message, tracked by the settling task.
+/// The pulling task's state.
+struct Puller {
+    client: Client,
+    consumer: PullConsumer,
+    window: Window,
+    settler: mpsc::UnboundedSender<Cmd>,
+    out: mpsc::Sender<Result<Record, SourceError>>,
+    stream: String,
+    consumer_name: String,
+    describe: String,
+    next_id: u64,
+}
+
+impl Puller {
+    /// Pull until `stop` fires, the source is dropped, or the consumer is gone; then give
+    /// back at once what the last pull brought and nobody took.
+    async fn run(mut self, mut stop: tokio::sync::oneshot::Receiver<()>) {
+        let mut batch: Option<pull::Batch> = None;
+        let mut backoff = Duration::from_millis(100);
+        'places: loop {
+            let permit = tokio::select! {
+                biased;
+                _ = &mut stop => break,
+                p = self.window.acquire() => p,
+            };
+            loop {
+                if batch.is_none() {
+                    // Every message of this pull finds a place: the one held, and those
+                    // free now (only this task takes places).
+                    let want = self.window.size() - self.window.unsettled() + 1;
+                    match self
+                        .consumer
+                        .batch()
+                        .max_messages(want)
+                        .expires(PULL_EXPIRES)
+                        .messages()
+                        .await
+                    {
+                        Ok(b) => batch = Some(b),
+                        Err(e) => {
+                            tracing::warn!(
+                                target: "ankusa_source", source = %self.describe, error = %e,
+                                "pull request failed; retrying"
+                            );
+                            if pause(&mut stop, &mut backoff).await {
+                                break 'places;
+                            }
+                            continue;
+                        }
+                    }
+                }
+                let next = tokio::select! {
+                    biased;
+                    _ = &mut stop => break 'places,
+                    m = batch.as_mut().expect("set above").next() => m,
+                };
+                match next {
+                    Some(Ok(m)) => {
+                        backoff = Duration::from_millis(100);
+                        let record = self.record(m, permit);
+                        // Never waits: every queued record holds one of the window's places.
+                        if self.out.send(Ok(record)).await.is_err() {
+                            break 'places;
+                        }
+                        continue 'places;
+                    }
+                    Some(Err(e)) => {
+                        batch = None;
+                        if let Some(err) = self.gone().await {
+                            let _ = self.out.send(Err(err)).await;
+                            break 'places;
+                        }
+                        tracing::warn!(
+                            target: "ankusa_source", source = %self.describe, error = %e,
+                            "pull failed; retrying"
+                        );
+                        if pause(&mut stop, &mut backoff).await {
+                            break 'places;
+                        }
+                    }
+                    // The pull expired or was filled: ask again.
+                    None => batch = None,
+                }
+            }
+        }
+        if let Some(mut batch) = batch {
+            while let Some(Some(Ok(m))) = batch.next().now_or_never() {
+                if let Some(reply) = m.message.reply.clone() {
+                    let _ = self
+                        .client
+                        .publish(reply, Bytes::from_static(b"-NAK"))
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// The record of a pulled message, tracked by the settling task from now on.
     fn record(&mut self, m: jetstream::Message, permit: ankusa_source::Permit) -> Record {
         let seq = m.info().map(|i| i.stream_sequence).unwrap_or_default();
         let position = format!("{}/{}@{seq}", self.stream, self.consumer_name);
         self.next_id += 1;
         let id = self.next_id;
-        let tx = self.tx.clone().expect("open until close");
         match m.message.reply.clone() {
             Some(reply) => {
-                let _ = tx.send(Cmd::Track(id, reply));
+                let _ = self.settler.send(Cmd::Track(id, reply));
             }
             // Every message a pull consumer delivers has its ack subject.
             None => tracing::warn!(
@@ -371,7 +482,11 @@ impl NatsSource {
             ),
         }
         let payload = m.message.payload.to_vec();
-        Record::new(payload, position, Ack::new(NatsAck { id, tx }, permit))
+        let ack = NatsAck {
+            id,
+            tx: self.settler.clone(),
+        };
+        Record::new(payload, position, Ack::new(ack, permit))
     }
 
     /// After a failed pull: the error to stop with, when the consumer or its stream is
@@ -389,6 +504,18 @@ impl NatsSource {
             ),
             _ => None,
         }
+    }
+}
+
+/// Wait `backoff` (doubled for next time, up to [`MAX_PULL_BACKOFF`]); `true` when `stop`
+/// fired meanwhile.
+async fn pause(stop: &mut tokio::sync::oneshot::Receiver<()>, backoff: &mut Duration) -> bool {
+    let wait = *backoff;
+    *backoff = (*backoff * 2).min(MAX_PULL_BACKOFF);
+    tokio::select! {
+        biased;
+        _ = stop => true,
+        _ = tokio::time::sleep(wait) => false,
     }
 }
 
@@ -585,95 +712,51 @@ impl Source for NatsSource {
         if self.stopped {
             return None;
         }
-        let permit = self.window.acquire().await;
-        let mut backoff = Duration::from_millis(100);
-        loop {
-            if self.batch.is_none() {
-                // Every message of this pull finds a free place: the one held, and those
-                // free now (only this reader takes places).
-                let want = self.window.size() - self.window.unsettled() + 1;
-                match self
-                    .consumer
-                    .batch()
-                    .max_messages(want)
-                    .expires(PULL_EXPIRES)
-                    .messages()
-                    .await
-                {
-                    Ok(b) => self.batch = Some(b),
-                    Err(e) => {
-                        tracing::warn!(
-                            target: "ankusa_source", source = %self.describe, error = %e,
-                            "pull request failed; retrying"
-                        );
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(MAX_PULL_BACKOFF);
-                        continue;
-                    }
-                }
-            }
-            let batch = self.batch.as_mut().expect("set above");
-            match batch.next().await {
-                Some(Ok(m)) => return Some(Ok(self.record(m, permit))),
-                Some(Err(e)) => {
-                    self.batch = None;
-                    if let Some(err) = self.gone().await {
-                        return Some(Err(err));
-                    }
-                    tracing::warn!(
-                        target: "ankusa_source", source = %self.describe, error = %e,
-                        "pull failed; retrying"
-                    );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_PULL_BACKOFF);
-                }
-                // The pull expired or was filled: ask again.
-                None => self.batch = None,
-            }
-        }
+        // Cancel-safe: a record stays queued until it is received.
+        self.records.recv().await
     }
 
     fn stop(&mut self) {
         self.stopped = true;
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
     }
 
-    async fn close(self: Box<Self>, grace: Duration) {
-        let mut this = *self;
+    async fn close(mut self: Box<Self>, grace: Duration) {
         let deadline = tokio::time::Instant::now() + grace.max(Duration::from_secs(1));
-        this.stopped = true;
-        // Messages the last pull already brought and nobody took: give them back now
-        // rather than after ack_wait.
-        if let Some(mut batch) = this.batch.take() {
-            while let Some(Some(Ok(m))) = batch.next().now_or_never() {
-                if let Some(reply) = m.message.reply.clone() {
-                    let _ = this
-                        .client
-                        .publish(reply, Bytes::from_static(b"-NAK"))
-                        .await;
-                }
-            }
+        self.stop();
+        // The puller gives back what its last pull brought and nobody took.
+        if tokio::time::timeout_at(deadline, &mut self.puller)
+            .await
+            .is_err()
+        {
+            self.puller.abort();
         }
+        // Records queued and not handed out: dropped, they are released (-NAK).
+        self.records.close();
+        while self.records.try_recv().is_ok() {}
         // The settling task ends once every record's handle is settled and gone.
-        drop(this.tx.take());
-        if tokio::time::timeout_at(deadline, &mut this.settler)
+        drop(self.tx.take());
+        if tokio::time::timeout_at(deadline, &mut self.settler)
             .await
             .is_err()
         {
             tracing::warn!(
-                target: "ankusa_source", source = %this.describe,
-                unsettled = this.window.unsettled(),
+                target: "ankusa_source", source = %self.describe,
+                unsettled = self.window.unsettled(),
                 "records still unsettled at the end of the grace: the broker redelivers them \
                  after ack_wait"
             );
-            this.settler.abort();
+            self.settler.abort();
         }
         // The acks are written to the connection; make sure the server has them.
         if !matches!(
-            tokio::time::timeout_at(deadline, this.client.flush()).await,
+            tokio::time::timeout_at(deadline, self.client.flush()).await,
             Ok(Ok(()))
         ) {
             tracing::warn!(
-                target: "ankusa_source", source = %this.describe,
+                target: "ankusa_source", source = %self.describe,
                 "the last acknowledgements could not be flushed: the broker may redeliver them"
             );
         }

@@ -297,18 +297,19 @@ async fn a_released_record_is_redelivered_at_once() {
 }
 
 #[tokio::test]
-async fn in_progress_acks_hold_a_record_past_ack_wait_and_stop_at_close() {
+async fn in_progress_acks_hold_records_past_ack_wait_and_stop_at_close() {
     let (stream, subject, name) = fresh(SHARED_URL, "srcwpi").await;
-    publish(SHARED_URL, &subject, [b"slow".to_vec()]).await;
+    publish(SHARED_URL, &subject, [b"slow".to_vec(), b"queued".to_vec()]).await;
     // ack_wait 1.5 s, attempts of at most 0.5 s: +WPI every 0.5 s.
     let c = config(SHARED_URL, &stream, &name).with_ack_wait(Duration::from_millis(1500));
     let o = options(8, Duration::from_millis(500));
     let mut a = open(&c, &o).await.unwrap();
     let mut b = open(&c, &o).await.unwrap();
+    // `a` hands out one record; the other was pulled too and waits in its queue.
     let held = next_within(&mut a, Duration::from_secs(10)).await.unwrap();
     assert_eq!(held.payload, b"slow");
-    // Three ack_waits pass while `a` holds the record: `b`, on the same consumer, gets
-    // nothing.
+    // Three ack_waits pass: `b`, on the same consumer, gets neither, the one handed out
+    // nor the one queued.
     assert!(
         next_within(&mut b, Duration::from_millis(4500))
             .await
@@ -316,27 +317,57 @@ async fn in_progress_acks_hold_a_record_past_ack_wait_and_stop_at_close() {
         "redelivered while in progress"
     );
     let info = consumer_info(SHARED_URL, &stream, &name).await;
-    assert_eq!(info.num_ack_pending, 1);
+    assert_eq!(info.num_ack_pending, 2);
     assert_eq!(info.num_redelivered, 0);
-    // `a` closes with the record unsettled (a forwarder cut off): the in-progress acks
-    // stop, and after ack_wait the broker gives the record to `b`.
+    // `a` closes with one record unsettled (a forwarder cut off) and one never handed out:
+    // the queued one is given back at once (-NAK); for the other the in-progress acks stop,
+    // and after ack_wait the broker gives it to `b`.
     let t0 = std::time::Instant::now();
     Box::new(a).close(Duration::from_millis(200)).await;
-    let r = next_within(&mut b, Duration::from_secs(10))
-        .await
-        .expect("redelivered after ack_wait");
-    assert_eq!(r.payload, b"slow");
+    let first = next_within(&mut b, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(first.payload, b"queued");
     assert!(
-        t0.elapsed() >= Duration::from_millis(500),
-        "{:?}",
+        t0.elapsed() < Duration::from_millis(1400),
+        "-NAK, not ack_wait: {:?}",
         t0.elapsed()
     );
-    r.ack.ack();
+    let second = next_within(&mut b, Duration::from_secs(10))
+        .await
+        .expect("redelivered after ack_wait");
+    assert_eq!(second.payload, b"slow");
+    first.ack.ack();
+    second.ack.ack();
     // The stale handle of the closed source settles into nothing.
     held.ack.ack();
     Box::new(b).close(Duration::from_secs(2)).await;
     let info = consumer_info(SHARED_URL, &stream, &name).await;
     assert_eq!((info.num_pending, info.num_ack_pending), (0, 0));
+    delete_stream(SHARED_URL, &stream).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_deleted_consumer_ends_the_source_with_a_config_error() {
+    let (stream, _, name) = fresh(SHARED_URL, "srcdel").await;
+    let mut s = open(
+        &config(SHARED_URL, &stream, &name),
+        &options(8, Duration::from_secs(1)),
+    )
+    .await
+    .unwrap();
+    let js = jetstream::new(raw(SHARED_URL).await);
+    js.get_stream(&stream)
+        .await
+        .unwrap()
+        .delete_consumer(&name)
+        .await
+        .unwrap();
+    match tokio::time::timeout(Duration::from_secs(15), s.next()).await {
+        Ok(Some(Err(SourceError::Config(m)))) => {
+            assert!(m.contains("consumer was deleted"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
+    Box::new(s).close(Duration::from_secs(1)).await;
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 
