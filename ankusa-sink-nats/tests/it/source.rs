@@ -322,15 +322,12 @@ async fn in_progress_acks_hold_records_past_ack_wait_and_stop_at_close() {
     // `a` closes with one record unsettled (a forwarder cut off) and one never handed out:
     // the queued one is given back at once (-NAK); for the other the in-progress acks stop,
     // and after ack_wait the broker gives it to `b`.
-    let t0 = std::time::Instant::now();
     Box::new(a).close(Duration::from_millis(200)).await;
+    // The queued one comes first although its sequence is higher: it was given back at
+    // once, while the other waited out its ack_wait (expired records are redelivered in
+    // sequence order).
     let first = next_within(&mut b, Duration::from_secs(10)).await.unwrap();
     assert_eq!(first.payload, b"queued");
-    assert!(
-        t0.elapsed() < Duration::from_millis(1400),
-        "-NAK, not ack_wait: {:?}",
-        t0.elapsed()
-    );
     let second = next_within(&mut b, Duration::from_secs(10))
         .await
         .expect("redelivered after ack_wait");
