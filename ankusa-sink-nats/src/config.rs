@@ -32,6 +32,20 @@ struct Repr {
     inline_max_bytes: Option<NonZeroUsize>,
 }
 
+/// The connection keys a sink file and a source file share: where, who, TLS, timeouts.
+pub(crate) struct ConnKeys {
+    pub(crate) url: String,
+    pub(crate) user: Option<String>,
+    pub(crate) password: Option<Secret>,
+    pub(crate) token: Option<Secret>,
+    pub(crate) nkey_seed: Option<Secret>,
+    pub(crate) credentials_file: Option<PathBuf>,
+    pub(crate) tls_ca_file: Option<PathBuf>,
+    pub(crate) client_name: Option<String>,
+    pub(crate) timeout_ms: Option<NonZeroU64>,
+    pub(crate) connect_timeout_ms: Option<NonZeroU64>,
+}
+
 /// How the sink proves who it is. At most one scheme per sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Auth {
@@ -104,40 +118,37 @@ pub enum ConfigError {
     /// An empty `client_name`, token or password.
     #[error("{0} must not be empty")]
     Empty(&'static str),
+    /// A source option NATS or the source would refuse (`stream`, `consumer`, ...).
+    #[error("{key}: {reason}")]
+    Value {
+        /// The option.
+        key: &'static str,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }
 
 impl TryFrom<Repr> for NatsConfig {
     type Error = ConfigError;
 
     fn try_from(r: Repr) -> Result<Self, ConfigError> {
-        let mut c = NatsConfig::parse_url(&r.url)?;
+        let mut c = NatsConfig::from_conn_keys(ConnKeys {
+            url: r.url,
+            user: r.user,
+            password: r.password,
+            token: r.token,
+            nkey_seed: r.nkey_seed,
+            credentials_file: r.credentials_file,
+            tls_ca_file: r.tls_ca_file,
+            client_name: r.client_name,
+            timeout_ms: r.timeout_ms,
+            connect_timeout_ms: r.connect_timeout_ms,
+        })?;
         c.subject = match (r.subject, r.subject_template) {
             (Some(s), None) => literal_subject(&s)?,
             (None, Some(t)) => template_subject(&t)?,
             _ => return Err(ConfigError::Subject),
         };
-        let mut schemes = Vec::new();
-        match (r.user, r.password) {
-            (Some(u), Some(p)) => schemes.push(Auth::UserPassword(u, p)),
-            (None, None) => {}
-            _ => return Err(ConfigError::UserPassword),
-        }
-        schemes.extend(r.token.map(Auth::Token));
-        schemes.extend(r.nkey_seed.map(Auth::NkeySeed));
-        schemes.extend(r.credentials_file.map(Auth::CredentialsFile));
-        for auth in schemes {
-            c = c.with_auth(auth)?;
-        }
-        c.tls_ca_file = r.tls_ca_file;
-        if let Some(name) = r.client_name {
-            c = c.with_client_name(name)?;
-        }
-        if let Some(ms) = r.timeout_ms {
-            c.timeout_ms = ms;
-        }
-        if let Some(ms) = r.connect_timeout_ms {
-            c.connect_timeout_ms = ms;
-        }
         if let Some(n) = r.inline_max_bytes {
             c.inline_max_bytes = n;
         }
@@ -155,8 +166,37 @@ impl NatsConfig {
         Ok(c)
     }
 
+    /// The connection part of a sink or source file, validated (the subject a
+    /// placeholder until the caller sets one).
+    pub(crate) fn from_conn_keys(k: ConnKeys) -> Result<Self, ConfigError> {
+        let mut c = NatsConfig::parse_url(&k.url)?;
+        let mut schemes = Vec::new();
+        match (k.user, k.password) {
+            (Some(u), Some(p)) => schemes.push(Auth::UserPassword(u, p)),
+            (None, None) => {}
+            _ => return Err(ConfigError::UserPassword),
+        }
+        schemes.extend(k.token.map(Auth::Token));
+        schemes.extend(k.nkey_seed.map(Auth::NkeySeed));
+        schemes.extend(k.credentials_file.map(Auth::CredentialsFile));
+        for auth in schemes {
+            c = c.with_auth(auth)?;
+        }
+        c.tls_ca_file = k.tls_ca_file;
+        if let Some(name) = k.client_name {
+            c = c.with_client_name(name)?;
+        }
+        if let Some(ms) = k.timeout_ms {
+            c.timeout_ms = ms;
+        }
+        if let Some(ms) = k.connect_timeout_ms {
+            c.connect_timeout_ms = ms;
+        }
+        Ok(c)
+    }
+
     /// The URL with a placeholder subject, before the subject is set.
-    fn parse_url(raw: &str) -> Result<Self, ConfigError> {
+    pub(crate) fn parse_url(raw: &str) -> Result<Self, ConfigError> {
         let mut url = url::Url::parse(raw).map_err(|_| ConfigError::Url("does not parse"))?;
         let tls = match url.scheme() {
             "nats" => false,

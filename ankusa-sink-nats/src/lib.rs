@@ -5,7 +5,11 @@ mod config;
 mod error;
 mod outgoing;
 mod sink;
+#[cfg(feature = "source")]
+mod source;
 
 pub use config::{ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PUBLISH_TIMEOUT, NatsConfig};
 pub use error::NatsError;
 pub use sink::NatsSink;
+#[cfg(feature = "source")]
+pub use source::{MIN_CREATED_ACK_WAIT, NatsSource, NatsSourceConfig};

@@ -85,10 +85,6 @@ impl NatsSink {
         &self.config
     }
 
-    fn host(&self) -> String {
-        host_port(&self.config.url).unwrap_or_default()
-    }
-
     /// The shared connection: made once, then async-nats keeps it (reconnecting).
     async fn client(&self) -> Result<&Client, NatsError> {
         let client = self.client.get_or_try_init(|| self.connect()).await?;
@@ -99,45 +95,7 @@ impl NatsSink {
     }
 
     async fn connect(&self) -> Result<Client, NatsError> {
-        install_crypto_provider();
-        let c = &self.config;
-        let mut opts = match &c.auth {
-            Auth::None => ConnectOptions::new(),
-            Auth::UserPassword(u, p) => {
-                ConnectOptions::with_user_and_password(u.clone(), p.expose().to_owned())
-            }
-            Auth::Token(t) => ConnectOptions::with_token(t.expose().to_owned()),
-            Auth::NkeySeed(s) => ConnectOptions::with_nkey(s.expose().to_owned()),
-            Auth::CredentialsFile(path) => ConnectOptions::with_credentials_file(path)
-                .await
-                .map_err(NatsError::CredentialsFile)?,
-        };
-        opts = opts
-            .connection_timeout(c.connect_timeout())
-            .request_timeout(Some(c.timeout()))
-            .require_tls(c.tls)
-            .ignore_discovered_servers();
-        if let Some(name) = &c.client_name {
-            opts = opts.name(name);
-        }
-        if let Some(ca) = &c.tls_ca_file {
-            opts = opts.add_root_certificates(ca.clone());
-        }
-        let host = self.host();
-        // `connect` tries the server once within `connection_timeout`; the outer bound also
-        // covers the TLS handshake and the server's INFO/CONNECT exchange.
-        match tokio::time::timeout(c.connect_timeout(), opts.connect(c.url.as_str())).await {
-            Ok(Ok(client)) => Ok(client),
-            Ok(Err(source)) => Err(NatsError::Connect {
-                host,
-                kind: source.kind(),
-                source,
-            }),
-            Err(_) => Err(NatsError::ConnectTimeout {
-                host,
-                ms: c.connect_timeout_ms.get(),
-            }),
-        }
+        connect(&self.config, ConnectOptions::new()).await
     }
 
     /// Send `p` and wait for JetStream's answer.
@@ -232,6 +190,48 @@ impl NatsSink {
             });
         }
         Ok(Check::Passed)
+    }
+}
+
+/// Connect to `c.url` with `c`'s credentials, TLS and timeouts, on top of `base` (a
+/// source adds its event callback there). Shared by the sink and the source.
+pub(crate) async fn connect(c: &NatsConfig, base: ConnectOptions) -> Result<Client, NatsError> {
+    install_crypto_provider();
+    let mut opts = match &c.auth {
+        Auth::None => base,
+        Auth::UserPassword(u, p) => base.user_and_password(u.clone(), p.expose().to_owned()),
+        Auth::Token(t) => base.token(t.expose().to_owned()),
+        Auth::NkeySeed(s) => base.nkey(s.expose().to_owned()),
+        Auth::CredentialsFile(path) => base
+            .credentials_file(path)
+            .await
+            .map_err(NatsError::CredentialsFile)?,
+    };
+    opts = opts
+        .connection_timeout(c.connect_timeout())
+        .request_timeout(Some(c.timeout()))
+        .require_tls(c.tls)
+        .ignore_discovered_servers();
+    if let Some(name) = &c.client_name {
+        opts = opts.name(name);
+    }
+    if let Some(ca) = &c.tls_ca_file {
+        opts = opts.add_root_certificates(ca.clone());
+    }
+    let host = host_port(&c.url).unwrap_or_default();
+    // `connect` tries the server once within `connection_timeout`; the outer bound also
+    // covers the TLS handshake and the server's INFO/CONNECT exchange.
+    match tokio::time::timeout(c.connect_timeout(), opts.connect(c.url.as_str())).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(source)) => Err(NatsError::Connect {
+            host,
+            kind: source.kind(),
+            source,
+        }),
+        Err(_) => Err(NatsError::ConnectTimeout {
+            host,
+            ms: c.connect_timeout_ms.get(),
+        }),
     }
 }
 

@@ -14,6 +14,9 @@ pub enum SourceConfig {
     /// `type = "kafka"`: a topic read as a member of a consumer group.
     #[cfg(feature = "kafka")]
     Kafka(ankusa_sink_kafka::KafkaSourceConfig),
+    /// `type = "nats"`: a JetStream stream read through a durable pull consumer.
+    #[cfg(feature = "nats")]
+    Nats(ankusa_sink_nats::NatsSourceConfig),
 }
 
 /// Why a source config was refused. Messages name the key, type or feature at fault and
@@ -94,8 +97,15 @@ impl SourceConfig {
                 ty,
                 feature: "kafka",
             }),
-            "amqp" | "nats" => Err(SourceConfigError::NotCompiled {
-                feature: if ty == "amqp" { "amqp" } else { "nats" },
+            #[cfg(feature = "nats")]
+            "nats" => Ok(SourceConfig::Nats(options("nats", value)?)),
+            #[cfg(not(feature = "nats"))]
+            "nats" => Err(SourceConfigError::NotCompiled {
+                ty,
+                feature: "nats",
+            }),
+            "amqp" => Err(SourceConfigError::NotCompiled {
+                feature: "amqp",
                 ty,
             }),
             _ => Err(SourceConfigError::UnknownType(ty)),
@@ -107,6 +117,8 @@ impl SourceConfig {
         match *self {
             #[cfg(feature = "kafka")]
             SourceConfig::Kafka(_) => "kafka",
+            #[cfg(feature = "nats")]
+            SourceConfig::Nats(_) => "nats",
         }
     }
 
@@ -118,6 +130,10 @@ impl SourceConfig {
             SourceConfig::Kafka(c) => {
                 Ok(Box::new(ankusa_sink_kafka::KafkaSource::new(c, options)?))
             }
+            #[cfg(feature = "nats")]
+            SourceConfig::Nats(c) => Ok(Box::new(
+                ankusa_sink_nats::NatsSource::open(c, options).await?,
+            )),
             #[allow(unreachable_patterns)]
             _ => unreachable!("a source config exists only for compiled-in types"),
         }
@@ -160,5 +176,44 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("group"), "{e}");
+    }
+
+    #[cfg(feature = "nats")]
+    #[test]
+    fn a_nats_source_parses_and_refuses_unknown_keys() {
+        let c = SourceConfig::from_toml_str(
+            "type = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nstream = \"HOOKS\"\nconsumer = \"fwd\"",
+        )
+        .unwrap();
+        assert_eq!(c.kind(), "nats");
+        let e = SourceConfig::from_toml_str(
+            "type = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nstream = \"HOOKS\"\nconsumer = \"fwd\"\nsubject = \"a\"",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("nats source config") && e.contains("subject"),
+            "{e}"
+        );
+        let e = SourceConfig::from_toml_str(
+            "type = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nstream = \"HOOKS\"\ntoken = \"secret-value\"",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("consumer") && !e.contains("secret-value"), "{e}");
+        let e = SourceConfig::from_toml_str(
+            "type = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nstream = \"HOOKS\"\nconsumer = \"fwd\"\nack_wait_ms = 0",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("ack_wait_ms"), "{e}");
+    }
+
+    #[cfg(feature = "nats")]
+    #[test]
+    fn the_nats_example_parses() {
+        let c =
+            SourceConfig::from_toml_str(include_str!("../../examples/sources/nats.toml")).unwrap();
+        assert_eq!(c.kind(), "nats");
     }
 }

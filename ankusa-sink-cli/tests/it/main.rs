@@ -5,6 +5,7 @@ mod config_errors;
 mod dispatch_brokers;
 mod dispatch_http;
 mod from_kafka;
+mod from_nats;
 mod from_source;
 mod hardening;
 mod http;

@@ -3,4 +3,6 @@
 mod classify;
 mod common;
 mod conformance;
+#[cfg(feature = "source")]
+mod source;
 mod wire;
