@@ -177,7 +177,7 @@ impl Forwarder {
 
     /// SIGTERM, then wait for the exit within `limit`; its exit code.
     pub(super) fn stop(mut self, limit: Duration) -> Option<i32> {
-        super::hardening::signal(&self.child, "TERM");
+        super::hardening::signal(&self.child, "-TERM");
         let t0 = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
