@@ -4,7 +4,7 @@
 
 use crate::broker_url::BrokerUrl;
 use crate::config::{ConfigError, MAX_SHORT_STRING};
-use crate::error::{AmqpError, Stage, classify, lapin_text, reply_code};
+use crate::error::{AmqpError, Stage, classify, lapin_text, printable, reply_code};
 use ankusa_sink_core::{Class, timeout_ms};
 use ankusa_source::{Ack, Record, Settle, Settlement, Source, SourceError, SourceOptions, Window};
 use futures_util::StreamExt as _;
@@ -216,7 +216,11 @@ pub struct AmqpSource {
     /// Settlements handed to the broker and not yet written.
     settling: Arc<AtomicUsize>,
     runtime: tokio::runtime::Handle,
+    /// The pause before the next attempt to open the consumer, doubling to
+    /// [`BACKOFF_MAX`] while attempts fail.
     backoff: Duration,
+    /// When the next attempt may be made, after a failed one.
+    retry_at: Option<Instant>,
     endpoint: String,
     describe: String,
     stopped: bool,
@@ -258,20 +262,29 @@ impl AmqpSource {
             settling: Arc::new(AtomicUsize::new(0)),
             runtime: tokio::runtime::Handle::current(),
             backoff: BACKOFF_START,
+            retry_at: None,
             endpoint,
             stopped: false,
         };
         match source.open().await {
             Ok(link) => source.link = Some(link),
             Err(OpenError::Config(why)) => return Err(SourceError::Config(why)),
-            Err(OpenError::Transient(why)) => tracing::warn!(
-                target: "ankusa_source",
-                endpoint = %source.endpoint,
-                queue = %source.cfg.queue,
-                "amqp source: cannot open the consumer yet, will retry: {why}"
-            ),
+            Err(OpenError::Transient(why)) => source.failed(&why),
         }
         Ok(source)
+    }
+
+    /// A transient failure to open the consumer: logged, the next attempt backed off.
+    fn failed(&mut self, why: &str) {
+        tracing::warn!(
+            target: "ankusa_source",
+            endpoint = %self.endpoint,
+            queue = %self.cfg.queue,
+            retry_in_ms = u64::try_from(self.backoff.as_millis()).unwrap_or(u64::MAX),
+            "amqp source: cannot open the consumer, will retry: {why}"
+        );
+        self.retry_at = Some(Instant::now() + self.backoff);
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
     }
 
     /// The prefetch in use (`basic.qos`).
@@ -373,11 +386,15 @@ impl AmqpSource {
         if class != Class::Config {
             return OpenError::Transient(format!("{step} failed on {}: {text}", self.endpoint));
         }
-        if stage == Stage::Connect && reply(e) == Some(reply_code::ACCESS_REFUSED) {
+        if let (Stage::Connect, lapin::ErrorKind::ProtocolError(p)) = (stage, e.kind())
+            && p.get_id() == reply_code::ACCESS_REFUSED
+        {
             OpenError::Config(format!(
                 "amqp source: {} refused the login (check the user name and password of \
-                 url): {text}",
-                self.endpoint
+                 url): {} {}",
+                self.endpoint,
+                p.get_id(),
+                printable(p.get_message().as_str())
             ))
         } else {
             OpenError::Config(format!(
@@ -486,6 +503,9 @@ impl Source for AmqpSource {
         let permit = self.window.acquire().await;
         loop {
             let Some(link) = self.link.as_mut() else {
+                if let Some(at) = self.retry_at {
+                    tokio::time::sleep_until(at).await;
+                }
                 match self.open().await {
                     Ok(link) => {
                         tracing::info!(
@@ -495,20 +515,11 @@ impl Source for AmqpSource {
                             "amqp source: consuming again"
                         );
                         self.backoff = BACKOFF_START;
+                        self.retry_at = None;
                         self.link = Some(link);
                     }
                     Err(OpenError::Config(why)) => return Some(Err(SourceError::Config(why))),
-                    Err(OpenError::Transient(why)) => {
-                        tracing::warn!(
-                            target: "ankusa_source",
-                            endpoint = %self.endpoint,
-                            queue = %self.cfg.queue,
-                            retry_in_ms = self.backoff.as_millis() as u64,
-                            "amqp source: cannot open the consumer: {why}"
-                        );
-                        tokio::time::sleep(self.backoff).await;
-                        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-                    }
+                    Err(OpenError::Transient(why)) => self.failed(&why),
                 }
                 continue;
             };

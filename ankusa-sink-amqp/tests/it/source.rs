@@ -273,3 +273,64 @@ async fn a_lost_connection_is_reopened_and_its_records_redelivered() {
     settles_at(&admin, &q, 0).await;
     admin.cleanup().await;
 }
+
+#[tokio::test]
+async fn an_unreachable_broker_is_waited_for_not_an_error() {
+    let _g = shared().await;
+    // A loopback port nothing listens on.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let cfg = AmqpSourceConfig::new(
+        &format!("amqp://guest:unreachable-s3cr3t@127.0.0.1:{port}/%2f"),
+        "q",
+    )
+    .unwrap()
+    .with_connect_timeout(Duration::from_millis(500));
+    let logs = ankusa_sink_testkit::support::LogCapture::new();
+    let guard = logs.set_default();
+    let mut source = AmqpSource::new(&cfg, &options(4))
+        .await
+        .expect("not reachable now is not a config error");
+    assert!(!source.is_connected());
+    let waited = tokio::time::timeout(Duration::from_millis(700), source.next()).await;
+    assert!(waited.is_err(), "next keeps trying: {waited:?}");
+    source.stop();
+    assert!(source.next().await.is_none());
+    Box::new(source).close(Duration::from_secs(1)).await;
+    drop(guard);
+    let lines: Vec<String> = logs.lines().iter().map(ToString::to_string).collect();
+    let warned = lines
+        .iter()
+        .filter(|l| l.starts_with("WARN ") && l.contains("cannot open the consumer"))
+        .count();
+    assert!(warned >= 2, "each failed attempt is logged: {lines:?}");
+    assert!(
+        lines.iter().all(|l| !l.contains("unreachable-s3cr3t")),
+        "{lines:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_queue_deleted_while_consuming_ends_the_source_with_a_config_error() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let q = admin.plain_queue().await;
+    admin.publish(&q, b"one").await;
+    let mut source = open(&q, 4).await;
+    let r = next(&mut source).await;
+    r.ack.ack();
+    admin.delete_queue(&q).await;
+    // The broker cancels the consumer; reopening finds no queue.
+    let end = tokio::time::timeout(Duration::from_secs(10), source.next())
+        .await
+        .expect("an answer within 10 s")
+        .expect("not stopped");
+    match end {
+        Err(SourceError::Config(text)) => assert!(text.contains("does not exist"), "{text}"),
+        other => panic!("want a config error: {other:?}"),
+    }
+    Box::new(source).close(Duration::from_secs(1)).await;
+    admin.cleanup().await;
+}

@@ -242,9 +242,11 @@ fn while_the_sink_is_down_nothing_is_acked_and_then_everything_flows() {
         None,
         &["--max-unacked", "20", "--breaker-open", "1"],
     );
+    // Five refusals open the circuit breaker (then one probe a second): down for a while.
     wait_until(Duration::from_secs(20), "attempts refused", || {
-        collector.refused() >= 20
+        collector.refused() >= 5
     });
+    std::thread::sleep(Duration::from_millis(1500));
     // Down: every hook is still in the queue, ready or held unacknowledged by the
     // forwarder, which holds no more than its prefetch.
     let (ready, unacked) = broker.ready_unacked();
@@ -259,14 +261,17 @@ fn while_the_sink_is_down_nothing_is_acked_and_then_everything_flows() {
     );
     assert_eq!(collector.distinct(), 0);
     collector.set_down(false);
+    let up = Instant::now();
     wait_until(
         Duration::from_secs(40),
         "every hook delivered once up",
         || collector.distinct() == N,
     );
+    let flowed = up.elapsed();
     fwd.stop(Duration::from_secs(20));
     eprintln!(
-        "amqp: {} attempts refused while down; {} duplicates",
+        "amqp: {} attempts refused while down ({ready} ready, {unacked} unacked); all \
+         delivered {flowed:?} after the sink came back; {} duplicates",
         collector.refused(),
         collector.duplicates()
     );
