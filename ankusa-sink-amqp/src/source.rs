@@ -20,6 +20,7 @@ use std::num::{NonZeroU16, NonZeroU64};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tokio::sync::watch;
 use tokio::time::{Instant, timeout};
 
 /// Default bound on opening the connection, channel and consumer: 5 s.
@@ -28,6 +29,11 @@ const DEFAULT_CONNECT_TIMEOUT_MS: NonZeroU64 = NonZeroU64::new(5_000).unwrap();
 const BACKOFF_START: Duration = Duration::from_millis(100);
 /// The longest pause between reconnection attempts.
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How long a released record stays with this consumer before it is given back: given back
+/// at once, it would come straight back here and, when what failed it has not changed (a
+/// claim store down, a dead-letter file that cannot be written), fail again at once, in a
+/// loop. Not while closing: closing the channel gives everything back anyway.
+const RELEASE_DELAY: Duration = Duration::from_secs(1);
 /// How long closing the consumer, channel and connection may take, each.
 const CLOSE_STEP: Duration = Duration::from_secs(2);
 
@@ -213,8 +219,10 @@ pub struct AmqpSource {
     prefetch: u16,
     window: Window,
     link: Option<Link>,
-    /// Settlements handed to the broker and not yet written.
+    /// Acks handed to the broker and not yet written.
     settling: Arc<AtomicUsize>,
+    /// True once the source closes: releases go out without their delay.
+    closing: watch::Sender<bool>,
     runtime: tokio::runtime::Handle,
     /// The pause before the next attempt to open the consumer, doubling to
     /// [`BACKOFF_MAX`] while attempts fail.
@@ -260,6 +268,7 @@ impl AmqpSource {
             window: Window::new(options.max_unacked.get()).expect("non-zero"),
             link: None,
             settling: Arc::new(AtomicUsize::new(0)),
+            closing: watch::Sender::new(false),
             runtime: tokio::runtime::Handle::current(),
             backoff: BACKOFF_START,
             retry_at: None,
@@ -417,6 +426,7 @@ impl AmqpSource {
         let settle = AmqpAck {
             acker: delivery.acker,
             settling: self.settling.clone(),
+            closing: self.closing.subscribe(),
             runtime: self.runtime.clone(),
             position: position.clone(),
         };
@@ -445,6 +455,7 @@ impl Drop for Settling {
 struct AmqpAck {
     acker: Acker,
     settling: Arc<AtomicUsize>,
+    closing: watch::Receiver<bool>,
     runtime: tokio::runtime::Handle,
     position: String,
 }
@@ -454,17 +465,27 @@ impl Settle for AmqpAck {
         let AmqpAck {
             acker,
             settling,
+            mut closing,
             runtime,
             position,
         } = *self;
-        settling.fetch_add(1, Ordering::SeqCst);
-        let guard = Settling(settling);
+        // Only acks need to reach the broker before the channel closes: closing it gives
+        // back whatever was released (or not settled) anyway.
+        let guard = (how == Settlement::Ack).then(|| {
+            settling.fetch_add(1, Ordering::SeqCst);
+            Settling(settling)
+        });
         // The dispatcher's scheduler must not wait for the broker: write it from a task.
         runtime.spawn(async move {
             let _guard = guard;
             let res = match how {
                 Settlement::Ack => acker.ack(BasicAckOptions { multiple: false }).await,
                 Settlement::Release => {
+                    // An error: the source is gone, no reason to wait either.
+                    tokio::select! {
+                        () = tokio::time::sleep(RELEASE_DELAY) => {}
+                        _ = closing.wait_for(|c| *c) => {}
+                    }
                     acker
                         .nack(BasicNackOptions {
                             multiple: false,
@@ -569,6 +590,7 @@ impl Source for AmqpSource {
 
     async fn close(mut self: Box<Self>, grace: Duration) {
         self.stopped = true;
+        self.closing.send_replace(true);
         let Some(link) = self.link.take() else {
             return;
         };
@@ -583,7 +605,7 @@ impl Source for AmqpSource {
             )
             .await;
         }
-        // Let the settlements under way reach the broker.
+        // Let the acks under way reach the broker.
         let deadline = Instant::now() + grace;
         while (self.window.unsettled() > 0 || self.settling.load(Ordering::SeqCst) > 0)
             && Instant::now() < deadline

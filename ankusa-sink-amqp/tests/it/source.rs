@@ -102,12 +102,19 @@ async fn released_records_are_requeued_and_read_again() {
             drop(r);
         }
     }
+    let released = std::time::Instant::now();
     let mut again = Vec::new();
     for _ in 0..3 {
         let r = next(&mut source).await;
         again.push(r.payload.clone());
         r.ack.ack();
     }
+    // Given back after a pause, not at once (no tight redelivery loop).
+    assert!(
+        released.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        released.elapsed()
+    );
     first.sort();
     again.sort();
     assert_eq!(first, again, "the released records come back");

@@ -279,6 +279,36 @@ fn while_the_sink_is_down_nothing_is_acked_and_then_everything_flows() {
 }
 
 #[test]
+fn stopped_while_the_sink_is_down_every_hook_is_back_in_the_queue() {
+    const N: usize = 50;
+    let broker = Broker::new();
+    let collector = Collector::start();
+    collector.set_down(true);
+    let hooks = envelopes(&unique_name("amqp-term"), N);
+    broker.publish(hooks.iter().map(|(_, b)| b.as_slice()));
+    let fwd = Forwarder::spawn(&broker.source_file(""), &collector.sink_file(), None, &[]);
+    wait_until(Duration::from_secs(20), "attempts refused", || {
+        collector.refused() >= 5
+    });
+    let t = Instant::now();
+    fwd.stop(Duration::from_secs(20));
+    eprintln!(
+        "amqp: stopped within {:?} while the sink was down",
+        t.elapsed()
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "the forwarder left the queue",
+        || broker.counts().1 == 0,
+    );
+    assert_eq!(
+        broker.counts().0,
+        N as u32,
+        "nothing acked that was not delivered: every hook is ready again"
+    );
+}
+
+#[test]
 fn an_undecodable_record_is_dead_lettered_and_acked() {
     let broker = Broker::new();
     let collector = Collector::start();
