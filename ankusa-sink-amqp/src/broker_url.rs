@@ -2,8 +2,9 @@
 //! as `scheme://host:port/<vhost>`.
 
 use crate::config::ConfigError;
-use ankusa_sink_core::Secret;
+use ankusa_sink_core::{Secret, is_loopback_host};
 use lapin::uri::{AMQPScheme, AMQPUri};
+use lapin::{Connection, ConnectionProperties};
 use std::fmt;
 use std::str::FromStr;
 
@@ -54,6 +55,30 @@ impl BrokerUrl {
             host_port,
             tls,
         })
+    }
+
+    /// [`parse`](Self::parse), then the cleartext-login rule shared by the sink and the
+    /// source: `amqp://` to a host that is not loopback needs `allow_insecure` (and is
+    /// logged at warn, as `who`).
+    pub(crate) fn checked(raw: &str, allow_insecure: bool, who: &str) -> Result<Self, ConfigError> {
+        let url = Self::parse(raw)?;
+        if !url.tls && !is_loopback_host(url.host()) {
+            if !allow_insecure {
+                return Err(ConfigError::Insecure);
+            }
+            tracing::warn!(
+                endpoint = %url.redacted(),
+                "{who}: allow_insecure: the login (user name and password) goes to the \
+                 broker unencrypted (amqp://); use amqps:// to protect it"
+            );
+        }
+        Ok(url)
+    }
+
+    /// Dial the broker: one connection, named `name` (what the broker's management shows).
+    pub(crate) async fn connect(&self, name: String) -> Result<Connection, lapin::Error> {
+        let props = ConnectionProperties::default().with_connection_name(name.into());
+        Connection::connect_uri(self.connect_uri(), props).await
     }
 
     /// The URI to dial, password included.

@@ -4,7 +4,7 @@
 use crate::broker_url::BrokerUrl;
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
-use ankusa_sink_core::{is_loopback_host, timeout_ms};
+use ankusa_sink_core::timeout_ms;
 use serde::Deserialize;
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::str::FromStr;
@@ -33,6 +33,9 @@ pub enum ConfigError {
     /// The exchange name is too long or has control characters.
     #[error("exchange: {0}")]
     Exchange(&'static str),
+    /// The source's queue name is empty, too long or has control characters.
+    #[error("queue: {0}")]
+    Queue(&'static str),
     /// The exchange type is not one of topic, direct, fanout, headers.
     #[error("exchange_type: {0:?} is not one of topic, direct, fanout, headers")]
     ExchangeType(String),
@@ -245,17 +248,7 @@ impl AmqpConfig {
     }
 
     fn create(url: &str, exchange: &str, allow_insecure: bool) -> Result<Self, ConfigError> {
-        let url = BrokerUrl::parse(url)?;
-        if !url.tls && !is_loopback_host(url.host()) {
-            if !allow_insecure {
-                return Err(ConfigError::Insecure);
-            }
-            tracing::warn!(
-                endpoint = %url.redacted(),
-                "amqp sink: allow_insecure: the login (user name and password) goes to the \
-                 broker unencrypted (amqp://); use amqps:// to protect it"
-            );
-        }
+        let url = BrokerUrl::checked(url, allow_insecure, "amqp sink")?;
         if exchange.len() > MAX_SHORT_STRING {
             return Err(ConfigError::Exchange("longer than 255 bytes"));
         }

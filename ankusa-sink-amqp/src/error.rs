@@ -57,7 +57,7 @@ pub(crate) use ankusa_sink_core::printable;
 
 /// A lapin error in words: the broker's reply code and (escaped, bounded) reply text for
 /// a close, the IO error kind for a failed socket; lapin's own text otherwise.
-fn lapin_text(error: &lapin::Error) -> String {
+pub(crate) fn lapin_text(error: &lapin::Error) -> String {
     match error.kind() {
         ErrorKind::ProtocolError(e) => {
             let closed = match e.kind() {

@@ -6,7 +6,11 @@ mod config;
 mod error;
 mod outgoing;
 mod sink;
+#[cfg(feature = "source")]
+mod source;
 
 pub use config::{AmqpConfig, ConfigError, ExchangeType};
 pub use error::{AmqpError, Stage};
 pub use sink::AmqpSink;
+#[cfg(feature = "source")]
+pub use source::{AmqpSource, AmqpSourceConfig};

@@ -11,7 +11,7 @@ use ankusa_sink_core::{
 use futures_util::StreamExt as _;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
 use lapin::types::FieldTable;
-use lapin::{Channel, Confirmation, Connection, ConnectionProperties, Event};
+use lapin::{Channel, Confirmation, Connection, Event};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -177,10 +177,10 @@ impl AmqpSink {
 
     async fn connect(&self) -> Result<Conn, AmqpError> {
         tracing::debug!(endpoint = %self.endpoint, "amqp sink: connecting");
-        let props = ConnectionProperties::default().with_connection_name(
-            format!("ankusa-sink-amqp exchange={}", self.cfg.exchange()).into(),
-        );
-        let conn = Connection::connect_uri(self.cfg.url.connect_uri(), props)
+        let conn = self
+            .cfg
+            .url
+            .connect(format!("ankusa-sink-amqp exchange={}", self.cfg.exchange()))
             .await
             .map_err(|e| self.lapin_err(Stage::Connect, e))?;
         let (tx, rx) = watch::channel(conn.status().blocked());

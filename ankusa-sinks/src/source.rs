@@ -17,6 +17,9 @@ pub enum SourceConfig {
     /// `type = "nats"`: a JetStream stream read through a durable pull consumer.
     #[cfg(feature = "nats")]
     Nats(ankusa_sink_nats::NatsSourceConfig),
+    /// `type = "amqp"`: a RabbitMQ queue, competing consumers with manual acks.
+    #[cfg(feature = "amqp")]
+    Amqp(ankusa_sink_amqp::AmqpSourceConfig),
 }
 
 /// Why a source config was refused. Messages name the key, type or feature at fault and
@@ -104,6 +107,9 @@ impl SourceConfig {
                 ty,
                 feature: "nats",
             }),
+            #[cfg(feature = "amqp")]
+            "amqp" => Ok(SourceConfig::Amqp(options("amqp", value)?)),
+            #[cfg(not(feature = "amqp"))]
             "amqp" => Err(SourceConfigError::NotCompiled {
                 feature: "amqp",
                 ty,
@@ -119,6 +125,8 @@ impl SourceConfig {
             SourceConfig::Kafka(_) => "kafka",
             #[cfg(feature = "nats")]
             SourceConfig::Nats(_) => "nats",
+            #[cfg(feature = "amqp")]
+            SourceConfig::Amqp(_) => "amqp",
         }
     }
 
@@ -133,6 +141,10 @@ impl SourceConfig {
             #[cfg(feature = "nats")]
             SourceConfig::Nats(c) => Ok(Box::new(
                 ankusa_sink_nats::NatsSource::open(c, options).await?,
+            )),
+            #[cfg(feature = "amqp")]
+            SourceConfig::Amqp(c) => Ok(Box::new(
+                ankusa_sink_amqp::AmqpSource::new(c, options).await?,
             )),
             #[allow(unreachable_patterns)]
             _ => unreachable!("a source config exists only for compiled-in types"),
@@ -215,5 +227,50 @@ mod tests {
         let c =
             SourceConfig::from_toml_str(include_str!("../../examples/sources/nats.toml")).unwrap();
         assert_eq!(c.kind(), "nats");
+    }
+
+    #[cfg(feature = "amqp")]
+    #[test]
+    fn an_amqp_source_parses_and_refuses_bad_keys() {
+        let c = SourceConfig::from_toml_str(
+            "type = \"amqp\"\nurl = \"amqp://u:s3cr3t@127.0.0.1/%2f\"\nqueue = \"hooks\"\nprefetch = 8",
+        )
+        .unwrap();
+        assert_eq!(c.kind(), "amqp");
+        assert!(!format!("{c:?}").contains("s3cr3t"), "{c:?}");
+        for (bad, what) in [
+            ("url = \"amqp://127.0.0.1\"", "queue"),
+            (
+                "url = \"amqp://127.0.0.1\"\nqueue = \"q\"\nqeueu = 1",
+                "qeueu",
+            ),
+            (
+                "url = \"amqp://127.0.0.1\"\nqueue = \"q\"\nprefetch = 0",
+                "prefetch",
+            ),
+            (
+                "url = \"amqp://u:s3cr3t@broker.example\"\nqueue = \"q\"",
+                "allow_insecure",
+            ),
+        ] {
+            let e = SourceConfig::from_toml_str(&format!("type = \"amqp\"\n{bad}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("amqp source config") && e.contains(what), "{e}");
+            assert!(!e.contains("s3cr3t"), "{e}");
+        }
+    }
+
+    /// `examples/sources/amqp.toml` parses (its URL from the environment).
+    #[cfg(feature = "amqp")]
+    #[test]
+    fn the_amqp_example_parses() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/sources/amqp.toml");
+        let text = std::fs::read_to_string(path).unwrap().replace(
+            "${ANKUSA_AMQP_URL}",
+            "amqp://guest:guest@127.0.0.1:5672/%2f",
+        );
+        let c = SourceConfig::from_toml_str(&text).unwrap();
+        assert_eq!(c.kind(), "amqp");
     }
 }

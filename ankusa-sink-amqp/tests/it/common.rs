@@ -166,6 +166,74 @@ impl Admin {
         name
     }
 
+    /// A durable queue (expiring after 5 min unused), bound to nothing: published to
+    /// through the default exchange.
+    #[cfg_attr(not(feature = "source"), allow(dead_code))]
+    pub(crate) async fn plain_queue(&mut self) -> String {
+        let name = unique("src");
+        let mut table = FieldTable::default();
+        table.insert("x-expires".into(), AMQPValue::LongInt(300_000));
+        self.ch
+            .queue_declare(
+                name.as_str().into(),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                table,
+            )
+            .await
+            .unwrap();
+        self.queues.push(name.clone());
+        name
+    }
+
+    /// Remember `queue` for `cleanup` (one this admin did not declare).
+    #[cfg_attr(not(feature = "source"), allow(dead_code))]
+    pub(crate) fn forget_later(&mut self, queue: &str) {
+        self.queues.push(queue.to_owned());
+    }
+
+    /// Publish `body` to `queue` through the default exchange, persistent, confirmed.
+    #[cfg_attr(not(feature = "source"), allow(dead_code))]
+    pub(crate) async fn publish(&self, queue: &str, body: &[u8]) {
+        self.ch
+            .basic_publish(
+                "".into(),
+                queue.into(),
+                lapin::options::BasicPublishOptions {
+                    mandatory: true,
+                    immediate: false,
+                },
+                body,
+                lapin::BasicProperties::default().with_delivery_mode(2),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+
+    /// Whether `queue` exists (a passive declare on a throwaway channel).
+    #[cfg_attr(not(feature = "source"), allow(dead_code))]
+    pub(crate) async fn exists(&self, queue: &str) -> bool {
+        let ch = self._conn.create_channel().await.unwrap();
+        let res = ch
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await;
+        if ch.status().connected() {
+            let _ = ch.close(200, "OK".into()).await;
+        }
+        res.is_ok()
+    }
+
     pub(crate) async fn bind(&self, queue: &str, exchange: &str, key: &str) {
         self.ch
             .queue_bind(

@@ -9,3 +9,5 @@ mod classify;
 mod common;
 mod conformance;
 mod publish;
+#[cfg(feature = "source")]
+mod source;

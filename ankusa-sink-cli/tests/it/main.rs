@@ -4,6 +4,7 @@ mod brokers;
 mod config_errors;
 mod dispatch_brokers;
 mod dispatch_http;
+mod from_amqp;
 mod from_kafka;
 mod from_nats;
 mod from_source;

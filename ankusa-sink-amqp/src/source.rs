@@ -1,0 +1,687 @@
+//! `forward --from` a RabbitMQ queue: competing consumers share the queue; each record is
+//! acknowledged (`basic.ack`) after its final outcome, or given back (`basic.nack` with
+//! requeue) when it was not finished.
+
+use crate::broker_url::BrokerUrl;
+use crate::config::{ConfigError, MAX_SHORT_STRING};
+use crate::error::{AmqpError, Stage, classify, lapin_text, printable, reply_code};
+use ankusa_sink_core::{Class, timeout_ms};
+use ankusa_source::{Ack, Record, Settle, Settlement, Source, SourceError, SourceOptions, Window};
+use futures_util::StreamExt as _;
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
+    QueueDeclareOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{Acker, Channel, Connection, Consumer};
+use serde::Deserialize;
+use std::fmt;
+use std::num::{NonZeroU16, NonZeroU64};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::{Instant, timeout};
+
+/// Default bound on opening the connection, channel and consumer: 5 s.
+const DEFAULT_CONNECT_TIMEOUT_MS: NonZeroU64 = NonZeroU64::new(5_000).unwrap();
+/// The first pause before reconnecting after a lost connection or channel.
+const BACKOFF_START: Duration = Duration::from_millis(100);
+/// The longest pause between reconnection attempts.
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How long a released record stays with this consumer before it is given back: given back
+/// at once, it would come straight back here and, when what failed it has not changed (a
+/// claim store down, a dead-letter file that cannot be written), fail again at once, in a
+/// loop. Not while closing: closing the channel gives everything back anyway.
+const RELEASE_DELAY: Duration = Duration::from_secs(1);
+/// How long closing the consumer, channel and connection may take, each.
+const CLOSE_STEP: Duration = Duration::from_secs(2);
+
+/// The operator's keys, exactly as written in a `--from` file (`type` already removed).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceRepr {
+    url: String,
+    queue: String,
+    #[serde(default)]
+    declare: bool,
+    #[serde(default)]
+    prefetch: Option<u16>,
+    #[serde(default)]
+    connect_timeout_ms: Option<u64>,
+    #[serde(default)]
+    allow_insecure: bool,
+}
+
+/// A valid AMQP source configuration (`type = "amqp"` in a `--from` file).
+///
+/// `url` and `queue` are required. `declare` (default false: the queue must exist and is
+/// checked passively) declares the queue durable instead; `prefetch` (default: the
+/// dispatcher's concurrency) is the consumer's `basic.qos`; `connect_timeout_ms` and
+/// `allow_insecure` mean what they mean for the sink. `Debug` prints the URL without
+/// credentials.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "SourceRepr")]
+#[non_exhaustive]
+pub struct AmqpSourceConfig {
+    url: BrokerUrl,
+    queue: String,
+    declare: bool,
+    prefetch: Option<NonZeroU16>,
+    connect_timeout_ms: NonZeroU64,
+    allow_insecure: bool,
+}
+
+impl TryFrom<SourceRepr> for AmqpSourceConfig {
+    type Error = ConfigError;
+
+    fn try_from(r: SourceRepr) -> Result<Self, ConfigError> {
+        let mut c =
+            AmqpSourceConfig::create(&r.url, &r.queue, r.allow_insecure)?.with_declare(r.declare);
+        if let Some(p) = r.prefetch {
+            c.prefetch = Some(NonZeroU16::new(p).ok_or(ConfigError::Zero("prefetch"))?);
+        }
+        if let Some(ms) = r.connect_timeout_ms {
+            c.connect_timeout_ms =
+                NonZeroU64::new(ms).ok_or(ConfigError::Zero("connect_timeout"))?;
+        }
+        Ok(c)
+    }
+}
+
+fn validate_queue(queue: &str) -> Result<(), ConfigError> {
+    if queue.is_empty() {
+        return Err(ConfigError::Queue("must not be empty"));
+    }
+    if queue.len() > MAX_SHORT_STRING {
+        return Err(ConfigError::Queue("longer than 255 bytes"));
+    }
+    if queue.chars().any(char::is_control) {
+        return Err(ConfigError::Queue("contains control characters"));
+    }
+    Ok(())
+}
+
+impl AmqpSourceConfig {
+    /// A source consuming `queue` (which must exist) on the broker at `url`
+    /// (`amqp://user:pass@host:port/vhost`), with a prefetch of the dispatcher's
+    /// concurrency.
+    ///
+    /// # Errors
+    /// A bad URL; `amqp://` (no TLS) to a host that is not loopback
+    /// ([`ConfigError::Insecure`]); an empty queue name, one over 255 bytes or with control
+    /// characters.
+    pub fn new(url: &str, queue: &str) -> Result<Self, ConfigError> {
+        Self::create(url, queue, false)
+    }
+
+    /// As [`new`](Self::new), but accepts `amqp://` to a host that is not loopback, sending
+    /// the login in the clear (the `allow_insecure` key). A warning is logged.
+    pub fn new_allow_insecure(url: &str, queue: &str) -> Result<Self, ConfigError> {
+        Self::create(url, queue, true)
+    }
+
+    fn create(url: &str, queue: &str, allow_insecure: bool) -> Result<Self, ConfigError> {
+        let url = BrokerUrl::checked(url, allow_insecure, "amqp source")?;
+        validate_queue(queue)?;
+        Ok(AmqpSourceConfig {
+            url,
+            queue: queue.to_owned(),
+            declare: false,
+            prefetch: None,
+            connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
+            allow_insecure,
+        })
+    }
+
+    /// Declare the queue durable (creating it if needed) instead of checking passively
+    /// that it exists.
+    pub fn with_declare(mut self, declare: bool) -> Self {
+        self.declare = declare;
+        self
+    }
+
+    /// Unacknowledged messages the broker sends this consumer at once (`basic.qos`);
+    /// default: the dispatcher's concurrency.
+    pub fn with_prefetch(mut self, prefetch: NonZeroU16) -> Self {
+        self.prefetch = Some(prefetch);
+        self
+    }
+
+    /// The bound on opening the connection, channel and consumer (default 5 s; rounded
+    /// down to whole ms, at least 1).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout_ms = timeout_ms(timeout);
+        self
+    }
+
+    /// The queue consumed.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+    /// Whether the queue is declared (durable) rather than checked passively.
+    pub fn declare(&self) -> bool {
+        self.declare
+    }
+    /// The configured prefetch; `None`: the dispatcher's concurrency.
+    pub fn prefetch(&self) -> Option<NonZeroU16> {
+        self.prefetch
+    }
+    /// The bound on opening the connection, channel and consumer.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms.get())
+    }
+    /// The broker URL without credentials: `amqp://host:port/<vhost>`.
+    pub fn redacted_url(&self) -> String {
+        self.url.redacted()
+    }
+    /// Whether `amqp://` to a host that is not loopback is accepted.
+    pub fn allow_insecure(&self) -> bool {
+        self.allow_insecure
+    }
+}
+
+/// One open consumer: its connection, channel and delivery stream.
+struct Link {
+    conn: Connection,
+    channel: Channel,
+    consumer: Consumer,
+}
+
+impl Link {
+    fn usable(&self) -> bool {
+        self.conn.status().connected() && self.channel.status().connected()
+    }
+
+    /// Close the channel and connection, bounded: what was not acknowledged goes back to
+    /// the queue.
+    async fn close(self) {
+        if self.channel.status().connected() {
+            let _ = timeout(CLOSE_STEP, self.channel.close(200, "OK".into())).await;
+        }
+        if self.conn.status().connected() {
+            let _ = timeout(CLOSE_STEP, self.conn.close(200, "OK".into())).await;
+        }
+    }
+}
+
+/// Why opening the consumer failed.
+enum OpenError {
+    /// The configuration cannot work (login refused, queue missing, no permission).
+    Config(String),
+    /// Worth another try later (the broker is down or restarting).
+    Transient(String),
+}
+
+/// A RabbitMQ queue read by one consumer with manual acknowledgements.
+pub struct AmqpSource {
+    cfg: AmqpSourceConfig,
+    prefetch: u16,
+    window: Window,
+    link: Option<Link>,
+    /// Acks handed to the broker and not yet written.
+    settling: Arc<AtomicUsize>,
+    /// True once the source closes: releases go out without their delay.
+    closing: watch::Sender<bool>,
+    runtime: tokio::runtime::Handle,
+    /// The pause before the next attempt to open the consumer, doubling to
+    /// [`BACKOFF_MAX`] while attempts fail.
+    backoff: Duration,
+    /// When the next attempt may be made, after a failed one.
+    retry_at: Option<Instant>,
+    endpoint: String,
+    describe: String,
+    stopped: bool,
+}
+
+impl fmt::Debug for AmqpSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AmqpSource")
+            .field("describe", &self.describe)
+            .field("prefetch", &self.prefetch)
+            .field("unsettled", &self.window.unsettled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AmqpSource {
+    /// Connect, check (or declare) the queue and start consuming. Must run inside a tokio
+    /// runtime.
+    ///
+    /// # Errors
+    /// [`SourceError::Config`] when the broker refuses the login, the vhost or a permission,
+    /// or the queue does not exist (and `declare` is off). A broker that cannot be reached
+    /// now is not an error: the source keeps trying (logged at warn) while `next` waits.
+    pub async fn new(
+        config: &AmqpSourceConfig,
+        options: &SourceOptions,
+    ) -> Result<Self, SourceError> {
+        let prefetch = config.prefetch.map_or_else(
+            || u16::try_from(options.concurrency.get()).unwrap_or(u16::MAX),
+            NonZeroU16::get,
+        );
+        let endpoint = config.url.redacted();
+        let mut source = AmqpSource {
+            describe: format!("amqp queue {:?} on {endpoint}", config.queue),
+            cfg: config.clone(),
+            prefetch,
+            window: Window::new(options.max_unacked.get()).expect("non-zero"),
+            link: None,
+            settling: Arc::new(AtomicUsize::new(0)),
+            closing: watch::Sender::new(false),
+            runtime: tokio::runtime::Handle::current(),
+            backoff: BACKOFF_START,
+            retry_at: None,
+            endpoint,
+            stopped: false,
+        };
+        match source.open().await {
+            Ok(link) => source.link = Some(link),
+            Err(OpenError::Config(why)) => return Err(SourceError::Config(why)),
+            Err(OpenError::Transient(why)) => source.failed(&why),
+        }
+        Ok(source)
+    }
+
+    /// A transient failure to open the consumer: logged, the next attempt backed off.
+    fn failed(&mut self, why: &str) {
+        tracing::warn!(
+            target: "ankusa_source",
+            endpoint = %self.endpoint,
+            queue = %self.cfg.queue,
+            retry_in_ms = u64::try_from(self.backoff.as_millis()).unwrap_or(u64::MAX),
+            "amqp source: cannot open the consumer, will retry: {why}"
+        );
+        self.retry_at = Some(Instant::now() + self.backoff);
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+    }
+
+    /// The prefetch in use (`basic.qos`).
+    pub fn prefetch(&self) -> u16 {
+        self.prefetch
+    }
+
+    /// Whether a consumer is open right now.
+    pub fn is_connected(&self) -> bool {
+        self.link.as_ref().is_some_and(Link::usable)
+    }
+
+    /// Open connection, channel, qos, queue check and consumer, within `connect_timeout`.
+    async fn open(&self) -> Result<Link, OpenError> {
+        let bound = self.cfg.connect_timeout();
+        let ms = bound.as_millis();
+        let conn = match timeout(bound, self.cfg.url.connect(self.connection_name())).await {
+            Err(_) => {
+                return Err(OpenError::Transient(format!(
+                    "connecting to {} did not finish within {ms} ms",
+                    self.endpoint
+                )));
+            }
+            Ok(Err(e)) => return Err(self.error(Stage::Connect, "connect", &e)),
+            Ok(Ok(conn)) => conn,
+        };
+        match timeout(bound, self.consume(&conn)).await {
+            Ok(Ok((channel, consumer))) => Ok(Link {
+                conn,
+                channel,
+                consumer,
+            }),
+            Ok(Err(e)) => {
+                let _ = timeout(CLOSE_STEP, conn.close(200, "OK".into())).await;
+                Err(e)
+            }
+            Err(_) => {
+                let _ = timeout(CLOSE_STEP, conn.close(200, "OK".into())).await;
+                Err(OpenError::Transient(format!(
+                    "opening the consumer on {} did not finish within {ms} ms",
+                    self.endpoint
+                )))
+            }
+        }
+    }
+
+    async fn consume(&self, conn: &Connection) -> Result<(Channel, Consumer), OpenError> {
+        let queue = self.cfg.queue.as_str();
+        let channel = conn
+            .create_channel()
+            .await
+            .map_err(|e| self.error(Stage::Channel, "channel open", &e))?;
+        channel
+            .basic_qos(self.prefetch, BasicQosOptions { global: false })
+            .await
+            .map_err(|e| self.error(Stage::Channel, "basic.qos", &e))?;
+        let declare = QueueDeclareOptions {
+            passive: !self.cfg.declare,
+            durable: true,
+            ..QueueDeclareOptions::default()
+        };
+        channel
+            .queue_declare(queue.into(), declare, FieldTable::default())
+            .await
+            .map_err(|e| {
+                if !self.cfg.declare && reply(&e) == Some(reply_code::NOT_FOUND) {
+                    OpenError::Config(format!(
+                        "amqp source: queue {queue:?} does not exist on {} (create it, or set \
+                         declare = true to declare it durable)",
+                        self.endpoint
+                    ))
+                } else {
+                    self.error(Stage::Declare, "queue declare", &e)
+                }
+            })?;
+        let consumer = channel
+            .basic_consume(
+                queue.into(),
+                "".into(),
+                BasicConsumeOptions {
+                    no_ack: false,
+                    ..BasicConsumeOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| self.error(Stage::Declare, "basic.consume", &e))?;
+        Ok((channel, consumer))
+    }
+
+    fn connection_name(&self) -> String {
+        format!("ankusa-source-amqp queue={}", self.cfg.queue)
+    }
+
+    /// A lapin error at `step`, classified as the sink classifies it; never a secret.
+    fn error(&self, stage: Stage, step: &str, e: &lapin::Error) -> OpenError {
+        let text = lapin_text(e);
+        let class = classify(&AmqpError::lapin(stage, &self.endpoint, e.clone()));
+        if class != Class::Config {
+            return OpenError::Transient(format!("{step} failed on {}: {text}", self.endpoint));
+        }
+        if let (Stage::Connect, lapin::ErrorKind::ProtocolError(p)) = (stage, e.kind())
+            && p.get_id() == reply_code::ACCESS_REFUSED
+        {
+            OpenError::Config(format!(
+                "amqp source: {} refused the login (check the user name and password of \
+                 url): {} {}",
+                self.endpoint,
+                p.get_id(),
+                printable(p.get_message().as_str())
+            ))
+        } else {
+            OpenError::Config(format!(
+                "amqp source: {step} of queue {:?} failed on {}: {text}",
+                self.cfg.queue, self.endpoint
+            ))
+        }
+    }
+
+    /// Forget the consumer (its unacknowledged messages go back to the queue when its
+    /// channel closes; their handles can no longer settle) and close it in the background.
+    fn drop_link(&mut self) {
+        if let Some(link) = self.link.take() {
+            self.runtime.spawn(link.close());
+        }
+    }
+
+    fn record(&self, delivery: lapin::message::Delivery, permit: ankusa_source::Permit) -> Record {
+        let position = format!("{}#{}", self.cfg.queue, delivery.delivery_tag);
+        let settle = AmqpAck {
+            acker: delivery.acker,
+            settling: self.settling.clone(),
+            closing: self.closing.subscribe(),
+            runtime: self.runtime.clone(),
+            position: position.clone(),
+        };
+        Record::new(delivery.data, position, Ack::new(settle, permit))
+    }
+}
+
+/// The broker's reply code in a lapin error, if it sent one.
+fn reply(e: &lapin::Error) -> Option<u16> {
+    match e.kind() {
+        lapin::ErrorKind::ProtocolError(p) => Some(p.get_id()),
+        _ => None,
+    }
+}
+
+/// Counts one settlement in flight until dropped.
+struct Settling(Arc<AtomicUsize>);
+
+impl Drop for Settling {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The settle handle of one delivery.
+struct AmqpAck {
+    acker: Acker,
+    settling: Arc<AtomicUsize>,
+    closing: watch::Receiver<bool>,
+    runtime: tokio::runtime::Handle,
+    position: String,
+}
+
+impl Settle for AmqpAck {
+    fn settle(self: Box<Self>, how: Settlement) {
+        let AmqpAck {
+            acker,
+            settling,
+            mut closing,
+            runtime,
+            position,
+        } = *self;
+        // Only acks need to reach the broker before the channel closes: closing it gives
+        // back whatever was released (or not settled) anyway.
+        let guard = (how == Settlement::Ack).then(|| {
+            settling.fetch_add(1, Ordering::SeqCst);
+            Settling(settling)
+        });
+        // The dispatcher's scheduler must not wait for the broker: write it from a task.
+        runtime.spawn(async move {
+            let _guard = guard;
+            let res = match how {
+                Settlement::Ack => acker.ack(BasicAckOptions { multiple: false }).await,
+                Settlement::Release => {
+                    // An error: the source is gone, no reason to wait either.
+                    tokio::select! {
+                        () = tokio::time::sleep(RELEASE_DELAY) => {}
+                        _ = closing.wait_for(|c| *c) => {}
+                    }
+                    acker
+                        .nack(BasicNackOptions {
+                            multiple: false,
+                            requeue: true,
+                        })
+                        .await
+                }
+            };
+            match res {
+                Ok(true) => {}
+                // The channel closed since: the broker gives the message out again.
+                Ok(false) => tracing::debug!(
+                    target: "ankusa_source",
+                    %position,
+                    ?how,
+                    "amqp source: the record's channel is gone; the broker redelivers it"
+                ),
+                Err(e) => tracing::debug!(
+                    target: "ankusa_source",
+                    %position,
+                    ?how,
+                    error = %lapin_text(&e),
+                    "amqp source: settling failed; the broker redelivers the record"
+                ),
+            }
+        });
+    }
+}
+
+#[async_trait::async_trait]
+impl Source for AmqpSource {
+    async fn next(&mut self) -> Option<Result<Record, SourceError>> {
+        if self.stopped {
+            return None;
+        }
+        let permit = self.window.acquire().await;
+        loop {
+            let Some(link) = self.link.as_mut() else {
+                if let Some(at) = self.retry_at {
+                    tokio::time::sleep_until(at).await;
+                }
+                match self.open().await {
+                    Ok(link) => {
+                        tracing::info!(
+                            target: "ankusa_source",
+                            endpoint = %self.endpoint,
+                            queue = %self.cfg.queue,
+                            "amqp source: consuming again"
+                        );
+                        self.backoff = BACKOFF_START;
+                        self.retry_at = None;
+                        self.link = Some(link);
+                    }
+                    Err(OpenError::Config(why)) => return Some(Err(SourceError::Config(why))),
+                    Err(OpenError::Transient(why)) => self.failed(&why),
+                }
+                continue;
+            };
+            match link.consumer.next().await {
+                Some(Ok(delivery)) if delivery.acker.usable() && link.usable() => {
+                    return Some(Ok(self.record(delivery, permit)));
+                }
+                // A message buffered before its channel or connection closed: it can no
+                // longer be acknowledged, and the broker has taken it back already.
+                Some(Ok(_)) => {
+                    tracing::warn!(
+                        target: "ankusa_source",
+                        endpoint = %self.endpoint,
+                        queue = %self.cfg.queue,
+                        "amqp source: the consumer's channel closed; reconnecting (its \
+                         unacknowledged records go back to the queue)"
+                    );
+                    self.drop_link();
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(
+                        target: "ankusa_source",
+                        endpoint = %self.endpoint,
+                        queue = %self.cfg.queue,
+                        error = %lapin_text(&e),
+                        "amqp source: lost the consumer; reconnecting (its unacknowledged \
+                         records go back to the queue)"
+                    );
+                    self.drop_link();
+                }
+                None => {
+                    tracing::warn!(
+                        target: "ankusa_source",
+                        endpoint = %self.endpoint,
+                        queue = %self.cfg.queue,
+                        "amqp source: the broker cancelled the consumer; reconnecting"
+                    );
+                    self.drop_link();
+                }
+            }
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    async fn close(mut self: Box<Self>, grace: Duration) {
+        self.stopped = true;
+        self.closing.send_replace(true);
+        let Some(link) = self.link.take() else {
+            return;
+        };
+        // No more deliveries: messages prefetched and not handed out are released when the
+        // channel closes.
+        if link.channel.status().connected() {
+            let tag = link.consumer.tag();
+            let _ = timeout(
+                CLOSE_STEP,
+                link.channel
+                    .basic_cancel(tag, BasicCancelOptions::default()),
+            )
+            .await;
+        }
+        // Let the acks under way reach the broker.
+        let deadline = Instant::now() + grace;
+        while (self.window.unsettled() > 0 || self.settling.load(Ordering::SeqCst) > 0)
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        link.close().await;
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const URL: &str = "amqp://user:s3cr3t@127.0.0.1:5672/%2f";
+
+    fn from_json(v: serde_json::Value) -> Result<AmqpSourceConfig, serde_json::Error> {
+        serde_json::from_value(v)
+    }
+
+    #[test]
+    fn defaults_and_builders_agree_with_the_keys() {
+        let c = from_json(serde_json::json!({"url": URL, "queue": "hooks"})).unwrap();
+        assert_eq!(c, AmqpSourceConfig::new(URL, "hooks").unwrap());
+        assert!(!c.declare());
+        assert_eq!(c.prefetch(), None);
+        assert_eq!(c.connect_timeout(), Duration::from_secs(5));
+        assert_eq!(c.redacted_url(), "amqp://127.0.0.1:5672/%2F");
+        let c = from_json(serde_json::json!({
+            "url": URL, "queue": "hooks", "declare": true, "prefetch": 7,
+            "connect_timeout_ms": 300
+        }))
+        .unwrap();
+        let built = AmqpSourceConfig::new(URL, "hooks")
+            .unwrap()
+            .with_declare(true)
+            .with_prefetch(NonZeroU16::new(7).unwrap())
+            .with_connect_timeout(Duration::from_millis(300));
+        assert_eq!(c, built);
+        assert!(!format!("{c:?}").contains("s3cr3t"), "{c:?}");
+    }
+
+    #[test]
+    fn bad_values_are_refused_without_secrets() {
+        let err = |v: serde_json::Value| from_json(v).unwrap_err().to_string();
+        let e = err(serde_json::json!({"url": URL, "queue": "q", "prefetch": 0}));
+        assert!(e.contains("prefetch must be positive"), "{e}");
+        let e = err(serde_json::json!({"url": URL, "queue": "q", "prefetch": 70000}));
+        assert!(e.contains("u16") || e.contains("70000"), "{e}");
+        let e = err(serde_json::json!({"url": URL, "queue": ""}));
+        assert!(e.contains("queue: must not be empty"), "{e}");
+        let e = err(serde_json::json!({"url": URL, "queue": "a\nb"}));
+        assert!(e.contains("control"), "{e}");
+        assert!(
+            AmqpSourceConfig::new(URL, &"q".repeat(256))
+                .unwrap_err()
+                .to_string()
+                .contains("255")
+        );
+        let e = err(serde_json::json!({"url": URL}));
+        assert!(e.contains("queue"), "{e}");
+        let e = err(serde_json::json!({"url": URL, "queue": "q", "bogus": 1}));
+        assert!(e.contains("bogus"), "{e}");
+        let e = err(serde_json::json!({"url": "amqp://u:s3cr3t@broker.example/v", "queue": "q"}));
+        assert!(e.contains("allow_insecure") && !e.contains("s3cr3t"), "{e}");
+        let e = err(serde_json::json!({"url": "http://u:s3cr3t@h/", "queue": "q"}));
+        assert!(!e.contains("s3cr3t"), "{e}");
+        let ok = from_json(serde_json::json!({
+            "url": "amqp://u:s3cr3t@broker.example/v", "queue": "q", "allow_insecure": true
+        }))
+        .unwrap();
+        assert!(ok.allow_insecure());
+        assert!(AmqpSourceConfig::new("amqps://u:s3cr3t@broker.example/v", "q").is_ok());
+    }
+}

@@ -1,0 +1,343 @@
+//! The AMQP source against the real broker: reading, acking, releasing, the window,
+//! declaring, refusals and reconnecting.
+
+use crate::common::*;
+use ankusa_sink_amqp::{AmqpSource, AmqpSourceConfig};
+use ankusa_source::{Record, Source, SourceError, SourceOptions};
+use lapin::options::QueueDeclareOptions;
+use lapin::types::FieldTable;
+use std::time::Duration;
+
+fn options(max_unacked: usize) -> SourceOptions {
+    SourceOptions::new(nz(max_unacked), Duration::from_secs(5), nz(4))
+}
+
+fn config(queue: &str) -> AmqpSourceConfig {
+    AmqpSourceConfig::new(&url(), queue).unwrap()
+}
+
+async fn open(queue: &str, max_unacked: usize) -> AmqpSource {
+    AmqpSource::new(&config(queue), &options(max_unacked))
+        .await
+        .expect("the source opens")
+}
+
+/// The next record within 10 s.
+async fn next(source: &mut AmqpSource) -> Record {
+    tokio::time::timeout(Duration::from_secs(10), source.next())
+        .await
+        .expect("a record within 10 s")
+        .expect("not stopped")
+        .expect("no error")
+}
+
+/// Ready messages of `queue`, once the broker has taken back what a closed consumer held
+/// (polled: a channel close is asynchronous on the broker's side).
+async fn settles_at(admin: &Admin, queue: &str, want: u32) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = admin.count(queue).await;
+        if n == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{queue}: {n} ready, want {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn records_are_read_and_acks_remove_them() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let q = admin.plain_queue().await;
+    for i in 0..5 {
+        admin.publish(&q, format!("r{i}").as_bytes()).await;
+    }
+    let mut source = open(&q, 10).await;
+    assert!(source.is_connected());
+    assert_eq!(
+        source.prefetch(),
+        4,
+        "the default prefetch is the concurrency"
+    );
+    let d = source.describe();
+    assert!(d.contains(&q) && d.contains("127.0.0.1:5672"), "{d}");
+    assert!(!d.contains("guest"), "{d}");
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        let r = next(&mut source).await;
+        assert!(r.position.starts_with(&format!("{q}#")), "{}", r.position);
+        got.push(String::from_utf8(r.payload.clone()).unwrap());
+        r.ack.ack();
+    }
+    got.sort();
+    assert_eq!(got, ["r0", "r1", "r2", "r3", "r4"]);
+    source.stop();
+    assert!(source.next().await.is_none(), "stopped: no more records");
+    Box::new(source).close(Duration::from_secs(5)).await;
+    settles_at(&admin, &q, 0).await;
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn released_records_are_requeued_and_read_again() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let q = admin.plain_queue().await;
+    for i in 0..3 {
+        admin.publish(&q, format!("r{i}").as_bytes()).await;
+    }
+    let mut source = open(&q, 10).await;
+    let mut first = Vec::new();
+    for _ in 0..3 {
+        let r = next(&mut source).await;
+        first.push(r.payload.clone());
+        // Explicitly for one, dropped (the handle's default) for the others.
+        if first.len() == 1 {
+            r.ack.release();
+        } else {
+            drop(r);
+        }
+    }
+    let released = std::time::Instant::now();
+    let mut again = Vec::new();
+    for _ in 0..3 {
+        let r = next(&mut source).await;
+        again.push(r.payload.clone());
+        r.ack.ack();
+    }
+    // Given back after a pause, not at once (no tight redelivery loop).
+    assert!(
+        released.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        released.elapsed()
+    );
+    first.sort();
+    again.sort();
+    assert_eq!(first, again, "the released records come back");
+    Box::new(source).close(Duration::from_secs(5)).await;
+    settles_at(&admin, &q, 0).await;
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_window_bounds_unsettled_records_and_close_returns_them() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let q = admin.plain_queue().await;
+    for i in 0..5 {
+        admin.publish(&q, format!("r{i}").as_bytes()).await;
+    }
+    let mut source = open(&q, 2).await;
+    let a = next(&mut source).await;
+    let b = next(&mut source).await;
+    let third = tokio::time::timeout(Duration::from_millis(300), source.next()).await;
+    assert!(third.is_err(), "two records unsettled: the window is full");
+    a.ack.ack();
+    let c = next(&mut source).await;
+    // b and c are not settled when the source closes: back to the queue, with the two
+    // never handed out.
+    source.stop();
+    let t0 = std::time::Instant::now();
+    let (b, c) = (b, c);
+    let closing = tokio::spawn(Box::new(source).close(Duration::from_millis(500)));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(b);
+    closing.await.unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "close waits at most its grace for c"
+    );
+    drop(c);
+    settles_at(&admin, &q, 4).await;
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_missing_queue_is_a_config_error() {
+    let _g = shared().await;
+    let admin = Admin::new().await;
+    let q = unique("absent");
+    let err = AmqpSource::new(&config(&q), &options(4))
+        .await
+        .expect_err("the queue does not exist");
+    let SourceError::Config(text) = &err else {
+        panic!("not a config error: {err:?}")
+    };
+    assert!(
+        text.contains(&q) && text.contains("does not exist"),
+        "{text}"
+    );
+    assert!(text.contains("declare = true"), "{text}");
+    assert!(!text.contains("guest"), "{text}");
+    assert!(!admin.exists(&q).await, "a passive check creates nothing");
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_refused_login_is_a_config_error_without_the_password() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let q = admin.plain_queue().await;
+    let cfg = AmqpSourceConfig::new(&url_with("guest", "wrong-s3cr3t", "/"), &q).unwrap();
+    let err = AmqpSource::new(&cfg, &options(4))
+        .await
+        .expect_err("the login is refused");
+    let SourceError::Config(text) = &err else {
+        panic!("not a config error: {err:?}")
+    };
+    assert!(text.contains("refused the login"), "{text}");
+    assert!(!text.contains("wrong-s3cr3t"), "{text}");
+    assert!(!format!("{cfg:?}").contains("wrong-s3cr3t"));
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn declare_creates_a_durable_queue() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let q = unique("declared");
+    admin.forget_later(&q);
+    let cfg = config(&q).with_declare(true);
+    let mut source = AmqpSource::new(&cfg, &options(4)).await.unwrap();
+    assert!(admin.exists(&q).await);
+    // Declaring it durable again with the same (no) arguments agrees: it is durable (a
+    // transient queue would refuse with 406 PRECONDITION_FAILED).
+    let conn = lapin::Connection::connect(&url(), lapin::ConnectionProperties::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    ch.queue_declare(
+        q.as_str().into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .expect("the queue is durable");
+    admin.publish(&q, b"hello").await;
+    let r = next(&mut source).await;
+    assert_eq!(r.payload, b"hello");
+    r.ack.ack();
+    Box::new(source).close(Duration::from_secs(5)).await;
+    // Declaring over an existing queue is fine too.
+    let again = AmqpSource::new(&cfg, &options(4)).await.unwrap();
+    Box::new(again).close(Duration::from_secs(1)).await;
+    settles_at(&admin, &q, 0).await;
+    let _ = conn.close(200, "OK".into()).await;
+    admin.cleanup().await;
+}
+
+/// `rabbitmqctl close_connection` for every connection whose name mentions `queue`.
+async fn close_connections_of(queue: &str) -> usize {
+    let out = rabbitmqctl(&["list_connections", "pid", "client_properties"]).await;
+    let mut n = 0;
+    for line in out.lines().filter(|l| l.contains(queue)) {
+        let pid = line.split_whitespace().next().expect("a pid");
+        rabbitmqctl(&["close_connection", pid, "test: connection closed"]).await;
+        n += 1;
+    }
+    n
+}
+
+#[tokio::test]
+async fn a_lost_connection_is_reopened_and_its_records_redelivered() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let q = admin.plain_queue().await;
+    admin.publish(&q, b"one").await;
+    admin.publish(&q, b"two").await;
+    let mut source = open(&q, 10).await;
+    let held = next(&mut source).await;
+    let held_payload = held.payload.clone();
+    assert_eq!(close_connections_of(&q).await, 1, "the source's connection");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while source.is_connected() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the close is noticed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Settling a record of the closed connection does nothing (and does not panic).
+    held.ack.ack();
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let r = next(&mut source).await;
+        got.push(r.payload.clone());
+        r.ack.ack();
+    }
+    got.sort();
+    assert_eq!(got, [b"one".to_vec(), b"two".to_vec()]);
+    assert!(got.contains(&held_payload), "the held record came back");
+    assert!(source.is_connected());
+    Box::new(source).close(Duration::from_secs(5)).await;
+    settles_at(&admin, &q, 0).await;
+    admin.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_broker_is_waited_for_not_an_error() {
+    let _g = shared().await;
+    // A loopback port nothing listens on.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let cfg = AmqpSourceConfig::new(
+        &format!("amqp://guest:unreachable-s3cr3t@127.0.0.1:{port}/%2f"),
+        "q",
+    )
+    .unwrap()
+    .with_connect_timeout(Duration::from_millis(500));
+    let logs = ankusa_sink_testkit::support::LogCapture::new();
+    let guard = logs.set_default();
+    let mut source = AmqpSource::new(&cfg, &options(4))
+        .await
+        .expect("not reachable now is not a config error");
+    assert!(!source.is_connected());
+    let waited = tokio::time::timeout(Duration::from_millis(700), source.next()).await;
+    assert!(waited.is_err(), "next keeps trying: {waited:?}");
+    source.stop();
+    assert!(source.next().await.is_none());
+    Box::new(source).close(Duration::from_secs(1)).await;
+    drop(guard);
+    let lines: Vec<String> = logs.lines().iter().map(ToString::to_string).collect();
+    let warned = lines
+        .iter()
+        .filter(|l| l.starts_with("WARN ") && l.contains("cannot open the consumer"))
+        .count();
+    assert!(warned >= 2, "each failed attempt is logged: {lines:?}");
+    assert!(
+        lines.iter().all(|l| !l.contains("unreachable-s3cr3t")),
+        "{lines:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_queue_deleted_while_consuming_ends_the_source_with_a_config_error() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let q = admin.plain_queue().await;
+    admin.publish(&q, b"one").await;
+    let mut source = open(&q, 4).await;
+    let r = next(&mut source).await;
+    r.ack.ack();
+    admin.delete_queue(&q).await;
+    // The broker cancels the consumer; reopening finds no queue.
+    let end = tokio::time::timeout(Duration::from_secs(10), source.next())
+        .await
+        .expect("an answer within 10 s")
+        .expect("not stopped");
+    match end {
+        Err(SourceError::Config(text)) => assert!(text.contains("does not exist"), "{text}"),
+        other => panic!("want a config error: {other:?}"),
+    }
+    Box::new(source).close(Duration::from_secs(1)).await;
+    admin.cleanup().await;
+}

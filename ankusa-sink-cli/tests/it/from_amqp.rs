@@ -1,0 +1,362 @@
+//! `forward --from` a RabbitMQ queue: competing forwarders, a crash, a sink that is down,
+//! an undecodable record. Every test uses its own queue and deletes it.
+
+use super::from_source::{Collector, Forwarder, envelopes, wait_until};
+use super::{amqp_url, temp_file};
+use ankusa_sink_testkit::support::unique_name;
+use lapin::options::{ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A broker connection on its own runtime (the harness waits by blocking), with one
+/// queue of its own, deleted on drop.
+struct Broker {
+    rt: tokio::runtime::Runtime,
+    _conn: Connection,
+    ch: Channel,
+    queue: String,
+}
+
+impl Broker {
+    fn new() -> Broker {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let queue = unique_name("cli-src");
+        let (conn, ch) = rt.block_on(async {
+            let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
+                .await
+                .expect("RabbitMQ on ANKUSA_AMQP_URL (run scripts/services/rabbitmq.sh)");
+            let ch = conn.create_channel().await.unwrap();
+            ch.confirm_select(ConfirmSelectOptions::default())
+                .await
+                .unwrap();
+            let mut args = FieldTable::default();
+            // A test that panics before its cleanup leaks nothing for long.
+            args.insert("x-expires".into(), AMQPValue::LongInt(300_000));
+            ch.queue_declare(
+                queue.as_str().into(),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                args,
+            )
+            .await
+            .unwrap();
+            (conn, ch)
+        });
+        Broker {
+            rt,
+            _conn: conn,
+            ch,
+            queue,
+        }
+    }
+
+    /// Publish every payload (persistent) and wait for the broker's confirms.
+    fn publish<'a>(&self, payloads: impl IntoIterator<Item = &'a [u8]>) {
+        self.rt.block_on(async {
+            let mut confirms = Vec::new();
+            for p in payloads {
+                let c = self
+                    .ch
+                    .basic_publish(
+                        "".into(),
+                        self.queue.as_str().into(),
+                        Default::default(),
+                        p,
+                        BasicProperties::default().with_delivery_mode(2),
+                    )
+                    .await
+                    .unwrap();
+                confirms.push(c);
+            }
+            for c in confirms {
+                assert!(c.await.unwrap().is_ack(), "the broker took the message");
+            }
+        });
+    }
+
+    /// (ready messages, consumers) by a passive declare.
+    fn counts(&self) -> (u32, u32) {
+        self.rt.block_on(async {
+            let q = self
+                .ch
+                .queue_declare(
+                    self.queue.as_str().into(),
+                    QueueDeclareOptions {
+                        passive: true,
+                        ..Default::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .unwrap();
+            (q.message_count(), q.consumer_count())
+        })
+    }
+
+    /// Once no forwarder consumes the queue any more (what they held went back to it), no
+    /// message is left: none ready, none unacknowledged.
+    fn assert_drained(&self) {
+        wait_until(
+            Duration::from_secs(10),
+            "the forwarders left the queue",
+            || self.counts().1 == 0,
+        );
+        assert_eq!(self.counts().0, 0, "{}: messages left", self.queue);
+    }
+
+    /// (ready, unacknowledged) as the broker counts them now (`rabbitmqctl list_queues`).
+    fn ready_unacked(&self) -> (u64, u64) {
+        let out = std::process::Command::new("rabbitmqctl")
+            .args([
+                "-q",
+                "list_queues",
+                "name",
+                "messages_ready",
+                "messages_unacknowledged",
+            ])
+            .output()
+            .expect("rabbitmqctl runs");
+        assert!(out.status.success(), "{}", super::text(&out.stderr));
+        let text = super::text(&out.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(self.queue.as_str()))
+            .unwrap_or_else(|| panic!("{} not listed: {text}", self.queue));
+        let n: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|v| v.parse().unwrap())
+            .collect();
+        (n[0], n[1])
+    }
+
+    /// A `--from` file for this queue.
+    fn source_file(&self, extra: &str) -> PathBuf {
+        temp_file(
+            "amqp-source.toml",
+            &format!(
+                "type = \"amqp\"\nurl = \"{}\"\nqueue = \"{}\"\n{extra}",
+                amqp_url(),
+                self.queue
+            ),
+        )
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.rt.block_on(
+            self.ch
+                .queue_delete(self.queue.as_str().into(), QueueDeleteOptions::default()),
+        );
+    }
+}
+
+fn ok_lines(f: &Forwarder) -> usize {
+    f.lines().iter().filter(|l| l["outcome"] == "ok").count()
+}
+
+#[test]
+fn three_forwarders_share_a_queue_and_deliver_every_hook() {
+    const N: usize = 5_000;
+    let broker = Broker::new();
+    let collector = Collector::start();
+    let hooks = envelopes(&unique_name("amqp-share"), N);
+    broker.publish(hooks.iter().map(|(_, b)| b.as_slice()));
+    let source = broker.source_file("");
+    let sink = collector.sink_file();
+    let t0 = Instant::now();
+    let forwarders: Vec<Forwarder> = (0..3)
+        .map(|_| Forwarder::spawn(&source, &sink, None, &[]))
+        .collect();
+    wait_until(Duration::from_secs(50), "every hook delivered", || {
+        collector.distinct() == N
+    });
+    let took = t0.elapsed();
+    let shares: Vec<usize> = forwarders.iter().map(ok_lines).collect();
+    for f in forwarders {
+        f.stop(Duration::from_secs(20));
+    }
+    assert!(hooks.iter().all(|(id, _)| collector.has(id)));
+    eprintln!(
+        "amqp: 3 forwarders delivered {N} hooks in {took:?} (ok lines per forwarder {shares:?}), \
+         {} duplicates",
+        collector.duplicates()
+    );
+    assert!(
+        shares.iter().filter(|&&n| n > 0).count() >= 2,
+        "the queue was shared: {shares:?}"
+    );
+    broker.assert_drained();
+}
+
+#[test]
+fn a_killed_forwarder_hooks_are_redelivered_to_the_other() {
+    const N: usize = 3_000;
+    let broker = Broker::new();
+    let collector = Collector::start();
+    let hooks = envelopes(&unique_name("amqp-kill"), N);
+    broker.publish(hooks.iter().map(|(_, b)| b.as_slice()));
+    let source = broker.source_file("");
+    let sink = collector.sink_file();
+    let victim = Forwarder::spawn(&source, &sink, None, &[]);
+    let survivor = Forwarder::spawn(&source, &sink, None, &[]);
+    wait_until(Duration::from_secs(30), "a third delivered", || {
+        collector.distinct() >= N / 3
+    });
+    victim.kill9();
+    let at_kill = collector.distinct();
+    wait_until(Duration::from_secs(40), "every hook delivered", || {
+        collector.distinct() == N
+    });
+    survivor.stop(Duration::from_secs(20));
+    assert!(hooks.iter().all(|(id, _)| collector.has(id)));
+    eprintln!(
+        "amqp: killed a forwarder at {at_kill}/{N} delivered; all {N} arrived, {} duplicates",
+        collector.duplicates()
+    );
+    assert!(at_kill < N, "the kill happened mid-run");
+    broker.assert_drained();
+}
+
+#[test]
+fn while_the_sink_is_down_nothing_is_acked_and_then_everything_flows() {
+    const N: usize = 300;
+    let broker = Broker::new();
+    let collector = Collector::start();
+    collector.set_down(true);
+    let hooks = envelopes(&unique_name("amqp-down"), N);
+    broker.publish(hooks.iter().map(|(_, b)| b.as_slice()));
+    let source = broker.source_file("prefetch = 40\n");
+    let fwd = Forwarder::spawn(
+        &source,
+        &collector.sink_file(),
+        None,
+        &["--max-unacked", "20", "--breaker-open", "1"],
+    );
+    // Five refusals open the circuit breaker (then one probe a second): down for a while.
+    wait_until(Duration::from_secs(20), "attempts refused", || {
+        collector.refused() >= 5
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    // Down: every hook is still in the queue, ready or held unacknowledged by the
+    // forwarder, which holds no more than its prefetch.
+    let (ready, unacked) = broker.ready_unacked();
+    assert_eq!(
+        ready + unacked,
+        N as u64,
+        "nothing acked while down ({ready} ready, {unacked} unacked)"
+    );
+    assert!(
+        unacked > 0 && unacked <= 40,
+        "the prefetch bounds it: {unacked}"
+    );
+    assert_eq!(collector.distinct(), 0);
+    collector.set_down(false);
+    let up = Instant::now();
+    wait_until(
+        Duration::from_secs(40),
+        "every hook delivered once up",
+        || collector.distinct() == N,
+    );
+    let flowed = up.elapsed();
+    fwd.stop(Duration::from_secs(20));
+    eprintln!(
+        "amqp: {} attempts refused while down ({ready} ready, {unacked} unacked); all \
+         delivered {flowed:?} after the sink came back; {} duplicates",
+        collector.refused(),
+        collector.duplicates()
+    );
+    broker.assert_drained();
+}
+
+#[test]
+fn stopped_while_the_sink_is_down_every_hook_is_back_in_the_queue() {
+    const N: usize = 50;
+    let broker = Broker::new();
+    let collector = Collector::start();
+    collector.set_down(true);
+    let hooks = envelopes(&unique_name("amqp-term"), N);
+    broker.publish(hooks.iter().map(|(_, b)| b.as_slice()));
+    let fwd = Forwarder::spawn(&broker.source_file(""), &collector.sink_file(), None, &[]);
+    wait_until(Duration::from_secs(20), "attempts refused", || {
+        collector.refused() >= 5
+    });
+    let t = Instant::now();
+    fwd.stop(Duration::from_secs(20));
+    eprintln!(
+        "amqp: stopped within {:?} while the sink was down",
+        t.elapsed()
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "the forwarder left the queue",
+        || broker.counts().1 == 0,
+    );
+    assert_eq!(
+        broker.counts().0,
+        N as u32,
+        "nothing acked that was not delivered: every hook is ready again"
+    );
+}
+
+#[test]
+fn an_undecodable_record_is_dead_lettered_and_acked() {
+    let broker = Broker::new();
+    let collector = Collector::start();
+    let hooks = envelopes(&unique_name("amqp-bad"), 3);
+    broker
+        .publish(std::iter::once(&b"not json"[..]).chain(hooks.iter().map(|(_, b)| b.as_slice())));
+    let dead = temp_file("dead.jsonl", "");
+    let fwd = Forwarder::spawn(
+        &broker.source_file(""),
+        &collector.sink_file(),
+        Some(&dead),
+        &[],
+    );
+    wait_until(Duration::from_secs(20), "the good hooks delivered", || {
+        collector.distinct() == 3
+    });
+    wait_until(Duration::from_secs(10), "the invalid line", || {
+        fwd.lines().iter().any(|l| l["outcome"] == "invalid")
+    });
+    let lines = fwd.lines();
+    let invalid = lines.iter().find(|l| l["outcome"] == "invalid").unwrap();
+    assert!(
+        invalid["position"]
+            .as_str()
+            .is_some_and(|p| p.starts_with(&format!("{}#", broker.queue))),
+        "{invalid}"
+    );
+    wait_until(Duration::from_secs(10), "the dead letter", || {
+        std::fs::read_to_string(&dead)
+            .unwrap_or_default()
+            .contains("raw_base64")
+    });
+    let stored: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&dead)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    use base64::Engine as _;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(stored["raw_base64"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(raw, b"not json");
+    assert_eq!(stored["dead_letter"]["sink"], serde_json::Value::Null);
+    assert_eq!(stored["dead_letter"]["class"], "permanent");
+    fwd.stop(Duration::from_secs(20));
+    // Acked, not requeued: the queue moved on and is empty.
+    broker.assert_drained();
+}
