@@ -165,6 +165,16 @@ mod tests {
         assert!(!bad.contains("secret-value"), "{bad}");
     }
 
+    /// `examples/sources/kafka.toml` parses (its brokers from the environment).
+    #[cfg(feature = "kafka")]
+    #[test]
+    fn the_kafka_example_parses() {
+        let text = include_str!("../../examples/sources/kafka.toml")
+            .replace("${ANKUSA_KAFKA_BROKERS}", "127.0.0.1:9092");
+        let c = SourceConfig::from_toml_str(&text).unwrap();
+        assert_eq!(c.kind(), "kafka");
+    }
+
     #[cfg(feature = "kafka")]
     #[test]
     fn a_kafka_source_parses_and_refuses_unknown_keys() {

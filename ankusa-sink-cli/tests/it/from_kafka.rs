@@ -274,3 +274,35 @@ async fn undecodable_records_are_dead_lettered_and_committed_past_and_messages_b
     assert_eq!(dead[0]["dead_letter"]["error_class"], "permanent");
     topic.delete().await;
 }
+
+#[test]
+fn a_missing_topic_stops_the_forwarder_with_a_config_error() {
+    let src = temp_file(
+        "kafka-source.toml",
+        &format!(
+            "type = \"kafka\"\nbrokers = [\"{}\"]\ntopic = \"{}\"\ngroup = \"g\"\n",
+            brokers(),
+            unique_name("from-kafka-missing")
+        ),
+    );
+    let sink = Collector::start();
+    let f = Forwarder::spawn(&src, &sink.sink_file(), None, &[]);
+    let mut child = f.child;
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "still running on a missing topic"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let err = std::fs::read_to_string(&f.err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the source failed") && err.contains("kafka topic"),
+        "{err}"
+    );
+}

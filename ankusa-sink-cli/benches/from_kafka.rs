@@ -1,0 +1,238 @@
+//! `forward --from` a Kafka topic to a Kafka topic, against the loop a user would write on
+//! rdkafka instead (consume, produce acks=all with idempotence, commit after each
+//! delivery report), same broker, same run; then the scaling curve with 1, 2 and 3
+//! forwarders in one consumer group.
+//!
+//! Both sides are timed the same way: from the start until a counting consumer has seen
+//! every record on the output topic. `FROM_KAFKA_HOOKS` (default 50,000) records of 1 KiB,
+//! three partitions. Environment: `ANKUSA_KAFKA_BROKERS` (default 127.0.0.1:9092).
+
+use futures_util::StreamExt as _;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PARTITIONS: i32 = 3;
+
+fn brokers() -> String {
+    std::env::var("ANKUSA_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
+}
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", ulid::Ulid::new().to_string().to_lowercase())
+}
+
+async fn create(admin: &AdminClient<DefaultClientContext>, topic: &str) {
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    for r in admin
+        .create_topics(
+            &[NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1))],
+            &opts,
+        )
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+}
+
+fn producer() -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .create()
+        .unwrap()
+}
+
+/// `n` envelopes of 1 KiB as the `gen` format's JSON into `topic`, round robin.
+async fn fill(topic: &str, n: usize) {
+    let p = producer();
+    let body = "x".repeat(1024);
+    let mut pending = futures_util::stream::FuturesUnordered::new();
+    for i in 0..n {
+        let env = ankusa_sink_core::Envelope::builder(format!("h{i}"), "bench", body.clone())
+            .tenant_id("acme")
+            .build()
+            .unwrap();
+        let json = serde_json::to_vec(&env).unwrap();
+        let p = p.clone();
+        let topic = topic.to_owned();
+        pending.push(async move {
+            p.send(
+                FutureRecord::<(), _>::to(&topic)
+                    .payload(&json)
+                    .partition(i32::try_from(i).unwrap() % PARTITIONS),
+                Duration::from_secs(60),
+            )
+            .await
+            .map_err(|(e, _)| e)
+            .unwrap();
+        });
+        if pending.len() >= 10_000 {
+            pending.next().await;
+        }
+    }
+    while pending.next().await.is_some() {}
+}
+
+/// Wait until `n` records are on `topic` (read from the start); the time it took.
+async fn count_until(topic: &str, n: usize, started: Instant) -> Duration {
+    let c: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("group.id", unique("count"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    c.subscribe(&[topic]).unwrap();
+    let mut seen = 0;
+    while seen < n {
+        match tokio::time::timeout(Duration::from_secs(120), c.recv()).await {
+            Ok(Ok(_)) => seen += 1,
+            Ok(Err(e)) => eprintln!("count: {e}"),
+            Err(_) => panic!("only {seen} of {n} records arrived on {topic}"),
+        }
+    }
+    started.elapsed()
+}
+
+/// The loop a user writes: consume, produce, commit each record's offset + 1 once its
+/// delivery report is in (at most 4,096 records outstanding).
+async fn raw_loop(input: &str, output: &str, stop: tokio::sync::watch::Receiver<bool>) {
+    let c: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("group.id", unique("raw"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    c.subscribe(&[input]).unwrap();
+    let c = std::sync::Arc::new(c);
+    let p = producer();
+    let window = std::sync::Arc::new(tokio::sync::Semaphore::new(4096));
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let permit = window.clone().acquire_owned().await.unwrap();
+        let m = match tokio::time::timeout(Duration::from_millis(200), c.recv()).await {
+            Ok(Ok(m)) => m,
+            _ => continue,
+        };
+        let payload = m.payload().unwrap_or_default().to_vec();
+        let (partition, offset) = (m.partition(), m.offset());
+        let (p, c, output, input) = (p.clone(), c.clone(), output.to_owned(), input.to_owned());
+        tokio::spawn(async move {
+            let _ = p
+                .send(
+                    FutureRecord::<(), _>::to(&output).payload(&payload),
+                    Duration::from_secs(30),
+                )
+                .await;
+            let mut tpl = TopicPartitionList::new();
+            let _ = tpl.add_partition_offset(&input, partition, Offset::Offset(offset + 1));
+            let _ = c.commit(&tpl, CommitMode::Async);
+            drop(permit);
+        });
+    }
+}
+
+fn forwarder(source: &std::path::Path, sink: &std::path::Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_ankusa-sink"))
+        .args(["forward", "--from"])
+        .arg(source)
+        .arg("--sink")
+        .arg(sink)
+        .args(["--concurrency", "4096", "--max-unacked", "8192"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let n: usize = std::env::var("FROM_KAFKA_HOOKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50_000);
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .create()
+        .unwrap();
+    let input = unique("bench-from-in");
+    create(&admin, &input).await;
+    fill(&input, n).await;
+    println!("from_kafka: {n} hooks of 1 KiB, {PARTITIONS} partitions, acks=all + idempotence");
+
+    // The raw loop.
+    let out = unique("bench-from-raw");
+    create(&admin, &out).await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let started = Instant::now();
+    let raw = tokio::spawn({
+        let (i, o) = (input.clone(), out.clone());
+        async move { raw_loop(&i, &o, stop_rx).await }
+    });
+    let took = count_until(&out, n, started).await;
+    let _ = stop_tx.send(true);
+    let _ = raw.await;
+    let raw_rate = n as f64 / took.as_secs_f64();
+    println!("raw rdkafka consume-produce loop: {raw_rate:.0} hooks/s");
+
+    let dir = std::env::temp_dir().join(unique("bench-from"));
+    std::fs::create_dir_all(&dir).unwrap();
+    for forwarders in 1..=3 {
+        let out = unique("bench-from-fwd");
+        create(&admin, &out).await;
+        let source = dir.join(format!("source-{forwarders}.toml"));
+        std::fs::write(
+            &source,
+            format!(
+                "type = \"kafka\"\nbrokers = [\"{}\"]\ntopic = \"{input}\"\ngroup = \"{}\"\n",
+                brokers(),
+                unique("fwd")
+            ),
+        )
+        .unwrap();
+        let sink = dir.join("kafka.toml");
+        std::fs::write(
+            &sink,
+            format!(
+                "type = \"kafka\"\nbrokers = [\"{}\"]\ntopic = \"{out}\"\n",
+                brokers()
+            ),
+        )
+        .unwrap();
+        let started = Instant::now();
+        let mut kids: Vec<_> = (0..forwarders).map(|_| forwarder(&source, &sink)).collect();
+        let took = count_until(&out, n, started).await;
+        for k in &mut kids {
+            let _ = Command::new("kill")
+                .args(["-TERM", &k.id().to_string()])
+                .status();
+        }
+        for k in &mut kids {
+            let _ = k.wait();
+        }
+        let rate = n as f64 / took.as_secs_f64();
+        println!(
+            "forward --from, {forwarders} forwarder(s): {rate:.0} hooks/s ({:.2} of raw)",
+            rate / raw_rate
+        );
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        let _ = admin.delete_topics(&[&out], &opts).await;
+    }
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let _ = admin.delete_topics(&[&input, &out], &opts).await;
+}
