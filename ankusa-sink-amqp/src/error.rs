@@ -119,14 +119,15 @@ pub enum AmqpError {
     /// a closed channel or connection). The text is the sink's own rendering of lapin's
     /// typed error, so lapin's error is not the `source()` (its text would repeat the IO
     /// message and print the broker's reply text raw).
-    #[error("{stage} failed on {endpoint}: {}", lapin_text(error))]
+    #[error("{stage} failed on {endpoint}: {}", lapin_text(&error.0))]
     Lapin {
         /// The step that failed.
         stage: Stage,
         /// Where, without credentials.
         endpoint: String,
-        /// lapin's error.
-        error: lapin::Error,
+        /// The client's error (opaque: classify with [`AmqpError::reply_code`] and
+        /// the delivery's [`Class`]).
+        error: ClientError,
     },
     /// Opening the connection and channel took longer than `connect_timeout`.
     #[error("connecting to {endpoint} did not finish within {ms} ms")]
@@ -223,19 +224,30 @@ pub enum AmqpError {
     NotConfirmed,
 }
 
+/// The AMQP client's own error, kept opaque so that the client library is not part of this
+/// crate's API; its rendering is the sink's ([`AmqpError`]'s `Display`).
+#[derive(Clone)]
+pub struct ClientError(pub(crate) lapin::Error);
+
+impl std::fmt::Debug for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ClientError").field(&lapin_text(&self.0)).finish()
+    }
+}
+
 impl AmqpError {
     pub(crate) fn lapin(stage: Stage, endpoint: &str, error: lapin::Error) -> Self {
         AmqpError::Lapin {
             stage,
             endpoint: endpoint.to_owned(),
-            error,
+            error: ClientError(error),
         }
     }
 
     /// The AMQP reply code behind this error, if the broker sent one.
     pub fn reply_code(&self) -> Option<u16> {
         match self {
-            AmqpError::Lapin { error, .. } => match error.kind() {
+            AmqpError::Lapin { error, .. } => match error.0.kind() {
                 ErrorKind::ProtocolError(e) => Some(e.get_id()),
                 _ => None,
             },
@@ -269,7 +281,7 @@ impl From<AmqpError> for Failure {
 /// lapin errors are matched on their typed kind and the AMQP reply code, never on text.
 pub(crate) fn classify(err: &AmqpError) -> Class {
     match err {
-        AmqpError::Lapin { stage, error, .. } => match error.kind() {
+        AmqpError::Lapin { stage, error, .. } => match error.0.kind() {
             ErrorKind::ProtocolError(e) => classify_code(*stage, e.get_id()),
             // The broker speaks another protocol version (wrong port) or the credential
             // provider failed: the operator's to fix.

@@ -10,7 +10,7 @@ mod sink;
 mod source;
 
 pub use config::{AmqpConfig, ConfigError, ExchangeType};
-pub use error::{AmqpError, Stage};
+pub use error::{AmqpError, ClientError, Stage};
 pub use sink::AmqpSink;
 #[cfg(feature = "source")]
 pub use source::{AmqpSource, AmqpSourceConfig};
