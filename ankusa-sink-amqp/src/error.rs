@@ -231,7 +231,9 @@ pub struct ClientError(pub(crate) lapin::Error);
 
 impl std::fmt::Debug for ClientError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("ClientError").field(&lapin_text(&self.0)).finish()
+        f.debug_tuple("ClientError")
+            .field(&lapin_text(&self.0))
+            .finish()
     }
 }
 

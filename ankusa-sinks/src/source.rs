@@ -1,6 +1,8 @@
 //! The `type`-tagged source config of `forward --from` and how it opens a source.
 
-use crate::config::{ConfigError, options, syntax};
+#[cfg(any(feature = "kafka", feature = "amqp", feature = "nats"))]
+use crate::config::options;
+use crate::config::{ConfigError, syntax};
 use crate::env::EnvAccess;
 use ankusa_source::{Source, SourceError, SourceOptions};
 
