@@ -47,6 +47,12 @@ for a in "${adapters[@]}"; do
   fi
 done
 
+step "forward --from kafka to kafka (release binary)"
+cargo bench -p ankusa-sink-cli --bench from_kafka --no-run
+if ! flock "$LOCK" cargo bench -p ankusa-sink-cli --bench from_kafka 2>&1 | tee "$BENCH_OUT_DIR/from_kafka.txt"; then
+  failed+=("from_kafka")
+fi
+
 step "core (criterion)"
 flock "$LOCK" cargo bench -p ankusa-dispatch --bench core -- --warm-up-time 1 --measurement-time 3 \
   2>&1 | tee "$BENCH_OUT_DIR/core.txt"
