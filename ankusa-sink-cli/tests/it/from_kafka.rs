@@ -286,11 +286,10 @@ fn a_missing_topic_stops_the_forwarder_with_a_config_error() {
         ),
     );
     let sink = Collector::start();
-    let f = Forwarder::spawn(&src, &sink.sink_file(), None, &[]);
-    let mut child = f.child;
+    let mut f = Forwarder::spawn(&src, &sink.sink_file(), None, &[]);
     let t0 = std::time::Instant::now();
     let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
+        if let Some(s) = f.child.try_wait().unwrap() {
             break s;
         }
         assert!(

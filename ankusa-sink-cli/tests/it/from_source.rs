@@ -214,6 +214,14 @@ impl Forwarder {
     }
 }
 
+impl Drop for Forwarder {
+    // A test that fails midway must not leave its forwarders running.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Wait until `done` holds, polling; panics with `what` after `limit`.
 pub(super) fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
     let t0 = Instant::now();
