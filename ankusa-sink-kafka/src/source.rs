@@ -3,7 +3,7 @@
 //! finished.
 
 use crate::client::Monitor;
-use crate::config::{ConfigError, KafkaConfig, SaslConfig, TlsConfig, validate_topic};
+use crate::config::{ConfigError, KafkaConfig, SaslConfig, TlsConfig};
 use ankusa_source::{Ack, Record, Settle, Settlement, Source, SourceError, SourceOptions, Window};
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer,
@@ -100,26 +100,17 @@ impl TryFrom<SourceRepr> for KafkaSourceConfig {
                 return Err(ConfigError::OwnedProperty(name.clone()));
             }
         }
-        if r.group.trim().is_empty() {
-            return Err(ConfigError::Value {
-                option: "group",
-                why: "must not be empty",
-            });
+        let mut c = KafkaSourceConfig::new(r.brokers.join(","), r.topic, r.group)?;
+        if let Some(id) = r.client_id {
+            c.conn.client_id = id;
         }
-        validate_topic(&r.topic)?;
-        let mut conn = KafkaConfig::new(r.brokers.join(","), r.topic)?;
-        conn.client_id = r
-            .client_id
-            .unwrap_or_else(|| DEFAULT_SOURCE_CLIENT_ID.to_owned());
-        conn.tls = r.tls;
-        conn.sasl = r.sasl;
-        conn.properties = r.properties;
-        conn.allow_insecure = r.allow_insecure;
-        Ok(KafkaSourceConfig {
-            conn: conn.checked()?,
-            group: r.group,
-            start: r.start,
-        })
+        c.conn.tls = r.tls;
+        c.conn.sasl = r.sasl;
+        c.conn.properties = r.properties;
+        c.conn.allow_insecure = r.allow_insecure;
+        c.conn = c.conn.checked()?;
+        c.start = r.start;
+        Ok(c)
     }
 }
 
@@ -149,8 +140,7 @@ impl KafkaSourceConfig {
         topic: impl Into<String>,
         group: impl Into<String>,
     ) -> Result<Self, ConfigError> {
-        let topic = topic.into();
-        validate_topic(&topic)?;
+        // `KafkaConfig::new` checks the brokers and the topic name.
         let mut conn = KafkaConfig::new(brokers, topic)?;
         conn.client_id = DEFAULT_SOURCE_CLIENT_ID.to_owned();
         let group = group.into();
@@ -314,19 +304,14 @@ impl ConsumerContext for SourceContext {
                 // Commit what is finished on the partitions leaving, then forget them:
                 // records of theirs still in flight settle into nothing, and their new
                 // owner reads them again (a duplicate, never a loss).
-                let mut tpl = TopicPartitionList::new();
-                {
+                let revoked: Vec<(i32, i64)> = {
                     let mut t = lock(&self.tracker);
-                    for e in list.elements() {
-                        if let Some(offset) = t.revoke(e.partition()) {
-                            let _ = tpl.add_partition_offset(
-                                &self.topic,
-                                e.partition(),
-                                Offset::Offset(offset),
-                            );
-                        }
-                    }
-                }
+                    list.elements()
+                        .iter()
+                        .filter_map(|e| t.revoke(e.partition()).map(|o| (e.partition(), o)))
+                        .collect()
+                };
+                let tpl = offsets(&self.topic, revoked);
                 if tpl.count() > 0
                     && let Err(e) = consumer.commit(&tpl, CommitMode::Sync)
                 {
@@ -420,13 +405,8 @@ impl KafkaSource {
 
     /// Commit every partition's finished offsets now, and wait for the broker's answer.
     fn commit_sync(&self) {
-        let mut tpl = TopicPartitionList::new();
-        {
-            let mut t = lock(&self.tracker);
-            for (p, offset) in t.due() {
-                let _ = tpl.add_partition_offset(&self.topic, p, Offset::Offset(offset));
-            }
-        }
+        let due = lock(&self.tracker).due();
+        let tpl = offsets(&self.topic, due);
         if tpl.count() > 0
             && let Err(e) = self.consumer.commit(&tpl, CommitMode::Sync)
         {
@@ -452,14 +432,19 @@ async fn commit_loop(
         if due.is_empty() {
             continue;
         }
-        let mut tpl = TopicPartitionList::new();
-        for (p, offset) in due {
-            let _ = tpl.add_partition_offset(&topic, p, Offset::Offset(offset));
-        }
-        if let Err(e) = consumer.commit(&tpl, CommitMode::Async) {
+        if let Err(e) = consumer.commit(&offsets(&topic, due), CommitMode::Async) {
             tracing::debug!(target: "ankusa_source", error = %e, "offset commit failed");
         }
     }
+}
+
+/// The commit list of `(partition, offset)` pairs of `topic`.
+fn offsets(topic: &str, offsets: Vec<(i32, i64)>) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::new();
+    for (p, offset) in offsets {
+        let _ = tpl.add_partition_offset(topic, p, Offset::Offset(offset));
+    }
+    tpl
 }
 
 /// The settle handle of one record.
