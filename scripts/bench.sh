@@ -5,7 +5,8 @@
 #   bash scripts/bench.sh                 everything
 #   BENCH_ADAPTERS="http kafka" bash scripts/bench.sh    a subset of adapters (core still runs)
 #
-# Results: target/bench-results/{<adapter>.json,<adapter>.txt,core.txt,allocs.txt,table.md};
+# Results: target/bench-results/{<adapter>.json,<adapter>.txt,core.txt,allocs.txt,table.md,
+# pipeline.json,pipeline.md} (pipeline: scripts/bench_pipeline.py, forward vs a user's script);
 # chart: docs/benchmarks-throughput.svg. Measurements hold /tmp/ankusa-bench.lock so two
 # benchmark runs on this machine never overlap; builds happen before, outside the lock.
 set -euo pipefail
@@ -53,6 +54,14 @@ if ! flock "$LOCK" cargo bench -p ankusa-sink-cli --bench from_kafka 2>&1 | tee 
   failed+=("from_kafka")
 fi
 
+step "pipeline: forward against what a user would write instead (release binary)"
+cargo build --release --locked -p ankusa-sink-cli
+if ! python3 scripts/bench_pipeline.py --cli "$CARGO_TARGET_DIR/release/ankusa-sink" \
+    --out "$BENCH_OUT_DIR" --concurrency-variants 32,4096 --rss-scaling \
+    2>&1 | tee "$BENCH_OUT_DIR/pipeline.txt"; then
+  failed+=("pipeline")
+fi
+
 step "core (criterion)"
 flock "$LOCK" cargo bench -p ankusa-dispatch --bench core -- --warm-up-time 1 --measurement-time 3 \
   2>&1 | tee "$BENCH_OUT_DIR/core.txt"
@@ -61,6 +70,10 @@ flock "$LOCK" cargo bench -p ankusa-dispatch --bench allocs 2>&1 | tee "$BENCH_O
 
 step "chart and table"
 python3 scripts/bench_chart.py "$BENCH_OUT_DIR" docs/benchmarks-throughput.svg "$BENCH_OUT_DIR/table.md"
+if [ -f "$BENCH_OUT_DIR/pipeline.md" ]; then
+  printf '\n' >> "$BENCH_OUT_DIR/table.md"
+  cat "$BENCH_OUT_DIR/pipeline.md" >> "$BENCH_OUT_DIR/table.md"
+fi
 
 if ((${#failed[@]})); then
   echo "bench.sh: these benches failed: ${failed[*]}" >&2

@@ -8,8 +8,8 @@ use crate::metrics as m;
 use crate::policy::{Action, DispatchPolicy, decide, record};
 use ankusa_claimcheck::{ClaimStore, needs_claim};
 use ankusa_sink_core::{
-    Claim, Ctx, Envelope, ErrorClass, Failure, Reason, Sink, resolve_batched,
-    resolve_inline_max_bytes, safe_deliver,
+    Claim, Ctx, Envelope, ErrorClass, Failure, InFlight, Reason, Sink, resolve_batched,
+    resolve_in_flight, resolve_inline_max_bytes, safe_deliver,
 };
 use ankusa_source::{Ack, Settlement};
 use std::cmp::Reverse;
@@ -31,17 +31,27 @@ use tokio::time::Instant;
 pub struct DispatchConfig {
     /// Retry policy, the retry-after cap and the horizon.
     pub policy: DispatchPolicy,
-    /// Attempts in flight at once over every sink (batching sinks' attempts not counted).
+    /// Attempts in flight at once over every sink without a window of its own (see
+    /// `sink_windows`; batching sinks' attempts are not counted).
     pub concurrency: usize,
-    /// Attempts in flight at once per sink (batching sinks' attempts not counted).
+    /// Attempts in flight at once per sink (batching sinks' attempts not counted); for a
+    /// sink with a window, this replaces the window's delivery count.
     pub sink_concurrency: Option<usize>,
+    /// Whether a sink that declares a pipeline window ([`Sink::in_flight`]) runs on it,
+    /// outside `concurrency` (default `true`). `false`: every sink shares `concurrency`.
+    pub sink_windows: bool,
     /// An attempt that has not answered after this long is a transient failure.
     pub attempt_timeout: Duration,
     /// The per-sink circuit breaker.
     pub breaker: BreakerConfig,
     /// (hook, sink) jobs admitted before their first attempt has settled: what
-    /// [`Dispatcher::submit`] waits on. Default: twice `concurrency`.
+    /// [`Dispatcher::submit`] waits on. Default: twice `concurrency` plus twice every
+    /// sink window's delivery count.
     pub intake: Option<usize>,
+    /// Body bytes of the hooks admitted before every first attempt of theirs has settled,
+    /// at most (a larger body is admitted alone). Default: 64 MiB, or twice the sum of
+    /// the sink windows' bytes when that is more.
+    pub intake_bytes: Option<usize>,
 }
 
 impl Default for DispatchConfig {
@@ -50,9 +60,11 @@ impl Default for DispatchConfig {
             policy: DispatchPolicy::default(),
             concurrency: 32,
             sink_concurrency: None,
+            sink_windows: true,
             attempt_timeout: Duration::from_secs(30),
             breaker: BreakerConfig::default(),
             intake: None,
+            intake_bytes: None,
         }
     }
 }
@@ -76,6 +88,13 @@ impl DispatchConfig {
         self
     }
 
+    /// Whether sinks run on their own pipeline windows (`true`, the default) or all
+    /// share `concurrency`.
+    pub fn with_sink_windows(mut self, on: bool) -> Self {
+        self.sink_windows = on;
+        self
+    }
+
     /// The attempt timeout.
     pub fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
         self.attempt_timeout = timeout;
@@ -91,6 +110,12 @@ impl DispatchConfig {
     /// Jobs admitted before their first attempt settles.
     pub fn with_intake(mut self, n: usize) -> Self {
         self.intake = Some(n);
+        self
+    }
+
+    /// Body bytes admitted before their hooks' first attempts settle.
+    pub fn with_intake_bytes(mut self, n: usize) -> Self {
+        self.intake_bytes = Some(n);
         self
     }
 }
@@ -271,7 +296,7 @@ pub struct Delivery {
     pub retry_after_ms: Option<u64>,
     // Held until the caller drops the delivery: a caller that stops reading outcomes stops
     // intake instead of piling them up.
-    _permit: Option<OwnedSemaphorePermit>,
+    _permit: Option<Permit>,
     // The hook's source acknowledgement, settled when its last holder is dropped: after
     // the caller has seen every outcome of the hook.
     settle: Option<Arc<HookSettle>>,
@@ -437,19 +462,38 @@ impl DispatcherBuilder {
         if self.config.concurrency == 0 || self.config.sink_concurrency == Some(0) {
             return Err(BuildError::ZeroConcurrency);
         }
-        let (index, slots) = slots(self.sinks)?;
+        let (index, slots) = slots(self.sinks, self.config.sink_windows)?;
         let routes = routes(self.routes, &index)?;
         let n = slots.len();
+        let windows = slots.iter().filter_map(|s| s.window);
+        let (window_deliveries, window_bytes) = windows.fold((0usize, 0usize), |(d, b), w| {
+            (
+                d.saturating_add(w.deliveries.get()),
+                b.saturating_add(w.bytes.get()),
+            )
+        });
         let intake = self
             .config
             .intake
-            .unwrap_or(self.config.concurrency.saturating_mul(2))
+            .unwrap_or(
+                self.config
+                    .concurrency
+                    .saturating_add(window_deliveries)
+                    .saturating_mul(2),
+            )
             .max(n);
+        let intake_bytes = self
+            .config
+            .intake_bytes
+            .unwrap_or(DEFAULT_INTAKE_BYTES.max(window_bytes.saturating_mul(2)))
+            .clamp(1, MAX_INTAKE_BYTES);
         let shared = Arc::new(Shared {
             index,
             routes,
             all: (0..n).collect(),
             intake: Arc::new(Semaphore::new(intake)),
+            intake_bytes: Arc::new(Semaphore::new(intake_bytes)),
+            intake_bytes_max: u32::try_from(intake_bytes).unwrap_or(u32::MAX),
             closed: AtomicBool::new(false),
             waiting: Arc::new(AtomicUsize::new(0)),
         });
@@ -472,6 +516,7 @@ impl DispatcherBuilder {
             next_hook: 0,
             ready: (0..n).map(|_| VecDeque::new()).collect(),
             in_flight: vec![0; n],
+            in_flight_bytes: vec![0; n],
             in_flight_total: 0,
             running: HashMap::new(),
             next_attempt: 0,
@@ -497,6 +542,7 @@ impl DispatcherBuilder {
 /// Each sink's slot, and its position by name; a name given twice is an error.
 fn slots(
     sinks: Vec<(String, Arc<dyn Sink>)>,
+    windows: bool,
 ) -> Result<(HashMap<String, usize>, Vec<Slot>), BuildError> {
     let mut index = HashMap::new();
     let mut slots = Vec::new();
@@ -509,6 +555,7 @@ fn slots(
             metrics: m::SinkMetrics::new(&name),
             name: Arc::from(name.as_str()),
             batched: resolve_batched(&sink),
+            window: windows.then(|| resolve_in_flight(&sink)).flatten(),
             threshold,
             sink,
         });
@@ -565,6 +612,9 @@ struct Shared {
     routes: HashMap<String, Vec<usize>>,
     all: Vec<usize>,
     intake: Arc<Semaphore>,
+    /// Body bytes: each hook takes its size (at most `intake_bytes_max`), shared by its jobs.
+    intake_bytes: Arc<Semaphore>,
+    intake_bytes_max: u32,
     closed: AtomicBool,
     waiting: Arc<AtomicUsize>,
 }
@@ -587,11 +637,31 @@ impl Dispatcher {
             Ok(p) => p,
             Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
         };
+        // Bytes after jobs, always in this order, so two submits never wait on each other.
+        let weight = u32::try_from(hook.envelope.size())
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.shared.intake_bytes_max);
+        let bytes = match self
+            .shared
+            .intake_bytes
+            .clone()
+            .acquire_many_owned(weight)
+            .await
+        {
+            Ok(p) => Arc::new(p),
+            Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
+        };
         let mut permits = Vec::with_capacity(sinks.len());
         for _ in 1..sinks.len() {
-            permits.push(all.split(1).expect("one permit per sink"));
+            permits.push(Permit {
+                _job: all.split(1).expect("one permit per sink"),
+                _bytes: bytes.clone(),
+            });
         }
-        permits.push(all);
+        permits.push(Permit {
+            _job: all,
+            _bytes: bytes,
+        });
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(SubmitError::ShuttingDown(Box::new(hook)));
         }
@@ -651,6 +721,7 @@ impl Dispatcher {
     pub async fn shutdown(&self, grace: Duration) -> Vec<Unfinished> {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.intake.close();
+        self.shared.intake_bytes.close();
         let (reply, rx) = oneshot::channel();
         if self.tx.send(In::Shutdown { grace, reply }).is_err() {
             return Vec::new();
@@ -664,6 +735,8 @@ struct Slot {
     name: Arc<str>,
     sink: Arc<dyn Sink>,
     batched: bool,
+    /// The sink's own pipeline window, when it has one and windows are on.
+    window: Option<InFlight>,
     threshold: Option<NonZeroUsize>,
     metrics: m::SinkMetrics,
 }
@@ -673,7 +746,7 @@ enum In {
     Submit {
         hook: Box<Hook>,
         sinks: Vec<usize>,
-        permits: Vec<OwnedSemaphorePermit>,
+        permits: Vec<Permit>,
     },
     Shutdown {
         grace: Duration,
@@ -737,7 +810,24 @@ struct Job {
     /// The pause decided for `last_failure` when it was a throttle, in ms (saturating; it
     /// sits in `attempts`' padding, so a waiting job is no larger for it).
     last_pause_ms: Option<NonZeroU32>,
-    permit: Option<OwnedSemaphorePermit>,
+    /// Body bytes an attempt charges to its sink's window: the body when it goes inline,
+    /// nothing when a claim goes instead (saturating).
+    weight: u32,
+    permit: Option<Permit>,
+}
+
+/// A job's share of the intake: its own slot and its hook's bytes (the bytes go back when
+/// the hook's last job gives its permit back).
+struct Permit {
+    _job: OwnedSemaphorePermit,
+    _bytes: Arc<OwnedSemaphorePermit>,
+}
+
+/// An attempt in flight.
+struct Running {
+    job: Job,
+    /// Body bytes charged to its sink's window.
+    bytes: usize,
 }
 
 /// A job waiting for its retry time.
@@ -796,6 +886,11 @@ impl Clock {
 /// How often an open breaker's held jobs are checked against the horizon.
 const HELD_SCAN: Duration = Duration::from_secs(1);
 
+/// The intake's default bound on body bytes.
+const DEFAULT_INTAKE_BYTES: usize = 64 << 20;
+/// The most a semaphore holds (tokio's `Semaphore::MAX_PERMITS`).
+const MAX_INTAKE_BYTES: usize = usize::MAX >> 3;
+
 /// At most this many messages are taken between two pumps.
 const BURST: usize = 256;
 
@@ -812,8 +907,11 @@ struct Scheduler {
     next_hook: u64,
     ready: Vec<VecDeque<Job>>,
     in_flight: Vec<usize>,
+    /// Body bytes in flight per sink (windowed sinks only).
+    in_flight_bytes: Vec<usize>,
+    /// Attempts in flight over the sinks that share `concurrency`.
     in_flight_total: usize,
-    running: HashMap<u64, Job>,
+    running: HashMap<u64, Running>,
     next_attempt: u64,
     tasks: JoinSet<()>,
     /// Which attempt each attempt task runs, to fail it if the task dies.
@@ -949,7 +1047,7 @@ impl Scheduler {
         }
     }
 
-    fn submit(&mut self, hook: Hook, sinks: Vec<usize>, permits: Vec<OwnedSemaphorePermit>) {
+    fn submit(&mut self, hook: Hook, sinks: Vec<usize>, permits: Vec<Permit>) {
         if self.stopping.is_some() {
             // Raced with a shutdown: hand it back as unfinished rather than drop it.
             let env = Arc::new(hook.envelope);
@@ -984,10 +1082,15 @@ impl Scheduler {
             claim = ClaimPhase::Needed;
         }
         let now = self.clock.now_ms();
+        let size = hook.envelope.size();
+        // A claim travels instead of the body to every sink the body is too large for,
+        // once a claim exists (given, or checked in before any job runs).
+        let claims = ctx.claim.is_some() || claim == ClaimPhase::Needed;
         let jobs: Vec<Job> = sinks
             .iter()
+            .zip(&thresholds)
             .zip(permits)
-            .map(|(&sink, permit)| Job {
+            .map(|((&sink, threshold), permit)| Job {
                 hook: id,
                 sink,
                 attempts: 0,
@@ -995,6 +1098,10 @@ impl Scheduler {
                 last_ms: now,
                 last_failure: None,
                 last_pause_ms: None,
+                weight: match threshold {
+                    Some(t) if claims && size > t.get() as u64 => 0,
+                    _ => u32::try_from(size).unwrap_or(u32::MAX),
+                },
                 permit: Some(permit),
             })
             .collect();
@@ -1110,16 +1217,10 @@ impl Scheduler {
             let mut started = false;
             for k in 0..n {
                 let i = (self.next_sink + k) % n;
-                if self.ready[i].is_empty() {
+                let Some(next) = self.ready[i].front() else {
                     continue;
-                }
-                if !self.slots[i].batched
-                    && (self.in_flight_total >= self.config.concurrency
-                        || self
-                            .config
-                            .sink_concurrency
-                            .is_some_and(|c| self.in_flight[i] >= c))
-                {
+                };
+                if !self.has_room(i, next.weight) {
                     continue;
                 }
                 if !self.breakers[i].admit(now) {
@@ -1132,6 +1233,26 @@ impl Scheduler {
             }
             if !started {
                 return;
+            }
+        }
+    }
+
+    /// Whether sink `i` may start an attempt of `weight` body bytes now.
+    fn has_room(&self, i: usize, weight: u32) -> bool {
+        let slot = &self.slots[i];
+        if slot.batched {
+            return true;
+        }
+        let per_sink = self.config.sink_concurrency;
+        match slot.window {
+            None => {
+                self.in_flight_total < self.config.concurrency
+                    && per_sink.is_none_or(|c| self.in_flight[i] < c)
+            }
+            Some(w) => {
+                let bytes = self.in_flight_bytes[i];
+                self.in_flight[i] < per_sink.unwrap_or(w.deliveries.get())
+                    && (bytes == 0 || bytes.saturating_add(weight as usize) <= w.bytes.get())
             }
         }
     }
@@ -1188,12 +1309,18 @@ impl Scheduler {
         );
         let id = self.next_attempt;
         self.next_attempt += 1;
+        let mut bytes = 0;
         if !slot.batched {
-            self.in_flight_total += 1;
             self.in_flight[job.sink] += 1;
+            if slot.window.is_some() {
+                bytes = job.weight as usize;
+                self.in_flight_bytes[job.sink] += bytes;
+            } else {
+                self.in_flight_total += 1;
+            }
         }
         slot.metrics.attempts.increment(1);
-        self.running.insert(id, job);
+        self.running.insert(id, Running { job, bytes });
         let tx = self.tx.clone();
         let handle = self.tasks.spawn(async move {
             let started = Instant::now();
@@ -1243,13 +1370,17 @@ impl Scheduler {
     }
 
     fn done(&mut self, attempt: u64, result: Result<(), Failure>, took: Duration) {
-        let Some(job) = self.running.remove(&attempt) else {
+        let Some(Running { job, bytes }) = self.running.remove(&attempt) else {
             return;
         };
         let slot = &self.slots[job.sink];
         if !slot.batched {
-            self.in_flight_total -= 1;
             self.in_flight[job.sink] -= 1;
+            if slot.window.is_some() {
+                self.in_flight_bytes[job.sink] -= bytes;
+            } else {
+                self.in_flight_total -= 1;
+            }
         }
         slot.metrics.seconds.record(took.as_secs_f64());
         match result {
@@ -1525,7 +1656,7 @@ impl Scheduler {
             self.handle(report);
         }
         self.tasks.abort_all();
-        let running: Vec<Job> = self.running.drain().map(|(_, j)| j).collect();
+        let running: Vec<Job> = self.running.drain().map(|(_, r)| r.job).collect();
         for job in running {
             self.unfinished(job, true);
         }

@@ -6,7 +6,7 @@ use crate::error::{AmqpError, Stage, printable};
 use crate::outgoing::{self, Publish};
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait,
+    Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
 };
 use futures_util::StreamExt as _;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
@@ -22,6 +22,13 @@ use tokio::time::{Instant, timeout, timeout_at};
 /// After a failed connection attempt, deliveries fail at once (with that attempt's error)
 /// for this long instead of each dialling the broker again.
 pub(crate) const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
+
+/// The pipeline window: publishes on the confirm-mode channel are pipelined, and RabbitMQ
+/// confirms them in batches, so many outstanding publishes keep the channel busy.
+const WINDOW: InFlight = InFlight::new(
+    NonZeroUsize::new(1024).expect("positive"),
+    NonZeroUsize::new(16 << 20).expect("positive"),
+);
 
 /// Publishes Message v1 to a RabbitMQ exchange with publisher confirms and `mandatory`.
 ///
@@ -364,6 +371,10 @@ impl Sink for AmqpSink {
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
         Some(self.cfg.inline_max_bytes())
+    }
+
+    fn in_flight(&self) -> Option<InFlight> {
+        Some(WINDOW)
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {

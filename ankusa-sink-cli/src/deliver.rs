@@ -1,6 +1,7 @@
 //! `deliver` and `forward`: hooks through an `ankusa-dispatch` dispatcher to one sink or
 //! several (fan-out), one outcome line per (hook, sink).
 
+use crate::lines::{Parsed, spawn_reader};
 use crate::output::{Output, escape_control};
 use crate::{
     DeliverArgs, DispatchArgs, EXIT_FAILED, EXIT_OUTPUT, EXIT_USAGE, ForwardArgs, RetryArgs,
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, BufReader};
+use tokio::io::AsyncReadExt as _;
 use tokio::sync::{mpsc, watch};
 
 /// Why a run stopped taking new hooks before its input ended.
@@ -172,11 +173,16 @@ fn dispatcher(
     sinks: &[NamedSink],
     d: &DispatchArgs,
     retry: &RetryArgs,
-    concurrency: usize,
+    concurrency: Option<usize>,
 ) -> Result<(Dispatcher, ankusa_dispatch::Deliveries, Option<DeadLetter>), UsageError> {
-    let config = DispatchConfig::default()
+    let mut config = DispatchConfig::default();
+    // A limit the user set is a limit over every sink, as it always was; left unset,
+    // each sink that pipelines runs on its own window.
+    if let Some(n) = concurrency {
+        config = config.with_concurrency(n).with_sink_windows(false);
+    }
+    let config = config
         .with_policy(policy(retry))
-        .with_concurrency(concurrency)
         .with_attempt_timeout(Duration::from_secs(retry.attempt_timeout))
         .with_breaker(BreakerConfig::new(
             d.breaker_failures,
@@ -228,8 +234,9 @@ enum Read {
 /// Where the hooks come from.
 enum Input {
     One(Box<Hook>),
+    /// Parsed lines from the reader thread; lines over `max_line` bytes were skipped.
     Lines {
-        reader: Box<dyn AsyncRead + Unpin + Send>,
+        lines: mpsc::Receiver<Vec<Parsed>>,
         max_line: usize,
     },
     /// A durable source; bodies of claimed Message v1 records are redeemed from the store.
@@ -293,56 +300,53 @@ async fn read_and_submit(
             source.stop();
             return Some(source);
         }
-        Input::Lines { reader, max_line } => {
-            let mut reader = BufReader::with_capacity(64 * 1024, reader);
+        Input::Lines {
+            mut lines,
+            max_line,
+        } => {
             // One replay job per run: every dead-letter line it replays carries its id.
             let replay_id = ulid::Ulid::new().to_string();
-            let mut n = 0u64;
             loop {
-                if stop.borrow().is_some() {
-                    return None;
-                }
-                let read = tokio::select! {
+                let batch = tokio::select! {
                     biased;
                     _ = stop.wait_for(Option::is_some) => return None,
-                    r = read_line(&mut reader, max_line) => r,
+                    b = lines.recv() => match b {
+                        Some(b) => b,
+                        None => return None,
+                    },
                 };
-                n += 1;
-                let bytes = match read {
-                    Ok(None) => return None,
-                    Err(e) => {
-                        let _ = tx.send(Read::InputError(format!(
-                            "reading the input failed after line {}: {e}",
-                            n - 1
-                        )));
+                for parsed in batch {
+                    if stop.borrow().is_some() {
                         return None;
                     }
-                    Ok(Some(InputLine::TooLong)) => {
-                        let _ = tx.send(Read::Invalid(
-                            n,
-                            format!("longer than --max-line-bytes ({max_line} bytes)"),
-                        ));
-                        continue;
-                    }
-                    Ok(Some(InputLine::Bytes(b))) => b,
-                };
-                if bytes.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                match parse_line(&bytes) {
-                    Err(reason) => {
-                        let _ = tx.send(Read::Invalid(n, reason));
-                    }
-                    Ok((env, None)) => submit(hook_of(env)).await,
-                    Ok((env, Some(sink))) => {
-                        if names.contains(&sink) {
-                            submit(hook_of(env).only_sink(sink).replay_id(replay_id.clone())).await;
-                        } else {
-                            let _ = tx.send(Read::NoSuchSink {
-                                id: env.id().to_owned(),
-                                sink,
-                                env: Some(Box::new(env)),
-                            });
+                    match parsed {
+                        Parsed::Failed(n, e) => {
+                            let _ = tx.send(Read::InputError(format!(
+                                "reading the input failed after line {n}: {e}"
+                            )));
+                            return None;
+                        }
+                        Parsed::TooLong(n) => {
+                            let _ = tx.send(Read::Invalid(
+                                n,
+                                format!("longer than --max-line-bytes ({max_line} bytes)"),
+                            ));
+                        }
+                        Parsed::Invalid(n, reason) => {
+                            let _ = tx.send(Read::Invalid(n, reason));
+                        }
+                        Parsed::Hook(env, None) => submit(hook_of(*env)).await,
+                        Parsed::Hook(env, Some(sink)) => {
+                            if names.contains(&sink) {
+                                submit(hook_of(*env).only_sink(sink).replay_id(replay_id.clone()))
+                                    .await;
+                            } else {
+                                let _ = tx.send(Read::NoSuchSink {
+                                    id: env.id().to_owned(),
+                                    sink,
+                                    env: Some(env),
+                                });
+                            }
                         }
                     }
                 }
@@ -415,7 +419,7 @@ fn hook_sink(hook: &Hook) -> Option<String> {
 
 /// Parse one input line: an envelope, or a dead-letter record (an envelope plus the sink it
 /// died at). The error never quotes the input: envelopes carry secrets.
-fn parse_line(bytes: &[u8]) -> Result<(Envelope, Option<String>), String> {
+pub(crate) fn parse_line(bytes: &[u8]) -> Result<(Envelope, Option<String>), String> {
     let text = std::str::from_utf8(bytes)
         .map_err(|e| format!("not UTF-8 (invalid byte at offset {})", e.valid_up_to()))?;
     if !text.contains("\"dead_letter\"")
@@ -468,7 +472,7 @@ impl Run<'_> {
     /// further hooks.
     fn line(&mut self, json: impl FnOnce() -> String, human: Option<String>) {
         let written = if self.json {
-            self.out.stdout_line(&json())
+            self.out.buffer_line(&json())
         } else if let Some(line) = human {
             let out = &mut self.out;
             self.progress.suspend(|| out.stderr_outcome(&line))
@@ -476,15 +480,28 @@ impl Run<'_> {
             true
         };
         if !written {
-            // A signal that stopped the run first keeps its exit code.
-            self.stop_tx.send_if_modified(|s| {
-                let first = s.is_none();
-                if first {
-                    *s = Some(Stop::Output);
-                }
-                first
-            });
+            self.output_lost();
         }
+    }
+
+    /// Write the queued outcome lines (after a burst of outcomes, and at the end).
+    fn flush(&mut self) {
+        if !self.out.flush() {
+            self.output_lost();
+        }
+    }
+
+    /// An outcome line could not be written: stop the run, nobody could learn what happens
+    /// to further hooks.
+    fn output_lost(&mut self) {
+        // A signal that stopped the run first keeps its exit code.
+        self.stop_tx.send_if_modified(|s| {
+            let first = s.is_none();
+            if first {
+                *s = Some(Stop::Output);
+            }
+            first
+        });
     }
 
     /// A line per hook still unfinished when the dispatcher shut down.
@@ -603,13 +620,16 @@ impl Run<'_> {
     }
 }
 
+/// Outcomes reported between two writes to stdout, at most.
+const OUTCOME_BURST: u64 = 1024;
+
 /// Run `input` through a dispatcher over `sinks` and report every (hook, sink) pair.
 async fn run(
     input: Input,
     sinks: Vec<NamedSink>,
     dispatch: &DispatchArgs,
     retry: &RetryArgs,
-    concurrency: usize,
+    concurrency: Option<usize>,
     stop_tx: Arc<watch::Sender<Option<Stop>>>,
     summary_line: bool,
 ) -> Result<ExitCode, UsageError> {
@@ -647,20 +667,36 @@ async fn run(
         }
         tokio::select! {
             r = rx.recv() => match r {
-                Some(r) => run.read(r, &mut expected, &mut input_error).await,
+                Some(r) => {
+                    run.read(r, &mut expected, &mut input_error).await;
+                    run.flush();
+                }
                 None => input_done = true,
             },
             d = deliveries.recv() => match d {
                 Some(d) => {
-                    received += 1;
-                    run.delivery(&d);
-                    progress.inc(1);
-                    progress.set_message(format!(
-                        "read {expected} delivered {} failed {} waiting {}",
-                        run.summary.delivered,
-                        run.summary.failed.values().sum::<u64>(),
-                        dispatcher.waiting()
-                    ));
+                    // This delivery and whatever else is already in, then one write.
+                    let mut next = Some(d);
+                    let mut burst = 0;
+                    while let Some(d) = next.take() {
+                        received += 1;
+                        run.delivery(&d);
+                        drop(d);
+                        burst += 1;
+                        if burst < OUTCOME_BURST {
+                            next = deliveries.try_recv();
+                        }
+                    }
+                    run.flush();
+                    progress.inc(burst);
+                    if !progress.is_hidden() {
+                        progress.set_message(format!(
+                            "read {expected} delivered {} failed {} waiting {}",
+                            run.summary.delivered,
+                            run.summary.failed.values().sum::<u64>(),
+                            dispatcher.waiting()
+                        ));
+                    }
                 }
                 // The dispatcher has shut down and every delivery is in.
                 None => break,
@@ -684,6 +720,7 @@ async fn run(
         run.delivery(&d);
     }
     run.abandoned(&unfinished);
+    run.flush();
     // Every finished hook is settled by now (its deliveries were reported and dropped;
     // the unfinished released): make the acknowledgements final and leave the broker.
     drop(unfinished);
@@ -809,7 +846,7 @@ pub(crate) async fn deliver_one(
     if let Some(r) = &a.replay_id {
         hook = hook.replay_id(r.clone());
     }
-    let concurrency = sinks.len();
+    let concurrency = Some(sinks.len());
     run(
         Input::One(Box::new(hook)),
         sinks,
@@ -827,68 +864,14 @@ fn signal_exit(sig: i32) -> ExitCode {
     ExitCode::from(u8::try_from(128 + sig).unwrap_or(EXIT_FAILED))
 }
 
-async fn open_input(spec: &str) -> Result<Box<dyn AsyncRead + Unpin + Send>, UsageError> {
+fn open_input(spec: &str) -> Result<Box<dyn std::io::Read + Send>, UsageError> {
     if spec == "-" {
-        Ok(Box::new(tokio::io::stdin()))
+        Ok(Box::new(std::io::stdin()))
     } else {
-        let f = tokio::fs::File::open(spec)
-            .await
+        let f = std::fs::File::open(spec)
             .map_err(|e| UsageError(format!("cannot open the input {spec}: {e}")))?;
         Ok(Box::new(f))
     }
-}
-
-/// One line of input, at most `max` bytes (without the newline).
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum InputLine {
-    /// The line's bytes.
-    Bytes(Vec<u8>),
-    /// The line was longer than the cap: it was skipped up to its newline, never held.
-    TooLong,
-}
-
-/// Read the next line, holding at most `max` bytes of it; `None` at the end of the input.
-pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
-    r: &mut R,
-    max: usize,
-) -> std::io::Result<Option<InputLine>> {
-    let mut line = Vec::new();
-    let mut too_long = false;
-    let mut any = false;
-    loop {
-        let buf = r.fill_buf().await?;
-        if buf.is_empty() {
-            break;
-        }
-        any = true;
-        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (&buf[..i], i + 1),
-            None => (buf, buf.len()),
-        };
-        let found_newline = done > chunk.len();
-        if !too_long {
-            if line.len() + chunk.len() > max {
-                too_long = true;
-                line = Vec::new();
-            } else {
-                line.extend_from_slice(chunk);
-            }
-        }
-        r.consume(done);
-        if found_newline {
-            break;
-        }
-    }
-    if !any {
-        return Ok(None);
-    }
-    if too_long {
-        return Ok(Some(InputLine::TooLong));
-    }
-    if line.last() == Some(&b'\r') {
-        line.pop();
-    }
-    Ok(Some(InputLine::Bytes(line)))
 }
 
 /// Refuse a `--dead-letter` file that is the input itself: the reader would take each dead
@@ -918,14 +901,15 @@ pub(crate) async fn forward(
     sinks: Vec<NamedSink>,
     stop_tx: Arc<watch::Sender<Option<Stop>>>,
 ) -> Result<ExitCode, UsageError> {
-    if a.concurrency == 0 {
+    if a.concurrency == Some(0) {
         return Err(UsageError("--concurrency must be at least 1".into()));
     }
     if let Some(from) = &a.from {
         let options = crate::from_source::options(
             a.max_unacked,
             Duration::from_secs(a.retry.attempt_timeout),
-            a.concurrency,
+            a.concurrency
+                .unwrap_or(DispatchConfig::default().concurrency),
         );
         let claims = match &a.dispatch.claim_store {
             Some(spec) => Some(claim_store(spec)?),
@@ -945,9 +929,16 @@ pub(crate) async fn forward(
     }
     refuse_own_dead_letters(&a.input, a.dispatch.dead_letter.as_deref())?;
     let max_line = usize::try_from(a.max_line_bytes).unwrap_or(usize::MAX);
-    let reader = open_input(&a.input).await?;
+    // Message v1 sinks carry the body's SHA-256: the reader thread computes it.
+    let subject = ankusa_sink_core::Subject::new("forward", None);
+    let digest = sinks.iter().any(|s| {
+        ankusa_sink_core::resolve_describe(&*s.sink, &subject)
+            .is_some_and(|d| d.payload == ankusa_sink_core::Payload::Message)
+    });
+    let lines = spawn_reader(open_input(&a.input)?, max_line, parse_line, digest)
+        .map_err(|e| UsageError(format!("cannot start the input reader: {e}")))?;
     run(
-        Input::Lines { reader, max_line },
+        Input::Lines { lines, max_line },
         sinks,
         &a.dispatch,
         &a.retry,
@@ -961,34 +952,6 @@ pub(crate) async fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    async fn lines(input: &[u8], max: usize) -> Vec<InputLine> {
-        let mut r = BufReader::with_capacity(4, input);
-        let mut out = Vec::new();
-        while let Some(l) = read_line(&mut r, max).await.unwrap() {
-            out.push(l);
-        }
-        out
-    }
-
-    #[tokio::test]
-    async fn lines_are_capped_without_holding_them() {
-        let got = lines(b"ab\r\n0123456789\nxyz", 5).await;
-        assert_eq!(
-            got,
-            [
-                InputLine::Bytes(b"ab".to_vec()),
-                InputLine::TooLong,
-                InputLine::Bytes(b"xyz".to_vec()),
-            ]
-        );
-        assert_eq!(lines(b"", 5).await, []);
-        assert_eq!(lines(b"\n\n", 5).await.len(), 2);
-        assert_eq!(
-            lines(b"12345\n", 5).await,
-            [InputLine::Bytes(b"12345".to_vec())]
-        );
-    }
 
     #[test]
     fn envelope_errors_never_quote_the_input() {
@@ -1054,7 +1017,7 @@ mod tests {
             attempt_timeout: 30,
             json: true,
         };
-        let (dispatcher, mut deliveries, _) = dispatcher(&sinks, &d, &r, 1).unwrap();
+        let (dispatcher, mut deliveries, _) = dispatcher(&sinks, &d, &r, Some(1)).unwrap();
         let env = Envelope::builder("h-1", "s", "x").build().unwrap();
         dispatcher
             .submit(ankusa_dispatch::Hook::new(env))

@@ -9,6 +9,7 @@ mod asyncapi;
 mod deliver;
 mod from_source;
 mod gen_cmd;
+mod lines;
 mod output;
 
 use ankusa_sink_core::{Check, Sink, Subject, resolve_describe};
@@ -167,9 +168,11 @@ struct ForwardArgs {
     /// reading instead of growing memory).
     #[arg(long, default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_unacked: u64,
-    /// Deliveries in flight at once.
-    #[arg(long, default_value_t = 32)]
-    concurrency: usize,
+    /// Deliveries in flight at once, over every sink. Default: each sink's own pipeline
+    /// window (Kafka, AMQP, NATS and Redis: 1024 deliveries), and 32 shared by the
+    /// sinks that make one request per delivery (HTTP, log, SQS/SNS, Pub/Sub).
+    #[arg(long, value_name = "N")]
+    concurrency: Option<usize>,
     /// An input line longer than this is reported invalid without being held in memory.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     max_line_bytes: u64,
@@ -322,7 +325,28 @@ fn log_directives(spec: &str) -> String {
             }
         }
     }
+    if !wants_attempt_spans(spec) {
+        out.push_str(&format!(",{ATTEMPT_TARGET}=warn"));
+    }
     out
+}
+
+/// The dispatcher's per-attempt span (at info): formatting its fields for the log costs
+/// more CPU per delivery than the Kafka sink's own work, and the sinks log from their
+/// connection tasks, outside it. On when `RUST_LOG` asks for debug or names the dispatcher.
+const ATTEMPT_TARGET: &str = "ankusa_dispatch::attempt";
+
+fn wants_attempt_spans(spec: &str) -> bool {
+    spec.split(',').any(|d| {
+        let (target, level) = match d.split_once('=') {
+            Some((t, l)) => (t.trim(), Some(l.trim())),
+            None => (d.trim(), None),
+        };
+        let dispatcher = target == "ankusa_dispatch" || target.starts_with("ankusa_dispatch::");
+        let verbose = level.is_none()
+            && (target.eq_ignore_ascii_case("debug") || target.eq_ignore_ascii_case("trace"));
+        dispatcher || verbose
+    })
 }
 
 fn init_logging() {
@@ -485,13 +509,20 @@ async fn describe(a: &DescribeArgs) -> Result<ExitCode, UsageError> {
     ))
 }
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    // One thread runs every task: a delivery is a handful of short steps (submit, schedule,
+    // publish, report) handed between tasks, and on one thread those hand-offs are queue
+    // pushes rather than wake-ups of another thread. Input parsing has a thread of its own
+    // (`lines`), the clients theirs (librdkafka, the blocking pool).
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()
-    {
+        .build();
+    let rt = match rt {
         Ok(rt) => rt,
         Err(e) => {
             output::note(&format!("ankusa-sink: cannot start the runtime: {e}"));
@@ -528,5 +559,26 @@ mod tests {
         assert!(!d.contains(",h2=warn"), "{d}");
         assert!(d.contains("amq_protocol=off"), "{d}");
         tracing_subscriber::EnvFilter::try_new(log_directives("debug")).unwrap();
+    }
+
+    #[test]
+    fn attempt_spans_are_off_at_info_unless_asked_for() {
+        for spec in ["info", "warn", "info,ankusa_sink_kafka=debug"] {
+            assert!(
+                log_directives(spec).ends_with(",ankusa_dispatch::attempt=warn"),
+                "{spec}"
+            );
+        }
+        for spec in [
+            "debug",
+            "TRACE",
+            "info,ankusa_dispatch=info",
+            "ankusa_dispatch::attempt",
+        ] {
+            assert!(
+                !log_directives(spec).contains("ankusa_dispatch::attempt=warn"),
+                "{spec}"
+            );
+        }
     }
 }

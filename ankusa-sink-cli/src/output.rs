@@ -11,7 +11,12 @@ use std::io::Write as _;
 #[derive(Debug, Default)]
 pub(crate) struct Output {
     lost: bool,
+    /// Outcome lines not yet written (see [`Output::buffer_line`]).
+    pending: Vec<u8>,
 }
+
+/// Buffered outcome lines are written once they reach this many bytes, at the latest.
+const PENDING_MAX: usize = 64 * 1024;
 
 impl Output {
     pub(crate) fn new() -> Self {
@@ -22,6 +27,25 @@ impl Output {
     pub(crate) fn stdout_line(&mut self, line: &str) -> bool {
         let mut o = std::io::stdout().lock();
         self.outcome(writeln!(o, "{line}").and_then(|()| o.flush()))
+    }
+
+    /// Queue an outcome line for stdout: one write per burst of outcomes instead of a
+    /// system call per line. `false` (and remembered) if a write it caused failed.
+    pub(crate) fn buffer_line(&mut self, line: &str) -> bool {
+        self.pending.extend_from_slice(line.as_bytes());
+        self.pending.push(b'\n');
+        self.pending.len() < PENDING_MAX || self.flush()
+    }
+
+    /// Write the queued outcome lines; `false` (and remembered) if they could not be.
+    pub(crate) fn flush(&mut self) -> bool {
+        if self.pending.is_empty() {
+            return !self.lost;
+        }
+        let mut o = std::io::stdout().lock();
+        let r = o.write_all(&self.pending).and_then(|()| o.flush());
+        self.pending.clear();
+        self.outcome(r)
     }
 
     /// Write an outcome line to stderr (the human form of a failure).

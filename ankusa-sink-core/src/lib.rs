@@ -30,8 +30,8 @@ pub use failure::{
 };
 pub use secret::{Secret, SecretEnvError};
 pub use sink::{
-    Check, ResolveError, Sink, SinkFault, resolve_batched, resolve_describe, resolve_durable,
-    resolve_inline_max_bytes, safe_deliver, timeout_ms,
+    Check, InFlight, ResolveError, Sink, SinkFault, resolve_batched, resolve_describe,
+    resolve_durable, resolve_in_flight, resolve_inline_max_bytes, safe_deliver, timeout_ms,
 };
 pub use throttle::{throttle_after_ms, throttle_after_ms_with};
 

@@ -80,6 +80,20 @@ pub trait Sink: Send + Sync + fmt::Debug {
         false
     }
 
+    /// How many deliveries this sink can usefully have outstanding at once, and how many
+    /// bytes of bodies: its own pipeline window.
+    ///
+    /// # Behavior
+    /// - Default `None`: one request per delivery (an HTTP call), so the dispatcher's
+    ///   shared concurrency limit applies.
+    /// - `Some(window)`: the sink pipelines (a producer with its own send queue, publisher
+    ///   confirms), and a full pipeline is what makes it fast: the dispatcher keeps up to
+    ///   `window.deliveries` attempts (and about `window.bytes` of bodies) in flight for
+    ///   this sink, outside the shared limit.
+    fn in_flight(&self) -> Option<InFlight> {
+        None
+    }
+
     /// Where this sink publishes hooks of `subject`, for an AsyncAPI document.
     ///
     /// # Behavior
@@ -119,6 +133,9 @@ macro_rules! forward_sink {
             fn batched(&self) -> bool {
                 (**self).batched()
             }
+            fn in_flight(&self) -> Option<InFlight> {
+                (**self).in_flight()
+            }
             fn describe(&self, subject: &Subject) -> Option<Description> {
                 (**self).describe(subject)
             }
@@ -130,6 +147,23 @@ macro_rules! forward_sink {
 }
 
 forward_sink!(Arc, Box);
+
+/// A sink's pipeline window: see [`Sink::in_flight`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InFlight {
+    /// Deliveries outstanding at once, at most.
+    pub deliveries: NonZeroUsize,
+    /// Body bytes outstanding at once, at most; a single larger body still goes, alone.
+    pub bytes: NonZeroUsize,
+}
+
+impl InFlight {
+    /// A window of `deliveries` deliveries and `bytes` body bytes.
+    pub const fn new(deliveries: NonZeroUsize, bytes: NonZeroUsize) -> Self {
+        InFlight { deliveries, bytes }
+    }
+}
 
 /// Why [`safe_deliver`] turned a sink's misbehaviour into a failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -211,6 +245,13 @@ pub fn resolve_durable<S: Sink + ?Sized>(sink: &S) -> bool {
 /// `sink.batched()`; `false` for a panicking sink.
 pub fn resolve_batched<S: Sink + ?Sized>(sink: &S) -> bool {
     catch_unwind(AssertUnwindSafe(|| sink.batched())).unwrap_or(false)
+}
+
+/// `sink.in_flight()`; `None` (the shared limit) for a panicking sink.
+pub fn resolve_in_flight<S: Sink + ?Sized>(sink: &S) -> Option<InFlight> {
+    catch_unwind(AssertUnwindSafe(|| sink.in_flight()))
+        .ok()
+        .flatten()
 }
 
 /// `sink.describe(subject)`; `None` for a panicking sink.

@@ -9,7 +9,7 @@ use crate::outgoing::to_record;
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::template::{KeyTemplate, Placeholder, TemplateFields};
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait,
+    Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
 };
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
 use rdkafka::metadata::Metadata;
@@ -34,6 +34,15 @@ struct Current {
     generation: u64,
     producer: Arc<Shared>,
 }
+
+/// The pipeline window: librdkafka batches what is queued (linger, then one produce request
+/// per batch), so the sink is fast only when many records are outstanding. On the local
+/// broker 512 to 4,096 outstanding records ran equally fast (the broker's time per request
+/// decides), and memory grows with the window; 16 MiB keeps large bodies in check.
+const WINDOW: InFlight = InFlight::new(
+    NonZeroUsize::new(1024).expect("positive"),
+    NonZeroUsize::new(16 << 20).expect("positive"),
+);
 
 /// Delivers hooks to one Kafka topic.
 ///
@@ -307,6 +316,10 @@ impl Sink for KafkaSink {
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
         Some(self.config.inline_max_bytes)
+    }
+
+    fn in_flight(&self) -> Option<InFlight> {
+        Some(WINDOW)
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {

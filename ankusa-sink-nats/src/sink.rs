@@ -5,7 +5,8 @@ use crate::error::NatsError;
 use crate::outgoing::{self, Publish};
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, host_port, printable,
+    Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, host_port,
+    printable,
 };
 use async_nats::client::Request;
 use async_nats::connection::State;
@@ -14,6 +15,13 @@ use serde::Deserialize;
 use std::fmt;
 use std::num::NonZeroUsize;
 use tokio::sync::OnceCell;
+
+/// The pipeline window: JetStream publishes are pipelined on one connection and acked in
+/// order, so many outstanding publishes keep the connection busy.
+const WINDOW: InFlight = InFlight::new(
+    NonZeroUsize::new(1024).expect("positive"),
+    NonZeroUsize::new(16 << 20).expect("positive"),
+);
 
 /// A NATS JetStream sink.
 ///
@@ -270,6 +278,10 @@ impl Sink for NatsSink {
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
         Some(self.config.inline_max_bytes)
+    }
+
+    fn in_flight(&self) -> Option<InFlight> {
+        Some(WINDOW)
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {

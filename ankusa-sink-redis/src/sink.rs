@@ -6,13 +6,21 @@ use crate::error::{Op, RedisError};
 use crate::outgoing;
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait, host_port,
+    Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
+    host_port,
 };
 use redis::IntoConnectionInfo;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::time::Duration;
+
+/// The pipeline window: commands are pipelined on one multiplexed connection, so many
+/// outstanding deliveries keep it busy.
+const WINDOW: InFlight = InFlight::new(
+    NonZeroUsize::new(1024).expect("positive"),
+    NonZeroUsize::new(16 << 20).expect("positive"),
+);
 
 /// Delivers Message v1 to Redis: `XADD` to a stream or `PUBLISH` to a channel.
 ///
@@ -158,6 +166,10 @@ impl Sink for RedisSink {
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
         Some(self.config.inline_max_bytes)
+    }
+
+    fn in_flight(&self) -> Option<InFlight> {
+        Some(WINDOW)
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {

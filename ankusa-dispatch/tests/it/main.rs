@@ -12,9 +12,10 @@ mod shutdown;
 mod slots;
 mod source_ack;
 mod span;
+mod windows;
 
 use ankusa_dispatch::{Deliveries, Delivery, DispatchConfig, DispatchPolicy, Exponential, Outcome};
-use ankusa_sink_core::{Claim, Class, Ctx, Envelope, Failure, Reason, Sink, async_trait};
+use ankusa_sink_core::{Claim, Class, Ctx, Envelope, Failure, InFlight, Reason, Sink, async_trait};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroUsize;
@@ -64,7 +65,11 @@ pub(crate) struct Script {
     then: Step,
     inline_max: Option<NonZeroUsize>,
     batched: bool,
+    window: Option<InFlight>,
     calls: AtomicUsize,
+    /// Deliveries running now, and the most that ever ran at once.
+    active: AtomicUsize,
+    peak: AtomicUsize,
     seen: Mutex<Vec<Seen>>,
 }
 
@@ -75,7 +80,10 @@ impl Script {
             then,
             inline_max: None,
             batched: false,
+            window: None,
             calls: AtomicUsize::new(0),
+            active: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
             seen: Mutex::new(Vec::new()),
         }
     }
@@ -95,6 +103,25 @@ impl Script {
         self
     }
 
+    /// Declare a pipeline window of `deliveries` and `bytes`.
+    pub(crate) fn window(mut self, deliveries: usize, bytes: usize) -> Self {
+        self.window = Some(InFlight::new(
+            NonZeroUsize::new(deliveries).unwrap(),
+            NonZeroUsize::new(bytes).unwrap(),
+        ));
+        self
+    }
+
+    /// The most deliveries that ever ran at once.
+    pub(crate) fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    /// Deliveries running now.
+    pub(crate) fn active(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn arc(self) -> Arc<Self> {
         Arc::new(self)
     }
@@ -112,6 +139,9 @@ impl Script {
 impl Sink for Script {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        let _active = Active(&self.active);
         self.seen.lock().unwrap().push(Seen {
             hook: env.id().to_owned(),
             attempt: ctx.attempt(),
@@ -152,6 +182,19 @@ impl Sink for Script {
 
     fn batched(&self) -> bool {
         self.batched
+    }
+
+    fn in_flight(&self) -> Option<InFlight> {
+        self.window
+    }
+}
+
+/// Counts a delivery out when it ends, however it ends (a dropped future too).
+struct Active<'a>(&'a AtomicUsize);
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

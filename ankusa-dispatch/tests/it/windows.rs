@@ -1,0 +1,132 @@
+//! A sink's own pipeline window: deliveries and bytes in flight, outside the shared limit;
+//! the intake's byte bound. (Deliveries hold their intake permits until dropped, so tests
+//! that submit everything before reading set an intake large enough for all of it.)
+
+use crate::*;
+use ankusa_dispatch::{Dispatcher, Hook, Outcome};
+use std::time::Duration;
+
+/// `n` hooks of `size` body bytes for sink `sink`.
+async fn submit_n(d: &Dispatcher, sink: &str, n: usize, size: usize) {
+    for i in 0..n {
+        d.submit(Hook::new(env_sized(&format!("{sink}{i}"), size)).only_sink(sink))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_windowed_sink_fills_its_window_outside_the_shared_limit() {
+    let piped = Script::new(Step::after(Duration::from_secs(1), Step::Ok))
+        .window(8, 1 << 20)
+        .arc();
+    let plain = Script::new(Step::after(Duration::from_millis(10), Step::Ok)).arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("piped", piped.clone())
+        .sink("plain", plain.clone())
+        .config(
+            DispatchConfig::default()
+                .with_concurrency(1)
+                .with_intake(100),
+        )
+        .build()
+        .unwrap();
+    submit_n(&d, "piped", 20, 100).await;
+    submit_n(&d, "plain", 3, 100).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(piped.active(), 8, "the window, not the shared limit of 1");
+    assert_eq!(plain.active(), 1, "the others share the limit");
+    let got = recv_n(&mut out, 23, Duration::from_secs(10)).await;
+    assert!(got.iter().all(|x| matches!(x.outcome, Outcome::Delivered)));
+    assert_eq!(piped.peak(), 8);
+    assert_eq!(plain.peak(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_window_bounds_bytes_and_a_larger_body_goes_alone() {
+    let piped = Script::new(Step::after(Duration::from_secs(1), Step::Ok))
+        .window(100, 3_000)
+        .arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("piped", piped.clone())
+        .build()
+        .unwrap();
+    submit_n(&d, "piped", 6, 1_000).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(piped.active(), 3, "3 x 1,000 bytes fill 3,000");
+    recv_n(&mut out, 6, Duration::from_secs(10)).await;
+    assert_eq!(piped.peak(), 3);
+
+    d.submit(Hook::new(env_sized("big", 5_000)).only_sink("piped"))
+        .await
+        .unwrap();
+    submit_n(&d, "piped", 2, 1_000).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(piped.active(), 1, "a body over the window goes, alone");
+    let got = recv_n(&mut out, 3, Duration::from_secs(10)).await;
+    assert_eq!(got[0].envelope.id(), "big");
+}
+
+#[tokio::test(start_paused = true)]
+async fn windows_off_or_a_per_sink_limit_override_the_window() {
+    for (config, want) in [
+        (
+            DispatchConfig::default()
+                .with_concurrency(2)
+                .with_sink_windows(false)
+                .with_intake(100),
+            2,
+        ),
+        (
+            DispatchConfig::default()
+                .with_sink_concurrency(3)
+                .with_intake(100),
+            3,
+        ),
+    ] {
+        let piped = Script::new(Step::after(Duration::from_secs(1), Step::Ok))
+            .window(8, 1 << 20)
+            .arc();
+        let (d, mut out) = Dispatcher::builder()
+            .sink("piped", piped.clone())
+            .config(config)
+            .build()
+            .unwrap();
+        submit_n(&d, "piped", 10, 100).await;
+        recv_n(&mut out, 10, Duration::from_secs(10)).await;
+        assert_eq!(piped.peak(), want);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_intake_bounds_body_bytes_and_admits_a_larger_body_alone() {
+    let slow = Script::new(Step::after(Duration::from_secs(1), Step::Ok))
+        .window(100, 1 << 20)
+        .arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("slow", slow.clone())
+        .config(DispatchConfig::default().with_intake_bytes(3_000))
+        .build()
+        .unwrap();
+    submit_n(&d, "slow", 3, 1_000).await;
+    let d2 = d.clone();
+    let fourth = tokio::spawn(async move { submit_n(&d2, "slow", 1, 1_000).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !fourth.is_finished(),
+        "3,000 bytes admitted: the fourth waits"
+    );
+    assert_eq!(slow.calls(), 3);
+    // The first attempts settle, their bytes come back, and the fourth goes in.
+    drop(recv_n(&mut out, 3, Duration::from_secs(5)).await);
+    tokio::time::timeout(Duration::from_secs(1), fourth)
+        .await
+        .expect("admitted once bytes came back")
+        .unwrap();
+    recv_n(&mut out, 1, Duration::from_secs(5)).await;
+
+    tokio::time::timeout(Duration::from_secs(1), submit_n(&d, "slow", 1, 10_000))
+        .await
+        .expect("a hook larger than the bound is admitted alone");
+    recv_n(&mut out, 1, Duration::from_secs(5)).await;
+}
