@@ -38,7 +38,7 @@ step "build (bench profile)"
 for a in "${adapters[@]}"; do
   cargo bench -p "ankusa-sink-$a" --bench vs_raw --no-run
 done
-cargo bench -p ankusa-dispatch --bench core --bench allocs --no-run
+cargo bench -p ankusa-dispatch --bench core --bench allocs --bench dispatcher --no-run
 
 failed=()
 for a in "${adapters[@]}"; do
@@ -65,6 +65,8 @@ fi
 step "core (criterion)"
 flock "$LOCK" cargo bench -p ankusa-dispatch --bench core -- --warm-up-time 1 --measurement-time 3 \
   2>&1 | tee "$BENCH_OUT_DIR/core.txt"
+step "the dispatcher's own overhead per delivery"
+flock "$LOCK" cargo bench -p ankusa-dispatch --bench dispatcher 2>&1 | tee "$BENCH_OUT_DIR/dispatcher.txt"
 step "core allocations (dhat)"
 flock "$LOCK" cargo bench -p ankusa-dispatch --bench allocs 2>&1 | tee "$BENCH_OUT_DIR/allocs.txt"
 

@@ -99,6 +99,14 @@ pub(crate) fn spawn_reader(
             let mut batch = Vec::with_capacity(BATCH);
             let mut n = 0u64;
             loop {
+                // Hand over what is parsed before a read that may wait (a pipe, a
+                // terminal): a slow stream's lines go at once, a file's in batches.
+                if reader.buffer().is_empty() && !batch.is_empty() {
+                    let part = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                    if tx.blocking_send(part).is_err() {
+                        return;
+                    }
+                }
                 let parsed = match read_line(&mut reader, max_line) {
                     Ok(None) => break,
                     Err(e) => {
@@ -166,6 +174,30 @@ mod tests {
         assert_eq!(lines(b"", 5), []);
         assert_eq!(lines(b"\n\n", 5).len(), 2);
         assert_eq!(lines(b"12345\n", 5), [InputLine::Bytes(b"12345".to_vec())]);
+    }
+
+    #[tokio::test]
+    async fn lines_of_a_slow_stream_are_handed_over_before_the_next_read() {
+        // A pipe that has sent two lines and then waits: both arrive without more input.
+        let (r, mut w) = std::io::pipe().unwrap();
+        std::io::Write::write_all(&mut w, b"a\nb\n").unwrap();
+        let parse = |b: &[u8]| {
+            Ok((
+                Envelope::builder("h", "s", b.to_vec()).build().unwrap(),
+                None,
+            ))
+        };
+        let mut rx = spawn_reader(Box::new(r), 100, parse, false).unwrap();
+        let mut got = 0;
+        while got < 2 {
+            let batch = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv())
+                .await
+                .expect("lines handed over while the writer waits")
+                .unwrap();
+            got += batch.len();
+        }
+        drop(w);
+        assert!(rx.recv().await.is_none(), "the input ended");
     }
 
     #[tokio::test]
