@@ -666,7 +666,9 @@ async fn run(
             break;
         }
         tokio::select! {
-            r = rx.recv() => match r {
+            // Once the reader is done its channel answers `None` at once, every time: polled
+            // again it would turn this loop into a spin while retries wait.
+            r = rx.recv(), if !input_done => match r {
                 Some(r) => {
                     run.read(r, &mut expected, &mut input_error).await;
                     run.flush();

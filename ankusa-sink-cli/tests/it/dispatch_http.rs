@@ -470,6 +470,15 @@ fn hooks_waiting_on_retry_after_hold_no_slot_and_sigterm_abandons_each() {
         (1..=N).contains(&asked),
         "the slow sink was tried: {asked} requests"
     );
+    // The input is read and every hook left waits an hour: the forwarder sleeps. (Its
+    // loop once kept polling the finished reader's channel: a core at 100 % for the hour.)
+    let before = cpu_ticks(child.id());
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(child.id()) - before;
+    assert!(
+        used < 50,
+        "{used} ticks of CPU in 2 s while every hook waits"
+    );
     signal(&child, "-TERM");
     let out = wait_within(child, Duration::from_secs(60), "forward after SIGTERM");
     drop(stdin);
@@ -797,4 +806,13 @@ fn a_dead_letter_file_is_never_its_own_input() {
         assert_eq!(std::fs::read(&dl).unwrap(), before, "the file is untouched");
     }
     assert_eq!(server.count(), 0);
+}
+
+/// User + system CPU time of process `pid` so far, in clock ticks (`/proc/<pid>/stat`).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
