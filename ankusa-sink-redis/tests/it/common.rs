@@ -5,7 +5,7 @@ use ankusa_sink_core::{BoxError, Envelope};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -245,6 +245,8 @@ async fn answers(port: u16, tls: bool) -> bool {
 pub(crate) struct Proxy {
     pub(crate) addr: SocketAddr,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// The proxied connections, kept here so a stop can wait until every one is closed.
+    conns: Arc<Mutex<JoinSet<()>>>,
 }
 
 impl Proxy {
@@ -253,17 +255,17 @@ impl Proxy {
         let proxy = Proxy {
             addr: listener.local_addr()?,
             task: Mutex::new(None),
+            conns: Arc::new(Mutex::new(JoinSet::new())),
         };
         proxy.serve(listener);
         Ok(proxy)
     }
 
     fn serve(&self, listener: TcpListener) {
+        let conns = self.conns.clone();
         let task = tokio::spawn(async move {
-            // Dropped with the task on stop: every connection ends with it.
-            let mut conns = JoinSet::new();
             while let Ok((mut client, _)) = listener.accept().await {
-                conns.spawn(async move {
+                conns.lock().unwrap().spawn(async move {
                     if let Ok(mut upstream) = TcpStream::connect(shared_addr()).await {
                         let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
                     }
@@ -273,10 +275,17 @@ impl Proxy {
         *self.task.lock().unwrap() = Some(task);
     }
 
-    pub(crate) fn stop(&self) {
-        if let Some(task) = self.task.lock().unwrap().take() {
+    /// Stop listening and close every proxied connection, and return only once both are
+    /// done: an abort alone takes effect later, and a delivery made just after it went
+    /// through the old connection (the testkit's recovery case saw `Ok` while "down").
+    pub(crate) async fn stop(&self) {
+        let task = self.task.lock().unwrap().take();
+        if let Some(task) = task {
             task.abort();
+            let _ = task.await;
         }
+        let mut conns = std::mem::take(&mut *self.conns.lock().unwrap());
+        conns.shutdown().await;
     }
 
     pub(crate) async fn restart(&self) -> std::io::Result<()> {
@@ -287,7 +296,10 @@ impl Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        self.stop();
+        if let Some(task) = self.task.lock().unwrap().take() {
+            task.abort();
+        }
+        self.conns.lock().unwrap().abort_all();
     }
 }
 

@@ -152,7 +152,7 @@ impl Harness for RedisHarness {
     }
 
     async fn stop(&self) -> Result<(), BoxError> {
-        self.proxy().await?.stop();
+        self.proxy().await?.stop().await;
         Ok(())
     }
 
