@@ -823,13 +823,6 @@ struct Permit {
     _bytes: Arc<OwnedSemaphorePermit>,
 }
 
-/// An attempt in flight.
-struct Running {
-    job: Job,
-    /// Body bytes charged to its sink's window.
-    bytes: usize,
-}
-
 /// A job waiting for its retry time.
 struct Waiting {
     at: Instant,
@@ -911,7 +904,7 @@ struct Scheduler {
     in_flight_bytes: Vec<usize>,
     /// Attempts in flight over the sinks that share `concurrency`.
     in_flight_total: usize,
-    running: HashMap<u64, Running>,
+    running: HashMap<u64, Job>,
     next_attempt: u64,
     tasks: JoinSet<()>,
     /// Which attempt each attempt task runs, to fail it if the task dies.
@@ -1309,18 +1302,16 @@ impl Scheduler {
         );
         let id = self.next_attempt;
         self.next_attempt += 1;
-        let mut bytes = 0;
         if !slot.batched {
             self.in_flight[job.sink] += 1;
             if slot.window.is_some() {
-                bytes = job.weight as usize;
-                self.in_flight_bytes[job.sink] += bytes;
+                self.in_flight_bytes[job.sink] += job.weight as usize;
             } else {
                 self.in_flight_total += 1;
             }
         }
         slot.metrics.attempts.increment(1);
-        self.running.insert(id, Running { job, bytes });
+        self.running.insert(id, job);
         let tx = self.tx.clone();
         let handle = self.tasks.spawn(async move {
             let started = Instant::now();
@@ -1370,14 +1361,14 @@ impl Scheduler {
     }
 
     fn done(&mut self, attempt: u64, result: Result<(), Failure>, took: Duration) {
-        let Some(Running { job, bytes }) = self.running.remove(&attempt) else {
+        let Some(job) = self.running.remove(&attempt) else {
             return;
         };
         let slot = &self.slots[job.sink];
         if !slot.batched {
             self.in_flight[job.sink] -= 1;
             if slot.window.is_some() {
-                self.in_flight_bytes[job.sink] -= bytes;
+                self.in_flight_bytes[job.sink] -= job.weight as usize;
             } else {
                 self.in_flight_total -= 1;
             }
@@ -1656,7 +1647,7 @@ impl Scheduler {
             self.handle(report);
         }
         self.tasks.abort_all();
-        let running: Vec<Job> = self.running.drain().map(|(_, r)| r.job).collect();
+        let running: Vec<Job> = self.running.drain().map(|(_, j)| j).collect();
         for job in running {
             self.unfinished(job, true);
         }
