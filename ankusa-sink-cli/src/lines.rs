@@ -97,15 +97,17 @@ pub(crate) fn spawn_reader(
         .spawn(move || {
             let mut reader = std::io::BufReader::with_capacity(64 * 1024, input);
             let mut batch = Vec::with_capacity(BATCH);
+            // `false` once the receiver is gone: nobody reads further lines.
+            let hand_over = |batch: &mut Vec<Parsed>| {
+                let full = std::mem::replace(batch, Vec::with_capacity(BATCH));
+                tx.blocking_send(full).is_ok()
+            };
             let mut n = 0u64;
             loop {
                 // Hand over what is parsed before a read that may wait (a pipe, a
                 // terminal): a slow stream's lines go at once, a file's in batches.
-                if reader.buffer().is_empty() && !batch.is_empty() {
-                    let part = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-                    if tx.blocking_send(part).is_err() {
-                        return;
-                    }
+                if reader.buffer().is_empty() && !batch.is_empty() && !hand_over(&mut batch) {
+                    return;
                 }
                 let parsed = match read_line(&mut reader, max_line) {
                     Ok(None) => break,
@@ -134,15 +136,12 @@ pub(crate) fn spawn_reader(
                     }
                 };
                 batch.push(parsed);
-                if batch.len() == BATCH {
-                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-                    if tx.blocking_send(full).is_err() {
-                        return;
-                    }
+                if batch.len() == BATCH && !hand_over(&mut batch) {
+                    return;
                 }
             }
             if !batch.is_empty() {
-                let _ = tx.blocking_send(batch);
+                hand_over(&mut batch);
             }
         })?;
     Ok(rx)

@@ -25,8 +25,7 @@ impl Output {
 
     /// Write an outcome line to stdout; `false` (and remembered) if it could not be.
     pub(crate) fn stdout_line(&mut self, line: &str) -> bool {
-        let mut o = std::io::stdout().lock();
-        self.outcome(writeln!(o, "{line}").and_then(|()| o.flush()))
+        self.buffer_line(line) && self.flush()
     }
 
     /// Queue an outcome line for stdout: one write per burst of outcomes instead of a
