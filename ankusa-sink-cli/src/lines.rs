@@ -30,7 +30,7 @@ pub(crate) fn read_line<R: BufRead>(r: &mut R, max: usize) -> std::io::Result<Op
             break;
         }
         any = true;
-        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+        let (chunk, done) = match memchr::memchr(b'\n', buf) {
             Some(i) => (&buf[..i], i + 1),
             None => (buf, buf.len()),
         };
