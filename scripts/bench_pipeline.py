@@ -4,8 +4,8 @@
     python3 scripts/bench_pipeline.py --cli ~/.cache/ankusa-sinks/target/release/ankusa-sink \\
         --out target/bench-results [--hooks 100000] [--body-bytes 1024] [--reps 3] \\
         [--only kafka|log|amqp|sqs|sns|pubsub|http]... [--concurrency-variants 256,4096] \\
-        [--examples DIR] [--moto-hooks 10000] [--pubsub-hooks 100000] [--rss-scaling] \\
-        [--no-verify] [--keep]
+        [--examples DIR] [--sqs-hooks 2000] [--sns-hooks 20000] [--pubsub-hooks 100000] \\
+        [--rss-scaling] [--no-verify] [--keep]
 
 One input file is generated once (`ankusa-sink gen`), then every side reads that file, each
 run a separate child process timed from its start to its exit (hooks/s = hooks / wall) with
@@ -41,8 +41,9 @@ baseline, forward, ...); the table gives the median hooks/s and the largest peak
   hold exactly the hooks sent: the queue's message count (passive declare), SQS
   ApproximateNumberOfMessages, the subscription's pulled message ids, the receiver's request
   count; an SNS topic cannot be counted on moto (acknowledgements only). moto is slow per
-  message and slower the deeper a queue: the sqs and sns rows send the first --moto-hooks
-  lines of the file (default 10,000), pubsub the first --pubsub-hooks (default 100,000).
+  message, and its SQS scans the whole queue on every send (a send costs O(depth)): the sqs
+  rows send the first --sqs-hooks lines of the file (default 2,000), sns the first
+  --sns-hooks (default 20,000), pubsub the first --pubsub-hooks (default 100,000).
 - --rss-scaling: `forward --sink log --json` of 100,000 and 1,000,000 hooks with 100-byte
   bodies: peak RSS of each and their ratio (target: within 10 %).
 
@@ -77,8 +78,6 @@ PRODUCE = os.path.join(ROOT, "scripts", "bench", "kafka_produce.py")
 DEFAULT_BROKERS = "127.0.0.1:9092"
 SERVICES = os.path.join(ROOT, "scripts", "services")
 ALL_SINKS = ["kafka", "log", "amqp", "sqs", "sns", "pubsub", "http"]
-# Rows whose server is slow per message run on the first N lines of the input (see --moto-hooks,
-# --pubsub-hooks); the others on all of it.
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2f"
 DEFAULT_MOTO = "http://127.0.0.1:4566"
 DEFAULT_PUBSUB_HOST = "127.0.0.1:8085"
@@ -584,7 +583,7 @@ def raw_env():
 
 
 def broker_hooks(args, sink):
-    return {"sqs": args.moto_hooks, "sns": args.moto_hooks,
+    return {"sqs": args.sqs_hooks, "sns": args.sns_hooks,
             "pubsub": args.pubsub_hooks}.get(sink, args.hooks)
 
 
@@ -857,9 +856,12 @@ def main():
     ap.add_argument("--examples", metavar="DIR",
                     help="the release examples amqp_raw_loop, aws_raw_loop, pubsub_raw_loop, "
                          "http_raw_loop, sink_server (default: examples/ beside --cli)")
-    ap.add_argument("--moto-hooks", type=int, default=10_000, metavar="N",
-                    help="sqs and sns rows: the first N hooks of the input (moto is slow per "
-                         "message; default 10,000)")
+    ap.add_argument("--sqs-hooks", type=int, default=2_000, metavar="N",
+                    help="sqs rows: the first N hooks of the input (moto scans the whole queue "
+                         "on every send; default 2,000)")
+    ap.add_argument("--sns-hooks", type=int, default=20_000, metavar="N",
+                    help="sns rows: the first N hooks of the input (moto is slow per message; "
+                         "default 20,000)")
     ap.add_argument("--pubsub-hooks", type=int, default=100_000, metavar="N",
                     help="pubsub rows: the first N hooks of the input (default 100,000)")
     ap.add_argument("--rss-scaling", action="store_true",
@@ -874,9 +876,10 @@ def main():
         ap.error("--concurrency-variants takes numbers separated by commas")
     if any(c < 1 for c in args.concurrency_variants):
         ap.error("--concurrency-variants: each at least 1")
-    if min(args.hooks, args.reps, args.moto_hooks, args.pubsub_hooks) < 1 or args.body_bytes < 0:
-        ap.error("--hooks, --reps, --moto-hooks and --pubsub-hooks must be at least 1, "
-                 "--body-bytes at least 0")
+    if min(args.hooks, args.reps, args.sqs_hooks, args.sns_hooks, args.pubsub_hooks) < 1 \
+            or args.body_bytes < 0:
+        ap.error("--hooks, --reps, --sqs-hooks, --sns-hooks and --pubsub-hooks must be at least "
+                 "1, --body-bytes at least 0")
     args.cli = os.path.abspath(args.cli)
     if not os.access(args.cli, os.X_OK):
         ap.error("--cli %s is not an executable file" % args.cli)
