@@ -4,7 +4,7 @@
     python3 scripts/bench_pipeline.py --cli ~/.cache/ankusa-sinks/target/release/ankusa-sink \\
         --out target/bench-results [--hooks 100000] [--body-bytes 1024] [--reps 3] \\
         [--only kafka|log|amqp|sqs|sns|pubsub|http]... [--concurrency-variants 256,4096] \\
-        [--examples DIR] [--sqs-hooks 2000] [--sns-hooks 20000] [--pubsub-hooks 100000] \\
+        [--examples DIR] [--sqs-hooks 1000] [--sns-hooks 20000] [--pubsub-hooks 100000] \\
         [--rss-scaling] [--no-verify] [--keep]
 
 One input file is generated once (`ankusa-sink gen`), then every side reads that file, each
@@ -30,8 +30,8 @@ baseline, forward, ...); the table gives the median hooks/s and the largest peak
   came: amqp_raw_loop (lapin, one confirm-mode channel, mandatory + persistent, 4096
   confirms outstanding), aws_raw_loop (the AWS SDK: SendMessageBatch / PublishBatch of 10,
   8 batches in flight), pubsub_raw_loop (google-cloud-pubsub Publisher, batches of up to
-  1000 messages, 20,000 outstanding), http_raw_loop (reqwest, 64 POSTs in flight). Every run
-  gets a fresh destination, deleted afterwards: a durable topic exchange with a durable queue
+  1000 messages, 20,000 outstanding), http_raw_loop (reqwest, 32 POSTs in flight, one
+  runtime thread). Every run gets a fresh destination, deleted afterwards: a durable topic exchange with a durable queue
   bound with `#` (RabbitMQ at $ANKUSA_AMQP_URL or 127.0.0.1:5672, scripts/services/rabbitmq.sh),
   an SQS queue or SNS topic (moto at $ANKUSA_MOTO_ENDPOINT or 127.0.0.1:4566,
   scripts/services/moto.sh; region and dummy credentials from the environment), a Pub/Sub
@@ -42,7 +42,7 @@ baseline, forward, ...); the table gives the median hooks/s and the largest peak
   ApproximateNumberOfMessages, the subscription's pulled message ids, the receiver's request
   count; an SNS topic cannot be counted on moto (acknowledgements only). moto is slow per
   message, and its SQS scans the whole queue on every send (a send costs O(depth)): the sqs
-  rows send the first --sqs-hooks lines of the file (default 2,000), sns the first
+  rows send the first --sqs-hooks lines of the file (default 1,000), sns the first
   --sns-hooks (default 20,000), pubsub the first --pubsub-hooks (default 100,000).
 - --rss-scaling: `forward --sink log --json` of 100,000 and 1,000,000 hooks with 100-byte
   bodies: peak RSS of each and their ratio (target: within 10 %).
@@ -530,7 +530,7 @@ class PubSub:
 class Http:
     """examples/sink_server.rs, one per run on a free loopback port; it counts requests."""
     sink = "http"
-    baseline_side = "baseline: reqwest loop (64 requests in flight)"
+    baseline_side = "baseline: reqwest loop (32 requests in flight, one thread)"
 
     def __init__(self, args, env):
         self.tool, self.server, self.env = (example(args, "http_raw_loop"),
@@ -819,6 +819,18 @@ def write_md(path, results, args, version, started, load_before):
         lines.append("| %s | %s | %s | %s | %.1f MB | %s |" % (
             r["sink"], r["side"], f"{r['hooks']:,}", f"{r['hooks_per_s']:,.0f}",
             r["peak_rss_mb"], ratio))
+    if any(r["hooks"] != args.hooks for r in results if not r["name"].startswith("rss-scaling")):
+        lines += ["", "Rows with fewer hooks send the first lines of the same file: moto is slow "
+                  "per message, and its SQS scans the whole queue on every send (--sqs-hooks, "
+                  "--sns-hooks, --pubsub-hooks)."]
+    counted = [r for r in results if "received_counted" in r]
+    if counted:
+        lines += ["", "After every run the destination held exactly the hooks sent (RabbitMQ "
+                  "queue message count, SQS ApproximateNumberOfMessages, Pub/Sub message ids "
+                  "pulled, the HTTP receiver's request count)%s." % (
+                      "; SNS topics are not countable on moto: every publish acknowledged"
+                      if any(not r["received_counted"] for r in counted) else "")
+                  if args.verify else "Destinations not counted (--no-verify)."]
     scaling = [r for r in results if r["name"].startswith("rss-scaling")]
     if scaling:
         ratio = scaling[0]["rss_ratio_1m_vs_100k"]
@@ -856,9 +868,9 @@ def main():
     ap.add_argument("--examples", metavar="DIR",
                     help="the release examples amqp_raw_loop, aws_raw_loop, pubsub_raw_loop, "
                          "http_raw_loop, sink_server (default: examples/ beside --cli)")
-    ap.add_argument("--sqs-hooks", type=int, default=2_000, metavar="N",
+    ap.add_argument("--sqs-hooks", type=int, default=1_000, metavar="N",
                     help="sqs rows: the first N hooks of the input (moto scans the whole queue "
-                         "on every send; default 2,000)")
+                         "on every send; default 1,000)")
     ap.add_argument("--sns-hooks", type=int, default=20_000, metavar="N",
                     help="sns rows: the first N hooks of the input (moto is slow per message; "
                          "default 20,000)")

@@ -9,9 +9,11 @@
 //! POSTs each line of FILE (without its newline), as is, as one request body with
 //! `content-type: application/json`: no parsing, no signature. One reqwest client (HTTP/1.1
 //! keep-alive pool, no proxy, 5 s timeout); up to `--concurrency` requests in flight at once,
-//! each a tokio task (default 64, the best of 16, 32, 64, 128 and 256 on the 2-core bench
-//! machine: see docs/benchmarks.md). Exits 0 only when every request got a 2xx answer and
-//! its (empty) body was read; 1 otherwise.
+//! each a tokio task, on a current-thread runtime (`--threads N`: N workers instead). The
+//! defaults (32 in flight, one thread) are the best found on the 2-core bench machine:
+//! 100,000 POSTs took 4.3 / 3.4 / 2.6–3.3 / 3.0–3.1 / 3.0–3.4 / 4.6 / 5.1 s at 4 / 8 / 16 /
+//! 32 / 64 / 128 / 256 in flight on two workers, and 2.5–2.9 s at 32 on one thread. Exits 0
+//! only when every request got a 2xx answer and its (empty) body was read; 1 otherwise.
 
 use bytes::Bytes;
 use std::io::BufRead;
@@ -19,8 +21,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tokio::task::JoinSet;
 
-const DEFAULT_CONCURRENCY: usize = 64;
-const USAGE: &str = "usage: http_raw_loop FILE URL [--concurrency N]";
+const DEFAULT_CONCURRENCY: usize = 32;
+const USAGE: &str = "usage: http_raw_loop FILE URL [--concurrency N] [--threads N]";
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -97,11 +99,16 @@ async fn run(args: Vec<String>) -> Result<ExitCode, Error> {
         (Some(f), Some(u)) => (f.as_str(), reqwest::Url::parse(u)?),
         _ => return Err(USAGE.into()),
     };
-    let concurrency = match (args.get(2).map(String::as_str), args.get(3)) {
-        (None, _) => DEFAULT_CONCURRENCY,
-        (Some("--concurrency"), Some(n)) => n.parse::<usize>()?.max(1),
-        _ => return Err(USAGE.into()),
-    };
+    let mut concurrency = DEFAULT_CONCURRENCY;
+    let mut rest = args[2..].iter();
+    while let Some(flag) = rest.next() {
+        match (flag.as_str(), rest.next()) {
+            ("--concurrency", Some(n)) => concurrency = n.parse::<usize>()?.max(1),
+            // Read by `main`, before the runtime starts.
+            ("--threads", Some(_)) => {}
+            _ => return Err(USAGE.into()),
+        }
+    }
     let (sent, done) = send(file, url, concurrency).await?;
     eprintln!("http_raw_loop: {sent} sent, {done} answered 2xx (concurrency {concurrency})");
     Ok(if sent == done {
@@ -111,13 +118,26 @@ async fn run(args: Vec<String>) -> Result<ExitCode, Error> {
     })
 }
 
+/// The runtime: `--threads 1` (the default) a current-thread runtime, else that many workers.
+fn runtime(args: &[String]) -> tokio::runtime::Runtime {
+    let threads = args
+        .iter()
+        .position(|a| a == "--threads")
+        .and_then(|i| args.get(i + 1)?.parse::<usize>().ok())
+        .unwrap_or(1);
+    let mut b = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    b.enable_all().build().expect("a tokio runtime")
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = runtime(&args);
     match rt.block_on(run(args)) {
         Ok(code) => code,
         Err(e) => {

@@ -12,8 +12,10 @@
 //! is 100), `--batch-bytes` (default 9,000,000; the client's 1 MB) or `--delay-ms` (default
 //! 10, the client's) per publish request, several requests in flight (the client's own
 //! pipelining). At most `--window` messages await their id at once (default 20,000). The
-//! defaults are the best of those tried against the emulator on the 2-core bench machine
-//! (see docs/benchmarks.md). Exits 0 only when every message got a message id; 1
+//! defaults are the best of those tried against the emulator on the 2-core bench machine:
+//! 100,000 messages took 0.64 s (batches of 1000, window 20,000), 0.67 s (500), 0.91 s
+//! (1000, window 2000), 0.99 s (the client's 100 messages / 1 MB). Exits 0 only when every
+//! message got a message id; 1
 //! otherwise. The emulator: `http://$ANKUSA_PUBSUB_EMULATOR_HOST`, default
 //! `127.0.0.1:8085` (as the tests), anonymous credentials.
 
