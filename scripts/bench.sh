@@ -6,7 +6,8 @@
 #   BENCH_ADAPTERS="http kafka" bash scripts/bench.sh    a subset of adapters (core still runs)
 #
 # Results: target/bench-results/{<adapter>.json,<adapter>.txt,core.txt,allocs.txt,table.md,
-# pipeline.json,pipeline.md} (pipeline: scripts/bench_pipeline.py, forward vs a user's script);
+# pipeline.json,pipeline.md} (pipeline: scripts/bench_pipeline.py, forward vs a user's script or
+# raw-client loop, every sink: kafka, log, amqp, sqs, sns, pubsub, http);
 # chart: docs/benchmarks-throughput.svg. Measurements hold /tmp/ankusa-bench.lock so two
 # benchmark runs on this machine never overlap; builds happen before, outside the lock.
 set -euo pipefail
@@ -56,6 +57,10 @@ fi
 
 step "pipeline: forward against what a user would write instead (release binary)"
 cargo build --release --locked -p ankusa-sink-cli
+# The raw-client loops of the amqp, sqs/sns, pubsub and http rows, and the HTTP receiver.
+cargo build --release --locked -p ankusa-sink-amqp --example amqp_raw_loop \
+  -p ankusa-sink-aws --example aws_raw_loop -p ankusa-sink-pubsub --example pubsub_raw_loop \
+  -p ankusa-sink-http --example http_raw_loop --example sink_server
 if ! python3 scripts/bench_pipeline.py --cli "$CARGO_TARGET_DIR/release/ankusa-sink" \
     --out "$BENCH_OUT_DIR" --concurrency-variants 32,4096 --rss-scaling \
     2>&1 | tee "$BENCH_OUT_DIR/pipeline.txt"; then

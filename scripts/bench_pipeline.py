@@ -3,7 +3,9 @@
 
     python3 scripts/bench_pipeline.py --cli ~/.cache/ankusa-sinks/target/release/ankusa-sink \\
         --out target/bench-results [--hooks 100000] [--body-bytes 1024] [--reps 3] \\
-        [--only kafka|log]... [--concurrency-variants 256,4096] [--rss-scaling] [--no-verify] [--keep]
+        [--only kafka|log|amqp|sqs|sns|pubsub|http]... [--concurrency-variants 256,4096] \\
+        [--examples DIR] [--sqs-hooks 1000] [--sns-hooks 20000] [--pubsub-hooks 100000] \\
+        [--rss-scaling] [--no-verify] [--keep]
 
 One input file is generated once (`ankusa-sink gen`), then every side reads that file, each
 run a separate child process timed from its start to its exit (hooks/s = hooks / wall) with
@@ -19,11 +21,36 @@ baseline, forward, ...); the table gives the median hooks/s and the largest peak
 - log: `cat` of the file to a file, and a Python loop (json.loads + json.dumps per line to a
   file), against `forward` to the log sink with `messages = true` (Message v1 lines to a
   file) and to the default log sink (`--sink log`: one log line per hook on stderr, to a file).
+- amqp, sqs, sns, pubsub, http: a raw-client loop in Rust, one release example per adapter
+  crate (`<adapter>_raw_loop`, built by scripts/bench.sh; `--examples DIR`, default
+  examples/ beside --cli), against `forward --json` with a sink file holding only what the
+  adapter requires (the destination; the endpoint for SNS and Pub/Sub) at the default
+  settings. Each loop sends every line of the file as is as one message (no parsing) with
+  its best throughput settings, waits for every ack / confirm / 2xx and exits 1 unless all
+  came: amqp_raw_loop (lapin, one confirm-mode channel, mandatory + persistent, 4096
+  confirms outstanding), aws_raw_loop (the AWS SDK: SendMessageBatch / PublishBatch of 10,
+  8 batches in flight), pubsub_raw_loop (google-cloud-pubsub Publisher, batches of up to
+  1000 messages, 20,000 outstanding), http_raw_loop (reqwest, 32 POSTs in flight, one
+  runtime thread). Every run gets a fresh destination, deleted afterwards: a durable topic exchange with a durable queue
+  bound with `#` (RabbitMQ at $ANKUSA_AMQP_URL or 127.0.0.1:5672, scripts/services/rabbitmq.sh),
+  an SQS queue or SNS topic (moto at $ANKUSA_MOTO_ENDPOINT or 127.0.0.1:4566,
+  scripts/services/moto.sh; region and dummy credentials from the environment), a Pub/Sub
+  topic with one subscription (the emulator at $ANKUSA_PUBSUB_EMULATOR_HOST or
+  127.0.0.1:8085, scripts/services/pubsub.sh), a receiver (the example sink_server: HTTP/1.1
+  keep-alive, 204 to every request, on a free loopback port). Afterwards the destination must
+  hold exactly the hooks sent: the queue's message count (passive declare), SQS
+  ApproximateNumberOfMessages, the subscription's pulled message ids, the receiver's request
+  count; an SNS topic cannot be counted on moto (acknowledgements only). moto is slow per
+  message, and its SQS scans the whole queue on every send (a send costs O(depth)): the sqs
+  rows send the first --sqs-hooks lines of the file (default 1,000), sns the first
+  --sns-hooks (default 20,000), pubsub the first --pubsub-hooks (default 100,000).
 - --rss-scaling: `forward --sink log --json` of 100,000 and 1,000,000 hooks with 100-byte
   bodies: peak RSS of each and their ratio (target: within 10 %).
 
 Writes DIR/pipeline.json (a list of rows) and DIR/pipeline.md (tables). Standard library
-only; the Kafka baseline and the admin calls run on the venv of scripts/bench/setup_venv.sh.
+only; the Kafka baseline and the Kafka admin calls run on the venv of
+scripts/bench/setup_venv.sh, the other admin calls through the raw-loop examples (RabbitMQ,
+moto) or the emulator's REST API.
 Progress goes to stderr; any child failure stops the run with exit 1 and its stderr's tail.
 Holds $BENCH_LOCK (default /tmp/ankusa-bench.lock) while measuring, like scripts/bench.sh.
 """
@@ -37,6 +64,7 @@ import platform
 import re
 import secrets
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -48,6 +76,12 @@ KAFKA_SH = os.path.join(ROOT, "scripts", "services", "kafka.sh")
 SETUP_VENV = os.path.join(ROOT, "scripts", "bench", "setup_venv.sh")
 PRODUCE = os.path.join(ROOT, "scripts", "bench", "kafka_produce.py")
 DEFAULT_BROKERS = "127.0.0.1:9092"
+SERVICES = os.path.join(ROOT, "scripts", "services")
+ALL_SINKS = ["kafka", "log", "amqp", "sqs", "sns", "pubsub", "http"]
+DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2f"
+DEFAULT_MOTO = "http://127.0.0.1:4566"
+DEFAULT_PUBSUB_HOST = "127.0.0.1:8085"
+PUBSUB_PROJECT = "ankusa-pipeline"
 
 # Run with the venv's python: create / delete a topic, count its records.
 KAFKA_ADMIN = r"""
@@ -331,6 +365,290 @@ def run_kafka(args, inp, tmp, results):
         kafka.cleanup()
 
 
+def example(args, name):
+    """A release example binary of the adapter crates (built by scripts/bench.sh)."""
+    path = os.path.join(args.examples, name)
+    if not os.access(path, os.X_OK):
+        raise BenchError("%s is missing: cargo build --release --locked -p ankusa-sink-amqp "
+                         "--example amqp_raw_loop -p ankusa-sink-aws --example aws_raw_loop -p "
+                         "ankusa-sink-pubsub --example pubsub_raw_loop -p ankusa-sink-http "
+                         "--example http_raw_loop --example sink_server (or pass --examples DIR)"
+                         % path)
+    return path
+
+
+def service(name):
+    run_checked(["bash", os.path.join(SERVICES, name + ".sh")], "scripts/services/%s.sh" % name)
+
+
+def prefix_input(inp, tmp, count, total):
+    """The first `count` lines of the input (the whole file when count >= total)."""
+    if count >= total:
+        return inp
+    path = os.path.join(tmp, "input-%d.jsonl" % count)
+    if not os.path.exists(path):
+        with open(inp, "rb") as src, open(path, "wb") as out:
+            for i, line in enumerate(src):
+                if i == count:
+                    break
+                out.write(line)
+    return path
+
+
+class Amqp:
+    """RabbitMQ: a fresh durable topic exchange and a durable queue bound with `#` per run."""
+    sink = "amqp"
+    baseline_side = "baseline: lapin loop (one confirm channel, 4096 confirms outstanding)"
+
+    def __init__(self, args, env):
+        self.tool, self.env = example(args, "amqp_raw_loop"), env
+        self.url = env.get("ANKUSA_AMQP_URL", DEFAULT_AMQP_URL)
+        self.live = []
+
+    def admin(self, *argv):
+        return run_checked([self.tool] + list(argv), "amqp_raw_loop " + argv[0], env=self.env)
+
+    def create(self):
+        name = unique_name("ankusa-pipeline")
+        self.admin("setup", name, name)
+        self.live.append(name)
+        return name
+
+    def baseline(self, name, inp):
+        return [self.tool, "send", inp, name]
+
+    def toml(self, name):
+        return 'type = "amqp"\nurl = "%s"\nexchange = "%s"\n' % (self.url, name)
+
+    def count(self, name):
+        return int(self.admin("count", name).strip())
+
+    def delete(self, name):
+        self.admin("delete", name, name)
+        self.live.remove(name)
+
+
+class Aws:
+    """moto: a fresh SQS queue or SNS topic per run."""
+
+    def __init__(self, args, env, sink):
+        self.tool, self.env, self.sink = example(args, "aws_raw_loop"), env, sink
+        self.endpoint = env.get("ANKUSA_MOTO_ENDPOINT", DEFAULT_MOTO)
+        self.baseline_side = "baseline: AWS SDK loop (%s of 10, 8 in flight)" % (
+            "SendMessageBatch" if sink == "sqs" else "PublishBatch")
+        self.live = []
+
+    def admin(self, *argv):
+        return run_checked([self.tool] + list(argv), "aws_raw_loop " + argv[0], env=self.env)
+
+    def create(self):
+        name = unique_name("ankusa-pipeline")
+        kind = "queue" if self.sink == "sqs" else "topic"
+        dest = self.admin("create-" + kind, name).strip()
+        self.live.append(dest)
+        return dest
+
+    def baseline(self, dest, inp):
+        return [self.tool, self.sink, inp, dest]
+
+    def toml(self, dest):
+        if self.sink == "sqs":  # region and credentials: the environment (the standard chain)
+            return 'type = "sqs"\nqueue_url = "%s"\n' % dest
+        return 'type = "sns"\ntopic_arn = "%s"\nendpoint = "%s"\n' % (dest, self.endpoint)
+
+    def count(self, dest):
+        # moto keeps SNS publishes only internally: an SNS topic cannot be counted (every
+        # publish was acknowledged with a message id: forward's outcomes, the loop's exit).
+        if self.sink == "sns":
+            return None
+        return int(self.admin("count", dest).strip())
+
+    def delete(self, dest):
+        self.admin("delete-queue" if self.sink == "sqs" else "delete-topic", dest)
+        self.live.remove(dest)
+
+
+class PubSub:
+    """The emulator: a fresh topic and one subscription on it per run (REST, stdlib)."""
+    sink = "pubsub"
+    baseline_side = "baseline: google-cloud-pubsub Publisher loop (batches of 1000, 20,000 outstanding)"
+
+    def __init__(self, args, env):
+        self.tool, self.env = example(args, "pubsub_raw_loop"), env
+        self.host = env.get("ANKUSA_PUBSUB_EMULATOR_HOST", DEFAULT_PUBSUB_HOST)
+        self.live = []
+
+    def rest(self, method, path, body=None):
+        import urllib.request
+        req = urllib.request.Request(
+            "http://%s/v1/projects/%s/%s" % (self.host, PUBSUB_PROJECT, path), method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return json.loads(resp.read() or b"{}")
+        except OSError as e:
+            raise BenchError("pubsub emulator %s %s: %s" % (method, path, e))
+
+    def create(self):
+        name = unique_name("ankusa-pipeline")
+        self.rest("PUT", "topics/" + name)
+        self.live.append(name)
+        self.rest("PUT", "subscriptions/" + name, {
+            "topic": "projects/%s/topics/%s" % (PUBSUB_PROJECT, name), "ackDeadlineSeconds": 600})
+        return name
+
+    def baseline(self, name, inp):
+        return [self.tool, inp, PUBSUB_PROJECT, name]
+
+    def toml(self, name):
+        return 'type = "pubsub"\nproject = "%s"\ntopic = "%s"\nendpoint = "http://%s"\n' % (
+            PUBSUB_PROJECT, name, self.host)
+
+    def count(self, name):
+        """Distinct message ids pulled from the subscription (600 s ack deadline: a pulled
+        message is not handed out again while counting) until three empty pulls."""
+        seen, empty = set(), 0
+        while empty < 3:
+            got = self.rest("POST", "subscriptions/%s:pull" % name,
+                            {"maxMessages": 1000, "returnImmediately": True})
+            msgs = got.get("receivedMessages", [])
+            if msgs:
+                empty = 0
+                seen.update(m["message"]["messageId"] for m in msgs)
+            else:
+                empty += 1
+                time.sleep(0.2)
+        return len(seen)
+
+    def delete(self, name):
+        self.rest("DELETE", "subscriptions/" + name)
+        self.rest("DELETE", "topics/" + name)
+        self.live.remove(name)
+
+
+class Http:
+    """examples/sink_server.rs, one per run on a free loopback port; it counts requests."""
+    sink = "http"
+    baseline_side = "baseline: reqwest loop (32 requests in flight, one thread)"
+
+    def __init__(self, args, env):
+        self.tool, self.server, self.env = (example(args, "http_raw_loop"),
+                                            example(args, "sink_server"), env)
+        self.live = []
+
+    def create(self):
+        p = subprocess.Popen([self.server], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, env=self.env)
+        line = p.stdout.readline().decode().split()
+        if len(line) != 2 or line[0] != "listening":
+            p.kill()
+            p.wait()
+            raise BenchError("sink_server did not start: %r" % line)
+        self.live.append(p)
+        return (p, "http://%s/hooks" % line[1])
+
+    def baseline(self, run, inp):
+        return [self.tool, inp, run[1]]
+
+    def toml(self, run):
+        return 'type = "http"\nurl = "%s"\n' % run[1]
+
+    def count(self, run):
+        p = run[0]
+        p.send_signal(signal.SIGTERM)
+        out = p.stdout.read().decode().split()
+        p.wait(30)
+        self.live.remove(p)
+        if p.returncode != 0 or len(out) != 2 or out[0] != "requests":
+            raise BenchError("sink_server exited %s: %r" % (p.returncode, out))
+        return int(out[1])
+
+    def delete(self, run):
+        if run[0] in self.live:
+            run[0].kill()
+            run[0].wait()
+            self.live.remove(run[0])
+
+
+def raw_env():
+    """Every side of the broker rows: the tests' endpoints, dummy AWS credentials and region,
+    and no instance metadata lookups (loopback only)."""
+    env = child_env()
+    env.setdefault("AWS_REGION", "us-east-1")
+    env.setdefault("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
+    env.setdefault("AWS_SECRET_ACCESS_KEY", "moto-secret-not-checked")
+    env["AWS_EC2_METADATA_DISABLED"] = "true"
+    return env
+
+
+def broker_hooks(args, sink):
+    return {"sqs": args.sqs_hooks, "sns": args.sns_hooks,
+            "pubsub": args.pubsub_hooks}.get(sink, args.hooks)
+
+
+def run_broker(args, sink, inp, tmp, results):
+    """The raw-client loop against `forward --json` at the default settings, interleaved,
+    each run on a fresh destination that is counted and deleted afterwards."""
+    env = raw_env()
+    if sink == "amqp":
+        if "ANKUSA_AMQP_URL" not in os.environ:
+            service("rabbitmq")
+        b = Amqp(args, env)
+    elif sink in ("sqs", "sns"):
+        if "ANKUSA_MOTO_ENDPOINT" not in os.environ:
+            service("moto")
+        b = Aws(args, env, sink)
+    elif sink == "pubsub":
+        if "ANKUSA_PUBSUB_EMULATOR_HOST" not in os.environ:
+            service("pubsub")
+        b = PubSub(args, env)
+    else:
+        b = Http(args, env)
+    hooks = min(broker_hooks(args, sink), args.hooks)
+    inp = prefix_input(inp, tmp, hooks, args.hooks)
+    sides = [("%s raw loop" % sink, b.baseline_side, "baseline"),
+             ("%s forward default" % sink, "forward (default settings)", "forward")]
+    try:
+        for rep in range(args.reps):
+            for name, side, kind in sides:
+                dest = b.create()
+                rundir = os.path.join(tmp, "run")
+                shutil.rmtree(rundir, ignore_errors=True)
+                os.makedirs(rundir)
+                out, err = os.path.join(rundir, "stdout"), os.path.join(rundir, "stderr")
+                label = "%s %s (rep %d/%d, %s hooks)" % (sink, side, rep + 1, args.reps,
+                                                         f"{hooks:,}")
+                say(label)
+                reported = None
+                if kind == "baseline":
+                    argv = b.baseline(dest, inp)
+                    wall, rss = run_timed(argv, out, err, label, env)
+                else:
+                    cfg = os.path.join(rundir, sink + ".toml")
+                    with open(cfg, "w") as f:
+                        f.write(b.toml(dest))
+                    argv = [args.cli, "forward", "--sink", cfg, "--input", inp, "--json"]
+                    wall, rss = run_timed(argv, out, err, label, env)
+                    check_outcomes(out, err, hooks, label)
+                    reported = last_summary(err)
+                received = None
+                if args.verify:
+                    received = b.count(dest)
+                    if received is not None and received != hooks:
+                        raise BenchError("%s: the destination received %d messages, expected %d"
+                                         % (label, received, hooks))
+                b.delete(dest)
+                row = record(results, name, sink, side, args, wall, rss, reported, argv, hooks)
+                row["received_counted"] = received is not None
+    finally:
+        for dest in list(b.live):
+            try:
+                b.delete(dest if sink != "http" else (dest, None))
+            except (BenchError, OSError) as e:
+                say("warning: could not delete %s: %s" % (dest, e))
+
+
 def check_outcomes(out, err, hooks, label):
     """forward --json: exactly `hooks` lines, every one "outcome":"ok"."""
     total, ok = 0, 0
@@ -424,14 +742,15 @@ def run_rss_scaling(args, tmp, results):
     results.extend(rows)
 
 
-def record(results, name, sink, side, args, wall, rss, reported, argv):
-    rate = args.hooks / wall
+def record(results, name, sink, side, args, wall, rss, reported, argv, hooks=None):
+    hooks = args.hooks if hooks is None else hooks
+    rate = hooks / wall
     say("  %.2f s, %s hooks/s, peak RSS %.1f MB%s" % (
         wall, f"{rate:,.0f}", rss / 1024,
         ", forward's own summary %s hooks/s" % f"{reported['hooks_per_s']:,}" if reported else ""))
     row = next((r for r in results if r["name"] == name), None)
     if row is None:
-        row = {"name": name, "sink": sink, "side": side, "hooks": args.hooks,
+        row = {"name": name, "sink": sink, "side": side, "hooks": hooks,
                "body_bytes": args.body_bytes, "reps": 0, "hooks_per_s": None,
                "all_hooks_per_s": [], "wall_s": [], "peak_rss_mb": 0.0, "all_peak_rss_mb": [],
                "ratio_vs_baseline": None, "forward_reported_hooks_per_s": [],
@@ -449,7 +768,9 @@ def record(results, name, sink, side, args, wall, rss, reported, argv):
 
 
 def ratios(results):
-    for sink, base in (("kafka", "kafka python confluent-kafka"), ("log", "log python loop")):
+    pairs = [("kafka", "kafka python confluent-kafka"), ("log", "log python loop")]
+    pairs += [(s, "%s raw loop" % s) for s in ("amqp", "sqs", "sns", "pubsub", "http")]
+    for sink, base in pairs:
         b = next((r for r in results if r["name"] == base), None)
         if b is None:
             continue
@@ -488,15 +809,28 @@ def write_md(path, results, args, version, started, load_before):
         "(load average before the run)." % (f"{args.hooks:,}", f"{args.body_bytes:,}", args.reps,
                                            load_before),
         "",
-        "| sink | side | hooks/s | peak RSS | of baseline |",
-        "|---|---|---:|---:|---:|",
+        "| sink | side | hooks | hooks/s | peak RSS | of baseline |",
+        "|---|---|---:|---:|---:|---:|",
     ]
     for r in results:
         if r["name"].startswith("rss-scaling"):
             continue
         ratio = "%.2f" % r["ratio_vs_baseline"] if r["ratio_vs_baseline"] is not None else "–"
-        lines.append("| %s | %s | %s | %.1f MB | %s |" % (
-            r["sink"], r["side"], f"{r['hooks_per_s']:,.0f}", r["peak_rss_mb"], ratio))
+        lines.append("| %s | %s | %s | %s | %.1f MB | %s |" % (
+            r["sink"], r["side"], f"{r['hooks']:,}", f"{r['hooks_per_s']:,.0f}",
+            r["peak_rss_mb"], ratio))
+    if any(r["hooks"] != args.hooks for r in results if not r["name"].startswith("rss-scaling")):
+        lines += ["", "Rows with fewer hooks send the first lines of the same file: moto is slow "
+                  "per message, and its SQS scans the whole queue on every send (--sqs-hooks, "
+                  "--sns-hooks, --pubsub-hooks)."]
+    counted = [r for r in results if "received_counted" in r]
+    if counted:
+        lines += ["", "After every run the destination held exactly the hooks sent (RabbitMQ "
+                  "queue message count, SQS ApproximateNumberOfMessages, Pub/Sub message ids "
+                  "pulled, the HTTP receiver's request count)%s." % (
+                      "; SNS topics are not countable on moto: every publish acknowledged"
+                      if any(not r["received_counted"] for r in counted) else "")
+                  if args.verify else "Destinations not counted (--no-verify)."]
     scaling = [r for r in results if r["name"].startswith("rss-scaling")]
     if scaling:
         ratio = scaling[0]["rss_ratio_1m_vs_100k"]
@@ -529,12 +863,23 @@ def main():
     ap.add_argument("--concurrency-variants", default="256,4096", metavar="N,N...",
                     help="Kafka: also run forward with these --concurrency values (default "
                          "256,4096; empty for none)")
-    ap.add_argument("--only", action="append", choices=["kafka", "log"],
-                    help="run only these sinks (repeatable; default both)")
+    ap.add_argument("--only", action="append", choices=ALL_SINKS,
+                    help="run only these sinks (repeatable; default all)")
+    ap.add_argument("--examples", metavar="DIR",
+                    help="the release examples amqp_raw_loop, aws_raw_loop, pubsub_raw_loop, "
+                         "http_raw_loop, sink_server (default: examples/ beside --cli)")
+    ap.add_argument("--sqs-hooks", type=int, default=1_000, metavar="N",
+                    help="sqs rows: the first N hooks of the input (moto scans the whole queue "
+                         "on every send; default 1,000)")
+    ap.add_argument("--sns-hooks", type=int, default=20_000, metavar="N",
+                    help="sns rows: the first N hooks of the input (moto is slow per message; "
+                         "default 20,000)")
+    ap.add_argument("--pubsub-hooks", type=int, default=100_000, metavar="N",
+                    help="pubsub rows: the first N hooks of the input (default 100,000)")
     ap.add_argument("--rss-scaling", action="store_true",
                     help="also forward 100,000 and 1,000,000 hooks (100-byte bodies) to the log sink")
     ap.add_argument("--no-verify", dest="verify", action="store_false",
-                    help="do not read each Kafka topic back to count its records")
+                    help="do not count what each destination received")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = ap.parse_args()
     try:
@@ -543,12 +888,16 @@ def main():
         ap.error("--concurrency-variants takes numbers separated by commas")
     if any(c < 1 for c in args.concurrency_variants):
         ap.error("--concurrency-variants: each at least 1")
-    if args.hooks < 1 or args.reps < 1 or args.body_bytes < 0:
-        ap.error("--hooks and --reps must be at least 1, --body-bytes at least 0")
+    if min(args.hooks, args.reps, args.sqs_hooks, args.sns_hooks, args.pubsub_hooks) < 1 \
+            or args.body_bytes < 0:
+        ap.error("--hooks, --reps, --sqs-hooks, --sns-hooks and --pubsub-hooks must be at least "
+                 "1, --body-bytes at least 0")
     args.cli = os.path.abspath(args.cli)
     if not os.access(args.cli, os.X_OK):
         ap.error("--cli %s is not an executable file" % args.cli)
-    only = args.only or ["kafka", "log"]
+    args.examples = os.path.abspath(args.examples or os.path.join(os.path.dirname(args.cli),
+                                                                  "examples"))
+    only = args.only or ALL_SINKS
     version = run_checked([args.cli, "--version"], "ankusa-sink --version").strip()
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     load_before = machine()
@@ -573,6 +922,9 @@ def main():
             run_kafka(args, inp, tmp, results)
         if "log" in only:
             run_log(args, inp, tmp, results)
+        for sink in ("amqp", "sqs", "sns", "pubsub", "http"):
+            if sink in only:
+                run_broker(args, sink, inp, tmp, results)
         if args.rss_scaling:
             run_rss_scaling(args, tmp, results)
     except BenchError as e:
