@@ -745,6 +745,15 @@ struct Slot {
     metrics: m::SinkMetrics,
 }
 
+impl Slot {
+    /// Whether this sink's attempts count against a limit: a batching sink without a
+    /// window is bounded by its own batcher alone; with one, it runs on its window like any
+    /// pipelining sink.
+    fn counted(&self) -> bool {
+        !self.batched || self.window.is_some()
+    }
+}
+
 /// What the `Dispatcher` handles send.
 enum In {
     Submit {
@@ -1237,7 +1246,7 @@ impl Scheduler {
     /// Whether sink `i` may start an attempt of `weight` body bytes now.
     fn has_room(&self, i: usize, weight: u32) -> bool {
         let slot = &self.slots[i];
-        if slot.batched {
+        if !slot.counted() {
             return true;
         }
         let per_sink = self.config.sink_concurrency;
@@ -1306,7 +1315,7 @@ impl Scheduler {
         );
         let id = self.next_attempt;
         self.next_attempt += 1;
-        if !slot.batched {
+        if slot.counted() {
             self.in_flight[job.sink] += 1;
             if slot.window.is_some() {
                 self.in_flight_bytes[job.sink] += job.weight as usize;
@@ -1369,7 +1378,7 @@ impl Scheduler {
             return;
         };
         let slot = &self.slots[job.sink];
-        if !slot.batched {
+        if slot.counted() {
             self.in_flight[job.sink] -= 1;
             if slot.window.is_some() {
                 self.in_flight_bytes[job.sink] -= job.weight as usize;

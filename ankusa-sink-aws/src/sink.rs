@@ -5,7 +5,7 @@ use crate::error::AwsError;
 use crate::outgoing::{self, AttributeValue, Entry, Ids};
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
-    BatchConfig, BatchSend, Batcher, Check, Ctx, Description, Envelope, Failure, Subject,
+    BatchConfig, BatchSend, Batcher, Check, Ctx, Description, Envelope, Failure, InFlight, Subject,
     async_trait,
 };
 use std::fmt;
@@ -159,6 +159,23 @@ impl<P: Publisher> AwsSink<P> {
         self.batcher.is_some()
     }
 
+    /// With batching on, the batcher's pipeline: a full batch of 10 in each request in
+    /// flight and as many filling behind them (at most `max_queued`), 16 MiB of bodies.
+    /// Without it, one request per delivery: the dispatcher's shared limit.
+    pub(crate) fn in_flight(&self) -> Option<InFlight> {
+        self.batcher.as_ref()?;
+        let b = self.options.batch();
+        let deliveries = b
+            .max_requests
+            .get()
+            .saturating_mul(20)
+            .min(b.max_queued.get());
+        Some(InFlight::new(
+            NonZeroUsize::new(deliveries).unwrap_or(NonZeroUsize::MIN),
+            NonZeroUsize::new(16 << 20).expect("positive"),
+        ))
+    }
+
     pub(crate) fn inline_max_bytes(&self) -> NonZeroUsize {
         self.options.inline_max_bytes()
     }
@@ -190,6 +207,9 @@ macro_rules! forward_sink {
             }
             fn batched(&self) -> bool {
                 self.inner.batched()
+            }
+            fn in_flight(&self) -> Option<ankusa_sink_core::InFlight> {
+                self.inner.in_flight()
             }
             fn describe(
                 &self,

@@ -7,7 +7,8 @@ use crate::outgoing;
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::template::KeyTemplate;
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait, host_port,
+    Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
+    host_port,
 };
 use google_cloud_gax::options::RequestOptionsBuilder as _;
 use google_cloud_gax::retry_policy::NeverRetry;
@@ -22,6 +23,15 @@ use std::time::Duration;
 /// How many times one delivery re-publishes after finding its ordering key paused by an
 /// earlier failure (each time after resuming the key). A paused message was never sent.
 const PAUSED_RETRIES: usize = 3;
+
+/// The pipeline window: the client batches what is outstanding (up to `batch.max_messages`
+/// per request, several requests at once), so the sink is fast only when many deliveries
+/// are in flight: against the emulator 1,024 outstanding ran 8x the old 32 shared slots,
+/// and 4,096 no faster.
+const WINDOW: InFlight = InFlight::new(
+    NonZeroUsize::new(1024).expect("positive"),
+    NonZeroUsize::new(16 << 20).expect("positive"),
+);
 
 /// Publishes each hook as one Pub/Sub message on `projects/<project>/topics/<topic>`.
 ///
@@ -204,6 +214,10 @@ impl Sink for PubSubSink {
 
     fn batched(&self) -> bool {
         true
+    }
+
+    fn in_flight(&self) -> Option<InFlight> {
+        Some(WINDOW)
     }
 
     fn describe(&self, _subject: &Subject) -> Option<Description> {

@@ -130,3 +130,43 @@ async fn the_intake_bounds_body_bytes_and_admits_a_larger_body_alone() {
         .expect("a hook larger than the bound is admitted alone");
     recv_n(&mut out, 1, Duration::from_secs(5)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_batching_sink_with_a_window_runs_on_it_and_sizes_the_intake() {
+    let batching = Script::new(Step::after(Duration::from_secs(1), Step::Ok))
+        .batched()
+        .window(40, 1 << 20)
+        .arc();
+    // The default intake: twice (concurrency 1 + the window of 40) = 82 jobs, far above
+    // the 2 that concurrency alone would give.
+    let (d, mut out) = Dispatcher::builder()
+        .sink("batching", batching.clone())
+        .config(DispatchConfig::default().with_concurrency(1))
+        .build()
+        .unwrap();
+    // Each delivery dropped as it comes: it holds its intake permit until then.
+    let reader = tokio::spawn(async move {
+        let mut delivered = 0;
+        while let Some(x) = out.recv().await {
+            delivered += usize::from(matches!(x.outcome, Outcome::Delivered));
+            if delivered == 100 {
+                break;
+            }
+        }
+        delivered
+    });
+    let submitter = {
+        let d = d.clone();
+        tokio::spawn(async move { submit_n(&d, "batching", 100, 100).await })
+    };
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(
+        batching.active(),
+        40,
+        "its window, not the shared limit of 1"
+    );
+    assert!(batching.seen().iter().all(|s| s.batch));
+    submitter.await.unwrap();
+    assert_eq!(reader.await.unwrap(), 100);
+    assert_eq!(batching.peak(), 40, "never past the window");
+}
