@@ -18,6 +18,7 @@
 //! 1 otherwise. The broker: `$ANKUSA_AMQP_URL`, default
 //! `amqp://guest:guest@127.0.0.1:5672/%2f` (as the tests).
 
+use ankusa_bench_support::raw_loop::{self, Lines};
 use lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, ExchangeDeleteOptions,
     QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
@@ -28,7 +29,6 @@ use lapin::{
     PublisherConfirm,
 };
 use std::collections::VecDeque;
-use std::io::BufRead;
 use std::process::ExitCode;
 
 const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
@@ -64,18 +64,10 @@ async fn send(file: &str, exchange: &str, key: &str, window: usize) -> Result<(u
         mandatory: true,
         immediate: false,
     };
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file)?);
-    let mut line = Vec::new();
+    let mut lines = Lines::open(file)?;
     let mut pending: VecDeque<PublisherConfirm> = VecDeque::with_capacity(window);
     let (mut sent, mut acked) = (0u64, 0u64);
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            break;
-        }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
+    while let Some(line) = lines.next_line()? {
         if pending.len() >= window {
             // Confirms come back in publish order: the oldest is the next to settle.
             if let Some(c) = pending.pop_front() {
@@ -83,7 +75,7 @@ async fn send(file: &str, exchange: &str, key: &str, window: usize) -> Result<(u
             }
         }
         let c = ch
-            .basic_publish(exchange.into(), key.into(), options, &line, props.clone())
+            .basic_publish(exchange.into(), key.into(), options, line, props.clone())
             .await?;
         sent += 1;
         pending.push_back(c);
@@ -189,17 +181,5 @@ async fn run(args: Vec<String>) -> Result<ExitCode, Error> {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    match rt.block_on(run(args)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("amqp_raw_loop: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    raw_loop::main("amqp_raw_loop", raw_loop::runtime(2), run)
 }

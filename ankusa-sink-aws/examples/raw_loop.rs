@@ -22,10 +22,10 @@
 //! `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`), else `us-east-1` and static dummy keys
 //! (never the instance metadata service).
 
+use ankusa_bench_support::raw_loop::{self, Lines};
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_sns::types::PublishBatchRequestEntry;
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
-use std::io::BufRead;
 use std::process::ExitCode;
 use tokio::task::JoinSet;
 
@@ -129,16 +129,15 @@ fn accepted(r: Result<Result<usize, Error>, tokio::task::JoinError>) -> u64 {
 
 /// Sends every line of `file`; (messages sent, messages accepted).
 async fn send(file: &str, target: Target, in_flight: usize) -> Result<(u64, u64), Error> {
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file)?);
+    let mut lines = Lines::open(file)?;
     let mut tasks = JoinSet::new();
     let (mut sent, mut ok) = (0u64, 0u64);
     let mut batch = Vec::with_capacity(BATCH);
-    let mut line = String::new();
     loop {
-        line.clear();
-        let eof = reader.read_line(&mut line)? == 0;
-        if !eof {
-            batch.push(line.strip_suffix('\n').unwrap_or(&line).to_owned());
+        let line = lines.next_line()?;
+        let eof = line.is_none();
+        if let Some(line) = line {
+            batch.push(String::from_utf8(line.to_vec())?);
         }
         if batch.len() == BATCH || (eof && !batch.is_empty()) {
             while tasks.len() >= in_flight {
@@ -219,17 +218,5 @@ async fn run(args: Vec<String>) -> Result<ExitCode, Error> {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    match rt.block_on(run(args)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("aws_raw_loop: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    raw_loop::main("aws_raw_loop", raw_loop::runtime(2), run)
 }

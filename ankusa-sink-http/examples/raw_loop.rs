@@ -15,8 +15,8 @@
 //! 32 / 64 / 128 / 256 in flight on two workers, and 2.5–2.9 s at 32 on one thread. Exits 0
 //! only when every request got a 2xx answer and its (empty) body was read; 1 otherwise.
 
+use ankusa_bench_support::raw_loop::{self, Lines};
 use bytes::Bytes;
-use std::io::BufRead;
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -64,18 +64,10 @@ async fn send(file: &str, url: reqwest::Url, concurrency: usize) -> Result<(u64,
         .no_proxy()
         .timeout(Duration::from_secs(5))
         .build()?;
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file)?);
+    let mut lines = Lines::open(file)?;
     let mut tasks = JoinSet::new();
     let (mut sent, mut done, mut printed) = (0u64, 0u64, false);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            break;
-        }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
+    while let Some(line) = lines.next_line()? {
         while tasks.len() >= concurrency {
             if let Some(r) = tasks.join_next().await {
                 done += ok(r, &mut printed);
@@ -84,7 +76,7 @@ async fn send(file: &str, url: reqwest::Url, concurrency: usize) -> Result<(u64,
         tasks.spawn(post(
             client.clone(),
             url.clone(),
-            Bytes::copy_from_slice(&line),
+            Bytes::copy_from_slice(line),
         ));
         sent += 1;
     }
@@ -118,31 +110,15 @@ async fn run(args: Vec<String>) -> Result<ExitCode, Error> {
     })
 }
 
-/// The runtime: `--threads 1` (the default) a current-thread runtime, else that many workers.
-fn runtime(args: &[String]) -> tokio::runtime::Runtime {
-    let threads = args
-        .iter()
+/// `--threads N` (default 1: a current-thread runtime).
+fn threads() -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
         .position(|a| a == "--threads")
         .and_then(|i| args.get(i + 1)?.parse::<usize>().ok())
-        .unwrap_or(1);
-    let mut b = if threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        b.worker_threads(threads);
-        b
-    };
-    b.enable_all().build().expect("a tokio runtime")
+        .unwrap_or(1)
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let rt = runtime(&args);
-    match rt.block_on(run(args)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("http_raw_loop: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    raw_loop::main("http_raw_loop", raw_loop::runtime(threads()), run)
 }

@@ -19,11 +19,11 @@
 //! otherwise. The emulator: `http://$ANKUSA_PUBSUB_EMULATOR_HOST`, default
 //! `127.0.0.1:8085` (as the tests), anonymous credentials.
 
+use ankusa_bench_support::raw_loop::{self, Lines};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use google_cloud_pubsub::client::Publisher;
 use google_cloud_pubsub::model::Message;
-use std::io::BufRead;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -67,24 +67,16 @@ async fn publish(file: &str, topic: String, s: &Settings) -> Result<(u64, u64), 
         .set_delay_threshold(s.delay)
         .build()
         .await?;
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file)?);
+    let mut lines = Lines::open(file)?;
     let mut pending = FuturesUnordered::new();
     let (mut sent, mut ok, mut printed) = (0u64, 0u64, false);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            break;
-        }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
+    while let Some(line) = lines.next_line()? {
         while pending.len() >= s.window {
             if let Some(r) = pending.next().await {
                 ok += acked(r, &mut printed);
             }
         }
-        pending.push(publisher.publish(Message::new().set_data(line.clone())));
+        pending.push(publisher.publish(Message::new().set_data(line.to_vec())));
         sent += 1;
     }
     while let Some(r) = pending.next().await {
@@ -127,17 +119,5 @@ async fn run(args: Vec<String>) -> Result<ExitCode, Error> {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    match rt.block_on(run(args)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("pubsub_raw_loop: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    raw_loop::main("pubsub_raw_loop", raw_loop::runtime(2), run)
 }

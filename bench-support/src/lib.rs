@@ -2,6 +2,7 @@
 #![deny(missing_docs)]
 
 pub mod indexed;
+pub mod raw_loop;
 pub mod vs_raw;
 
 use std::path::PathBuf;

@@ -1,0 +1,78 @@
+//! What the pipeline bench's raw-client loops (each adapter's `examples/raw_loop.rs`, run
+//! by `scripts/bench_pipeline.py`) share: the input's lines and the process around `run`.
+
+use std::fmt::Display;
+use std::fs::File;
+use std::future::Future;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// The lines of a file, each handed out without its `\n`, through a 1 MiB buffer and one
+/// reused line buffer (the loops send each line as is).
+#[derive(Debug)]
+pub struct Lines {
+    reader: BufReader<File>,
+    line: Vec<u8>,
+}
+
+impl Lines {
+    /// Open `path`.
+    ///
+    /// # Errors
+    /// The file cannot be opened.
+    pub fn open(path: impl AsRef<Path>) -> std::io::Result<Self> {
+        Ok(Lines {
+            reader: BufReader::with_capacity(1 << 20, File::open(path)?),
+            line: Vec::new(),
+        })
+    }
+
+    /// The next line, `None` at the end of the file.
+    ///
+    /// # Errors
+    /// A read error.
+    pub fn next_line(&mut self) -> std::io::Result<Option<&[u8]>> {
+        self.line.clear();
+        if self.reader.read_until(b'\n', &mut self.line)? == 0 {
+            return Ok(None);
+        }
+        if self.line.last() == Some(&b'\n') {
+            self.line.pop();
+        }
+        Ok(Some(&self.line))
+    }
+}
+
+/// The runtime of a loop: `threads <= 1` a current-thread runtime, else that many workers.
+///
+/// # Panics
+/// When tokio cannot build it.
+pub fn runtime(threads: usize) -> tokio::runtime::Runtime {
+    let mut b = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    b.enable_all().build().expect("a tokio runtime")
+}
+
+/// Run `run` with the process's arguments on `rt`: its exit code, or 1 after printing
+/// `<name>: <error>` on stderr.
+pub fn main<F, Fut, E>(name: &str, rt: tokio::runtime::Runtime, run: F) -> ExitCode
+where
+    F: FnOnce(Vec<String>) -> Fut,
+    Fut: Future<Output = Result<ExitCode, E>>,
+    E: Display,
+{
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match rt.block_on(run(args)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
