@@ -373,8 +373,12 @@ impl Sink for AmqpSink {
         Some(self.cfg.inline_max_bytes())
     }
 
+    /// The window, but never more deliveries than `max_inflight`: past it a delivery only
+    /// waits inside the sink for a confirm slot (holding its encoded message and a timer),
+    /// where the dispatcher would hold it for nothing.
     fn in_flight(&self) -> Option<InFlight> {
-        Some(WINDOW)
+        let deliveries = WINDOW.deliveries.min(self.cfg.max_inflight());
+        Some(InFlight::new(deliveries, WINDOW.bytes))
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
@@ -456,6 +460,22 @@ mod tests {
             c = c.with_routing_key_template(t).unwrap();
         }
         AmqpSink::new(c)
+    }
+
+    #[test]
+    fn the_window_is_the_confirm_limit_up_to_1024() {
+        let window = |max: Option<usize>| {
+            let mut c = AmqpConfig::new("amqp://127.0.0.1:5672/%2f", "hooks").unwrap();
+            if let Some(m) = max {
+                c = c.with_max_inflight(NonZeroUsize::new(m).unwrap());
+            }
+            let w = Sink::in_flight(&AmqpSink::new(c)).unwrap();
+            assert_eq!(w.bytes.get(), 16 << 20);
+            w.deliveries.get()
+        };
+        assert_eq!(window(None), 256, "the default max_inflight");
+        assert_eq!(window(Some(8)), 8);
+        assert_eq!(window(Some(5_000)), 1024);
     }
 
     #[test]
