@@ -1326,7 +1326,9 @@ impl Scheduler {
         slot.metrics.attempts.increment(1);
         self.running.insert(id, job);
         let tx = self.tx.clone();
-        let handle = self.tasks.spawn(async move {
+        // Boxed: the task then holds a pointer, not the attempt's whole state, which tokio
+        // would otherwise copy several times on the way in and again when it completes.
+        let handle = self.tasks.spawn(Box::pin(async move {
             let started = Instant::now();
             let result = attempt_in_trace(
                 &name,
@@ -1341,7 +1343,7 @@ impl Scheduler {
                 result,
                 took: started.elapsed(),
             });
-        });
+        }));
         self.task_attempt.insert(handle.id(), id);
     }
 
