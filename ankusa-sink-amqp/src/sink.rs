@@ -23,13 +23,6 @@ use tokio::time::{Instant, timeout, timeout_at};
 /// for this long instead of each dialling the broker again.
 pub(crate) const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
 
-/// The pipeline window: publishes on the confirm-mode channel are pipelined, and RabbitMQ
-/// confirms them in batches, so many outstanding publishes keep the channel busy.
-const WINDOW: InFlight = InFlight::new(
-    NonZeroUsize::new(1024).expect("positive"),
-    NonZeroUsize::new(16 << 20).expect("positive"),
-);
-
 /// Publishes Message v1 to a RabbitMQ exchange with publisher confirms and `mandatory`.
 ///
 /// Connects lazily on the first delivery (or [`check`](Sink::check)) and reconnects by
@@ -373,12 +366,13 @@ impl Sink for AmqpSink {
         Some(self.cfg.inline_max_bytes())
     }
 
-    /// The window, but never more deliveries than `max_inflight`: past it a delivery only
-    /// waits inside the sink for a confirm slot (holding its encoded message and a timer),
-    /// where the dispatcher would hold it for nothing.
+    /// Publishes on the confirm-mode channel are pipelined, and RabbitMQ confirms them in
+    /// batches, so many outstanding publishes keep the channel busy; but never more than
+    /// `max_inflight`: past it a delivery only waits inside the sink for a confirm slot
+    /// (holding its encoded message and a timer), where the dispatcher would hold it for
+    /// nothing.
     fn in_flight(&self) -> Option<InFlight> {
-        let deliveries = WINDOW.deliveries.min(self.cfg.max_inflight());
-        Some(InFlight::new(deliveries, WINDOW.bytes))
+        Some(InFlight::PIPELINE.at_most(self.cfg.max_inflight()))
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {

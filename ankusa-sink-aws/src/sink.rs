@@ -160,7 +160,7 @@ impl<P: Publisher> AwsSink<P> {
     }
 
     /// With batching on, the batcher's pipeline: a full batch of 10 in each request in
-    /// flight and as many filling behind them (at most `max_queued`), 16 MiB of bodies.
+    /// flight and as many filling behind them (at most `max_queued`), the pipeline's bytes.
     /// Without it, one request per delivery: the dispatcher's shared limit.
     pub(crate) fn in_flight(&self) -> Option<InFlight> {
         self.batcher.as_ref()?;
@@ -172,7 +172,7 @@ impl<P: Publisher> AwsSink<P> {
             .min(b.max_queued.get());
         Some(InFlight::new(
             NonZeroUsize::new(deliveries).unwrap_or(NonZeroUsize::MIN),
-            NonZeroUsize::new(16 << 20).expect("positive"),
+            InFlight::PIPELINE.bytes,
         ))
     }
 

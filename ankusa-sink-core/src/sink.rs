@@ -159,9 +159,24 @@ pub struct InFlight {
 }
 
 impl InFlight {
+    /// The window of a client that pipelines on one connection (a producer queue,
+    /// publisher confirms, a pipelined connection): 1,024 deliveries or 16 MiB of bodies.
+    /// On the local Kafka broker 512 to 4,096 outstanding records ran equally fast (the
+    /// broker's time per request decides) while memory grew with the window; 16 MiB keeps
+    /// large bodies in check.
+    pub const PIPELINE: InFlight = InFlight::new(
+        NonZeroUsize::new(1024).expect("positive"),
+        NonZeroUsize::new(16 << 20).expect("positive"),
+    );
+
     /// A window of `deliveries` deliveries and `bytes` body bytes.
     pub const fn new(deliveries: NonZeroUsize, bytes: NonZeroUsize) -> Self {
         InFlight { deliveries, bytes }
+    }
+
+    /// This window with at most `deliveries` deliveries.
+    pub fn at_most(self, deliveries: NonZeroUsize) -> Self {
+        InFlight::new(self.deliveries.min(deliveries), self.bytes)
     }
 }
 

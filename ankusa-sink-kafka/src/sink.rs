@@ -35,15 +35,6 @@ struct Current {
     producer: Arc<Shared>,
 }
 
-/// The pipeline window: librdkafka batches what is queued (linger, then one produce request
-/// per batch), so the sink is fast only when many records are outstanding. On the local
-/// broker 512 to 4,096 outstanding records ran equally fast (the broker's time per request
-/// decides), and memory grows with the window; 16 MiB keeps large bodies in check.
-const WINDOW: InFlight = InFlight::new(
-    NonZeroUsize::new(1024).expect("positive"),
-    NonZeroUsize::new(16 << 20).expect("positive"),
-);
-
 /// Delivers hooks to one Kafka topic.
 ///
 /// # Behavior
@@ -318,8 +309,10 @@ impl Sink for KafkaSink {
         Some(self.config.inline_max_bytes)
     }
 
+    /// librdkafka batches what is queued (linger, then one produce request per batch), so
+    /// the sink is fast only when many records are outstanding.
     fn in_flight(&self) -> Option<InFlight> {
-        Some(WINDOW)
+        Some(InFlight::PIPELINE)
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {

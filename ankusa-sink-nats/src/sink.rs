@@ -16,13 +16,6 @@ use std::fmt;
 use std::num::NonZeroUsize;
 use tokio::sync::OnceCell;
 
-/// The pipeline window: JetStream publishes are pipelined on one connection and acked in
-/// order, so many outstanding publishes keep the connection busy.
-const WINDOW: InFlight = InFlight::new(
-    NonZeroUsize::new(1024).expect("positive"),
-    NonZeroUsize::new(16 << 20).expect("positive"),
-);
-
 /// A NATS JetStream sink.
 ///
 /// Publishes each hook as Message v1 with `Nats-Msg-Id` and the `ankusa_*` headers, as a
@@ -280,8 +273,10 @@ impl Sink for NatsSink {
         Some(self.config.inline_max_bytes)
     }
 
+    /// JetStream publishes are pipelined on one connection and acked in order, so many
+    /// outstanding publishes keep the connection busy.
     fn in_flight(&self) -> Option<InFlight> {
-        Some(WINDOW)
+        Some(InFlight::PIPELINE)
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {

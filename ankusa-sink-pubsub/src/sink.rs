@@ -24,15 +24,6 @@ use std::time::Duration;
 /// earlier failure (each time after resuming the key). A paused message was never sent.
 const PAUSED_RETRIES: usize = 3;
 
-/// The pipeline window: the client batches what is outstanding (up to `batch.max_messages`
-/// per request, several requests at once), so the sink is fast only when many deliveries
-/// are in flight: against the emulator 1,024 outstanding ran 8x the old 32 shared slots,
-/// and 4,096 no faster.
-const WINDOW: InFlight = InFlight::new(
-    NonZeroUsize::new(1024).expect("positive"),
-    NonZeroUsize::new(16 << 20).expect("positive"),
-);
-
 /// Publishes each hook as one Pub/Sub message on `projects/<project>/topics/<topic>`.
 ///
 /// # Behavior
@@ -216,8 +207,12 @@ impl Sink for PubSubSink {
         true
     }
 
+    /// The client batches what is outstanding (up to `batch.max_messages` per request,
+    /// several requests at once), so the sink is fast only when many deliveries are in
+    /// flight: against the emulator 1,024 outstanding ran 8x the old 32 shared slots, and
+    /// 4,096 no faster.
     fn in_flight(&self) -> Option<InFlight> {
-        Some(WINDOW)
+        Some(InFlight::PIPELINE)
     }
 
     fn describe(&self, _subject: &Subject) -> Option<Description> {

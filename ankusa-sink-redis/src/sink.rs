@@ -15,13 +15,6 @@ use std::fmt;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-/// The pipeline window: commands are pipelined on one multiplexed connection, so many
-/// outstanding deliveries keep it busy.
-const WINDOW: InFlight = InFlight::new(
-    NonZeroUsize::new(1024).expect("positive"),
-    NonZeroUsize::new(16 << 20).expect("positive"),
-);
-
 /// Delivers Message v1 to Redis: `XADD` to a stream or `PUBLISH` to a channel.
 ///
 /// # Behavior
@@ -168,8 +161,10 @@ impl Sink for RedisSink {
         Some(self.config.inline_max_bytes)
     }
 
+    /// Commands are pipelined on one multiplexed connection, so many outstanding
+    /// deliveries keep it busy.
     fn in_flight(&self) -> Option<InFlight> {
-        Some(WINDOW)
+        Some(InFlight::PIPELINE)
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
