@@ -408,14 +408,13 @@ impl JsonOut<'_> {
 /// The members of a Message v1 before its body, in the format's order (`body_base64` or
 /// `claim` follows).
 fn write_members(
-    out: &mut Vec<u8>,
+    w: &mut JsonOut<'_>,
     env: &Envelope,
     ctx: &Ctx,
     idempotency_key: &str,
     headers: &[(Cow<'_, str>, Cow<'_, str>)],
     sha256: &str,
 ) {
-    let mut w = JsonOut(out);
     w.name(true, "v");
     w.int(1u8);
     w.name(false, "id");
@@ -437,13 +436,16 @@ fn write_members(
     w.name(false, "idempotency_key");
     w.str(idempotency_key);
     w.name(false, "headers");
+    w.0.push(b'{');
     for (i, (k, v)) in headers.iter().enumerate() {
-        w.0.push(if i == 0 { b'{' } else { b',' });
+        if i > 0 {
+            w.0.push(b',');
+        }
         w.str(k);
         w.0.push(b':');
         w.str(v);
     }
-    w.0.extend_from_slice(if headers.is_empty() { b"{}" } else { b"}" });
+    w.0.push(b'}');
     w.name(false, "sha256");
     w.str(sha256);
 }
@@ -508,24 +510,26 @@ pub(crate) fn encode_with(
         Some(_) => 0,
     };
     let mut out = Vec::with_capacity(768 + b64_len);
-    write_members(&mut out, env, ctx, idempotency_key, headers, sha256);
+    let mut w = JsonOut(&mut out);
+    write_members(&mut w, env, ctx, idempotency_key, headers, sha256);
     match claim {
         Some(r) => {
-            JsonOut(&mut out).name(false, "claim");
-            JsonOut(&mut out).str(&r.to_string());
+            w.name(false, "claim");
+            w.str(&r.to_string());
         }
         None => {
             // Base64 straight into the output: its alphabet never needs JSON escaping.
-            out.extend_from_slice(b",\"body_base64\":\"");
+            w.name(false, "body_base64");
+            w.0.push(b'"');
             // SIMD base64 (AVX2/SSSE3/NEON, detected at run time) writes into the spare
             // capacity: 3x the scalar encoder at 64 KiB and no zero-fill first.
-            let start = out.len();
-            base64_simd::STANDARD.encode_append(env.body(), &mut out);
-            debug_assert_eq!(out.len() - start, b64_len);
-            out.push(b'"');
+            let start = w.0.len();
+            base64_simd::STANDARD.encode_append(env.body(), &mut *w.0);
+            debug_assert_eq!(w.0.len() - start, b64_len);
+            w.0.push(b'"');
         }
     }
-    out.push(b'}');
+    w.0.push(b'}');
     Ok(out)
 }
 
@@ -943,13 +947,13 @@ mod tests {
         .header("X-Odd", quoted)
         .header("x-b", "")
         .header("X-B2", "\\")
-        .build();
-        let mut cases = vec![(env(), None), (plain, None)];
-        let full_err = full.as_ref().err().map(ToString::to_string);
-        if let Ok(full) = full {
-            cases.push((full, Some(format!("r{odd}"))));
-        }
-        assert_eq!(cases.len(), 3, "the odd envelope builds: {:?}", full_err);
+        .build()
+        .unwrap();
+        let cases = [
+            (env(), None),
+            (plain, None),
+            (full, Some(format!("r{odd}"))),
+        ];
         for (e, replay) in &cases {
             let mut ctx = Ctx::for_envelope(e);
             if let Some(r) = replay {
