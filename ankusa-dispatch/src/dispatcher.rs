@@ -14,10 +14,6 @@ use ankusa_sink_core::{
 use ankusa_source::{Ack, Settlement};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-
-/// A map keyed by a number the dispatcher assigns itself (hook, attempt, task ids), never
-/// by input: a fast hash instead of SipHash, which was 4 % of a delivery's CPU.
-type IdMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::fmt;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
@@ -29,6 +25,10 @@ use tokio::task::JoinSet;
 // (a std deadline under a paused clock made the scheduler spin).
 use tokio::time::Instant;
 
+/// A map keyed by a number the dispatcher assigns itself (hook, attempt, task ids), never
+/// by input: a fast hash instead of SipHash, which was 4 % of a delivery's CPU.
+type IdMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// The dispatcher's knobs.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -38,8 +38,8 @@ pub struct DispatchConfig {
     /// Attempts in flight at once over every sink without a window of its own (see
     /// `sink_windows`; batching sinks' attempts are not counted).
     pub concurrency: usize,
-    /// Attempts in flight at once per sink (batching sinks' attempts not counted); for a
-    /// sink with a window, this replaces the window's delivery count.
+    /// Attempts in flight at once per sink (the attempts of a batching sink without a window
+    /// not counted); for a sink with a window, this replaces the window's delivery count.
     pub sink_concurrency: Option<usize>,
     /// Whether a sink that declares a pipeline window ([`Sink::in_flight`]) runs on it,
     /// outside `concurrency` (default `true`). `false`: every sink shares `concurrency`.
