@@ -395,7 +395,15 @@ def prefix_input(inp, tmp, count, total):
     return path
 
 
-class Amqp:
+class ExampleAdmin:
+    """A destination whose admin steps are subcommands of its raw-loop example (self.tool)."""
+
+    def admin(self, *argv):
+        return run_checked([self.tool] + list(argv),
+                           "%s %s" % (os.path.basename(self.tool), argv[0]), env=self.env)
+
+
+class Amqp(ExampleAdmin):
     """RabbitMQ: a fresh durable topic exchange and a durable queue bound with `#` per run."""
     sink = "amqp"
     baseline_side = "baseline: lapin loop (one confirm channel, 4096 confirms outstanding)"
@@ -404,9 +412,6 @@ class Amqp:
         self.tool, self.env = example(args, "amqp_raw_loop"), env
         self.url = env.get("ANKUSA_AMQP_URL", DEFAULT_AMQP_URL)
         self.live = []
-
-    def admin(self, *argv):
-        return run_checked([self.tool] + list(argv), "amqp_raw_loop " + argv[0], env=self.env)
 
     def create(self):
         name = unique_name("ankusa-pipeline")
@@ -428,7 +433,7 @@ class Amqp:
         self.live.remove(name)
 
 
-class Aws:
+class Aws(ExampleAdmin):
     """moto: a fresh SQS queue or SNS topic per run."""
 
     def __init__(self, args, env, sink):
@@ -437,9 +442,6 @@ class Aws:
         self.baseline_side = "baseline: AWS SDK loop (%s of 10, 8 in flight)" % (
             "SendMessageBatch" if sink == "sqs" else "PublishBatch")
         self.live = []
-
-    def admin(self, *argv):
-        return run_checked([self.tool] + list(argv), "aws_raw_loop " + argv[0], env=self.env)
 
     def create(self):
         name = unique_name("ankusa-pipeline")
@@ -545,8 +547,9 @@ class Http:
             p.kill()
             p.wait()
             raise BenchError("sink_server did not start: %r" % line)
-        self.live.append(p)
-        return (p, "http://%s/hooks" % line[1])
+        run = (p, "http://%s/hooks" % line[1])
+        self.live.append(run)
+        return run
 
     def baseline(self, run, inp):
         return [self.tool, inp, run[1]]
@@ -559,16 +562,16 @@ class Http:
         p.send_signal(signal.SIGTERM)
         out = p.stdout.read().decode().split()
         p.wait(30)
-        self.live.remove(p)
+        self.live.remove(run)
         if p.returncode != 0 or len(out) != 2 or out[0] != "requests":
             raise BenchError("sink_server exited %s: %r" % (p.returncode, out))
         return int(out[1])
 
     def delete(self, run):
-        if run[0] in self.live:
+        if run in self.live:
             run[0].kill()
             run[0].wait()
-            self.live.remove(run[0])
+            self.live.remove(run)
 
 
 def raw_env():
@@ -644,7 +647,7 @@ def run_broker(args, sink, inp, tmp, results):
     finally:
         for dest in list(b.live):
             try:
-                b.delete(dest if sink != "http" else (dest, None))
+                b.delete(dest)
             except (BenchError, OSError) as e:
                 say("warning: could not delete %s: %s" % (dest, e))
 
