@@ -8,14 +8,21 @@ use crate::properties::scrub;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{FutureProducer, Producer};
+use rdkafka::producer::{DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 use tracing::Level;
 
 /// The sink's librdkafka producer type.
-pub(crate) type Producer_ = FutureProducer<SinkContext>;
+pub(crate) type Producer_ = ThreadedProducer<SinkContext>;
+
+/// What librdkafka's delivery report says of one record.
+pub(crate) type Report = Result<(), RdKafkaError>;
+
+/// Where a delivery waits for its record's report.
+pub(crate) type ReportTx = tokio::sync::oneshot::Sender<Report>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -356,11 +363,84 @@ impl ProducerFlags {
     }
 }
 
-/// Routes librdkafka's logs and client errors to `tracing`, and tells the sink.
+/// Hands delivery reports from librdkafka's polling thread to the runtime whose deliveries
+/// wait for them. A report completed on that thread wakes its task across threads: an
+/// eventfd write and a wake-up of the runtime per record (100,000 of each for 100,000
+/// records, a fifth of the polling thread's time and more of the runtime's). Queued to one
+/// task on the runtime instead, a burst of reports wakes it once (the channel wakes a
+/// receiver only while it waits) and each completion is a local wake-up.
+#[derive(Debug)]
+pub(crate) struct Router {
+    tx: mpsc::UnboundedSender<(ReportTx, Report)>,
+    rx: Mutex<Option<mpsc::UnboundedReceiver<(ReportTx, Report)>>>,
+    started: AtomicBool,
+}
+
+impl Router {
+    fn new() -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Self {
+            tx,
+            rx: Mutex::new(Some(rx)),
+            started: AtomicBool::new(false),
+        }
+    }
+
+    /// Route reports to a task on the caller's runtime (once; until then, and where there
+    /// is no runtime, each report is completed where it arrives). Were that runtime shut
+    /// down while another still delivers on this producer, reports queued at that moment
+    /// are lost with the task and those deliveries fail as `ReportDropped`, transient.
+    pub(crate) fn start_here(&self) {
+        if self.started.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if let Some(mut rx) = lock(&self.rx).take() {
+            runtime.spawn(async move {
+                let mut burst = Vec::with_capacity(REPORT_BURST);
+                while rx.recv_many(&mut burst, REPORT_BURST).await > 0 {
+                    for (tx, report) in burst.drain(..) {
+                        let _ = tx.send(report);
+                    }
+                }
+            });
+            self.started.store(true, Ordering::Release);
+        }
+    }
+
+    fn complete(&self, tx: ReportTx, report: Report) {
+        if !self.started.load(Ordering::Acquire) {
+            let _ = tx.send(report);
+        } else if let Err(mpsc::error::SendError((tx, report))) = self.tx.send((tx, report)) {
+            let _ = tx.send(report);
+        }
+    }
+}
+
+/// Reports one router task completes before it yields to the deliveries it woke.
+const REPORT_BURST: usize = 256;
+
+/// Routes librdkafka's logs and client errors to `tracing`, tells the sink, and hands each
+/// record's delivery report to the delivery waiting for it.
 #[derive(Clone)]
 pub(crate) struct SinkContext {
     monitor: Arc<Monitor>,
     flags: Arc<ProducerFlags>,
+    router: Arc<Router>,
+}
+
+impl ProducerContext for SinkContext {
+    type DeliveryOpaque = Box<ReportTx>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, tx: Box<ReportTx>) {
+        let report = match result {
+            Ok(_) => Ok(()),
+            Err((e, _message)) => Err(e.clone()),
+        };
+        self.router.complete(*tx, report);
+    }
 }
 
 impl ClientContext for SinkContext {
@@ -385,6 +465,7 @@ impl ClientContext for SinkContext {
 pub(crate) struct Shared {
     producer: Option<Producer_>,
     flags: Arc<ProducerFlags>,
+    router: Arc<Router>,
 }
 
 impl Shared {
@@ -394,6 +475,10 @@ impl Shared {
 
     pub(crate) fn flags(&self) -> &ProducerFlags {
         &self.flags
+    }
+
+    pub(crate) fn router(&self) -> &Router {
+        &self.router
     }
 }
 
@@ -422,16 +507,19 @@ pub(crate) fn create_producer(
     monitor: &Arc<Monitor>,
 ) -> Result<Arc<Shared>, KafkaError> {
     let flags = Arc::new(ProducerFlags::default());
+    let router = Arc::new(Router::new());
     let producer = config
         .client_config()
         .create_with_context(SinkContext {
             monitor: Arc::clone(monitor),
             flags: Arc::clone(&flags),
+            router: Arc::clone(&router),
         })
         .map_err(|e| KafkaError::Create(monitor.scrub(&e.to_string())))?;
     Ok(Arc::new(Shared {
         producer: Some(producer),
         flags,
+        router,
     }))
 }
 

@@ -2,17 +2,19 @@
 
 use ankusa_sink_core::message::Outgoing;
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::FutureRecord;
+use rdkafka::producer::BaseRecord;
+use rdkafka::util::IntoOpaque;
 
 /// The record for `out` on `topic`: value = the Message v1 body, key = the rendered key
 /// template, timestamp = the hook's `received_at`, one header per attribute in
 /// [`Outgoing`]'s order (`ankusa_tenant_id` is `""` without a tenant: the layout keeps
 /// empty values).
-pub(crate) fn to_record<'a>(
+pub(crate) fn to_record<'a, D: IntoOpaque>(
     out: &'a Outgoing<'_>,
     topic: &'a str,
     received_at: i64,
-) -> FutureRecord<'a, str, [u8]> {
+    opaque: D,
+) -> BaseRecord<'a, str, [u8], D> {
     let attributes = out.attributes();
     let mut headers = OwnedHeaders::new_with_capacity(attributes.len());
     for (attr, value) in attributes {
@@ -21,7 +23,7 @@ pub(crate) fn to_record<'a>(
             value: Some(value.as_ref()),
         });
     }
-    FutureRecord::to(topic)
+    BaseRecord::with_opaque_to(topic, opaque)
         .payload(out.body())
         .key(out.key().unwrap_or_default())
         .timestamp(received_at)
@@ -43,7 +45,7 @@ mod tests {
 
     fn headers_of(env: &Envelope, ctx: &Ctx) -> (Vec<(String, String)>, Vec<u8>) {
         let out = Outgoing::new(env, ctx, &layout()).unwrap();
-        let record = to_record(&out, "t", env.received_at());
+        let record = to_record(&out, "t", env.received_at(), ());
         let headers = record
             .headers
             .as_ref()

@@ -270,31 +270,27 @@ impl Sink for KafkaSink {
             .into());
         }
         let (generation, shared) = self.usable_producer();
+        shared.router().start_here();
         let started = Instant::now();
         let since = self.window_start(started);
-        let sent = shared
-            .get()
-            .send_result(to_record(&out, &self.config.topic, env.received_at()))
-            .map_err(|(e, _record)| e);
-        let report = match sent {
-            Ok(report) => report,
-            Err(e) => {
-                return Err(self
-                    .error(&e, "enqueue", since, generation, &shared)
-                    .await
-                    .into());
-            }
-        };
+        let (tx, report) = tokio::sync::oneshot::channel();
+        let record = to_record(&out, &self.config.topic, env.received_at(), Box::new(tx));
+        if let Err((e, _record)) = shared.get().send(record) {
+            return Err(self
+                .error(&e, "enqueue", since, generation, &shared)
+                .await
+                .into());
+        }
         // librdkafka copied key and value (RD_KAFKA_MSG_F_COPY): free ours before waiting
         // for the report rather than holding them for the whole round trip.
         drop(out);
         let wait = self.config.produce_timeout() + REPORT_GRACE;
         let err = match tokio::time::timeout(wait, report).await {
-            Ok(Ok(Ok(_delivery))) => {
+            Ok(Ok(Ok(()))) => {
                 self.monitor.reach.reachable();
                 return Ok(());
             }
-            Ok(Ok(Err((e, _message)))) => {
+            Ok(Ok(Err(e))) => {
                 self.error(&e, "produce", since, generation, &shared).await
             }
             Ok(Err(_canceled)) => KafkaError::ReportDropped,

@@ -284,3 +284,46 @@ fn row_invalid_config_is_refused_before_a_sink_exists() {
     let f = ankusa_sink_core::Failure::from(err);
     assert_eq!(f.class(), Class::Config, "{f}");
 }
+
+/// Reports reach their deliveries through a task on the runtime of the first delivery
+/// (one wake-up per burst instead of one per record). That runtime may end while the sink
+/// lives on: the next runtime's deliveries still get their reports, and a burst of them on
+/// one current-thread runtime (the CLI's) completes every delivery with its own outcome.
+#[test]
+fn reports_reach_deliveries_on_a_later_runtime_after_the_first_one_ends() {
+    let current = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let first = current();
+    let topic = first.block_on(Topic::new("runtimes", 1));
+    let sink = Arc::new(topic.sink());
+    let burst = |tag: &'static str| {
+        let sink = Arc::clone(&sink);
+        async move {
+            let mut set = tokio::task::JoinSet::new();
+            for i in 0..200 {
+                let sink = Arc::clone(&sink);
+                set.spawn(async move {
+                    let env = envelope(&format!("{tag}-{i}"), "{}");
+                    sink.deliver(&env, &Ctx::for_envelope(&env)).await
+                });
+            }
+            while let Some(r) = set.join_next().await {
+                r.unwrap().unwrap();
+            }
+        }
+    };
+    first.block_on(burst("first"));
+    drop(first);
+    let second = current();
+    let late = burst("second");
+    second
+        .block_on(async { tokio::time::timeout(Duration::from_secs(30), late).await })
+        .expect("the second runtime's deliveries got their reports");
+    let got = read_back(&topic.brokers, &topic.name, 400, Duration::from_secs(20));
+    assert_eq!(got.len(), 400);
+    second.block_on(topic.cleanup());
+}
