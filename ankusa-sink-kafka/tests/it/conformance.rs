@@ -10,6 +10,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,8 @@ pub(crate) struct KafkaHarness {
     topics: Arc<Mutex<Vec<String>>>,
     /// Brokers that demand authentication, for the refused-credential fault.
     auth_brokers: Mutex<Vec<Tansu>>,
+    /// Restarts of `broker` so far: a probe reads its topic from the start again after one.
+    restarts: Arc<AtomicU64>,
 }
 
 impl KafkaHarness {
@@ -31,6 +34,7 @@ impl KafkaHarness {
             broker: Mutex::new(Tansu::start(&[])),
             topics: Arc::default(),
             auth_brokers: Mutex::new(Vec::new()),
+            restarts: Arc::default(),
         }
     }
 
@@ -55,7 +59,7 @@ impl KafkaHarness {
 
     /// `sink` with a probe on `topic` and a teardown deleting the topic.
     fn setup(&self, topic: &str, sink: KafkaSink) -> Result<Setup<Arc<KafkaSink>>, BoxError> {
-        let probe = TopicProbe::new(&self.addr(), topic)?;
+        let probe = TopicProbe::new(&self.addr(), topic, Arc::clone(&self.restarts))?;
         let (brokers, topics, topic) = (self.addr(), Arc::clone(&self.topics), topic.to_owned());
         Ok(Setup::new(Arc::new(sink))
             .with_probe(probe)
@@ -69,11 +73,34 @@ impl KafkaHarness {
 
 /// Reads a topic back with an `assign()`ed consumer, accumulating what it has seen.
 struct TopicProbe {
-    state: Arc<Mutex<(BaseConsumer, Vec<Received>)>>,
+    state: Arc<Mutex<ProbeState>>,
+}
+
+struct ProbeState {
+    consumer: BaseConsumer,
+    topic: String,
+    seen: Vec<Received>,
+    /// The harness's restart count when the consumer was last assigned.
+    assigned_at: u64,
+    restarts: Arc<AtomicU64>,
+}
+
+impl ProbeState {
+    /// Read `topic` from its first offset. After a restart the in-memory broker's log
+    /// starts again at offset 0 while the consumer's position is past it; when a record has
+    /// landed by the next fetch that position is the log's end, not out of range, and the
+    /// new record would never be read.
+    fn assign_from_start(&mut self) -> Result<(), BoxError> {
+        self.assigned_at = self.restarts.load(Ordering::Acquire);
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.topic, 0, Offset::Beginning)?;
+        self.consumer.assign(&tpl)?;
+        Ok(())
+    }
 }
 
 impl TopicProbe {
-    fn new(brokers: &str, topic: &str) -> Result<Self, BoxError> {
+    fn new(brokers: &str, topic: &str, restarts: Arc<AtomicU64>) -> Result<Self, BoxError> {
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", brokers)
             .set("group.id", "ankusa-conformance")
@@ -87,11 +114,16 @@ impl TopicProbe {
             // of the new log. The default (latest) skipped a record already there.
             .set("auto.offset.reset", "earliest")
             .create()?;
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
-        consumer.assign(&tpl)?;
+        let mut state = ProbeState {
+            consumer,
+            topic: topic.to_owned(),
+            seen: Vec::new(),
+            assigned_at: 0,
+            restarts,
+        };
+        state.assign_from_start()?;
         Ok(TopicProbe {
-            state: Arc::new(Mutex::new((consumer, Vec::new()))),
+            state: Arc::new(Mutex::new(state)),
         })
     }
 }
@@ -101,8 +133,11 @@ impl Probe for TopicProbe {
     async fn received(&self) -> Result<Vec<Received>, BoxError> {
         let state = Arc::clone(&self.state);
         tokio::task::spawn_blocking(move || {
-            let mut guard = state.lock().unwrap();
-            let (consumer, seen) = &mut *guard;
+            let mut state = state.lock().unwrap();
+            if state.assigned_at != state.restarts.load(Ordering::Acquire) {
+                state.assign_from_start()?;
+            }
+            let ProbeState { consumer, seen, .. } = &mut *state;
             // What has arrived so far: poll until the consumer has nothing more at hand.
             let until = Instant::now() + Duration::from_millis(800);
             while Instant::now() < until {
@@ -219,6 +254,7 @@ impl Harness for KafkaHarness {
         for t in topics {
             create_topic(&self.addr(), &t, 1).await;
         }
+        self.restarts.fetch_add(1, Ordering::Release);
         Ok(())
     }
 }
