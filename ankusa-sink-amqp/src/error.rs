@@ -219,6 +219,11 @@ pub enum AmqpError {
         /// The first offending character.
         character: char,
     },
+    /// The publish ran on the runtime of the sink's first delivery, which shut down before
+    /// the confirm came (the sink was shared with another runtime): the message may or may
+    /// not have been taken.
+    #[error("the publish was abandoned: the runtime it ran on shut down before its confirm")]
+    Abandoned,
     /// The broker confirmed a publish without confirm mode (should never happen).
     #[error("broker did not confirm: the channel is not in confirm mode")]
     NotConfirmed,
@@ -278,7 +283,7 @@ impl From<AmqpError> for Failure {
 /// | over `max_message_bytes`, routing key or hook id over 255 bytes (nothing sent) | permanent |
 /// | a routing-key placeholder value with `.`, `*` or `#` on a topic exchange (nothing sent) | permanent |
 /// | basic.nack; connection.blocked | throttled (dispatch draws the pause) |
-/// | confirm timeout, busy, connection lost or refused, 320 CONNECTION_FORCED, other codes | transient |
+/// | confirm timeout, busy, abandoned, connection lost or refused, 320 CONNECTION_FORCED, other codes | transient |
 ///
 /// lapin errors are matched on their typed kind and the AMQP reply code, never on text.
 pub(crate) fn classify(err: &AmqpError) -> Class {
@@ -302,6 +307,7 @@ pub(crate) fn classify(err: &AmqpError) -> Class {
         AmqpError::ConnectTimeout { .. }
         | AmqpError::ConfirmTimeout { .. }
         | AmqpError::Busy { .. }
+        | AmqpError::Abandoned
         | AmqpError::NotConfirmed => Class::Transient,
     }
 }
@@ -433,6 +439,7 @@ mod tests {
             Class::Transient
         );
         assert_eq!(c(&AmqpError::Busy { max: 1, ms: 5 }), Class::Transient);
+        assert_eq!(c(&AmqpError::Abandoned), Class::Transient);
         assert_eq!(
             c(&io_err(Stage::Connect, io::ErrorKind::ConnectionRefused)),
             Class::Transient

@@ -3,6 +3,7 @@
 
 mod broker_url;
 mod config;
+mod driver;
 mod error;
 mod outgoing;
 mod sink;

@@ -2,6 +2,7 @@
 //! concurrent delivery, reopened on demand.
 
 use crate::config::{AmqpConfig, ExchangeType, MAX_SHORT_STRING};
+use crate::driver::Driver;
 use crate::error::{AmqpError, Stage, printable};
 use crate::outgoing::{self, Publish};
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
@@ -35,6 +36,8 @@ pub struct AmqpSink {
     endpoint: String,
     state: Mutex<State>,
     inflight: Arc<Semaphore>,
+    /// Awaits every publish and its confirm in one task (see `driver`).
+    driver: Driver,
 }
 
 #[derive(Default)]
@@ -81,6 +84,7 @@ impl AmqpSink {
             endpoint,
             state: Mutex::new(State::default()),
             inflight,
+            driver: Driver::default(),
         }
     }
 
@@ -272,7 +276,7 @@ impl AmqpSink {
             body,
         } = msg;
         let confirm_timeout = self.cfg.confirm_timeout();
-        let _permit = timeout(confirm_timeout, Arc::clone(&self.inflight).acquire_owned())
+        let permit = timeout(confirm_timeout, Arc::clone(&self.inflight).acquire_owned())
             .await
             .map_err(|_| AmqpError::Busy {
                 max: self.cfg.max_inflight().get(),
@@ -284,29 +288,42 @@ impl AmqpSink {
             return Err(AmqpError::Blocked);
         }
         let exchange = self.cfg.exchange();
+        // The publish and its confirm, on the driver; the permit is held until both are
+        // done, even when this delivery stops waiting first (a timeout, a blocked
+        // connection), so at most `max_inflight` confirms are ever outstanding.
+        let job = {
+            let link = Arc::clone(&link);
+            let exchange = exchange.into();
+            let key = routing_key.as_str().into();
+            async move {
+                let _permit = permit;
+                let confirm = link
+                    .channel
+                    .basic_publish(
+                        exchange,
+                        key,
+                        BasicPublishOptions {
+                            mandatory: true,
+                            immediate: false,
+                        },
+                        body.as_bytes(),
+                        properties,
+                    )
+                    .await
+                    .map_err(|e| (Stage::Publish, e))?;
+                // lapin has copied the body into its frames: free ours now rather than
+                // holding it for the whole confirm round trip (peak memory at high
+                // concurrency).
+                drop(body);
+                confirm.await.map_err(|e| (Stage::Confirm, e))
+            }
+        };
         let publish = async {
-            let body = body;
-            let confirm = link
-                .channel
-                .basic_publish(
-                    exchange.into(),
-                    routing_key.as_str().into(),
-                    BasicPublishOptions {
-                        mandatory: true,
-                        immediate: false,
-                    },
-                    body.as_bytes(),
-                    properties,
-                )
-                .await
-                .map_err(|e| self.lapin_err(Stage::Publish, e))?;
-            // lapin has copied the body into its frames: free ours now rather than holding
-            // it for the whole confirm round trip (peak memory at high concurrency).
-            drop(body);
-            let confirmation = confirm
-                .await
-                .map_err(|e| self.lapin_err(Stage::Confirm, e))?;
-            outcome(confirmation, exchange, &routing_key)
+            match self.driver.run(job).await {
+                Some(Ok(confirmation)) => outcome(confirmation, exchange, &routing_key),
+                Some(Err((stage, e))) => Err(self.lapin_err(stage, e)),
+                None => Err(AmqpError::Abandoned),
+            }
         };
         let mut blocked = link.conn.blocked.clone();
         let became_blocked = async move {
