@@ -290,9 +290,7 @@ impl Sink for KafkaSink {
                 self.monitor.reach.reachable();
                 return Ok(());
             }
-            Ok(Ok(Err(e))) => {
-                self.error(&e, "produce", since, generation, &shared).await
-            }
+            Ok(Ok(Err(e))) => self.error(&e, "produce", since, generation, &shared).await,
             Ok(Err(_canceled)) => KafkaError::ReportDropped,
             Err(_elapsed) => KafkaError::NoDeliveryReport {
                 waited_ms: wait.as_millis(),
