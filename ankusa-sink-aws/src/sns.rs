@@ -174,9 +174,9 @@ impl Publisher for SnsPublisher {
         d.bindings.insert(
             "sns".into(),
             serde_json::json!({
-                "topic": {"name": self.topic_name},
+                "name": self.topic_name,
                 "ordering": {"type": ordering},
-                "bindingVersion": "1.0.0",
+                "bindingVersion": "0.1.0",
             }),
         );
         d

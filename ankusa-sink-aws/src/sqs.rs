@@ -207,7 +207,7 @@ impl Publisher for SqsPublisher {
             "sqs".into(),
             serde_json::json!({
                 "queue": {"name": self.queue_name, "fifoQueue": self.fifo},
-                "bindingVersion": "0.3.0",
+                "bindingVersion": "0.2.0",
             }),
         );
         d

@@ -47,9 +47,17 @@ pub struct Description {
     /// The channel address (topic, queue, exchange, URL path).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
-    /// Protocol bindings (AsyncAPI `bindings` object for the channel/operation).
+    /// Channel bindings (the AsyncAPI channel's `bindings` object: the Kafka topic, the
+    /// AMQP exchange, the SQS queue, the SNS topic). A binding whose required fields the
+    /// sink cannot fill is left out, never emitted empty.
     #[serde(skip_serializing_if = "serde_json::Map::is_empty", default)]
     pub bindings: serde_json::Map<String, serde_json::Value>,
+    /// Message bindings (the Kafka key schema, the Pub/Sub ordering key).
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty", default)]
+    pub message_bindings: serde_json::Map<String, serde_json::Value>,
+    /// Operation bindings (the HTTP method).
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty", default)]
+    pub operation_bindings: serde_json::Map<String, serde_json::Value>,
     /// What travels.
     pub payload: Payload,
     /// Options computed per hook (e.g. `routing_key`), so the address is a template.
@@ -66,6 +74,8 @@ impl Description {
             pathname: None,
             address: None,
             bindings: serde_json::Map::new(),
+            message_bindings: serde_json::Map::new(),
+            operation_bindings: serde_json::Map::new(),
             payload,
             computed: Vec::new(),
         }

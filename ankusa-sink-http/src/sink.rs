@@ -289,7 +289,7 @@ impl Sink for HttpSink {
             Some(q) => format!("{}?{q}", redacted.path()),
             None => redacted.path().to_owned(),
         });
-        d.bindings.insert(
+        d.operation_bindings.insert(
             "http".into(),
             serde_json::json!({ "method": self.target.method.as_str(), "bindingVersion": "0.3.0" }),
         );

@@ -317,6 +317,12 @@ impl Sink for KafkaSink {
             "kafka".into(),
             json!({
                 "topic": self.config.topic,
+                "bindingVersion": "0.5.0",
+            }),
+        );
+        d.message_bindings.insert(
+            "kafka".into(),
+            json!({
                 "key": key_schema(&self.config.key, subject),
                 "bindingVersion": "0.5.0",
             }),

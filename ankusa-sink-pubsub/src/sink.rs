@@ -219,18 +219,18 @@ impl Sink for PubSubSink {
         let mut d = Description::new("googlepubsub", Payload::Message);
         d.host = host_port(self.config.endpoint());
         d.address = Some(self.topic_name.clone());
-        let mut binding = json!({
-            "topic": self.topic_name,
-            "bindingVersion": "0.2.0",
-        });
+        // No channel binding: its `schemaSettings` is required and a topic of Message v1
+        // has no Pub/Sub schema to name. The ordering key is the message's.
         match &self.config.ordering_key {
             Some(k) if k.is_static() => {
-                binding["orderingKey"] = json!(k.as_str());
+                d.message_bindings.insert(
+                    "googlepubsub".into(),
+                    json!({"orderingKey": k.as_str(), "bindingVersion": "0.2.0"}),
+                );
             }
             Some(_) => d.computed.push("ordering_key".into()),
             None => {}
         }
-        d.bindings.insert("googlepubsub".into(), binding);
         Some(d)
     }
 
@@ -275,7 +275,11 @@ mod tests {
         assert_eq!(d.protocol, "googlepubsub");
         assert_eq!(d.host.as_deref(), Some("127.0.0.1:8085"));
         assert_eq!(d.address.as_deref(), Some("projects/proj/topics/hooks"));
-        assert_eq!(d.bindings["googlepubsub"]["orderingKey"], "fixed");
+        assert_eq!(d.message_bindings["googlepubsub"]["orderingKey"], "fixed");
+        assert!(
+            d.bindings.is_empty(),
+            "no channel binding: its schemaSettings is required"
+        );
         assert!(d.computed.is_empty());
         assert!(sink.batched());
         assert!(sink.durable());
@@ -286,7 +290,7 @@ mod tests {
             .unwrap();
         let d = computed.describe(&Subject::new("s", None)).unwrap();
         assert_eq!(d.computed, vec!["ordering_key".to_owned()]);
-        assert!(d.bindings["googlepubsub"].get("orderingKey").is_none());
+        assert!(d.message_bindings.is_empty());
     }
 
     #[tokio::test]

@@ -256,6 +256,7 @@ async fn describe_names_the_topic_never_credentials() {
     assert_eq!(d.protocol, "sns");
     assert_eq!(d.address.as_deref(), Some("events.fifo"));
     assert_eq!(d.bindings["sns"]["ordering"]["type"], "FIFO");
+    assert_eq!(d.bindings["sns"]["name"], "events.fifo");
     let printed = format!("{d:?} {} {s:?}", serde_json::to_string(&d).unwrap());
     assert!(
         !printed.contains("AKIAPLANTEDKEYID0000") && !printed.contains("planted-secret-value"),

@@ -1,5 +1,6 @@
 //! End to end through the `ankusa-sink` binary.
 
+mod asyncapi;
 mod brokers;
 mod config_errors;
 mod dispatch_brokers;

@@ -328,7 +328,8 @@ fn describe_names_the_destination_and_computed_options() {
         Some(format!("/{}?token=REDACTED", redacted_path("/in/stripe")).as_str())
     );
     assert_eq!(d.pathname, None);
-    assert_eq!(d.bindings["http"]["method"], "PUT");
+    assert_eq!(d.operation_bindings["http"]["method"], "PUT");
+    assert!(d.bindings.is_empty());
     for computed in [
         "headers.x-ankusa-id",
         "headers.content-type",

@@ -241,7 +241,11 @@ fn describe_names_brokers_topic_and_key_schema_never_credentials() {
     assert_eq!(d.address.as_deref(), Some("hooks"));
     assert_eq!(
         d.bindings["kafka"],
-        serde_json::json!({"topic":"hooks","key":{"type":"string","const":"acme/stripe"},"bindingVersion":"0.5.0"})
+        serde_json::json!({"topic":"hooks","bindingVersion":"0.5.0"})
+    );
+    assert_eq!(
+        d.message_bindings["kafka"],
+        serde_json::json!({"key":{"type":"string","const":"acme/stripe"},"bindingVersion":"0.5.0"})
     );
     let all = format!(
         "{} {:?} {:?} {:?}",
