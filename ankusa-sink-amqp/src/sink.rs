@@ -54,6 +54,15 @@ struct Conn {
 }
 
 impl Conn {
+    /// Open, on a runtime that still runs. lapin's socket and this connection's event task
+    /// live on the runtime the connection was opened on; when that runtime shuts down the
+    /// task ends (dropping the watch's sender) and the socket is never served again, though
+    /// lapin still calls it connected. A sink that outlives its runtime connects again on
+    /// the current one.
+    fn alive(&self) -> bool {
+        self.conn.status().connected() && self.blocked.has_changed().is_ok()
+    }
+
     fn is_blocked(&self) -> bool {
         *self.blocked.borrow() || self.conn.status().blocked()
     }
@@ -67,7 +76,7 @@ struct Link {
 
 impl Link {
     fn usable(&self) -> bool {
-        self.conn.conn.status().connected() && self.channel.status().connected()
+        self.conn.alive() && self.channel.status().connected()
     }
 }
 
@@ -158,7 +167,7 @@ impl AmqpSink {
 
     async fn open(&self, st: &mut State) -> Result<Arc<Link>, AmqpError> {
         let conn = match &st.conn {
-            Some(c) if c.conn.status().connected() => Arc::clone(c),
+            Some(c) if c.alive() => Arc::clone(c),
             _ => {
                 st.conn = None;
                 let c = Arc::new(self.connect().await?);

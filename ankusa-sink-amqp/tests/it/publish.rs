@@ -7,6 +7,7 @@ use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Envelope, Sink};
 use lapin::ExchangeKind;
 use lapin::types::AMQPValue;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 const HEADER_IDEMPOTENCY_KEY: &str = Attr::IdempotencyKey.as_attr();
@@ -354,4 +355,54 @@ async fn inserted_values_cannot_add_topic_words_or_wildcards() {
         .unwrap();
     assert_eq!(admin.count(&dq).await, 1);
     admin.cleanup().await;
+}
+
+/// A connection lives on the runtime it was opened on, and so does the task that awaits
+/// publishes and confirms. That runtime may end while the sink lives on (a sink shared by
+/// tests, each on its own runtime): the next runtime's deliveries connect again and are
+/// published and confirmed, each with its own outcome.
+#[test]
+fn deliveries_on_a_later_runtime_work_after_the_first_one_ends() {
+    let current = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let first = current();
+    let _g = first.block_on(shared());
+    let (mut admin, x) = first.block_on(async {
+        let admin = Admin::new().await;
+        (admin, unique("x"))
+    });
+    first.block_on(admin.exchange(&x, ExchangeKind::Topic));
+    let q = first.block_on(admin.queue(&x, "#", &[]));
+    let sink = Arc::new(sink(&x));
+    let burst = |tag: &'static str| {
+        let sink = Arc::clone(&sink);
+        async move {
+            let mut set = tokio::task::JoinSet::new();
+            for i in 0..200 {
+                let sink = Arc::clone(&sink);
+                set.spawn(async move {
+                    let e = env(&format!("{tag}-{i}"), "github");
+                    sink.deliver(&e, &Ctx::for_envelope(&e)).await
+                });
+            }
+            while let Some(r) = set.join_next().await {
+                r.unwrap().unwrap();
+            }
+        }
+    };
+    first.block_on(bounded(burst("first")));
+    drop(admin);
+    drop(first);
+    let second = current();
+    second.block_on(bounded(burst("second")));
+    second.block_on(async {
+        let admin = Admin::new().await;
+        assert_eq!(admin.count(&q).await, 400);
+        admin.delete_queue(&q).await;
+        admin.delete_exchange(&x).await;
+    });
 }
