@@ -1,6 +1,7 @@
 //! Helpers for a sink's own tests and benches against real brokers: names no other test or
-//! run uses ([`unique_name`]), and a capture of what code logs through `tracing`
-//! ([`LogCapture`]), to check that a warning is given and that no secret reaches a log.
+//! run uses ([`unique_name`]), a capture of what code logs through `tracing`
+//! ([`LogCapture`]), to check that a warning is given and that no secret reaches a log, and
+//! many deliveries in flight at once ([`deliver_all`], [`current_thread_runtime`]).
 //!
 //! ```
 //! use ankusa_sink_testkit::support::{LogCapture, unique_name};
@@ -16,6 +17,7 @@
 //! assert!(logs.warnings()[0].starts_with("WARN message=sending in cleartext queue=orders-"));
 //! ```
 
+use ankusa_sink_core::{Ctx, Envelope, Sink};
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +29,34 @@ use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
+
+/// A current-thread runtime with I/O and time, the kind the CLI runs on: for tests that
+/// drive a sink from several runtimes in turn.
+pub fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime")
+}
+
+/// Deliver every envelope of `envs` at once, each on a task of its own on the current
+/// runtime, and panic naming the first hook that failed: for tests that need many
+/// deliveries in flight together (a pipelining client, a runtime's first burst).
+pub async fn deliver_all<S: Sink + 'static>(sink: &Arc<S>, envs: Vec<Envelope>) {
+    let mut set = tokio::task::JoinSet::new();
+    for env in envs {
+        let sink = Arc::clone(sink);
+        set.spawn(async move {
+            let res = sink.deliver(&env, &Ctx::for_envelope(&env)).await;
+            res.map_err(|f| format!("hook {}: {f}", env.id()))
+        });
+    }
+    while let Some(res) = set.join_next().await {
+        if let Err(e) = res.expect("a delivery task panicked") {
+            panic!("a delivery failed: {e}");
+        }
+    }
+}
 
 /// `<prefix>-<ulid>-<n>`: a name unique to this run and this process. The ULID (26
 /// lowercase letters and digits: the time in ms and 80 random bits) keeps runs and

@@ -4,6 +4,7 @@ use crate::common::*;
 use ankusa_sink_amqp::AmqpSink;
 use ankusa_sink_core::message::{self, Attr, EmptyValues, Layout, MessageBody, Outgoing};
 use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Envelope, Sink};
+use ankusa_sink_testkit::support::{current_thread_runtime, deliver_all};
 use lapin::ExchangeKind;
 use lapin::types::AMQPValue;
 use std::collections::HashSet;
@@ -363,13 +364,7 @@ async fn inserted_values_cannot_add_topic_words_or_wildcards() {
 /// published and confirmed, each with its own outcome.
 #[test]
 fn deliveries_on_a_later_runtime_work_after_the_first_one_ends() {
-    let current = || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    };
-    let first = current();
+    let first = current_thread_runtime();
     let _g = first.block_on(shared());
     let (mut admin, x) = first.block_on(async {
         let admin = Admin::new().await;
@@ -378,27 +373,16 @@ fn deliveries_on_a_later_runtime_work_after_the_first_one_ends() {
     first.block_on(admin.exchange(&x, ExchangeKind::Topic));
     let q = first.block_on(admin.queue(&x, "#", &[]));
     let sink = Arc::new(sink(&x));
-    let burst = |tag: &'static str| {
-        let sink = Arc::clone(&sink);
-        async move {
-            let mut set = tokio::task::JoinSet::new();
-            for i in 0..200 {
-                let sink = Arc::clone(&sink);
-                set.spawn(async move {
-                    let e = env(&format!("{tag}-{i}"), "github");
-                    sink.deliver(&e, &Ctx::for_envelope(&e)).await
-                });
-            }
-            while let Some(r) = set.join_next().await {
-                r.unwrap().unwrap();
-            }
-        }
+    let burst = |tag: &str| {
+        (0..200)
+            .map(|i| env(&format!("{tag}-{i}"), "github"))
+            .collect()
     };
-    first.block_on(bounded(burst("first")));
+    first.block_on(bounded(deliver_all(&sink, burst("first"))));
     drop(admin);
     drop(first);
-    let second = current();
-    second.block_on(bounded(burst("second")));
+    let second = current_thread_runtime();
+    second.block_on(bounded(deliver_all(&sink, burst("second"))));
     second.block_on(async {
         let admin = Admin::new().await;
         assert_eq!(admin.count(&q).await, 400);

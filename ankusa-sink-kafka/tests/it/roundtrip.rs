@@ -4,6 +4,7 @@ use crate::common::*;
 use ankusa_sink_core::message::{self, MessageBody};
 use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Sink, Subject};
 use ankusa_sink_kafka::{KafkaConfig, KafkaSink};
+use ankusa_sink_testkit::support::{current_thread_runtime, deliver_all};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -295,35 +296,18 @@ fn row_invalid_config_is_refused_before_a_sink_exists() {
 /// one current-thread runtime (the CLI's) completes every delivery with its own outcome.
 #[test]
 fn reports_reach_deliveries_on_a_later_runtime_after_the_first_one_ends() {
-    let current = || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    };
-    let first = current();
+    let first = current_thread_runtime();
     let topic = first.block_on(Topic::new("runtimes", 1));
     let sink = Arc::new(topic.sink());
-    let burst = |tag: &'static str| {
-        let sink = Arc::clone(&sink);
-        async move {
-            let mut set = tokio::task::JoinSet::new();
-            for i in 0..200 {
-                let sink = Arc::clone(&sink);
-                set.spawn(async move {
-                    let env = envelope(&format!("{tag}-{i}"), "{}");
-                    sink.deliver(&env, &Ctx::for_envelope(&env)).await
-                });
-            }
-            while let Some(r) = set.join_next().await {
-                r.unwrap().unwrap();
-            }
-        }
+    let burst = |tag: &str| {
+        (0..200)
+            .map(|i| envelope(&format!("{tag}-{i}"), "{}"))
+            .collect()
     };
-    first.block_on(burst("first"));
+    first.block_on(deliver_all(&sink, burst("first")));
     drop(first);
-    let second = current();
-    let late = burst("second");
+    let second = current_thread_runtime();
+    let late = deliver_all(&sink, burst("second"));
     second
         .block_on(async { tokio::time::timeout(Duration::from_secs(30), late).await })
         .expect("the second runtime's deliveries got their reports");
