@@ -70,6 +70,14 @@ pub enum ConfigError {
         /// `max_message_bytes`.
         max: usize,
     },
+    /// A value outside its range.
+    #[error("{field} must be {range}")]
+    Range {
+        /// The option.
+        field: &'static str,
+        /// The allowed range, in words.
+        range: &'static str,
+    },
     /// An option this sink does not have (a typo?).
     #[error("unknown option `{0}`")]
     UnknownOption(String),

@@ -7,6 +7,7 @@
 //!
 //! | Error | Class |
 //! | --- | --- |
+//! | an SNS topic without a confirmed subscription (`check()`, and deliveries with `require_subscriber`); nothing is published | `Config` |
 //! | AccessDenied, KmsAccessDenied, KmsDisabled, KmsNotFound (and the other KMS key errors), InvalidClientTokenId, SignatureDoesNotMatch, UnrecognizedClientException, QueueDoesNotExist / AWS.SimpleQueueService.NonExistentQueue, InvalidAddress, InvalidSecurity, SNS AuthorizationError, NotFound, **any 403 without a known code** (moto's XML IAM answers) | `Config` |
 //! | InvalidMessageContents, InvalidParameterValue(s), MessageTooLong, SNS InvalidParameter, InvalidAttributeName/Value, over `max_message_bytes` (not sent) | `Permanent` |
 //! | Throttling, ThrottlingException, RequestThrottled, KmsThrottled, SNS Throttled, KMSThrottling, a bare 429, with `x-amz-retry-after` (ms) or `Retry-After` (s) | `RetryAfter(ms)` |
@@ -83,6 +84,12 @@ pub enum AwsError {
         service: &'static str,
         /// The operation.
         operation: &'static str,
+    },
+    /// The SNS topic has no confirmed subscription: SNS would accept and drop the message.
+    /// Nothing was published.
+    NoSubscriber {
+        /// The topic's name.
+        topic: String,
     },
     /// A batch answer named neither success nor failure for this entry.
     NoEntryResult {
@@ -162,6 +169,11 @@ impl fmt::Display for AwsError {
             AwsError::NoEntryResult { service, operation } => {
                 write!(f, "{service} {operation} answered nothing for this entry")
             }
+            AwsError::NoSubscriber { topic } => write!(
+                f,
+                "sns topic {topic} has no confirmed subscription: SNS drops what is published \
+                 to it (nothing was published)"
+            ),
         }
     }
 }
@@ -192,6 +204,7 @@ pub(crate) fn classify(err: &AwsError) -> Class {
             }
         }
         AwsError::MessageTooLarge { .. } => Class::Permanent,
+        AwsError::NoSubscriber { .. } => Class::Config,
         AwsError::NoResponse { .. }
         | AwsError::Md5Mismatch { .. }
         | AwsError::Unconfirmed { .. }
@@ -390,6 +403,19 @@ mod tests {
         let e = AwsError::MessageTooLarge { size: 2, max: 1 };
         assert_eq!(classify(&e), Class::Permanent);
         assert_eq!(Failure::from(e).class(), Class::Permanent);
+    }
+
+    #[test]
+    fn row_config_a_topic_without_a_confirmed_subscription() {
+        let e = AwsError::NoSubscriber {
+            topic: "events".into(),
+        };
+        assert_eq!(classify(&e), Class::Config);
+        assert_eq!(
+            e.to_string(),
+            "sns topic events has no confirmed subscription: SNS drops what is published to \
+             it (nothing was published)"
+        );
     }
 
     #[test]

@@ -29,6 +29,11 @@ pub(crate) trait Publisher: Send + Sync + fmt::Debug + 'static {
     ) -> Vec<Result<(), AwsError>>;
     /// Read the destination's attributes, sending nothing.
     async fn check(&self) -> Result<(), AwsError>;
+    /// Refuse a delivery the destination would accept and drop (an SNS topic without a
+    /// subscription, with `require_subscriber`). Default: nothing to refuse.
+    async fn require_subscriber(&self) -> Result<(), Failure> {
+        Ok(())
+    }
     /// Where this publisher sends.
     fn describe(&self, subject: &Subject) -> Description;
 }
@@ -144,6 +149,7 @@ impl<P: Publisher> AwsSink<P> {
 
     pub(crate) async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
         let entry = self.prepare(env, ctx)?;
+        self.publisher.require_subscriber().await?;
         match &self.batcher {
             // The batcher's only entry point takes the attempt: it pauses a delivery it
             // cannot queue.

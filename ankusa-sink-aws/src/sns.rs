@@ -4,7 +4,9 @@ use crate::config::{ConfigError, SnsConfig};
 use crate::error::{self, AwsError};
 use crate::outgoing::Entry;
 use crate::sink::{AwsSink, BatchResults, Publisher, confirm, fail_all, forward_sink};
-use ankusa_sink_core::{Description, Payload, Subject, async_trait, host_port};
+use ankusa_sink_core::{
+    Description, Failure, Payload, Subject, SubscriberCache, async_trait, host_port,
+};
 use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 use std::fmt;
 
@@ -18,7 +20,12 @@ use std::fmt;
 /// - A message over `max_message_bytes` (default 256 KiB) is permanent and not sent.
 /// - With batching on and `ctx.batch` set, deliveries share `PublishBatch` requests (10
 ///   entries, `max_message_bytes` in total); each gets its own entry's result.
-/// - `check()` reads the topic's attributes (`GetTopicAttributes`); nothing is published.
+/// - `check()` reads the topic's attributes (`GetTopicAttributes`) and lists its
+///   subscriptions (`ListSubscriptionsByTopic`); nothing is published. A topic without a
+///   confirmed subscription fails as config: SNS accepts and drops what is published to it.
+/// - With `require_subscriber`, so does every delivery (nothing is published); the
+///   subscriptions are listed at most once per `subscriber_check_interval_s`
+///   ([`SubscriberCache`]).
 pub struct SnsSink {
     inner: AwsSink<SnsPublisher>,
 }
@@ -51,6 +58,9 @@ impl SnsSink {
             topic_name: config.topic_name().to_owned(),
             fifo: config.fifo(),
             host,
+            subscribers: config
+                .require_subscriber()
+                .then(|| SubscriberCache::new(config.subscriber_check_interval())),
         };
         let max = config.max_message_bytes();
         SnsSink {
@@ -72,6 +82,43 @@ pub(crate) struct SnsPublisher {
     topic_name: String,
     fifo: bool,
     host: Option<String>,
+    subscribers: Option<SubscriberCache>,
+}
+
+impl SnsPublisher {
+    /// Whether the topic has a confirmed subscription (one whose ARN is not
+    /// `PendingConfirmation`), page by page until one is found.
+    async fn any_subscription(&self) -> Result<bool, AwsError> {
+        const OP: &str = "ListSubscriptionsByTopic";
+        let mut next = None;
+        loop {
+            let page = self
+                .client
+                .list_subscriptions_by_topic()
+                .topic_arn(&self.topic_arn)
+                .set_next_token(next)
+                .send()
+                .await
+                .map_err(|err| error::sns(OP, err))?;
+            let confirmed = page.subscriptions().iter().any(|s| {
+                s.subscription_arn()
+                    .is_some_and(|arn| arn.starts_with("arn:"))
+            });
+            if confirmed {
+                return Ok(true);
+            }
+            match page.next_token() {
+                Some(token) if !token.is_empty() => next = Some(token.to_owned()),
+                _ => return Ok(false),
+            }
+        }
+    }
+
+    fn no_subscriber(&self) -> AwsError {
+        AwsError::NoSubscriber {
+            topic: self.topic_name.clone(),
+        }
+    }
 }
 
 impl fmt::Debug for SnsPublisher {
@@ -80,6 +127,7 @@ impl fmt::Debug for SnsPublisher {
         f.debug_struct("SnsPublisher")
             .field("topic_arn", &self.topic_arn)
             .field("fifo", &self.fifo)
+            .field("require_subscriber", &self.subscribers.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -162,8 +210,23 @@ impl Publisher for SnsPublisher {
             .topic_arn(&self.topic_arn)
             .send()
             .await
-            .map(|_| ())
-            .map_err(|err| error::sns("GetTopicAttributes", err))
+            .map_err(|err| error::sns("GetTopicAttributes", err))?;
+        match self.any_subscription().await? {
+            true => Ok(()),
+            false => Err(self.no_subscriber()),
+        }
+    }
+
+    async fn require_subscriber(&self) -> Result<(), Failure> {
+        let Some(cache) = &self.subscribers else {
+            return Ok(());
+        };
+        let lookup = || async { self.any_subscription().await.map_err(Failure::from) };
+        if cache.has_subscriber(lookup).await? {
+            Ok(())
+        } else {
+            Err(self.no_subscriber().into())
+        }
     }
 
     fn describe(&self, _subject: &Subject) -> Description {

@@ -11,6 +11,7 @@ pub mod message;
 mod outgoing;
 mod secret;
 mod sink;
+mod subscribers;
 pub mod template;
 mod throttle;
 
@@ -32,6 +33,9 @@ pub use secret::{Secret, SecretEnvError};
 pub use sink::{
     Check, InFlight, ResolveError, Sink, SinkFault, resolve_batched, resolve_describe,
     resolve_durable, resolve_in_flight, resolve_inline_max_bytes, safe_deliver, timeout_ms,
+};
+pub use subscribers::{
+    DEFAULT_SUBSCRIBER_CHECK_INTERVAL, MAX_SUBSCRIBER_CHECK_INTERVAL, SubscriberCache,
 };
 pub use throttle::{throttle_after_ms, throttle_after_ms_with};
 

@@ -3,6 +3,7 @@
 
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
+use ankusa_sink_core::{DEFAULT_SUBSCRIBER_CHECK_INTERVAL, MAX_SUBSCRIBER_CHECK_INTERVAL};
 use serde::Deserialize;
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::time::Duration;
@@ -27,6 +28,9 @@ const MAX_BATCH_MESSAGES: u32 = 1_000;
 const MAX_BATCH_BYTES: u32 = 10_000_000;
 /// The longest batch linger: one minute.
 const MAX_BATCH_LINGER_MS: u64 = 60_000;
+/// Default `subscriber_check_interval_s`.
+const DEFAULT_SUBSCRIBER_CHECK_S: NonZeroU64 =
+    NonZeroU64::new(DEFAULT_SUBSCRIBER_CHECK_INTERVAL.as_secs()).unwrap();
 /// The environment variable the emulator's tooling sets (`host:port`).
 const EMULATOR_HOST_ENV: &str = "PUBSUB_EMULATOR_HOST";
 
@@ -161,6 +165,9 @@ struct Repr {
     batch: Option<PubSubBatch>,
     #[serde(default)]
     allow_insecure: bool,
+    #[serde(default)]
+    require_subscriber: bool,
+    subscriber_check_interval_s: Option<NonZeroU64>,
 }
 
 /// A valid Pub/Sub sink configuration.
@@ -183,6 +190,8 @@ pub struct PubSubConfig {
     pub(crate) timeout_ms: NonZeroU64,
     pub(crate) batch: PubSubBatch,
     pub(crate) allow_insecure: bool,
+    pub(crate) require_subscriber: bool,
+    pub(crate) subscriber_check_interval_s: NonZeroU64,
 }
 
 impl TryFrom<Repr> for PubSubConfig {
@@ -200,6 +209,10 @@ impl TryFrom<Repr> for PubSubConfig {
             timeout_ms: r.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
             batch: r.batch.unwrap_or_default(),
             allow_insecure: r.allow_insecure,
+            require_subscriber: r.require_subscriber,
+            subscriber_check_interval_s: r
+                .subscriber_check_interval_s
+                .unwrap_or(DEFAULT_SUBSCRIBER_CHECK_S),
         }
         .checked()
     }
@@ -229,6 +242,8 @@ impl PubSubConfig {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             batch: PubSubBatch::default(),
             allow_insecure: false,
+            require_subscriber: false,
+            subscriber_check_interval_s: DEFAULT_SUBSCRIBER_CHECK_S,
         }
         .checked()
     }
@@ -297,6 +312,40 @@ impl PubSubConfig {
     pub fn with_batch(mut self, batch: PubSubBatch) -> Result<Self, ConfigError> {
         self.batch = batch;
         self.checked()
+    }
+
+    /// Fail deliveries as [`Class::Config`](ankusa_sink_core::Class::Config) while the topic
+    /// has no subscription (Pub/Sub accepts and drops what is published to such a topic).
+    /// The sink lists the topic's subscriptions at most once per
+    /// [`subscriber_check_interval`](Self::with_subscriber_check_interval): one
+    /// `topics.subscriptions.list` admin call per interval per sink. Default false.
+    pub fn with_require_subscriber(mut self, require: bool) -> Self {
+        self.require_subscriber = require;
+        self
+    }
+
+    /// How long the answer of a subscription listing is kept (whole seconds, 1 to 3600,
+    /// default 60): a subscription created or deleted is seen within this time.
+    pub fn with_subscriber_check_interval(
+        mut self,
+        interval: Duration,
+    ) -> Result<Self, ConfigError> {
+        self.subscriber_check_interval_s =
+            NonZeroU64::new(interval.as_secs()).ok_or(ConfigError::Value {
+                option: "subscriber_check_interval_s",
+                why: "must be at least 1 second",
+            })?;
+        self.checked()
+    }
+
+    /// Whether deliveries require a subscription on the topic.
+    pub fn require_subscriber(&self) -> bool {
+        self.require_subscriber
+    }
+
+    /// How long the answer of a subscription listing is kept.
+    pub fn subscriber_check_interval(&self) -> Duration {
+        Duration::from_secs(self.subscriber_check_interval_s.get())
     }
 
     /// The project id.
@@ -395,6 +444,12 @@ impl PubSubConfig {
             return Err(ConfigError::Value {
                 option: "timeout_ms",
                 why: "must be at most 3600000 (one hour)",
+            });
+        }
+        if self.subscriber_check_interval() > MAX_SUBSCRIBER_CHECK_INTERVAL {
+            return Err(ConfigError::Value {
+                option: "subscriber_check_interval_s",
+                why: "must be at most 3600 (one hour)",
             });
         }
         if self.batch.linger_ms >= self.timeout_ms.get() {
@@ -542,6 +597,39 @@ mod tests {
         assert!(
             parse(serde_json::json!({"project": "p", "topic": "t", "inline_max_bytes": 0}))
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn require_subscriber_and_its_interval() {
+        let c = valid();
+        assert!(!c.require_subscriber());
+        assert_eq!(c.subscriber_check_interval(), Duration::from_secs(60));
+        let c = parse(serde_json::json!({
+            "project": "p", "topic": "t", "require_subscriber": true,
+            "subscriber_check_interval_s": 5
+        }))
+        .unwrap();
+        assert!(c.require_subscriber());
+        assert_eq!(c.subscriber_check_interval(), Duration::from_secs(5));
+        for bad in [0, 3_601] {
+            let e = parse(serde_json::json!({
+                "project": "p", "topic": "t", "subscriber_check_interval_s": bad
+            }))
+            .unwrap_err();
+            assert!(
+                bad == 0 || e.to_string().contains("subscriber_check_interval_s"),
+                "{e}"
+            );
+        }
+        let e = valid()
+            .with_subscriber_check_interval(Duration::from_millis(500))
+            .unwrap_err();
+        assert!(e.to_string().contains("subscriber_check_interval_s"), "{e}");
+        assert!(
+            valid()
+                .with_subscriber_check_interval(Duration::from_secs(3_600))
+                .is_ok()
         );
     }
 

@@ -2,11 +2,11 @@
 //!
 //! | Outcome | Class |
 //! | --- | --- |
-//! | `PERMISSION_DENIED`, `UNAUTHENTICATED`, `NOT_FOUND` (topic missing); credentials that cannot produce a token; a client that cannot be built | config |
+//! | `PERMISSION_DENIED`, `UNAUTHENTICATED`, `NOT_FOUND` (topic missing); credentials that cannot produce a token; a client that cannot be built; a topic without a subscription (`check()`, and deliveries with `require_subscriber`) | config |
 //! | `INVALID_ARGUMENT`; a message over `max_message_bytes` (checked before publishing) | permanent |
 //! | `RESOURCE_EXHAUSTED` with a `google.rpc.RetryInfo` delay | retry-after that delay (`Class::RetryAfter`) |
 //! | `RESOURCE_EXHAUSTED` without one (or with a zero delay) | throttled (`Class::Throttled`: dispatch draws the pause) |
-//! | `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `INTERNAL`, `ABORTED`, `CANCELLED`, `UNKNOWN`, any other code; transport, connect, I/O and timeout errors; a paused ordering key; no message id | transient |
+//! | `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `INTERNAL`, `ABORTED`, `CANCELLED`, `UNKNOWN`, any other code; transport, connect, I/O and timeout errors (of a publish, a check or a subscription listing); a paused ordering key; no message id | transient |
 
 use ankusa_sink_core::{Class, Failure};
 use google_cloud_gax::client_builder::Error as BuildError;
@@ -65,6 +65,22 @@ pub enum PubSubError {
     /// An admin call (`check()`'s get-topic) failed.
     #[error("get topic failed: {}", gax_text(.0))]
     Admin(GaxError),
+    /// Listing the topic's subscriptions (`check()`, or a delivery with
+    /// `require_subscriber`) failed; nothing was published.
+    #[error("listing the topic's subscriptions failed: {}", gax_text(.0))]
+    ListSubscriptions(GaxError),
+    /// The topic has no subscription: Pub/Sub would accept and drop the message. Nothing
+    /// was published.
+    #[error(
+        "topic {0} has no subscription: Pub/Sub drops what is published to it \
+         (nothing was published)"
+    )]
+    NoSubscriber(String),
+    /// Listing the topic's subscriptions had no answer within `timeout_ms`.
+    #[error(
+        "listing the topic's subscriptions had no answer within {0} ms (nothing was published)"
+    )]
+    SubscribersTimeout(u128),
     /// The message is over `max_message_bytes`; it was not sent.
     #[error(
         "message of {size} bytes (data + attributes + ordering key) exceeds \
@@ -94,12 +110,14 @@ pub(crate) fn classify(err: &PubSubError) -> Class {
     match err {
         PubSubError::Client(_) => Class::Config,
         PubSubError::TooLarge { .. } => Class::Permanent,
-        PubSubError::NoMessageId | PubSubError::Timeout(_) | PubSubError::CheckTimeout(_) => {
-            Class::Transient
-        }
+        PubSubError::NoSubscriber(_) => Class::Config,
+        PubSubError::NoMessageId
+        | PubSubError::Timeout(_)
+        | PubSubError::CheckTimeout(_)
+        | PubSubError::SubscribersTimeout(_) => Class::Transient,
         PubSubError::Publish(PublishError::Rpc(e)) => rpc_class(e),
         PubSubError::Publish(_) => Class::Transient,
-        PubSubError::Admin(e) => rpc_class(e),
+        PubSubError::Admin(e) | PubSubError::ListSubscriptions(e) => rpc_class(e),
     }
 }
 
@@ -328,6 +346,30 @@ mod tests {
             f.to_string(),
             "transient: check: getting the topic had no answer within 300 ms (nothing was published)"
         );
+    }
+
+    #[test]
+    fn a_topic_without_a_subscription_is_config() {
+        let f = Failure::from(PubSubError::NoSubscriber("projects/p/topics/t".into()));
+        assert_eq!(f.class(), Class::Config);
+        assert_eq!(
+            f.to_string(),
+            "config: topic projects/p/topics/t has no subscription: Pub/Sub drops what is \
+             published to it (nothing was published)"
+        );
+    }
+
+    #[test]
+    fn a_failed_subscription_listing_is_classified_by_its_status() {
+        let list = |code| {
+            PubSubError::ListSubscriptions(GaxError::service(Status::default().set_code(code)))
+        };
+        assert_eq!(class(list(Code::NotFound)), Class::Config);
+        assert_eq!(class(list(Code::PermissionDenied)), Class::Config);
+        assert_eq!(class(list(Code::Unavailable)), Class::Transient);
+        let f = Failure::from(PubSubError::SubscribersTimeout(300));
+        assert_eq!(f.class(), Class::Transient);
+        assert!(f.to_string().contains("nothing was published"), "{f}");
     }
 
     #[test]

@@ -7,8 +7,8 @@ use crate::outgoing;
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::template::KeyTemplate;
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
-    host_port,
+    Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, SubscriberCache,
+    async_trait, host_port,
 };
 use google_cloud_gax::options::RequestOptionsBuilder as _;
 use google_cloud_gax::retry_policy::NeverRetry;
@@ -40,6 +40,10 @@ const PAUSED_RETRIES: usize = 3;
 ///   key is published rather than refused as paused.
 /// - The client makes one attempt per delivery (no client-side retries): dispatch owns
 ///   retries. Every publish and check is bounded by `timeout_ms`.
+/// - Pub/Sub accepts and drops a message on a topic without a subscription: `check()` fails
+///   such a topic as config, and with `require_subscriber` so does every delivery (nothing
+///   is published). The subscriptions are listed at most once per
+///   `subscriber_check_interval_s` ([`SubscriberCache`]).
 pub struct PubSubSink {
     config: PubSubConfig,
     topic_name: String,
@@ -47,6 +51,7 @@ pub struct PubSubSink {
     immediate: Publisher,
     batched: Publisher,
     admin: TopicAdmin,
+    subscribers: Option<SubscriberCache>,
 }
 
 impl fmt::Debug for PubSubSink {
@@ -66,6 +71,7 @@ impl fmt::Debug for PubSubSink {
             .field("max_message_bytes", &self.config.max_message_bytes)
             .field("timeout_ms", &self.config.timeout_ms)
             .field("batch", &self.config.batch)
+            .field("require_subscriber", &self.config.require_subscriber)
             .finish()
     }
 }
@@ -119,6 +125,9 @@ impl PubSubSink {
             .set_byte_threshold(batch.max_bytes.get())
             .set_delay_threshold(batch.linger())
             .build();
+        let subscribers = config
+            .require_subscriber
+            .then(|| SubscriberCache::new(config.subscriber_check_interval()));
         Ok(PubSubSink {
             config,
             topic_name,
@@ -126,6 +135,7 @@ impl PubSubSink {
             immediate,
             batched,
             admin,
+            subscribers,
         })
     }
 
@@ -137,6 +147,36 @@ impl PubSubSink {
     /// The topic's resource name, `projects/<project>/topics/<topic>`.
     pub fn topic_name(&self) -> &str {
         &self.topic_name
+    }
+
+    /// Whether the topic has at least one subscription (one page of one name is enough).
+    async fn any_subscription(&self) -> Result<bool, PubSubError> {
+        let timeout = self.config.timeout();
+        let list = self
+            .admin
+            .list_topic_subscriptions()
+            .set_topic(self.topic_name.clone())
+            .set_page_size(1)
+            .with_attempt_timeout(timeout)
+            .send();
+        match tokio::time::timeout(timeout, list).await {
+            Ok(Ok(page)) => Ok(!page.subscriptions.is_empty()),
+            Ok(Err(e)) if !e.is_timeout() => Err(PubSubError::ListSubscriptions(e)),
+            Ok(Err(_)) | Err(_) => Err(PubSubError::SubscribersTimeout(timeout.as_millis())),
+        }
+    }
+
+    /// With `require_subscriber`, refuse (config) while the topic has no subscription.
+    async fn require_subscriber(&self) -> Result<(), Failure> {
+        let Some(cache) = &self.subscribers else {
+            return Ok(());
+        };
+        let lookup = || async { self.any_subscription().await.map_err(Failure::from) };
+        if cache.has_subscriber(lookup).await? {
+            Ok(())
+        } else {
+            Err(PubSubError::NoSubscriber(self.topic_name.clone()).into())
+        }
     }
 
     /// Publish `msg`, resuming its ordering key after any failure so the key never stays
@@ -183,6 +223,7 @@ impl Sink for PubSubSink {
         if size > max {
             return Err(PubSubError::TooLarge { size, max }.into());
         }
+        self.require_subscriber().await?;
         let msg = outgoing::to_message(out);
         let publisher = if ctx.batch {
             &self.batched
@@ -234,7 +275,9 @@ impl Sink for PubSubSink {
         Some(d)
     }
 
-    /// Get the topic through the admin API; publishes nothing, creates nothing.
+    /// Get the topic, then list its subscriptions, through the admin API; publishes
+    /// nothing, creates nothing. A topic without a subscription fails as config: what is
+    /// published to it is dropped.
     async fn check(&self) -> Result<Check, Failure> {
         let timeout = self.config.timeout();
         let get = self
@@ -246,7 +289,12 @@ impl Sink for PubSubSink {
         // The client's attempt timeout and this bound are the same: whichever fires, the
         // reason says the check's get-topic timed out (not a publish: none was made).
         let err = match tokio::time::timeout(timeout, get).await {
-            Ok(Ok(_)) => return Ok(Check::Passed),
+            Ok(Ok(_)) => {
+                return match self.any_subscription().await? {
+                    true => Ok(Check::Passed),
+                    false => Err(PubSubError::NoSubscriber(self.topic_name.clone()).into()),
+                };
+            }
             Ok(Err(e)) if !e.is_timeout() => PubSubError::Admin(e),
             Ok(Err(_)) | Err(_) => PubSubError::CheckTimeout(timeout.as_millis()),
         };

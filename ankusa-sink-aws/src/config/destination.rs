@@ -2,10 +2,15 @@
 //! taken apart once, plus the shared [`AwsOptions`].
 
 use super::{AwsOptions, ConfigError, SNS_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES};
-use ankusa_sink_core::{redact_url, redact_url_keep_path};
+use ankusa_sink_core::{
+    DEFAULT_SUBSCRIBER_CHECK_INTERVAL, MAX_SUBSCRIBER_CHECK_INTERVAL, redact_url,
+    redact_url_keep_path,
+};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
+use std::num::NonZeroU64;
+use std::time::Duration;
 
 /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
 fn refuse_unknown(unknown: &BTreeMap<String, IgnoredAny>) -> Result<(), ConfigError> {
@@ -186,12 +191,17 @@ pub struct SnsConfig {
     fifo: bool,
     max_message_bytes: usize,
     options: AwsOptions,
+    require_subscriber: bool,
+    subscriber_check_interval: Duration,
 }
 
 /// The keys of an SNS sink file.
 #[derive(Deserialize)]
 struct SnsRepr {
     topic_arn: String,
+    #[serde(default)]
+    require_subscriber: bool,
+    subscriber_check_interval_s: Option<NonZeroU64>,
     #[serde(flatten)]
     options: AwsOptions,
     #[serde(flatten)]
@@ -202,7 +212,12 @@ impl TryFrom<SnsRepr> for SnsConfig {
     type Error = ConfigError;
     fn try_from(r: SnsRepr) -> Result<Self, ConfigError> {
         refuse_unknown(&r.unknown)?;
-        SnsConfig::new(r.topic_arn, r.options)
+        let config =
+            SnsConfig::new(r.topic_arn, r.options)?.with_require_subscriber(r.require_subscriber);
+        match r.subscriber_check_interval_s {
+            Some(s) => config.with_subscriber_check_interval(Duration::from_secs(s.get())),
+            None => Ok(config),
+        }
     }
 }
 
@@ -233,7 +248,46 @@ impl SnsConfig {
             topic_name,
             max_message_bytes,
             options,
+            require_subscriber: false,
+            subscriber_check_interval: DEFAULT_SUBSCRIBER_CHECK_INTERVAL,
         })
+    }
+
+    /// Fail deliveries as [`Class::Config`](ankusa_sink_core::Class::Config) while the topic
+    /// has no confirmed subscription (SNS accepts and drops what is published to such a
+    /// topic). The sink lists the topic's subscriptions at most once per
+    /// [`subscriber_check_interval`](Self::with_subscriber_check_interval): one
+    /// `ListSubscriptionsByTopic` call (one per 100 subscriptions) per interval per sink,
+    /// which needs `sns:ListSubscriptionsByTopic`. Default false.
+    pub fn with_require_subscriber(mut self, require: bool) -> Self {
+        self.require_subscriber = require;
+        self
+    }
+
+    /// How long the answer of a subscription listing is kept (whole seconds, 1 to 3600,
+    /// default 60): a subscription confirmed or deleted is seen within this time.
+    pub fn with_subscriber_check_interval(
+        mut self,
+        interval: Duration,
+    ) -> Result<Self, ConfigError> {
+        if interval < Duration::from_secs(1) || interval > MAX_SUBSCRIBER_CHECK_INTERVAL {
+            return Err(ConfigError::Range {
+                field: "subscriber_check_interval_s",
+                range: "1 to 3600 seconds",
+            });
+        }
+        self.subscriber_check_interval = Duration::from_secs(interval.as_secs());
+        Ok(self)
+    }
+
+    /// Whether deliveries require a confirmed subscription on the topic.
+    pub fn require_subscriber(&self) -> bool {
+        self.require_subscriber
+    }
+
+    /// How long the answer of a subscription listing is kept.
+    pub fn subscriber_check_interval(&self) -> Duration {
+        self.subscriber_check_interval
     }
 
     /// The topic ARN.
@@ -359,6 +413,39 @@ mod tests {
         ] {
             assert!(SnsConfig::new(bad, opts()).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn sns_require_subscriber_and_its_interval() {
+        let arn = "arn:aws:sns:us-east-1:123456789012:events";
+        let c = SnsConfig::new(arn, opts()).unwrap();
+        assert!(!c.require_subscriber());
+        assert_eq!(c.subscriber_check_interval(), Duration::from_secs(60));
+        let c: SnsConfig = serde_json::from_value(serde_json::json!({
+            "topic_arn": arn, "region": "us-east-1",
+            "require_subscriber": true, "subscriber_check_interval_s": 5
+        }))
+        .unwrap();
+        assert!(c.require_subscriber());
+        assert_eq!(c.subscriber_check_interval(), Duration::from_secs(5));
+        for bad in [0, 3_601] {
+            let r = serde_json::from_value::<SnsConfig>(serde_json::json!({
+                "topic_arn": arn, "subscriber_check_interval_s": bad
+            }));
+            assert!(r.is_err(), "{bad}");
+        }
+        let e = c
+            .with_subscriber_check_interval(Duration::from_millis(999))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "subscriber_check_interval_s must be 1 to 3600 seconds"
+        );
+        // SQS has no such option.
+        let sqs = serde_json::from_value::<SqsConfig>(serde_json::json!({
+            "queue_url": "http://127.0.0.1:4566/1/q", "require_subscriber": true
+        }));
+        assert!(sqs.unwrap_err().to_string().contains("require_subscriber"));
     }
 
     #[test]

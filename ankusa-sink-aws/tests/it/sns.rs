@@ -2,7 +2,7 @@
 //! the scripted server speaking the SNS query/XML protocol.
 
 use crate::common::*;
-use crate::scripted::{Resp, Scripted};
+use crate::scripted::{Req, Resp, Scripted};
 use ankusa_sink_aws::{AwsBatch, AwsOptions, SnsConfig, SnsSink};
 use ankusa_sink_core::{Check, Class, Sink, Subject, message};
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -49,7 +49,11 @@ async fn sink(arn: &str, options: AwsOptions) -> SnsSink {
 }
 
 async fn counted_sink(arn: &str, options: AwsOptions) -> (SnsSink, RequestCounter) {
-    let cfg = SnsConfig::new(arn, options).unwrap();
+    counted(SnsConfig::new(arn, options).unwrap()).await
+}
+
+/// A sink for `cfg` whose client counts the requests it sends.
+async fn counted(cfg: SnsConfig) -> (SnsSink, RequestCounter) {
     let counter = RequestCounter::default();
     let sdk = cfg.sdk_config().await.unwrap();
     let conf = aws_sdk_sns::config::Builder::from(&sdk)
@@ -319,4 +323,222 @@ async fn sns_codes_from_the_wire() {
         &scripted_result(Resp::new(502, "bad gateway")).await,
         Class::Transient,
     );
+}
+
+// ---- reached nobody: a topic without a confirmed subscription ----
+
+/// A topic without subscriptions: (sns admin, topic arn).
+async fn bare_topic() -> (aws_sdk_sns::Client, String) {
+    let sns = sns_admin(&moto()).await;
+    let arn = sns
+        .create_topic()
+        .name(unique("bare"))
+        .send()
+        .await
+        .unwrap()
+        .topic_arn()
+        .unwrap()
+        .to_owned();
+    (sns, arn)
+}
+
+fn no_subscription(res: &Result<(), ankusa_sink_core::Failure>) -> bool {
+    matches!(res, Err(f) if f.class() == Class::Config
+        && f.to_string().contains("has no confirmed subscription"))
+}
+
+#[tokio::test]
+async fn a_topic_without_a_subscription_reaches_nobody() {
+    let (sns, arn) = bare_topic().await;
+    let plain = sink(&arn, options(&moto())).await;
+    let check = plain.check().await.map(|_| ());
+    assert!(no_subscription(&check), "{check:?}");
+    // Without require_subscriber SNS takes the message (and drops it).
+    let e = env("h-nobody", b"{}");
+    plain.deliver(&e, &ctx(&e)).await.unwrap();
+
+    let strict = |interval| {
+        SnsConfig::new(&arn, options(&moto()))
+            .unwrap()
+            .with_require_subscriber(true)
+            .with_subscriber_check_interval(Duration::from_secs(interval))
+            .unwrap()
+    };
+    let (cached, cached_requests) = counted(strict(3_600)).await;
+    let (fresh, _) = counted(strict(1)).await;
+    for _ in 0..5 {
+        assert!(no_subscription(&cached.deliver(&e, &ctx(&e)).await));
+    }
+    // One listing for five deliveries, and no Publish.
+    assert_eq!(cached_requests.count(), 1);
+    assert!(no_subscription(&fresh.deliver(&e, &ctx(&e)).await));
+
+    // A subscription appears: the 1 s sink sees it after its interval and its message
+    // arrives; the 1 h sink keeps its answer.
+    let sqs = sqs_admin(&moto()).await;
+    let name = unique("bare-q");
+    let url = create_queue(&sqs, &name, &[]).await;
+    let sub = sns
+        .subscribe()
+        .topic_arn(&arn)
+        .protocol("sqs")
+        .endpoint(format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"))
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .unwrap()
+        .subscription_arn()
+        .unwrap()
+        .to_owned();
+    assert_eq!(plain.check().await.unwrap(), Check::Passed);
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let seen = env("h-seen", b"{}");
+    fresh.deliver(&seen, &ctx(&seen)).await.unwrap();
+    assert!(no_subscription(&cached.deliver(&seen, &ctx(&seen)).await));
+    assert_eq!(cached_requests.count(), 1);
+    let got = receive(&sqs, &url, 1).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].attributes["ankusa_id"], "h-seen");
+
+    // It goes: refused again after the interval.
+    sns.unsubscribe()
+        .subscription_arn(&sub)
+        .send()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert!(no_subscription(&fresh.deliver(&seen, &ctx(&seen)).await));
+    delete_queue(&sqs, &url).await;
+    delete_topic(&sns, &arn).await;
+}
+
+/// The SNS query protocol's answers for the subscriber check: get-topic, listing pages,
+/// publish. `pages` are the `SubscriptionArn`s of each listing page, in order.
+fn listing_server(
+    pages: Vec<Vec<&'static str>>,
+    list_error: Option<Resp>,
+) -> impl Fn(&Req) -> Resp {
+    move |req: &Req| {
+        let body = String::from_utf8_lossy(&req.body).into_owned();
+        let ns = "xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"";
+        let meta = "<ResponseMetadata><RequestId>r</RequestId></ResponseMetadata>";
+        let xml = |b: String| Resp::new(200, b).header("content-type", "text/xml");
+        if body.contains("Action=GetTopicAttributes") {
+            return xml(format!(
+                "<GetTopicAttributesResponse {ns}><GetTopicAttributesResult><Attributes/>\
+                 </GetTopicAttributesResult>{meta}</GetTopicAttributesResponse>"
+            ));
+        }
+        if body.contains("Action=Publish") {
+            return xml(format!(
+                "<PublishResponse {ns}><PublishResult><MessageId>m-1</MessageId>\
+                 </PublishResult>{meta}</PublishResponse>"
+            ));
+        }
+        if let Some(e) = &list_error {
+            return e.clone();
+        }
+        // NextToken=p<i> asks for page i.
+        let page: usize = body
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("NextToken=p"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let members: String = pages[page]
+            .iter()
+            .map(|arn| {
+                format!(
+                    "<member><TopicArn>t</TopicArn><Protocol>email</Protocol>\
+                     <SubscriptionArn>{arn}</SubscriptionArn><Owner>1</Owner>\
+                     <Endpoint>e</Endpoint></member>"
+                )
+            })
+            .collect();
+        let next = if page + 1 < pages.len() {
+            format!("<NextToken>p{}</NextToken>", page + 1)
+        } else {
+            String::new()
+        };
+        xml(format!(
+            "<ListSubscriptionsByTopicResponse {ns}><ListSubscriptionsByTopicResult>\
+             <Subscriptions>{members}</Subscriptions>{next}</ListSubscriptionsByTopicResult>\
+             {meta}</ListSubscriptionsByTopicResponse>"
+        ))
+    }
+}
+
+async fn strict_scripted(server: &Scripted) -> SnsSink {
+    let cfg = SnsConfig::new(
+        format!("arn:aws:sns:{REGION}:{ACCOUNT}:scripted"),
+        options(&server.endpoint()),
+    )
+    .unwrap()
+    .with_require_subscriber(true);
+    SnsSink::new(cfg).await.unwrap()
+}
+
+fn actions(server: &Scripted) -> Vec<String> {
+    server
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|r| {
+            let body = String::from_utf8_lossy(&r.body).into_owned();
+            body.split('&')
+                .find_map(|kv| kv.strip_prefix("Action=").map(str::to_owned))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn pending_subscriptions_reach_nobody_and_every_page_is_read() {
+    let pending = "PendingConfirmation";
+    // Two pages of pending subscriptions only: nobody.
+    let server = Scripted::start(listing_server(vec![vec![pending], vec![pending]], None)).await;
+    let s = strict_scripted(&server).await;
+    assert!(no_subscription(&s.check().await.map(|_| ())));
+    let e = env("h-pending", b"{}");
+    assert!(no_subscription(&s.deliver(&e, &ctx(&e)).await));
+    assert_eq!(
+        actions(&server),
+        [
+            "GetTopicAttributes",
+            "ListSubscriptionsByTopic",
+            "ListSubscriptionsByTopic",
+            "ListSubscriptionsByTopic",
+            "ListSubscriptionsByTopic",
+        ],
+        "no Publish"
+    );
+
+    // A confirmed one on the second page: check passes, the delivery is published.
+    let confirmed = "arn:aws:sns:us-east-1:123456789012:scripted:0f6b";
+    let server = Scripted::start(listing_server(vec![vec![pending], vec![confirmed]], None)).await;
+    let s = strict_scripted(&server).await;
+    assert_eq!(s.check().await.unwrap(), Check::Passed);
+    s.deliver(&e, &ctx(&e)).await.unwrap();
+    assert_eq!(actions(&server).last().map(String::as_str), Some("Publish"));
+}
+
+#[tokio::test]
+async fn a_failed_listing_is_classified_like_any_sns_answer() {
+    for (resp, want) in [
+        (Resp::sns_error(403, "AuthorizationError"), Class::Config),
+        (Resp::sns_error(404, "NotFound"), Class::Config),
+        (Resp::sns_error(503, "ServiceUnavailable"), Class::Transient),
+    ] {
+        let server = Scripted::start(listing_server(vec![], Some(resp))).await;
+        let s = strict_scripted(&server).await;
+        let check = s.check().await.unwrap_err();
+        assert_eq!(check.class(), want, "{check}");
+        assert!(
+            check.to_string().contains("ListSubscriptionsByTopic"),
+            "{check}"
+        );
+        let e = env("h-listfail", b"{}");
+        let res = s.deliver(&e, &ctx(&e)).await;
+        assert_class(&res, want);
+        assert!(!actions(&server).iter().any(|a| a == "Publish"));
+    }
 }

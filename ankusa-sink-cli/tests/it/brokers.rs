@@ -353,6 +353,21 @@ fn sqs_and_sns_from_config_files() {
             "type = \"sns\"\ntopic_arn = \"{arn}\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\n"
         ),
     );
+    // No subscription yet: SNS would drop the message, and check says so.
+    let out = aws_run(&["check", "--sink", sns.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("config: sns topic")
+            && text(&out.stdout).contains("has no confirmed subscription"),
+        "{}",
+        text(&out.stdout)
+    );
+    moto(
+        "sns",
+        &format!(
+            "Action=Subscribe&TopicArn={arn}&Protocol=sqs&Endpoint=arn:aws:sqs:us-east-1:123456789012:{q}&Version=2010-03-31"
+        ),
+    );
     check_then_deliver(&sns, "n-1", &AWS_ENV);
     let out = aws_run(&[
         "describe",

@@ -11,11 +11,17 @@ fn emulator() -> String {
 
 /// One plain HTTP/1.1 request to the emulator's REST API; returns the status code.
 fn rest(method: &str, path: &str) -> u16 {
+    rest_with(method, path, "{}")
+}
+
+/// [`rest`] with a JSON body.
+fn rest_with(method: &str, path: &str, body: &str) -> u16 {
     let mut s = TcpStream::connect(emulator()).expect("the Pub/Sub emulator is running");
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}",
-        emulator()
+        "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        emulator(),
+        body.len()
     )
     .unwrap();
     // Only the status line matters; the emulator may keep the connection open.
@@ -44,6 +50,17 @@ fn pubsub_from_a_config_file() {
         200
     );
     let sink = config(&topic);
+    // No subscription yet: Pub/Sub would drop the message, and check says so.
+    let out = run(&["check", "--sink", sink.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("config: topic") && said.contains("has no subscription"),
+        "{said}"
+    );
+    let sub = format!("/v1/projects/ankusa-cli/subscriptions/{topic}-sub");
+    let body = format!(r#"{{"topic":"projects/ankusa-cli/topics/{topic}"}}"#);
+    assert_eq!(rest_with("PUT", &sub, &body), 200);
     check_then_deliver(&sink, "ps-1", &[]);
     let out = run(&["info", "--sink", sink.to_str().unwrap(), "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -57,6 +74,7 @@ fn pubsub_from_a_config_file() {
     assert_eq!(v["error_class"], "permanent");
     let out = run(&["check", "--sink", missing.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(3));
+    assert_eq!(rest("DELETE", &sub), 200);
     assert_eq!(
         rest("DELETE", &format!("/v1/projects/ankusa-cli/topics/{topic}")),
         200

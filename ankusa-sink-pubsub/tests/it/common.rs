@@ -165,8 +165,8 @@ impl Admin {
         })
     }
 
-    /// Delete a topic and a subscription (missing ones are fine).
-    pub(crate) async fn delete(&self, topic: &str, sub: &str) {
+    /// Delete a subscription (a missing one is fine).
+    pub(crate) async fn delete_subscription(&self, sub: &str) {
         let _ = self
             .call(
                 reqwest::Method::DELETE,
@@ -174,6 +174,11 @@ impl Admin {
                 None,
             )
             .await;
+    }
+
+    /// Delete a topic and a subscription (missing ones are fine).
+    pub(crate) async fn delete(&self, topic: &str, sub: &str) {
+        self.delete_subscription(sub).await;
         let _ = self
             .call(reqwest::Method::DELETE, &format!("topics/{topic}"), None)
             .await;

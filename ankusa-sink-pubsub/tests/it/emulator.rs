@@ -132,6 +132,84 @@ async fn check_reports_a_missing_topic_as_config_without_publishing() {
 }
 
 #[tokio::test]
+async fn a_topic_without_a_subscription_reaches_nobody() {
+    let admin = Admin::shared();
+    let topic = unique("nobody");
+    let sub = format!("{topic}-sub");
+    admin.create_topic(&topic).await.unwrap();
+    let config = config_at(&topic, admin.endpoint());
+    let no_subscription = |err: &ankusa_sink_core::Failure| {
+        err.class() == Class::Config && err.to_string().contains("has no subscription")
+    };
+
+    // check() says so; a plain sink still publishes (Pub/Sub accepts and drops it).
+    let plain = PubSubSink::new(config.clone()).await.unwrap();
+    let err = plain.check().await.unwrap_err();
+    assert!(no_subscription(&err), "{err}");
+    let env = envelope("nobody-1", b"{}");
+    plain.deliver(&env, &Ctx::for_envelope(&env)).await.unwrap();
+
+    // require_subscriber refuses as config, publishing nothing.
+    let strict = |interval| {
+        let config = config
+            .clone()
+            .with_require_subscriber(true)
+            .with_subscriber_check_interval(Duration::from_secs(interval))
+            .unwrap();
+        PubSubSink::new(config)
+    };
+    let cached = strict(3_600).await.unwrap();
+    let fresh = strict(1).await.unwrap();
+    for sink in [&cached, &fresh] {
+        let err = sink
+            .deliver(&env, &Ctx::for_envelope(&env))
+            .await
+            .unwrap_err();
+        assert!(no_subscription(&err), "{err}");
+    }
+
+    // A subscription appears: the 1 s sink sees it after its interval, and what it
+    // publishes reaches the subscription; the 1 h sink keeps its answer (one listing per
+    // interval).
+    admin.create_subscription(&topic, &sub).await.unwrap();
+    assert_eq!(plain.check().await.unwrap(), Check::Passed);
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let seen = envelope("nobody-2", b"{}");
+    fresh
+        .deliver(&seen, &Ctx::for_envelope(&seen))
+        .await
+        .unwrap();
+    let err = cached
+        .deliver(&seen, &Ctx::for_envelope(&seen))
+        .await
+        .unwrap_err();
+    assert!(no_subscription(&err), "{err}");
+    let got = admin
+        .pull_at_least(&sub, 1, Duration::from_secs(15))
+        .await
+        .unwrap();
+    let ids: Vec<&str> = got
+        .iter()
+        .map(|m| m.attributes["ankusa_id"].as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        ["nobody-2"],
+        "only the strict sink's message after the subscription"
+    );
+
+    // The subscription goes: refused again after the interval.
+    admin.delete_subscription(&sub).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let err = fresh
+        .deliver(&seen, &Ctx::for_envelope(&seen))
+        .await
+        .unwrap_err();
+    assert!(no_subscription(&err), "{err}");
+    admin.delete(&topic, &sub).await;
+}
+
+#[tokio::test]
 async fn invalid_argument_is_permanent() {
     // Topic names must start with a letter: the emulator answers INVALID_ARGUMENT.
     let admin = Admin::shared();

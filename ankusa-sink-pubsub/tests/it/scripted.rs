@@ -1,7 +1,8 @@
 //! Statuses the emulator cannot produce, from a loopback server that speaks the real
 //! protocols: gRPC `google.pubsub.v1.Publisher/Publish` (a hand-written tonic service over
-//! prost types) for publishing, and the REST `GET /v1/projects/*/topics/*` the client's
-//! admin API uses for `check()`. The official client parses both for real.
+//! prost types) for publishing, and the REST `GET /v1/projects/*/topics/*` and
+//! `GET /v1/projects/*/topics/*/subscriptions` the client's admin API uses for `check()` and
+//! `require_subscriber`. The official client parses both for real.
 
 use crate::common::{PROJECT, config_at, envelope};
 use ankusa_sink_core::{Class, Ctx, Sink};
@@ -63,6 +64,9 @@ pub(crate) enum Script {
     Ok,
     /// Take the publish and never answer it.
     Hang,
+    /// Get-topic and publishes succeed; listing the topic's subscriptions fails with this
+    /// status.
+    ListFails(Code),
 }
 
 /// A running scripted server on 127.0.0.1.
@@ -110,7 +114,7 @@ fn status_of(script: Script) -> Option<Status> {
             "scripted failure",
             ErrorDetails::with_retry_info(Some(delay)),
         )),
-        Script::EmptyIds | Script::Ok | Script::Hang => None,
+        Script::EmptyIds | Script::Ok | Script::Hang | Script::ListFails(_) => None,
     }
 }
 
@@ -189,8 +193,14 @@ fn rest_status(code: Code) -> (&'static str, u16) {
     }
 }
 
-/// Google's REST error document for the script (a topic document on success).
-fn rest_answer(script: Script) -> http::Response<axum::body::Body> {
+/// Google's REST error document for the script; on success a topic document, or for a
+/// subscription listing one subscription.
+fn rest_answer(script: Script, path: &str) -> http::Response<axum::body::Body> {
+    let listing = path.ends_with("/subscriptions");
+    let script = match script {
+        Script::ListFails(code) if listing => Script::Fail(code, None),
+        other => other,
+    };
     let (status, body) = match script {
         Script::Fail(code, delay) => {
             let (name, http_status) = rest_status(code);
@@ -211,7 +221,11 @@ fn rest_answer(script: Script) -> http::Response<axum::body::Body> {
                 }}),
             )
         }
-        Script::EmptyIds | Script::Ok | Script::Hang => (
+        _ if listing => (
+            200,
+            serde_json::json!({"subscriptions": [format!("projects/{PROJECT}/subscriptions/s")]}),
+        ),
+        Script::EmptyIds | Script::Ok | Script::Hang | Script::ListFails(_) => (
             200,
             serde_json::json!({"name": format!("projects/{PROJECT}/topics/scripted-topic")}),
         ),
@@ -239,9 +253,9 @@ pub(crate) async fn start(script: Script) -> Scripted {
     let admin_calls = state.admin_calls.clone();
     let router = tonic::service::Routes::new(grpc)
         .into_axum_router()
-        .fallback(move || {
+        .fallback(move |uri: http::Uri| {
             admin_calls.fetch_add(1, Ordering::SeqCst);
-            std::future::ready(rest_answer(script))
+            std::future::ready(rest_answer(script, uri.path()))
         });
     tokio::spawn(async move {
         let _ = tonic::transport::Server::builder()
@@ -448,18 +462,22 @@ async fn batched_deliveries_share_requests_and_get_their_own_results() {
     assert_eq!(server.publishes.load(Ordering::SeqCst), batched + 3);
 }
 
-#[tokio::test]
-async fn a_silent_server_fails_check_with_a_check_reason() {
-    // Accepts and holds every connection, never answering.
+/// A server on 127.0.0.1 that accepts and holds every connection, never answering.
+async fn silent_server() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let held = Arc::new(Mutex::new(Vec::new()));
-    let keep = Arc::clone(&held);
     tokio::spawn(async move {
+        let mut held = Vec::new();
         while let Ok((stream, _)) = listener.accept().await {
-            keep.lock().unwrap().push(stream);
+            held.push(stream);
         }
     });
+    addr
+}
+
+#[tokio::test]
+async fn a_silent_server_fails_check_with_a_check_reason() {
+    let addr = silent_server().await;
     let sink = PubSubSink::new(
         config_at("t-silent", format!("http://{addr}"))
             .with_timeout(Duration::from_millis(300))
@@ -476,5 +494,69 @@ async fn a_silent_server_fails_check_with_a_check_reason() {
     assert_eq!(
         err.to_string(),
         "transient: check: getting the topic had no answer within 300 ms (nothing was published)"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_subscription_listing_fails_check_and_strict_deliveries_by_its_status() {
+    for (code, want) in [
+        (Code::PermissionDenied, Class::Config),
+        (Code::NotFound, Class::Config),
+        (Code::Unavailable, Class::Transient),
+    ] {
+        let server = start(Script::ListFails(code)).await;
+        let err = server.sink().await.check().await.unwrap_err();
+        assert_eq!(err.class(), want, "{code:?}: {err}");
+        assert!(
+            err.to_string()
+                .contains("listing the topic's subscriptions failed"),
+            "{err}"
+        );
+
+        let strict = PubSubSink::new(
+            config_at("scripted-topic", server.endpoint())
+                .with_require_subscriber(true)
+                .with_timeout(Duration::from_secs(5))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        let env = envelope("strict-1", b"{}");
+        let err = strict
+            .deliver(&env, &Ctx::for_envelope(&env))
+            .await
+            .unwrap_err();
+        assert_eq!(err.class(), want, "{code:?}: {err}");
+        assert_eq!(
+            server.publishes.load(Ordering::SeqCst),
+            0,
+            "published anyway"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_silent_server_fails_a_strict_delivery_with_a_listing_reason() {
+    let addr = silent_server().await;
+    let sink = PubSubSink::new(
+        config_at("t-silent", format!("http://{addr}"))
+            .with_require_subscriber(true)
+            .with_timeout(Duration::from_millis(300))
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let env = envelope("silent-1", b"{}");
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        sink.deliver(&env, &Ctx::for_envelope(&env)),
+    )
+    .await
+    .expect("the listing is bounded by timeout_ms")
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "transient: listing the topic's subscriptions had no answer within 300 ms \
+         (nothing was published)"
     );
 }

@@ -1,0 +1,197 @@
+//! [`SubscriberCache`]: whether a destination that drops unread messages (a Pub/Sub or SNS
+//! topic without a subscription) has anyone to read them, looked up at most once per
+//! interval.
+
+use crate::failure::{Class, Failure, Reason};
+use std::future::Future;
+use std::time::Duration;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+/// The default interval between two subscriber lookups: one minute.
+pub const DEFAULT_SUBSCRIBER_CHECK_INTERVAL: Duration = Duration::from_secs(60);
+/// The longest interval between two subscriber lookups: one hour.
+pub const MAX_SUBSCRIBER_CHECK_INTERVAL: Duration = Duration::from_secs(3_600);
+
+/// One lookup's answer and when it came.
+struct Verdict {
+    at: Instant,
+    /// `Ok(true)`: someone reads; `Ok(false)`: no one; `Err`: the lookup failed (class and
+    /// reason text, shared with the deliveries that waited for it).
+    outcome: Result<bool, (Class, String)>,
+}
+
+/// A cached answer to "does anyone read this destination?", for sinks whose destination
+/// accepts messages it will never deliver.
+///
+/// # Behavior
+/// - [`has_subscriber`](Self::has_subscriber) runs the lookup when no answer is younger than
+///   the interval; concurrent callers wait for one lookup instead of each making their own,
+///   so a sink makes at most one lookup per interval while the answers succeed.
+/// - Both answers are kept for the interval: a subscription created after a "no one" answer
+///   is seen within one interval, and one deleted after a "yes" answer likewise.
+/// - A failed lookup is not kept: the callers that were waiting for it get its failure (same
+///   class, same text); the next caller looks up again.
+#[derive(Debug)]
+pub struct SubscriberCache {
+    interval: Duration,
+    state: Mutex<Option<Verdict>>,
+}
+
+impl std::fmt::Debug for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verdict")
+            .field("outcome", &self.outcome)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SubscriberCache {
+    /// A cache whose answers live for `interval`.
+    pub fn new(interval: Duration) -> Self {
+        SubscriberCache {
+            interval,
+            state: Mutex::new(None),
+        }
+    }
+
+    /// How long an answer is kept.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// Whether anyone reads: the kept answer when it is younger than the interval, else
+    /// `lookup`'s (at most one lookup runs at a time).
+    ///
+    /// # Errors
+    /// The lookup's failure, for this caller and those that waited for the same lookup.
+    pub async fn has_subscriber<F, Fut>(&self, lookup: F) -> Result<bool, Failure>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<bool, Failure>>,
+    {
+        let asked = Instant::now();
+        let mut state = self.state.lock().await;
+        if let Some(v) = state.as_ref() {
+            let young = v.outcome.is_ok() && v.at.elapsed() < self.interval;
+            // A lookup that finished while this caller waited answers it too, even a failed
+            // one: otherwise every waiter repeats a lookup that just failed.
+            if young || v.at > asked {
+                return v
+                    .outcome
+                    .clone()
+                    .map_err(|(class, text)| Failure::new(class, Reason(text)));
+            }
+        }
+        let outcome = lookup().await;
+        *state = Some(Verdict {
+            at: Instant::now(),
+            outcome: outcome
+                .as_ref()
+                .copied()
+                .map_err(|f| (f.class(), f.reason_chain())),
+        });
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn counting(
+        calls: &Arc<AtomicUsize>,
+        answer: Result<bool, Class>,
+    ) -> impl Future<Output = Result<bool, Failure>> + use<> {
+        let calls = Arc::clone(calls);
+        async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            answer.map_err(|c| Failure::new(c, Reason("lookup failed".into())))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn answers_are_kept_for_the_interval_then_looked_up_again() {
+        let cache = SubscriberCache::new(Duration::from_secs(60));
+        let calls = Arc::new(AtomicUsize::new(0));
+        assert!(
+            !cache
+                .has_subscriber(|| counting(&calls, Ok(false)))
+                .await
+                .unwrap()
+        );
+        tokio::time::advance(Duration::from_secs(59)).await;
+        // Kept: the lookup that would say "yes" is not made.
+        assert!(
+            !cache
+                .has_subscriber(|| counting(&calls, Ok(true)))
+                .await
+                .unwrap()
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(
+            cache
+                .has_subscriber(|| counting(&calls, Ok(true)))
+                .await
+                .unwrap()
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_callers_share_one_lookup() {
+        let cache = Arc::new(SubscriberCache::new(Duration::from_secs(60)));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let (cache, calls) = (Arc::clone(&cache), Arc::clone(&calls));
+                tokio::spawn(async move {
+                    cache
+                        .has_subscriber(|| counting(&calls, Ok(true)))
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert!(t.await.unwrap());
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_lookup_answers_its_waiters_and_is_not_kept() {
+        let cache = Arc::new(SubscriberCache::new(Duration::from_secs(60)));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..5)
+            .map(|_| {
+                let (cache, calls) = (Arc::clone(&cache), Arc::clone(&calls));
+                tokio::spawn(async move {
+                    cache
+                        .has_subscriber(|| counting(&calls, Err(Class::Transient)))
+                        .await
+                        .unwrap_err()
+                })
+            })
+            .collect();
+        for t in tasks {
+            let f = t.await.unwrap();
+            assert_eq!(f.class(), Class::Transient);
+            assert_eq!(f.reason_chain(), "lookup failed");
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        // The next caller, after the failure, looks up again.
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(
+            cache
+                .has_subscriber(|| counting(&calls, Ok(true)))
+                .await
+                .unwrap()
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+}
