@@ -2,6 +2,7 @@
 //! always-valid [`AmqpConfig`], with `with_*` builders that re-check what they change.
 
 use crate::broker_url::BrokerUrl;
+use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
 use ankusa_sink_core::timeout_ms;
@@ -162,6 +163,8 @@ struct Repr {
     connect_timeout_ms: Option<u64>,
     #[serde(default)]
     allow_insecure: bool,
+    #[serde(default)]
+    signing: Option<Signer>,
 }
 
 /// A valid AMQP sink configuration: [`AmqpConfig::new`] and the `with_*` builders, or
@@ -184,6 +187,7 @@ pub struct AmqpConfig {
     pub(crate) max_inflight: NonZeroUsize,
     pub(crate) connect_timeout_ms: NonZeroU64,
     pub(crate) allow_insecure: bool,
+    pub(crate) signing: Option<Signer>,
 }
 
 impl TryFrom<Repr> for AmqpConfig {
@@ -224,6 +228,7 @@ impl TryFrom<Repr> for AmqpConfig {
             "max_message_bytes",
         )?;
         c.max_inflight = nz(r.max_inflight, c.max_inflight, "max_inflight")?;
+        c.signing = r.signing;
         Ok(c)
     }
 }
@@ -267,7 +272,21 @@ impl AmqpConfig {
             max_inflight: DEFAULT_MAX_INFLIGHT,
             connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
             allow_insecure,
+            signing: None,
         })
+    }
+
+    /// Sign every message the Standard Webhooks way over the exact Message v1 bytes
+    /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` as message headers): the `[signing]`
+    /// table. Consumers check it with `ankusa_sink_core::message::verify`.
+    pub fn with_signing(mut self, signer: Signer) -> Self {
+        self.signing = Some(signer);
+        self
+    }
+
+    /// The signer, when messages are signed.
+    pub fn signing(&self) -> Option<&Signer> {
+        self.signing.as_ref()
     }
 
     /// Set the exchange type (default topic); used when declaring and in descriptions.

@@ -20,7 +20,8 @@ pub(crate) struct Publish {
 ///
 /// Properties: `delivery_mode` 2 (persistent), `content_type` `application/json`,
 /// `message_id` the hook id, `timestamp` `received_at` in seconds, and as longstr headers
-/// `ankusa_idempotency_key` (always), `ankusa_dedupe_key` and `ankusa_replay_id` (when set).
+/// `ankusa_idempotency_key` (always), `ankusa_dedupe_key` and `ankusa_replay_id` (when set),
+/// and when signing `webhook-id`, `webhook-timestamp` and `webhook-signature`.
 pub(crate) fn to_publish(out: Outgoing<'_>, received_at: i64) -> Publish {
     let mut headers = FieldTable::default();
     let mut properties = BasicProperties::default()
@@ -30,7 +31,12 @@ pub(crate) fn to_publish(out: Outgoing<'_>, received_at: i64) -> Publish {
         match attr {
             Attr::Id => properties = properties.with_message_id(value.as_ref().into()),
             Attr::ContentType => properties = properties.with_content_type(value.as_ref().into()),
-            Attr::IdempotencyKey | Attr::DedupeKey | Attr::ReplayId => {
+            Attr::IdempotencyKey
+            | Attr::DedupeKey
+            | Attr::ReplayId
+            | Attr::WebhookId
+            | Attr::WebhookTimestamp
+            | Attr::WebhookSignature => {
                 headers.insert(
                     attr.as_attr().into(),
                     AMQPValue::LongString(value.as_ref().into()),

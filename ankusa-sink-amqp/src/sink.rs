@@ -86,7 +86,8 @@ impl AmqpSink {
         let endpoint = cfg.redacted_url();
         let inflight = Arc::new(Semaphore::new(cfg.max_inflight().get()));
         let layout = Layout::message(Some(cfg.inline_max_bytes()), EmptyValues::Drop)
-            .with_key(cfg.routing_key().clone());
+            .with_key(cfg.routing_key().clone())
+            .with_signer(cfg.signing.clone());
         AmqpSink {
             cfg: Arc::new(cfg),
             layout,

@@ -11,6 +11,7 @@ mod sdk;
 pub use destination::{SnsConfig, SqsConfig};
 
 use ankusa_sink_core::Secret;
+use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use serde::Deserialize;
 use std::num::{NonZeroU64, NonZeroUsize};
@@ -206,6 +207,8 @@ pub struct AwsOptions {
     pub(crate) batching: bool,
     /// Batching limits.
     pub(crate) batch: AwsBatch,
+    /// Standard Webhooks signing of the Message v1 body (the `[signing]` table).
+    pub(crate) signing: Option<Signer>,
 }
 
 impl Default for AwsOptions {
@@ -220,6 +223,7 @@ impl Default for AwsOptions {
             timeout_ms: NonZeroU64::new(5_000).expect("non-zero"),
             batching: true,
             batch: AwsBatch::default(),
+            signing: None,
         }
     }
 }
@@ -269,6 +273,17 @@ impl AwsOptions {
     pub fn with_batch(mut self, batch: AwsBatch) -> Self {
         self.batch = batch;
         self
+    }
+    /// Sign every message the Standard Webhooks way over the exact Message v1 body
+    /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` message attributes): the
+    /// `[signing]` table. Consumers check it with `ankusa_sink_core::message::verify`.
+    pub fn with_signing(mut self, signer: Signer) -> Self {
+        self.signing = Some(signer);
+        self
+    }
+    /// The signer, when messages are signed.
+    pub fn signing(&self) -> Option<&Signer> {
+        self.signing.as_ref()
     }
     /// The timeout as a duration.
     pub fn timeout(&self) -> Duration {

@@ -2,7 +2,7 @@
 //! carries: the Message v1 body, the attributes as the SDK's `String` message attributes,
 //! the FIFO ids and the size AWS counts.
 
-use ankusa_sink_core::message::{Body, Outgoing};
+use ankusa_sink_core::message::{Attr, Body, Outgoing};
 use std::collections::HashMap;
 use std::fmt;
 
@@ -63,14 +63,39 @@ pub(crate) struct Entry<A> {
     pub(crate) size: usize,
 }
 
+/// The most message attributes SQS and SNS take on one message.
+pub(crate) const MAX_ATTRIBUTES: usize = 10;
+
+/// Attributes left out, in this order, while a message has more than [`MAX_ATTRIBUTES`]:
+/// each value is also inside the Message v1 body (`v`, `replay_id`, `dedupe_key`,
+/// `source_id`). Only a signed message can have more than 10 (8 + 3); the signature's
+/// three always go.
+pub(crate) const DROPPED_WHEN_OVER_LIMIT: [Attr; 4] = [
+    Attr::MessageVersion,
+    Attr::ReplayId,
+    Attr::DedupeKey,
+    Attr::SourceId,
+];
+
 /// The entry for `out`: the one mapping from core's message to the SDK's.
 pub(crate) fn to_entry<A: AttributeValue>(out: Outgoing<'_>, ids: Ids) -> Entry<A> {
-    let attrs = out.attributes();
+    let all = out.attributes();
+    let over = all.len().saturating_sub(MAX_ATTRIBUTES);
+    let dropped: Vec<Attr> = DROPPED_WHEN_OVER_LIMIT
+        .into_iter()
+        .filter(|d| all.iter().any(|(a, _)| a == d))
+        .take(over)
+        .collect();
+    let attrs: Vec<&(Attr, _)> = all.iter().filter(|(a, _)| !dropped.contains(a)).collect();
     let attributes = attrs
         .iter()
         .map(|(attr, value)| (attr.as_attr().to_owned(), A::string(value)))
         .collect();
-    let size = out.body().len() + out.attribute_bytes() + attrs.len() * DATA_TYPE.len();
+    let attribute_bytes: usize = attrs
+        .iter()
+        .map(|(a, v)| a.as_attr().len() + v.len() + DATA_TYPE.len())
+        .sum();
+    let size = out.body().len() + attribute_bytes;
     let body = match out.into_body() {
         Body::Message(json) => String::from_utf8(json).expect("Message v1 is JSON, hence UTF-8"),
         Body::Raw(raw) => String::from_utf8_lossy(&raw).into_owned(),
@@ -171,5 +196,62 @@ mod tests {
         }
         assert!(text.contains("\"ankusa_dedupe_key\""), "{text}");
         assert!(text.contains("group_id: true"), "{text}");
+    }
+
+    #[test]
+    fn a_signed_message_keeps_ten_attributes_and_its_signature() {
+        use ankusa_sink_core::signing::Signer;
+        let signer = Signer::new(["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]).unwrap();
+        let signed = layout().with_signer(signer.clone());
+        let env = Envelope::builder("h1", "stripe", &b"{}"[..])
+            .tenant_id("acme")
+            .dedupe_key("evt_1")
+            .build()
+            .unwrap();
+        // Eight attributes plus three: the message version goes (it is the body's `v`).
+        let ctx = Ctx::for_envelope(&env).with_replay_id("r-9");
+        let out = Outgoing::new(&env, &ctx, &signed).unwrap();
+        let (id, ts, sig) = (
+            out.get(Attr::WebhookId).unwrap().to_owned(),
+            out.get(Attr::WebhookTimestamp).unwrap().to_owned(),
+            out.get(Attr::WebhookSignature).unwrap().to_owned(),
+        );
+        let e: Entry<MessageAttributeValue> = to_entry(out, Ids::default());
+        assert_eq!(e.attributes.len(), MAX_ATTRIBUTES);
+        assert!(!e.attributes.contains_key("ankusa_message_version"));
+        for kept in ["ankusa_replay_id", "ankusa_dedupe_key", "ankusa_source_id"] {
+            assert!(e.attributes.contains_key(kept), "{kept}");
+        }
+        let value = |k: &str| e.attributes[k].string_value().unwrap().to_owned();
+        assert_eq!(value("webhook-id"), "h1:replay:r-9");
+        assert_eq!((value("webhook-timestamp"), value("webhook-signature")), (ts, sig.clone()));
+        let attr_bytes: usize = e
+            .attributes
+            .iter()
+            .map(|(k, v)| k.len() + "String".len() + v.string_value().unwrap().len())
+            .sum();
+        assert_eq!(e.size, e.body.len() + attr_bytes, "the dropped one is not counted");
+        let msg = ankusa_sink_core::message::verify(
+            &signer,
+            &id,
+            &value("webhook-timestamp"),
+            &sig,
+            e.body.as_bytes(),
+            std::time::SystemTime::now(),
+        )
+        .unwrap();
+        assert_eq!(msg.replay_id.as_deref(), Some("r-9"));
+
+        // Fewer attributes: nothing is left out.
+        let bare = Envelope::builder("h2", "stripe", &b"{}"[..]).build().unwrap();
+        let ctx = Ctx::for_envelope(&bare);
+        let e: Entry<MessageAttributeValue> =
+            to_entry(Outgoing::new(&bare, &ctx, &signed).unwrap(), Ids::default());
+        assert_eq!(e.attributes.len(), 8, "5 + 3");
+        let ctx = Ctx::for_envelope(&env);
+        let e: Entry<MessageAttributeValue> =
+            to_entry(Outgoing::new(&env, &ctx, &signed).unwrap(), Ids::default());
+        assert_eq!(e.attributes.len(), 10, "7 + 3");
+        assert!(e.attributes.contains_key("ankusa_message_version"));
     }
 }

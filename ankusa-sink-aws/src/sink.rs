@@ -98,7 +98,8 @@ impl<P: Publisher> AwsSink<P> {
         });
         // SQS refuses empty attribute values: a hook without a tenant has no tenant
         // attribute (SNS follows SQS, its subscribers are often queues).
-        let layout = Layout::message(Some(options.inline_max_bytes()), EmptyValues::Drop);
+        let layout = Layout::message(Some(options.inline_max_bytes()), EmptyValues::Drop)
+            .with_signer(options.signing.clone());
         AwsSink {
             publisher,
             options,

@@ -11,6 +11,7 @@ pub mod message;
 mod outgoing;
 mod secret;
 mod sink;
+pub mod signing;
 mod subscribers;
 pub mod template;
 mod throttle;

@@ -24,6 +24,7 @@ use crate::claim::{ClaimRef, ClaimRefError};
 use crate::ctx::{Ctx, ForwardHeaders};
 use crate::envelope::Envelope;
 use crate::failure::Failure;
+use crate::signing::{self, DEFAULT_TOLERANCE, Signer, VerifyError};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
@@ -32,6 +33,7 @@ use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
+use std::time::SystemTime;
 
 /// The default inline threshold of queue sinks: 64 KiB.
 pub const DEFAULT_INLINE_MAX_BYTES: NonZeroUsize = NonZeroUsize::new(65_536).unwrap();
@@ -531,6 +533,78 @@ pub(crate) fn encode_with(
     }
     w.0.push(b'}');
     Ok(out)
+}
+
+/// Why a signed Message v1 was refused by [`verify`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerifiedError {
+    /// The signature does not hold (see [`VerifyError`]).
+    #[error("signature: {0}")]
+    Signature(#[from] VerifyError),
+    /// The signed bytes are not a Message v1.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// `webhook-id` is not the message's id (or `<id>:replay:<replay_id>`).
+    #[error("webhook-id is not the message's id")]
+    IdMismatch,
+}
+
+/// Verify a signed Message v1 and decode it, for a consumer of a broker sink with a
+/// `[signing]` table: `webhook_id`, `webhook_timestamp` and `webhook_signature` are the
+/// message's headers (or attributes) of those names, `bytes` the message's body exactly as
+/// received, `now` the consumer's clock. The timestamp must be within
+/// [`DEFAULT_TOLERANCE`](crate::signing::DEFAULT_TOLERANCE) of `now`, a signature must match
+/// one of `signer`'s keys, and `webhook-id` must be the decoded message's id (with
+/// `:replay:<replay_id>` for a replay). Dedupe on the returned message's
+/// `idempotency_key`: a delivery may come more than once.
+///
+/// # Errors
+/// [`VerifiedError`]: the signature, the decoding, or the id.
+///
+/// ```
+/// use ankusa_sink_core::message::{self, EmptyValues, Layout, Outgoing};
+/// use ankusa_sink_core::signing::Signer;
+/// use ankusa_sink_core::{Ctx, Envelope};
+///
+/// let signer = Signer::new(["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]).unwrap();
+/// let env = Envelope::builder("h-1", "stripe", &b"{}"[..]).build().unwrap();
+/// let ctx = Ctx::for_envelope(&env);
+/// let layout = Layout::message(None, EmptyValues::Drop).with_signer(signer.clone());
+/// let out = Outgoing::new(&env, &ctx, &layout).unwrap();
+/// let attr = |a| out.get(a).unwrap();
+/// let msg = message::verify(
+///     &signer,
+///     attr(message::Attr::WebhookId),
+///     attr(message::Attr::WebhookTimestamp),
+///     attr(message::Attr::WebhookSignature),
+///     out.body(),
+///     std::time::SystemTime::now(),
+/// )
+/// .unwrap();
+/// assert_eq!(msg.id, "h-1");
+/// ```
+pub fn verify(
+    signer: &Signer,
+    webhook_id: &str,
+    webhook_timestamp: &str,
+    webhook_signature: &str,
+    bytes: &[u8],
+    now: SystemTime,
+) -> Result<Message, VerifiedError> {
+    signer.verify(
+        webhook_id,
+        webhook_timestamp,
+        webhook_signature,
+        bytes,
+        now,
+        DEFAULT_TOLERANCE,
+    )?;
+    let msg = decode(bytes)?;
+    if signing::webhook_id(&msg.id, msg.replay_id.as_deref()) != webhook_id {
+        return Err(VerifiedError::IdMismatch);
+    }
+    Ok(msg)
 }
 
 /// Why a Message v1 could not be decoded.
@@ -1445,5 +1519,51 @@ mod tests {
                 assert!(props.contains_key(key), "{key} is not in the schema");
             }
         }
+    }
+
+    #[test]
+    fn verify_checks_signature_freshness_and_the_signed_id() {
+        use crate::signing::Signer;
+        use std::time::Duration;
+        let signer = Signer::new(["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]).unwrap();
+        let env = Envelope::builder("h-9", "stripe", &b"{}"[..]).build().unwrap();
+        let ctx = Ctx::for_envelope(&env).with_replay_id("r1");
+        let layout = Layout::message(None, EmptyValues::Drop).with_signer(signer.clone());
+        let out = Outgoing::new(&env, &ctx, &layout).unwrap();
+        let get = |a| out.get(a).unwrap().to_owned();
+        let (id, ts, sig) = (
+            get(Attr::WebhookId),
+            get(Attr::WebhookTimestamp),
+            get(Attr::WebhookSignature),
+        );
+        assert_eq!(id, "h-9:replay:r1");
+        let now = SystemTime::now();
+        let msg = verify(&signer, &id, &ts, &sig, out.body(), now).unwrap();
+        assert_eq!(msg.replay_id.as_deref(), Some("r1"));
+
+        let mut tampered = out.body().to_vec();
+        let at = tampered.iter().position(|b| *b == b'9').unwrap();
+        tampered[at] = b'8';
+        assert!(matches!(
+            verify(&signer, &id, &ts, &sig, &tampered, now),
+            Err(VerifiedError::Signature(VerifyError::NoMatch))
+        ));
+        let late = now + Duration::from_secs(301);
+        assert!(matches!(
+            verify(&signer, &id, &ts, &sig, out.body(), late),
+            Err(VerifiedError::Signature(VerifyError::OutsideTolerance(_)))
+        ));
+        // A genuine signature over these bytes, but under another id.
+        let ts_n: u64 = ts.parse().unwrap();
+        let other = signer.signature("h-9", ts_n, out.body());
+        assert!(matches!(
+            verify(&signer, "h-9", &ts, &other, out.body(), now),
+            Err(VerifiedError::IdMismatch)
+        ));
+        // Unsigned layouts carry no signature attributes; raw bodies are never signed here.
+        let plain = Outgoing::new(&env, &ctx, &Layout::message(None, EmptyValues::Drop)).unwrap();
+        assert!(plain.get(Attr::WebhookSignature).is_none());
+        let raw = Layout::raw_body(EmptyValues::Drop).with_signer(signer);
+        assert!(Outgoing::new(&env, &ctx, &raw).unwrap().get(Attr::WebhookId).is_none());
     }
 }

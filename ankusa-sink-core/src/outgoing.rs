@@ -4,6 +4,7 @@ use crate::ctx::Ctx;
 use crate::describe::Payload;
 use crate::envelope::Envelope;
 use crate::message::{EncodeError, encode_with, forwarded_headers};
+use crate::signing::{Signer, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP, webhook_id};
 use crate::template::KeyTemplate;
 use bytes::Bytes;
 use std::borrow::Cow;
@@ -21,6 +22,9 @@ use std::num::NonZeroUsize;
 /// | `ContentType` | `content_type` | `content-type` | `application/json`; a raw body's own |
 /// | `DedupeKey` | `ankusa_dedupe_key` | `x-ankusa-dedupe-key` | when set and not empty |
 /// | `ReplayId` | `ankusa_replay_id` | `x-ankusa-replay-id` | when set and not empty |
+/// | `WebhookId` | `webhook-id` | `webhook-id` | signing: the hook id, or `<id>:replay:<replay_id>` |
+/// | `WebhookTimestamp` | `webhook-timestamp` | `webhook-timestamp` | signing: Unix seconds of this attempt |
+/// | `WebhookSignature` | `webhook-signature` | `webhook-signature` | signing: `v1,<base64>` per key |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Attr {
@@ -40,6 +44,12 @@ pub enum Attr {
     DedupeKey,
     /// The replay job.
     ReplayId,
+    /// The signed id (Standard Webhooks `webhook-id`).
+    WebhookId,
+    /// The signing time (Standard Webhooks `webhook-timestamp`).
+    WebhookTimestamp,
+    /// The signatures (Standard Webhooks `webhook-signature`).
+    WebhookSignature,
 }
 
 impl Attr {
@@ -55,6 +65,9 @@ impl Attr {
             Attr::ContentType => "content_type",
             Attr::DedupeKey => "ankusa_dedupe_key",
             Attr::ReplayId => "ankusa_replay_id",
+            Attr::WebhookId => WEBHOOK_ID,
+            Attr::WebhookTimestamp => WEBHOOK_TIMESTAMP,
+            Attr::WebhookSignature => WEBHOOK_SIGNATURE,
         }
     }
 
@@ -69,6 +82,9 @@ impl Attr {
             Attr::ContentType => "content-type",
             Attr::DedupeKey => "x-ankusa-dedupe-key",
             Attr::ReplayId => "x-ankusa-replay-id",
+            Attr::WebhookId => WEBHOOK_ID,
+            Attr::WebhookTimestamp => WEBHOOK_TIMESTAMP,
+            Attr::WebhookSignature => WEBHOOK_SIGNATURE,
         }
     }
 }
@@ -93,6 +109,7 @@ pub struct Layout {
     inline_max_bytes: Option<NonZeroUsize>,
     empty_values: EmptyValues,
     key: Option<KeyTemplate>,
+    signer: Option<Signer>,
 }
 
 impl Layout {
@@ -104,6 +121,7 @@ impl Layout {
             inline_max_bytes,
             empty_values,
             key: None,
+            signer: None,
         }
     }
 
@@ -114,7 +132,22 @@ impl Layout {
             inline_max_bytes: None,
             empty_values,
             key: None,
+            signer: None,
         }
+    }
+
+    /// Sign every Message v1 body: [`Outgoing`] ends its attributes with `WebhookId`,
+    /// `WebhookTimestamp` and `WebhookSignature` (Standard Webhooks over the exact body
+    /// bytes). A raw-body layout is not signed here: the HTTP sink signs its own request.
+    /// `None` (a sink without a `[signing]` table) signs nothing.
+    pub fn with_signer(mut self, signer: impl Into<Option<Signer>>) -> Self {
+        self.signer = signer.into();
+        self
+    }
+
+    /// Whether Message v1 bodies are signed.
+    pub fn signed(&self) -> bool {
+        self.signer.is_some()
     }
 
     /// Render `key` for every message ([`Outgoing::key`]).
@@ -183,7 +216,7 @@ impl std::fmt::Debug for Body {
 }
 
 /// At most this many attributes: every [`Attr`] once.
-const MAX_ATTRS: usize = 8;
+const MAX_ATTRS: usize = 11;
 
 /// Everything a sink sends for one delivery, built once by [`Outgoing::new`]: the body,
 /// the idempotency key, the ordered [`Attr`] list, the forwarded headers and the key. A
@@ -192,7 +225,9 @@ const MAX_ATTRS: usize = 8;
 /// # Behavior
 /// - [`Layout::message`]: the body is Message v1; attributes in this order: `Id`,
 ///   `SourceId`, `TenantId`, `MessageVersion` (`1`), `IdempotencyKey`, `ContentType`
-///   (`application/json`), then `DedupeKey` and `ReplayId` when set and not empty.
+///   (`application/json`), then `DedupeKey` and `ReplayId` when set and not empty, then,
+///   with [`Layout::with_signer`], `WebhookId`, `WebhookTimestamp` (now, Unix seconds: a
+///   retry is signed afresh) and `WebhookSignature` over the exact body bytes.
 /// - [`Layout::raw_body`]: the body is the hook's own; attributes in this order: `Id`,
 ///   `SourceId`, `ContentType` (the hook's content type as it came, else
 ///   `application/octet-stream`), `TenantId`, `IdempotencyKey`, then `DedupeKey` and
@@ -273,6 +308,17 @@ impl<'a> Outgoing<'a> {
         }
         if let Some(r) = ctx.replay_id.as_deref().filter(|r| !r.is_empty()) {
             out.push(Attr::ReplayId, r.into());
+        }
+        if let (Some(signer), Payload::Message) = (&layout.signer, layout.payload) {
+            let id = webhook_id(env.id(), ctx.replay_id.as_deref());
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs();
+            let signature = signer.signature(&id, now, out.body());
+            out.push(Attr::WebhookId, id.into());
+            out.push(Attr::WebhookTimestamp, now.to_string().into());
+            out.push(Attr::WebhookSignature, signature.into());
         }
         Ok(out)
     }

@@ -1,7 +1,7 @@
 //! Options of the HTTP sink: the operator's keys (`Repr`), checked once by `TryFrom` into an
 //! always-valid [`HttpConfig`]; [`HttpSinkBuilder`] collects the same keys in code.
 
-use crate::signing::Signer;
+use ankusa_sink_core::signing::{Signer, SigningError};
 use ankusa_sink_core::{Secret, SecretEnvError, is_loopback_host, timeout_ms};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
@@ -354,7 +354,9 @@ fn signer(secrets: Vec<Value>) -> Result<Option<Signer>, ConfigError> {
         .enumerate()
         .map(|(i, s)| s.resolve(|| format!("signing secret #{i}")).map(|v| v.0))
         .collect::<Result<Vec<_>, _>>()?;
-    Signer::new(secrets.iter().map(Secret::expose)).map(Some)
+    Signer::new(secrets.iter().map(Secret::expose))
+        .map(Some)
+        .map_err(ConfigError::from)
 }
 
 /// The operator's headers, checked, and the names of those whose value is marked secret.
@@ -619,6 +621,9 @@ pub enum ConfigError {
         min = crate::MIN_SECRET_BYTES
     )]
     ShortSecret(usize),
+    /// Any other refusal of the signing secrets.
+    #[error(transparent)]
+    Signing(SigningError),
     /// The proxy URL does not parse (the parser's reason; the URL is not repeated).
     #[error("proxy is not a valid absolute URL: {0}")]
     InvalidProxy(url::ParseError),
@@ -664,6 +669,17 @@ pub enum ConfigError {
     /// The HTTP client could not be built.
     #[error("http client could not be built")]
     Client(#[source] reqwest::Error),
+}
+
+impl From<SigningError> for ConfigError {
+    fn from(e: SigningError) -> Self {
+        match e {
+            SigningError::BadWhsec(i) => ConfigError::BadWhsec(i),
+            SigningError::ShortSecret(i) => ConfigError::ShortSecret(i),
+            SigningError::EmptySecret(i) => ConfigError::EmptySecret(i),
+            other => ConfigError::Signing(other),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 mod config;
 mod error;
 mod outgoing;
-mod signing;
 mod sink;
 
 pub use config::{
@@ -12,5 +11,6 @@ pub use config::{
     HttpMethod, HttpSinkBuilder,
 };
 pub use error::{HttpError, TransportKind};
-pub use signing::{MIN_SECRET_BYTES, Signer};
+/// Standard Webhooks signing, shared with every Message v1 sink (core's).
+pub use ankusa_sink_core::signing::{MIN_SECRET_BYTES, Signer};
 pub use sink::{DEFAULT_CONTENT_TYPE, HttpSink, USER_AGENT};

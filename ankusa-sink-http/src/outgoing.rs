@@ -2,7 +2,7 @@
 
 use crate::config::{SIGNATURE_HEADERS, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use crate::error::HttpError;
-use crate::signing::Signer;
+use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::message::{Attr, Outgoing};
 use bytes::{Bytes, BytesMut};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};

@@ -7,6 +7,7 @@ use crate::properties::{
     is_sensitive_property, is_unsafe_property,
 };
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
+use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::{REDACTED, Secret};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
@@ -205,6 +206,8 @@ struct Repr {
     properties: BTreeMap<String, String>,
     #[serde(default)]
     allow_insecure: bool,
+    #[serde(default)]
+    signing: Option<Signer>,
 }
 
 pub(crate) fn servers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
@@ -251,6 +254,7 @@ pub struct KafkaConfig {
     pub(crate) sasl: Option<SaslConfig>,
     pub(crate) properties: BTreeMap<String, String>,
     pub(crate) allow_insecure: bool,
+    pub(crate) signing: Option<Signer>,
 }
 
 impl TryFrom<Repr> for KafkaConfig {
@@ -272,6 +276,7 @@ impl TryFrom<Repr> for KafkaConfig {
             sasl: r.sasl,
             properties: r.properties,
             allow_insecure: r.allow_insecure,
+            signing: r.signing,
         };
         config.checked()
     }
@@ -308,11 +313,25 @@ impl fmt::Debug for KafkaConfig {
             .field("sasl", &self.sasl)
             .field("properties", &props)
             .field("allow_insecure", &self.allow_insecure)
+            .field("signing", &self.signing)
             .finish()
     }
 }
 
 impl KafkaConfig {
+    /// Sign every message the Standard Webhooks way over the exact Message v1 bytes
+    /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` as record headers): the `[signing]`
+    /// table. Consumers check it with `ankusa_sink_core::message::verify`.
+    pub fn with_signing(mut self, signer: Signer) -> Self {
+        self.signing = Some(signer);
+        self
+    }
+
+    /// The signer, when messages are signed.
+    pub fn signing(&self) -> Option<&Signer> {
+        self.signing.as_ref()
+    }
+
     /// A configuration for `topic` on `bootstrap_servers` (`"host:port"`, or several joined
     /// with `,`), every other option at its default. Fails as deserializing would.
     pub fn new(
@@ -332,6 +351,7 @@ impl KafkaConfig {
             sasl: None,
             properties: BTreeMap::new(),
             allow_insecure: false,
+            signing: None,
         }
         .checked()
     }

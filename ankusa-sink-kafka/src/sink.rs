@@ -96,7 +96,8 @@ impl KafkaSink {
         let producer = create_producer(&config, &monitor)?;
         monitor.set_current(&producer);
         let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
-            .with_key(config.key.clone());
+            .with_key(config.key.clone())
+            .with_signer(config.signing.clone());
         Ok(KafkaSink {
             config,
             layout,

@@ -1,5 +1,6 @@
 //! The operator's keys (`Repr`), validated once into an always-valid [`NatsConfig`].
 
+use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::{Secret, timeout_ms};
@@ -30,6 +31,7 @@ struct Repr {
     timeout_ms: Option<NonZeroU64>,
     connect_timeout_ms: Option<NonZeroU64>,
     inline_max_bytes: Option<NonZeroUsize>,
+    signing: Option<Signer>,
 }
 
 /// The connection keys a sink file and a source file share: where, who, TLS, timeouts.
@@ -80,6 +82,7 @@ pub struct NatsConfig {
     pub(crate) timeout_ms: NonZeroU64,
     pub(crate) connect_timeout_ms: NonZeroU64,
     pub(crate) inline_max_bytes: NonZeroUsize,
+    pub(crate) signing: Option<Signer>,
 }
 
 /// Why a configuration was refused: names the option, never a secret value.
@@ -152,6 +155,7 @@ impl TryFrom<Repr> for NatsConfig {
         if let Some(n) = r.inline_max_bytes {
             c.inline_max_bytes = n;
         }
+        c.signing = r.signing;
         Ok(c)
     }
 }
@@ -164,6 +168,19 @@ impl NatsConfig {
         let mut c = NatsConfig::parse_url(url.as_ref())?;
         c.subject = literal_subject(subject.as_ref())?;
         Ok(c)
+    }
+
+    /// Sign every message the Standard Webhooks way over the exact Message v1 bytes
+    /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` as message headers): the `[signing]`
+    /// table. Consumers check it with `ankusa_sink_core::message::verify`.
+    pub fn with_signing(mut self, signer: Signer) -> Self {
+        self.signing = Some(signer);
+        self
+    }
+
+    /// The signer, when messages are signed.
+    pub fn signing(&self) -> Option<&Signer> {
+        self.signing.as_ref()
     }
 
     /// The connection part of a sink or source file, validated (the subject a
@@ -233,6 +250,7 @@ impl NatsConfig {
             timeout_ms: timeout_ms(DEFAULT_PUBLISH_TIMEOUT),
             connect_timeout_ms: timeout_ms(DEFAULT_CONNECT_TIMEOUT),
             inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
+            signing: None,
         };
         c.with_auth(auth)
     }

@@ -73,7 +73,8 @@ impl NatsSink {
     /// Builds the sink from a valid config; connects on first use, validates nothing.
     pub fn new(config: NatsConfig) -> Self {
         let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
-            .with_key(config.subject.clone());
+            .with_key(config.subject.clone())
+            .with_signer(config.signing.clone());
         NatsSink {
             config,
             layout,

@@ -2,6 +2,7 @@
 //! always-valid [`PubSubConfig`] with `with_*` builders that re-check what they change.
 
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
+use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::{DEFAULT_SUBSCRIBER_CHECK_INTERVAL, MAX_SUBSCRIBER_CHECK_INTERVAL};
 use serde::Deserialize;
@@ -168,6 +169,7 @@ struct Repr {
     #[serde(default)]
     require_subscriber: bool,
     subscriber_check_interval_s: Option<NonZeroU64>,
+    signing: Option<Signer>,
 }
 
 /// A valid Pub/Sub sink configuration.
@@ -192,6 +194,7 @@ pub struct PubSubConfig {
     pub(crate) allow_insecure: bool,
     pub(crate) require_subscriber: bool,
     pub(crate) subscriber_check_interval_s: NonZeroU64,
+    pub(crate) signing: Option<Signer>,
 }
 
 impl TryFrom<Repr> for PubSubConfig {
@@ -213,6 +216,7 @@ impl TryFrom<Repr> for PubSubConfig {
             subscriber_check_interval_s: r
                 .subscriber_check_interval_s
                 .unwrap_or(DEFAULT_SUBSCRIBER_CHECK_S),
+            signing: r.signing,
         }
         .checked()
     }
@@ -244,6 +248,7 @@ impl PubSubConfig {
             allow_insecure: false,
             require_subscriber: false,
             subscriber_check_interval_s: DEFAULT_SUBSCRIBER_CHECK_S,
+            signing: None,
         }
         .checked()
     }
@@ -336,6 +341,19 @@ impl PubSubConfig {
                 why: "must be at least 1 second",
             })?;
         self.checked()
+    }
+
+    /// Sign every message the Standard Webhooks way over the exact Message v1 bytes
+    /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` as attributes): the `[signing]`
+    /// table. Consumers check it with `ankusa_sink_core::message::verify`.
+    pub fn with_signing(mut self, signer: Signer) -> Self {
+        self.signing = Some(signer);
+        self
+    }
+
+    /// The signer, when messages are signed.
+    pub fn signing(&self) -> Option<&Signer> {
+        self.signing.as_ref()
     }
 
     /// Whether deliveries require a subscription on the topic.

@@ -92,7 +92,8 @@ impl PubSubSink {
                  go to the endpoint unencrypted (http://); use https:// to protect them"
             );
         }
-        let mut layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Drop);
+        let mut layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Drop)
+            .with_signer(config.signing.clone());
         if let Some(key) = &config.ordering_key {
             layout = layout.with_key(key.clone());
         }

@@ -1,5 +1,6 @@
 //! The sink file's keys (`Repr`), validated once into an always-valid [`RedisConfig`].
 
+use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::{Secret, redact_url, timeout_ms};
@@ -31,6 +32,7 @@ struct Repr {
     timeout_ms: Option<NonZeroU64>,
     inline_max_bytes: Option<NonZeroUsize>,
     max_message_bytes: Option<NonZeroUsize>,
+    signing: Option<Signer>,
 }
 
 /// What a `PUBLISH` that reached no subscriber is: never a success.
@@ -92,6 +94,7 @@ pub struct RedisConfig {
     pub(crate) timeout_ms: NonZeroU64,
     pub(crate) inline_max_bytes: NonZeroUsize,
     pub(crate) max_message_bytes: NonZeroUsize,
+    pub(crate) signing: Option<Signer>,
 }
 
 impl fmt::Debug for RedisConfig {
@@ -105,6 +108,7 @@ impl fmt::Debug for RedisConfig {
             .field("timeout_ms", &self.timeout_ms)
             .field("inline_max_bytes", &self.inline_max_bytes)
             .field("max_message_bytes", &self.max_message_bytes)
+            .field("signing", &self.signing)
             .finish()
     }
 }
@@ -177,6 +181,7 @@ impl TryFrom<Repr> for RedisConfig {
             timeout_ms: r.timeout_ms.unwrap_or(timeout_ms(DEFAULT_TIMEOUT)),
             inline_max_bytes: r.inline_max_bytes.unwrap_or(DEFAULT_INLINE_MAX_BYTES),
             max_message_bytes: r.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
+            signing: r.signing,
         };
         config.validate()?;
         Ok(config)
@@ -236,6 +241,7 @@ impl RedisConfig {
             timeout_ms: timeout_ms(DEFAULT_TIMEOUT),
             inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            signing: None,
         };
         config.validate()?;
         Ok(config)
@@ -249,7 +255,28 @@ impl RedisConfig {
         if self.username.is_some() && self.password.is_none() {
             return Err(ConfigError::UsernameWithoutPassword);
         }
+        // A channel message is the bare body: nowhere to put the signature.
+        if self.signing.is_some() && matches!(self.target, Target::Channel { .. }) {
+            return Err(ConfigError::WrongMode("signing", "stream"));
+        }
         Ok(())
+    }
+
+    /// Sign every stream entry the Standard Webhooks way over the exact Message v1 bytes
+    /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` fields beside `message`): the
+    /// `[signing]` table. Consumers check it with `ankusa_sink_core::message::verify`.
+    ///
+    /// # Errors
+    /// [`ConfigError::WrongMode`] for a channel: a `PUBLISH` carries the body alone.
+    pub fn with_signing(mut self, signer: Signer) -> Result<Self, ConfigError> {
+        self.signing = Some(signer);
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// The signer, when stream entries are signed.
+    pub fn signing(&self) -> Option<&Signer> {
+        self.signing.as_ref()
     }
 
     /// Log in as ACL `username` with `password` (over any userinfo in the URL).
@@ -366,6 +393,28 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn signing_takes_a_stream_and_refuses_a_channel() {
+        let secrets = serde_json::json!({"secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]});
+        let c = parse(serde_json::json!({
+            "url": "redis://127.0.0.1:6379", "stream": "hooks", "signing": secrets
+        }))
+        .unwrap();
+        assert_eq!(c.signing().map(Signer::len), Some(1));
+        assert!(
+            !format!("{c:?}").contains("MfKQ9r8"),
+            "the secret is not printed"
+        );
+        let e = parse(serde_json::json!({
+            "url": "redis://127.0.0.1:6379", "channel": "hooks", "signing": secrets
+        }))
+        .unwrap_err();
+        assert!(e.contains("signing applies only to stream mode"), "{e}");
+        let signer = c.signing().unwrap().clone();
+        let channel = RedisConfig::channel("redis://127.0.0.1:6379", "c").unwrap();
+        assert!(channel.with_signing(signer).is_err());
     }
 
     #[test]

@@ -61,7 +61,8 @@ impl RedisSink {
         let conn = ConnectionManager::new_lazy_with_config(client, manager)
             .map_err(|e| RedisError::Build(format!("{:?}", e.kind())))?;
         let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
-            .with_key(config.target.key().clone());
+            .with_key(config.target.key().clone())
+            .with_signer(config.signing.clone());
         Ok(RedisSink {
             conn,
             layout,
