@@ -2,8 +2,8 @@
 //! always-valid [`AmqpConfig`], with `with_*` builders that re-check what they change.
 
 use crate::broker_url::BrokerUrl;
-use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
+use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
 use ankusa_sink_core::timeout_ms;
 use serde::Deserialize;

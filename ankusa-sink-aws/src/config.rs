@@ -11,8 +11,8 @@ mod sdk;
 pub use destination::{SnsConfig, SqsConfig};
 
 use ankusa_sink_core::Secret;
-use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
+use ankusa_sink_core::signing::Signer;
 use serde::Deserialize;
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::time::Duration;

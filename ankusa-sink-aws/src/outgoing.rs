@@ -224,13 +224,20 @@ mod tests {
         }
         let value = |k: &str| e.attributes[k].string_value().unwrap().to_owned();
         assert_eq!(value("webhook-id"), "h1:replay:r-9");
-        assert_eq!((value("webhook-timestamp"), value("webhook-signature")), (ts, sig.clone()));
+        assert_eq!(
+            (value("webhook-timestamp"), value("webhook-signature")),
+            (ts, sig.clone())
+        );
         let attr_bytes: usize = e
             .attributes
             .iter()
             .map(|(k, v)| k.len() + "String".len() + v.string_value().unwrap().len())
             .sum();
-        assert_eq!(e.size, e.body.len() + attr_bytes, "the dropped one is not counted");
+        assert_eq!(
+            e.size,
+            e.body.len() + attr_bytes,
+            "the dropped one is not counted"
+        );
         let msg = ankusa_sink_core::message::verify(
             &signer,
             &id,
@@ -243,7 +250,9 @@ mod tests {
         assert_eq!(msg.replay_id.as_deref(), Some("r-9"));
 
         // Fewer attributes: nothing is left out.
-        let bare = Envelope::builder("h2", "stripe", &b"{}"[..]).build().unwrap();
+        let bare = Envelope::builder("h2", "stripe", &b"{}"[..])
+            .build()
+            .unwrap();
         let ctx = Ctx::for_envelope(&bare);
         let e: Entry<MessageAttributeValue> =
             to_entry(Outgoing::new(&bare, &ctx, &signed).unwrap(), Ids::default());

@@ -1526,7 +1526,9 @@ mod tests {
         use crate::signing::Signer;
         use std::time::Duration;
         let signer = Signer::new(["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]).unwrap();
-        let env = Envelope::builder("h-9", "stripe", &b"{}"[..]).build().unwrap();
+        let env = Envelope::builder("h-9", "stripe", &b"{}"[..])
+            .build()
+            .unwrap();
         let ctx = Ctx::for_envelope(&env).with_replay_id("r1");
         let layout = Layout::message(None, EmptyValues::Drop).with_signer(signer.clone());
         let out = Outgoing::new(&env, &ctx, &layout).unwrap();
@@ -1564,6 +1566,11 @@ mod tests {
         let plain = Outgoing::new(&env, &ctx, &Layout::message(None, EmptyValues::Drop)).unwrap();
         assert!(plain.get(Attr::WebhookSignature).is_none());
         let raw = Layout::raw_body(EmptyValues::Drop).with_signer(signer);
-        assert!(Outgoing::new(&env, &ctx, &raw).unwrap().get(Attr::WebhookId).is_none());
+        assert!(
+            Outgoing::new(&env, &ctx, &raw)
+                .unwrap()
+                .get(Attr::WebhookId)
+                .is_none()
+        );
     }
 }

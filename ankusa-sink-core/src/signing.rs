@@ -359,8 +359,8 @@ mod tests {
 
     #[test]
     fn the_signing_table_parses_and_refuses_bad_secrets_and_keys() {
-        let s: Signer = serde_json::from_value(serde_json::json!({"secrets": [SECRET, RAW]}))
-            .unwrap();
+        let s: Signer =
+            serde_json::from_value(serde_json::json!({"secrets": [SECRET, RAW]})).unwrap();
         assert_eq!(s.len(), 2);
         for bad in [
             serde_json::json!({"secrets": []}),
@@ -372,7 +372,10 @@ mod tests {
         let e = serde_json::from_value::<Signer>(serde_json::json!({"secrets": [RAW, "tooshort"]}))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("signing secret #1") && !e.contains("tooshort"), "{e}");
+        assert!(
+            e.contains("signing secret #1") && !e.contains("tooshort"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -6,11 +6,11 @@ mod error;
 mod outgoing;
 mod sink;
 
+/// Standard Webhooks signing, shared with every Message v1 sink (core's).
+pub use ankusa_sink_core::signing::{MIN_SECRET_BYTES, Signer};
 pub use config::{
     ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, HttpConfig,
     HttpMethod, HttpSinkBuilder,
 };
 pub use error::{HttpError, TransportKind};
-/// Standard Webhooks signing, shared with every Message v1 sink (core's).
-pub use ankusa_sink_core::signing::{MIN_SECRET_BYTES, Signer};
 pub use sink::{DEFAULT_CONTENT_TYPE, HttpSink, USER_AGENT};

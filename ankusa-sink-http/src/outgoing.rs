@@ -2,8 +2,8 @@
 
 use crate::config::{SIGNATURE_HEADERS, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use crate::error::HttpError;
-use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::message::{Attr, Outgoing};
+use ankusa_sink_core::signing::Signer;
 use bytes::{Bytes, BytesMut};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, Url};

@@ -3,8 +3,8 @@
 use crate::config::{ConfigError, HttpConfig, HttpSinkBuilder, shown};
 use crate::error::{HttpError, TransportKind, connect_kind, parse_retry_after};
 use crate::outgoing::{self, Target};
-use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, Payload, Secret, Sink, Subject, async_trait,
     redact_url,

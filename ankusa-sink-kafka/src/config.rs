@@ -6,8 +6,8 @@ use crate::properties::{
     MAX_MESSAGE_MAX_BYTES, OWNED_PROPERTIES, RECORD_OVERHEAD, check_properties,
     is_sensitive_property, is_unsafe_property,
 };
-use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::signing::Signer;
+use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::{REDACTED, Secret};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! The sink file's keys (`Repr`), validated once into an always-valid [`RedisConfig`].
 
-use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
+use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::{Secret, redact_url, timeout_ms};
 use serde::Deserialize;

@@ -15,6 +15,7 @@ mod log_sink;
 mod nats;
 mod pubsub;
 mod redis_sink;
+mod signed;
 
 use ankusa_sink_testkit::support::unique_name;
 use std::path::PathBuf;
