@@ -164,8 +164,9 @@ impl From<ClaimRefError> for ClaimError {
 }
 
 impl From<ClaimError> for Failure {
+    /// A claim-check failure comes before the delivery: nothing reached the destination.
     fn from(e: ClaimError) -> Self {
-        Failure::new(e.class(), e)
+        Failure::new(e.class(), e).with_may_have_landed(Some(false))
     }
 }
 

@@ -20,6 +20,10 @@ pub struct DeadLetterInfo {
     pub error_class: String,
     /// The last failure's reason, with its source chain.
     pub reason: String,
+    /// Whether the last attempt may have reached the destination anyway
+    /// ([`Failure::may_have_landed`]; `null` when the sink could not tell).
+    #[serde(default)]
+    pub may_have_landed: Option<bool>,
     /// Attempts made.
     pub attempts: u32,
     /// Unix ms of the first attempt.
@@ -42,6 +46,7 @@ impl DeadLetterInfo {
             class: failure.class().as_str().to_owned(),
             error_class: failure.error_class().as_str().to_owned(),
             reason: failure.reason_chain(),
+            may_have_landed: failure.may_have_landed(),
             attempts,
             first_attempt_ms,
             last_attempt_ms,

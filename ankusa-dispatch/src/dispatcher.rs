@@ -1433,6 +1433,12 @@ impl Scheduler {
         }
         match decision.action {
             Action::Retry { delay, .. } if self.stopping.is_none() => {
+                if failure.may_have_landed() == Some(true) {
+                    self.slots[job.sink]
+                        .metrics
+                        .may_have_landed_retries
+                        .increment(1);
+                }
                 job.last_failure = Some(failure);
                 // A waiting job holds no intake permit and no concurrency slot.
                 job.permit = None;
@@ -1696,9 +1702,9 @@ impl Scheduler {
     }
 }
 
-/// A copy of `f` for another job: same class, the reason as text.
+/// A copy of `f` for another job: same class and landing, the reason as text.
 fn copy(f: &Failure) -> Failure {
-    Failure::new(f.class(), Reason(f.reason_chain()))
+    Failure::new(f.class(), Reason(f.reason_chain())).with_may_have_landed(f.may_have_landed())
 }
 
 async fn sleep_until(at: Option<Instant>) {

@@ -16,6 +16,11 @@ pub const ATTEMPT_SECONDS: &str = "ankusa_dispatch_attempt_duration_seconds";
 pub const BREAKER_OPEN: &str = "ankusa_dispatch_breaker_open";
 /// (hook, sink) jobs waiting in the retry queue.
 pub const WAITING: &str = "ankusa_dispatch_waiting_retry";
+/// Retries of a failed attempt whose message may have reached the destination (the sink
+/// said so: [`Failure::may_have_landed`](ankusa_sink_core::Failure::may_have_landed) is
+/// `Some(true)`), `{sink}`: each may deliver the hook a second time, under the same
+/// idempotency key.
+pub const MAY_HAVE_LANDED_RETRIES: &str = "ankusa_dispatch_may_have_landed_retries_total";
 /// Claim check-ins, `{result = ok | failed}`.
 pub const CLAIM_CHECKINS: &str = "ankusa_dispatch_claim_checkins_total";
 
@@ -25,6 +30,7 @@ pub(crate) struct SinkMetrics {
     pub(crate) attempts: Counter,
     pub(crate) seconds: Histogram,
     pub(crate) breaker_open: Gauge,
+    pub(crate) may_have_landed_retries: Counter,
     delivered: Counter,
     dead: [Counter; 4],
 }
@@ -36,6 +42,7 @@ impl SinkMetrics {
             attempts: metrics::counter!(ATTEMPTS, "sink" => sink.to_owned()),
             seconds: metrics::histogram!(ATTEMPT_SECONDS, "sink" => sink.to_owned()),
             breaker_open: metrics::gauge!(BREAKER_OPEN, "sink" => sink.to_owned()),
+            may_have_landed_retries: metrics::counter!(MAY_HAVE_LANDED_RETRIES, "sink" => sink.to_owned()),
             delivered: metrics::counter!(OUTCOMES, "sink" => sink.to_owned(), "outcome" => "delivered", "class" => "none"),
             dead: [
                 dead("permanent"),
@@ -47,6 +54,7 @@ impl SinkMetrics {
         // Present from the start, so a dashboard sees the sink and its config errors at 0.
         m.breaker_open.set(0.0);
         metrics::counter!(CONFIG_ERRORS, "sink" => sink.to_owned()).increment(0);
+        m.may_have_landed_retries.increment(0);
         m
     }
 

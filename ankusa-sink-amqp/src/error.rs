@@ -267,7 +267,35 @@ impl AmqpError {
 
 impl From<AmqpError> for Failure {
     fn from(e: AmqpError) -> Self {
-        Failure::new(classify(&e), e)
+        let landed = landed(&e);
+        Failure::new(classify(&e), e).with_may_have_landed(landed)
+    }
+}
+
+/// Whether the message may have reached the broker: a pure function of the error, like
+/// [`classify`].
+///
+/// | Error | May have landed |
+/// | --- | --- |
+/// | connect, channel or declare failed; not connected; connect timeout; busy; over a limit or a bad routing value; the publish itself failed; basic.return; basic.nack; the broker closed the channel over this publish (a reply code at the confirm) | `Some(false)` |
+/// | no confirm within `confirm_timeout`; the connection lost (IO, heartbeat) while the confirm was awaited; a publish without a confirm | `Some(true)` |
+/// | connection.blocked (before or after the publish left); abandoned | `None` |
+pub(crate) fn landed(err: &AmqpError) -> Option<bool> {
+    match err {
+        AmqpError::Lapin { stage, error, .. } => match stage {
+            Stage::Confirm => Some(!matches!(error.0.kind(), ErrorKind::ProtocolError(_))),
+            Stage::Connect | Stage::Channel | Stage::Declare | Stage::Publish => Some(false),
+        },
+        AmqpError::ConnectTimeout { .. }
+        | AmqpError::NotConnected { .. }
+        | AmqpError::Returned { .. }
+        | AmqpError::Nacked { .. }
+        | AmqpError::Busy { .. }
+        | AmqpError::TooLarge { .. }
+        | AmqpError::TooLong { .. }
+        | AmqpError::RoutingValue { .. } => Some(false),
+        AmqpError::ConfirmTimeout { .. } | AmqpError::NotConfirmed => Some(true),
+        AmqpError::Blocked | AmqpError::Abandoned => None,
     }
 }
 
@@ -551,5 +579,48 @@ mod tests {
         let f = failure(e);
         assert_eq!(f.class(), Class::Config);
         assert!(f.to_string().contains("connect failed"), "{f}");
+    }
+
+    #[test]
+    fn landing_rows() {
+        let no = Some(false);
+        for e in [
+            io_err(Stage::Connect, io::ErrorKind::ConnectionRefused),
+            amqp(Stage::Channel, 403),
+            amqp(Stage::Declare, 404),
+            io_err(Stage::Publish, io::ErrorKind::BrokenPipe),
+            amqp(Stage::Confirm, 406),
+            AmqpError::ConnectTimeout {
+                endpoint: "e".into(),
+                ms: 1,
+            },
+            AmqpError::Busy { max: 1, ms: 1 },
+            AmqpError::TooLarge { size: 2, max: 1 },
+            AmqpError::Nacked {
+                exchange: "x".into(),
+                routing_key: "k".into(),
+            },
+            AmqpError::Returned {
+                code: 312,
+                text: "NO_ROUTE".into(),
+                exchange: "x".into(),
+                routing_key: "k".into(),
+            },
+        ] {
+            assert_eq!(landed(&e), no, "{e}");
+        }
+        for e in [
+            io_err(Stage::Confirm, io::ErrorKind::ConnectionReset),
+            AmqpError::lapin(Stage::Confirm, "e", ErrorKind::MissingHeartbeatError.into()),
+            AmqpError::ConfirmTimeout { ms: 1 },
+            AmqpError::NotConfirmed,
+        ] {
+            assert_eq!(landed(&e), Some(true), "{e}");
+        }
+        for e in [AmqpError::Blocked, AmqpError::Abandoned] {
+            assert_eq!(landed(&e), None, "{e}");
+        }
+        let f = Failure::from(AmqpError::ConfirmTimeout { ms: 1 });
+        assert_eq!(f.may_have_landed(), Some(true));
     }
 }

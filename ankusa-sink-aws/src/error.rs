@@ -61,6 +61,11 @@ pub enum AwsError {
         operation: &'static str,
         /// What happened, in words.
         what: String,
+        /// Whether the request may have been sent: `Some(false)` when it never was
+        /// (connection refused, connect timeout, a request that could not be built),
+        /// `Some(true)` when it may have been (the operation timed out on an open
+        /// connection, the connection broke), `None` when the SDK does not say.
+        sent: Option<bool>,
     },
     /// Body plus attributes are over `max_message_bytes`; nothing was sent.
     MessageTooLarge {
@@ -148,6 +153,7 @@ impl fmt::Display for AwsError {
                 service,
                 operation,
                 what,
+                ..
             } => write!(f, "{service} {operation}: {what}"),
             AwsError::MessageTooLarge { size, max } => write!(
                 f,
@@ -214,7 +220,27 @@ pub(crate) fn classify(err: &AwsError) -> Class {
 
 impl From<AwsError> for Failure {
     fn from(e: AwsError) -> Self {
-        Failure::new(classify(&e), e)
+        let landed = landed(&e);
+        Failure::new(classify(&e), e).with_may_have_landed(landed)
+    }
+}
+
+/// Whether the message may have reached the service: a pure function of the error, like
+/// [`classify`].
+///
+/// | Error | May have landed |
+/// | --- | --- |
+/// | the service answered an error other than a `5xx` (a failed batch entry included), `503`; over `max_message_bytes`; an SNS topic without a subscriber; no response because the request was never sent | `Some(false)` |
+/// | a `5xx` other than `503` (the service may have stored it); no response after the request may have been sent; a body MD5 mismatch; no message id; no entry result | `Some(true)` |
+/// | no response, and the SDK does not say whether the request left | `None` |
+pub(crate) fn landed(err: &AwsError) -> Option<bool> {
+    match err {
+        AwsError::Refused { status, .. } => Some(status.is_some_and(|s| s >= 500 && s != 503)),
+        AwsError::NoResponse { sent, .. } => *sent,
+        AwsError::MessageTooLarge { .. } | AwsError::NoSubscriber { .. } => Some(false),
+        AwsError::Md5Mismatch { .. }
+        | AwsError::Unconfirmed { .. }
+        | AwsError::NoEntryResult { .. } => Some(true),
     }
 }
 
@@ -479,6 +505,7 @@ mod tests {
             service: "sqs",
             operation: "SendMessage",
             what: "timed out".into(),
+            sent: Some(true),
         };
         let md5 = AwsError::Md5Mismatch {
             service: "sqs",
@@ -541,6 +568,59 @@ mod tests {
             );
             let max = ankusa_sink_core::MAX_REASON_TEXT;
             assert!(text.chars().count() < 2 * max + 100, "{}", text.len());
+        }
+    }
+
+    #[test]
+    fn landing_rows() {
+        let no_response = |sent| AwsError::NoResponse {
+            service: "sqs",
+            operation: "SendMessage",
+            what: "x".into(),
+            sent,
+        };
+        for (e, want) in [
+            (refused(Some("AccessDenied"), Some(403), None), Some(false)),
+            (
+                refused(Some("InvalidParameterValue"), None, None),
+                Some(false),
+            ),
+            (
+                refused(Some("ServiceUnavailable"), Some(503), None),
+                Some(false),
+            ),
+            (refused(Some("InternalError"), Some(500), None), Some(true)),
+            (refused(None, Some(502), None), Some(true)),
+            (AwsError::MessageTooLarge { size: 2, max: 1 }, Some(false)),
+            (AwsError::NoSubscriber { topic: "t".into() }, Some(false)),
+            (no_response(Some(false)), Some(false)),
+            (no_response(Some(true)), Some(true)),
+            (no_response(None), None),
+            (
+                AwsError::Md5Mismatch {
+                    service: "sqs",
+                    expected: "a".into(),
+                    got: "b".into(),
+                },
+                Some(true),
+            ),
+            (
+                AwsError::Unconfirmed {
+                    service: "sns",
+                    operation: "Publish",
+                },
+                Some(true),
+            ),
+            (
+                AwsError::NoEntryResult {
+                    service: "sqs",
+                    operation: "SendMessageBatch",
+                },
+                Some(true),
+            ),
+        ] {
+            assert_eq!(landed(&e), want, "{e}");
+            assert_eq!(Failure::from(e).may_have_landed(), want);
         }
     }
 }

@@ -51,6 +51,10 @@ struct Line<'a> {
     retry_after_ms: Option<Option<u64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
+    /// On `failed` and `dead_lettered` lines: whether the hook may have reached the
+    /// destination anyway (`null`: the sink cannot tell). Outer `None`: no key (`ok`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    may_have_landed: Option<Option<bool>>,
     attempts: u32,
 }
 
@@ -105,6 +109,7 @@ impl<'a> Report<'a> {
             error_class: self.failure.map(|f| f.error_class().as_str()),
             retry_after_ms: self.failure.map(|_| self.retry_after_ms),
             reason: self.failure.map(Failure::reason_chain),
+            may_have_landed: self.failure.map(Failure::may_have_landed),
             attempts: self.attempts,
         };
         serde_json::to_string(&line).expect("an outcome line serializes")
@@ -1056,5 +1061,7 @@ mod tests {
         let v = outcome_line(Class::Transient, false, 1).await;
         assert_eq!(v["retry_after_ms"], serde_json::Value::Null);
         assert_eq!(v["class"], "transient");
+        // The sink did not say whether the hook may have landed: null, but the key is there.
+        assert_eq!(v.get("may_have_landed"), Some(&serde_json::Value::Null));
     }
 }

@@ -261,7 +261,7 @@ impl<S: BatchSend> Batcher<S> {
                 queued: st.queue.len(),
                 cap: cfg.max_queued.get(),
             };
-            return Err(Failure::new(Class::Throttled, err));
+            return Err(Failure::new(Class::Throttled, err).with_may_have_landed(Some(false)));
         }
         let mine = st.per_tenant.get(tenant).copied().unwrap_or(0);
         if mine >= cfg.max_queued_per_tenant.get() {
@@ -270,7 +270,7 @@ impl<S: BatchSend> Batcher<S> {
                 queued: mine,
                 share: cfg.max_queued_per_tenant.get(),
             };
-            return Err(Failure::new(Class::Throttled, err));
+            return Err(Failure::new(Class::Throttled, err).with_may_have_landed(Some(false)));
         }
         let (reply, rx) = oneshot::channel();
         *st.per_tenant.entry(tenant.to_owned()).or_insert(0) += 1;

@@ -131,9 +131,12 @@ impl fmt::Display for ErrorClass {
 /// - `Display` and `Debug` print the class and the reason chain. Adapters build reasons that
 ///   never hold a credential or URL userinfo (see [`redact_url`](crate::redact_url)); the
 ///   testkit checks this with planted secrets.
+/// - [`may_have_landed`](Self::may_have_landed) says whether the message may have reached
+///   the destination although the delivery failed, as far as the sink's client knows.
 pub struct Failure {
     class: Class,
     reason: BoxError,
+    may_have_landed: Option<bool>,
 }
 
 impl Failure {
@@ -142,7 +145,29 @@ impl Failure {
         Failure {
             class,
             reason: reason.into(),
+            may_have_landed: None,
         }
+    }
+
+    /// Say whether the message may have reached the destination:
+    ///
+    /// - `Some(true)`: the request left and no answer refused it (an ack or response
+    ///   timeout, a connection lost after the message was written, a `5xx`, a Kafka record
+    ///   librdkafka calls possibly persisted). A retry may deliver it a second time:
+    ///   consumers dedupe on `ankusa_idempotency_key`, which every attempt carries unchanged.
+    /// - `Some(false)`: the destination did not take it: nothing was sent (connection
+    ///   refused, DNS, a local queue full, refused before sending) or the destination
+    ///   answered that it refused it.
+    /// - `None` (the default): the sink cannot tell.
+    pub fn with_may_have_landed(mut self, landed: Option<bool>) -> Self {
+        self.may_have_landed = landed;
+        self
+    }
+
+    /// Whether the message may have reached the destination (see
+    /// [`with_may_have_landed`](Self::with_may_have_landed)); `None` when unknown.
+    pub fn may_have_landed(&self) -> Option<bool> {
+        self.may_have_landed
     }
 
     /// Retrying cannot help; dead-letter now.
@@ -221,6 +246,7 @@ impl fmt::Debug for Failure {
         f.debug_struct("Failure")
             .field("class", &self.class)
             .field("reason", &self.reason_chain())
+            .field("may_have_landed", &self.may_have_landed)
             .finish()
     }
 }
@@ -361,5 +387,22 @@ mod printable_tests {
         let p = printable(&long);
         assert_eq!(p.chars().count(), MAX_REASON_TEXT + 1);
         assert!(p.ends_with('…'));
+    }
+
+    #[test]
+    fn may_have_landed_is_unknown_until_the_sink_says() {
+        let f = Failure::transient(Reason("ack timeout".into()));
+        assert_eq!(f.may_have_landed(), None);
+        let f = f.with_may_have_landed(Some(true));
+        assert_eq!(f.may_have_landed(), Some(true));
+        assert!(
+            format!("{f:?}").contains("may_have_landed: Some(true)"),
+            "{f:?}"
+        );
+        assert_eq!(
+            f.to_string(),
+            "transient: ack timeout",
+            "Display is unchanged"
+        );
     }
 }

@@ -341,7 +341,8 @@ impl From<EncodeError> for Failure {
     /// Both are the operator's to fix: a missing claim store, or a dispatcher handing the
     /// wrong claim.
     fn from(e: EncodeError) -> Self {
-        Failure::config(e)
+        // Refused before anything was sent.
+        Failure::config(e).with_may_have_landed(Some(false))
     }
 }
 
@@ -554,7 +555,7 @@ pub enum VerifiedError {
 /// `[signing]` table: `webhook_id`, `webhook_timestamp` and `webhook_signature` are the
 /// message's headers (or attributes) of those names, `bytes` the message's body exactly as
 /// received, `now` the consumer's clock. The timestamp must be within
-/// [`DEFAULT_TOLERANCE`](crate::signing::DEFAULT_TOLERANCE) of `now`, a signature must match
+/// [`DEFAULT_TOLERANCE`] of `now`, a signature must match
 /// one of `signer`'s keys, and `webhook-id` must be the decoded message's id (with
 /// `:replay:<replay_id>` for a replay). Dedupe on the returned message's
 /// `idempotency_key`: a delivery may come more than once.

@@ -17,8 +17,8 @@ pub const MAX_SUBSCRIBER_CHECK_INTERVAL: Duration = Duration::from_secs(3_600);
 struct Verdict {
     at: Instant,
     /// `Ok(true)`: someone reads; `Ok(false)`: no one; `Err`: the lookup failed (class and
-    /// reason text, shared with the deliveries that waited for it).
-    outcome: Result<bool, (Class, String)>,
+    /// reason text and landing, shared with the deliveries that waited for it).
+    outcome: Result<bool, (Class, String, Option<bool>)>,
 }
 
 /// A cached answer to "does anyone read this destination?", for sinks whose destination
@@ -77,10 +77,9 @@ impl SubscriberCache {
             // A lookup that finished while this caller waited answers it too, even a failed
             // one: otherwise every waiter repeats a lookup that just failed.
             if young || v.at > asked {
-                return v
-                    .outcome
-                    .clone()
-                    .map_err(|(class, text)| Failure::new(class, Reason(text)));
+                return v.outcome.clone().map_err(|(class, text, landed)| {
+                    Failure::new(class, Reason(text)).with_may_have_landed(landed)
+                });
             }
         }
         let outcome = lookup().await;
@@ -89,7 +88,7 @@ impl SubscriberCache {
             outcome: outcome
                 .as_ref()
                 .copied()
-                .map_err(|f| (f.class(), f.reason_chain())),
+                .map_err(|f| (f.class(), f.reason_chain(), f.may_have_landed())),
         });
         outcome
     }

@@ -245,7 +245,32 @@ pub(crate) fn classify(err: &HttpError) -> Class {
 
 impl From<HttpError> for Failure {
     fn from(e: HttpError) -> Self {
-        Failure::new(classify(&e), e)
+        let landed = landed(&e);
+        Failure::new(classify(&e), e).with_may_have_landed(landed)
+    }
+}
+
+/// Whether the request may have reached the endpoint's application: a pure function of the
+/// error, like [`classify`].
+///
+/// | Error | May have landed |
+/// | --- | --- |
+/// | a `4xx` (the endpoint refused it), `501`, `503` (not served), a redirect, a rejected certificate, a header that cannot carry a value, a connection refused or that could not be made, check's TCP probe | `Some(false)` |
+/// | any other `5xx` (the endpoint may have acted before failing); a timeout or a connection reset after the request was sent | `Some(true)` |
+/// | another transport failure | `None` |
+pub(crate) fn landed(err: &HttpError) -> Option<bool> {
+    match err {
+        HttpError::Status { status, .. } => Some(*status >= 500 && !matches!(status, 501 | 503)),
+        HttpError::Moved { .. }
+        | HttpError::Certificate(_)
+        | HttpError::HeaderValue(_)
+        | HttpError::Unreachable { .. } => Some(false),
+        HttpError::Transport { source, .. } if source.is_connect() => Some(false),
+        HttpError::Transport { kind, .. } => match kind {
+            TransportKind::Refused | TransportKind::Connect => Some(false),
+            TransportKind::Timeout | TransportKind::Reset => Some(true),
+            TransportKind::Other => None,
+        },
     }
 }
 
@@ -506,5 +531,28 @@ mod tests {
         ] {
             assert_eq!(parse_retry_after(bad, now), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn landing_rows_of_answers() {
+        for (status, want) in [
+            (400, Some(false)),
+            (404, Some(false)),
+            (429, Some(false)),
+            (501, Some(false)),
+            (503, Some(false)),
+            (500, Some(true)),
+            (502, Some(true)),
+            (504, Some(true)),
+        ] {
+            let e = answer(status, None, None).unwrap();
+            assert_eq!(landed(&e), want, "{status}");
+        }
+        assert_eq!(
+            landed(&HttpError::HeaderValue("x-ankusa-replay-id")),
+            Some(false)
+        );
+        let moved = answer(301, None, Some("https://elsewhere.example/")).unwrap();
+        assert_eq!(landed(&moved), Some(false));
     }
 }

@@ -18,8 +18,9 @@ use tracing::Level;
 /// The sink's librdkafka producer type.
 pub(crate) type Producer_ = ThreadedProducer<SinkContext>;
 
-/// What librdkafka's delivery report says of one record.
-pub(crate) type Report = Result<(), RdKafkaError>;
+/// What librdkafka's delivery report says of one record: on failure the error and whether
+/// the record may have been written (librdkafka's persistence status).
+pub(crate) type Report = Result<(), (RdKafkaError, Option<bool>)>;
 
 /// Where a delivery waits for its record's report.
 pub(crate) type ReportTx = tokio::sync::oneshot::Sender<Report>;
@@ -437,10 +438,23 @@ impl ProducerContext for SinkContext {
     fn delivery(&self, result: &DeliveryResult<'_>, tx: Box<ReportTx>) {
         let report = match result {
             Ok(_) => Ok(()),
-            Err((e, _message)) => Err(e.clone()),
+            Err((e, message)) => Err((e.clone(), may_have_landed(message))),
         };
         self.router.complete(*tx, report);
     }
+}
+
+/// What librdkafka knows of a failed record: `Some(false)` when it was never written to a
+/// broker (timed out or purged in the local queue, refused by the broker), `Some(true)`
+/// when it may have been (a request in flight that timed out or lost its connection).
+#[allow(unsafe_code)]
+fn may_have_landed(message: &rdkafka::message::BorrowedMessage<'_>) -> Option<bool> {
+    use rdkafka::bindings::{rd_kafka_message_status, rd_kafka_msg_status_t};
+    // SAFETY: `ptr()` is the rd_kafka_message_t of this delivery report, alive for the
+    // whole callback; rd_kafka_message_status only reads its status field. rust-rdkafka has
+    // no safe wrapper for it.
+    let status = unsafe { rd_kafka_message_status(message.ptr()) };
+    Some(status != rd_kafka_msg_status_t::RD_KAFKA_MSG_STATUS_NOT_PERSISTED)
 }
 
 impl ClientContext for SinkContext {

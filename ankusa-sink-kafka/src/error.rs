@@ -184,7 +184,32 @@ pub(crate) fn classify(err: &KafkaError) -> Class {
 
 impl From<KafkaError> for Failure {
     fn from(e: KafkaError) -> Self {
-        Failure::new(classify(&e), e)
+        let landed = landed(&e);
+        Failure::new(classify(&e), e).with_may_have_landed(landed)
+    }
+}
+
+/// Whether the record may have reached a broker, from the error alone: a pure function like
+/// [`classify`]. A failed delivery report knows better (librdkafka's persistence status),
+/// and the sink uses that for `produce` failures.
+///
+/// | Error | May have landed |
+/// | --- | --- |
+/// | over `max_record_bytes`, topic missing, brokers down, refused or failed configuration, any `enqueue` or `metadata` code (the record never left the process) | `Some(false)` |
+/// | no delivery report in time (librdkafka may still send it) | `Some(true)` |
+/// | a `produce` code without its report's status, a client error, a dropped report | `None` |
+pub(crate) fn landed(err: &KafkaError) -> Option<bool> {
+    match err {
+        KafkaError::RecordTooLarge { .. }
+        | KafkaError::TopicMissing { .. }
+        | KafkaError::BrokersDown { .. }
+        | KafkaError::Refused { .. }
+        | KafkaError::Create(_) => Some(false),
+        KafkaError::Code { during, .. } | KafkaError::Explained { during, .. } => {
+            (*during != "produce").then_some(false)
+        }
+        KafkaError::NoDeliveryReport { .. } => Some(true),
+        KafkaError::Client(_) | KafkaError::ReportDropped => None,
     }
 }
 
@@ -740,5 +765,28 @@ mod tests {
             f.to_string(),
             "config: kafka metadata: TopicAuthorizationFailed"
         );
+    }
+
+    #[test]
+    fn landing_rows() {
+        let code = |during, code| KafkaError::Code { during, code };
+        for (e, want) in [
+            (KafkaError::RecordTooLarge { size: 2, max: 1 }, Some(false)),
+            (KafkaError::TopicMissing { topic: "t".into() }, Some(false)),
+            (KafkaError::BrokersDown { for_ms: 1 }, Some(false)),
+            (KafkaError::Refused { during: "create" }, Some(false)),
+            (code("enqueue", RDKafkaErrorCode::QueueFull), Some(false)),
+            (
+                code("metadata", RDKafkaErrorCode::BrokerTransportFailure),
+                Some(false),
+            ),
+            (KafkaError::NoDeliveryReport { waited_ms: 1 }, Some(true)),
+            // A failed report carries librdkafka's own status; the code alone says nothing.
+            (code("produce", RDKafkaErrorCode::MessageTimedOut), None),
+            (KafkaError::Client("x".into()), None),
+            (KafkaError::ReportDropped, None),
+        ] {
+            assert_eq!(landed(&e), want, "{e}");
+        }
     }
 }

@@ -291,7 +291,10 @@ impl Sink for KafkaSink {
                 self.monitor.reach.reachable();
                 return Ok(());
             }
-            Ok(Ok(Err(e))) => self.error(&e, "produce", since, generation, &shared).await,
+            Ok(Ok(Err((e, landed)))) => {
+                let err = self.error(&e, "produce", since, generation, &shared).await;
+                return Err(Failure::from(err).with_may_have_landed(landed));
+            }
             Ok(Err(_canceled)) => KafkaError::ReportDropped,
             Err(_elapsed) => KafkaError::NoDeliveryReport {
                 waited_ms: wait.as_millis(),

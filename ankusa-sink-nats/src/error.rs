@@ -167,7 +167,33 @@ fn tls_refused(err: &async_nats::ConnectError) -> bool {
 
 impl From<NatsError> for Failure {
     fn from(e: NatsError) -> Self {
-        Failure::new(classify(&e), e)
+        let landed = landed(&e);
+        Failure::new(classify(&e), e).with_may_have_landed(landed)
+    }
+}
+
+/// Whether the message may have been stored: a pure function of the error, like
+/// [`classify`].
+///
+/// | Error | May have landed |
+/// | --- | --- |
+/// | no connection (refused, timed out, credentials), not connected, no stream bound to the subject, over `max_payload`, an unpublishable subject or header, a JetStream API error (the stream refused it), a `503` status (no responders) | `Some(false)` |
+/// | no ack within `timeout_ms`; a reply that is not an ack | `Some(true)` |
+/// | the request failed after it was handed to the client; another status | `None` |
+pub(crate) fn landed(err: &NatsError) -> Option<bool> {
+    match err {
+        NatsError::Connect { .. }
+        | NatsError::ConnectTimeout { .. }
+        | NatsError::CredentialsFile(_)
+        | NatsError::NotConnected
+        | NatsError::NoStream { .. }
+        | NatsError::TooLarge { .. }
+        | NatsError::HeaderValue(_)
+        | NatsError::Subject(_)
+        | NatsError::JetStream { .. }
+        | NatsError::Status { status: 503 } => Some(false),
+        NatsError::AckTimeout { .. } | NatsError::BadAck(_) => Some(true),
+        NatsError::Request { .. } | NatsError::Status { .. } => None,
     }
 }
 
@@ -218,5 +244,36 @@ mod tests {
             classify(&NatsError::CredentialsFile(std::io::Error::other("x"))),
             Class::Config
         );
+    }
+
+    #[test]
+    fn landing_rows() {
+        for (e, want) in [
+            (js(400, 10054), Some(false)),
+            (js(503, 10077), Some(false)),
+            (NatsError::NotConnected, Some(false)),
+            (
+                NatsError::NoStream {
+                    subject: "s".into(),
+                },
+                Some(false),
+            ),
+            (NatsError::TooLarge { max: 1 }, Some(false)),
+            (NatsError::HeaderValue("h"), Some(false)),
+            (NatsError::Subject("s"), Some(false)),
+            (
+                NatsError::ConnectTimeout {
+                    host: "h".into(),
+                    ms: 1,
+                },
+                Some(false),
+            ),
+            (NatsError::Status { status: 503 }, Some(false)),
+            (NatsError::AckTimeout { ms: 1 }, Some(true)),
+            (NatsError::BadAck("x".into()), Some(true)),
+            (NatsError::Status { status: 408 }, None),
+        ] {
+            assert_eq!(landed(&e), want, "{e}");
+        }
     }
 }

@@ -123,8 +123,57 @@ pub(crate) fn classify(err: &PubSubError) -> Class {
 
 impl From<PubSubError> for Failure {
     fn from(e: PubSubError) -> Self {
-        Failure::new(classify(&e), e)
+        let landed = landed(&e);
+        Failure::new(classify(&e), e).with_may_have_landed(landed)
     }
+}
+
+/// Whether the message may have reached Pub/Sub: a pure function of the error, like
+/// [`classify`].
+///
+/// | Error | May have landed |
+/// | --- | --- |
+/// | a client that cannot be built; over `max_message_bytes`; any admin call (check, subscription listing, no subscription); a paused ordering key; a publisher shut down; a status the server answered other than the next row; a connect, binding, serialization or credentials error (before the RPC) | `Some(false)` |
+/// | no message id within `timeout_ms`; an answer without a message id; `DEADLINE_EXCEEDED`, `INTERNAL`, `UNKNOWN` from the server; a client timeout; an I/O error mid-request | `Some(true)` |
+/// | anything else | `None` |
+pub(crate) fn landed(err: &PubSubError) -> Option<bool> {
+    match err {
+        PubSubError::Client(_)
+        | PubSubError::TooLarge { .. }
+        | PubSubError::Admin(_)
+        | PubSubError::ListSubscriptions(_)
+        | PubSubError::NoSubscriber(_)
+        | PubSubError::CheckTimeout(_)
+        | PubSubError::SubscribersTimeout(_) => Some(false),
+        PubSubError::Timeout(_) | PubSubError::NoMessageId => Some(true),
+        PubSubError::Publish(PublishError::Rpc(e)) => rpc_landed(e),
+        PubSubError::Publish(PublishError::OrderingKeyPaused | PublishError::Shutdown) => {
+            Some(false)
+        }
+        PubSubError::Publish(_) => None,
+    }
+}
+
+fn rpc_landed(e: &GaxError) -> Option<bool> {
+    if let Some(status) = e.status() {
+        // The server may have stored the message before failing to say so.
+        return Some(matches!(
+            status.code,
+            Code::DeadlineExceeded | Code::Internal | Code::Unknown
+        ));
+    }
+    if e.is_connect()
+        || e.is_transient_and_before_rpc()
+        || e.is_binding()
+        || e.is_serialization()
+        || e.is_authentication()
+    {
+        return Some(false);
+    }
+    if e.is_timeout() || e.is_io() {
+        return Some(true);
+    }
+    None
 }
 
 /// The class of one client error: by gRPC status code when the server answered, else by
@@ -377,5 +426,31 @@ mod tests {
         let text = Failure::from(rpc(Code::InvalidArgument)).to_string();
         assert!(text.starts_with("permanent: publish failed"), "{text}");
         assert!(text.contains("scripted"), "{text}");
+    }
+
+    #[test]
+    fn landing_rows() {
+        let publish = |e| PubSubError::Publish(PublishError::Rpc(Arc::new(e)));
+        let status = |code| GaxError::service(Status::default().set_code(code));
+        for (e, want) in [
+            (PubSubError::TooLarge { size: 2, max: 1 }, Some(false)),
+            (PubSubError::NoSubscriber("t".into()), Some(false)),
+            (PubSubError::SubscribersTimeout(1), Some(false)),
+            (
+                PubSubError::Publish(PublishError::OrderingKeyPaused),
+                Some(false),
+            ),
+            (PubSubError::Publish(PublishError::Shutdown), Some(false)),
+            (publish(status(Code::PermissionDenied)), Some(false)),
+            (publish(status(Code::Unavailable)), Some(false)),
+            (publish(status(Code::DeadlineExceeded)), Some(true)),
+            (publish(status(Code::Internal)), Some(true)),
+            (publish(GaxError::connect("refused")), Some(false)),
+            (publish(GaxError::timeout("deadline")), Some(true)),
+            (PubSubError::Timeout(1), Some(true)),
+            (PubSubError::NoMessageId, Some(true)),
+        ] {
+            assert_eq!(landed(&e), want, "{e}");
+        }
     }
 }

@@ -125,7 +125,36 @@ fn classify_client(e: &redis::RedisError) -> Class {
 
 impl From<RedisError> for Failure {
     fn from(e: RedisError) -> Self {
-        Failure::new(classify(&e), e)
+        let landed = landed(&e);
+        Failure::new(classify(&e), e).with_may_have_landed(landed)
+    }
+}
+
+/// Whether the entry may have been written: a pure function of the error, like
+/// [`classify`].
+///
+/// | Error | May have landed |
+/// | --- | --- |
+/// | over `max_message_bytes`, a key of another type, a client that cannot be built, a `PUBLISH` that reached no subscriber, any error reply of the server, a refused connection | `Some(false)` |
+/// | no reply in time, the connection dropped (reset, closed) | `Some(true)` |
+/// | another client error | `None` |
+pub(crate) fn landed(err: &RedisError) -> Option<bool> {
+    match err {
+        RedisError::TooLarge { .. }
+        | RedisError::WrongType { .. }
+        | RedisError::Build(_)
+        | RedisError::NoSubscriber { .. } => Some(false),
+        RedisError::Client { source, .. } => {
+            if source.is_connection_refusal()
+                || matches!(source.kind(), ErrorKind::Server(_) | ErrorKind::Extension)
+            {
+                Some(false)
+            } else if source.is_timeout() || source.is_connection_dropped() {
+                Some(true)
+            } else {
+                None
+            }
+        }
     }
 }
 
@@ -154,5 +183,29 @@ mod tests {
             }),
             Class::Config
         );
+    }
+
+    #[test]
+    fn landing_rows() {
+        let client = |source| RedisError::Client {
+            op: Op::Xadd,
+            source,
+        };
+        let io = |kind| client(redis::RedisError::from(std::io::Error::from(kind)));
+        for (e, want) in [
+            (RedisError::Build("x".into()), Some(false)),
+            (io(std::io::ErrorKind::ConnectionRefused), Some(false)),
+            (io(std::io::ErrorKind::TimedOut), Some(true)),
+            (io(std::io::ErrorKind::ConnectionReset), Some(true)),
+            (
+                client(redis::RedisError::from((
+                    ErrorKind::Server(ServerErrorKind::ResponseError),
+                    "ERR",
+                ))),
+                Some(false),
+            ),
+        ] {
+            assert_eq!(landed(&e), want, "{e}");
+        }
     }
 }

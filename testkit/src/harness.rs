@@ -288,6 +288,17 @@ pub trait Harness: Send + Sync + 'static {
         Err("this harness cannot start its destination".into())
     }
 
+    /// Whether the sink says whether a failed message may have landed
+    /// ([`Failure::may_have_landed`](ankusa_sink_core::Failure::may_have_landed)). Default
+    /// false: the suite then only refuses a wrong claim (`Some(true)` when nothing listens or
+    /// the body was refused before sending, `Some(false)` for a write the destination took
+    /// but never acknowledged). True: it requires `Some(false)` for
+    /// [`Fault::Unreachable`] and [`Fault::Oversized`] and `Some(true)` for
+    /// [`Fault::Unacknowledged`].
+    fn reports_landing(&self) -> bool {
+        false
+    }
+
     /// How long one delivery may take before the suite calls it hung. Default 30 s.
     fn deadline(&self) -> Duration {
         Duration::from_secs(30)

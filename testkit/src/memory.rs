@@ -288,9 +288,16 @@ pub fn classify(err: &MemoryError) -> Class {
     }
 }
 
+/// Whether the message may have reached the broker: only an ack timeout leaves it open
+/// (the broker took the publish); every other refusal came before storing.
+pub fn landed(err: &MemoryError) -> Option<bool> {
+    Some(matches!(err, MemoryError::AckTimeout { .. }))
+}
+
 impl From<MemoryError> for Failure {
     fn from(e: MemoryError) -> Self {
-        Failure::new(classify(&e), e)
+        let landed = landed(&e);
+        Failure::new(classify(&e), e).with_may_have_landed(landed)
     }
 }
 
@@ -596,6 +603,10 @@ impl MemoryHarness {
 #[async_trait]
 impl Harness for MemoryHarness {
     type Sink = MemorySink;
+
+    fn reports_landing(&self) -> bool {
+        true
+    }
 
     async fn destination(&self, _case: Case) -> Result<Setup<MemorySink>, BoxError> {
         Ok(self.setup_on(&self.broker))

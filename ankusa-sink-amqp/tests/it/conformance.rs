@@ -327,6 +327,10 @@ async fn serve_never_confirming(mut s: TcpStream) -> std::io::Result<()> {
 
 #[async_trait]
 impl Harness for AmqpHarness {
+    fn reports_landing(&self) -> bool {
+        true
+    }
+
     type Sink = AmqpSink;
 
     async fn destination(&self, case: Case) -> Result<Setup<AmqpSink>, BoxError> {

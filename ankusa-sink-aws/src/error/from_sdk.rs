@@ -71,6 +71,32 @@ fn dispatch_text(connector: Option<&ConnectorError>) -> String {
     }
 }
 
+/// Whether a request that got no response may have been sent, by the connector's error:
+/// refused or never connected (a connect timeout, a request the connector would not take)
+/// is `false`; a connection that broke (reset, aborted, closed early) is `true`, as the
+/// request may have been written; anything else is unknown.
+fn dispatch_sent(connector: Option<&ConnectorError>) -> Option<bool> {
+    use std::io::ErrorKind as K;
+    let c = connector?;
+    let mut next = std::error::Error::source(c);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                K::ConnectionRefused | K::NotConnected | K::AddrNotAvailable => Some(false),
+                K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof => {
+                    Some(true)
+                }
+                _ => None,
+            };
+        }
+        next = e.source();
+    }
+    if c.is_timeout() || c.is_user() {
+        return Some(false);
+    }
+    None
+}
+
 /// The server's requested pause, in ms: `x-amz-retry-after` (ms) or `retry-after`
 /// (seconds).
 fn retry_after_ms(raw: &HttpResponse) -> Option<u64> {
@@ -97,24 +123,35 @@ where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
     let raw = err.raw_response();
-    let no_response = |what: String| AwsError::NoResponse {
+    let no_response = |what: String, sent: Option<bool>| AwsError::NoResponse {
         service,
         operation,
         what,
+        sent,
     };
     let message = match err {
         SdkError::ServiceError(s) => s.err().message().map(printable),
-        SdkError::TimeoutError(_) => return no_response("timed out".to_owned()),
-        SdkError::DispatchFailure(d) => return no_response(dispatch_text(d.as_connector_error())),
+        // The operation timeout: the connection was made (its own timeout is the same
+        // length and fires as a dispatch failure), so the request may have been read.
+        SdkError::TimeoutError(_) => return no_response("timed out".to_owned(), Some(true)),
+        SdkError::DispatchFailure(d) => {
+            let c = d.as_connector_error();
+            return no_response(dispatch_text(c), dispatch_sent(c));
+        }
         // The parser's error can quote the body; the status says enough.
         SdkError::ResponseError(_) => Some("the response could not be read".to_owned()),
         SdkError::ConstructionFailure(_) => {
-            return no_response(format!(
-                "the request could not be built: {}",
-                chain_text(std::error::Error::source(err))
-            ));
+            return no_response(
+                format!(
+                    "the request could not be built: {}",
+                    chain_text(std::error::Error::source(err))
+                ),
+                Some(false),
+            );
         }
-        _ if raw.is_none() => return no_response(chain_text(std::error::Error::source(err))),
+        _ if raw.is_none() => {
+            return no_response(chain_text(std::error::Error::source(err)), None);
+        }
         _ => Some(chain_text(std::error::Error::source(err))),
     };
     AwsError::Refused {

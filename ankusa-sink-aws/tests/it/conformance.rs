@@ -152,6 +152,10 @@ async fn sqs_sink(url: &str, opts: AwsOptions) -> Result<SqsSink, BoxError> {
 
 #[async_trait]
 impl Harness for SqsHarness {
+    fn reports_landing(&self) -> bool {
+        true
+    }
+
     type Sink = SqsSink;
 
     /// moto scans the whole queue on every receive: reading back the 200 hooks of
@@ -279,6 +283,10 @@ async fn subscribed_topic(prefix: &str) -> (String, String) {
 
 #[async_trait]
 impl Harness for SnsHarness {
+    fn reports_landing(&self) -> bool {
+        true
+    }
+
     type Sink = SnsSink;
 
     /// moto scans the whole queue on every receive: reading back the 200 hooks of

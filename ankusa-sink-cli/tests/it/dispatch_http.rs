@@ -67,9 +67,16 @@ fn server_on(listener: TcpListener, response: &'static str) -> Server {
 }
 
 fn answer(mut stream: TcpStream, response: &str, seen: &Mutex<Vec<Request>>) {
+    if read_request(&stream, seen) {
+        let _ = stream.write_all(response.as_bytes());
+    }
+}
+
+/// Read one whole request from `stream` and record it; false when none came.
+fn read_request(stream: &TcpStream, seen: &Mutex<Vec<Request>>) -> bool {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
     let Ok(clone) = stream.try_clone() else {
-        return;
+        return false;
     };
     let mut reader = BufReader::new(clone);
     let mut headers = Vec::new();
@@ -79,7 +86,7 @@ fn answer(mut stream: TcpStream, response: &str, seen: &Mutex<Vec<Request>>) {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
             // Closed before a whole head: no request.
-            return;
+            return false;
         }
         if line == "\r\n" {
             break;
@@ -98,10 +105,33 @@ fn answer(mut stream: TcpStream, response: &str, seen: &Mutex<Vec<Request>>) {
     }
     let mut body = vec![0; len];
     if reader.read_exact(&mut body).is_err() {
-        return;
+        return false;
     }
     seen.lock().unwrap().push(Request { headers });
-    let _ = stream.write_all(response.as_bytes());
+    true
+}
+
+/// A server that reads the first request and never answers it (the connection held open),
+/// and answers every later one with `response`.
+fn silent_first(response: &'static str) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            if read_request(&stream, &seen) {
+                if seen.lock().unwrap().len() == 1 {
+                    held.push(stream);
+                } else {
+                    let _ = stream.write_all(response.as_bytes());
+                }
+            }
+        }
+    });
+    Server { url, requests }
 }
 
 /// An HTTP sink config file named `<name>.toml` (the sink's name in outcome lines).
@@ -231,12 +261,13 @@ fn scrape_until(
 }
 
 /// The keys a dead-letter object has, exactly.
-const DEAD_LETTER_KEYS: [&str; 7] = [
+const DEAD_LETTER_KEYS: [&str; 8] = [
     "attempts",
     "class",
     "error_class",
     "first_attempt_ms",
     "last_attempt_ms",
+    "may_have_landed",
     "reason",
     "sink",
 ];
@@ -811,6 +842,107 @@ fn a_dead_letter_file_is_never_its_own_input() {
         assert_eq!(std::fs::read(&dl).unwrap(), before, "the file is untouched");
     }
     assert_eq!(server.count(), 0);
+}
+
+/// An attempt whose request left and got no answer may have landed: the dispatcher retries
+/// it under the same idempotency key, counts the retry, and the outcome lines say so.
+#[test]
+fn a_request_left_unanswered_is_retried_under_the_same_idempotency_key_and_counted() {
+    let server = silent_first(OK);
+    let sink = sink_file("silent", &server.url);
+    let metrics = free_addr();
+    let addr = metrics.to_string();
+    let args = [
+        "forward",
+        "--sink",
+        s(&sink),
+        "--metrics-addr",
+        &addr,
+        "--json",
+        "--retry",
+    ];
+    let (child, mut stdin, rx, err) = spawn(&args);
+    stdin.write_all(hooks(1).as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let l = next_line(&rx, Instant::now() + Duration::from_secs(60), "silent");
+    assert_eq!(
+        (l["outcome"].as_str(), l["attempts"].as_u64()),
+        (Some("ok"), Some(2)),
+        "{l}"
+    );
+    assert!(
+        l.get("may_have_landed").is_none(),
+        "no key on ok lines: {l}"
+    );
+    let m = scrape_until(metrics, Duration::from_secs(10), "the retry count", |m| {
+        metric(m, "ankusa_dispatch_may_have_landed_retries_total", "silent").is_some()
+    });
+    assert_eq!(
+        metric(
+            &m,
+            "ankusa_dispatch_may_have_landed_retries_total",
+            "silent"
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    drop(stdin);
+    let out = wait_within(child, Duration::from_secs(30), "silent");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(&err).unwrap()
+    );
+    let requests = server.requests.lock().unwrap();
+    assert_eq!(requests.len(), 2);
+    let keys: Vec<_> = requests
+        .iter()
+        .map(|r| r.header("x-ankusa-idempotency-key").unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        keys[0], keys[1],
+        "the retry carries the first attempt's key"
+    );
+    assert_eq!(
+        requests[0].header("x-ankusa-id"),
+        requests[1].header("x-ankusa-id")
+    );
+}
+
+/// `may_have_landed` on `failed` lines: true for a request that left unanswered, false for a
+/// port nothing listens on, null when `--attempt-timeout` cut the attempt off (the sink
+/// could not say).
+#[test]
+fn failed_lines_say_whether_the_hook_may_have_landed() {
+    let landed = |sink: &Path, extra: &[&str]| {
+        let mut args = vec!["deliver", "--sink", s(sink), "--json"];
+        args.extend(extra);
+        let out = run(&args);
+        let l: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)));
+        assert_eq!(l["outcome"], "failed", "{l}");
+        l["may_have_landed"].clone()
+    };
+    let silent = silent_first(OK);
+    assert_eq!(
+        landed(&sink_file("silent", &silent.url), &[]),
+        Value::Bool(true)
+    );
+    let closed = format!("http://{}/hook", free_addr());
+    assert_eq!(
+        landed(&sink_file("closed", &closed), &[]),
+        Value::Bool(false)
+    );
+    let cut = silent_first(OK);
+    let slow = temp_file(
+        "slow.toml",
+        &format!(
+            "type = \"http\"\nurl = \"{}\"\ntimeout_ms = 30000\n",
+            cut.url
+        ),
+    );
+    assert_eq!(landed(&slow, &["--attempt-timeout", "1"]), Value::Null);
 }
 
 /// User + system CPU time of process `pid` so far, in clock ticks (`/proc/<pid>/stat`).

@@ -112,6 +112,10 @@ fn builder_for(addr: SocketAddr) -> ankusa_sink_http::HttpSinkBuilder {
 
 #[async_trait]
 impl Harness for HttpHarness {
+    fn reports_landing(&self) -> bool {
+        true
+    }
+
     type Sink = HttpSink;
 
     async fn destination(&self, _case: Case) -> Result<Setup<HttpSink>, BoxError> {

@@ -158,6 +158,10 @@ impl Probe for TopicProbe {
 
 #[async_trait]
 impl Harness for KafkaHarness {
+    fn reports_landing(&self) -> bool {
+        true
+    }
+
     type Sink = Arc<KafkaSink>;
 
     async fn destination(&self, case: Case) -> Result<Setup<Self::Sink>, BoxError> {

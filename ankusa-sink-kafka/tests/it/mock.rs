@@ -387,3 +387,37 @@ async fn all_brokers_down_fails_fast_then_resumes_when_the_broker_returns() {
         back.elapsed()
     );
 }
+
+/// Whether a failed record may have landed is librdkafka's persistence status: a produce
+/// request sent and unanswered (the broker's round trip longer than the produce timeout) may
+/// have been written; a record refused by the broker, or still queued for a down broker,
+/// was not.
+#[tokio::test]
+async fn may_have_landed_is_what_librdkafka_knows_of_the_record() {
+    let mock = Mock::new();
+    let sink = mock.sink(1_000);
+    deliver(&sink, "warm").await.unwrap();
+    mock.cluster
+        .broker_round_trip_time(1, Duration::from_millis(3_000))
+        .unwrap();
+    let f = expect_err(deliver(&sink, "in-flight").await);
+    eprintln!("unanswered produce -> {f:?}");
+    assert_eq!(f.class(), Class::Transient, "{f}");
+    assert_eq!(f.may_have_landed(), Some(true), "{f:?}");
+
+    let refused = inject(
+        RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+        1,
+        5_000,
+    )
+    .await;
+    assert_eq!(refused.may_have_landed(), Some(false), "{refused:?}");
+
+    let mock = Mock::new();
+    let sink = mock.sink(1_000);
+    deliver(&sink, "warm").await.unwrap();
+    mock.cluster.broker_down(1).unwrap();
+    let f = expect_err(deliver(&sink, "queued").await);
+    eprintln!("broker down -> {f:?}");
+    assert_eq!(f.may_have_landed(), Some(false), "{f:?}");
+}

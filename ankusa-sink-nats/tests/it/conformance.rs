@@ -47,6 +47,10 @@ impl NatsHarness {
 
 #[async_trait]
 impl Harness for NatsHarness {
+    fn reports_landing(&self) -> bool {
+        true
+    }
+
     type Sink = NatsSink;
 
     async fn destination(&self, case: Case) -> Result<Setup<NatsSink>, BoxError> {

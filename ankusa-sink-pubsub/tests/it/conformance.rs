@@ -102,6 +102,10 @@ impl PubSubHarness {
 
 #[async_trait]
 impl Harness for PubSubHarness {
+    fn reports_landing(&self) -> bool {
+        true
+    }
+
     type Sink = PubSubSink;
 
     async fn destination(&self, _case: Case) -> Result<Setup<PubSubSink>, BoxError> {

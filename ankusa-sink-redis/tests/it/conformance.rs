@@ -72,6 +72,10 @@ impl RedisHarness {
 
 #[async_trait]
 impl Harness for RedisHarness {
+    fn reports_landing(&self) -> bool {
+        true
+    }
+
     type Sink = RedisSink;
 
     async fn destination(&self, case: Case) -> Result<Setup<RedisSink>, BoxError> {

@@ -59,6 +59,7 @@ async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
     check_failure_secrets(&secrets, &f)?;
     ensure!(!is_panic(&f), "{fault:?}: the sink panicked: {f}");
     expect_class(cx, fault, &f, setup.probe.as_deref(), env.id()).await?;
+    expect_landing(cx.h.reports_landing(), fault, &f)?;
     if matches!(fault, Fault::MissingDestination | Fault::RefusedCredential) {
         check_says_config(cx, fault, &setup.sink, &secrets).await?;
     }
@@ -67,6 +68,30 @@ async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
         f.class(),
         elapsed.as_millis()
     )))
+}
+
+/// What `f` says of whether the message landed fits `fault`: never a wrong claim, and with
+/// `strict` ([`Harness::reports_landing`]) the claim itself.
+fn expect_landing(strict: bool, fault: Fault, f: &Failure) -> Result<(), String> {
+    let want = match fault {
+        Fault::Unreachable | Fault::Oversized => Some(false),
+        Fault::Unacknowledged => Some(true),
+        Fault::MissingDestination | Fault::RefusedCredential | Fault::Throttled => None,
+    };
+    let Some(want) = want else {
+        return Ok(());
+    };
+    let got = f.may_have_landed();
+    ensure!(
+        got != Some(!want),
+        "{fault:?}: may_have_landed is {got:?}, which says the opposite of what happened \
+         (nothing listens or nothing was sent: false; the destination took the write: true)"
+    );
+    ensure!(
+        !strict || got == Some(want),
+        "{fault:?}: may_have_landed must be Some({want}) (Harness::reports_landing), got {got:?}: {f}"
+    );
+    Ok(())
 }
 
 /// The hook a fault is provoked with: `body_size` bytes for [`Fault::Oversized`] (which must

@@ -37,6 +37,12 @@ pub(crate) enum Defect {
     ResendsAcceptedBatchItems,
     Panics,
     InlinesOversizedBody,
+    /// Says a message may have landed when nothing was sent.
+    ClaimsLandedWhenNothingWasSent,
+    /// Says nothing landed when the broker took the write and never acked it.
+    ClaimsNothingLandedOnAckTimeout,
+    /// Never says whether a failed message may have landed.
+    SaysNothingOfLanding,
 }
 
 #[derive(Debug)]
@@ -153,6 +159,29 @@ impl Sink for Broken {
                     .map_err(Failure::from)
             }
             Defect::LeaksSecretInDescribe => self.inner.deliver(env, ctx).await,
+            Defect::ClaimsLandedWhenNothingWasSent => {
+                self.inner
+                    .deliver(env, ctx)
+                    .await
+                    .map_err(|f| match f.may_have_landed() {
+                        Some(false) => f.with_may_have_landed(Some(true)),
+                        _ => f,
+                    })
+            }
+            Defect::ClaimsNothingLandedOnAckTimeout => {
+                self.inner
+                    .deliver(env, ctx)
+                    .await
+                    .map_err(|f| match f.may_have_landed() {
+                        Some(true) => f.with_may_have_landed(Some(false)),
+                        _ => f,
+                    })
+            }
+            Defect::SaysNothingOfLanding => self
+                .inner
+                .deliver(env, ctx)
+                .await
+                .map_err(|f| f.with_may_have_landed(None)),
         }
     }
     fn durable(&self) -> bool {
@@ -215,6 +244,9 @@ impl Harness for BrokenHarness {
     }
     fn can_restart(&self) -> bool {
         true
+    }
+    fn reports_landing(&self) -> bool {
+        self.inner.reports_landing()
     }
     fn deadline(&self) -> Duration {
         // Every honest delivery here answers in milliseconds.
@@ -518,4 +550,54 @@ async fn a_stop_that_panics_is_followed_by_a_start() {
         "{o:?}"
     );
     assert!(!h.inner.broker().is_down());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_landing_claims_are_caught() {
+    let why = caught(
+        Defect::ClaimsLandedWhenNothingWasSent,
+        Case::ClassifyUnreachable,
+    )
+    .await;
+    assert!(why.contains("may_have_landed is Some(true)"), "{why}");
+    caught(
+        Defect::ClaimsLandedWhenNothingWasSent,
+        Case::ClassifyOversized,
+    )
+    .await;
+    let why = caught(
+        Defect::ClaimsNothingLandedOnAckTimeout,
+        Case::ClassifyUnacknowledged,
+    )
+    .await;
+    assert!(why.contains("may_have_landed is Some(false)"), "{why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silence_on_landing_is_caught_only_where_the_harness_asks() {
+    // The memory harness says its sink reports landing: an unknown is a failure there...
+    for case in [Case::ClassifyUnreachable, Case::ClassifyUnacknowledged] {
+        let why = caught(Defect::SaysNothingOfLanding, case).await;
+        assert!(why.contains("Harness::reports_landing"), "{why}");
+    }
+    // ...and a harness that does not ask accepts it (an outside sink may not know).
+    struct Lenient(BrokenHarness);
+    #[async_trait]
+    impl Harness for Lenient {
+        type Sink = Broken;
+        async fn destination(&self, case: Case) -> Result<Setup<Broken>, BoxError> {
+            self.0.destination(case).await
+        }
+        async fn fault(&self, fault: Fault) -> Result<Option<Setup<Broken>>, BoxError> {
+            self.0.fault(fault).await
+        }
+        fn deadline(&self) -> Duration {
+            self.0.deadline()
+        }
+    }
+    let lenient = Lenient(BrokenHarness::new(Defect::SaysNothingOfLanding));
+    for case in [Case::ClassifyUnreachable, Case::ClassifyUnacknowledged] {
+        let got = run_case(&lenient, case).await;
+        assert!(got.is_pass(), "{case}: {got:?}");
+    }
 }
