@@ -2,6 +2,7 @@
 //! always-valid [`AmqpConfig`], with `with_*` builders that re-check what they change.
 
 use crate::broker_url::BrokerUrl;
+use ankusa_sink_core::cloudevents::{self, CloudEvents, Format};
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
@@ -28,6 +29,9 @@ pub(crate) const MAX_SHORT_STRING: usize = 255;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// `cloudevents_type` cannot name an event type.
+    #[error(transparent)]
+    CloudEvents(cloudevents::TypeError),
     /// The URL is not an absolute `amqp://` or `amqps://` URL with a host.
     #[error("url: not a valid amqp:// or amqps:// URL with a host ({0})")]
     Url(&'static str),
@@ -165,6 +169,10 @@ struct Repr {
     allow_insecure: bool,
     #[serde(default)]
     signing: Option<Signer>,
+    #[serde(default)]
+    format: Format,
+    #[serde(default)]
+    cloudevents_type: Option<String>,
 }
 
 /// A valid AMQP sink configuration: [`AmqpConfig::new`] and the `with_*` builders, or
@@ -188,6 +196,7 @@ pub struct AmqpConfig {
     pub(crate) connect_timeout_ms: NonZeroU64,
     pub(crate) allow_insecure: bool,
     pub(crate) signing: Option<Signer>,
+    pub(crate) cloudevents: Option<CloudEvents>,
 }
 
 impl TryFrom<Repr> for AmqpConfig {
@@ -229,6 +238,8 @@ impl TryFrom<Repr> for AmqpConfig {
         )?;
         c.max_inflight = nz(r.max_inflight, c.max_inflight, "max_inflight")?;
         c.signing = r.signing;
+        c.cloudevents = CloudEvents::from_keys(r.format, r.cloudevents_type.as_deref())
+            .map_err(ConfigError::CloudEvents)?;
         Ok(c)
     }
 }
@@ -273,6 +284,7 @@ impl AmqpConfig {
             connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
             allow_insecure,
             signing: None,
+            cloudevents: None,
         })
     }
 
@@ -287,6 +299,19 @@ impl AmqpConfig {
     /// The signer, when messages are signed.
     pub fn signing(&self) -> Option<&Signer> {
         self.signing.as_ref()
+    }
+
+    /// Send CloudEvents instead of Message v1 (`None`: Message v1, the default): the
+    /// `format` (`cloudevents` binary, `cloudevents-structured`) and `cloudevents_type`
+    /// keys. CloudEvents travel inline: the sink asks for no claim check.
+    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
+        self.cloudevents = events;
+        self
+    }
+
+    /// The CloudEvents the sink sends, if any.
+    pub fn cloudevents(&self) -> Option<&CloudEvents> {
+        self.cloudevents.as_ref()
     }
 
     /// Set the exchange type (default topic); used when declaring and in descriptions.

@@ -46,6 +46,17 @@ pub(crate) fn to_publish(out: Outgoing<'_>, received_at: i64) -> Publish {
             _ => {}
         }
     }
+    // A binary-mode CloudEvent: its attributes as the CloudEvents RabbitMQ (AMQP 0-9-1)
+    // binding names them, `ce-<attribute>` headers; `datacontenttype` is the content_type
+    // property already. (The CloudEvents AMQP binding is for AMQP 1.0.)
+    for (name, value) in out.cloudevent_attributes() {
+        if *name != "datacontenttype" {
+            headers.insert(
+                format!("ce-{name}").into(),
+                AMQPValue::LongString(value.as_ref().into()),
+            );
+        }
+    }
     Publish {
         routing_key: out.key().unwrap_or_default().to_owned(),
         properties: properties.with_headers(headers),
@@ -113,5 +124,36 @@ mod tests {
             Some("h1")
         );
         assert_eq!(m.routing_key, "k.default");
+    }
+
+    #[test]
+    fn cloudevents_headers_by_the_rabbitmq_binding() {
+        use ankusa_sink_core::cloudevents::{CloudEvents, Mode};
+        let env = Envelope::builder("h1", "stripe", "raw")
+            .content_type("text/plain")
+            .build()
+            .unwrap();
+        let ctx = Ctx::for_envelope(&env);
+        let key = KeyTemplate::parse("k", AbsentTenant::Default).unwrap();
+        let layout = Layout::message(None, EmptyValues::Drop)
+            .with_key(key)
+            .with_cloudevents(CloudEvents::new(Mode::Binary, "t.x").unwrap());
+        let p = to_publish(
+            Outgoing::new(&env, &ctx, &layout).unwrap(),
+            env.received_at(),
+        );
+        assert_eq!(p.body.as_bytes(), b"raw");
+        assert_eq!(
+            p.properties.content_type().as_ref().map(|c| c.as_str()),
+            Some("text/plain")
+        );
+        assert_eq!(header(&p.properties, "ce-id").as_deref(), Some("h1"));
+        assert_eq!(header(&p.properties, "ce-type").as_deref(), Some("t.x"));
+        assert_eq!(
+            header(&p.properties, "ce-specversion").as_deref(),
+            Some("1.0")
+        );
+        assert_eq!(header(&p.properties, "ce-datacontenttype"), None);
+        assert!(header(&p.properties, "ankusa_idempotency_key").is_some());
     }
 }

@@ -87,7 +87,8 @@ impl AmqpSink {
         let inflight = Arc::new(Semaphore::new(cfg.max_inflight().get()));
         let layout = Layout::message(Some(cfg.inline_max_bytes()), EmptyValues::Drop)
             .with_key(cfg.routing_key().clone())
-            .with_signer(cfg.signing.clone());
+            .with_signer(cfg.signing.clone())
+            .with_cloudevents(cfg.cloudevents.clone());
         AmqpSink {
             cfg: Arc::new(cfg),
             layout,
@@ -389,8 +390,12 @@ impl Sink for AmqpSink {
         Ok(())
     }
 
+    /// `None` for CloudEvents: they travel inline.
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        Some(self.cfg.inline_max_bytes())
+        self.cfg
+            .cloudevents
+            .is_none()
+            .then(|| self.cfg.inline_max_bytes())
     }
 
     /// Publishes on the confirm-mode channel are pipelined, and RabbitMQ confirms them in
@@ -404,7 +409,11 @@ impl Sink for AmqpSink {
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
         let url = &self.cfg.url;
-        let mut d = Description::new(url.scheme(), Payload::Message);
+        let payload = match self.cfg.cloudevents {
+            Some(_) => Payload::CloudEvent,
+            None => Payload::Message,
+        };
+        let mut d = Description::new(url.scheme(), payload);
         d.host = Some(url.host_port.clone());
         d.pathname = match url.vhost() {
             "/" => None,

@@ -29,6 +29,9 @@ pub enum Payload {
     Message,
     /// The raw hook body (HTTP).
     Body,
+    /// A CloudEvent (a sink with `format = "cloudevents"` or `"cloudevents-structured"`).
+    /// Not in an AsyncAPI document, which describes Message v1 channels.
+    CloudEvent,
 }
 
 /// Where a sink publishes: an AsyncAPI server plus channel.

@@ -3,6 +3,7 @@
 
 mod batcher;
 mod claim;
+pub mod cloudevents;
 mod ctx;
 mod describe;
 mod envelope;

@@ -1,5 +1,6 @@
 //! [`Outgoing`]: everything a sink sends for one delivery, built once.
 
+use crate::cloudevents::{self, CloudEvents, Mode, STRUCTURED_CONTENT_TYPE};
 use crate::ctx::Ctx;
 use crate::describe::Payload;
 use crate::envelope::Envelope;
@@ -110,6 +111,7 @@ pub struct Layout {
     empty_values: EmptyValues,
     key: Option<KeyTemplate>,
     signer: Option<Signer>,
+    cloudevents: Option<CloudEvents>,
 }
 
 impl Layout {
@@ -122,6 +124,7 @@ impl Layout {
             empty_values,
             key: None,
             signer: None,
+            cloudevents: None,
         }
     }
 
@@ -133,7 +136,24 @@ impl Layout {
             empty_values,
             key: None,
             signer: None,
+            cloudevents: None,
         }
+    }
+
+    /// Send each hook as a CloudEvent instead (`None`: the layout's own body): in binary
+    /// mode the body is the hook's raw body and [`Outgoing::cloudevent_attributes`] lists
+    /// the event's attributes; in structured mode the body is the event as JSON. Always
+    /// inline: the claim check does not apply. No `MessageVersion` attribute; the
+    /// `ContentType` attribute is the data's content type (binary) or
+    /// `application/cloudevents+json` (structured).
+    pub fn with_cloudevents(mut self, events: impl Into<Option<CloudEvents>>) -> Self {
+        self.cloudevents = events.into();
+        self
+    }
+
+    /// The CloudEvents the layout sends, if any.
+    pub fn cloudevents(&self) -> Option<&CloudEvents> {
+        self.cloudevents.as_ref()
     }
 
     /// Sign every Message v1 body: [`Outgoing`] ends its attributes with `WebhookId`,
@@ -156,9 +176,12 @@ impl Layout {
         self
     }
 
-    /// What travels as the body.
+    /// What travels as the body: a CloudEvent when the layout sends them.
     pub fn payload(&self) -> Payload {
-        self.payload
+        match self.cloudevents {
+            Some(_) => Payload::CloudEvent,
+            None => self.payload,
+        }
     }
 
     /// The inline threshold of a Message v1 body.
@@ -180,7 +203,7 @@ impl Layout {
 /// The body of an [`Outgoing`].
 #[derive(Clone, PartialEq, Eq)]
 pub enum Body {
-    /// Message v1 JSON (UTF-8).
+    /// JSON the sink built (UTF-8): Message v1, or a structured-mode CloudEvent.
     Message(Vec<u8>),
     /// The raw hook body (shares the envelope's buffer).
     Raw(Bytes),
@@ -217,6 +240,10 @@ impl std::fmt::Debug for Body {
 
 /// At most this many attributes: every [`Attr`] once.
 const MAX_ATTRS: usize = 11;
+/// The prefix a CloudEvents binding puts before an attribute name, counted in
+/// [`Outgoing::attribute_bytes`] (`ce-`, `ce_`; AMQP's `cloudEvents_` is counted by its
+/// sink).
+const CE_PREFIX_BYTES: usize = 3;
 
 /// Everything a sink sends for one delivery, built once by [`Outgoing::new`]: the body,
 /// the idempotency key, the ordered [`Attr`] list, the forwarded headers and the key. A
@@ -246,6 +273,8 @@ pub struct Outgoing<'a> {
     idempotency_key: usize,
     headers: Vec<(Cow<'a, str>, Cow<'a, str>)>,
     key: Option<String>,
+    ce_mode: Option<Mode>,
+    ce_attrs: Vec<(&'static str, Cow<'a, str>)>,
 }
 
 /// The content type of a raw body that came without one.
@@ -260,15 +289,26 @@ impl<'a> Outgoing<'a> {
     pub fn new(env: &'a Envelope, ctx: &'a Ctx, layout: &Layout) -> Result<Self, EncodeError> {
         let idempotency_key = env.idempotency_key_cow();
         let headers = forwarded_headers(env, ctx);
-        let body = match layout.payload {
-            Payload::Message => Body::Message(encode_with(
+        let ce = layout.cloudevents.as_ref();
+        let ce_mode = ce.map(CloudEvents::mode);
+        let body = match (ce, layout.payload) {
+            (Some(ce), _) if ce.mode() == Mode::Structured => {
+                Body::Message(ce.structured(env, ctx, &idempotency_key))
+            }
+            (None, Payload::Message) => Body::Message(encode_with(
                 env,
                 ctx,
                 layout.inline_max_bytes,
                 &idempotency_key,
                 &headers,
             )?),
-            Payload::Body => Body::Raw(env.body().clone()),
+            (Some(_) | None, _) => Body::Raw(env.body().clone()),
+        };
+        let ce_attrs = match ce {
+            Some(ce) if ce.mode() == Mode::Binary => {
+                ce.attributes(env, ctx, idempotency_key.clone())
+            }
+            _ => Vec::new(),
         };
         let mut out = Outgoing {
             body,
@@ -278,23 +318,35 @@ impl<'a> Outgoing<'a> {
             idempotency_key: 0,
             headers,
             key: layout.key.as_ref().map(|k| k.render(env)),
+            ce_mode,
+            ce_attrs,
         };
         let tenant = Cow::Borrowed(env.tenant_id().unwrap_or(""));
         let keep_tenant = layout.empty_values == EmptyValues::Keep || !tenant.is_empty();
         out.push(Attr::Id, env.id().into());
         out.push(Attr::SourceId, env.source_id().into());
+        let ce_content_type = match ce_mode {
+            Some(Mode::Binary) => Some(cloudevents::data_content_type(env)),
+            Some(Mode::Structured) => Some(STRUCTURED_CONTENT_TYPE),
+            None => None,
+        };
         match layout.payload {
             Payload::Message => {
                 if keep_tenant {
                     out.push(Attr::TenantId, tenant);
                 }
-                out.push(Attr::MessageVersion, "1".into());
+                if ce_mode.is_none() {
+                    out.push(Attr::MessageVersion, "1".into());
+                }
                 out.idempotency_key = out.len;
                 out.push(Attr::IdempotencyKey, idempotency_key);
-                out.push(Attr::ContentType, "application/json".into());
+                let content_type = ce_content_type.unwrap_or("application/json");
+                out.push(Attr::ContentType, content_type.into());
             }
-            Payload::Body => {
-                let content_type = env.content_type().unwrap_or(RAW_DEFAULT_CONTENT_TYPE);
+            Payload::Body | Payload::CloudEvent => {
+                let content_type = ce_content_type
+                    .or(env.content_type())
+                    .unwrap_or(RAW_DEFAULT_CONTENT_TYPE);
                 out.push(Attr::ContentType, content_type.into());
                 if keep_tenant {
                     out.push(Attr::TenantId, tenant);
@@ -357,12 +409,32 @@ impl<'a> Outgoing<'a> {
     }
 
     /// Names ([`Attr::as_attr`]) plus values, in bytes: what attributes add to a message's
-    /// size where a destination counts them (SQS, Pub/Sub).
+    /// size where a destination counts them (SQS, Pub/Sub); with the CloudEvents
+    /// attributes of binary mode, each under a 3-byte prefix.
     pub fn attribute_bytes(&self) -> usize {
-        self.attributes()
+        let ours: usize = self
+            .attributes()
             .iter()
             .map(|(a, v)| a.as_attr().len() + v.len())
-            .sum()
+            .sum();
+        let events: usize = self
+            .ce_attrs
+            .iter()
+            .map(|(n, v)| CE_PREFIX_BYTES + n.len() + v.len())
+            .sum();
+        ours + events
+    }
+
+    /// The CloudEvents mode of this message, `None` for the layout's own body.
+    pub fn cloudevents_mode(&self) -> Option<Mode> {
+        self.ce_mode
+    }
+
+    /// The CloudEvents attributes of a binary-mode event, by their CloudEvents names
+    /// (`id`, `source`, ..., `datacontenttype`; see [`cloudevents`](crate::cloudevents)),
+    /// for the sink to name by its protocol binding; empty otherwise.
+    pub fn cloudevent_attributes(&self) -> &[(&'static str, Cow<'a, str>)] {
+        &self.ce_attrs
     }
 
     /// The forwarded provider headers ([`forwarded_headers`]).

@@ -1,6 +1,7 @@
 //! Options of the HTTP sink: the operator's keys (`Repr`), checked once by `TryFrom` into an
 //! always-valid [`HttpConfig`]; [`HttpSinkBuilder`] collects the same keys in code.
 
+use ankusa_sink_core::cloudevents::{CloudEvents, Format};
 use ankusa_sink_core::signing::{Signer, SigningError};
 use ankusa_sink_core::{Secret, SecretEnvError, is_loopback_host, timeout_ms};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -144,6 +145,8 @@ struct Repr {
     #[serde(default)]
     allow_insecure: bool,
     proxy: Option<Value>,
+    format: Option<Format>,
+    cloudevents_type: Option<String>,
 }
 
 impl Repr {
@@ -160,6 +163,8 @@ impl Repr {
             show_path: false,
             allow_insecure: false,
             proxy: None,
+            format: None,
+            cloudevents_type: None,
         }
     }
 }
@@ -190,6 +195,8 @@ pub struct HttpConfig {
     pub(crate) proxy: Option<Url>,
     /// What `allow_insecure` lets travel in cleartext, for the one warning at build.
     pub(crate) insecure: Option<String>,
+    /// CloudEvents instead of the raw body (`format`, `cloudevents_type`).
+    pub(crate) cloudevents: Option<CloudEvents>,
 }
 
 impl TryFrom<Repr> for HttpConfig {
@@ -219,6 +226,12 @@ impl TryFrom<Repr> for HttpConfig {
         if r.tls.only && ca_pems.is_empty() {
             return Err(ConfigError::NoRoots);
         }
+        if r.format == Some(Format::MessageV1) {
+            return Err(ConfigError::Format);
+        }
+        let cloudevents =
+            CloudEvents::from_keys(r.format.unwrap_or_default(), r.cloudevents_type.as_deref())
+                .map_err(ConfigError::CloudEventsType)?;
         Ok(HttpConfig {
             url,
             method: r.method,
@@ -233,6 +246,7 @@ impl TryFrom<Repr> for HttpConfig {
             allow_insecure: r.allow_insecure,
             proxy,
             insecure,
+            cloudevents,
         })
     }
 }
@@ -241,6 +255,20 @@ impl HttpConfig {
     /// A config for `url` with every other option at its default; fails as `TryFrom` would.
     pub fn new(url: impl Into<Secret>) -> Result<Self, ConfigError> {
         Repr::new(Value::Plain(url.into())).try_into()
+    }
+
+    /// Send CloudEvents instead of the raw body (`None`: the raw body, the default): the
+    /// `format` (`cloudevents` binary: the raw body with `ce-*` headers;
+    /// `cloudevents-structured`: one `application/cloudevents+json` document) and
+    /// `cloudevents_type` keys. The `x-ankusa-*` headers and the signature go out as always.
+    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
+        self.cloudevents = events;
+        self
+    }
+
+    /// The CloudEvents the sink sends, if any.
+    pub fn cloudevents(&self) -> Option<&CloudEvents> {
+        self.cloudevents.as_ref()
     }
 
     /// Set the request method.
@@ -305,6 +333,7 @@ impl fmt::Debug for HttpConfig {
             .field("allow_insecure", &self.allow_insecure)
             // A proxy's path means nothing; its userinfo is a secret.
             .field("proxy", &self.proxy.as_ref().map(|p| shown(p, false)))
+            .field("cloudevents", &self.cloudevents)
             .finish()
     }
 }
@@ -568,6 +597,14 @@ impl HttpSinkBuilder {
         self
     }
 
+    /// Send CloudEvents (`format`: binary or structured) of this `type` (the
+    /// `cloudevents_type` key; `None`: `ankusa.hook.received`).
+    pub fn cloudevents(mut self, format: Format, event_type: Option<&str>) -> Self {
+        self.repr.format = Some(format);
+        self.repr.cloudevents_type = event_type.map(str::to_owned);
+        self
+    }
+
     /// Check every option, as a sink file's are checked, into a config.
     pub fn build_config(self) -> Result<HttpConfig, ConfigError> {
         self.repr.try_into()
@@ -624,6 +661,14 @@ pub enum ConfigError {
     /// Any other refusal of the signing secrets.
     #[error(transparent)]
     Signing(SigningError),
+    /// `format = "message-v1"`: the HTTP sink sends the raw body, or a CloudEvent.
+    #[error(
+        "format: the HTTP sink sends the raw body (no format) or a CloudEvent (\"cloudevents\", \"cloudevents-structured\"), never Message v1"
+    )]
+    Format,
+    /// `cloudevents_type` cannot name an event type.
+    #[error(transparent)]
+    CloudEventsType(ankusa_sink_core::cloudevents::TypeError),
     /// The proxy URL does not parse (the parser's reason; the URL is not repeated).
     #[error("proxy is not a valid absolute URL: {0}")]
     InvalidProxy(url::ParseError),

@@ -2,6 +2,7 @@
 
 use crate::config::{SIGNATURE_HEADERS, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use crate::error::HttpError;
+use ankusa_sink_core::cloudevents;
 use ankusa_sink_core::message::{Attr, Outgoing};
 use ankusa_sink_core::signing::Signer;
 use bytes::{Bytes, BytesMut};
@@ -62,6 +63,19 @@ pub(crate) fn to_request(
             .map_err(|_| HttpError::HeaderValue(attr.as_http_header()))?;
         h.insert(HeaderName::from_static(attr.as_http_header()), v);
     }
+    // A binary-mode CloudEvent: `ce-<attribute>` headers (the CloudEvents HTTP binding;
+    // `datacontenttype` is the content-type header already), values percent-encoded as
+    // the binding says.
+    for (name, v) in out.cloudevent_attributes() {
+        if *name != "datacontenttype" {
+            let value = cloudevents::http_header_value(v);
+            let v = HeaderValue::from_str(&value).map_err(|_| HttpError::HeaderValue("ce-*"))?;
+            let name = HeaderName::from_bytes(format!("ce-{name}").as_bytes())
+                .expect("CloudEvents attribute names are lowercase letters and digits");
+            h.insert(name, v);
+        }
+    }
+    let events = out.cloudevents_mode().is_some();
     for (name, v) in forwarded {
         let v = slices.take(v.len());
         let (Ok(name), Ok(v)) = (
@@ -71,7 +85,9 @@ pub(crate) fn to_request(
             continue;
         };
         let signature_header = SIGNATURE_HEADERS.contains(&name);
-        if h.contains_key(&name) || (target.signer.is_some() && signature_header) {
+        // A provider's own `ce-*` headers would read as attributes of our event.
+        let event_header = events && name.as_str().starts_with("ce-");
+        if h.contains_key(&name) || (target.signer.is_some() && signature_header) || event_header {
             continue;
         }
         h.insert(name, v);

@@ -106,7 +106,8 @@ impl HttpSink {
         Ok(HttpSink {
             client,
             target,
-            layout: Layout::raw_body(EmptyValues::Drop),
+            layout: Layout::raw_body(EmptyValues::Drop)
+                .with_cloudevents(config.cloudevents.clone()),
             redacted_url,
             redacted_proxy: config.proxy.as_ref().map(|p| redact_url(p.as_str())),
             headers: config.headers,
@@ -280,7 +281,11 @@ impl Sink for HttpSink {
 
     fn describe(&self, _subject: &Subject) -> Option<Description> {
         let redacted = Url::parse(&self.redacted_url).ok()?;
-        let mut d = Description::new(redacted.scheme(), Payload::Body);
+        let payload = match self.layout.cloudevents() {
+            Some(_) => Payload::CloudEvent,
+            None => Payload::Body,
+        };
+        let mut d = Description::new(redacted.scheme(), payload);
         d.host = redacted.host_str().map(|h| match redacted.port() {
             Some(p) => format!("{h}:{p}"),
             None => h.to_owned(),

@@ -6,6 +6,7 @@ use crate::properties::{
     MAX_MESSAGE_MAX_BYTES, OWNED_PROPERTIES, RECORD_OVERHEAD, check_properties,
     is_sensitive_property, is_unsafe_property,
 };
+use ankusa_sink_core::cloudevents::{self, CloudEvents, Format};
 use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::{REDACTED, Secret};
@@ -208,6 +209,10 @@ struct Repr {
     allow_insecure: bool,
     #[serde(default)]
     signing: Option<Signer>,
+    #[serde(default)]
+    format: Format,
+    #[serde(default)]
+    cloudevents_type: Option<String>,
 }
 
 pub(crate) fn servers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
@@ -255,6 +260,7 @@ pub struct KafkaConfig {
     pub(crate) properties: BTreeMap<String, String>,
     pub(crate) allow_insecure: bool,
     pub(crate) signing: Option<Signer>,
+    pub(crate) cloudevents: Option<CloudEvents>,
 }
 
 impl TryFrom<Repr> for KafkaConfig {
@@ -277,6 +283,8 @@ impl TryFrom<Repr> for KafkaConfig {
             properties: r.properties,
             allow_insecure: r.allow_insecure,
             signing: r.signing,
+            cloudevents: CloudEvents::from_keys(r.format, r.cloudevents_type.as_deref())
+                .map_err(ConfigError::CloudEvents)?,
         };
         config.checked()
     }
@@ -314,11 +322,25 @@ impl fmt::Debug for KafkaConfig {
             .field("properties", &props)
             .field("allow_insecure", &self.allow_insecure)
             .field("signing", &self.signing)
+            .field("cloudevents", &self.cloudevents)
             .finish()
     }
 }
 
 impl KafkaConfig {
+    /// Send CloudEvents instead of Message v1 (`None`: Message v1, the default): the
+    /// `format` (`cloudevents` binary, `cloudevents-structured`) and `cloudevents_type`
+    /// keys. CloudEvents travel inline: the sink asks for no claim check.
+    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
+        self.cloudevents = events;
+        self
+    }
+
+    /// The CloudEvents the sink sends, if any.
+    pub fn cloudevents(&self) -> Option<&CloudEvents> {
+        self.cloudevents.as_ref()
+    }
+
     /// Sign every message the Standard Webhooks way over the exact Message v1 bytes
     /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` as record headers): the `[signing]`
     /// table. Consumers check it with `ankusa_sink_core::message::verify`.
@@ -352,6 +374,7 @@ impl KafkaConfig {
             properties: BTreeMap::new(),
             allow_insecure: false,
             signing: None,
+            cloudevents: None,
         }
         .checked()
     }
@@ -556,6 +579,9 @@ pub(crate) fn validate_topic(topic: &str) -> Result<(), ConfigError> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// `cloudevents_type` cannot name an event type.
+    #[error(transparent)]
+    CloudEvents(cloudevents::TypeError),
     /// No broker given.
     #[error("bootstrap_servers must name at least one host:port")]
     NoBootstrapServers,

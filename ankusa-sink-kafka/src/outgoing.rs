@@ -1,6 +1,6 @@
 //! One function from core's [`Outgoing`] to the record librdkafka produces.
 
-use ankusa_sink_core::message::Outgoing;
+use ankusa_sink_core::message::{Attr, Outgoing};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
 use rdkafka::util::IntoOpaque;
@@ -8,7 +8,9 @@ use rdkafka::util::IntoOpaque;
 /// The record for `out` on `topic`: value = the Message v1 body, key = the rendered key
 /// template, timestamp = the hook's `received_at`, one header per attribute in
 /// [`Outgoing`]'s order (`ankusa_tenant_id` is `""` without a tenant: the layout keeps
-/// empty values).
+/// empty values). A CloudEvent adds what the CloudEvents Kafka binding names: `content-type`
+/// (the data's, or `application/cloudevents+json` in structured mode) and, in binary mode,
+/// `ce_<attribute>` for every other attribute.
 pub(crate) fn to_record<'a, D: IntoOpaque>(
     out: &'a Outgoing<'_>,
     topic: &'a str,
@@ -22,6 +24,21 @@ pub(crate) fn to_record<'a, D: IntoOpaque>(
             key: attr.as_attr(),
             value: Some(value.as_ref()),
         });
+    }
+    if out.cloudevents_mode().is_some() {
+        headers = headers.insert(Header {
+            key: "content-type",
+            value: out.get(Attr::ContentType),
+        });
+        for (name, value) in out.cloudevent_attributes() {
+            if *name != "datacontenttype" {
+                // librdkafka copies the name: a temporary is enough.
+                headers = headers.insert(Header {
+                    key: &format!("ce_{name}"),
+                    value: Some(value.as_ref()),
+                });
+            }
+        }
     }
     BaseRecord::with_opaque_to(topic, opaque)
         .payload(out.body())
@@ -44,7 +61,17 @@ mod tests {
     }
 
     fn headers_of(env: &Envelope, ctx: &Ctx) -> (Vec<(String, String)>, Vec<u8>) {
-        let out = Outgoing::new(env, ctx, &layout()).unwrap();
+        headers_with(&layout(), env, ctx).0
+    }
+
+    /// The headers, key and value of the record `layout` makes for `env`.
+    #[allow(clippy::type_complexity)]
+    fn headers_with(
+        layout: &Layout,
+        env: &Envelope,
+        ctx: &Ctx,
+    ) -> ((Vec<(String, String)>, Vec<u8>), Vec<u8>) {
+        let out = Outgoing::new(env, ctx, layout).unwrap();
         let record = to_record(&out, "t", env.received_at(), ());
         let headers = record
             .headers
@@ -58,7 +85,50 @@ mod tests {
                 )
             })
             .collect();
-        (headers, record.key.unwrap().as_bytes().to_vec())
+        (
+            (headers, record.key.unwrap().as_bytes().to_vec()),
+            record.payload.unwrap().to_vec(),
+        )
+    }
+
+    #[test]
+    fn cloudevents_headers_by_the_kafka_binding() {
+        use ankusa_sink_core::cloudevents::{CloudEvents, Mode};
+        let env = Envelope::builder("h1", "stripe", "raw bytes")
+            .tenant_id("acme")
+            .content_type("text/plain")
+            .build()
+            .unwrap();
+        let ctx = Ctx::for_envelope(&env).with_replay_id("r1");
+        let binary = layout().with_cloudevents(CloudEvents::new(Mode::Binary, "t.x").unwrap());
+        let ((h, _), value) = headers_with(&binary, &env, &ctx);
+        let get = |name: &str| h.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+        assert_eq!(
+            value, b"raw bytes",
+            "binary mode: the raw body is the value"
+        );
+        assert_eq!(get("content-type"), Some("text/plain"));
+        assert_eq!(get("ce_id"), Some("h1:replay:r1"));
+        assert_eq!(get("ce_type"), Some("t.x"));
+        assert_eq!(get("ce_source"), Some("/sources/stripe"));
+        assert_eq!(get("ce_ankusatenant"), Some("acme"));
+        assert_eq!(get("ce_datacontenttype"), None, "it is content-type");
+        assert_eq!(get("ankusa_message_version"), None, "not a Message v1");
+        assert_eq!(get("ankusa_id"), Some("h1"), "ours still go");
+
+        let structured =
+            layout().with_cloudevents(CloudEvents::new(Mode::Structured, "t.x").unwrap());
+        let ((h, _), value) = headers_with(&structured, &env, &ctx);
+        assert!(!h.iter().any(|(k, _)| k.starts_with("ce_")), "{h:?}");
+        let ct: Vec<&str> = h
+            .iter()
+            .filter(|(k, _)| k == "content-type")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(ct, ["application/cloudevents+json"]);
+        let event: serde_json::Value = serde_json::from_slice(&value).unwrap();
+        assert_eq!(event["data_base64"], "cmF3IGJ5dGVz");
+        assert_eq!(event["id"], "h1:replay:r1");
     }
 
     #[test]

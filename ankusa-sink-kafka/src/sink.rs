@@ -97,7 +97,8 @@ impl KafkaSink {
         monitor.set_current(&producer);
         let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
             .with_key(config.key.clone())
-            .with_signer(config.signing.clone());
+            .with_signer(config.signing.clone())
+            .with_cloudevents(config.cloudevents.clone());
         Ok(KafkaSink {
             config,
             layout,
@@ -303,8 +304,12 @@ impl Sink for KafkaSink {
         Err(err.into())
     }
 
+    /// `None` for CloudEvents: they travel inline.
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        Some(self.config.inline_max_bytes)
+        self.config
+            .cloudevents
+            .is_none()
+            .then_some(self.config.inline_max_bytes)
     }
 
     /// librdkafka batches what is queued (linger, then one produce request per batch), so
@@ -314,7 +319,11 @@ impl Sink for KafkaSink {
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
-        let mut d = Description::new("kafka", Payload::Message);
+        let payload = match self.config.cloudevents {
+            Some(_) => Payload::CloudEvent,
+            None => Payload::Message,
+        };
+        let mut d = Description::new("kafka", payload);
         d.host = Some(self.config.bootstrap_servers.join(","));
         d.address = Some(self.config.topic.clone());
         d.bindings.insert(

@@ -1,6 +1,7 @@
 //! The Pub/Sub sink's configuration: the operator's keys ([`Repr`]), validated once into an
 //! always-valid [`PubSubConfig`] with `with_*` builders that re-check what they change.
 
+use ankusa_sink_core::cloudevents::{CloudEvents, Format};
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
@@ -170,6 +171,9 @@ struct Repr {
     require_subscriber: bool,
     subscriber_check_interval_s: Option<NonZeroU64>,
     signing: Option<Signer>,
+    #[serde(default)]
+    format: Format,
+    cloudevents_type: Option<String>,
 }
 
 /// A valid Pub/Sub sink configuration.
@@ -195,6 +199,7 @@ pub struct PubSubConfig {
     pub(crate) require_subscriber: bool,
     pub(crate) subscriber_check_interval_s: NonZeroU64,
     pub(crate) signing: Option<Signer>,
+    pub(crate) cloudevents: Option<CloudEvents>,
 }
 
 impl TryFrom<Repr> for PubSubConfig {
@@ -217,6 +222,12 @@ impl TryFrom<Repr> for PubSubConfig {
                 .subscriber_check_interval_s
                 .unwrap_or(DEFAULT_SUBSCRIBER_CHECK_S),
             signing: r.signing,
+            cloudevents: CloudEvents::from_keys(r.format, r.cloudevents_type.as_deref()).map_err(
+                |_| ConfigError::Value {
+                    option: "cloudevents_type",
+                    why: "must be non-empty printable text without whitespace",
+                },
+            )?,
         }
         .checked()
     }
@@ -249,6 +260,7 @@ impl PubSubConfig {
             require_subscriber: false,
             subscriber_check_interval_s: DEFAULT_SUBSCRIBER_CHECK_S,
             signing: None,
+            cloudevents: None,
         }
         .checked()
     }
@@ -354,6 +366,19 @@ impl PubSubConfig {
     /// The signer, when messages are signed.
     pub fn signing(&self) -> Option<&Signer> {
         self.signing.as_ref()
+    }
+
+    /// Send CloudEvents instead of Message v1 (`None`: Message v1, the default): the
+    /// `format` (`cloudevents` binary, `cloudevents-structured`) and `cloudevents_type`
+    /// keys. CloudEvents travel inline: the sink asks for no claim check.
+    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
+        self.cloudevents = events;
+        self
+    }
+
+    /// The CloudEvents the sink sends, if any.
+    pub fn cloudevents(&self) -> Option<&CloudEvents> {
+        self.cloudevents.as_ref()
     }
 
     /// Whether deliveries require a subscription on the topic.

@@ -1,17 +1,74 @@
 //! The one mapping from core [`Outgoing`] to the client's message.
 
-use ankusa_sink_core::message::Outgoing;
+use ankusa_sink_core::message::{Attr, Outgoing};
 use google_cloud_pubsub::model::Message;
 
 /// The client's message for `out`: the body as `data`, the attributes by their attribute
-/// names, the rendered ordering key (an empty one is no key).
+/// names, the rendered ordering key (an empty one is no key). A CloudEvent adds what the
+/// CloudEvents Pub/Sub binding names: `content-type` (the data's, or
+/// `application/cloudevents+json` in structured mode) and, in binary mode, `ce-<attribute>`
+/// for every other attribute.
 pub(crate) fn to_message(out: Outgoing<'_>) -> Message {
-    let attributes = out
+    let mut attributes: Vec<(String, String)> = out
         .attributes()
         .iter()
-        .map(|(attr, value)| (attr.as_attr(), value.as_ref()));
+        .map(|(attr, value)| (attr.as_attr().to_owned(), value.as_ref().to_owned()))
+        .collect();
+    if out.cloudevents_mode().is_some() {
+        let content_type = out.get(Attr::ContentType).unwrap_or_default().to_owned();
+        attributes.push(("content-type".to_owned(), content_type));
+        for (name, value) in out.cloudevent_attributes() {
+            if *name != "datacontenttype" {
+                attributes.push((format!("ce-{name}"), value.as_ref().to_owned()));
+            }
+        }
+    }
     let msg = Message::new()
         .set_attributes(attributes)
         .set_ordering_key(out.key().unwrap_or_default());
     msg.set_data(out.into_body().into_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ankusa_sink_core::cloudevents::{CloudEvents, Mode};
+    use ankusa_sink_core::message::{EmptyValues, Layout};
+    use ankusa_sink_core::{Ctx, Envelope};
+
+    #[test]
+    fn cloudevents_attributes_by_the_pubsub_binding() {
+        let env = Envelope::builder("h1", "stripe", "raw").build().unwrap();
+        let ctx = Ctx::for_envelope(&env);
+        let layout = Layout::message(None, EmptyValues::Drop)
+            .with_cloudevents(CloudEvents::new(Mode::Binary, "t.x").unwrap());
+        let out = Outgoing::new(&env, &ctx, &layout).unwrap();
+        let bytes = out.attribute_bytes();
+        let msg = to_message(out);
+        assert_eq!(&msg.data[..], b"raw");
+        let a = &msg.attributes;
+        assert_eq!(a["content-type"], "application/octet-stream");
+        assert_eq!(a["ce-id"], "h1");
+        assert_eq!(a["ce-type"], "t.x");
+        assert!(!a.contains_key("ce-datacontenttype"));
+        assert!(!a.contains_key("ankusa_message_version"));
+        // What the size check counts covers every attribute sent (content-type's name is
+        // counted as the ContentType attribute's).
+        let sent: usize = a.iter().map(|(k, v)| k.len() + v.len()).sum();
+        assert!(
+            bytes + "content-type".len() + 30 >= sent,
+            "{bytes} < {sent}"
+        );
+
+        let layout = Layout::message(None, EmptyValues::Drop)
+            .with_cloudevents(CloudEvents::new(Mode::Structured, "t.x").unwrap());
+        let msg = to_message(Outgoing::new(&env, &ctx, &layout).unwrap());
+        assert_eq!(
+            msg.attributes["content-type"],
+            "application/cloudevents+json"
+        );
+        assert!(!msg.attributes.keys().any(|k| k.starts_with("ce-")));
+        let event: serde_json::Value = serde_json::from_slice(&msg.data).unwrap();
+        assert_eq!(event["data_base64"], "cmF3");
+    }
 }

@@ -93,7 +93,8 @@ impl PubSubSink {
             );
         }
         let mut layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Drop)
-            .with_signer(config.signing.clone());
+            .with_signer(config.signing.clone())
+            .with_cloudevents(config.cloudevents.clone());
         if let Some(key) = &config.ordering_key {
             layout = layout.with_key(key.clone());
         }
@@ -241,8 +242,12 @@ impl Sink for PubSubSink {
         Err(err.into())
     }
 
+    /// `None` for CloudEvents: they travel inline.
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        Some(self.config.inline_max_bytes)
+        self.config
+            .cloudevents
+            .is_none()
+            .then_some(self.config.inline_max_bytes)
     }
 
     fn batched(&self) -> bool {
@@ -258,7 +263,11 @@ impl Sink for PubSubSink {
     }
 
     fn describe(&self, _subject: &Subject) -> Option<Description> {
-        let mut d = Description::new("googlepubsub", Payload::Message);
+        let payload = match self.config.cloudevents {
+            Some(_) => Payload::CloudEvent,
+            None => Payload::Message,
+        };
+        let mut d = Description::new("googlepubsub", payload);
         d.host = host_port(self.config.endpoint());
         d.address = Some(self.topic_name.clone());
         // No channel binding: its `schemaSettings` is required and a topic of Message v1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Python clients for the interop tests: each broker's own client and the Standard Webhooks
-# reference library, in a venv at $HOME/.cache/ankusa-sinks/interop/venv (wheels from PyPI,
-# pinned). Nothing is started. Idempotent; the tests fail with a pointer here when it is
+# Python clients for the interop tests: each broker's own client, the Standard Webhooks
+# reference library and the official CloudEvents SDK, in a venv at
+# $HOME/.cache/ankusa-sinks/interop/venv (wheels from PyPI, pinned). Nothing is started. Idempotent; the tests fail with a pointer here when it is
 # missing.
 set -euo pipefail
 
@@ -14,8 +14,9 @@ PKGS=(
   "google-cloud-pubsub==2.44.0"
   "nats-py==2.16.0"
   "redis==8.1.0"
+  "cloudevents==2.2.0"
 )
-CHECK='import standardwebhooks, confluent_kafka, pika, boto3, google.cloud.pubsub_v1, nats, redis'
+CHECK='import standardwebhooks, confluent_kafka, pika, boto3, google.cloud.pubsub_v1, nats, redis, cloudevents.core.bindings.rabbitmq'
 
 if "$VENV/bin/python" -c "$CHECK" >/dev/null 2>&1; then
   echo "interop.sh: $VENV has the clients"

@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::SystemTime;
 
-fn python() -> PathBuf {
+/// The interop venv's Python (`scripts/services/interop.sh`).
+pub(crate) fn python() -> PathBuf {
     let venv = std::env::var_os("ANKUSA_INTEROP_VENV")
         .map(PathBuf::from)
         .or_else(|| {

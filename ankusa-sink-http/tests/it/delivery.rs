@@ -400,3 +400,83 @@ async fn a_replay_id_that_cannot_be_a_header_is_permanent_and_not_sent() {
     ));
     assert_eq!(server.requests(), 0);
 }
+
+#[tokio::test]
+async fn cloudevents_binary_and_structured_requests() {
+    use ankusa_sink_core::cloudevents::Format;
+    let server = Server::start(always(Reply::status(204))).await;
+    let binary = ankusa_sink_http::HttpSink::builder(server.url("/ce"))
+        .cloudevents(Format::CloudEvents, Some("com.example.hook"))
+        .secret(SECRET_A)
+        .build()
+        .unwrap();
+    let env = Envelope::builder("h 1", "stripe", &b"{\"a\":1}"[..])
+        .tenant_id("acme")
+        .content_type("application/json")
+        .header("Ce-Type", "spoofed.by.the.provider")
+        .header("ce-extra", "provider")
+        .build()
+        .unwrap();
+    let ctx = Ctx::for_envelope(&env);
+    binary.deliver(&env, &ctx).await.unwrap();
+    let req = one(&server).await;
+    assert_eq!(req.body, b"{\"a\":1}", "binary mode: the raw body");
+    assert_eq!(req.header("content-type"), Some("application/json"));
+    assert_eq!(req.header("ce-specversion"), Some("1.0"));
+    assert_eq!(
+        req.header("ce-type"),
+        Some("com.example.hook"),
+        "ours, not the provider's"
+    );
+    assert_eq!(
+        req.header("ce-extra"),
+        None,
+        "no provider ce-* header reads as ours"
+    );
+    assert_eq!(
+        req.header("ce-id"),
+        Some("h%201"),
+        "percent-encoded as the binding says"
+    );
+    assert_eq!(req.header("ce-source"), Some("/sources/stripe"));
+    assert_eq!(req.header("ce-ankusatenant"), Some("acme"));
+    assert_eq!(
+        req.header("x-ankusa-id"),
+        Some("h 1"),
+        "our headers still go"
+    );
+    assert!(
+        req.header("webhook-signature").is_some(),
+        "and the signature"
+    );
+
+    let server = Server::start(always(Reply::status(204))).await;
+    let structured = ankusa_sink_http::HttpSink::builder(server.url("/ce"))
+        .cloudevents(Format::CloudEventsStructured, None)
+        .build()
+        .unwrap();
+    structured.deliver(&env, &ctx).await.unwrap();
+    let req = one(&server).await;
+    assert_eq!(
+        req.header("content-type"),
+        Some("application/cloudevents+json")
+    );
+    assert!(
+        !req.headers.iter().any(|(n, _)| n.starts_with("ce-")),
+        "{:?}",
+        req.headers
+    );
+    let event: serde_json::Value = serde_json::from_slice(&req.body).unwrap();
+    assert_eq!(event["data"], serde_json::json!({"a": 1}));
+    assert_eq!(event["type"], "ankusa.hook.received");
+    assert_eq!(event["id"], "h 1");
+
+    let refused = ankusa_sink_http::HttpSink::builder(server.url("/ce"))
+        .cloudevents(Format::MessageV1, None)
+        .build()
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("never Message v1"),
+        "{refused}"
+    );
+}
