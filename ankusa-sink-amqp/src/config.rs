@@ -13,7 +13,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 /// Default largest Message v1 sent: 128 MiB, RabbitMQ's default `max_message_size`.
-const DEFAULT_MAX_MESSAGE_BYTES: NonZeroUsize = NonZeroUsize::new(128 * 1024 * 1024).unwrap();
+pub(crate) const DEFAULT_MAX_MESSAGE_BYTES: NonZeroUsize =
+    NonZeroUsize::new(128 * 1024 * 1024).unwrap();
 /// Default publisher-confirm wait per publish: 5 s.
 const DEFAULT_CONFIRM_TIMEOUT_MS: NonZeroU64 = NonZeroU64::new(5_000).unwrap();
 /// Default connection (and channel setup) timeout: 5 s.

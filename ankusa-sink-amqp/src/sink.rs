@@ -1,10 +1,12 @@
 //! The AMQP sink: one connection and one confirm-mode channel per sink, shared by every
 //! concurrent delivery, reopened on demand.
 
+use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::config::{AmqpConfig, ExchangeType, MAX_SHORT_STRING};
 use crate::driver::Driver;
 use crate::error::{AmqpError, Stage, printable};
 use crate::outgoing::{self, Publish};
+use ankusa_sink_core::Capabilities;
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
@@ -396,6 +398,24 @@ impl Sink for AmqpSink {
             .cloudevents
             .is_none()
             .then(|| self.cfg.inline_max_bytes())
+    }
+
+    /// Stored (a publisher confirm of a persistent message); `max_message_bytes` of the
+    /// body; no order (confirms are pipelined and retries overtake); the PLAIN login, over
+    /// TLS for `amqps://`.
+    fn capabilities(&self) -> Capabilities {
+        let max = self.cfg.max_message_bytes().get();
+        let mut auth = vec!["plain"];
+        if self.cfg.url.scheme() == "amqps" {
+            auth.push("tls");
+        }
+        Capabilities::new(true, self.inline_max_bytes())
+            .with_max_message(
+                max,
+                "body",
+                Capabilities::limit_source(max, DEFAULT_MAX_MESSAGE_BYTES.get()),
+            )
+            .with_auth(auth)
     }
 
     /// Publishes on the confirm-mode channel are pipelined, and RabbitMQ confirms them in

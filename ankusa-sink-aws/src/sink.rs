@@ -8,9 +8,13 @@ use ankusa_sink_core::{
     BatchConfig, BatchSend, Batcher, Check, Ctx, Description, Envelope, Failure, InFlight, Subject,
     async_trait,
 };
+use ankusa_sink_core::{BatchLimits, Capabilities, Ordering};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+
+/// SQS and SNS FIFO: a deduplication id seen within 5 minutes is dropped.
+const FIFO_DEDUPE_WINDOW_S: u64 = 300;
 
 /// What differs between SQS and SNS: how one message and one batch are sent, the
 /// preflight, and the description. Everything else lives in [`AwsSink`].
@@ -29,6 +33,8 @@ pub(crate) trait Publisher: Send + Sync + fmt::Debug + 'static {
     ) -> Vec<Result<(), AwsError>>;
     /// Read the destination's attributes, sending nothing.
     async fn check(&self) -> Result<(), AwsError>;
+    /// The service's own message size limit (what `max_message_bytes` defaults to).
+    fn default_max_message_bytes(&self) -> usize;
     /// Refuse a delivery the destination would accept and drop (an SNS topic without a
     /// subscription, with `require_subscriber`). Default: nothing to refuse.
     async fn require_subscriber(&self) -> Result<(), Failure> {
@@ -60,6 +66,7 @@ pub(crate) struct AwsSink<P: Publisher> {
     options: AwsOptions,
     layout: Layout,
     max_message_bytes: usize,
+    max_batch_bytes: usize,
     batcher: Option<Batcher<Requests<P>>>,
 }
 
@@ -105,6 +112,7 @@ impl<P: Publisher> AwsSink<P> {
             options,
             layout,
             max_message_bytes,
+            max_batch_bytes,
             batcher,
         }
     }
@@ -187,6 +195,41 @@ impl<P: Publisher> AwsSink<P> {
         self.options.inline_max_bytes()
     }
 
+    /// Stored (a message id); `max_message_bytes` of body plus attributes; FIFO: in order
+    /// per message group, deduplicated for 5 minutes; the batch limits; the credentials'
+    /// source.
+    pub(crate) fn capabilities(&self) -> Capabilities {
+        let default = self.publisher.default_max_message_bytes();
+        let mut c = Capabilities::new(true, Some(self.inline_max_bytes())).with_max_message(
+            self.max_message_bytes,
+            "body + attribute names, types and values",
+            Capabilities::limit_source(self.max_message_bytes, default),
+        );
+        if self.publisher.fifo() {
+            let key = match &self.options.message_group_id {
+                Some(g) => g.replace('{', "{{").replace('}', "}}"),
+                None => "{tenant_id}/{source_id}".to_owned(),
+            };
+            c = c
+                .with_ordering(Ordering::PerKey { key })
+                .with_dedupe_window_s(FIFO_DEDUPE_WINDOW_S);
+        }
+        if self.batcher.is_some() {
+            c = c.with_batch(Some(BatchLimits {
+                max_messages: 10,
+                max_bytes: self.max_batch_bytes as u64,
+                linger_ms: u64::try_from(self.options.batch().linger().as_millis())
+                    .unwrap_or(u64::MAX),
+            }));
+        }
+        let auth = if self.options.credentials.is_some() {
+            "static_credentials"
+        } else {
+            "default_credential_chain"
+        };
+        c.with_auth([auth])
+    }
+
     pub(crate) async fn check(&self) -> Result<Check, Failure> {
         self.publisher.check().await?;
         Ok(Check::Passed)
@@ -214,6 +257,9 @@ macro_rules! forward_sink {
             }
             fn batched(&self) -> bool {
                 self.inner.batched()
+            }
+            fn capabilities(&self) -> ankusa_sink_core::Capabilities {
+                self.inner.capabilities()
             }
             fn in_flight(&self) -> Option<ankusa_sink_core::InFlight> {
                 self.inner.in_flight()

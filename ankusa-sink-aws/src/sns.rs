@@ -141,6 +141,10 @@ fn confirm_id(operation: &'static str, message_id: Option<&str>) -> Result<(), A
 impl Publisher for SnsPublisher {
     type Attribute = MessageAttributeValue;
 
+    fn default_max_message_bytes(&self) -> usize {
+        crate::config::SNS_MAX_MESSAGE_BYTES
+    }
+
     fn fifo(&self) -> bool {
         self.fifo
     }

@@ -107,6 +107,10 @@ async fn while_in_flight<F: Future, T>(send: F, work: impl FnOnce() -> T) -> (F:
 impl Publisher for SqsPublisher {
     type Attribute = MessageAttributeValue;
 
+    fn default_max_message_bytes(&self) -> usize {
+        crate::config::SQS_MAX_MESSAGE_BYTES
+    }
+
     fn fifo(&self) -> bool {
         self.fifo
     }

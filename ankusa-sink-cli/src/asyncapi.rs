@@ -1,15 +1,17 @@
 //! An AsyncAPI 3.0 document for several sinks.
 
-use ankusa_sink_core::{Description, Payload, Subject};
+use ankusa_sink_core::{Capabilities, Description, Payload, Subject};
 use serde_json::{Map, Value, json};
 
 /// Only `payload: message` descriptions reach the document; sinks that send the raw body
 /// (HTTP) or describe nothing (log) are left out. One server per protocol, host and path
 /// (two sinks on one broker share it); one channel, operation and message per sink, the
-/// message carrying that sink's message bindings over the one Message v1 schema.
+/// message carrying that sink's message bindings over the one Message v1 schema, and its
+/// capability manifest (`capabilities[i]`, when given) as `x-ankusa-capabilities`.
 pub(crate) fn document(
     subject: &Subject,
     described: &[(&'static str, Option<Description>)],
+    capabilities: &[Option<Capabilities>],
 ) -> Value {
     let mut servers = Map::new();
     let mut server_of: Vec<(&str, Option<&str>, Option<&str>, String)> = Vec::new();
@@ -53,6 +55,13 @@ pub(crate) fn document(
         );
         if !d.message_bindings.is_empty() {
             message.insert("bindings".into(), Value::Object(d.message_bindings.clone()));
+        }
+        if let Some(Some(c)) = capabilities.get(i) {
+            // A specification extension: the schema allows `x-` keys on a message.
+            message.insert(
+                "x-ankusa-capabilities".into(),
+                serde_json::to_value(c).expect("capabilities serialize"),
+            );
         }
         messages.insert(name.clone(), Value::Object(message));
         let mut channel = Map::new();
@@ -124,6 +133,7 @@ mod tests {
                 ("http", Some(http)),
                 ("log", None),
             ],
+            &[],
         );
         assert_eq!(doc["asyncapi"], "3.0.0");
         assert_eq!(doc["servers"].as_object().unwrap().len(), 1);
@@ -155,6 +165,7 @@ mod tests {
                 ("amqp", Some(vhost)),
                 ("kafka", Some(kafka)),
             ],
+            &[],
         );
         let servers = doc["servers"].as_object().unwrap();
         assert_eq!(servers.len(), 4, "{servers:?}");

@@ -465,21 +465,32 @@ async fn info(a: &InfoArgs) -> Result<ExitCode, UsageError> {
     let (config, sink) = load_sink(&a.sink.sink).await?;
     let threshold =
         ankusa_sink_core::resolve_inline_max_bytes(&sink).map_err(|e| UsageError(e.to_string()))?;
+    let capabilities = ankusa_sink_core::resolve_capabilities(&sink);
     let info = serde_json::json!({
         "type": config.kind(),
         "durable": ankusa_sink_core::resolve_durable(&sink),
         "inline_max_bytes": threshold.map(|n| n.get()),
         "batched": ankusa_sink_core::resolve_batched(&sink),
+        "capabilities": capabilities,
     });
     let text = if a.json {
         info.to_string()
     } else {
+        let caps = &info["capabilities"];
         format!(
-            "type:             {}\ndurable:          {}\ninline_max_bytes: {}\nbatched:          {}",
+            "type:             {}\ndurable:          {}\ninline_max_bytes: {}\nbatched:          {}\n\
+             ok means:         {}\nmax message:      {}\nordering:         {}\n\
+             dedupe window s:  {}\nbatch:            {}\nauth:             {}",
             config.kind(),
             info["durable"],
             info["inline_max_bytes"],
-            info["batched"]
+            info["batched"],
+            caps["ok_means"],
+            caps["max_message"],
+            caps["ordering"],
+            caps["dedupe_window_s"],
+            caps["batch"],
+            caps["auth"],
         )
     };
     Ok(print(&text, ExitCode::SUCCESS))
@@ -495,14 +506,16 @@ async fn describe(a: &DescribeArgs) -> Result<ExitCode, UsageError> {
     }
     let subject = Subject::new(a.source_id.clone(), a.tenant.clone());
     let mut described = Vec::new();
+    let mut capabilities = Vec::new();
     for spec in &a.sink {
         let (config, sink) = load_sink(spec).await?;
         described.push((config.kind(), resolve_describe(&sink, &subject)));
+        capabilities.push(ankusa_sink_core::resolve_capabilities(&sink));
     }
     let out = if let [(_, one)] = described.as_slice() {
         serde_json::to_value(one)?
     } else {
-        asyncapi::document(&subject, &described)
+        asyncapi::document(&subject, &described, &capabilities)
     };
     Ok(print(
         &serde_json::to_string_pretty(&out)?,

@@ -2,6 +2,7 @@
 #![deny(missing_docs)]
 
 mod batcher;
+mod capabilities;
 mod claim;
 pub mod cloudevents;
 mod ctx;
@@ -18,6 +19,7 @@ pub mod template;
 mod throttle;
 
 pub use batcher::{BatchConfig, BatchError, BatchSend, Batcher};
+pub use capabilities::{BatchLimits, Capabilities, LimitSource, OkMeans, Ordering, SizeLimit};
 pub use claim::{Claim, ClaimRef, ClaimRefError, parse_claim_id};
 pub use ctx::{Ctx, Extensions, ForwardHeaders};
 pub use describe::{
@@ -33,8 +35,9 @@ pub use failure::{
 };
 pub use secret::{Secret, SecretEnvError};
 pub use sink::{
-    Check, InFlight, ResolveError, Sink, SinkFault, resolve_batched, resolve_describe,
-    resolve_durable, resolve_in_flight, resolve_inline_max_bytes, safe_deliver, timeout_ms,
+    Check, InFlight, ResolveError, Sink, SinkFault, resolve_batched, resolve_capabilities,
+    resolve_describe, resolve_durable, resolve_in_flight, resolve_inline_max_bytes, safe_deliver,
+    timeout_ms,
 };
 pub use subscribers::{
     DEFAULT_SUBSCRIBER_CHECK_INTERVAL, MAX_SUBSCRIBER_CHECK_INTERVAL, SubscriberCache,

@@ -1,5 +1,6 @@
 //! The `Sink` trait and the panic-proof ways to call one.
 
+use crate::capabilities::Capabilities;
 use crate::ctx::Ctx;
 use crate::describe::{Description, Subject};
 use crate::envelope::Envelope;
@@ -80,6 +81,25 @@ pub trait Sink: Send + Sync + fmt::Debug {
         false
     }
 
+    /// What the destination takes and promises: its size limit and where that comes
+    /// from, ordering, a deduplication window, batching limits, what `Ok` means, the
+    /// configured authentication ([`Capabilities`]).
+    ///
+    /// # Behavior
+    /// - Default: [`Capabilities::new`] from [`durable`](Sink::durable) and
+    ///   [`inline_max_bytes`](Sink::inline_max_bytes), batched when
+    ///   [`batched`](Sink::batched) is; nothing else is claimed.
+    /// - The testkit checks that `durable`, `inline_max_bytes` and `batched` agree with
+    ///   those methods, and picks its oversized body from `max_message`.
+    fn capabilities(&self) -> Capabilities {
+        let c = Capabilities::new(self.durable(), self.inline_max_bytes());
+        if self.batched() {
+            c.with_batch(None)
+        } else {
+            c
+        }
+    }
+
     /// How many deliveries this sink can usefully have outstanding at once, and how many
     /// bytes of bodies: its own pipeline window.
     ///
@@ -132,6 +152,9 @@ macro_rules! forward_sink {
             }
             fn batched(&self) -> bool {
                 (**self).batched()
+            }
+            fn capabilities(&self) -> Capabilities {
+                (**self).capabilities()
             }
             fn in_flight(&self) -> Option<InFlight> {
                 (**self).in_flight()
@@ -260,6 +283,11 @@ pub fn resolve_durable<S: Sink + ?Sized>(sink: &S) -> bool {
 /// `sink.batched()`; `false` for a panicking sink.
 pub fn resolve_batched<S: Sink + ?Sized>(sink: &S) -> bool {
     catch_unwind(AssertUnwindSafe(|| sink.batched())).unwrap_or(false)
+}
+
+/// `sink.capabilities()`; `None` for a panicking sink.
+pub fn resolve_capabilities<S: Sink + ?Sized>(sink: &S) -> Option<Capabilities> {
+    catch_unwind(AssertUnwindSafe(|| sink.capabilities())).ok()
 }
 
 /// `sink.in_flight()`; `None` (the shared limit) for a panicking sink.

@@ -255,6 +255,27 @@ impl Sink for HttpSink {
         None
     }
 
+    /// Stored (a 2xx is the endpoint's acceptance); no size limit but the endpoint's (a
+    /// `413` is permanent); no order; an `authorization` header (URL userinfo or the
+    /// operator's), Standard Webhooks signing, TLS for `https://`.
+    fn capabilities(&self) -> ankusa_sink_core::Capabilities {
+        let mut auth = Vec::new();
+        if self
+            .target
+            .base
+            .contains_key(reqwest::header::AUTHORIZATION)
+        {
+            auth.push("authorization_header");
+        }
+        if self.target.signer.is_some() {
+            auth.push("standard_webhooks_signing");
+        }
+        if self.target.url.scheme() == "https" {
+            auth.push("tls");
+        }
+        ankusa_sink_core::Capabilities::new(true, None).with_auth(auth)
+    }
+
     /// A reachability check that sends nothing to the endpoint's application: a TCP
     /// connect to the endpoint's host and port (to the proxy's, when one is set) within the
     /// connect timeout, then the connection is closed. Refused, unreachable or timed out is

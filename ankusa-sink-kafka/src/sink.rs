@@ -1,6 +1,7 @@
 //! The Kafka sink: one idempotent, `acks=all` producer shared by every delivery.
 
 use crate::client::{Monitor, Shared, create_producer};
+use crate::config::DEFAULT_MAX_RECORD_BYTES;
 use crate::config::KafkaConfig;
 use crate::error::{
     KafkaError, Renewal, TopicState, asks_for_the_topic, may_be_explained, renewal,
@@ -8,6 +9,7 @@ use crate::error::{
 use crate::outgoing::to_record;
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::template::{KeyTemplate, Placeholder, TemplateFields};
+use ankusa_sink_core::{Capabilities, Ordering};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
 };
@@ -310,6 +312,38 @@ impl Sink for KafkaSink {
             .cloudevents
             .is_none()
             .then_some(self.config.inline_max_bytes)
+    }
+
+    /// Stored (`acks=all`); `max_record_bytes` of value + key; in order per key (the Java
+    /// partitioner sends a key to one partition, the idempotent producer keeps its order);
+    /// the SASL mechanism and TLS configured.
+    fn capabilities(&self) -> Capabilities {
+        let c = &self.config;
+        let max = c.max_record_bytes.get();
+        let mut auth = Vec::new();
+        if let Some(sasl) = &c.sasl {
+            auth.push(format!(
+                "sasl_{}",
+                sasl.mechanism.as_str().to_ascii_lowercase()
+            ));
+        }
+        if let Some(tls) = &c.tls {
+            auth.push(if tls.certificate_location.is_some() {
+                "mutual_tls".to_owned()
+            } else {
+                "tls".to_owned()
+            });
+        }
+        Capabilities::new(true, self.inline_max_bytes())
+            .with_max_message(
+                max,
+                "value + key",
+                Capabilities::limit_source(max, DEFAULT_MAX_RECORD_BYTES.get()),
+            )
+            .with_ordering(Ordering::PerKey {
+                key: c.key.as_str().to_owned(),
+            })
+            .with_auth(auth)
     }
 
     /// librdkafka batches what is queued (linger, then one produce request per batch), so

@@ -3,6 +3,7 @@
 use crate::config::{Auth, NatsConfig, subject_problem};
 use crate::error::NatsError;
 use crate::outgoing::{self, Publish};
+use ankusa_sink_core::Capabilities;
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, host_port,
@@ -272,6 +273,24 @@ impl Sink for NatsSink {
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
         Some(self.config.inline_max_bytes)
+    }
+
+    /// Stored (a JetStream ack). The size limit is the server's `max_payload` (and the
+    /// stream's `max_msg_size`), known only once connected, and JetStream's duplicate
+    /// window for `Nats-Msg-Id` is the stream's own: neither is claimed here. The
+    /// configured authentication, and TLS for `tls://`.
+    fn capabilities(&self) -> Capabilities {
+        let mut auth = vec![match self.config.auth {
+            Auth::None => "none",
+            Auth::UserPassword(..) => "user_password",
+            Auth::Token(_) => "token",
+            Auth::NkeySeed(_) => "nkey",
+            Auth::CredentialsFile(_) => "credentials_file",
+        }];
+        if self.config.tls {
+            auth.push("tls");
+        }
+        Capabilities::new(true, self.inline_max_bytes()).with_auth(auth)
     }
 
     /// JetStream publishes are pipelined on one connection and acked in order, so many

@@ -13,7 +13,7 @@ use std::time::Duration;
 /// Google's Pub/Sub endpoint, used when no endpoint is configured.
 const GOOGLE_ENDPOINT: &str = "https://pubsub.googleapis.com";
 /// Default and largest `max_message_bytes`: Pub/Sub's 10 MB message limit.
-const DEFAULT_MAX_MESSAGE_BYTES: NonZeroUsize = NonZeroUsize::new(10_000_000).unwrap();
+pub(crate) const DEFAULT_MAX_MESSAGE_BYTES: NonZeroUsize = NonZeroUsize::new(10_000_000).unwrap();
 /// Default `timeout_ms`: 10 s for one publish (until the server's message id) or one check.
 const DEFAULT_TIMEOUT_MS: NonZeroU64 = NonZeroU64::new(10_000).unwrap();
 /// The largest `timeout_ms`: one hour.

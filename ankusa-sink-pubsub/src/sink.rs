@@ -1,11 +1,13 @@
 //! The Pub/Sub sink: Message v1 as `data`, the core attributes, an optional ordering key,
 //! published through Google's official client.
 
+use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::config::{Auth, PubSubConfig};
 use crate::error::PubSubError;
 use crate::outgoing;
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::template::KeyTemplate;
+use ankusa_sink_core::{BatchLimits, Capabilities, Ordering};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, SubscriberCache,
     async_trait, host_port,
@@ -248,6 +250,38 @@ impl Sink for PubSubSink {
             .cloudevents
             .is_none()
             .then_some(self.config.inline_max_bytes)
+    }
+
+    /// Stored (a message id); `max_message_bytes` of data, attributes and ordering key; in
+    /// order per ordering key when one is configured; the batch thresholds; Application
+    /// Default Credentials or anonymous (the emulator).
+    fn capabilities(&self) -> Capabilities {
+        let c = &self.config;
+        let max = c.max_message_bytes.get();
+        let mut caps = Capabilities::new(true, self.inline_max_bytes())
+            .with_max_message(
+                max,
+                "data + attribute names and values + ordering key",
+                Capabilities::limit_source(max, DEFAULT_MAX_MESSAGE_BYTES.get()),
+            )
+            .with_batch(Some(BatchLimits {
+                max_messages: u64::from(c.batch.max_messages.get()),
+                max_bytes: u64::from(c.batch.max_bytes.get()),
+                linger_ms: c.batch.linger_ms,
+            }));
+        if let Some(key) = &c.ordering_key {
+            caps = caps.with_ordering(Ordering::PerKey {
+                key: key.as_str().to_owned(),
+            });
+        }
+        let mut auth = vec![match c.auth() {
+            Auth::ApplicationDefault => "application_default",
+            _ => "anonymous",
+        }];
+        if c.endpoint().starts_with("https://") {
+            auth.push("tls");
+        }
+        caps.with_auth(auth)
     }
 
     fn batched(&self) -> bool {

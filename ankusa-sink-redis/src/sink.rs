@@ -1,10 +1,12 @@
 //! [`RedisSink`]: one shared, self-reconnecting multiplexed connection; `XADD` or
 //! `PUBLISH` per delivery.
 
+use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::config::{RedisConfig, Target};
 use crate::error::{Op, RedisError};
 use crate::outgoing;
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::{Capabilities, OkMeans, Ordering};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
     host_port,
@@ -160,6 +162,39 @@ impl Sink for RedisSink {
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
         Some(self.config.inline_max_bytes)
+    }
+
+    /// A stream entry is stored (`XADD` answered; durable only as configured), in order
+    /// per stream key; a channel message is only sent. `max_message_bytes` of the Message
+    /// v1; the password (with an ACL user), and TLS for `rediss://`.
+    fn capabilities(&self) -> Capabilities {
+        let c = &self.config;
+        let max = c.max_message_bytes.get();
+        let mut caps = Capabilities::new(self.durable(), self.inline_max_bytes()).with_max_message(
+            max,
+            "Message v1",
+            Capabilities::limit_source(max, DEFAULT_MAX_MESSAGE_BYTES.get()),
+        );
+        caps = match &c.target {
+            Target::Stream { key, .. } => {
+                caps.with_ok_means(OkMeans::Stored)
+                    .with_ordering(Ordering::PerKey {
+                        key: key.as_str().to_owned(),
+                    })
+            }
+            Target::Channel { .. } => caps.with_ok_means(OkMeans::Sent),
+        };
+        let url_password = url::Url::parse(&c.url).is_ok_and(|u| u.password().is_some());
+        let mut auth = Vec::new();
+        if c.username.is_some() {
+            auth.push("acl_user");
+        } else if c.password.is_some() || url_password {
+            auth.push("password");
+        }
+        if c.is_tls() {
+            auth.push("tls");
+        }
+        caps.with_auth(auth)
     }
 
     /// Commands are pipelined on one multiplexed connection, so many outstanding

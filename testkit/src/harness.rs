@@ -99,6 +99,11 @@ pub struct Setup<S> {
     /// bytes and base64 grows the body by a third) is over the destination's limit. A body
     /// over the inline threshold would travel as a small claim and be accepted; the case
     /// fails with that explanation when the size is wrong.
+    ///
+    /// `None`: the suite takes one byte over the sink's own limit
+    /// ([`Capabilities::max_message`](ankusa_sink_core::Capabilities::max_message)), so a
+    /// harness whose sink checks the limit itself needs no guess. Set it when the
+    /// destination, not the sink, refuses (a queue or stream with a lower limit).
     pub body_size: Option<usize>,
     teardown: Option<Teardown>,
 }

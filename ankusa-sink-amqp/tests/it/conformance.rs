@@ -375,7 +375,8 @@ impl Harness for AmqpHarness {
                 let d = Declared::new("oversized", &[]).await?;
                 let cfg = AmqpConfig::new(&url(), &d.exchange)?
                     .with_max_message_bytes(std::num::NonZeroUsize::new(4096).ok_or("zero")?);
-                d.setup(AmqpSink::new(cfg)).with_body_size(8192)
+                // Body size from capabilities(): one byte over max_message_bytes.
+                d.setup(AmqpSink::new(cfg))
             }
             Fault::Unacknowledged => {
                 let server = NeverConfirms::start().await?;

@@ -165,6 +165,13 @@ fn describe_of_every_message_sink_is_a_valid_asyncapi_3_document() {
         doc["components"]["schemas"]["SinkMessageV1"],
         ankusa_sink_core::message::json_schema()
     );
+    // Each message carries its sink's capability manifest (a specification extension).
+    let caps = &kafka_message["x-ankusa-capabilities"];
+    assert_eq!(caps["max_message"]["bytes"], 1_000_000, "{kafka_message:#}");
+    assert_eq!(caps["ordering"]["kind"], "per_key");
+    for (name, m) in doc["components"]["messages"].as_object().unwrap() {
+        assert!(m["x-ankusa-capabilities"]["ok_means"].is_string(), "{name}: {m:#}");
+    }
 
     // The check can fail: the Kafka key back in the channel binding, where the bindings
     // specification has no such field, is refused.

@@ -76,7 +76,10 @@ fn deliver_one_and_capabilities() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         v,
-        serde_json::json!({"type":"log","durable":false,"inline_max_bytes":null,"batched":false})
+        serde_json::json!({"type":"log","durable":false,"inline_max_bytes":null,"batched":false,
+            "capabilities": {"durable": false, "ok_means": "sent", "inline_max_bytes": null,
+                "batched": false, "max_message": null, "ordering": {"kind": "none"},
+                "dedupe_window_s": null, "batch": null, "auth": ["none"]}})
     );
     // Nothing to check is not a pass: its own exit code.
     let out = run(&["check", "--sink", "log"]);

@@ -2,6 +2,7 @@
 
 mod asyncapi;
 mod brokers;
+mod capabilities;
 mod cloudevents;
 mod config_errors;
 mod dispatch_brokers;

@@ -222,8 +222,8 @@ impl Harness for KafkaHarness {
                     .with_inline_max_bytes(NonZeroUsize::new(1 << 20).unwrap())
                     .with_max_record_bytes(NonZeroUsize::new(10_000).unwrap())
                     .unwrap();
+                // Body size from capabilities(): one byte over max_record_bytes.
                 self.setup(&topic, KafkaSink::new(cfg)?)?
-                    .with_body_size(20_000)
             }
             Fault::Unacknowledged => return Ok(None),
         };

@@ -146,7 +146,8 @@ impl Harness for PubSubHarness {
             Fault::Oversized => {
                 let t = self.topic().await?;
                 let sink = Self::small_limit_sink(&t).await?;
-                self.setup(&t, sink).with_body_size(OVERSIZED_BODY)
+                // Body size from capabilities(): one byte over max_message_bytes.
+                self.setup(&t, sink)
             }
             Fault::Unacknowledged => {
                 // The scripted server takes the Publish RPC and never answers it.

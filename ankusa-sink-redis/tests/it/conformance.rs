@@ -135,7 +135,6 @@ impl Harness for RedisHarness {
                     stream,
                     RedisSink::new(cfg)?,
                 )
-                .with_body_size(8192)
             }
             Fault::Unacknowledged => {
                 let server = Scripted::start(Script::NeverAnswer).await?;

@@ -40,7 +40,13 @@ async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
             "the harness cannot provoke {fault:?}: {why}"
         )));
     };
-    let env = fault_envelope(fault, setup.body_size, setup.sink.inline_max_bytes())?;
+    let body_size = setup.body_size.or_else(|| {
+        // The sink's own limit, when it states one: one byte more than the limit travels
+        // inline if the threshold allows, and its Message v1 is larger still.
+        let limit = setup.sink.capabilities().max_message?.bytes;
+        usize::try_from(limit).ok()?.checked_add(1)
+    });
+    let env = fault_envelope(fault, body_size, setup.sink.inline_max_bytes())?;
     let ctx = Ctx::for_envelope(&env);
     let started = Instant::now();
     let res = cx.deliver(&setup.sink, &env, &ctx).await;
@@ -114,7 +120,11 @@ fn fault_envelope(
             envelope("oversized", vec![b'o'; n])
         }
         (Fault::Oversized, None) => {
-            return Err("Fault::Oversized needs Setup::body_size".into());
+            return Err(
+                "Fault::Oversized needs Setup::body_size, or a sink whose capabilities() \
+                 state max_message"
+                    .into(),
+            );
         }
         _ => envelope("fault", &b"{}"[..]),
     })

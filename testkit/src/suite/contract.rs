@@ -33,7 +33,27 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
             sink.describe(&Subject::new("testkit-src", None)),
         )
     }));
-    let (_, _, _, d1, d2) = direct.map_err(|_| "a capability method panicked".to_owned())?;
+    let (durable, batched, inline, d1, d2) =
+        direct.map_err(|_| "a capability method panicked".to_owned())?;
+    let caps = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink.capabilities()))
+        .map_err(|_| "capabilities() panicked".to_owned())?;
+    ensure!(
+        caps.durable == durable && caps.batched == batched,
+        "capabilities() says durable {} batched {}, the methods say {durable} and {batched}",
+        caps.durable,
+        caps.batched
+    );
+    ensure!(
+        caps.inline_max_bytes == inline.map(std::num::NonZeroUsize::get),
+        "capabilities() says inline_max_bytes {:?}, inline_max_bytes() says {inline:?}",
+        caps.inline_max_bytes
+    );
+    ensure!(
+        !caps.auth.is_empty(),
+        "capabilities().auth is empty: name the modes, or `none`"
+    );
+    let caps_json = serde_json::to_string(&caps).map_err(|e| e.to_string())?;
+    check_secret(&secrets, "capabilities", &caps_json)?;
     for d in [d1, d2, resolve_describe(sink, &Subject::new("x", None))]
         .into_iter()
         .flatten()

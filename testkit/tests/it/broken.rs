@@ -43,6 +43,8 @@ pub(crate) enum Defect {
     ClaimsNothingLandedOnAckTimeout,
     /// Never says whether a failed message may have landed.
     SaysNothingOfLanding,
+    /// Its capability manifest contradicts `durable()`.
+    ManifestDisagrees,
 }
 
 #[derive(Debug)]
@@ -177,6 +179,7 @@ impl Sink for Broken {
                         _ => f,
                     })
             }
+            Defect::ManifestDisagrees => self.inner.deliver(env, ctx).await,
             Defect::SaysNothingOfLanding => self
                 .inner
                 .deliver(env, ctx)
@@ -189,6 +192,12 @@ impl Sink for Broken {
     }
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
         self.inner.inline_max_bytes()
+    }
+    fn capabilities(&self) -> ankusa_sink_core::Capabilities {
+        if self.defect == Defect::ManifestDisagrees {
+            return ankusa_sink_core::Capabilities::new(!self.durable(), self.inline_max_bytes());
+        }
+        self.inner.capabilities()
     }
     fn batched(&self) -> bool {
         matches!(
@@ -600,4 +609,10 @@ async fn silence_on_landing_is_caught_only_where_the_harness_asks() {
         let got = run_case(&lenient, case).await;
         assert!(got.is_pass(), "{case}: {got:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_that_contradicts_the_sink_is_caught() {
+    let why = caught(Defect::ManifestDisagrees, Case::Contract).await;
+    assert!(why.contains("capabilities() says durable"), "{why}");
 }

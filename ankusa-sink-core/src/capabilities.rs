@@ -1,0 +1,225 @@
+//! [`Capabilities`]: what a sink's destination takes and promises, in one manifest for
+//! operators (`ankusa-sink info --json`), the testkit (which picks boundary cases from it)
+//! and the AsyncAPI document.
+
+use serde::Serialize;
+use std::num::NonZeroUsize;
+
+/// What `Ok` from [`deliver`](crate::Sink::deliver) means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OkMeans {
+    /// The destination acknowledged storing it (a broker ack, a publisher confirm, a 2xx).
+    Stored,
+    /// It was handed over, nothing stored it (a log line, a channel `PUBLISH`).
+    Sent,
+}
+
+/// Where a size limit comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitSource {
+    /// The sink's configuration set it (`max_message_bytes`, `max_record_bytes`).
+    Configured,
+    /// The destination's documented default (SQS 1 MiB, SNS 256 KiB, Pub/Sub 10 MB, ...).
+    DestinationDefault,
+}
+
+/// The largest message the destination takes, as the sink checks it before sending.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SizeLimit {
+    /// The limit in bytes.
+    pub bytes: u64,
+    /// What counts toward it (`body`, `body + attributes`, `value + key`, ...).
+    pub counts: &'static str,
+    /// Where the number comes from.
+    pub source: LimitSource,
+}
+
+/// The order in which deliveries reach consumers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Ordering {
+    /// No order is promised (retries and concurrent deliveries overtake each other).
+    None,
+    /// In order per key: hooks with the same rendered key reach consumers in the order
+    /// they were accepted, one at a time.
+    PerKey {
+        /// The key (a template: `{tenant_id}/{source_id}`, a fixed group, ...).
+        key: String,
+    },
+}
+
+/// How deliveries with `ctx.batch` share requests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BatchLimits {
+    /// The most messages in one request.
+    pub max_messages: u64,
+    /// The most bytes in one request.
+    pub max_bytes: u64,
+    /// How long a batch waits for companions, in ms.
+    pub linger_ms: u64,
+}
+
+/// What a sink's destination takes and promises.
+///
+/// # Behavior
+/// - [`Sink::capabilities`](crate::Sink::capabilities) returns it; the default is built
+///   from [`durable`](crate::Sink::durable), [`inline_max_bytes`](crate::Sink::inline_max_bytes)
+///   and [`batched`](crate::Sink::batched) and says nothing else. The testkit checks that
+///   the three agree with those methods.
+/// - Serialized as `ankusa-sink info --json`'s `capabilities` object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Whether `Ok` means stored durably (as [`Sink::durable`](crate::Sink::durable)).
+    pub durable: bool,
+    /// What `Ok` means.
+    pub ok_means: OkMeans,
+    /// Bodies over this travel by claim (as [`Sink::inline_max_bytes`](crate::Sink::inline_max_bytes)).
+    pub inline_max_bytes: Option<usize>,
+    /// Whether deliveries with `ctx.batch` share requests (as [`Sink::batched`](crate::Sink::batched)).
+    pub batched: bool,
+    /// The largest message the destination takes, when the sink knows it.
+    pub max_message: Option<SizeLimit>,
+    /// The order consumers see.
+    pub ordering: Ordering,
+    /// The destination drops a message whose deduplication id it saw within this many
+    /// seconds (SQS and SNS FIFO: 300), when it has such a window.
+    pub dedupe_window_s: Option<u64>,
+    /// Batching limits, when the sink batches.
+    pub batch: Option<BatchLimits>,
+    /// The authentication the sink is configured with (`none`, `tls`, `sasl_plain`,
+    /// `static_credentials`, `application_default`, `signing`, ...), never a secret.
+    pub auth: Vec<String>,
+}
+
+impl Capabilities {
+    /// A manifest that says only this: `Ok` means stored when `durable`, else sent; no
+    /// size limit, order, dedupe window or batching; no authentication.
+    pub fn new(durable: bool, inline_max_bytes: Option<NonZeroUsize>) -> Self {
+        Capabilities {
+            durable,
+            ok_means: if durable {
+                OkMeans::Stored
+            } else {
+                OkMeans::Sent
+            },
+            inline_max_bytes: inline_max_bytes.map(NonZeroUsize::get),
+            batched: false,
+            max_message: None,
+            ordering: Ordering::None,
+            dedupe_window_s: None,
+            batch: None,
+            auth: vec!["none".to_owned()],
+        }
+    }
+
+    /// Set what `Ok` means.
+    pub fn with_ok_means(mut self, ok_means: OkMeans) -> Self {
+        self.ok_means = ok_means;
+        self
+    }
+
+    /// Set the size limit: `bytes` of what `counts`, from `source`.
+    pub fn with_max_message(
+        mut self,
+        bytes: usize,
+        counts: &'static str,
+        source: LimitSource,
+    ) -> Self {
+        self.max_message = Some(SizeLimit {
+            bytes: bytes as u64,
+            counts,
+            source,
+        });
+        self
+    }
+
+    /// Set the order consumers see.
+    pub fn with_ordering(mut self, ordering: Ordering) -> Self {
+        self.ordering = ordering;
+        self
+    }
+
+    /// Set the destination's deduplication window in seconds.
+    pub fn with_dedupe_window_s(mut self, seconds: u64) -> Self {
+        self.dedupe_window_s = Some(seconds);
+        self
+    }
+
+    /// Say the sink batches, within these limits (`None`: it batches by its client's own
+    /// rules, which the sink does not bound).
+    pub fn with_batch(mut self, limits: Option<BatchLimits>) -> Self {
+        self.batched = true;
+        self.batch = limits;
+        self
+    }
+
+    /// Set the configured authentication modes (an empty list is `none`).
+    pub fn with_auth<I, S>(mut self, modes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.auth = modes.into_iter().map(Into::into).collect();
+        if self.auth.is_empty() {
+            self.auth.push("none".to_owned());
+        }
+        self
+    }
+
+    /// `source` for a configured limit equal to the destination's default.
+    pub fn limit_source(configured: usize, default: usize) -> LimitSource {
+        if configured == default {
+            LimitSource::DestinationDefault
+        } else {
+            LimitSource::Configured
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serializes_as_info_prints_it() {
+        let c = Capabilities::new(true, NonZeroUsize::new(65_536))
+            .with_max_message(
+                1_048_576,
+                "body + attributes",
+                LimitSource::DestinationDefault,
+            )
+            .with_ordering(Ordering::PerKey {
+                key: "{tenant_id}/{source_id}".into(),
+            })
+            .with_dedupe_window_s(300)
+            .with_batch(Some(BatchLimits {
+                max_messages: 10,
+                max_bytes: 1_048_576,
+                linger_ms: 10,
+            }))
+            .with_auth(["static_credentials"]);
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["ok_means"], "stored");
+        assert_eq!(v["max_message"]["source"], "destination_default");
+        assert_eq!(
+            v["ordering"],
+            serde_json::json!({"kind": "per_key", "key": "{tenant_id}/{source_id}"})
+        );
+        assert_eq!(v["batch"]["max_messages"], 10);
+        assert!(v["batched"].as_bool().unwrap());
+        assert_eq!(v["auth"], serde_json::json!(["static_credentials"]));
+        let plain = Capabilities::new(false, None).with_auth(Vec::<String>::new());
+        let v = serde_json::to_value(&plain).unwrap();
+        assert_eq!(v["ok_means"], "sent");
+        assert_eq!(v["ordering"], serde_json::json!({"kind": "none"}));
+        assert_eq!(v["auth"], serde_json::json!(["none"]));
+        assert_eq!(
+            Capabilities::limit_source(5, 5),
+            LimitSource::DestinationDefault
+        );
+        assert_eq!(Capabilities::limit_source(4, 5), LimitSource::Configured);
+    }
+}
