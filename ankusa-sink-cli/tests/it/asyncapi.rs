@@ -170,7 +170,10 @@ fn describe_of_every_message_sink_is_a_valid_asyncapi_3_document() {
     assert_eq!(caps["max_message"]["bytes"], 1_000_000, "{kafka_message:#}");
     assert_eq!(caps["ordering"]["kind"], "per_key");
     for (name, m) in doc["components"]["messages"].as_object().unwrap() {
-        assert!(m["x-ankusa-capabilities"]["ok_means"].is_string(), "{name}: {m:#}");
+        assert!(
+            m["x-ankusa-capabilities"]["ok_means"].is_string(),
+            "{name}: {m:#}"
+        );
     }
 
     // The check can fail: the Kafka key back in the channel binding, where the bindings

@@ -4,7 +4,7 @@
 use super::util::{count_by_id, envelope};
 use super::{CaseResult, Cx, Outcome, ensure};
 use crate::harness::{Expect, Harness, Setup};
-use ankusa_sink_core::{Ctx, Envelope, resolve_batched};
+use ankusa_sink_core::{Ctx, Envelope, Sink, resolve_batched};
 use futures_util::future::join_all;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -29,12 +29,23 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
                         .into(),
                 ));
             }
-            let plan = (0..30)
+            // Past two full batches when the sink states its limit, so one request cannot
+            // carry them all.
+            let n = setup
+                .sink
+                .capabilities()
+                .batch
+                .and_then(|b| usize::try_from(b.max_messages).ok())
+                .map_or(30, |m| {
+                    m.saturating_mul(2).saturating_add(1).clamp(30, 2_001)
+                });
+            let plan = (0..n)
                 .map(|i| (envelope("batch", format!("{{\"b\":{i}}}")), Expect::Ok))
                 .collect();
             (setup, plan)
         }
     };
+    let limit = setup.sink.capabilities().batch.map(|b| b.max_messages);
     let cx = &*cx;
     let results = join_all(plan.iter().map(|(e, _)| {
         let ctx = Ctx::for_envelope(e).with_batch(true);
@@ -109,6 +120,18 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
              each: the sink claims batched() but sends every delivery on its own",
             requests.len()
         );
+        if let Some(max) = limit {
+            let mut per_request = std::collections::HashMap::new();
+            for r in &requests {
+                *per_request.entry(*r).or_insert(0u64) += 1;
+            }
+            let largest = per_request.values().copied().max().unwrap_or(0);
+            ensure!(
+                largest <= max,
+                "a request carried {largest} deliveries, over the sink's own batch.max_messages \
+                 ({max}, capabilities())"
+            );
+        }
         format!("in {distinct} requests")
     } else {
         "request grouping not observable (the probe fills no Received::request_id)".to_owned()

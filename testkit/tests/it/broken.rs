@@ -45,6 +45,8 @@ pub(crate) enum Defect {
     SaysNothingOfLanding,
     /// Its capability manifest contradicts `durable()`.
     ManifestDisagrees,
+    /// Its manifest says one delivery per request; it batches more.
+    BatchesPastItsLimit,
 }
 
 #[derive(Debug)]
@@ -179,7 +181,9 @@ impl Sink for Broken {
                         _ => f,
                     })
             }
-            Defect::ManifestDisagrees => self.inner.deliver(env, ctx).await,
+            Defect::ManifestDisagrees | Defect::BatchesPastItsLimit => {
+                self.inner.deliver(env, ctx).await
+            }
             Defect::SaysNothingOfLanding => self
                 .inner
                 .deliver(env, ctx)
@@ -196,6 +200,16 @@ impl Sink for Broken {
     fn capabilities(&self) -> ankusa_sink_core::Capabilities {
         if self.defect == Defect::ManifestDisagrees {
             return ankusa_sink_core::Capabilities::new(!self.durable(), self.inline_max_bytes());
+        }
+        if self.defect == Defect::BatchesPastItsLimit {
+            return self
+                .inner
+                .capabilities()
+                .with_batch(Some(ankusa_sink_core::BatchLimits {
+                    max_messages: 1,
+                    max_bytes: 1 << 20,
+                    linger_ms: 0,
+                }));
         }
         self.inner.capabilities()
     }
@@ -615,4 +629,20 @@ async fn silence_on_landing_is_caught_only_where_the_harness_asks() {
 async fn a_manifest_that_contradicts_the_sink_is_caught() {
     let why = caught(Defect::ManifestDisagrees, Case::Contract).await;
     assert!(why.contains("capabilities() says durable"), "{why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_past_the_stated_limit_are_caught() {
+    let h = BrokenHarness {
+        inner: MemoryHarness::new().batched(),
+        defect: Defect::BatchesPastItsLimit,
+    };
+    let why = match run_case(&h, Case::Batching).await {
+        Outcome::Fail(why) => why,
+        other => panic!("a batch past the stated limit passed: {other:?}"),
+    };
+    assert!(
+        why.contains("over the sink's own batch.max_messages"),
+        "{why}"
+    );
 }
