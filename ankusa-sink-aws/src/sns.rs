@@ -226,11 +226,7 @@ impl Publisher for SnsPublisher {
             return Ok(());
         };
         let lookup = || async { self.any_subscription().await.map_err(Failure::from) };
-        if cache.has_subscriber(lookup).await? {
-            Ok(())
-        } else {
-            Err(self.no_subscriber().into())
-        }
+        cache.require(lookup, || self.no_subscriber().into()).await
     }
 
     fn describe(&self, _subject: &Subject) -> Description {

@@ -92,6 +92,28 @@ impl SubscriberCache {
         });
         outcome
     }
+
+    /// `Ok` when [`has_subscriber`](Self::has_subscriber) says someone reads, else
+    /// `nobody()`'s failure; the lookup's failure as it is. Nothing is sent either way, so
+    /// every failure says the message did not land.
+    ///
+    /// # Errors
+    /// `nobody()` when no one reads; the lookup's failure.
+    pub async fn require<F, Fut>(
+        &self,
+        lookup: F,
+        nobody: impl FnOnce() -> Failure,
+    ) -> Result<(), Failure>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<bool, Failure>>,
+    {
+        match self.has_subscriber(lookup).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(nobody().with_may_have_landed(Some(false))),
+            Err(f) => Err(f.with_may_have_landed(Some(false))),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -176,11 +176,8 @@ impl PubSubSink {
             return Ok(());
         };
         let lookup = || async { self.any_subscription().await.map_err(Failure::from) };
-        if cache.has_subscriber(lookup).await? {
-            Ok(())
-        } else {
-            Err(PubSubError::NoSubscriber(self.topic_name.clone()).into())
-        }
+        let nobody = || PubSubError::NoSubscriber(self.topic_name.clone()).into();
+        cache.require(lookup, nobody).await
     }
 
     /// Publish `msg`, resuming its ordering key after any failure so the key never stays

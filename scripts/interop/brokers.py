@@ -10,7 +10,9 @@ ANKUSA_NATS_URL, ANKUSA_REDIS_URL (defaults: the brokers scripts/services start)
 """
 
 import asyncio
+import json
 import os
+import sys
 import time
 import uuid
 
@@ -285,3 +287,21 @@ BROKERS = {
     "nats": Nats,
     "redis": Redis,
 }
+
+
+def cleanup_all(made):
+    """Clean every destination up; a failed cleanup is reported, never raised (it must
+    not hide the result)."""
+    for name, dest in made.items():
+        try:
+            dest.cleanup()
+        except Exception as e:  # noqa: BLE001
+            print(f"cleanup {name}: {e}", file=sys.stderr)
+
+
+def finish(out, problems):
+    """Print `out` as JSON and each problem on stderr; exit 0 only without problems."""
+    print(json.dumps(out))
+    for p in problems:
+        print(p, file=sys.stderr)
+    sys.exit(1 if problems else 0)

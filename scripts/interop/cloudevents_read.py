@@ -22,13 +22,12 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from brokers import RUN, Amqp, Kafka, PubSub
+from brokers import RUN, Amqp, Kafka, PubSub, cleanup_all, finish
 from cloudevents.core.bindings import http as ce_http
 from cloudevents.core.bindings import kafka as ce_kafka
 from cloudevents.core.bindings import rabbitmq as ce_rabbitmq
@@ -191,15 +190,8 @@ def main():
                 events.append({"id": event.get_id(), "type": event.get_type()})
             out.setdefault(name, {})[mode] = events
     finally:
-        for (name, mode), dest in made.items():
-            try:
-                dest.cleanup()
-            except Exception as e:  # noqa: BLE001 (cleanup must not hide the result)
-                print(f"cleanup {name} {mode}: {e}", file=sys.stderr)
-    print(json.dumps(out))
-    for p in problems:
-        print(p, file=sys.stderr)
-    sys.exit(1 if problems else 0)
+        cleanup_all(made)
+    finish(out, problems)
 
 
 if __name__ == "__main__":

@@ -21,15 +21,13 @@ The brokers are brokers.py's (its environment variables name them).
 
 import argparse
 import base64
-import json
 import os
 import subprocess
-import sys
 import tempfile
 from datetime import datetime, timedelta
 
 import standardwebhooks.webhooks as swh
-from brokers import AWS_ENV, BROKERS, RUN
+from brokers import AWS_ENV, BROKERS, RUN, cleanup_all, finish
 
 HOOK = f"signed-{RUN}"
 REPLAY = "replay-7"
@@ -123,15 +121,8 @@ def main():
                 {"headers": h, "body_b64": base64.b64encode(body).decode()} for h, body, _ in got
             ]
     finally:
-        for name, b in made.items():
-            try:
-                b.cleanup()
-            except Exception as e:  # noqa: BLE001 (cleanup must not hide the result)
-                print(f"cleanup {name}: {e}", file=sys.stderr)
-    print(json.dumps(out))
-    for p in problems:
-        print(p, file=sys.stderr)
-    sys.exit(1 if problems else 0)
+        cleanup_all(made)
+    finish(out, problems)
 
 
 if __name__ == "__main__":
