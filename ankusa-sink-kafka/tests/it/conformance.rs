@@ -15,6 +15,37 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const PLANTED_PASSWORD: &str = "planted-kafka-password-8c1f";
+/// The mock cluster's topic for the unacknowledged fault.
+const UNACKED_TOPIC: &str = "ankusa.unacked";
+
+/// librdkafka's in-process mock cluster, on a thread of its own (it is not `Send`), with
+/// `UNACKED_TOPIC`: its bootstrap servers, and where to send a round-trip time for every
+/// answer (`None` ends it).
+fn slow_mock_broker() -> Result<(String, std::sync::mpsc::Sender<Option<Duration>>), BoxError> {
+    let (servers_tx, servers_rx) = std::sync::mpsc::channel();
+    let (control, commands) = std::sync::mpsc::channel::<Option<Duration>>();
+    std::thread::spawn(move || {
+        let cluster =
+            match rdkafka::mocking::MockCluster::<rdkafka::producer::DefaultProducerContext>::new(1)
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = servers_tx.send(Err(e.to_string()));
+                    return;
+                }
+            };
+        if let Err(e) = cluster.create_topic(UNACKED_TOPIC, 1, 1) {
+            let _ = servers_tx.send(Err(e.to_string()));
+            return;
+        }
+        let _ = servers_tx.send(Ok(cluster.bootstrap_servers()));
+        while let Ok(Some(rtt)) = commands.recv() {
+            let _ = cluster.broker_round_trip_time(1, rtt);
+        }
+    });
+    let servers = servers_rx.recv()??;
+    Ok((servers, control))
+}
 const PLANTED_PROPERTY: &str = "planted-keystore-secret-51aa";
 
 pub(crate) struct KafkaHarness {
@@ -225,18 +256,23 @@ impl Harness for KafkaHarness {
                 // Body size from capabilities(): one byte over max_record_bytes.
                 self.setup(&topic, KafkaSink::new(cfg)?)?
             }
-            Fault::Unacknowledged => return Ok(None),
+            Fault::Unacknowledged => {
+                // librdkafka's mock cluster: warmed up (producer id, metadata), then every
+                // answer held 10 s, far past the sink's 1 s produce timeout.
+                let (servers, control) = slow_mock_broker()?;
+                let cfg = KafkaConfig::new(&servers, UNACKED_TOPIC)?
+                    .with_produce_timeout(Duration::from_secs(1));
+                let sink = Arc::new(KafkaSink::new(cfg)?);
+                let warm = envelope("unacked-warm-up", "{}");
+                sink.deliver(&warm, &Ctx::for_envelope(&warm)).await?;
+                control.send(Some(Duration::from_secs(10)))?;
+                Setup::new(sink).with_teardown(move || async move {
+                    let _ = control.send(None);
+                    Ok(())
+                })
+            }
         };
         Ok(Some(setup))
-    }
-
-    fn fault_skip_reason(&self, fault: Fault) -> Option<String> {
-        (fault == Fault::Unacknowledged).then(|| {
-            "no loopback Kafka server here takes a produce request without acknowledging it: \
-             tansu answers every produce it stores, and a scripted broker would need the \
-             ApiVersions, Metadata and Produce encodings librdkafka negotiates"
-                .to_owned()
-        })
     }
 
     fn secrets(&self) -> Vec<String> {
