@@ -41,6 +41,7 @@ pub use sink::{
 };
 pub use subscribers::{
     DEFAULT_SUBSCRIBER_CHECK_INTERVAL, MAX_SUBSCRIBER_CHECK_INTERVAL, SubscriberCache,
+    subscriber_check_interval,
 };
 pub use throttle::{throttle_after_ms, throttle_after_ms_with};
 

@@ -13,6 +13,14 @@ pub const DEFAULT_SUBSCRIBER_CHECK_INTERVAL: Duration = Duration::from_secs(60);
 /// The longest interval between two subscriber lookups: one hour.
 pub const MAX_SUBSCRIBER_CHECK_INTERVAL: Duration = Duration::from_secs(3_600);
 
+/// `interval` as whole seconds when it is from 1 s to [`MAX_SUBSCRIBER_CHECK_INTERVAL`]
+/// (the range of a sink's `subscriber_check_interval_s`), else `None`.
+pub fn subscriber_check_interval(interval: Duration) -> Option<Duration> {
+    (Duration::from_secs(1)..=MAX_SUBSCRIBER_CHECK_INTERVAL)
+        .contains(&interval)
+        .then(|| Duration::from_secs(interval.as_secs()))
+}
+
 /// One lookup's answer and when it came.
 struct Verdict {
     at: Instant,
@@ -131,6 +139,25 @@ mod tests {
             calls.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(50)).await;
             answer.map_err(|c| Failure::new(c, Reason("lookup failed".into())))
+        }
+    }
+
+    #[test]
+    fn the_interval_range_is_one_second_to_one_hour_in_whole_seconds() {
+        let s = Duration::from_secs;
+        assert_eq!(subscriber_check_interval(s(1)), Some(s(1)));
+        assert_eq!(
+            subscriber_check_interval(Duration::from_millis(1_500)),
+            Some(s(1))
+        );
+        assert_eq!(subscriber_check_interval(s(3_600)), Some(s(3_600)));
+        for bad in [
+            Duration::ZERO,
+            Duration::from_millis(999),
+            s(3_601),
+            Duration::from_millis(3_600_001),
+        ] {
+            assert_eq!(subscriber_check_interval(bad), None, "{bad:?}");
         }
     }
 

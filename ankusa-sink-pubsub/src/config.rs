@@ -5,7 +5,7 @@ use ankusa_sink_core::cloudevents::{CloudEvents, Format};
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
-use ankusa_sink_core::{DEFAULT_SUBSCRIBER_CHECK_INTERVAL, MAX_SUBSCRIBER_CHECK_INTERVAL};
+use ankusa_sink_core::{DEFAULT_SUBSCRIBER_CHECK_INTERVAL, subscriber_check_interval};
 use serde::Deserialize;
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::time::Duration;
@@ -30,6 +30,11 @@ const MAX_BATCH_MESSAGES: u32 = 1_000;
 const MAX_BATCH_BYTES: u32 = 10_000_000;
 /// The longest batch linger: one minute.
 const MAX_BATCH_LINGER_MS: u64 = 60_000;
+/// A `subscriber_check_interval_s` outside core's range.
+const INTERVAL_RANGE: ConfigError = ConfigError::Value {
+    option: "subscriber_check_interval_s",
+    why: "must be 1 to 3600 seconds",
+};
 /// Default `subscriber_check_interval_s`.
 const DEFAULT_SUBSCRIBER_CHECK_S: NonZeroU64 =
     NonZeroU64::new(DEFAULT_SUBSCRIBER_CHECK_INTERVAL.as_secs()).unwrap();
@@ -347,11 +352,8 @@ impl PubSubConfig {
         mut self,
         interval: Duration,
     ) -> Result<Self, ConfigError> {
-        self.subscriber_check_interval_s =
-            NonZeroU64::new(interval.as_secs()).ok_or(ConfigError::Value {
-                option: "subscriber_check_interval_s",
-                why: "must be at least 1 second",
-            })?;
+        let whole = subscriber_check_interval(interval).ok_or(INTERVAL_RANGE)?;
+        self.subscriber_check_interval_s = NonZeroU64::new(whole.as_secs()).expect("at least 1 s");
         self.checked()
     }
 
@@ -489,11 +491,8 @@ impl PubSubConfig {
                 why: "must be at most 3600000 (one hour)",
             });
         }
-        if self.subscriber_check_interval() > MAX_SUBSCRIBER_CHECK_INTERVAL {
-            return Err(ConfigError::Value {
-                option: "subscriber_check_interval_s",
-                why: "must be at most 3600 (one hour)",
-            });
+        if subscriber_check_interval(self.subscriber_check_interval()).is_none() {
+            return Err(INTERVAL_RANGE);
         }
         if self.batch.linger_ms >= self.timeout_ms.get() {
             return Err(ConfigError::Value {

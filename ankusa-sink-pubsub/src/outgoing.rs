@@ -2,6 +2,7 @@
 
 use ankusa_sink_core::message::{Attr, Outgoing};
 use google_cloud_pubsub::model::Message;
+use std::borrow::Cow;
 
 /// The client's message for `out`: the body as `data`, the attributes by their attribute
 /// names, the rendered ordering key (an empty one is no key). A CloudEvent adds what the
@@ -9,22 +10,22 @@ use google_cloud_pubsub::model::Message;
 /// `application/cloudevents+json` in structured mode) and, in binary mode, `ce-<attribute>`
 /// for every other attribute.
 pub(crate) fn to_message(out: Outgoing<'_>) -> Message {
-    let mut attributes: Vec<(String, String)> = out
+    // One pass into the client's map: no list of our own in between.
+    let ours = out
         .attributes()
         .iter()
-        .map(|(attr, value)| (attr.as_attr().to_owned(), value.as_ref().to_owned()))
-        .collect();
-    if out.cloudevents_mode().is_some() {
-        let content_type = out.get(Attr::ContentType).unwrap_or_default().to_owned();
-        attributes.push(("content-type".to_owned(), content_type));
-        for (name, value) in out.cloudevent_attributes() {
-            if *name != "datacontenttype" {
-                attributes.push((format!("ce-{name}"), value.as_ref().to_owned()));
-            }
-        }
-    }
+        .map(|(attr, value)| (Cow::Borrowed(attr.as_attr()), value.as_ref()));
+    let content_type = out.cloudevents_mode().map(|_| {
+        let value = out.get(Attr::ContentType).unwrap_or_default();
+        (Cow::Borrowed("content-type"), value)
+    });
+    let events = out
+        .cloudevent_attributes()
+        .iter()
+        .filter(|(name, _)| *name != "datacontenttype")
+        .map(|(name, value)| (Cow::Owned(format!("ce-{name}")), value.as_ref()));
     let msg = Message::new()
-        .set_attributes(attributes)
+        .set_attributes(ours.chain(content_type).chain(events))
         .set_ordering_key(out.key().unwrap_or_default());
     msg.set_data(out.into_body().into_bytes())
 }

@@ -3,8 +3,7 @@
 
 use super::{AwsOptions, ConfigError, SNS_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES};
 use ankusa_sink_core::{
-    DEFAULT_SUBSCRIBER_CHECK_INTERVAL, MAX_SUBSCRIBER_CHECK_INTERVAL, redact_url,
-    redact_url_keep_path,
+    DEFAULT_SUBSCRIBER_CHECK_INTERVAL, redact_url, redact_url_keep_path, subscriber_check_interval,
 };
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -270,13 +269,11 @@ impl SnsConfig {
         mut self,
         interval: Duration,
     ) -> Result<Self, ConfigError> {
-        if interval < Duration::from_secs(1) || interval > MAX_SUBSCRIBER_CHECK_INTERVAL {
-            return Err(ConfigError::Range {
+        self.subscriber_check_interval =
+            subscriber_check_interval(interval).ok_or(ConfigError::Range {
                 field: "subscriber_check_interval_s",
                 range: "1 to 3600 seconds",
-            });
-        }
-        self.subscriber_check_interval = Duration::from_secs(interval.as_secs());
+            })?;
         Ok(self)
     }
 

@@ -4,20 +4,23 @@
 use super::util::{count_by_id, envelope};
 use super::{CaseResult, Cx, Outcome, ensure};
 use crate::harness::{Expect, Harness, Setup};
-use ankusa_sink_core::{Ctx, Envelope, Sink, resolve_batched};
+use ankusa_sink_core::{Ctx, Envelope, resolve_batched, resolve_capabilities};
 use futures_util::future::join_all;
 use std::collections::HashSet;
 use std::time::Duration;
 
+/// Each envelope of a batching run and what the destination answers for it.
+type Plan = Vec<(Envelope, Expect)>;
+
 pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
     // The harness's mixed batch comes with a batching sink of its own.
-    let (setup, plan): (Setup<H::Sink>, Vec<(Envelope, Expect)>) = match cx.mixed_batch().await? {
+    let (setup, plan): (Setup<H::Sink>, Option<Plan>) = match cx.mixed_batch().await? {
         Some(m) => {
             ensure!(
                 resolve_batched(&m.setup.sink),
                 "the sink of the harness's mixed_batch() does not batch (batched() is false)"
             );
-            (m.setup, m.envelopes)
+            (m.setup, Some(m.envelopes))
         }
         None => {
             let setup = cx.destination().await?;
@@ -29,23 +32,22 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
                         .into(),
                 ));
             }
-            // Past two full batches when the sink states its limit, so one request cannot
-            // carry them all.
-            let n = setup
-                .sink
-                .capabilities()
-                .batch
-                .and_then(|b| usize::try_from(b.max_messages).ok())
-                .map_or(30, |m| {
-                    m.saturating_mul(2).saturating_add(1).clamp(30, 2_001)
-                });
-            let plan = (0..n)
-                .map(|i| (envelope("batch", format!("{{\"b\":{i}}}")), Expect::Ok))
-                .collect();
-            (setup, plan)
+            (setup, None)
         }
     };
-    let limit = setup.sink.capabilities().batch.map(|b| b.max_messages);
+    let limit = resolve_capabilities(&setup.sink)
+        .and_then(|c| c.batch)
+        .map(|b| b.max_messages);
+    let plan = plan.unwrap_or_else(|| {
+        // Past two full batches when the sink states its limit, so one request cannot
+        // carry them all.
+        let n = limit.and_then(|m| usize::try_from(m).ok()).map_or(30, |m| {
+            m.saturating_mul(2).saturating_add(1).clamp(30, 2_001)
+        });
+        (0..n)
+            .map(|i| (envelope("batch", format!("{{\"b\":{i}}}")), Expect::Ok))
+            .collect()
+    });
     let cx = &*cx;
     let results = join_all(plan.iter().map(|(e, _)| {
         let ctx = Ctx::for_envelope(e).with_batch(true);

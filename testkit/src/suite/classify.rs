@@ -3,7 +3,7 @@
 use super::util::{check_failure_secrets, envelope, is_panic, is_timeout};
 use super::{CaseResult, Cx, Outcome, ensure};
 use crate::harness::{Fault, Harness, Probe};
-use ankusa_sink_core::{Check, Class, Ctx, Envelope, Failure, Sink};
+use ankusa_sink_core::{Check, Class, Ctx, Envelope, Failure, Sink, resolve_capabilities};
 use std::time::{Duration, Instant};
 
 pub(super) async fn missing_destination<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
@@ -43,7 +43,10 @@ async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
     let body_size = setup.body_size.or_else(|| {
         // The sink's own limit, when it states one: one byte more than the limit travels
         // inline if the threshold allows, and its Message v1 is larger still.
-        let limit = setup.sink.capabilities().max_message?.bytes;
+        if fault != Fault::Oversized {
+            return None;
+        }
+        let limit = resolve_capabilities(&setup.sink)?.max_message?.bytes;
         usize::try_from(limit).ok()?.checked_add(1)
     });
     let env = fault_envelope(fault, body_size, setup.sink.inline_max_bytes())?;
