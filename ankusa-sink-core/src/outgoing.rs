@@ -156,18 +156,14 @@ impl Layout {
         self.cloudevents.as_ref()
     }
 
-    /// Sign every Message v1 body: [`Outgoing`] ends its attributes with `WebhookId`,
+    /// Sign every body of a [`message`](Self::message) layout (Message v1, or the
+    /// CloudEvent it sends instead): [`Outgoing`] ends its attributes with `WebhookId`,
     /// `WebhookTimestamp` and `WebhookSignature` (Standard Webhooks over the exact body
     /// bytes). A raw-body layout is not signed here: the HTTP sink signs its own request.
     /// `None` (a sink without a `[signing]` table) signs nothing.
     pub fn with_signer(mut self, signer: impl Into<Option<Signer>>) -> Self {
         self.signer = signer.into();
         self
-    }
-
-    /// Whether Message v1 bodies are signed.
-    pub fn signed(&self) -> bool {
-        self.signer.is_some()
     }
 
     /// Render `key` for every message ([`Outgoing::key`]).
@@ -241,8 +237,7 @@ impl std::fmt::Debug for Body {
 /// At most this many attributes: every [`Attr`] once.
 const MAX_ATTRS: usize = 11;
 /// The prefix a CloudEvents binding puts before an attribute name, counted in
-/// [`Outgoing::attribute_bytes`] (`ce-`, `ce_`; AMQP's `cloudEvents_` is counted by its
-/// sink).
+/// [`Outgoing::attribute_bytes`] (`ce-` for HTTP, AMQP and Pub/Sub, `ce_` for Kafka).
 const CE_PREFIX_BYTES: usize = 3;
 
 /// Everything a sink sends for one delivery, built once by [`Outgoing::new`]: the body,

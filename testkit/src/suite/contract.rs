@@ -4,7 +4,7 @@ use super::util::{check_failure_secrets, check_secret, envelope, has_userinfo};
 use super::{CaseResult, Cx, Outcome, ensure};
 use crate::harness::{Fault, Harness};
 use ankusa_sink_core::{
-    Ctx, Sink, Subject, resolve_batched, resolve_describe, resolve_durable,
+    Ctx, Sink, Subject, resolve_batched, resolve_capabilities, resolve_describe, resolve_durable,
     resolve_inline_max_bytes,
 };
 
@@ -35,8 +35,7 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
     }));
     let (durable, batched, inline, d1, d2) =
         direct.map_err(|_| "a capability method panicked".to_owned())?;
-    let caps = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink.capabilities()))
-        .map_err(|_| "capabilities() panicked".to_owned())?;
+    let caps = resolve_capabilities(sink).ok_or("capabilities() panicked")?;
     ensure!(
         caps.durable == durable && caps.batched == batched,
         "capabilities() says durable {} batched {}, the methods say {durable} and {batched}",
