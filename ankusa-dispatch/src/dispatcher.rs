@@ -168,7 +168,10 @@ pub enum SubmitError {
 /// A hook to dispatch: its envelope and how to route it.
 #[derive(Debug)]
 pub struct Hook {
-    envelope: Envelope,
+    // Shared from the start: a hook moves through several futures and a channel on its
+    // way to the scheduler, which keeps it as an `Arc` anyway; moved inline, its envelope
+    // was a 500-byte copy at each step.
+    envelope: Arc<Envelope>,
     route: Option<String>,
     sink: Option<String>,
     replay_id: Option<String>,
@@ -179,10 +182,10 @@ pub struct Hook {
 }
 
 impl Hook {
-    /// A hook for the default route (every sink).
-    pub fn new(envelope: Envelope) -> Self {
+    /// A hook for the default route (every sink), from an envelope or an `Arc` of one.
+    pub fn new(envelope: impl Into<Arc<Envelope>>) -> Self {
         Hook {
-            envelope,
+            envelope: envelope.into(),
             route: None,
             sink: None,
             replay_id: None,
@@ -251,9 +254,9 @@ impl Hook {
         &self.envelope
     }
 
-    /// Take the envelope back.
+    /// Take the envelope back (a copy only when the hook's `Arc` is shared).
     pub fn into_envelope(self) -> Envelope {
-        self.envelope
+        Arc::unwrap_or_clone(self.envelope)
     }
 }
 
@@ -1056,7 +1059,7 @@ impl Scheduler {
     fn submit(&mut self, hook: Hook, sinks: Vec<usize>, permits: Vec<Permit>) {
         if self.stopping.is_some() {
             // Raced with a shutdown: hand it back as unfinished rather than drop it.
-            let env = Arc::new(hook.envelope);
+            let env = hook.envelope;
             if let Some(s) = &mut self.stopping {
                 for i in sinks {
                     s.unfinished.push(Unfinished {
@@ -1114,7 +1117,7 @@ impl Scheduler {
         self.hooks.insert(
             id,
             HookState {
-                env: Arc::new(hook.envelope),
+                env: hook.envelope,
                 ctx,
                 traceparent: hook.traceparent.map(Arc::from),
                 claim,

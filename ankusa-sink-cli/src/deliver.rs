@@ -226,7 +226,7 @@ enum Read {
     NoSuchSink {
         id: String,
         sink: String,
-        env: Option<Box<Envelope>>,
+        env: Option<Arc<Envelope>>,
     },
     /// A hook read but not taken: the run was stopping.
     NotTaken { id: String, sinks: Vec<String> },
@@ -340,10 +340,10 @@ async fn read_and_submit(
                         Parsed::Invalid(n, reason) => {
                             let _ = tx.send(Read::Invalid(n, reason));
                         }
-                        Parsed::Hook(env, None) => submit(hook_of(*env)).await,
+                        Parsed::Hook(env, None) => submit(hook_of(env)).await,
                         Parsed::Hook(env, Some(sink)) => {
                             if names.contains(&sink) {
-                                submit(hook_of(*env).only_sink(sink).replay_id(replay_id.clone()))
+                                submit(hook_of(env).only_sink(sink).replay_id(replay_id.clone()))
                                     .await;
                             } else {
                                 let _ = tx.send(Read::NoSuchSink {
@@ -406,7 +406,8 @@ async fn read_source<F, Fut>(
 
 /// The hook of an envelope: attempts join the trace of the `traceparent` header the hook
 /// arrived with, if it carries a well-formed one.
-pub(crate) fn hook_of(env: Envelope) -> Hook {
+pub(crate) fn hook_of(env: impl Into<Arc<Envelope>>) -> Hook {
+    let env = env.into();
     let tp = env
         .header("traceparent")
         .filter(|t| ankusa_dispatch::trace_id_of(t).is_some())

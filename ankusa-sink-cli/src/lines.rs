@@ -4,6 +4,7 @@
 
 use ankusa_sink_core::Envelope;
 use std::io::{BufRead, Read};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// One line of input, at most `max` bytes (without the newline).
@@ -64,7 +65,7 @@ pub(crate) fn read_line<R: BufRead>(r: &mut R, max: usize) -> std::io::Result<Op
 #[derive(Debug)]
 pub(crate) enum Parsed {
     /// A hook, and the sink it is bound to when the line was a dead-letter record.
-    Hook(Box<Envelope>, Option<String>),
+    Hook(Arc<Envelope>, Option<String>),
     /// Not a hook: why (never quoting the line).
     Invalid(u64, String),
     /// Longer than the cap.
@@ -129,7 +130,7 @@ pub(crate) fn spawn_reader(
                                 if digest {
                                     env.body_sha256();
                                 }
-                                Parsed::Hook(Box::new(env), sink)
+                                Parsed::Hook(Arc::new(env), sink)
                             }
                             Err(reason) => Parsed::Invalid(n, reason),
                         }
