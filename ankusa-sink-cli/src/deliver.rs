@@ -101,6 +101,9 @@ impl<'a> Report<'a> {
     }
 
     fn json(&self) -> String {
+        if self.failure.is_none() {
+            return self.plain_json();
+        }
         let line = Line {
             id: self.id,
             sink: self.sink,
@@ -115,6 +118,25 @@ impl<'a> Report<'a> {
         serde_json::to_string(&line).expect("an outcome line serializes")
     }
 
+    /// The line without a failure (`ok`, most of them), written directly: through
+    /// `serde_json` it was about 1,500 instructions of a delivery's 28,000 on the delivering
+    /// thread. The same bytes as `Line` serializes (a test compares them).
+    fn plain_json(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::with_capacity(self.id.len() + self.sink.len() + 56);
+        s.push_str("{\"id\":");
+        push_json_str(&mut s, self.id);
+        s.push_str(",\"sink\":");
+        push_json_str(&mut s, self.sink);
+        // The outcomes are literals that need no escaping.
+        let _ = write!(
+            s,
+            ",\"outcome\":\"{}\",\"attempts\":{}}}",
+            self.outcome, self.attempts
+        );
+        s
+    }
+
     fn human(&self) -> String {
         let (id, sink, attempts) = (self.id, self.sink, self.attempts);
         match self.failure {
@@ -127,6 +149,17 @@ impl<'a> Report<'a> {
                 f.error_class()
             ),
         }
+    }
+}
+
+/// `text` as a JSON string, escaped as `serde_json` escapes it.
+fn push_json_str(out: &mut String, text: &str) {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(text).expect("a string serializes"));
     }
 }
 
@@ -960,6 +993,48 @@ pub(crate) async fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_without_a_failure_are_the_bytes_serde_writes() {
+        let texts = [
+            "h1",
+            "",
+            "quote\" and \\ backslash",
+            "tab\tnew\nline\u{1}\u{1f}",
+            "del\u{7f} é ✓ 🙂",
+            "</script>",
+        ];
+        for id in texts {
+            for sink in ["kafka", "a \"b\"", "ctl\u{0}"] {
+                for (outcome, attempts) in [("ok", 1), ("abandoned", 0), ("ok", u32::MAX)] {
+                    let r = Report {
+                        id,
+                        sink,
+                        outcome,
+                        failure: None,
+                        retry_after_ms: Some(5),
+                        attempts,
+                    };
+                    let line = Line {
+                        id,
+                        sink,
+                        outcome,
+                        class: None,
+                        error_class: None,
+                        retry_after_ms: None,
+                        reason: None,
+                        may_have_landed: None,
+                        attempts,
+                    };
+                    assert_eq!(
+                        r.json(),
+                        serde_json::to_string(&line).unwrap(),
+                        "{id:?} {sink:?}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn envelope_errors_never_quote_the_input() {
