@@ -360,9 +360,23 @@ async fn all_brokers_down_fails_fast_then_resumes_when_the_broker_returns() {
         let sink = std::sync::Arc::clone(&sink);
         tokio::spawn(async move { deliver(&sink, "queued").await })
     };
-    // librdkafka reports the broker down at once; the probe (a quarter of the produce
-    // timeout) then gets no answer.
-    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    // librdkafka reports the broker down, then the probe (a quarter of the produce timeout)
+    // gets no answer. Waited for, not slept through: a fixed 3 s was overrun once on a
+    // loaded machine (the first check then waited out the 11 s report timeout instead).
+    let confirm_by = Instant::now() + Duration::from_secs(30);
+    loop {
+        let quick = tokio::time::timeout(Duration::from_millis(200), deliver(&sink, "wait"));
+        match quick.await {
+            Ok(Err(f)) if f.to_string().contains("no broker reachable") => break,
+            _ => {
+                assert!(
+                    Instant::now() < confirm_by,
+                    "the outage was never confirmed"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
     let started = Instant::now();
     for i in 0..100 {
         let f = expect_err(deliver(&sink, &format!("down-{i}")).await);
