@@ -245,6 +245,18 @@ impl TryFrom<Repr> for AmqpConfig {
     }
 }
 
+/// Why `name` cannot be an AMQP short string (an exchange or queue name): over 255 bytes,
+/// or with control characters.
+pub(crate) fn short_string(name: &str) -> Result<(), &'static str> {
+    if name.len() > MAX_SHORT_STRING {
+        return Err("longer than 255 bytes");
+    }
+    if name.chars().any(char::is_control) {
+        return Err("contains control characters");
+    }
+    Ok(())
+}
+
 impl AmqpConfig {
     /// The defaults for publishing to `exchange` on the broker at `url`
     /// (`amqp://user:pass@host:port/vhost`; the vhost is percent-encoded, `%2f` is `/`).
@@ -266,12 +278,7 @@ impl AmqpConfig {
 
     fn create(url: &str, exchange: &str, allow_insecure: bool) -> Result<Self, ConfigError> {
         let url = BrokerUrl::checked(url, allow_insecure, "amqp sink")?;
-        if exchange.len() > MAX_SHORT_STRING {
-            return Err(ConfigError::Exchange("longer than 255 bytes"));
-        }
-        if exchange.chars().any(char::is_control) {
-            return Err(ConfigError::Exchange("contains control characters"));
-        }
+        short_string(exchange).map_err(ConfigError::Exchange)?;
         Ok(AmqpConfig {
             url,
             exchange: exchange.to_owned(),

@@ -83,17 +83,7 @@ pub(crate) fn lapin_text(error: &lapin::Error) -> String {
 /// The common socket failures by their kind alone (`connection refused`); anything else
 /// (DNS, TLS) with its own message, which says more than the kind.
 fn io_text(io: &std::io::Error) -> String {
-    use std::io::ErrorKind as K;
-    match io.kind() {
-        k @ (K::ConnectionRefused
-        | K::ConnectionReset
-        | K::ConnectionAborted
-        | K::NotConnected
-        | K::BrokenPipe
-        | K::TimedOut
-        | K::UnexpectedEof) => k.to_string(),
-        _ => printable(&io.to_string()),
-    }
+    ankusa_sink_core::socket_failure(io.kind()).unwrap_or_else(|| printable(&io.to_string()))
 }
 
 /// How long ago, in words that never say "0 ms ago".

@@ -394,10 +394,7 @@ impl Sink for AmqpSink {
 
     /// `None` for CloudEvents: they travel inline.
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.cfg
-            .cloudevents
-            .is_none()
-            .then(|| self.cfg.inline_max_bytes())
+        self.layout.inline_max_bytes()
     }
 
     /// Stored (a publisher confirm of a persistent message); `max_message_bytes` of the

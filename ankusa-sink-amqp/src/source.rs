@@ -3,7 +3,7 @@
 //! requeue) when it was not finished.
 
 use crate::broker_url::BrokerUrl;
-use crate::config::{ConfigError, MAX_SHORT_STRING};
+use crate::config::{ConfigError, short_string};
 use crate::error::{AmqpError, Stage, classify, lapin_text, printable, reply_code};
 use ankusa_sink_core::{Class, timeout_ms};
 use ankusa_source::{Ack, Record, Settle, Settlement, Source, SourceError, SourceOptions, Window};
@@ -93,13 +93,7 @@ fn validate_queue(queue: &str) -> Result<(), ConfigError> {
     if queue.is_empty() {
         return Err(ConfigError::Queue("must not be empty"));
     }
-    if queue.len() > MAX_SHORT_STRING {
-        return Err(ConfigError::Queue("longer than 255 bytes"));
-    }
-    if queue.chars().any(char::is_control) {
-        return Err(ConfigError::Queue("contains control characters"));
-    }
-    Ok(())
+    short_string(queue).map_err(ConfigError::Queue)
 }
 
 impl AmqpSourceConfig {

@@ -12,6 +12,7 @@ use ankusa_dispatch::{
     BreakerConfig, DeadLetter, DeadLetterInfo, Delivery, DispatchConfig, DispatchPolicy,
     Dispatcher, Exponential, Hook, Outcome, SubmitError, split_record,
 };
+use ankusa_sink_core::message::push_json_str;
 use ankusa_sink_core::{Class, Envelope, Failure, Sink};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -100,9 +101,10 @@ impl<'a> Report<'a> {
         }
     }
 
-    fn json(&self) -> String {
+    /// The `--json` line, appended to `out` (without its newline).
+    fn write_json(&self, out: &mut Vec<u8>) {
         if self.failure.is_none() {
-            return self.plain_json();
+            return self.write_plain_json(out);
         }
         let line = Line {
             id: self.id,
@@ -115,26 +117,31 @@ impl<'a> Report<'a> {
             may_have_landed: self.failure.map(Failure::may_have_landed),
             attempts: self.attempts,
         };
-        serde_json::to_string(&line).expect("an outcome line serializes")
+        serde_json::to_writer(out, &line).expect("an outcome line serializes");
     }
 
     /// The line without a failure (`ok`, most of them), written directly: through
     /// `serde_json` it was about 1,500 instructions of a delivery's 28,000 on the delivering
     /// thread. The same bytes as `Line` serializes (a test compares them).
-    fn plain_json(&self) -> String {
-        use std::fmt::Write as _;
-        let mut s = String::with_capacity(self.id.len() + self.sink.len() + 56);
-        s.push_str("{\"id\":");
-        push_json_str(&mut s, self.id);
-        s.push_str(",\"sink\":");
-        push_json_str(&mut s, self.sink);
-        // The outcomes are literals that need no escaping.
+    fn write_plain_json(&self, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        out.extend_from_slice(b"{\"id\":");
+        push_json_str(out, self.id);
+        out.extend_from_slice(b",\"sink\":");
+        push_json_str(out, self.sink);
+        // The outcomes are literals that need no escaping; writing to a Vec cannot fail.
         let _ = write!(
-            s,
+            out,
             ",\"outcome\":\"{}\",\"attempts\":{}}}",
             self.outcome, self.attempts
         );
-        s
+    }
+
+    #[cfg(test)]
+    fn json(&self) -> String {
+        let mut out = Vec::new();
+        self.write_json(&mut out);
+        String::from_utf8(out).expect("JSON is UTF-8")
     }
 
     fn human(&self) -> String {
@@ -149,17 +156,6 @@ impl<'a> Report<'a> {
                 f.error_class()
             ),
         }
-    }
-}
-
-/// `text` as a JSON string, escaped as `serde_json` escapes it.
-fn push_json_str(out: &mut String, text: &str) {
-    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push('"');
-        out.push_str(text);
-        out.push('"');
-    } else {
-        out.push_str(&serde_json::to_string(text).expect("a string serializes"));
     }
 }
 
@@ -503,15 +499,15 @@ struct Run<'a> {
 impl Run<'_> {
     fn report(&mut self, r: &Report<'_>) {
         let human = (r.failure.is_some() || r.outcome == "abandoned").then(|| r.human());
-        self.line(|| r.json(), human);
+        self.line(|out| r.write_json(out), human);
     }
 
     /// One outcome line: `json()` on stdout with `--json`, else `human` (if any) on stderr.
     /// A line that cannot be written stops the run: nobody could learn what happens to
     /// further hooks.
-    fn line(&mut self, json: impl FnOnce() -> String, human: Option<String>) {
+    fn line(&mut self, json: impl FnOnce(&mut Vec<u8>), human: Option<String>) {
         let written = if self.json {
-            self.out.buffer_line(&json())
+            self.out.buffer_line_with(json)
         } else if let Some(line) = human {
             let out = &mut self.out;
             self.progress.suspend(|| out.stderr_outcome(&line))
@@ -573,13 +569,13 @@ impl Run<'_> {
             Read::Submitted(n) => *expected += n,
             Read::Invalid(line, reason) => {
                 self.summary.invalid += 1;
-                let json = || {
+                let json = |out: &mut Vec<u8>| {
                     let l = InvalidLine {
                         line,
                         outcome: "invalid",
                         reason: &reason,
                     };
-                    serde_json::to_string(&l).expect("serializes")
+                    serde_json::to_writer(out, &l).expect("serializes");
                 };
                 let human = format!("ankusa-sink: input line {line}: {reason}");
                 self.line(json, Some(human));
@@ -631,13 +627,13 @@ impl Run<'_> {
             Read::InputError(msg) => *input_error = Some(msg),
             Read::InvalidRecord(record) => {
                 self.summary.invalid += 1;
-                let json = || {
+                let json = |out: &mut Vec<u8>| {
                     let l = crate::from_source::InvalidRecordLine {
                         position: &record.position,
                         outcome: "invalid",
                         reason: &record.reason,
                     };
-                    serde_json::to_string(&l).expect("serializes")
+                    serde_json::to_writer(out, &l).expect("serializes");
                 };
                 let human = format!(
                     "ankusa-sink: record {}: {}",
@@ -945,7 +941,7 @@ pub(crate) async fn forward(
     if a.concurrency == Some(0) {
         return Err(UsageError("--concurrency must be at least 1".into()));
     }
-    if let Some(from) = &a.from {
+    let input = if let Some(from) = &a.from {
         let options = crate::from_source::options(
             a.max_unacked,
             Duration::from_secs(a.retry.attempt_timeout),
@@ -957,29 +953,22 @@ pub(crate) async fn forward(
             None => None,
         };
         let source = crate::from_source::open(from, &options).await?;
-        return run(
-            Input::Source { source, claims },
-            sinks,
-            &a.dispatch,
-            &a.retry,
-            a.concurrency,
-            stop_tx,
-            true,
-        )
-        .await;
-    }
-    refuse_own_dead_letters(&a.input, a.dispatch.dead_letter.as_deref())?;
-    let max_line = usize::try_from(a.max_line_bytes).unwrap_or(usize::MAX);
-    // Message v1 sinks carry the body's SHA-256: the reader thread computes it.
-    let subject = ankusa_sink_core::Subject::new("forward", None);
-    let digest = sinks.iter().any(|s| {
-        ankusa_sink_core::resolve_describe(&*s.sink, &subject)
-            .is_some_and(|d| d.payload == ankusa_sink_core::Payload::Message)
-    });
-    let lines = spawn_reader(open_input(&a.input)?, max_line, parse_line, digest)
-        .map_err(|e| UsageError(format!("cannot start the input reader: {e}")))?;
+        Input::Source { source, claims }
+    } else {
+        refuse_own_dead_letters(&a.input, a.dispatch.dead_letter.as_deref())?;
+        let max_line = usize::try_from(a.max_line_bytes).unwrap_or(usize::MAX);
+        // Message v1 sinks carry the body's SHA-256: the reader thread computes it.
+        let subject = ankusa_sink_core::Subject::new("forward", None);
+        let digest = sinks.iter().any(|s| {
+            ankusa_sink_core::resolve_describe(&*s.sink, &subject)
+                .is_some_and(|d| d.payload == ankusa_sink_core::Payload::Message)
+        });
+        let lines = spawn_reader(open_input(&a.input)?, max_line, parse_line, digest)
+            .map_err(|e| UsageError(format!("cannot start the input reader: {e}")))?;
+        Input::Lines { lines, max_line }
+    };
     run(
-        Input::Lines { lines, max_line },
+        input,
         sinks,
         &a.dispatch,
         &a.retry,

@@ -31,7 +31,13 @@ impl Output {
     /// Queue an outcome line for stdout: one write per burst of outcomes instead of a
     /// system call per line. `false` (and remembered) if a write it caused failed.
     pub(crate) fn buffer_line(&mut self, line: &str) -> bool {
-        self.pending.extend_from_slice(line.as_bytes());
+        self.buffer_line_with(|pending| pending.extend_from_slice(line.as_bytes()))
+    }
+
+    /// [`buffer_line`](Self::buffer_line) of the line `write` appends (without its newline)
+    /// to the queue itself: no string of its own per line.
+    pub(crate) fn buffer_line_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> bool {
+        write(&mut self.pending);
         self.pending.push(b'\n');
         self.pending.len() < PENDING_MAX || self.flush()
     }

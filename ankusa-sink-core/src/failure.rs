@@ -351,6 +351,24 @@ pub fn printable(text: &str) -> String {
     out
 }
 
+/// A common socket failure named by its kind alone (`connection refused`), the words a
+/// reason uses for it; `None` for any other kind (DNS, TLS, ...), whose error's own text
+/// says more than its kind.
+pub fn socket_failure(kind: std::io::ErrorKind) -> Option<String> {
+    use std::io::ErrorKind as K;
+    matches!(
+        kind,
+        K::ConnectionRefused
+            | K::ConnectionReset
+            | K::ConnectionAborted
+            | K::NotConnected
+            | K::BrokenPipe
+            | K::TimedOut
+            | K::UnexpectedEof
+    )
+    .then(|| kind.to_string())
+}
+
 /// [`printable`] without the length bound: for text already bounded where it was made (a
 /// reason chain) on its way to a terminal.
 pub fn escape_invisible(text: &str) -> String {
@@ -404,5 +422,19 @@ mod printable_tests {
             "transient: ack timeout",
             "Display is unchanged"
         );
+    }
+
+    #[test]
+    fn socket_failures_by_kind_alone() {
+        use std::io::ErrorKind as K;
+        assert_eq!(
+            socket_failure(K::ConnectionRefused).as_deref(),
+            Some("connection refused")
+        );
+        assert_eq!(
+            socket_failure(K::UnexpectedEof).as_deref(),
+            Some("unexpected end of file")
+        );
+        assert_eq!(socket_failure(K::NotFound), None, "its own text says more");
     }
 }

@@ -32,6 +32,7 @@ pub use envelope::{
 };
 pub use failure::{
     BoxError, Class, ErrorClass, Failure, MAX_REASON_TEXT, Reason, escape_invisible, printable,
+    socket_failure,
 };
 pub use secret::{Secret, SecretEnvError};
 pub use sink::{

@@ -381,18 +381,7 @@ impl JsonOut<'_> {
 
     /// A JSON string, escaped as `serde_json` escapes it.
     fn str(&mut self, s: &str) {
-        // No early exit, so the check runs over whole words at a time.
-        let plain = s
-            .bytes()
-            .fold(true, |ok, b| ok & (b >= 0x20) & (b != b'"') & (b != b'\\'));
-        if plain {
-            self.0.reserve(s.len() + 2);
-            self.0.push(b'"');
-            self.0.extend_from_slice(s.as_bytes());
-            self.0.push(b'"');
-        } else {
-            serde_json::to_writer(&mut *self.0, s).expect("writing to a Vec cannot fail");
-        }
+        push_json_str(self.0, s);
     }
 
     fn opt_str(&mut self, s: Option<&str>) {
@@ -405,6 +394,23 @@ impl JsonOut<'_> {
     fn int(&mut self, n: impl itoa::Integer) {
         self.0
             .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+    }
+}
+
+/// Appends `s` to `out` as a JSON string, byte for byte as `serde_json` writes it, without
+/// its serializer where nothing needs escaping (the common case: ids, names, base64).
+pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    // No early exit, so the check runs over whole words at a time.
+    let plain = s
+        .bytes()
+        .fold(true, |ok, b| ok & (b >= 0x20) & (b != b'"') & (b != b'\\'));
+    if plain {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(out, s).expect("writing to a Vec cannot fail");
     }
 }
 

@@ -190,24 +190,33 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 
+    /// `n` callers asking at once, every lookup answering `answer`: their answers.
+    async fn at_once(
+        cache: &Arc<SubscriberCache>,
+        calls: &Arc<AtomicUsize>,
+        n: usize,
+        answer: Result<bool, Class>,
+    ) -> Vec<Result<bool, Failure>> {
+        let tasks: Vec<_> = (0..n)
+            .map(|_| {
+                let (cache, calls) = (Arc::clone(cache), Arc::clone(calls));
+                tokio::spawn(async move { cache.has_subscriber(|| counting(&calls, answer)).await })
+            })
+            .collect();
+        let mut answers = Vec::with_capacity(n);
+        for t in tasks {
+            answers.push(t.await.unwrap());
+        }
+        answers
+    }
+
     #[tokio::test(start_paused = true)]
     async fn concurrent_callers_share_one_lookup() {
         let cache = Arc::new(SubscriberCache::new(Duration::from_secs(60)));
         let calls = Arc::new(AtomicUsize::new(0));
-        let tasks: Vec<_> = (0..20)
-            .map(|_| {
-                let (cache, calls) = (Arc::clone(&cache), Arc::clone(&calls));
-                tokio::spawn(async move {
-                    cache
-                        .has_subscriber(|| counting(&calls, Ok(true)))
-                        .await
-                        .unwrap()
-                })
-            })
-            .collect();
-        for t in tasks {
-            assert!(t.await.unwrap());
-        }
+        let answers = at_once(&cache, &calls, 20, Ok(true)).await;
+        assert_eq!(answers.len(), 20);
+        assert!(answers.into_iter().all(|a| a.unwrap()));
         assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
@@ -215,19 +224,10 @@ mod tests {
     async fn a_failed_lookup_answers_its_waiters_and_is_not_kept() {
         let cache = Arc::new(SubscriberCache::new(Duration::from_secs(60)));
         let calls = Arc::new(AtomicUsize::new(0));
-        let tasks: Vec<_> = (0..5)
-            .map(|_| {
-                let (cache, calls) = (Arc::clone(&cache), Arc::clone(&calls));
-                tokio::spawn(async move {
-                    cache
-                        .has_subscriber(|| counting(&calls, Err(Class::Transient)))
-                        .await
-                        .unwrap_err()
-                })
-            })
-            .collect();
-        for t in tasks {
-            let f = t.await.unwrap();
+        let answers = at_once(&cache, &calls, 5, Err(Class::Transient)).await;
+        assert_eq!(answers.len(), 5);
+        for a in answers {
+            let f = a.unwrap_err();
             assert_eq!(f.class(), Class::Transient);
             assert_eq!(f.reason_chain(), "lookup failed");
         }

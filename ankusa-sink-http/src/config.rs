@@ -645,22 +645,10 @@ pub enum ConfigError {
         /// The variable.
         var: String,
     },
-    /// A signing secret is empty.
-    #[error("signing secret #{0} is empty")]
-    EmptySecret(usize),
-    /// A `whsec_` signing secret's base64 does not decode (or decodes to nothing).
-    #[error("signing secret #{0} starts with whsec_ but is not valid base64")]
-    BadWhsec(usize),
-    /// A signing secret is shorter than [`MIN_SECRET_BYTES`](crate::MIN_SECRET_BYTES) once
-    /// decoded (the length is not shown either).
-    #[error(
-        "signing secret #{0} is shorter than {min} bytes (after decoding whsec_ base64); Standard Webhooks keys are 24 to 64 bytes",
-        min = crate::MIN_SECRET_BYTES
-    )]
-    ShortSecret(usize),
-    /// Any other refusal of the signing secrets.
+    /// The signing secrets were refused (empty, bad `whsec_` base64, too short); the
+    /// message names the secret by position, never its value.
     #[error(transparent)]
-    Signing(SigningError),
+    Signing(#[from] SigningError),
     /// `format = "message-v1"`: the HTTP sink sends the raw body, or a CloudEvent.
     #[error(
         "format: the HTTP sink sends the raw body (no format) or a CloudEvent (\"cloudevents\", \"cloudevents-structured\"), never Message v1"
@@ -714,17 +702,6 @@ pub enum ConfigError {
     /// The HTTP client could not be built.
     #[error("http client could not be built")]
     Client(#[source] reqwest::Error),
-}
-
-impl From<SigningError> for ConfigError {
-    fn from(e: SigningError) -> Self {
-        match e {
-            SigningError::BadWhsec(i) => ConfigError::BadWhsec(i),
-            SigningError::ShortSecret(i) => ConfigError::ShortSecret(i),
-            SigningError::EmptySecret(i) => ConfigError::EmptySecret(i),
-            other => ConfigError::Signing(other),
-        }
-    }
 }
 
 #[cfg(test)]

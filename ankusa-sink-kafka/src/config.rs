@@ -187,31 +187,22 @@ struct Repr {
     #[serde(deserialize_with = "servers", alias = "brokers")]
     bootstrap_servers: Vec<String>,
     topic: String,
-    #[serde(default)]
     key: Option<String>,
-    #[serde(default)]
     inline_max_bytes: Option<NonZeroUsize>,
-    #[serde(default)]
     max_record_bytes: Option<NonZeroUsize>,
-    #[serde(default)]
     produce_timeout_ms: Option<NonZeroU64>,
     #[serde(default)]
     compression: Compression,
-    #[serde(default)]
     client_id: Option<String>,
-    #[serde(default)]
     tls: Option<TlsConfig>,
-    #[serde(default)]
     sasl: Option<SaslConfig>,
     #[serde(default)]
     properties: BTreeMap<String, String>,
     #[serde(default)]
     allow_insecure: bool,
-    #[serde(default)]
     signing: Option<Signer>,
     #[serde(default)]
     format: Format,
-    #[serde(default)]
     cloudevents_type: Option<String>,
 }
 

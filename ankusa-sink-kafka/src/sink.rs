@@ -308,10 +308,7 @@ impl Sink for KafkaSink {
 
     /// `None` for CloudEvents: they travel inline.
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.config
-            .cloudevents
-            .is_none()
-            .then_some(self.config.inline_max_bytes)
+        self.layout.inline_max_bytes()
     }
 
     /// Stored (`acks=all`); `max_record_bytes` of value + key; in order per key (the Java

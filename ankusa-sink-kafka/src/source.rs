@@ -75,11 +75,8 @@ struct SourceRepr {
     group: String,
     #[serde(default)]
     start: Start,
-    #[serde(default)]
     client_id: Option<String>,
-    #[serde(default)]
     tls: Option<TlsConfig>,
-    #[serde(default)]
     sasl: Option<SaslConfig>,
     #[serde(default)]
     properties: BTreeMap<String, String>,

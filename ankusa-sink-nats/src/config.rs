@@ -48,6 +48,26 @@ pub(crate) struct ConnKeys {
     pub(crate) connect_timeout_ms: Option<NonZeroU64>,
 }
 
+/// The [`ConnKeys`] moved out of a file's representation (a sink's or a source's: both
+/// spell them alike, and serde's `flatten` cannot be combined with `deny_unknown_fields`).
+macro_rules! conn_keys {
+    ($r:ident) => {
+        $crate::config::ConnKeys {
+            url: $r.url,
+            user: $r.user,
+            password: $r.password,
+            token: $r.token,
+            nkey_seed: $r.nkey_seed,
+            credentials_file: $r.credentials_file,
+            tls_ca_file: $r.tls_ca_file,
+            client_name: $r.client_name,
+            timeout_ms: $r.timeout_ms,
+            connect_timeout_ms: $r.connect_timeout_ms,
+        }
+    };
+}
+pub(crate) use conn_keys;
+
 /// How the sink proves who it is. At most one scheme per sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Auth {
@@ -135,18 +155,7 @@ impl TryFrom<Repr> for NatsConfig {
     type Error = ConfigError;
 
     fn try_from(r: Repr) -> Result<Self, ConfigError> {
-        let mut c = NatsConfig::from_conn_keys(ConnKeys {
-            url: r.url,
-            user: r.user,
-            password: r.password,
-            token: r.token,
-            nkey_seed: r.nkey_seed,
-            credentials_file: r.credentials_file,
-            tls_ca_file: r.tls_ca_file,
-            client_name: r.client_name,
-            timeout_ms: r.timeout_ms,
-            connect_timeout_ms: r.connect_timeout_ms,
-        })?;
+        let mut c = NatsConfig::from_conn_keys(conn_keys!(r))?;
         c.subject = match (r.subject, r.subject_template) {
             (Some(s), None) => literal_subject(&s)?,
             (None, Some(t)) => template_subject(&t)?,

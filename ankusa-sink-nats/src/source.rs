@@ -2,7 +2,7 @@
 //! messages among forwarders; each message is acknowledged (`+ACK`) after its final
 //! outcome, given back (`-NAK`) when released, and kept alive (`+WPI`) while it waits.
 
-use crate::config::{Auth, ConfigError, ConnKeys, NatsConfig};
+use crate::config::{Auth, ConfigError, NatsConfig, conn_keys};
 use crate::error::{NatsError, classify};
 use crate::sink::connect;
 use ankusa_sink_core::{Class, Secret};
@@ -74,18 +74,7 @@ impl TryFrom<SourceRepr> for NatsSourceConfig {
     type Error = ConfigError;
 
     fn try_from(r: SourceRepr) -> Result<Self, ConfigError> {
-        let conn = NatsConfig::from_conn_keys(ConnKeys {
-            url: r.url,
-            user: r.user,
-            password: r.password,
-            token: r.token,
-            nkey_seed: r.nkey_seed,
-            credentials_file: r.credentials_file,
-            tls_ca_file: r.tls_ca_file,
-            client_name: r.client_name,
-            timeout_ms: r.timeout_ms,
-            connect_timeout_ms: r.connect_timeout_ms,
-        })?;
+        let conn = NatsConfig::from_conn_keys(conn_keys!(r))?;
         check_name("stream", &r.stream)?;
         check_name("consumer", &r.consumer)?;
         Ok(NatsSourceConfig {

@@ -243,10 +243,7 @@ impl Sink for PubSubSink {
 
     /// `None` for CloudEvents: they travel inline.
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.config
-            .cloudevents
-            .is_none()
-            .then_some(self.config.inline_max_bytes)
+        self.layout.inline_max_bytes()
     }
 
     /// Stored (a message id); `max_message_bytes` of data, attributes and ordering key; in

@@ -30,7 +30,6 @@ fn chain_text(mut next: Option<&(dyn std::error::Error + 'static)>) -> String {
 /// connector's error chain holds one (`connection refused`), else the connector's kind
 /// and the innermost error's text (a DNS or TLS failure says more than its kind).
 fn dispatch_text(connector: Option<&ConnectorError>) -> String {
-    use std::io::ErrorKind as K;
     let Some(c) = connector else {
         return "dispatch failure".to_owned();
     };
@@ -44,18 +43,10 @@ fn dispatch_text(connector: Option<&ConnectorError>) -> String {
         innermost = e;
         next = e.source();
     }
-    match io {
-        Some(
-            k @ (K::ConnectionRefused
-            | K::ConnectionReset
-            | K::ConnectionAborted
-            | K::NotConnected
-            | K::BrokenPipe
-            | K::TimedOut
-            | K::UnexpectedEof),
-        ) => k.to_string(),
-        _ if c.is_timeout() => "connection timed out".to_owned(),
-        _ => {
+    match io.and_then(ankusa_sink_core::socket_failure) {
+        Some(text) => text,
+        None if c.is_timeout() => "connection timed out".to_owned(),
+        None => {
             let kind = if c.is_io() {
                 "io"
             } else if c.is_user() {
