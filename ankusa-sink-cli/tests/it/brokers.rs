@@ -1,39 +1,39 @@
 //! Every broker sink type built from a config file, against the brokers the test script
 //! starts; and the README's swap: the same hooks to RabbitMQ by changing only the file.
 
-use super::{amqp_url, bin, check_then_deliver, run, temp_file, text};
+use super::from_kafka::{Topic, brokers};
+use super::{
+    amqp_channel, amqp_queue, amqp_url, bin, check_says_config, check_then_deliver,
+    deliver_says_config, run, run_with, temp_file, text,
+};
 use ankusa_sink_testkit::support::unique_name;
+use lapin::ExchangeKind;
 use lapin::options::{
-    BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
-    QueueDeleteOptions,
+    BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeleteOptions,
 };
 use lapin::types::FieldTable;
-use lapin::{Connection, ConnectionProperties, ExchangeKind};
-use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 /// `forward` the same generated hooks to `sink`, with `env` for the child.
-fn forward(sink: &Path, hooks: &Path, env: &[(&str, String)]) -> std::process::Output {
-    let mut c = bin();
-    c.args([
-        "forward",
-        "--sink",
-        sink.to_str().unwrap(),
-        "--input",
-        hooks.to_str().unwrap(),
-    ])
-    .args(["--json", "--concurrency", "16"])
-    .stdin(Stdio::null());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().unwrap()
+fn forward(sink: &Path, hooks: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    let (sink, hooks) = (sink.to_str().unwrap(), hooks.to_str().unwrap());
+    run_with(
+        &[
+            "forward",
+            "--sink",
+            sink,
+            "--input",
+            hooks,
+            "--json",
+            "--concurrency",
+            "16",
+        ],
+        env,
+    )
 }
 
 fn ok_lines(out: &std::process::Output) -> usize {
@@ -55,10 +55,7 @@ async fn the_same_hooks_swap_to_rabbitmq_by_config_only() {
     assert_eq!(ok_lines(&out), 20);
 
     // ... then RabbitMQ, through the README's example file, unchanged.
-    let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
-        .await
-        .expect("RabbitMQ is running");
-    let ch = conn.create_channel().await.unwrap();
+    let (_conn, ch) = amqp_channel().await;
     let durable = ExchangeDeclareOptions {
         durable: true,
         ..Default::default()
@@ -71,14 +68,7 @@ async fn the_same_hooks_swap_to_rabbitmq_by_config_only() {
     )
     .await
     .unwrap();
-    let queue = unique_name("cli-q");
-    ch.queue_declare(
-        queue.as_str().into(),
-        QueueDeclareOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    let queue = amqp_queue(&ch).await;
     ch.queue_bind(
         queue.as_str().into(),
         "ankusa.hooks".into(),
@@ -89,7 +79,7 @@ async fn the_same_hooks_swap_to_rabbitmq_by_config_only() {
     .await
     .unwrap();
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/sinks/amqp.toml");
-    let out = forward(&example, &hooks, &[("ANKUSA_AMQP_URL", amqp_url())]);
+    let out = forward(&example, &hooks, &[("ANKUSA_AMQP_URL", &amqp_url())]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(ok_lines(&out), 20);
     let mut got = 0;
@@ -130,17 +120,9 @@ async fn amqp_missing_exchange_is_config() {
             unique_name("cli-absent")
         ),
     );
-    let out = run(&["check", "--sink", f.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
-    assert!(
-        text(&out.stdout).contains("config"),
-        "{}",
-        text(&out.stdout)
-    );
+    let out = check_says_config(&f, &[]);
     assert!(!text(&out.stdout).contains("guest:guest"));
-    let out = run(&["deliver", "--sink", f.to_str().unwrap(), "--json"]);
-    assert_eq!(out.status.code(), Some(3));
-    assert!(text(&out.stdout).contains(r#""class":"config""#));
+    deliver_says_config(&f, &[]);
 }
 
 /// `bytes` as a Rust debug byte array prints them: `[78, 79, ...]` (what lapin's return
@@ -155,10 +137,7 @@ fn as_byte_list(bytes: &[u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unroutable_hook_never_logs_its_body_or_the_login_even_at_trace() {
-    let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
-        .await
-        .expect("RabbitMQ is running");
-    let ch = conn.create_channel().await.unwrap();
+    let (_conn, ch) = amqp_channel().await;
     // An exchange with no queue bound: the mandatory publish comes back 312 NO_ROUTE.
     let exchange = unique_name("cli-noroute");
     ch.exchange_declare(
@@ -213,51 +192,23 @@ async fn an_unroutable_hook_never_logs_its_body_or_the_login_even_at_trace() {
         .await;
 }
 
-fn kafka_brokers() -> String {
-    std::env::var("ANKUSA_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
+/// A Kafka sink config for `topic`.
+fn kafka_sink(topic: &str) -> PathBuf {
+    temp_file(
+        "kafka.toml",
+        &format!(
+            "type = \"kafka\"\nbrokers = [\"{}\"]\ntopic = \"{topic}\"\n",
+            brokers()
+        ),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_from_a_config_file() {
-    let topic = unique_name("cli-t");
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", kafka_brokers())
-        .create()
-        .unwrap();
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    for r in admin
-        .create_topics(
-            &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))],
-            &opts,
-        )
-        .await
-        .unwrap()
-    {
-        r.unwrap();
-    }
-    let f = temp_file(
-        "kafka.toml",
-        &format!(
-            "type = \"kafka\"\nbrokers = [\"{}\"]\ntopic = \"{topic}\"\n",
-            kafka_brokers()
-        ),
-    );
-    check_then_deliver(&f, "k-1", &[]);
-    let missing = temp_file(
-        "kafka.toml",
-        &format!(
-            "type = \"kafka\"\nbrokers = [\"{}\"]\ntopic = \"{topic}-missing\"\n",
-            kafka_brokers()
-        ),
-    );
-    let out = run(&["check", "--sink", missing.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(3));
-    assert!(
-        text(&out.stdout).contains("config"),
-        "{}",
-        text(&out.stdout)
-    );
-    let _ = admin.delete_topics(&[&topic], &opts).await;
+    let topic = Topic::create(1).await;
+    check_then_deliver(&kafka_sink(&topic.name), "k-1", &[]);
+    check_says_config(&kafka_sink(&format!("{}-missing", topic.name)), &[]);
+    topic.delete().await;
 }
 
 /// One AWS query-protocol call to moto for `service`; returns the response body. moto
@@ -302,12 +253,6 @@ const AWS_ENV: [(&str, &str); 3] = [
     ("AWS_EC2_METADATA_DISABLED", "true"),
 ];
 
-fn aws_run(args: &[&str]) -> std::process::Output {
-    let mut c = bin();
-    c.args(args).stdin(Stdio::null()).envs(AWS_ENV);
-    c.output().unwrap()
-}
-
 #[test]
 fn sqs_and_sns_from_config_files() {
     let q = unique_name("cli-q");
@@ -331,13 +276,7 @@ fn sqs_and_sns_from_config_files() {
             "type = \"sqs\"\nqueue_url = \"{queue_url}-gone\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\n"
         ),
     );
-    let out = aws_run(&["deliver", "--sink", gone.to_str().unwrap(), "--json"]);
-    assert_eq!(out.status.code(), Some(3));
-    assert!(
-        text(&out.stdout).contains(r#""class":"config""#),
-        "{}",
-        text(&out.stdout)
-    );
+    deliver_says_config(&gone, &AWS_ENV);
 
     let t = unique_name("cli-t");
     let arn = xml_field(
@@ -354,8 +293,7 @@ fn sqs_and_sns_from_config_files() {
         ),
     );
     // No subscription yet: SNS would drop the message, and check says so.
-    let out = aws_run(&["check", "--sink", sns.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
+    let out = check_says_config(&sns, &AWS_ENV);
     assert!(
         text(&out.stdout).contains("config: sns topic")
             && text(&out.stdout).contains("has no confirmed subscription"),
@@ -369,15 +307,18 @@ fn sqs_and_sns_from_config_files() {
         ),
     );
     check_then_deliver(&sns, "n-1", &AWS_ENV);
-    let out = aws_run(&[
-        "describe",
-        "--sink",
-        sqs.to_str().unwrap(),
-        "--sink",
-        sns.to_str().unwrap(),
-        "--source-id",
-        "s",
-    ]);
+    let out = run_with(
+        &[
+            "describe",
+            "--sink",
+            sqs.to_str().unwrap(),
+            "--sink",
+            sns.to_str().unwrap(),
+            "--source-id",
+            "s",
+        ],
+        &AWS_ENV,
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["asyncapi"], "3.0.0");

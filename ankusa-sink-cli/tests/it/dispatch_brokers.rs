@@ -1,36 +1,20 @@
 //! The dispatcher through the binary against RabbitMQ: the claim check once per hook, and a
 //! SIGTERM mid-run that loses no hook.
 
-use super::{amqp_url, bin, temp_file, text};
+use super::{amqp_channel, amqp_queue, amqp_url, bin, json_lines, spawn_piped, temp_file, text};
 use ankusa_sink_core::message::{MessageBody, decode};
 use ankusa_sink_testkit::support::unique_name;
-use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
-use lapin::types::FieldTable;
-use lapin::{Channel, Connection, ConnectionProperties};
+use lapin::Channel;
+use lapin::options::{BasicGetOptions, QueueDeleteOptions};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-async fn channel() -> (Connection, Channel) {
-    let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
-        .await
-        .expect("RabbitMQ is running");
-    let ch = conn.create_channel().await.unwrap();
-    (conn, ch)
-}
-
 /// A queue, and a sink file named `name.toml` publishing to it through the default exchange.
 async fn queue_sink(ch: &Channel, name: &str) -> (String, PathBuf) {
-    let queue = unique_name("cli-q");
-    ch.queue_declare(
-        queue.as_str().into(),
-        QueueDeclareOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    let queue = amqp_queue(ch).await;
     let file = temp_file(
         &format!("{name}.toml"),
         &format!(
@@ -75,7 +59,7 @@ fn files_under(dir: &Path) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_hook_travels_as_a_claim_checked_in_once_for_two_sinks() {
-    let (_conn, ch) = channel().await;
+    let (_conn, ch) = amqp_channel().await;
     let (qa, a) = queue_sink(&ch, &unique_name("cli-a")).await;
     let (qb, b) = queue_sink(&ch, &unique_name("cli-b")).await;
     // 200 KB, over the AMQP sink's 64 KiB inline threshold.
@@ -93,10 +77,7 @@ async fn a_large_hook_travels_as_a_claim_checked_in_once_for_two_sinks() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let lines: Vec<serde_json::Value> = text(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&out.stdout);
     assert_eq!(lines.len(), 2, "one line per sink");
     assert!(lines.iter().all(|l| l["outcome"] == "ok"), "{lines:?}");
     assert_eq!(
@@ -129,7 +110,7 @@ async fn a_large_hook_travels_as_a_claim_checked_in_once_for_two_sinks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_run_gives_one_line_per_hook_read_and_loses_none() {
-    let (_conn, ch) = channel().await;
+    let (_conn, ch) = amqp_channel().await;
     let name = unique_name("cli-s");
     let (queue, sink) = queue_sink(&ch, &name).await;
     let hooks = text(
@@ -139,14 +120,18 @@ async fn sigterm_mid_run_gives_one_line_per_hook_read_and_loses_none() {
             .unwrap()
             .stdout,
     );
-    let mut child = bin()
-        .args(["forward", "--json", "--concurrency", "16", "--retry"])
-        .args(["--sink", sink.to_str().unwrap()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(
+        &[
+            "forward",
+            "--json",
+            "--concurrency",
+            "16",
+            "--retry",
+            "--sink",
+            sink.to_str().unwrap(),
+        ],
+        Stdio::piped(),
+    );
     let mut stdin = child.stdin.take().unwrap();
     let stdout = child.stdout.take().unwrap();
     let lines = std::thread::spawn(move || {

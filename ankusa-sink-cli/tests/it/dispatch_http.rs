@@ -3,13 +3,13 @@
 
 use super::hardening::{hooks, signal, wait_within};
 use super::http::{GONE, OK, UNAVAILABLE};
-use super::{bin, run, temp_file, text};
+use super::{bin, json_lines, run, spawn_piped, temp_file, text};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::{Child, ChildStdin, Output, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -46,10 +46,6 @@ impl Server {
     fn count(&self) -> usize {
         self.requests.lock().unwrap().len()
     }
-}
-
-fn answering(response: &'static str) -> Server {
-    server_on(TcpListener::bind("127.0.0.1:0").unwrap(), response)
 }
 
 fn server_on(listener: TcpListener, response: &'static str) -> Server {
@@ -142,6 +138,36 @@ fn sink_file(name: &str, url: &str) -> PathBuf {
     )
 }
 
+/// A server answering every request with `response`, and a sink file `name.toml` for it.
+fn target(name: &str, response: &'static str) -> (Server, PathBuf) {
+    let server = server_on(TcpListener::bind("127.0.0.1:0").unwrap(), response);
+    let sink = sink_file(name, &server.url);
+    (server, sink)
+}
+
+/// `forward --json` with `args`: it must exit `code` with `n` outcome lines, returned.
+fn forward_lines(args: &[&str], code: i32, n: usize) -> Vec<Value> {
+    let mut all = vec!["forward", "--json"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert_eq!(out.status.code(), Some(code), "{}", text(&out.stderr));
+    let lines = json_lines(&out.stdout);
+    assert_eq!(lines.len(), n, "{lines:?}");
+    lines
+}
+
+/// Close the run's stdin: it must exit `code` within 30 s (`err`, its stderr file).
+fn close_and_wait(child: Child, stdin: ChildStdin, err: &Path, code: i32, what: &str) {
+    drop(stdin);
+    let out = wait_within(child, Duration::from_secs(30), what);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}",
+        std::fs::read_to_string(err).unwrap()
+    );
+}
+
 /// A path for a file the run creates, in a fresh temp dir.
 fn fresh_path(name: &str) -> PathBuf {
     temp_file("unused", "").with_file_name(name)
@@ -167,13 +193,6 @@ fn now_ms() -> i64 {
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-fn json_lines(bytes: &[u8]) -> Vec<Value> {
-    text(bytes)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
 }
 
 /// The lines of a dead-letter file.
@@ -309,27 +328,25 @@ fn gen_hooks(n: usize) -> (String, Vec<Value>) {
 /// Forward `n` gen hooks to a 410 sink named `name` with `--retry --dead-letter F`: checks
 /// the run and F, returns the hooks and F.
 fn dead_letter_410(name: &str, n: usize) -> (Vec<Value>, PathBuf) {
-    let server = answering(GONE);
-    let sink = sink_file(name, &server.url);
+    let (server, sink) = target(name, GONE);
     let (lines, envelopes) = gen_hooks(n);
     let input = temp_file("in.jsonl", &lines);
     let dl = fresh_path("dead.jsonl");
     let started = now_ms();
-    let out = run(&[
-        "forward",
-        "--sink",
-        s(&sink),
-        "--input",
-        s(&input),
-        "--retry",
-        "--dead-letter",
-        s(&dl),
-        "--json",
-    ]);
+    let outcomes = forward_lines(
+        &[
+            "--sink",
+            s(&sink),
+            "--input",
+            s(&input),
+            "--retry",
+            "--dead-letter",
+            s(&dl),
+        ],
+        3,
+        n,
+    );
     let ended = now_ms();
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
-    let outcomes = json_lines(&out.stdout);
-    assert_eq!(outcomes.len(), n, "{outcomes:?}");
     for o in &outcomes {
         assert_eq!(o["outcome"], "dead_lettered", "{o}");
         assert_eq!(o["sink"], name, "{o}");
@@ -360,8 +377,7 @@ fn a_410_lands_in_the_dead_letter_file_as_permanent() {
 
 #[test]
 fn a_503_dead_letters_transient_at_max_elapsed() {
-    let server = answering(UNAVAILABLE);
-    let sink = sink_file("flaky", &server.url);
+    let (server, sink) = target("flaky", UNAVAILABLE);
     let dl = fresh_path("dead.jsonl");
     let started = now_ms();
     let start = Instant::now();
@@ -411,8 +427,7 @@ fn a_503_dead_letters_transient_at_max_elapsed() {
 
 #[test]
 fn a_429_longer_than_the_horizon_dead_letters_throttled_after_one_attempt() {
-    let server = answering(WAIT_120);
-    let sink = sink_file("busy", &server.url);
+    let (server, sink) = target("busy", WAIT_120);
     let dl = fresh_path("dead.jsonl");
     let start = Instant::now();
     let (mut child, stdin, rx, err) = spawn(&[
@@ -459,8 +474,7 @@ fn a_429_longer_than_the_horizon_dead_letters_throttled_after_one_attempt() {
 #[test]
 fn hooks_waiting_on_retry_after_hold_no_slot_and_sigterm_abandons_each() {
     const N: usize = 5000;
-    let server = answering(WAIT_3600);
-    let slow = sink_file("slow", &server.url);
+    let (server, slow) = target("slow", WAIT_3600);
     let (lines, envelopes) = gen_hooks(N);
     let ids: BTreeSet<String> = envelopes
         .iter()
@@ -605,14 +619,7 @@ fn the_breaker_opens_on_a_dead_port_holds_attempts_and_closes_when_it_returns() 
     scrape_until(metrics, Duration::from_secs(10), "breaker closed", |m| {
         open(m) == Some(0.0)
     });
-    drop(stdin);
-    let out = wait_within(child, Duration::from_secs(30), "forward after stdin closed");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        std::fs::read_to_string(&err).unwrap()
-    );
+    close_and_wait(child, stdin, &err, 0, "forward after stdin closed");
 }
 
 #[test]
@@ -621,8 +628,7 @@ fn config_errors_are_counted_on_metrics() {
         ("denied", UNAUTHORIZED, true),
         ("nowhere", NOT_FOUND, false),
     ] {
-        let server = answering(response);
-        let sink = sink_file(name, &server.url);
+        let (server, sink) = target(name, response);
         let metrics = free_addr();
         let addr = metrics.to_string();
         let mut args = vec!["forward", "--sink", s(&sink), "--metrics-addr", &addr];
@@ -660,14 +666,7 @@ fn config_errors_are_counted_on_metrics() {
             Some(0.0),
             "config failures never open the breaker:\n{m}"
         );
-        drop(stdin);
-        let out = wait_within(child, Duration::from_secs(30), name);
-        assert_eq!(
-            out.status.code(),
-            Some(3),
-            "{}",
-            std::fs::read_to_string(&err).unwrap()
-        );
+        close_and_wait(child, stdin, &err, 3, name);
         assert_eq!(server.count(), 2);
     }
 }
@@ -684,12 +683,8 @@ fn a_dead_letter_file_replays_with_one_replay_id_per_run() {
     let mut replay_ids = Vec::new();
     for _ in 0..2 {
         // The same sink name, now pointing to a server that takes them.
-        let server = answering(OK);
-        let sink = sink_file("target", &server.url);
-        let out = run(&["forward", "--input", s(&dl), "--sink", s(&sink), "--json"]);
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-        let lines = json_lines(&out.stdout);
-        assert_eq!(lines.len(), N, "{lines:?}");
+        let (server, sink) = target("target", OK);
+        let lines = forward_lines(&["--input", s(&dl), "--sink", s(&sink)], 0, N);
         for l in &lines {
             assert_eq!(l["outcome"], "ok", "{l}");
             assert_eq!(l["sink"], "target", "{l}");
@@ -714,31 +709,18 @@ fn a_dead_letter_file_replays_with_one_replay_id_per_run() {
     assert_ne!(replay_ids[0], replay_ids[1], "a fresh replay id per run");
 
     // With fan-out, a dead letter goes back only to the sink it names.
-    let server = answering(OK);
-    let sink = sink_file("target", &server.url);
-    let out = run(&[
-        "forward",
-        "--input",
-        s(&dl),
-        "--sink",
-        "log",
-        "--sink",
-        s(&sink),
-        "--json",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let lines = json_lines(&out.stdout);
-    assert_eq!(lines.len(), N, "{lines:?}");
+    let (server, sink) = target("target", OK);
+    let lines = forward_lines(
+        &["--input", s(&dl), "--sink", "log", "--sink", s(&sink)],
+        0,
+        N,
+    );
     assert!(lines.iter().all(|l| l["sink"] == "target"), "{lines:?}");
     assert_eq!(server.count(), N);
 
     // A dead letter naming a sink the run does not have.
-    let server = answering(OK);
-    let other = sink_file("other", &server.url);
-    let out = run(&["forward", "--input", s(&dl), "--sink", s(&other), "--json"]);
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
-    let lines = json_lines(&out.stdout);
-    assert_eq!(lines.len(), N, "{lines:?}");
+    let (server, other) = target("other", OK);
+    let lines = forward_lines(&["--input", s(&dl), "--sink", s(&other)], 3, N);
     for l in &lines {
         assert_eq!(l["outcome"], "failed", "{l}");
         assert_eq!(l["sink"], "target", "{l}");
@@ -747,20 +729,29 @@ fn a_dead_letter_file_replays_with_one_replay_id_per_run() {
     assert_eq!(server.count(), 0, "never sent to another sink");
 }
 
-#[test]
-fn deliver_fans_out_one_line_per_sink() {
-    let (a, b) = (answering(OK), answering(OK));
-    let (fa, fb) = (sink_file("a", &a.url), sink_file("b", &b.url));
-    let out = run(&[
+/// `deliver --json --id ID` with `extra` to sinks `a` and `b`, answering `to_a` and `to_b`:
+/// each is sent the hook once.
+fn deliver_to_a_and_b(to_a: &'static str, to_b: &'static str, id: &str, extra: &[&str]) -> Output {
+    let ((a, fa), (b, fb)) = (target("a", to_a), target("b", to_b));
+    let mut args = vec![
         "deliver",
         "--sink",
         s(&fa),
         "--sink",
         s(&fb),
         "--id",
-        "h-fan",
+        id,
         "--json",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert_eq!((a.count(), b.count()), (1, 1), "{}", text(&out.stderr));
+    out
+}
+
+#[test]
+fn deliver_fans_out_one_line_per_sink() {
+    let out = deliver_to_a_and_b(OK, OK, "h-fan", &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let mut lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
     lines.sort();
@@ -771,25 +762,11 @@ fn deliver_fans_out_one_line_per_sink() {
             r#"{"id":"h-fan","sink":"b","outcome":"ok","attempts":1}"#,
         ]
     );
-    assert_eq!((a.count(), b.count()), (1, 1));
 
     // One sink refuses for good: the other still delivers, the run exits 3, and without
     // --retry the failed pair is what lands in the dead-letter file.
-    let (a, b) = (answering(OK), answering(GONE));
-    let (fa, fb) = (sink_file("a", &a.url), sink_file("b", &b.url));
     let dl = fresh_path("dead.jsonl");
-    let out = run(&[
-        "deliver",
-        "--sink",
-        s(&fa),
-        "--sink",
-        s(&fb),
-        "--id",
-        "h-fan2",
-        "--dead-letter",
-        s(&dl),
-        "--json",
-    ]);
+    let out = deliver_to_a_and_b(OK, GONE, "h-fan2", &["--dead-letter", s(&dl)]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     let lines = json_lines(&out.stdout);
     assert_eq!(lines.len(), 2, "{lines:?}");
@@ -800,7 +777,6 @@ fn deliver_fans_out_one_line_per_sink() {
     assert_eq!(by_sink["a"]["outcome"], "ok");
     assert_eq!(by_sink["b"]["outcome"], "failed");
     assert_eq!(by_sink["b"]["class"], "permanent");
-    assert_eq!((a.count(), b.count()), (1, 1));
     let records = dead_letters(&dl);
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0]["id"], "h-fan2");
@@ -811,30 +787,18 @@ fn deliver_fans_out_one_line_per_sink() {
 fn a_dead_letter_file_is_never_its_own_input() {
     let (_, dl) = dead_letter_410("again", 3);
     let before = std::fs::read(&dl).unwrap();
-    let server = answering(GONE);
-    let sink = sink_file("again", &server.url);
+    let (server, sink) = target("again", GONE);
     // Before: each failed replay was appended to the file being read, and read again.
     for stdin_is_the_file in [false, true] {
-        let mut cmd = bin();
-        cmd.args([
-            "forward",
-            "--sink",
-            s(&sink),
-            "--dead-letter",
-            s(&dl),
-            "--json",
-        ]);
-        if stdin_is_the_file {
-            cmd.args(["--input", "-"])
-                .stdin(std::fs::File::open(&dl).unwrap());
+        let mut args = vec!["forward", "--sink", s(&sink), "--dead-letter", s(&dl)];
+        args.extend(["--json", "--input"]);
+        let child = if stdin_is_the_file {
+            args.push("-");
+            spawn_piped(&args, std::fs::File::open(&dl).unwrap())
         } else {
-            cmd.args(["--input", s(&dl)]).stdin(Stdio::null());
-        }
-        let child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            args.push(s(&dl));
+            spawn_piped(&args, Stdio::null())
+        };
         let out = wait_within(child, Duration::from_secs(30), "replaying into itself");
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
@@ -886,14 +850,7 @@ fn a_request_left_unanswered_is_retried_under_the_same_idempotency_key_and_count
         Some(1.0),
         "{m}"
     );
-    drop(stdin);
-    let out = wait_within(child, Duration::from_secs(30), "silent");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        std::fs::read_to_string(&err).unwrap()
-    );
+    close_and_wait(child, stdin, &err, 0, "silent");
     let requests = server.requests.lock().unwrap();
     assert_eq!(requests.len(), 2);
     let keys: Vec<_> = requests

@@ -1,12 +1,12 @@
 //! `forward --from` a RabbitMQ queue: competing forwarders, a crash, a sink that is down,
 //! an undecodable record. Every test uses its own queue and deletes it.
 
-use super::from_source::{Collector, Forwarder, envelopes, wait_until};
-use super::{amqp_url, temp_file};
+use super::from_source::{Collector, Forwarder, envelopes, the_dead_letter, wait_until};
+use super::{amqp_channel, amqp_url, temp_file};
 use ankusa_sink_testkit::support::unique_name;
 use lapin::options::{ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use lapin::{BasicProperties, Channel, Connection};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -28,10 +28,7 @@ impl Broker {
             .unwrap();
         let queue = unique_name("cli-src");
         let (conn, ch) = rt.block_on(async {
-            let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
-                .await
-                .expect("RabbitMQ on ANKUSA_AMQP_URL (run scripts/services/rabbitmq.sh)");
-            let ch = conn.create_channel().await.unwrap();
+            let (conn, ch) = amqp_channel().await;
             ch.confirm_select(ConfirmSelectOptions::default())
                 .await
                 .unwrap();
@@ -341,21 +338,7 @@ fn an_undecodable_record_is_dead_lettered_and_acked() {
             .unwrap_or_default()
             .contains("raw_base64")
     });
-    let stored: serde_json::Value = serde_json::from_str(
-        std::fs::read_to_string(&dead)
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
-    use base64::Engine as _;
-    let raw = base64::engine::general_purpose::STANDARD
-        .decode(stored["raw_base64"].as_str().unwrap())
-        .unwrap();
-    assert_eq!(raw, b"not json");
-    assert_eq!(stored["dead_letter"]["sink"], serde_json::Value::Null);
-    assert_eq!(stored["dead_letter"]["class"], "permanent");
+    the_dead_letter(&dead, b"not json");
     fwd.stop(Duration::from_secs(20));
     // Acked, not requeued: the queue moved on and is empty.
     broker.assert_drained();

@@ -2,14 +2,11 @@
 //! sharing one durable pull consumer, a forwarder killed mid-run, a destination down for a
 //! while, an undecodable record.
 
-use super::from_source::{Collector, Forwarder, envelopes, wait_until};
-use super::temp_file;
-use ankusa_sink_testkit::support::unique_name;
-use async_nats::jetstream::{self, consumer, stream};
+use super::from_source::{Collector, Forwarder, envelopes, the_dead_letter, wait_until};
+use super::{NATS_URL, nats_stream, temp_file};
+use async_nats::jetstream::{self, consumer};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-const URL: &str = "nats://127.0.0.1:4222";
 
 /// A fresh stream on the shared server, with a runtime to talk to it from a plain test.
 struct Stream {
@@ -26,20 +23,7 @@ impl Stream {
             .enable_all()
             .build()
             .unwrap();
-        let name = unique_name(prefix).replace(['-', '.'], "_");
-        let subject = format!("ankusa.src.{name}");
-        let js = rt.block_on(async {
-            let client = async_nats::connect(URL).await.expect("NATS is running");
-            let js = jetstream::new(client);
-            js.create_stream(stream::Config {
-                name: name.clone(),
-                subjects: vec![subject.clone()],
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-            js
-        });
+        let (js, name, subject) = rt.block_on(nats_stream(prefix));
         Stream {
             rt,
             js,
@@ -54,7 +38,7 @@ impl Stream {
         temp_file(
             "nats-source.toml",
             &format!(
-                "type = \"nats\"\nurl = \"{URL}\"\nstream = \"{}\"\nconsumer = \"{}\"\n{extra}\n",
+                "type = \"nats\"\nurl = \"{NATS_URL}\"\nstream = \"{}\"\nconsumer = \"{}\"\n{extra}\n",
                 self.name, self.consumer
             ),
         )
@@ -237,7 +221,6 @@ fn nothing_is_acked_while_the_destination_is_down() {
 
 #[test]
 fn an_undecodable_record_is_dead_lettered_and_acked() {
-    use base64::Engine as _;
     let s = Stream::create("cli-nats-bad");
     let hooks = envelopes("nb", 2);
     s.publish([hooks[0].1.clone(), b"not json".to_vec(), hooks[1].1.clone()]);
@@ -263,20 +246,7 @@ fn an_undecodable_record_is_dead_lettered_and_acked() {
     );
     s.wait_drained();
     stop_all(vec![f]);
-    let dead: Vec<serde_json::Value> = std::fs::read_to_string(&dl)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(dead.len(), 1, "{dead:?}");
-    assert_eq!(
-        dead[0]["raw_base64"],
-        base64::engine::general_purpose::STANDARD
-            .encode(b"not json")
-            .as_str()
-    );
-    assert_eq!(dead[0]["dead_letter"]["class"], "permanent");
-    assert!(dead[0]["dead_letter"]["sink"].is_null());
+    the_dead_letter(&dl, b"not json");
     let i = s.info();
     assert_eq!((i.num_pending, i.num_ack_pending), (0, 0));
 }

@@ -1,7 +1,8 @@
 //! What every `forward --from` test shares: a collecting HTTP sink on 127.0.0.1 that can
 //! be taken down and brought back, forwarder processes, and waiting.
 
-use super::{bin, temp_file};
+use super::{bin, json_lines, temp_file};
+use base64::Engine as _;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -245,4 +246,18 @@ pub(super) fn envelopes(prefix: &str, count: usize) -> Vec<(String, Vec<u8>)> {
             (id, serde_json::to_vec(&env).unwrap())
         })
         .collect()
+}
+
+/// The one line of dead-letter file `path`: `raw`, which no sink saw, kept as permanent.
+pub(super) fn the_dead_letter(path: &Path, raw: &[u8]) -> serde_json::Value {
+    let mut dead = json_lines(&std::fs::read(path).unwrap());
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let dead = dead.remove(0);
+    assert_eq!(
+        dead["raw_base64"],
+        base64::engine::general_purpose::STANDARD.encode(raw)
+    );
+    assert_eq!(dead["dead_letter"]["sink"], serde_json::Value::Null);
+    assert_eq!(dead["dead_letter"]["class"], "permanent");
+    dead
 }

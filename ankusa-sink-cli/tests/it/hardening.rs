@@ -1,10 +1,10 @@
 //! Faults an operator runs into, through the binary: each of these used to loop forever,
 //! panic, abort, wait far past its limit or print what it must not.
 
-use super::http::{THROTTLED, UNAVAILABLE, http_sink, serve};
-use super::{bin, run, temp_file, text};
+use super::http::{THROTTLED, UNAVAILABLE, deliver_to, http_sink, serve};
+use super::{bin, forward_log, json_lines, run, spawn_piped, temp_file, text};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, ChildStdin, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Wait for `child` at most `limit`; kill it and fail if it is still running.
@@ -33,16 +33,38 @@ pub(super) fn signal(child: &Child, sig: &str) {
     assert!(ok, "kill {sig}");
 }
 
+/// `forward --json` with `args` and every stdio piped, `hooks(n)` written to its stdin,
+/// which stays open: only a signal ends the run.
+fn forward_held_open(args: &[&str], n: usize) -> (Child, ChildStdin) {
+    let mut all = vec!["forward", "--json"];
+    all.extend_from_slice(args);
+    let mut child = spawn_piped(&all, Stdio::piped());
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(hooks(n).as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    (child, stdin)
+}
+
+/// Send `sig`; the run must exit `code` within 30 s, its stdin still open until then.
+fn stopped_by(child: Child, stdin: ChildStdin, sig: &str, code: i32) -> Output {
+    signal(&child, sig);
+    let out = wait_within(
+        child,
+        Duration::from_secs(30),
+        &format!("forward after {sig}"),
+    );
+    drop(stdin);
+    assert_eq!(out.status.code(), Some(code), "{}", text(&out.stderr));
+    out
+}
+
 #[test]
 fn forward_from_a_directory_stops_with_a_clear_error() {
     let dir = temp_file("x", "").parent().unwrap().to_owned();
-    let child = bin()
-        .args(["forward", "--sink", "log", "--input", dir.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_piped(
+        &["forward", "--sink", "log", "--input", dir.to_str().unwrap()],
+        Stdio::null(),
+    );
     let out = wait_within(child, Duration::from_secs(30), "forward from a directory");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
@@ -57,14 +79,19 @@ fn forward_from_a_directory_stops_with_a_clear_error() {
 #[test]
 fn a_closed_stdout_stops_the_run_with_exit_74_not_a_panic() {
     let input = temp_file("hooks.jsonl", &hooks(3000));
-    let mut child = bin()
-        .args(["forward", "--sink", "log", "--json", "--concurrency", "4"])
-        .args(["--input", input.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(
+        &[
+            "forward",
+            "--sink",
+            "log",
+            "--json",
+            "--concurrency",
+            "4",
+            "--input",
+            input.to_str().unwrap(),
+        ],
+        Stdio::null(),
+    );
     // Like `| head -1`: read one outcome line, then close the pipe.
     let mut first = String::new();
     BufReader::new(child.stdout.take().unwrap())
@@ -121,14 +148,20 @@ fn max_elapsed_is_not_outwaited_by_a_long_retry_after() {
     const WAIT_120: &str = "HTTP/1.1 429 Too Many Requests\r\nretry-after: 120\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
     let server = serve(vec![WAIT_120]);
     let sink = http_sink(&server.url);
-    let child = bin()
-        .args(["deliver", "--sink", sink.to_str().unwrap(), "--id", "h-ra"])
-        .args(["--retry", "--max-elapsed", "5", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_piped(
+        &[
+            "deliver",
+            "--sink",
+            sink.to_str().unwrap(),
+            "--id",
+            "h-ra",
+            "--retry",
+            "--max-elapsed",
+            "5",
+            "--json",
+        ],
+        Stdio::null(),
+    );
     // Before: it slept the whole 120 s. Anything close to that is the old behaviour.
     let out = wait_within(child, Duration::from_secs(60), "--max-elapsed 5");
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
@@ -140,17 +173,7 @@ fn max_elapsed_is_not_outwaited_by_a_long_retry_after() {
     assert_eq!(server.arrivals.lock().unwrap().len(), 1);
 
     // Retry-After: 1 within a 5 s horizon is still honoured, then given up on in time.
-    let server = serve(vec![THROTTLED]);
-    let sink = http_sink(&server.url);
-    let out = run(&[
-        "deliver",
-        "--sink",
-        sink.to_str().unwrap(),
-        "--retry",
-        "--max-elapsed",
-        "5",
-        "--json",
-    ]);
+    let (_, out) = deliver_to(vec![THROTTLED], &["--retry", "--max-elapsed", "5"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["outcome"], "dead_lettered");
     assert!(v["attempts"].as_u64().unwrap() >= 2, "{v}");
@@ -169,21 +192,9 @@ fn long_and_non_utf8_lines_are_invalid_with_their_line_number() {
     input.extend_from_slice(b"\n");
     let path = temp_file("mixed.jsonl", "");
     std::fs::write(&path, input).unwrap();
-    let out = run(&[
-        "forward",
-        "--sink",
-        "log",
-        "--json",
-        "--max-line-bytes",
-        "1000000",
-        "--input",
-        path.to_str().unwrap(),
-    ]);
+    let out = forward_log(&path, &["--json", "--max-line-bytes", "1000000"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    let lines: Vec<serde_json::Value> = text(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&out.stdout);
     assert_eq!(lines.iter().filter(|l| l["outcome"] == "ok").count(), 2);
     let mut invalid: Vec<(u64, String)> = lines
         .iter()
@@ -207,13 +218,7 @@ fn long_and_non_utf8_lines_are_invalid_with_their_line_number() {
 fn invalid_envelopes_never_echo_their_values() {
     let line = r#"{"id":"h","source_id":"s","body_base64":"","headers":"Bearer SECRETVALUE"}"#;
     let input = temp_file("bad.jsonl", line);
-    let out = run(&[
-        "forward",
-        "--sink",
-        "log",
-        "--input",
-        input.to_str().unwrap(),
-    ]);
+    let out = forward_log(&input, &[]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
@@ -262,18 +267,17 @@ fn zero_and_empty_values_are_usage_errors() {
 fn sigterm_drains_and_reports_every_hook_read() {
     let server = serve(vec![UNAVAILABLE]);
     let sink = http_sink(&server.url);
-    let mut child = bin()
-        .args(["forward", "--sink", sink.to_str().unwrap()])
-        .args(["--retry", "--json", "--concurrency", "8"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // stdin stays open: the run would go on for --max-elapsed (a day) without the signal.
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(hooks(5).as_bytes()).unwrap();
-    stdin.flush().unwrap();
+    let (child, stdin) = forward_held_open(
+        &[
+            "--sink",
+            sink.to_str().unwrap(),
+            "--retry",
+            "--concurrency",
+            "8",
+        ],
+        5,
+    );
     let start = Instant::now();
     while server.arrivals.lock().unwrap().len() < 5 {
         assert!(
@@ -282,14 +286,8 @@ fn sigterm_drains_and_reports_every_hook_read() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    signal(&child, "-TERM");
-    let out = wait_within(child, Duration::from_secs(30), "forward after SIGTERM");
-    drop(stdin);
-    assert_eq!(out.status.code(), Some(143), "{}", text(&out.stderr));
-    let lines: Vec<serde_json::Value> = text(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let out = stopped_by(child, stdin, "-TERM", 143);
+    let lines = json_lines(&out.stdout);
     assert_eq!(lines.len(), 5, "one line per hook read: {lines:?}");
     for l in &lines {
         assert_eq!(l["outcome"], "abandoned", "{l}");
@@ -304,26 +302,14 @@ fn sigterm_drains_and_reports_every_hook_read() {
 
 #[test]
 fn sigint_stops_reading_and_keeps_the_delivered_lines() {
-    let mut child = bin()
-        .args(["forward", "--sink", "log", "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(hooks(3).as_bytes()).unwrap();
-    stdin.flush().unwrap();
+    let (mut child, stdin) = forward_held_open(&["--sink", "log"], 3);
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     for _ in 0..3 {
         let mut l = String::new();
         stdout.read_line(&mut l).unwrap();
         assert!(l.contains(r#""outcome":"ok""#), "{l}");
     }
-    signal(&child, "-INT");
-    let out = wait_within(child, Duration::from_secs(30), "forward after SIGINT");
-    drop(stdin);
-    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let out = stopped_by(child, stdin, "-INT", 130);
     let mut rest = String::new();
     stdout.read_to_string(&mut rest).unwrap();
     assert_eq!(rest, "", "no line for a hook never read");

@@ -1,8 +1,9 @@
 //! The HTTP sink through the binary, against scripted servers on 127.0.0.1.
 
-use super::{run, temp_file, text};
+use super::{assert_delivered, assert_describe_hides, run, temp_file, text};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
+use std::process::Output;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -54,6 +55,16 @@ pub(super) fn http_sink(url: &str) -> std::path::PathBuf {
     )
 }
 
+/// `deliver --json` to a fresh server answering `responses`, with `args` besides.
+pub(super) fn deliver_to(responses: Vec<&'static str>, args: &[&str]) -> (Scripted, Output) {
+    let server = serve(responses);
+    let sink = http_sink(&server.url);
+    let mut all = vec!["deliver", "--sink", sink.to_str().unwrap(), "--json"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    (server, out)
+}
+
 pub(super) const OK: &str = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
 pub(super) const UNAVAILABLE: &str =
     "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
@@ -62,43 +73,18 @@ pub(super) const GONE: &str = "HTTP/1.1 410 Gone\r\ncontent-length: 0\r\nconnect
 
 #[test]
 fn retry_rides_out_a_503_then_delivers() {
-    let server = serve(vec![UNAVAILABLE, UNAVAILABLE, OK]);
-    let sink = http_sink(&server.url);
-    let out = run(&[
-        "deliver",
-        "--sink",
-        sink.to_str().unwrap(),
-        "--id",
-        "h-503",
-        "--retry",
-        "--json",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(
-        text(&out.stdout).trim(),
-        r#"{"id":"h-503","sink":"http","outcome":"ok","attempts":3}"#
+    let (server, out) = deliver_to(
+        vec![UNAVAILABLE, UNAVAILABLE, OK],
+        &["--id", "h-503", "--retry"],
     );
+    assert_delivered(&out, "h-503", "http", 3);
     assert_eq!(server.arrivals.lock().unwrap().len(), 3);
 }
 
 #[test]
 fn retry_honours_retry_after() {
-    let server = serve(vec![THROTTLED, OK]);
-    let sink = http_sink(&server.url);
-    let out = run(&[
-        "deliver",
-        "--sink",
-        sink.to_str().unwrap(),
-        "--id",
-        "h-429",
-        "--retry",
-        "--json",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(
-        text(&out.stdout).trim(),
-        r#"{"id":"h-429","sink":"http","outcome":"ok","attempts":2}"#
-    );
+    let (server, out) = deliver_to(vec![THROTTLED, OK], &["--id", "h-429", "--retry"]);
+    assert_delivered(&out, "h-429", "http", 2);
     let arrivals = server.arrivals.lock().unwrap();
     let gap = arrivals[1] - arrivals[0];
     assert!(
@@ -109,16 +95,7 @@ fn retry_honours_retry_after() {
 
 #[test]
 fn failures_report_their_class_and_exit_3() {
-    let server = serve(vec![THROTTLED]);
-    let sink = http_sink(&server.url);
-    let out = run(&[
-        "deliver",
-        "--sink",
-        sink.to_str().unwrap(),
-        "--id",
-        "h-t",
-        "--json",
-    ]);
+    let (_, out) = deliver_to(vec![THROTTLED], &["--id", "h-t"]);
     assert_eq!(out.status.code(), Some(3));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["outcome"], "failed");
@@ -136,17 +113,7 @@ fn failures_report_their_class_and_exit_3() {
     );
     assert!(line.trim_end().ends_with(r#","attempts":1}"#), "{line}");
 
-    let server = serve(vec![GONE]);
-    let sink = http_sink(&server.url);
-    let out = run(&[
-        "deliver",
-        "--sink",
-        sink.to_str().unwrap(),
-        "--id",
-        "h-g",
-        "--retry",
-        "--json",
-    ]);
+    let (server, out) = deliver_to(vec![GONE], &["--id", "h-g", "--retry"]);
     assert_eq!(out.status.code(), Some(3));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["outcome"], "dead_lettered");
@@ -174,18 +141,10 @@ fn http_config_errors_and_secrets() {
         "d.toml",
         "type = \"http\"\nurl = \"https://user:hunter2@example.invalid/hook?token=t0ps3cret\"\nsecrets = [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]\n",
     );
-    let out = run(&[
-        "describe",
-        "--sink",
-        f.to_str().unwrap(),
-        "--source-id",
-        "s",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let d = text(&out.stdout);
-    for secret in ["hunter2", "t0ps3cret", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"] {
-        assert!(!d.contains(secret), "{d}");
-    }
+    assert_describe_hides(
+        &f,
+        &["hunter2", "t0ps3cret", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+    );
     let out = run(&["info", "--sink", f.to_str().unwrap(), "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["durable"], true);

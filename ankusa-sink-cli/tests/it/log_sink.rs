@@ -1,6 +1,6 @@
 //! The embedded default: gen, forward, deliver, info, check, describe with the log sink.
 
-use super::{bin, run, temp_file, text};
+use super::{assert_delivered, bin, forward_log, json_lines, run, temp_file, text};
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::time::Duration;
@@ -12,20 +12,9 @@ fn gen_then_forward_reports_every_hook() {
     let lines = text(&out.stdout);
     assert_eq!(lines.lines().count(), 25);
     let input = temp_file("hooks.jsonl", &lines);
-    let out = run(&[
-        "forward",
-        "--sink",
-        "log",
-        "--input",
-        input.to_str().unwrap(),
-        "--json",
-    ]);
+    let out = forward_log(&input, &["--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
-    let outcomes: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let outcomes = json_lines(&out.stdout);
     assert_eq!(outcomes.len(), 25);
     for o in &outcomes {
         // Exactly {"id","sink","outcome","attempts"} for a delivered hook.
@@ -66,11 +55,7 @@ fn deliver_one_and_capabilities() {
         "2",
         "--json",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(
-        text(&out.stdout).trim(),
-        r#"{"id":"h-1","sink":"log","outcome":"ok","attempts":1}"#
-    );
+    assert_delivered(&out, "h-1", "log", 1);
 
     let out = run(&["info", "--sink", "log", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -100,22 +85,12 @@ fn bad_input_is_a_clear_error_and_loses_nothing() {
     let mut lines: Vec<&str> = good.lines().collect();
     lines.insert(1, "{not json");
     let input = temp_file("mixed.jsonl", &lines.join("\n"));
-    let out = run(&[
-        "forward",
-        "--sink",
-        "log",
-        "--input",
-        input.to_str().unwrap(),
-        "--json",
-    ]);
+    let out = forward_log(&input, &["--json"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("delivered 3 failed 0"), "{stderr}");
     let stdout = text(&out.stdout);
-    let lines: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&out.stdout);
     assert_eq!(
         lines.len(),
         4,
@@ -132,13 +107,7 @@ fn bad_input_is_a_clear_error_and_loses_nothing() {
         "{stdout}"
     );
     // Without --json the same report goes to stderr.
-    let out = run(&[
-        "forward",
-        "--sink",
-        "log",
-        "--input",
-        input.to_str().unwrap(),
-    ]);
+    let out = forward_log(&input, &[]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("input line 2: not JSON"), "{stderr}");

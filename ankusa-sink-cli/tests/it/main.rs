@@ -20,8 +20,13 @@ mod redis_sink;
 mod signed;
 
 use ankusa_sink_testkit::support::unique_name;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use async_nats::jetstream::{self, stream};
+use lapin::options::QueueDeclareOptions;
+use lapin::types::FieldTable;
+use lapin::{Channel, Connection, ConnectionProperties};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 
 /// The binary under test.
 fn bin() -> Command {
@@ -34,17 +39,91 @@ fn bin() -> Command {
 
 /// Run with `args`, returning the output.
 fn run(args: &[&str]) -> Output {
+    run_with(args, &[])
+}
+
+/// [`run`] with `env` for the child.
+fn run_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     bin()
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .expect("the binary runs")
+}
+
+/// Spawn with `args` and `stdin`, stdout and stderr piped.
+fn spawn_piped(args: &[&str], stdin: impl Into<Stdio>) -> Child {
+    bin()
+        .args(args)
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs")
+}
+
+/// `forward --sink log --input INPUT` with `extra` arguments.
+fn forward_log(input: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "forward",
+        "--sink",
+        "log",
+        "--input",
+        input.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
 }
 
 /// RabbitMQ: `ANKUSA_AMQP_URL`, default the broker the test script starts.
 fn amqp_url() -> String {
     std::env::var("ANKUSA_AMQP_URL")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+/// A connection to RabbitMQ and a channel on it.
+async fn amqp_channel() -> (Connection, Channel) {
+    let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
+        .await
+        .expect("RabbitMQ on ANKUSA_AMQP_URL (run scripts/services/rabbitmq.sh)");
+    let ch = conn.create_channel().await.unwrap();
+    (conn, ch)
+}
+
+/// A fresh queue with the default options; its name.
+async fn amqp_queue(ch: &Channel) -> String {
+    let queue = unique_name("cli-q");
+    ch.queue_declare(
+        queue.as_str().into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    queue
+}
+
+/// The NATS server the test script starts.
+const NATS_URL: &str = "nats://127.0.0.1:4222";
+
+/// A fresh JetStream stream on [`NATS_URL`]: the context, the stream's name and the one
+/// subject it takes.
+async fn nats_stream(prefix: &str) -> (jetstream::Context, String, String) {
+    let name = unique_name(prefix).replace(['-', '.'], "_");
+    let subject = format!("ankusa.cli.{name}");
+    let client = async_nats::connect(NATS_URL)
+        .await
+        .expect("NATS is running (scripts/services/nats.sh)");
+    let js = jetstream::new(client);
+    js.create_stream(stream::Config {
+        name: name.clone(),
+        subjects: vec![subject.clone()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    (js, name, subject)
 }
 
 /// A file in a fresh temp dir, unique per call.
@@ -57,14 +136,9 @@ fn temp_file(name: &str, contents: &str) -> PathBuf {
 }
 
 /// `check` passes and one `deliver --id ID --json` is exactly ok, with `env` for the child.
-fn check_then_deliver(sink: &std::path::Path, id: &str, env: &[(&str, &str)]) {
+fn check_then_deliver(sink: &Path, id: &str, env: &[(&str, &str)]) {
     let sink = sink.to_str().unwrap();
-    let out = bin()
-        .args(["check", "--sink", sink])
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_with(&["check", "--sink", sink], env);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -77,25 +151,65 @@ fn check_then_deliver(sink: &std::path::Path, id: &str, env: &[(&str, &str)]) {
         "{}",
         text(&out.stdout)
     );
-    let out = bin()
-        .args(["deliver", "--sink", sink, "--id", id, "--json"])
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_with(&["deliver", "--sink", sink, "--id", id, "--json"], env);
+    assert_delivered(&out, id, sink_name(sink), 1);
+}
+
+/// `out` exited 0 and its stdout is exactly the ok line of `id` at `sink`.
+fn assert_delivered(out: &Output, id: &str, sink: &str, attempts: u32) {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout).trim(),
-        format!(
-            r#"{{"id":"{id}","sink":"{}","outcome":"ok","attempts":1}}"#,
-            sink_name(sink)
-        )
+        format!(r#"{{"id":"{id}","sink":"{sink}","outcome":"ok","attempts":{attempts}}}"#)
     );
+}
+
+/// `check` of `sink` fails (exit 3) and says it is the config; the output, for more checks.
+fn check_says_config(sink: &Path, env: &[(&str, &str)]) -> Output {
+    let out = run_with(&["check", "--sink", sink.to_str().unwrap()], env);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("config"),
+        "{}",
+        text(&out.stdout)
+    );
+    out
+}
+
+/// `deliver --json` to `sink` fails (exit 3) with class config.
+fn deliver_says_config(sink: &Path, env: &[(&str, &str)]) {
+    let out = run_with(
+        &["deliver", "--sink", sink.to_str().unwrap(), "--json"],
+        env,
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(r#""class":"config""#),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// `describe` of `sink` passes and prints none of `secrets`, on stdout or stderr.
+fn assert_describe_hides(sink: &Path, secrets: &[&str]) {
+    let out = run(&[
+        "describe",
+        "--sink",
+        sink.to_str().unwrap(),
+        "--source-id",
+        "s",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for printed in [text(&out.stdout), text(&out.stderr)] {
+        for secret in secrets {
+            assert!(!printed.contains(secret), "{secret} printed: {printed}");
+        }
+    }
 }
 
 /// The name a sink file gets in outcome lines: its stem.
 fn sink_name(path: &str) -> &str {
-    std::path::Path::new(path)
+    Path::new(path)
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or(path)
@@ -103,4 +217,12 @@ fn sink_name(path: &str) -> &str {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// Each line of `--json` output, parsed.
+fn json_lines(bytes: &[u8]) -> Vec<Value> {
+    text(bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
 }

@@ -1,30 +1,17 @@
 //! `type = "nats"` by config only: `check` then `deliver` to a JetStream stream on the
 //! server at 127.0.0.1:4222 (scripts/services/nats.sh), read back from the stream.
 
-use super::{check_then_deliver, temp_file};
+use super::{NATS_URL, check_then_deliver, nats_stream, temp_file};
 use ankusa_sink_testkit::support::unique_name;
-use async_nats::jetstream::{self, stream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delivers_to_a_jetstream_stream_by_config_only() {
-    let name = unique_name("cli-nats").replace(['-', '.'], "_");
-    let subject = format!("ankusa.cli.{name}");
-    let client = async_nats::connect("nats://127.0.0.1:4222")
-        .await
-        .expect("NATS is running");
-    let js = jetstream::new(client);
-    js.create_stream(stream::Config {
-        name: name.clone(),
-        subjects: vec![subject.clone()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let (js, name, subject) = nats_stream("cli-nats").await;
     // The token comes from the environment; the server has no auth and ignores it.
     let sink = temp_file(
         "nats.toml",
         &format!(
-            "type = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nsubject = \"{subject}\"\n\
+            "type = \"nats\"\nurl = \"{NATS_URL}\"\nsubject = \"{subject}\"\n\
              token = \"${{ANKUSA_TEST_NATS_TOKEN}}\"\ntimeout_ms = 5000\n"
         ),
     );

@@ -1,6 +1,9 @@
 //! The Redis sink through the binary, by config only, against the Redis on 127.0.0.1:6379.
 
-use super::{bin, check_then_deliver, run, temp_file, text};
+use super::{
+    assert_describe_hides, bin, check_says_config, check_then_deliver, deliver_says_config, run,
+    run_with, temp_file, text,
+};
 use ankusa_sink_testkit::support::unique_name;
 use std::path::Path;
 use std::process::Stdio;
@@ -72,12 +75,10 @@ async fn redis_stream_from_a_config_file_read_back() {
     );
     // The example file passes the preflight (which writes nothing).
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/sinks/redis.toml");
-    let out = bin()
-        .args(["check", "--sink", example.to_str().unwrap()])
-        .env("ANKUSA_REDIS_URL", redis_url())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_with(
+        &["check", "--sink", example.to_str().unwrap()],
+        &[("ANKUSA_REDIS_URL", &redis_url())],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }
 
@@ -91,25 +92,7 @@ fn redis_channel_without_subscriber_is_config_and_never_shows_the_password() {
             unique_name("cli-nobody")
         ),
     );
-    let out = run(&["check", "--sink", f.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
-    assert!(
-        text(&out.stdout).contains("config"),
-        "{}",
-        text(&out.stdout)
-    );
-    let out = run(&["deliver", "--sink", f.to_str().unwrap(), "--json"]);
-    assert_eq!(out.status.code(), Some(3));
-    assert!(text(&out.stdout).contains(r#""class":"config""#));
-    let out = run(&[
-        "describe",
-        "--sink",
-        f.to_str().unwrap(),
-        "--source-id",
-        "s",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    for o in [&out.stdout, &out.stderr] {
-        assert!(!text(o).contains("cli-pa55word"));
-    }
+    check_says_config(&f, &[]);
+    deliver_says_config(&f, &[]);
+    assert_describe_hides(&f, &["cli-pa55word"]);
 }
