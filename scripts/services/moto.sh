@@ -43,17 +43,7 @@ else
   server_cmd=("$server")
 fi
 
-echo "moto: starting on 127.0.0.1:${port} (log $logdir/moto.log)"
-nohup "${server_cmd[@]}" -H 127.0.0.1 -p "$port" >>"$logdir/moto.log" 2>&1 </dev/null &
-echo $! >"$logdir/moto-${port}.pid"
-
-for _ in $(seq 1 120); do
-  if curl -sf -o /dev/null --max-time 2 "$url"; then
-    echo "moto: ready on 127.0.0.1:${port}"
-    exit 0
-  fi
-  sleep 0.5
-done
-echo "moto: not ready after 60 s; last log lines:" >&2
-tail -n 20 "$logdir/moto.log" >&2 || true
-exit 1
+# shellcheck source=scripts/lib/services.bash
+source "$(dirname "$0")/../lib/services.bash"
+start_and_wait moto "$logdir/moto.log" "$logdir/moto-${port}.pid" "$url" \
+  "${server_cmd[@]}" -H 127.0.0.1 -p "$port"

@@ -42,22 +42,7 @@ if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
   exit 1
 fi
 
-echo "pubsub: starting the emulator on 127.0.0.1:${port} (log $log)"
-nohup "$bin" --host=127.0.0.1 --port="$port" >>"$log" 2>&1 </dev/null &
-echo $! >"$logdir/pubsub-emulator-${port}.pid"
-
-for _ in $(seq 1 120); do
-  if curl -s -o /dev/null --max-time 2 "$url"; then
-    echo "pubsub: emulator ready on 127.0.0.1:${port}"
-    exit 0
-  fi
-  if ! kill -0 "$(cat "$logdir/pubsub-emulator-${port}.pid")" 2>/dev/null; then
-    echo "pubsub: the emulator exited; last log lines:" >&2
-    tail -n 20 "$log" >&2 || true
-    exit 1
-  fi
-  sleep 0.5
-done
-echo "pubsub: emulator not ready after 60 s; last log lines:" >&2
-tail -n 20 "$log" >&2 || true
-exit 1
+# shellcheck source=scripts/lib/services.bash
+source "$(dirname "$0")/../lib/services.bash"
+start_and_wait pubsub "$log" "$logdir/pubsub-emulator-${port}.pid" "$url" \
+  "$bin" --host=127.0.0.1 --port="$port"

@@ -1,0 +1,29 @@
+# Sourced by the service scripts: start a server in the background, wait until it answers.
+#
+#   start_and_wait NAME LOG PIDFILE PROBE_URL CMD...
+#
+# Runs CMD under nohup (output appended to LOG), writes its pid to PIDFILE, then polls
+# PROBE_URL with curl every 0.5 s for up to 60 s (any HTTP answer counts). Fails, with the
+# log's last lines, when the server exits or does not answer in time.
+start_and_wait() {
+  local name="$1" log="$2" pidfile="$3" url="$4"
+  shift 4
+  echo "$name: starting on $url (log $log)"
+  nohup "$@" >>"$log" 2>&1 </dev/null &
+  echo $! >"$pidfile"
+  for _ in $(seq 1 120); do
+    if curl -s -o /dev/null --max-time 2 "$url"; then
+      echo "$name: ready on $url"
+      return 0
+    fi
+    if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+      echo "$name: exited before it answered; last log lines:" >&2
+      tail -n 20 "$log" >&2 || true
+      return 1
+    fi
+    sleep 0.5
+  done
+  echo "$name: not ready after 60 s; last log lines:" >&2
+  tail -n 20 "$log" >&2 || true
+  return 1
+}
