@@ -22,8 +22,12 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+// The integration tests' request counter, so both count requests the same way.
+#[path = "../tests/it/request_counter.rs"]
+mod request_counter;
+use request_counter::RequestCounter;
 
 const ACCOUNT: &str = "123456789012";
 const REGION: &str = "us-east-1";
@@ -67,34 +71,15 @@ fn options() -> AwsOptions {
         .with_timeout(Duration::from_secs(30))
 }
 
-/// Counts the HTTP requests a client transmits (the aws tests' interceptor).
-#[derive(Debug, Clone, Default)]
-struct Counter(Arc<AtomicUsize>);
-
-impl aws_sdk_sqs::config::Intercept for Counter {
-    fn name(&self) -> &'static str {
-        "Counter"
-    }
-    fn read_before_transmit(
-        &self,
-        _ctx: &aws_sdk_sqs::config::interceptors::BeforeTransmitInterceptorContextRef<'_>,
-        _rc: &aws_sdk_sqs::config::RuntimeComponents,
-        _cfg: &mut aws_sdk_sqs::config::ConfigBag,
-    ) -> Result<(), aws_sdk_sqs::error::BoxError> {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-}
-
 /// One client pair (SQS, SNS) with the sink's SDK config and a request counter.
 #[derive(Clone)]
 struct Clients {
     sqs: aws_sdk_sqs::Client,
     sns: aws_sdk_sns::Client,
-    counter: Counter,
+    counter: RequestCounter,
 }
 
-async fn clients(counter: Option<Counter>) -> Clients {
+async fn clients(counter: Option<RequestCounter>) -> Clients {
     let ep = endpoint();
     let sqs_cfg = SqsConfig::new(format!("{ep}/{ACCOUNT}/x"), options()).unwrap();
     let sdk = sqs_cfg.sdk_config().await.unwrap();
@@ -394,9 +379,9 @@ impl Aws {
         } else {
             (s.deliveries, s.concurrency)
         };
-        let before = c.counter.0.load(Ordering::Relaxed);
+        let before = c.counter.count();
         let (seconds, lat) = drive::<Self>(op, units, workers).await;
-        let requests = c.counter.0.load(Ordering::Relaxed) - before;
+        let requests = c.counter.count() - before;
         delete(&self.admin, svc, dests).await;
         Run::new::<Self>(mode, s, seconds, lat, Some(requests))
     }

@@ -2,7 +2,7 @@
 
 use ankusa_sink_aws::{AwsOptions, SnsConfig, SqsConfig, StaticCredentials};
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::{Class, Ctx, Envelope, Failure};
+use ankusa_sink_core::{Class, Ctx, Envelope, Failure, Sink};
 use ankusa_sink_testkit::support::unique_name;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use std::collections::HashMap;
@@ -10,8 +10,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+pub(crate) use crate::request_counter::RequestCounter;
 
 /// moto's endpoint: `ANKUSA_MOTO_ENDPOINT`, default `http://127.0.0.1:4566`
 /// (`scripts/services/moto.sh` starts it).
@@ -68,6 +69,52 @@ pub(crate) async fn create_queue(
     req.send().await.unwrap().queue_url().unwrap().to_owned()
 }
 
+/// Create a topic and answer its ARN.
+pub(crate) async fn create_topic(
+    admin: &aws_sdk_sns::Client,
+    name: &str,
+    attrs: &[(&str, &str)],
+) -> String {
+    let mut req = admin.create_topic().name(name);
+    for (k, v) in attrs {
+        req = req.attributes(*k, *v);
+    }
+    req.send().await.unwrap().topic_arn().unwrap().to_owned()
+}
+
+/// Subscribe queue `queue` (a name) to topic `arn` with raw delivery; the subscription's
+/// ARN.
+pub(crate) async fn subscribe_raw(admin: &aws_sdk_sns::Client, arn: &str, queue: &str) -> String {
+    admin
+        .subscribe()
+        .topic_arn(arn)
+        .protocol("sqs")
+        .endpoint(format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}"))
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .unwrap()
+        .subscription_arn()
+        .unwrap()
+        .to_owned()
+}
+
+/// Topic `name` on the shared moto with a raw-delivery queue of the same name subscribed
+/// (both FIFO when `fifo`; `name` then ends in `.fifo`): (topic ARN, queue URL).
+pub(crate) async fn subscribed_topic(name: &str, fifo: bool) -> (String, String) {
+    let sns = sns_admin(&moto()).await;
+    let fifo_topic: &[_] = if fifo { &[("FifoTopic", "true")] } else { &[] };
+    let fifo_queue: &[_] = if fifo {
+        &[(QueueAttributeName::FifoQueue, "true")]
+    } else {
+        &[]
+    };
+    let arn = create_topic(&sns, name, fifo_topic).await;
+    let url = create_queue(&sqs_admin(&moto()).await, name, fifo_queue).await;
+    subscribe_raw(&sns, &arn, name).await;
+    (arn, url)
+}
+
 pub(crate) fn env(id: &str, body: &[u8]) -> Envelope {
     Envelope::builder(id, "stripe", body.to_vec())
         .tenant_id("acme")
@@ -81,6 +128,49 @@ pub(crate) fn env(id: &str, body: &[u8]) -> Envelope {
 
 pub(crate) fn ctx(env: &Envelope) -> Ctx {
     Ctx::for_envelope(env)
+}
+
+/// The message attributes [`env`]`(id, ..)` arrives with, plus `extra`: written out, as
+/// the wire contract states them.
+pub(crate) fn env_attributes(id: &str, extra: &[(&str, &str)]) -> HashMap<String, String> {
+    let mut want: HashMap<String, String> = [
+        ("ankusa_id", id.to_owned()),
+        ("ankusa_source_id", "stripe".into()),
+        ("ankusa_tenant_id", "acme".into()),
+        ("ankusa_message_version", "1".into()),
+        ("ankusa_idempotency_key", format!("acme:stripe:evt_{id}")),
+        ("content_type", "application/json".into()),
+        ("ankusa_dedupe_key", format!("evt_{id}")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    want.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    want
+}
+
+/// Delivers every envelope at once, each on a task of its own with `ctx.batch` set (so
+/// the sink may gather them into batches); the results in `envs`' order.
+pub(crate) async fn deliver_batched<S: Sink + 'static>(
+    sink: &Arc<S>,
+    envs: impl IntoIterator<Item = Envelope>,
+) -> Vec<Result<(), Failure>> {
+    let tasks: Vec<_> = envs
+        .into_iter()
+        .map(|e| {
+            let s = Arc::clone(sink);
+            tokio::spawn(async move { s.deliver(&e, &ctx(&e).with_batch(true)).await })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.unwrap());
+    }
+    results
 }
 
 /// The message attributes the sinks send for `env` in `ctx`: core's list with empty values
@@ -158,6 +248,25 @@ pub(crate) async fn receive(
     out
 }
 
+/// The hook ids of `got`'s Message v1 bodies, sorted.
+pub(crate) fn hook_ids(got: &[Received]) -> Vec<String> {
+    let mut ids: Vec<String> = got
+        .iter()
+        .map(|m| {
+            ankusa_sink_core::message::decode(m.body.as_bytes())
+                .unwrap()
+                .id
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// System attribute `name` of every message of `got`, in order.
+pub(crate) fn system_values<'a>(got: &'a [Received], name: &str) -> Vec<&'a str> {
+    got.iter().map(|m| m.system[name].as_str()).collect()
+}
+
 /// How many messages the queue holds (visible or not).
 pub(crate) async fn queue_depth(admin: &aws_sdk_sqs::Client, queue_url: &str) -> usize {
     let out = admin
@@ -190,32 +299,13 @@ pub(crate) fn assert_retry_after(res: &Result<(), Failure>) -> u64 {
     }
 }
 
-/// Counts HTTP requests a client transmits, by operation (`x-amz-target`, or the form's
-/// `Action`).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct RequestCounter {
-    pub(crate) total: Arc<AtomicUsize>,
-}
-
-impl RequestCounter {
-    pub(crate) fn count(&self) -> usize {
-        self.total.load(Ordering::SeqCst)
-    }
-}
-
-impl aws_sdk_sqs::config::Intercept for RequestCounter {
-    fn name(&self) -> &'static str {
-        "RequestCounter"
-    }
-    fn read_before_transmit(
-        &self,
-        _ctx: &aws_sdk_sqs::config::interceptors::BeforeTransmitInterceptorContextRef<'_>,
-        _rc: &aws_sdk_sqs::config::RuntimeComponents,
-        _cfg: &mut aws_sdk_sqs::config::ConfigBag,
-    ) -> Result<(), aws_sdk_sqs::error::BoxError> {
-        self.total.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
+/// A loopback port nothing listens on (bound, then released).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A moto of our own; killed when dropped, even when the test panics.
@@ -234,11 +324,7 @@ impl Drop for Moto {
 /// Start a moto of our own on a free loopback port, checking IAM after
 /// `no_auth_actions` actions (`ANKUSA_MOTO_SERVER` or `moto_server` on PATH).
 pub(crate) fn start_moto(no_auth_actions: u32) -> Moto {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let server = std::env::var("ANKUSA_MOTO_SERVER").unwrap_or_else(|_| "moto_server".into());
     let child = Command::new(server)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])

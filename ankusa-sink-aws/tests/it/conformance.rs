@@ -5,7 +5,7 @@ use crate::common::*;
 use crate::proxy::Proxy;
 use crate::scripted::{Resp, Scripted};
 use ankusa_sink_aws::{AwsOptions, SnsConfig, SnsSink, SqsConfig, SqsSink, StaticCredentials};
-use ankusa_sink_core::{BoxError, async_trait};
+use ankusa_sink_core::{BoxError, Sink, async_trait};
 use ankusa_sink_testkit::{Case, Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
 use aws_sdk_sqs::types::QueueAttributeName;
 use std::num::NonZeroUsize;
@@ -137,26 +137,68 @@ impl Keep {
 }
 
 fn closed_port() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    format!("http://127.0.0.1:{}", l.local_addr().unwrap().port())
+    format!("http://127.0.0.1:{}", free_port())
 }
 
-// ---------------------------------------------------------------- SQS
+/// What the SQS and the SNS harness differ in; [`AwsHarness`] does the rest the same way
+/// for both.
+#[async_trait]
+trait Service: Default + Send + Sync + 'static {
+    type Sink: Sink + 'static;
 
+    /// A sink for `address` (a queue URL or a topic ARN).
+    async fn sink(&self, address: &str, opts: AwsOptions) -> Result<Self::Sink, BoxError>;
+
+    /// The address of destination `name` reached through `endpoint`.
+    fn address(&self, endpoint: &str, name: &str) -> String;
+
+    /// Create destination `name` on the moto at `endpoint`; its address.
+    async fn create(&self, endpoint: &str, name: &str) -> String;
+
+    /// A fresh destination named after `prefix` on the shared moto, read back through a
+    /// queue: (its name, the queue's URL).
+    async fn read_back(&self, prefix: &str) -> (String, String);
+
+    /// `setup` with a teardown deleting what [`read_back`](Service::read_back) made.
+    fn dropping(&self, setup: Setup<Self::Sink>, name: String, url: String) -> Setup<Self::Sink>;
+
+    /// The service's answer to a throttled request.
+    fn throttled(&self) -> Resp;
+
+    /// A destination that refuses the setup's body size.
+    async fn oversized(&self) -> Result<Setup<Self::Sink>, BoxError>;
+
+    /// See [`Harness::mixed_batch`].
+    async fn mixed_batch(&self) -> Result<Option<MixedBatch<Self::Sink>>, BoxError> {
+        Ok(None)
+    }
+}
+
+/// The conformance harness of one service on the shared moto.
 #[derive(Default)]
-struct SqsHarness(Keep);
+struct AwsHarness<S> {
+    keep: Keep,
+    service: S,
+}
 
-async fn sqs_sink(url: &str, opts: AwsOptions) -> Result<SqsSink, BoxError> {
-    Ok(SqsSink::new(SqsConfig::new(url, opts)?).await?)
+impl<S: Service> AwsHarness<S> {
+    /// A sink (2 s timeout) whose requests go to `endpoint`, where nothing answers.
+    async fn unanswered(&self, endpoint: &str) -> Result<Setup<S::Sink>, BoxError> {
+        let opts = planted()
+            .with_endpoint(endpoint)
+            .with_timeout(Duration::from_secs(2));
+        let address = self.service.address(endpoint, "q");
+        Ok(Setup::new(self.service.sink(&address, opts).await?))
+    }
 }
 
 #[async_trait]
-impl Harness for SqsHarness {
+impl<S: Service> Harness for AwsHarness<S> {
     fn reports_landing(&self) -> bool {
         true
     }
 
-    type Sink = SqsSink;
+    type Sink = S::Sink;
 
     /// moto scans the whole queue on every receive: reading back the 200 hooks of
     /// `concurrency` takes 20 receives of up to 0.5 s each, over the default 10 s.
@@ -164,70 +206,54 @@ impl Harness for SqsHarness {
         PROBE_TIMEOUT
     }
 
-    async fn destination(&self, case: Case) -> Result<Setup<SqsSink>, BoxError> {
-        let name = unique(&format!("kit-{}", case.name().replace('_', "-")));
-        let url = create_queue(&sqs_admin(&moto()).await, &name, &[]).await;
-        let via = self.0.endpoint().await;
+    async fn destination(&self, case: Case) -> Result<Setup<S::Sink>, BoxError> {
+        let prefix = format!("kit-{}", case.name().replace('_', "-"));
+        let (name, url) = self.service.read_back(&prefix).await;
+        let via = self.keep.endpoint().await;
         let opts = planted()
             .with_endpoint(&via)
             // See common::options: moto under load.
             .with_timeout(Duration::from_secs(15));
-        let sink = sqs_sink(&format!("{via}/{ACCOUNT}/{name}"), opts).await?;
+        let sink = self
+            .service
+            .sink(&self.service.address(&via, &name), opts)
+            .await?;
         let setup = Setup::new(sink).with_probe(probe(&url).await);
-        Ok(dropping_queue(setup, url))
+        Ok(self.service.dropping(setup, name, url))
     }
 
-    async fn fault(&self, fault: Fault) -> Result<Option<Setup<SqsSink>>, BoxError> {
+    async fn fault(&self, fault: Fault) -> Result<Option<Setup<S::Sink>>, BoxError> {
+        let svc = &self.service;
         let setup = match fault {
             Fault::MissingDestination => {
-                let url = format!("{}/{ACCOUNT}/{}", moto(), unique("absent"));
-                Setup::new(sqs_sink(&url, planted()).await?)
+                let address = svc.address(&moto(), &unique("absent"));
+                Setup::new(svc.sink(&address, planted()).await?)
             }
             Fault::RefusedCredential => {
-                let ep = self.0.iam_moto().await;
-                let url = create_queue(&sqs_admin(&ep).await, "refused", &[]).await;
+                let ep = self.keep.iam_moto().await;
+                let address = svc.create(&ep, "refused").await;
                 let opts = options(&ep)
                     .with_credentials(StaticCredentials::new("AKIAUNKNOWNKEY000000", SECRET));
-                Setup::new(sqs_sink(&url, opts).await?)
+                Setup::new(svc.sink(&address, opts).await?)
             }
-            Fault::Unreachable => {
-                let ep = closed_port();
-                let opts = planted()
-                    .with_endpoint(&ep)
-                    .with_timeout(Duration::from_secs(2));
-                Setup::new(sqs_sink(&format!("{ep}/{ACCOUNT}/q"), opts).await?)
-            }
+            Fault::Unreachable => self.unanswered(&closed_port()).await?,
             Fault::Throttled => {
-                let ep = self
-                    .0
-                    .scripted(Resp::sqs_error(400, "RequestThrottled", "RequestThrottled"))
-                    .await;
-                Setup::new(
-                    sqs_sink(&format!("{ep}/{ACCOUNT}/q"), planted().with_endpoint(&ep)).await?,
-                )
+                let ep = self.keep.scripted(svc.throttled()).await;
+                let address = svc.address(&ep, "q");
+                Setup::new(svc.sink(&address, planted().with_endpoint(&ep)).await?)
             }
+            // Reads the SendMessage or Publish request and never answers it.
             Fault::Unacknowledged => {
-                // Reads the SendMessage request and never answers it.
-                let ep = self.0.scripted(Resp::hang()).await;
-                let opts = planted()
-                    .with_endpoint(&ep)
-                    .with_timeout(Duration::from_secs(2));
-                Setup::new(sqs_sink(&format!("{ep}/{ACCOUNT}/q"), opts).await?)
+                self.unanswered(&self.keep.scripted(Resp::hang()).await)
+                    .await?
             }
-            Fault::Oversized => {
-                let url = create_queue(
-                    &sqs_admin(&moto()).await,
-                    &unique("small"),
-                    &[(QueueAttributeName::MaximumMessageSize, "1024")],
-                )
-                .await;
-                let setup = Setup::new(sqs_sink(&url, planted()).await?)
-                    .with_probe(probe(&url).await)
-                    .with_body_size(4096);
-                dropping_queue(setup, url)
-            }
+            Fault::Oversized => svc.oversized().await?,
         };
         Ok(Some(setup))
+    }
+
+    async fn mixed_batch(&self) -> Result<Option<MixedBatch<S::Sink>>, BoxError> {
+        self.service.mixed_batch().await
     }
 
     fn secrets(&self) -> Vec<String> {
@@ -239,145 +265,130 @@ impl Harness for SqsHarness {
     }
 
     async fn stop(&self) -> Result<(), BoxError> {
-        self.0.stop().await
+        self.keep.stop().await
     }
 
     async fn start(&self) -> Result<(), BoxError> {
-        self.0.start().await
+        self.keep.start().await
+    }
+}
+
+// ---------------------------------------------------------------- SQS
+
+#[derive(Default)]
+struct Sqs;
+
+#[async_trait]
+impl Service for Sqs {
+    type Sink = SqsSink;
+
+    async fn sink(&self, url: &str, opts: AwsOptions) -> Result<SqsSink, BoxError> {
+        Ok(SqsSink::new(SqsConfig::new(url, opts)?).await?)
+    }
+
+    fn address(&self, endpoint: &str, name: &str) -> String {
+        format!("{endpoint}/{ACCOUNT}/{name}")
+    }
+
+    async fn create(&self, endpoint: &str, name: &str) -> String {
+        create_queue(&sqs_admin(endpoint).await, name, &[]).await
+    }
+
+    async fn read_back(&self, prefix: &str) -> (String, String) {
+        let name = unique(prefix);
+        let url = self.create(&moto(), &name).await;
+        (name, url)
+    }
+
+    fn dropping(&self, setup: Setup<SqsSink>, _: String, url: String) -> Setup<SqsSink> {
+        dropping_queue(setup, url)
+    }
+
+    fn throttled(&self) -> Resp {
+        Resp::sqs_error(400, "RequestThrottled", "RequestThrottled")
+    }
+
+    async fn oversized(&self) -> Result<Setup<SqsSink>, BoxError> {
+        let url = create_queue(
+            &sqs_admin(&moto()).await,
+            &unique("small"),
+            &[(QueueAttributeName::MaximumMessageSize, "1024")],
+        )
+        .await;
+        let setup = Setup::new(self.sink(&url, planted()).await?)
+            .with_probe(probe(&url).await)
+            .with_body_size(4096);
+        Ok(dropping_queue(setup, url))
     }
 }
 
 // ---------------------------------------------------------------- SNS
 
 #[derive(Default)]
-struct SnsHarness(Keep);
+struct Sns;
 
-async fn sns_sink(arn: &str, opts: AwsOptions) -> Result<SnsSink, BoxError> {
-    Ok(SnsSink::new(SnsConfig::new(arn, opts)?).await?)
-}
-
-/// A topic with a raw-delivery queue subscribed: (topic ARN, queue URL).
-async fn subscribed_topic(prefix: &str) -> (String, String) {
-    let sns = sns_admin(&moto()).await;
-    let name = unique(prefix);
-    let arn = sns
-        .create_topic()
-        .name(&name)
-        .send()
-        .await
-        .unwrap()
-        .topic_arn()
-        .unwrap()
-        .to_owned();
-    let url = create_queue(&sqs_admin(&moto()).await, &name, &[]).await;
-    sns.subscribe()
-        .topic_arn(&arn)
-        .protocol("sqs")
-        .endpoint(format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"))
-        .attributes("RawMessageDelivery", "true")
-        .send()
-        .await
-        .unwrap();
-    (arn, url)
+impl Sns {
+    /// A sink for `arn` that lets SNS (moto: 256 KiB) judge sizes up to 1 MiB itself.
+    async fn lenient(&self, arn: &str, opts: AwsOptions) -> Result<SnsSink, BoxError> {
+        let opts = opts
+            .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap())
+            .with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap());
+        self.sink(arn, opts).await
+    }
 }
 
 #[async_trait]
-impl Harness for SnsHarness {
-    fn reports_landing(&self) -> bool {
-        true
-    }
-
+impl Service for Sns {
     type Sink = SnsSink;
 
-    /// moto scans the whole queue on every receive: reading back the 200 hooks of
-    /// `concurrency` takes 20 receives of up to 0.5 s each, over the default 10 s.
-    fn probe_timeout(&self) -> Duration {
-        PROBE_TIMEOUT
+    async fn sink(&self, arn: &str, opts: AwsOptions) -> Result<SnsSink, BoxError> {
+        Ok(SnsSink::new(SnsConfig::new(arn, opts)?).await?)
     }
 
-    async fn destination(&self, case: Case) -> Result<Setup<SnsSink>, BoxError> {
-        let (arn, url) = subscribed_topic(&format!("kit-{}", case.name().replace('_', "-"))).await;
-        let via = self.0.endpoint().await;
-        let opts = planted()
-            .with_endpoint(&via)
-            // See common::options: moto under load.
-            .with_timeout(Duration::from_secs(15));
-        let sink = sns_sink(&arn, opts).await?;
-        let setup = Setup::new(sink).with_probe(probe(&url).await);
-        Ok(dropping_topic(setup, arn, url))
+    /// An ARN names no endpoint.
+    fn address(&self, _: &str, name: &str) -> String {
+        format!("arn:aws:sns:{REGION}:{ACCOUNT}:{name}")
     }
 
-    async fn fault(&self, fault: Fault) -> Result<Option<Setup<SnsSink>>, BoxError> {
-        let setup = match fault {
-            Fault::MissingDestination => {
-                let arn = format!("arn:aws:sns:{REGION}:{ACCOUNT}:{}", unique("absent"));
-                Setup::new(sns_sink(&arn, planted()).await?)
-            }
-            Fault::RefusedCredential => {
-                let ep = self.0.iam_moto().await;
-                let arn = sns_admin(&ep)
-                    .await
-                    .create_topic()
-                    .name("refused")
-                    .send()
-                    .await?
-                    .topic_arn()
-                    .unwrap_or_default()
-                    .to_owned();
-                let opts = options(&ep)
-                    .with_credentials(StaticCredentials::new("AKIAUNKNOWNKEY000000", SECRET));
-                Setup::new(sns_sink(&arn, opts).await?)
-            }
-            Fault::Unreachable => {
-                let opts = planted()
-                    .with_endpoint(closed_port())
-                    .with_timeout(Duration::from_secs(2));
-                Setup::new(sns_sink(&format!("arn:aws:sns:{REGION}:{ACCOUNT}:t"), opts).await?)
-            }
-            Fault::Throttled => {
-                let ep = self.0.scripted(Resp::sns_error(400, "Throttled")).await;
-                Setup::new(
-                    sns_sink(
-                        &format!("arn:aws:sns:{REGION}:{ACCOUNT}:t"),
-                        planted().with_endpoint(&ep),
-                    )
-                    .await?,
-                )
-            }
-            Fault::Unacknowledged => {
-                // Reads the Publish request and never answers it.
-                let ep = self.0.scripted(Resp::hang()).await;
-                let opts = planted()
-                    .with_endpoint(&ep)
-                    .with_timeout(Duration::from_secs(2));
-                Setup::new(sns_sink(&format!("arn:aws:sns:{REGION}:{ACCOUNT}:t"), opts).await?)
-            }
-            Fault::Oversized => {
-                // SNS (moto) refuses more than 256 KiB; the pre-check is raised so SNS says so.
-                let (arn, url) = subscribed_topic("big").await;
-                let opts = planted()
-                    .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap())
-                    .with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap());
-                let setup = Setup::new(sns_sink(&arn, opts).await?)
-                    .with_probe(probe(&url).await)
-                    .with_body_size(300_000);
-                dropping_topic(setup, arn, url)
-            }
-        };
-        Ok(Some(setup))
+    async fn create(&self, endpoint: &str, name: &str) -> String {
+        create_topic(&sns_admin(endpoint).await, name, &[]).await
+    }
+
+    async fn read_back(&self, prefix: &str) -> (String, String) {
+        let name = unique(prefix);
+        let (_, url) = subscribed_topic(&name, false).await;
+        (name, url)
+    }
+
+    fn dropping(&self, setup: Setup<SnsSink>, name: String, url: String) -> Setup<SnsSink> {
+        dropping_topic(setup, self.address(&moto(), &name), url)
+    }
+
+    fn throttled(&self) -> Resp {
+        Resp::sns_error(400, "Throttled")
+    }
+
+    async fn oversized(&self) -> Result<Setup<SnsSink>, BoxError> {
+        // SNS (moto) refuses more than 256 KiB; the pre-check is raised so SNS says so.
+        let (name, url) = self.read_back("big").await;
+        let sink = self
+            .lenient(&self.address(&moto(), &name), planted())
+            .await?;
+        let setup = Setup::new(sink)
+            .with_probe(probe(&url).await)
+            .with_body_size(300_000);
+        Ok(self.dropping(setup, name, url))
     }
 
     async fn mixed_batch(&self) -> Result<Option<MixedBatch<SnsSink>>, BoxError> {
         // moto refuses entries over 256 KiB one by one inside a PublishBatch.
-        let (arn, url) = subscribed_topic("mixed").await;
-        let opts = planted()
-            .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap())
-            .with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap())
-            .with_batch(
-                ankusa_sink_aws::AwsBatch::default().with_linger(Duration::from_millis(200)),
-            );
-        let setup = Setup::new(sns_sink(&arn, opts).await?).with_probe(probe(&url).await);
-        let setup = dropping_topic(setup, arn, url);
+        let (name, url) = self.read_back("mixed").await;
+        let batch = ankusa_sink_aws::AwsBatch::default().with_linger(Duration::from_millis(200));
+        let sink = self
+            .lenient(&self.address(&moto(), &name), planted().with_batch(batch))
+            .await?;
+        let setup = Setup::new(sink).with_probe(probe(&url).await);
+        let setup = self.dropping(setup, name, url);
         let envelopes = (0..6)
             .map(|i| {
                 let big = i % 3 == 1;
@@ -394,28 +405,12 @@ impl Harness for SnsHarness {
             .collect();
         Ok(Some(MixedBatch { setup, envelopes }))
     }
-
-    fn secrets(&self) -> Vec<String> {
-        vec![SECRET.into(), TOKEN.into()]
-    }
-
-    fn can_restart(&self) -> bool {
-        true
-    }
-
-    async fn stop(&self) -> Result<(), BoxError> {
-        self.0.stop().await
-    }
-
-    async fn start(&self) -> Result<(), BoxError> {
-        self.0.start().await
-    }
 }
 
 mod sqs {
-    ankusa_sink_testkit::conformance_suite!(super::SqsHarness::default());
+    ankusa_sink_testkit::conformance_suite!(super::AwsHarness::<super::Sqs>::default());
 }
 
 mod sns {
-    ankusa_sink_testkit::conformance_suite!(super::SnsHarness::default());
+    ankusa_sink_testkit::conformance_suite!(super::AwsHarness::<super::Sns>::default());
 }

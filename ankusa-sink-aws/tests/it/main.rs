@@ -5,6 +5,7 @@ mod common;
 mod conformance;
 mod iam;
 mod proxy;
+mod request_counter;
 mod scripted;
 mod sns;
 mod sqs;

@@ -5,36 +5,18 @@ use crate::common::*;
 use crate::scripted::{Req, Resp, Scripted};
 use ankusa_sink_aws::{AwsBatch, AwsOptions, SnsConfig, SnsSink};
 use ankusa_sink_core::{Check, Class, Sink, Subject, message};
-use aws_sdk_sqs::types::QueueAttributeName;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A topic with a raw-delivery SQS subscription: (sqs admin, queue url, topic arn).
+/// A fresh topic with a raw-delivery SQS subscription: (sqs admin, queue url, topic arn).
 async fn topic(fifo: bool) -> (aws_sdk_sqs::Client, String, String) {
-    let sqs = sqs_admin(&moto()).await;
-    let sns = sns_admin(&moto()).await;
     let mut name = unique("t");
     if fifo {
         name.push_str(".fifo");
     }
-    let mut t = sns.create_topic().name(&name);
-    let mut qattrs = Vec::new();
-    if fifo {
-        t = t.attributes("FifoTopic", "true");
-        qattrs.push((QueueAttributeName::FifoQueue, "true"));
-    }
-    let arn = t.send().await.unwrap().topic_arn().unwrap().to_owned();
-    let url = create_queue(&sqs, &name, &qattrs).await;
-    sns.subscribe()
-        .topic_arn(&arn)
-        .protocol("sqs")
-        .endpoint(format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"))
-        .attributes("RawMessageDelivery", "true")
-        .send()
-        .await
-        .unwrap();
-    (sqs, url, arn)
+    let (arn, url) = subscribed_topic(&name, fifo).await;
+    (sqs_admin(&moto()).await, url, arn)
 }
 
 async fn drop_topic(sqs: &aws_sdk_sqs::Client, url: &str, arn: &str) {
@@ -83,20 +65,10 @@ async fn round_trip_through_a_raw_sqs_subscription() {
             .as_deref(),
         Some("r9")
     );
-    let want: std::collections::HashMap<String, String> = [
-        ("ankusa_id", "h-sns"),
-        ("ankusa_source_id", "stripe"),
-        ("ankusa_tenant_id", "acme"),
-        ("ankusa_message_version", "1"),
-        ("ankusa_idempotency_key", "acme:stripe:evt_h-sns"),
-        ("content_type", "application/json"),
-        ("ankusa_dedupe_key", "evt_h-sns"),
-        ("ankusa_replay_id", "r9"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    assert_eq!(got[0].attributes, want);
+    assert_eq!(
+        got[0].attributes,
+        env_attributes("h-sns", &[("ankusa_replay_id", "r9")])
+    );
     assert_eq!(got[0].attributes, wire_attributes(&e, &c));
     drop_topic(&sqs, &url, &arn).await;
 }
@@ -111,11 +83,10 @@ async fn fifo_topic_gets_group_and_dedup_ids() {
     let got = receive(&sqs, &url, 2).await;
     assert_eq!(got.len(), 2, "{got:?}");
     assert_eq!(got[0].system["MessageGroupId"], "acme/stripe");
-    let dedup: Vec<&str> = got
-        .iter()
-        .map(|m| m.system["MessageDeduplicationId"].as_str())
-        .collect();
-    assert_eq!(dedup, ["h-snsfifo", "h-snsfifo:replay:r2"]);
+    assert_eq!(
+        system_values(&got, "MessageDeduplicationId"),
+        ["h-snsfifo", "h-snsfifo:replay:r2"]
+    );
     drop_topic(&sqs, &url, &arn).await;
 }
 
@@ -183,30 +154,16 @@ async fn a_batch_with_a_refused_entry_answers_each_delivery() {
         .with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap())
         .with_batch(AwsBatch::default().with_linger(Duration::from_millis(300)));
     let (s, counter) = counted_sink(&arn, opts).await;
-    let s = Arc::new(s);
-    let mut tasks = Vec::new();
-    for (i, size) in [10usize, 300_000, 10].into_iter().enumerate() {
-        let s = Arc::clone(&s);
-        tasks.push(tokio::spawn(async move {
-            let e = env(&format!("b{i}"), &vec![b'x'; size]);
-            s.deliver(&e, &ctx(&e).with_batch(true)).await
-        }));
-    }
-    let mut results = Vec::new();
-    for t in tasks {
-        results.push(t.await.unwrap());
-    }
+    let envs = [10usize, 300_000, 10]
+        .into_iter()
+        .enumerate()
+        .map(|(i, size)| env(&format!("b{i}"), &vec![b'x'; size]));
+    let results = deliver_batched(&Arc::new(s), envs).await;
     assert_eq!(counter.count(), 1, "one PublishBatch");
     assert!(results[0].is_ok(), "{:?}", results[0]);
     assert_class(&results[1], Class::Permanent);
     assert!(results[2].is_ok(), "{:?}", results[2]);
-    let got = receive(&sqs, &url, 2).await;
-    let mut ids: Vec<String> = got
-        .iter()
-        .map(|m| message::decode(m.body.as_bytes()).unwrap().id)
-        .collect();
-    ids.sort();
-    assert_eq!(ids, ["b0", "b2"]);
+    assert_eq!(hook_ids(&receive(&sqs, &url, 2).await), ["b0", "b2"]);
     drop_topic(&sqs, &url, &arn).await;
 }
 
@@ -217,29 +174,16 @@ async fn batched_deliveries_none_lost() {
     let opts =
         options(&moto()).with_batch(AwsBatch::default().with_linger(Duration::from_millis(20)));
     let (s, counter) = counted_sink(&arn, opts).await;
-    let s = Arc::new(s);
-    let mut tasks = Vec::new();
-    for i in 0..N {
-        let s = Arc::clone(&s);
-        tasks.push(tokio::spawn(async move {
-            let e = env(&format!("n{i}"), b"{}");
-            s.deliver(&e, &ctx(&e).with_batch(true)).await
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap().unwrap();
+    let envs = (0..N).map(|i| env(&format!("n{i}"), b"{}"));
+    for res in deliver_batched(&Arc::new(s), envs).await {
+        res.unwrap();
     }
     let requests = counter.count();
     assert!(
         (N / 10..=N / 4).contains(&requests),
         "{requests} requests for {N}"
     );
-    let got = receive(&sqs, &url, N).await;
-    let mut ids: Vec<String> = got
-        .iter()
-        .map(|m| message::decode(m.body.as_bytes()).unwrap().id)
-        .collect();
-    ids.sort();
+    let mut ids = hook_ids(&receive(&sqs, &url, N).await);
     ids.dedup();
     assert_eq!(ids.len(), N);
     drop_topic(&sqs, &url, &arn).await;
@@ -330,15 +274,7 @@ async fn sns_codes_from_the_wire() {
 /// A topic without subscriptions: (sns admin, topic arn).
 async fn bare_topic() -> (aws_sdk_sns::Client, String) {
     let sns = sns_admin(&moto()).await;
-    let arn = sns
-        .create_topic()
-        .name(unique("bare"))
-        .send()
-        .await
-        .unwrap()
-        .topic_arn()
-        .unwrap()
-        .to_owned();
+    let arn = create_topic(&sns, &unique("bare"), &[]).await;
     (sns, arn)
 }
 
@@ -378,18 +314,7 @@ async fn a_topic_without_a_subscription_reaches_nobody() {
     let sqs = sqs_admin(&moto()).await;
     let name = unique("bare-q");
     let url = create_queue(&sqs, &name, &[]).await;
-    let sub = sns
-        .subscribe()
-        .topic_arn(&arn)
-        .protocol("sqs")
-        .endpoint(format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"))
-        .attributes("RawMessageDelivery", "true")
-        .send()
-        .await
-        .unwrap()
-        .subscription_arn()
-        .unwrap()
-        .to_owned();
+    let sub = subscribe_raw(&sns, &arn, &name).await;
     assert_eq!(plain.check().await.unwrap(), Check::Passed);
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     let seen = env("h-seen", b"{}");

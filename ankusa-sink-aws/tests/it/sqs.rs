@@ -1,7 +1,7 @@
 //! SQS against moto, and against the scripted server for what moto cannot produce.
 
 use crate::common::*;
-use crate::scripted::{Resp, Scripted, md5_hex};
+use crate::scripted::{Req, Resp, Scripted, md5_hex};
 use ankusa_sink_aws::{AwsBatch, AwsOptions, SqsConfig, SqsSink};
 use ankusa_sink_core::{Check, Class, Sink, Subject, message};
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -43,19 +43,7 @@ async fn round_trip_body_and_attributes() {
     let msg = message::decode(got[0].body.as_bytes()).unwrap();
     assert_eq!(msg.id, "h-rt");
     assert_eq!(msg.tenant_id.as_deref(), Some("acme"));
-    let want: std::collections::HashMap<String, String> = [
-        ("ankusa_id", "h-rt"),
-        ("ankusa_source_id", "stripe"),
-        ("ankusa_tenant_id", "acme"),
-        ("ankusa_message_version", "1"),
-        ("ankusa_idempotency_key", "acme:stripe:evt_h-rt"),
-        ("content_type", "application/json"),
-        ("ankusa_dedupe_key", "evt_h-rt"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    assert_eq!(got[0].attributes, want);
+    assert_eq!(got[0].attributes, env_attributes("h-rt", &[]));
     assert_eq!(got[0].attributes, wire_attributes(&e, &c));
     // A standard queue: no group, no dedup id.
     assert!(
@@ -79,11 +67,10 @@ async fn fifo_group_and_dedup_ids() {
     let got = receive(&admin, &url, 3).await;
     assert_eq!(got.len(), 2, "{got:?}");
     assert_eq!(got[0].system["MessageGroupId"], "acme/stripe");
-    let dedup: Vec<&str> = got
-        .iter()
-        .map(|m| m.system["MessageDeduplicationId"].as_str())
-        .collect();
-    assert_eq!(dedup, ["h-fifo", "h-fifo:replay:r1"]);
+    assert_eq!(
+        system_values(&got, "MessageDeduplicationId"),
+        ["h-fifo", "h-fifo:replay:r1"]
+    );
     assert_eq!(got[1].attributes["ankusa_replay_id"], "r1");
 
     // No tenant: the group is `/<source>`; a configured group wins.
@@ -95,11 +82,7 @@ async fn fifo_group_and_dedup_ids() {
     let e3 = env("h-fixed", b"{}");
     fixed.deliver(&e3, &ctx(&e3)).await.unwrap();
     let got = receive(&admin, &url, 2).await;
-    let groups: Vec<&str> = got
-        .iter()
-        .map(|m| m.system["MessageGroupId"].as_str())
-        .collect();
-    assert_eq!(groups, ["/gh", "g1"]);
+    assert_eq!(system_values(&got, "MessageGroupId"), ["/gh", "g1"]);
     delete_queue(&admin, &url).await;
 }
 
@@ -197,18 +180,20 @@ async fn describe_names_the_queue_never_credentials() {
     }
 }
 
-/// A sink on `url` whose client counts its HTTP requests.
-async fn counted_sink(url: &str, options: AwsOptions) -> (SqsSink, RequestCounter) {
+/// A sink on `url` whose client counts its HTTP requests into `counter`.
+async fn counted_by(url: &str, options: AwsOptions, counter: &RequestCounter) -> SqsSink {
     let cfg = SqsConfig::new(url, options).unwrap();
-    let counter = RequestCounter::default();
     let sdk = cfg.sdk_config().await.unwrap();
     let conf = aws_sdk_sqs::config::Builder::from(&sdk)
         .interceptor(counter.clone())
         .build();
-    (
-        SqsSink::from_client(cfg, aws_sdk_sqs::Client::from_conf(conf)),
-        counter,
-    )
+    SqsSink::from_client(cfg, aws_sdk_sqs::Client::from_conf(conf))
+}
+
+/// A sink on `url` whose client counts its HTTP requests.
+async fn counted_sink(url: &str, options: AwsOptions) -> (SqsSink, RequestCounter) {
+    let counter = RequestCounter::default();
+    (counted_by(url, options, &counter).await, counter)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,15 +215,7 @@ async fn five_thousand_batched_deliveries_none_lost() {
         let opts = options(&moto())
             .with_batch(batch)
             .with_timeout(Duration::from_secs(30));
-        let cfg = SqsConfig::new(&url, opts).unwrap();
-        let sdk = cfg.sdk_config().await.unwrap();
-        let conf = aws_sdk_sqs::config::Builder::from(&sdk)
-            .interceptor(counter.clone())
-            .build();
-        sinks.push(Arc::new(SqsSink::from_client(
-            cfg,
-            aws_sdk_sqs::Client::from_conf(conf),
-        )));
+        sinks.push(Arc::new(counted_by(&url, opts, &counter).await));
         urls.push(url);
     }
     let mut tasks = Vec::new();
@@ -297,6 +274,30 @@ async fn unbatched_without_ctx_batch() {
 
 fn scripted_url(server: &Scripted) -> String {
     format!("{}/{ACCOUNT}/scripted", server.endpoint())
+}
+
+/// A sink on `server` that batches (300 ms linger).
+async fn batching_scripted(server: &Scripted) -> Arc<SqsSink> {
+    let batch = AwsBatch::default().with_linger(Duration::from_millis(300));
+    let opts = options(&server.endpoint()).with_batch(batch);
+    Arc::new(sink(&scripted_url(server), opts).await)
+}
+
+/// A SendMessage answer with an id and the right MD5 of the request's body.
+fn sent_ok(req: &Req) -> Resp {
+    let body = req.json()["MessageBody"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    Resp::sqs_ok(serde_json::json!({"MessageId": "m-1", "MD5OfMessageBody": md5_hex(&body)}))
+}
+
+/// The `x-amz-target` of the first request `server` received.
+fn first_target(server: &Scripted) -> String {
+    server.requests.lock().unwrap()[0]
+        .header("x-amz-target")
+        .unwrap()
+        .to_owned()
 }
 
 async fn scripted_result(resp: Resp) -> Result<(), ankusa_sink_core::Failure> {
@@ -396,11 +397,7 @@ async fn server_errors_timeouts_and_connection_errors_are_transient() {
     );
 
     // Nothing listening.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let endpoint = format!("http://127.0.0.1:{port}");
+    let endpoint = format!("http://127.0.0.1:{}", free_port());
     let s = sink(&format!("{endpoint}/{ACCOUNT}/q"), options(&endpoint)).await;
     let res = s.deliver(&e, &ctx(&e)).await;
     assert_class(&res, Class::Transient);
@@ -434,14 +431,7 @@ async fn the_servers_text_is_escaped_and_bounded() {
 #[tokio::test]
 async fn ok_needs_a_message_id_and_the_right_md5() {
     // Right MD5: Ok.
-    let server = Scripted::start(|req| {
-        let body = req.json()["MessageBody"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        Resp::sqs_ok(serde_json::json!({"MessageId": "m-1", "MD5OfMessageBody": md5_hex(&body)}))
-    })
-    .await;
+    let server = Scripted::start(sent_ok).await;
     let s = sink(&scripted_url(&server), options(&server.endpoint())).await;
     let e = env("h-md5", b"{}");
     s.deliver(&e, &ctx(&e)).await.unwrap();
@@ -481,33 +471,10 @@ async fn a_batch_gives_each_delivery_its_own_entry_result() {
         Resp::sqs_ok(serde_json::json!({"Successful": ok, "Failed": failed}))
     })
     .await;
-    let batch = AwsBatch::default().with_linger(Duration::from_millis(300));
-    let s = Arc::new(
-        sink(
-            &scripted_url(&server),
-            options(&server.endpoint()).with_batch(batch),
-        )
-        .await,
-    );
-    let mut tasks = Vec::new();
-    for i in 0..7 {
-        let s = Arc::clone(&s);
-        tasks.push(tokio::spawn(async move {
-            let e = env(&format!("h{i}"), b"{}");
-            s.deliver(&e, &ctx(&e).with_batch(true)).await
-        }));
-    }
-    let mut results = Vec::new();
-    for t in tasks {
-        results.push(t.await.unwrap());
-    }
+    let s = batching_scripted(&server).await;
+    let results = deliver_batched(&s, (0..7).map(|i| env(&format!("h{i}"), b"{}"))).await;
     assert_eq!(server.count(), 1, "one SendMessageBatch, nothing re-sent");
-    assert!(
-        server.requests.lock().unwrap()[0]
-            .header("x-amz-target")
-            .unwrap()
-            .ends_with("SendMessageBatch")
-    );
+    assert!(first_target(&server).ends_with("SendMessageBatch"));
     assert!(results[0].is_ok());
     assert_class(&results[1], Class::Permanent);
     assert_class(&results[2], Class::Throttled);
@@ -525,38 +492,16 @@ async fn a_batch_gives_each_delivery_its_own_entry_result() {
         )
     })
     .await;
-    let batch = AwsBatch::default().with_linger(Duration::from_millis(300));
-    let s = Arc::new(
-        sink(
-            &scripted_url(&server),
-            options(&server.endpoint()).with_batch(batch),
-        )
-        .await,
-    );
-    let mut tasks = Vec::new();
-    for i in 0..3 {
-        let s = Arc::clone(&s);
-        tasks.push(tokio::spawn(async move {
-            let e = env(&format!("q{i}"), b"{}");
-            s.deliver(&e, &ctx(&e).with_batch(true)).await
-        }));
-    }
-    for t in tasks {
-        assert_class(&t.await.unwrap(), Class::Config);
+    let s = batching_scripted(&server).await;
+    for res in deliver_batched(&s, (0..3).map(|i| env(&format!("q{i}"), b"{}"))).await {
+        assert_class(&res, Class::Config);
     }
     assert_eq!(server.count(), 1);
 }
 
 #[tokio::test]
 async fn batching_off_never_batches() {
-    let server = Scripted::start(|req| {
-        let body = req.json()["MessageBody"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        Resp::sqs_ok(serde_json::json!({"MessageId": "m-1", "MD5OfMessageBody": md5_hex(&body)}))
-    })
-    .await;
+    let server = Scripted::start(sent_ok).await;
     let s = sink(
         &scripted_url(&server),
         options(&server.endpoint()).with_batching(false),
@@ -565,10 +510,5 @@ async fn batching_off_never_batches() {
     assert!(!s.batched());
     let e = env("h-nb", b"{}");
     s.deliver(&e, &ctx(&e).with_batch(true)).await.unwrap();
-    assert!(
-        server.requests.lock().unwrap()[0]
-            .header("x-amz-target")
-            .unwrap()
-            .ends_with(".SendMessage")
-    );
+    assert!(first_target(&server).ends_with(".SendMessage"));
 }

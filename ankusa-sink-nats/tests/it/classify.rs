@@ -18,15 +18,16 @@ async fn deliver(sink: &NatsSink, env: &Envelope) -> Result<(), Failure> {
     sink.deliver(env, &Ctx::for_envelope(env)).await
 }
 
+/// Delivers `env`, which must fail as `class`; the failure, for further checks.
+async fn fails_as(sink: &NatsSink, env: &Envelope, class: Class) -> Failure {
+    let f = deliver(sink, env).await.unwrap_err();
+    assert_eq!(f.class(), class, "{f}");
+    f
+}
+
 fn no_secret(f: &Failure, secret: &str) {
     let text = format!("{f} {f:?} {}", f.reason_chain());
     assert!(!text.contains(secret), "secret in failure: {text}");
-}
-
-async fn private(extra: &'static str) -> PrivateServer {
-    tokio::task::spawn_blocking(move || PrivateServer::start(extra))
-        .await
-        .unwrap()
 }
 
 fn config(url: &str, subject: &str) -> NatsConfig {
@@ -34,6 +35,13 @@ fn config(url: &str, subject: &str) -> NatsConfig {
         .unwrap()
         .with_timeout(Duration::from_secs(2))
         .with_connect_timeout(Duration::from_secs(2))
+}
+
+/// A fresh stream on `url` limited by `limits`, and a sink for its subject: (stream, sink).
+async fn stream_and_sink(url: &str, prefix: &str, limits: Limits) -> (String, NatsSink) {
+    let (stream, subject) = names(prefix);
+    create_stream(url, &stream, &subject, limits).await;
+    (stream, sink(url, &subject))
 }
 
 #[tokio::test]
@@ -48,8 +56,7 @@ async fn wrong_password_is_config_and_right_one_delivers() {
             .with_user_password("ankusa", Secret::new("bad-pass-9"))
             .unwrap(),
     );
-    let f = deliver(&bad, &env("a1", 10)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Config, "{f}");
+    let f = fails_as(&bad, &env("a1", 10), Class::Config).await;
     no_secret(&f, "bad-pass-9");
     assert_eq!(bad.check().await.unwrap_err().class(), Class::Config);
     assert!(!format!("{bad:?}").contains("bad-pass-9"));
@@ -66,65 +73,51 @@ async fn wrong_token_is_config_and_right_one_delivers() {
     let (stream, subject) = names("token");
     let admin = format!("nats://good-token-1@127.0.0.1:{}", server.port);
     create_stream(&admin, &stream, &subject, Limits::default()).await;
-    let bad = NatsSink::new(
-        config(&server.url(), &subject)
-            .with_token(Secret::new("bad-token-9"))
-            .unwrap(),
-    );
-    let f = deliver(&bad, &env("t1", 10)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Config, "{f}");
+    let with_token = |token: &str| {
+        NatsSink::new(
+            config(&server.url(), &subject)
+                .with_token(Secret::new(token))
+                .unwrap(),
+        )
+    };
+    let bad = with_token("bad-token-9");
+    let f = fails_as(&bad, &env("t1", 10), Class::Config).await;
     no_secret(&f, "bad-token-9");
-    let good = NatsSink::new(
-        config(&server.url(), &subject)
-            .with_token(Secret::new("good-token-1"))
-            .unwrap(),
-    );
+    let good = with_token("good-token-1");
     deliver(&good, &env("t2", 10)).await.unwrap();
 }
 
 #[tokio::test]
 async fn nkey_seed_signs_in_and_an_unknown_key_is_config() {
     let user = nkeys::KeyPair::new_user();
-    let extra: &'static str = Box::leak(
-        format!(
-            "authorization {{ users: [ {{ nkey: {} }} ] }}",
-            user.public_key()
-        )
-        .into_boxed_str(),
-    );
-    let server = private(extra).await;
+    let server = private(format!(
+        "authorization {{ users: [ {{ nkey: {} }} ] }}",
+        user.public_key()
+    ))
+    .await;
     let (stream, subject) = names("nkey");
+    let with_seed = |seed: &str| {
+        NatsSink::new(
+            config(&server.url(), &subject)
+                .with_nkey_seed(Secret::new(seed))
+                .unwrap(),
+        )
+    };
     let seed = user.seed().unwrap();
-    let good = NatsSink::new(
-        config(&server.url(), &subject)
-            .with_nkey_seed(Secret::new(seed.clone()))
-            .unwrap(),
-    );
+    let good = with_seed(&seed);
     // The stream is made through the sink's own credentials: an admin client with the seed.
     let admin = async_nats::ConnectOptions::with_nkey(seed.clone())
         .connect(server.url())
         .await
         .unwrap();
-    async_nats::jetstream::new(admin)
-        .create_stream(async_nats::jetstream::stream::Config {
-            name: stream.clone(),
-            subjects: vec![subject.clone()],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    create_stream_with(admin, &stream, &subject, Limits::default()).await;
     deliver(&good, &env("n1", 10)).await.unwrap();
     assert_eq!(good.check().await.unwrap(), Check::Passed);
     assert!(!format!("{good:?}").contains(&seed));
 
     let stranger = nkeys::KeyPair::new_user().seed().unwrap();
-    let bad = NatsSink::new(
-        config(&server.url(), &subject)
-            .with_nkey_seed(Secret::new(stranger.clone()))
-            .unwrap(),
-    );
-    let f = deliver(&bad, &env("n2", 10)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Config, "{f}");
+    let bad = with_seed(&stranger);
+    let f = fails_as(&bad, &env("n2", 10), Class::Config).await;
     no_secret(&f, &stranger);
 }
 
@@ -136,24 +129,21 @@ async fn a_missing_credentials_file_is_config() {
             .with_credentials_file("/nonexistent/ankusa.creds")
             .unwrap(),
     );
-    let f = deliver(&sink, &env("c1", 10)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Config, "{f}");
+    fails_as(&sink, &env("c1", 10), Class::Config).await;
 }
 
 #[tokio::test]
 async fn tls_to_a_plain_server_is_config() {
     let (_, subject) = names("tls");
     let sink = NatsSink::new(config("tls://127.0.0.1:4222", &subject));
-    let f = deliver(&sink, &env("tls1", 10)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Config, "{f}");
+    fails_as(&sink, &env("tls1", 10), Class::Config).await;
 }
 
 #[tokio::test]
 async fn no_stream_on_the_subject_is_config_and_check_says_so() {
     let (_, subject) = names("nostream");
     let sink = sink(SHARED_URL, &subject);
-    let f = deliver(&sink, &env("ns1", 10)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Config, "{f}");
+    fails_as(&sink, &env("ns1", 10), Class::Config).await;
     assert_eq!(sink.check().await.unwrap_err().class(), Class::Config);
 }
 
@@ -169,72 +159,42 @@ async fn check_passes_and_publishes_nothing() {
             .unwrap(),
     );
     assert_eq!(t.check().await.unwrap(), Check::Reachable);
-    assert!(
-        stored(&raw(SHARED_URL).await, &stream)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(stored_on(SHARED_URL, &stream).await.is_empty());
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 
 #[tokio::test]
 async fn over_the_servers_max_payload_is_permanent_and_nothing_is_sent() {
     let server = private("max_payload: 2048").await;
-    let (stream, subject) = names("maxpayload");
-    create_stream(&server.url(), &stream, &subject, Limits::default()).await;
-    let sink = sink(&server.url(), &subject);
+    let (stream, sink) = stream_and_sink(&server.url(), "maxpayload", Limits::default()).await;
     // 2,000 bytes of body are over 2 KiB once base64 and Message v1; inline_max_bytes stays
     // at its 64 KiB default (never clamped to max_payload).
-    let f = deliver(&sink, &env("mp1", 2000)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Permanent, "{f}");
+    fails_as(&sink, &env("mp1", 2000), Class::Permanent).await;
     deliver(&sink, &env("mp2", 10)).await.unwrap();
-    let all = stored(&raw(&server.url()).await, &stream).await.unwrap();
-    assert_eq!(all.len(), 1);
+    assert_eq!(stored_on(&server.url(), &stream).await.len(), 1);
 }
 
 #[tokio::test]
 async fn over_the_streams_max_msg_size_is_permanent() {
-    let (stream, subject) = names("maxmsg");
-    create_stream(
-        SHARED_URL,
-        &stream,
-        &subject,
-        Limits {
-            max_msg_size: Some(1024),
-            ..Limits::default()
-        },
-    )
-    .await;
-    let sink = sink(SHARED_URL, &subject);
-    let f = deliver(&sink, &env("mm1", 900)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Permanent, "{f}");
-    assert!(
-        stored(&raw(SHARED_URL).await, &stream)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    let limits = Limits {
+        max_msg_size: Some(1024),
+        ..Limits::default()
+    };
+    let (stream, sink) = stream_and_sink(SHARED_URL, "maxmsg", limits).await;
+    fails_as(&sink, &env("mm1", 900), Class::Permanent).await;
+    assert!(stored_on(SHARED_URL, &stream).await.is_empty());
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 
 #[tokio::test]
 async fn a_full_discard_new_stream_is_throttled() {
-    let (stream, subject) = names("full");
-    create_stream(
-        SHARED_URL,
-        &stream,
-        &subject,
-        Limits {
-            max_messages_discard_new: Some(1),
-            ..Limits::default()
-        },
-    )
-    .await;
-    let sink = sink(SHARED_URL, &subject);
+    let limits = Limits {
+        max_messages_discard_new: Some(1),
+        ..Limits::default()
+    };
+    let (stream, sink) = stream_and_sink(SHARED_URL, "full", limits).await;
     deliver(&sink, &env("f1", 10)).await.unwrap();
-    let f = deliver(&sink, &env("f2", 10)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Throttled, "{f}");
+    fails_as(&sink, &env("f2", 10), Class::Throttled).await;
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 
@@ -242,8 +202,7 @@ async fn a_full_discard_new_stream_is_throttled() {
 async fn connection_refused_is_transient() {
     let url = format!("nats://127.0.0.1:{}", free_port());
     let sink = sink(&url, "ankusa.refused");
-    let f = deliver(&sink, &env("r1", 10)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Transient, "{f}");
+    fails_as(&sink, &env("r1", 10), Class::Transient).await;
     assert_eq!(sink.check().await.unwrap_err().class(), Class::Transient);
 }
 
@@ -255,8 +214,7 @@ async fn an_ack_that_never_comes_is_transient() {
     client.flush().await.unwrap();
     let sink =
         NatsSink::new(sink_config(SHARED_URL, &subject).with_timeout(Duration::from_millis(300)));
-    let f = deliver(&sink, &env("na1", 10)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Transient, "{f}");
+    fails_as(&sink, &env("na1", 10), Class::Transient).await;
     // The message was sent: it may have landed.
     assert!(sub.next().await.is_some());
 }
@@ -264,13 +222,10 @@ async fn an_ack_that_never_comes_is_transient() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lost_connection_is_transient_then_recovers() {
     let server = private("").await;
-    let (stream, subject) = names("lost");
-    create_stream(&server.url(), &stream, &subject, Limits::default()).await;
-    let sink = sink(&server.url(), &subject);
+    let (_, sink) = stream_and_sink(&server.url(), "lost", Limits::default()).await;
     deliver(&sink, &env("l1", 10)).await.unwrap();
     server.stop();
-    let f = deliver(&sink, &env("l2", 10)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Transient, "{f}");
+    fails_as(&sink, &env("l2", 10), Class::Transient).await;
     server.restart();
     let mut attempts = 0;
     loop {
@@ -305,8 +260,7 @@ async fn a_hooks_value_that_breaks_the_subject_is_permanent() {
         .dedupe_key("a b")
         .build()
         .unwrap();
-    let f = deliver(&sink, &e).await.unwrap_err();
-    assert_eq!(f.class(), Class::Permanent, "{f}");
+    fails_as(&sink, &e, Class::Permanent).await;
     let e = Envelope::builder("d2", "src", &b"{}"[..])
         .dedupe_key("ok")
         .build()
@@ -386,15 +340,12 @@ async fn tls_delivers_with_the_trusted_ca_and_an_untrusted_one_is_config() {
         std::env::temp_dir().join(ankusa_sink_testkit::support::unique_name("ankusa-nats-tls"));
     std::fs::create_dir_all(&dir).unwrap();
     make_certs(&dir);
-    let extra: &'static str = Box::leak(
-        format!(
-            "tls {{ cert_file: \"{}\", key_file: \"{}\" }}",
-            dir.join("server.pem").display(),
-            dir.join("server.key").display()
-        )
-        .into_boxed_str(),
-    );
-    let server = private(extra).await;
+    let server = private(format!(
+        "tls {{ cert_file: \"{}\", key_file: \"{}\" }}",
+        dir.join("server.pem").display(),
+        dir.join("server.key").display()
+    ))
+    .await;
     let url = format!("tls://127.0.0.1:{}", server.port);
     let (stream, subject) = names("tls");
     let admin = async_nats::ConnectOptions::new()
@@ -403,20 +354,12 @@ async fn tls_delivers_with_the_trusted_ca_and_an_untrusted_one_is_config() {
         .connect(url.as_str())
         .await
         .unwrap();
-    async_nats::jetstream::new(admin)
-        .create_stream(async_nats::jetstream::stream::Config {
-            name: stream.clone(),
-            subjects: vec![subject.clone()],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    create_stream_with(admin, &stream, &subject, Limits::default()).await;
     let good = NatsSink::new(config(&url, &subject).with_tls_ca_file(dir.join("ca.pem")));
     deliver(&good, &env("tls-ok", 10)).await.unwrap();
     assert_eq!(good.check().await.unwrap(), Check::Passed);
     // Without the CA the server's certificate is not trusted.
     let bad = NatsSink::new(config(&url, &subject));
-    let f = deliver(&bad, &env("tls-bad", 10)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Config, "{f}");
+    fails_as(&bad, &env("tls-bad", 10), Class::Config).await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -53,7 +53,18 @@ pub(crate) struct Limits {
 
 /// Create stream `name` bound to `subject` on `url`.
 pub(crate) async fn create_stream(url: &str, name: &str, subject: &str, limits: Limits) {
-    let js = jetstream::new(raw(url).await);
+    create_stream_with(raw(url).await, name, subject, limits).await;
+}
+
+/// Create stream `name` bound to `subject` through `client`: for servers `raw` cannot log
+/// in to (nkeys, TLS).
+pub(crate) async fn create_stream_with(
+    client: async_nats::Client,
+    name: &str,
+    subject: &str,
+    limits: Limits,
+) {
+    let js = jetstream::new(client);
     let mut cfg = stream::Config {
         name: name.to_owned(),
         subjects: vec![subject.to_owned()],
@@ -68,6 +79,11 @@ pub(crate) async fn create_stream(url: &str, name: &str, subject: &str, limits: 
         cfg.discard = stream::DiscardPolicy::New;
     }
     js.create_stream(cfg).await.expect("create the stream");
+}
+
+/// Every message of stream `name` on `url`, in sequence order.
+pub(crate) async fn stored_on(url: &str, name: &str) -> Vec<Stored> {
+    stored(&raw(url).await, name).await.unwrap()
 }
 
 /// Delete stream `name` on `url`.
@@ -160,6 +176,14 @@ pub(crate) struct PrivateServer {
     pub(crate) port: u16,
     dir: PathBuf,
     child: Mutex<Option<Child>>,
+}
+
+/// [`PrivateServer::start`] off the async runtime (it blocks until the server is up).
+pub(crate) async fn private(extra: impl Into<String>) -> PrivateServer {
+    let extra = extra.into();
+    tokio::task::spawn_blocking(move || PrivateServer::start(&extra))
+        .await
+        .unwrap()
 }
 
 /// `nats-server` from PATH or the Debian package's place.

@@ -56,6 +56,20 @@ async fn open(config: &NatsSourceConfig, o: &SourceOptions) -> Result<NatsSource
     NatsSource::open(config, o).await
 }
 
+/// A fresh stream on `url` holding `payloads`, and a source on a new consumer of it:
+/// (stream, subject, consumer name, source).
+async fn fresh_source(
+    url: &str,
+    prefix: &str,
+    payloads: impl IntoIterator<Item = Vec<u8>>,
+    o: &SourceOptions,
+) -> (String, String, String, NatsSource) {
+    let (stream, subject, name) = fresh(url, prefix).await;
+    publish(url, &subject, payloads).await;
+    let s = open(&config(url, &stream, &name), o).await.unwrap();
+    (stream, subject, name, s)
+}
+
 /// The next record within `limit`, or `None`.
 async fn next_within(source: &mut NatsSource, limit: Duration) -> Option<Record> {
     match tokio::time::timeout(limit, source.next()).await {
@@ -66,24 +80,39 @@ async fn next_within(source: &mut NatsSource, limit: Duration) -> Option<Record>
     }
 }
 
-fn config_error(r: Result<NatsSource, SourceError>) -> String {
-    match r {
+/// Whether `source` hands out nothing within `limit`.
+async fn quiet_for(source: &mut NatsSource, limit: Duration) -> bool {
+    next_within(source, limit).await.is_none()
+}
+
+/// The config error that opening `config` (attempt timeout `attempt`) fails with.
+async fn refused(config: &NatsSourceConfig, attempt: Duration) -> String {
+    match open(config, &options(8, attempt)).await {
         Err(SourceError::Config(m)) => m,
         Err(e) => panic!("not a config error: {e:?}"),
         Ok(s) => panic!("opened: {s:?}"),
     }
 }
 
+/// Closes `source`, then checks that its consumer holds nothing pending or unacked; the
+/// consumer's info, for further checks.
+async fn close_settled(
+    source: NatsSource,
+    within: Duration,
+    url: &str,
+    stream: &str,
+    name: &str,
+) -> consumer::Info {
+    Box::new(source).close(within).await;
+    let info = consumer_info(url, stream, name).await;
+    assert_eq!((info.num_pending, info.num_ack_pending), (0, 0));
+    info
+}
+
 #[tokio::test]
 async fn a_missing_stream_is_a_config_error() {
     let (stream, _) = names("nostream");
-    let m = config_error(
-        open(
-            &config(SHARED_URL, &stream, "fwd"),
-            &options(8, Duration::from_secs(1)),
-        )
-        .await,
-    );
+    let m = refused(&config(SHARED_URL, &stream, "fwd"), Duration::from_secs(1)).await;
     assert!(
         m.contains("stream does not exist") && m.contains(&stream),
         "{m}"
@@ -92,21 +121,11 @@ async fn a_missing_stream_is_a_config_error() {
 
 #[tokio::test]
 async fn refused_credentials_are_a_config_error_and_good_ones_read() {
-    let server = tokio::task::spawn_blocking(|| {
-        PrivateServer::start("authorization { user: ankusa, password: good-pass-2 }")
-    })
-    .await
-    .unwrap();
+    let server = private("authorization { user: ankusa, password: good-pass-2 }").await;
     let admin = format!("nats://ankusa:good-pass-2@127.0.0.1:{}", server.port);
     let (stream, subject, name) = fresh(&admin, "srcauth").await;
     let bad = format!("nats://ankusa:wrong-pass-9@127.0.0.1:{}", server.port);
-    let m = config_error(
-        open(
-            &config(&bad, &stream, &name),
-            &options(8, Duration::from_secs(1)),
-        )
-        .await,
-    );
+    let m = refused(&config(&bad, &stream, &name), Duration::from_secs(1)).await;
     assert!(m.to_lowercase().contains("author"), "{m}");
     assert!(!m.contains("wrong-pass-9"), "{m}");
     let good = config(&server.url(), &stream, &name)
@@ -120,9 +139,7 @@ async fn refused_credentials_are_a_config_error_and_good_ones_read() {
     let r = next_within(&mut s, Duration::from_secs(10)).await.unwrap();
     assert_eq!(r.payload, b"one");
     r.ack.ack();
-    Box::new(s).close(Duration::from_secs(2)).await;
-    let info = consumer_info(&admin, &stream, &name).await;
-    assert_eq!((info.num_pending, info.num_ack_pending), (0, 0));
+    close_settled(s, Duration::from_secs(2), &admin, &stream, &name).await;
 }
 
 #[tokio::test]
@@ -138,13 +155,11 @@ async fn existing_consumers_that_cannot_work_are_refused() {
     })
     .await
     .unwrap();
-    let m = config_error(
-        open(
-            &config(SHARED_URL, &stream, "short"),
-            &options(8, Duration::from_secs(10)),
-        )
-        .await,
-    );
+    let m = refused(
+        &config(SHARED_URL, &stream, "short"),
+        Duration::from_secs(10),
+    )
+    .await;
     assert!(
         m.contains("ack_wait (5000 ms)") && m.contains("attempt timeout (10000 ms)"),
         "{m}"
@@ -165,13 +180,11 @@ async fn existing_consumers_that_cannot_work_are_refused() {
     })
     .await
     .unwrap();
-    let m = config_error(
-        open(
-            &config(SHARED_URL, &stream, "ackall"),
-            &options(8, Duration::from_secs(1)),
-        )
-        .await,
-    );
+    let m = refused(
+        &config(SHARED_URL, &stream, "ackall"),
+        Duration::from_secs(1),
+    )
+    .await;
     assert!(m.contains("explicit acks"), "{m}");
     s.create_consumer(consumer::push::Config {
         durable_name: Some("pushed".into()),
@@ -181,41 +194,27 @@ async fn existing_consumers_that_cannot_work_are_refused() {
     })
     .await
     .unwrap();
-    let m = config_error(
-        open(
-            &config(SHARED_URL, &stream, "pushed"),
-            &options(8, Duration::from_secs(1)),
-        )
-        .await,
-    );
+    let m = refused(
+        &config(SHARED_URL, &stream, "pushed"),
+        Duration::from_secs(1),
+    )
+    .await;
     assert!(m.contains("push consumer"), "{m}");
     // An ack_wait_ms that is not longer than the attempt timeout: refused before connecting.
-    let m = config_error(
-        open(
-            &config(SHARED_URL, &stream, "new").with_ack_wait(Duration::from_secs(2)),
-            &options(8, Duration::from_secs(2)),
-        )
-        .await,
-    );
+    let m = refused(
+        &config(SHARED_URL, &stream, "new").with_ack_wait(Duration::from_secs(2)),
+        Duration::from_secs(2),
+    )
+    .await;
     assert!(m.contains("ack_wait_ms (2000 ms)"), "{m}");
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 
 #[tokio::test]
 async fn records_are_read_in_order_and_acks_empty_the_consumer() {
-    let (stream, subject, name) = fresh(SHARED_URL, "srcread").await;
-    publish(
-        SHARED_URL,
-        &subject,
-        (0..20).map(|i| format!("m{i}").into_bytes()),
-    )
-    .await;
-    let mut s = open(
-        &config(SHARED_URL, &stream, &name),
-        &options(64, Duration::from_secs(5)),
-    )
-    .await
-    .unwrap();
+    let o = options(64, Duration::from_secs(5));
+    let payloads = (0..20).map(|i| format!("m{i}").into_bytes());
+    let (stream, _, name, mut s) = fresh_source(SHARED_URL, "srcread", payloads, &o).await;
     assert_eq!(
         s.describe(),
         format!("nats stream {stream} consumer {name} on nats://127.0.0.1:4222")
@@ -239,41 +238,21 @@ async fn records_are_read_in_order_and_acks_empty_the_consumer() {
         r.ack.ack();
     }
     // Nothing more: the next pull waits.
-    assert!(
-        next_within(&mut s, Duration::from_millis(300))
-            .await
-            .is_none()
-    );
-    Box::new(s).close(Duration::from_secs(2)).await;
-    let info = consumer_info(SHARED_URL, &stream, &name).await;
-    assert_eq!((info.num_pending, info.num_ack_pending), (0, 0));
+    assert!(quiet_for(&mut s, Duration::from_millis(300)).await);
+    let info = close_settled(s, Duration::from_secs(2), SHARED_URL, &stream, &name).await;
     assert_eq!(info.num_redelivered, 0);
     // A second forwarder binds the same consumer and finds nothing left.
-    let mut again = open(
-        &config(SHARED_URL, &stream, &name),
-        &options(64, Duration::from_secs(5)),
-    )
-    .await
-    .unwrap();
-    assert!(
-        next_within(&mut again, Duration::from_millis(500))
-            .await
-            .is_none()
-    );
+    let mut again = open(&config(SHARED_URL, &stream, &name), &o).await.unwrap();
+    assert!(quiet_for(&mut again, Duration::from_millis(500)).await);
     Box::new(again).close(Duration::from_secs(1)).await;
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 
 #[tokio::test]
 async fn a_released_record_is_redelivered_at_once() {
-    let (stream, subject, name) = fresh(SHARED_URL, "srcnak").await;
-    publish(SHARED_URL, &subject, [b"again".to_vec()]).await;
-    let mut s = open(
-        &config(SHARED_URL, &stream, &name),
-        &options(8, Duration::from_secs(5)),
-    )
-    .await
-    .unwrap();
+    let o = options(8, Duration::from_secs(5));
+    let (stream, _, name, mut s) =
+        fresh_source(SHARED_URL, "srcnak", [b"again".to_vec()], &o).await;
     let r = next_within(&mut s, Duration::from_secs(10)).await.unwrap();
     let position = r.position.clone();
     r.ack.release();
@@ -289,9 +268,7 @@ async fn a_released_record_is_redelivered_at_once() {
         .await
         .expect("redelivered after a dropped handle");
     r.ack.ack();
-    Box::new(s).close(Duration::from_secs(2)).await;
-    let info = consumer_info(SHARED_URL, &stream, &name).await;
-    assert_eq!((info.num_pending, info.num_ack_pending), (0, 0));
+    let info = close_settled(s, Duration::from_secs(2), SHARED_URL, &stream, &name).await;
     assert_eq!(info.num_redelivered, 0, "acked: nothing left to redeliver");
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
@@ -311,9 +288,7 @@ async fn in_progress_acks_hold_records_past_ack_wait_and_stop_at_close() {
     // Three ack_waits pass: `b`, on the same consumer, gets neither, the one handed out
     // nor the one queued.
     assert!(
-        next_within(&mut b, Duration::from_millis(4500))
-            .await
-            .is_none(),
+        quiet_for(&mut b, Duration::from_millis(4500)).await,
         "redelivered while in progress"
     );
     let info = consumer_info(SHARED_URL, &stream, &name).await;
@@ -336,21 +311,14 @@ async fn in_progress_acks_hold_records_past_ack_wait_and_stop_at_close() {
     second.ack.ack();
     // The stale handle of the closed source settles into nothing.
     held.ack.ack();
-    Box::new(b).close(Duration::from_secs(2)).await;
-    let info = consumer_info(SHARED_URL, &stream, &name).await;
-    assert_eq!((info.num_pending, info.num_ack_pending), (0, 0));
+    close_settled(b, Duration::from_secs(2), SHARED_URL, &stream, &name).await;
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 
 #[tokio::test]
 async fn a_deleted_consumer_ends_the_source_with_a_config_error() {
-    let (stream, _, name) = fresh(SHARED_URL, "srcdel").await;
-    let mut s = open(
-        &config(SHARED_URL, &stream, &name),
-        &options(8, Duration::from_secs(1)),
-    )
-    .await
-    .unwrap();
+    let o = options(8, Duration::from_secs(1));
+    let (stream, _, name, mut s) = fresh_source(SHARED_URL, "srcdel", [], &o).await;
     let js = jetstream::new(raw(SHARED_URL).await);
     js.get_stream(&stream)
         .await
@@ -370,27 +338,15 @@ async fn a_deleted_consumer_ends_the_source_with_a_config_error() {
 
 #[tokio::test]
 async fn the_window_bounds_what_is_pulled() {
-    let (stream, subject, name) = fresh(SHARED_URL, "srcwindow").await;
-    publish(
-        SHARED_URL,
-        &subject,
-        (0..10).map(|i| format!("w{i}").into_bytes()),
-    )
-    .await;
-    let mut s = open(
-        &config(SHARED_URL, &stream, &name),
-        &options(3, Duration::from_secs(5)),
-    )
-    .await
-    .unwrap();
+    let o = options(3, Duration::from_secs(5));
+    let payloads = (0..10).map(|i| format!("w{i}").into_bytes());
+    let (stream, _, name, mut s) = fresh_source(SHARED_URL, "srcwindow", payloads, &o).await;
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(next_within(&mut s, Duration::from_secs(10)).await.unwrap());
     }
     assert!(
-        next_within(&mut s, Duration::from_millis(500))
-            .await
-            .is_none(),
+        quiet_for(&mut s, Duration::from_millis(500)).await,
         "a fourth record while three are unsettled"
     );
     // Nothing pulled beyond the window: the broker delivered exactly three.
@@ -409,26 +365,17 @@ async fn the_window_bounds_what_is_pulled() {
     for r in held {
         r.ack.ack();
     }
-    Box::new(s).close(Duration::from_secs(2)).await;
-    let info = consumer_info(SHARED_URL, &stream, &name).await;
-    assert_eq!((info.num_pending, info.num_ack_pending), (0, 0));
+    close_settled(s, Duration::from_secs(2), SHARED_URL, &stream, &name).await;
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 
 #[tokio::test]
 async fn a_lost_connection_is_survived() {
-    let server = tokio::task::spawn_blocking(|| PrivateServer::start(""))
-        .await
-        .unwrap();
+    let server = private("").await;
     let url = server.url();
-    let (stream, subject, name) = fresh(&url, "srclost").await;
-    publish(&url, &subject, [b"before".to_vec()]).await;
-    let mut s = open(
-        &config(&url, &stream, &name),
-        &options(8, Duration::from_secs(1)),
-    )
-    .await
-    .unwrap();
+    let o = options(8, Duration::from_secs(1));
+    let (stream, subject, name, mut s) =
+        fresh_source(&url, "srclost", [b"before".to_vec()], &o).await;
     let r = next_within(&mut s, Duration::from_secs(10)).await.unwrap();
     assert_eq!(r.payload, b"before");
     r.ack.ack();
@@ -453,8 +400,6 @@ async fn a_lost_connection_is_survived() {
         .expect("reading resumes after the reconnect");
     assert_eq!(r.payload, b"after");
     r.ack.ack();
-    Box::new(s).close(Duration::from_secs(5)).await;
-    let info = consumer_info(&url, &stream, &name).await;
-    assert_eq!((info.num_pending, info.num_ack_pending), (0, 0));
+    close_settled(s, Duration::from_secs(5), &url, &stream, &name).await;
     drop(server);
 }

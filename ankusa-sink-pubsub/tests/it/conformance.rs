@@ -1,9 +1,9 @@
 //! The testkit's conformance suite against the real emulator (and the scripted server for
 //! the refused credential and the throttle).
 
-use crate::common::{Admin, PrivateEmulator, TestTopic, config_at, free_port, unique};
+use crate::common::{Admin, PrivateEmulator, TestTopic, config_at, envelope, free_port, unique};
 use crate::scripted::{self, Script};
-use ankusa_sink_core::{BoxError, Envelope, async_trait};
+use ankusa_sink_core::{BoxError, async_trait};
 use ankusa_sink_pubsub::PubSubSink;
 use ankusa_sink_testkit::{Case, Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
 use std::num::NonZeroUsize;
@@ -168,19 +168,19 @@ impl Harness for PubSubHarness {
     async fn mixed_batch(&self) -> Result<Option<MixedBatch<PubSubSink>>, BoxError> {
         let t = self.topic().await?;
         let sink = Self::small_limit_sink(&t).await?;
+        // Every fourth hook is over the limit.
         let envelopes = (0..24)
             .map(|i| {
-                let big = i % 4 == 3;
-                let body = if big {
-                    vec![b'x'; OVERSIZED_BODY]
+                let expect = if i % 4 == 3 {
+                    Expect::Permanent
                 } else {
-                    format!("{{\"i\":{i}}}").into_bytes()
+                    Expect::Ok
                 };
-                let env = Envelope::builder(unique("mixed"), "testkit-src", body)
-                    .tenant_id("tk_tenant")
-                    .build()
-                    .expect("a valid envelope");
-                (env, if big { Expect::Permanent } else { Expect::Ok })
+                let body = match expect {
+                    Expect::Permanent => vec![b'x'; OVERSIZED_BODY],
+                    Expect::Ok => format!("{{\"i\":{i}}}").into_bytes(),
+                };
+                (envelope(&unique("mixed"), &body), expect)
             })
             .collect();
         Ok(Some(MixedBatch {
