@@ -1,7 +1,8 @@
 //! Helpers for a sink's own tests and benches against real brokers: names no other test or
 //! run uses ([`unique_name`]), a capture of what code logs through `tracing`
 //! ([`LogCapture`]), to check that a warning is given and that no secret reaches a log, and
-//! many deliveries in flight at once ([`deliver_all`], [`current_thread_runtime`]).
+//! many deliveries in flight at once ([`deliver_all`], [`current_thread_runtime`]), and an
+//! outage of a destination on demand ([`TcpProxy`], [`free_port`]).
 //!
 //! ```
 //! use ankusa_sink_testkit::support::{LogCapture, unique_name};
@@ -16,6 +17,9 @@
 //! assert_eq!(logs.warnings().len(), 1);
 //! assert!(logs.warnings()[0].starts_with("WARN message=sending in cleartext queue=orders-"));
 //! ```
+
+mod net;
+pub use net::{TcpProxy, free_port};
 
 use ankusa_sink_core::{Ctx, Envelope, Sink};
 use std::collections::BTreeMap;

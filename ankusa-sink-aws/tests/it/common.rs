@@ -12,6 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub(crate) use ankusa_sink_testkit::support::free_port;
+
 pub(crate) use crate::request_counter::RequestCounter;
 
 /// moto's endpoint: `ANKUSA_MOTO_ENDPOINT`, default `http://127.0.0.1:4566`
@@ -297,15 +299,6 @@ pub(crate) fn assert_retry_after(res: &Result<(), Failure>) -> u64 {
             .unwrap_or_else(|| panic!("expected retry_after, got {f}")),
         Ok(()) => panic!("expected retry_after, got Ok"),
     }
-}
-
-/// A loopback port nothing listens on (bound, then released).
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A moto of our own; killed when dropped, even when the test panics.

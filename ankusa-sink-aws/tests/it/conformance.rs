@@ -2,10 +2,10 @@
 //! scripted server, refused credentials from a dedicated moto that checks IAM.
 
 use crate::common::*;
-use crate::proxy::Proxy;
 use crate::scripted::{Resp, Scripted};
 use ankusa_sink_aws::{AwsOptions, SnsConfig, SnsSink, SqsConfig, SqsSink, StaticCredentials};
 use ankusa_sink_core::{BoxError, Sink, async_trait};
+use ankusa_sink_testkit::support::TcpProxy;
 use ankusa_sink_testkit::{Case, Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
 use aws_sdk_sqs::types::QueueAttributeName;
 use std::num::NonZeroUsize;
@@ -70,7 +70,7 @@ async fn probe(url: &str) -> QueueProbe {
 /// alive until the harness is dropped.
 #[derive(Default)]
 struct Keep {
-    proxy: tokio::sync::OnceCell<Proxy>,
+    proxy: tokio::sync::OnceCell<TcpProxy>,
     moto: Mutex<Option<Moto>>,
     servers: Mutex<Vec<Scripted>>,
 }
@@ -95,27 +95,29 @@ fn dropping_topic<S>(setup: Setup<S>, arn: String, url: String) -> Setup<S> {
 impl Keep {
     /// moto, through the proxy.
     async fn endpoint(&self) -> String {
-        self.proxy
+        let proxy = self
+            .proxy
             .get_or_init(|| async {
                 let upstream = moto();
-                Proxy::start(upstream.trim_start_matches("http://")).await
+                let upstream = upstream.trim_start_matches("http://");
+                TcpProxy::start(upstream).await.expect("a loopback proxy")
             })
-            .await
-            .endpoint()
+            .await;
+        format!("http://{}", proxy.addr())
     }
 
     async fn stop(&self) -> Result<(), BoxError> {
-        self.proxy.get().ok_or("no destination yet")?.stop();
+        self.proxy.get().ok_or("no destination yet")?.stop().await;
         Ok(())
     }
 
     async fn start(&self) -> Result<(), BoxError> {
-        self.proxy
+        Ok(self
+            .proxy
             .get()
             .ok_or("no destination yet")?
             .restart()
-            .await;
-        Ok(())
+            .await?)
     }
 
     /// A dedicated moto that already checks IAM; `setup` may make one unauthenticated

@@ -4,7 +4,6 @@
 mod common;
 mod conformance;
 mod iam;
-mod proxy;
 mod request_counter;
 mod scripted;
 mod sns;

@@ -7,11 +7,13 @@ use ankusa_sink_testkit::support::unique_name;
 use ankusa_sink_testkit::{Probe, Received};
 use async_nats::jetstream::{self, stream};
 use std::io::Read as _;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+pub(crate) use ankusa_sink_testkit::support::free_port;
 
 /// The pre-started server (scripts/services/nats.sh).
 pub(crate) const SHARED_URL: &str = "nats://127.0.0.1:4222";
@@ -158,15 +160,6 @@ impl Probe for StreamProbe {
             .map(|m| Received::from_message_bytes(&m.payload))
             .collect()
     }
-}
-
-/// A free loopback port (nothing listens on it once this returns).
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A private `nats-server` with JetStream on a free loopback port, its own store and

@@ -8,9 +8,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+pub(crate) use ankusa_sink_testkit::support::free_port;
 
 /// The project every test uses (the emulator accepts any).
 pub(crate) const PROJECT: &str = "ankusa-it";
@@ -306,14 +307,6 @@ pub(crate) fn envelope(id: &str, body: &[u8]) -> Envelope {
         .content_type("application/json")
         .build()
         .expect("a valid envelope")
-}
-
-/// A loopback port nothing listens on (bound, then released).
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
 }
 
 /// The emulator launcher: `ANKUSA_PUBSUB_EMULATOR`, else the machine image's path.

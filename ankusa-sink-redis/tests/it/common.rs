@@ -1,16 +1,18 @@
-//! Shared fixtures: the shared Redis, private `redis-server` processes, a stoppable TCP
-//! proxy and a scripted RESP server.
+//! Shared fixtures: the shared Redis, private `redis-server` processes and a scripted RESP
+//! server.
 
 use ankusa_sink_core::{BoxError, Envelope};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
-use tokio::task::{JoinHandle, JoinSet};
+
+pub(crate) use ankusa_sink_testkit::support::free_port;
 
 /// `host:port` of the shared Redis (`ANKUSA_REDIS_ADDR`, default 127.0.0.1:6379).
 pub(crate) fn shared_addr() -> String {
@@ -64,15 +66,6 @@ pub(crate) fn env(id: &str) -> Envelope {
         .received_at(1_700_000_000_123)
         .build()
         .unwrap()
-}
-
-/// A loopback port nobody listens on (bound, then released).
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A private `redis-server` on a free loopback port, killed on drop.
@@ -240,69 +233,6 @@ async fn answers(port: u16, tls: bool) -> bool {
     matches!(r.read_line(&mut line).await, Ok(n) if n > 0 && (line.starts_with('+') || line.starts_with('-')))
 }
 
-/// A TCP proxy to the shared Redis that can be stopped (every connection dropped, the port
-/// closed) and started again on the same port.
-pub(crate) struct Proxy {
-    pub(crate) addr: SocketAddr,
-    task: Mutex<Option<JoinHandle<()>>>,
-    /// The proxied connections, kept here so a stop can wait until every one is closed.
-    conns: Arc<Mutex<JoinSet<()>>>,
-}
-
-impl Proxy {
-    pub(crate) async fn start() -> std::io::Result<Proxy> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let proxy = Proxy {
-            addr: listener.local_addr()?,
-            task: Mutex::new(None),
-            conns: Arc::new(Mutex::new(JoinSet::new())),
-        };
-        proxy.serve(listener);
-        Ok(proxy)
-    }
-
-    fn serve(&self, listener: TcpListener) {
-        let conns = self.conns.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                conns.lock().unwrap().spawn(async move {
-                    if let Ok(mut upstream) = TcpStream::connect(shared_addr()).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
-                    }
-                });
-            }
-        });
-        *self.task.lock().unwrap() = Some(task);
-    }
-
-    /// Stop listening and close every proxied connection, and return only once both are
-    /// done: an abort alone takes effect later, and a delivery made just after it went
-    /// through the old connection (the testkit's recovery case saw `Ok` while "down").
-    pub(crate) async fn stop(&self) {
-        let task = self.task.lock().unwrap().take();
-        if let Some(task) = task {
-            task.abort();
-            let _ = task.await;
-        }
-        let mut conns = std::mem::take(&mut *self.conns.lock().unwrap());
-        conns.shutdown().await;
-    }
-
-    pub(crate) async fn restart(&self) -> std::io::Result<()> {
-        self.serve(TcpListener::bind(self.addr).await?);
-        Ok(())
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.lock().unwrap().take() {
-            task.abort();
-        }
-        self.conns.lock().unwrap().abort_all();
-    }
-}
-
 /// What the scripted server does with the first `XADD` or `PUBLISH` (it answers `+OK` to
 /// every setup command before).
 #[derive(Debug, Clone, Copy)]
@@ -315,31 +245,38 @@ pub(crate) enum Script {
 
 /// A loopback server speaking RESP, for what a real server cannot be made to answer to
 /// this sink's commands (`TRYAGAIN` comes only for multi-key commands during resharding)
-/// or what must not be done to the shared server.
+/// or what must not be done to the shared server. It reads each command with the `redis`
+/// crate's own parser, on a thread per connection; dropping it stops accepting.
 pub(crate) struct Scripted {
     pub(crate) addr: SocketAddr,
-    task: JoinHandle<()>,
+    stop: Arc<AtomicBool>,
 }
 
 impl Drop for Scripted {
     fn drop(&mut self) {
-        self.task.abort();
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag.
+        let _ = std::net::TcpStream::connect(self.addr);
     }
 }
 
 impl Scripted {
     pub(crate) async fn start(script: Script) -> std::io::Result<Scripted> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
-        let task = tokio::spawn(async move {
-            let mut conns = JoinSet::new();
-            while let Ok((sock, _)) = listener.accept().await {
-                conns.spawn(async move {
-                    let _ = serve_scripted(sock, script).await;
-                });
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            for sock in listener.incoming() {
+                if stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                if let Ok(sock) = sock {
+                    std::thread::spawn(move || serve_scripted(sock, script));
+                }
             }
         });
-        Ok(Scripted { addr, task })
+        Ok(Scripted { addr, stop })
     }
 
     pub(crate) fn url(&self) -> String {
@@ -347,46 +284,28 @@ impl Scripted {
     }
 }
 
-async fn read_header(r: &mut BufReader<TcpStream>, prefix: char) -> std::io::Result<usize> {
-    let mut line = String::new();
-    if r.read_line(&mut line).await? == 0 {
-        return Err(std::io::ErrorKind::UnexpectedEof.into());
-    }
-    line.trim_end()
-        .strip_prefix(prefix)
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "not RESP"))
-}
-
-async fn read_command(r: &mut BufReader<TcpStream>) -> std::io::Result<Vec<Vec<u8>>> {
-    let n = read_header(r, '*').await?;
-    let mut args = Vec::with_capacity(n);
-    for _ in 0..n {
-        let len = read_header(r, '$').await?;
-        let mut arg = vec![0u8; len + 2];
-        r.read_exact(&mut arg).await?;
-        arg.truncate(len);
-        args.push(arg);
-    }
-    Ok(args)
-}
-
-async fn serve_scripted(sock: TcpStream, script: Script) -> std::io::Result<()> {
-    let mut r = BufReader::new(sock);
+fn serve_scripted(mut sock: std::net::TcpStream, script: Script) -> redis::RedisResult<()> {
+    use std::io::{Read as _, Write as _};
+    let mut parser = redis::Parser::new();
     loop {
-        let cmd = read_command(&mut r).await?;
-        let write = cmd
-            .first()
-            .is_some_and(|c| c.eq_ignore_ascii_case(b"XADD") || c.eq_ignore_ascii_case(b"PUBLISH"));
+        let cmd = parser.parse_value(&mut sock)?;
+        let write = match &cmd {
+            redis::Value::Array(args) => matches!(
+                args.first(),
+                Some(redis::Value::BulkString(c))
+                    if c.eq_ignore_ascii_case(b"XADD") || c.eq_ignore_ascii_case(b"PUBLISH")
+            ),
+            _ => false,
+        };
         let reply = match (write, script) {
             (false, _) => "+OK\r\n".to_owned(),
             (true, Script::Refuse(line)) => format!("-{line}\r\n"),
             (true, Script::NeverAnswer) => {
-                let mut sink = Vec::new();
-                r.read_to_end(&mut sink).await?;
+                // Taken; read (and drop) whatever comes next, answer nothing.
+                let _ = sock.read_to_end(&mut Vec::new());
                 return Ok(());
             }
         };
-        r.get_mut().write_all(reply.as_bytes()).await?;
+        sock.write_all(reply.as_bytes())?;
     }
 }

@@ -3,10 +3,10 @@
 //! channel nobody subscribes to for the missing destination, and a scripted RESP server
 //! that never answers the `XADD` (unacknowledged).
 
-use crate::common::{Proxy, Script, Scripted, Server, del, entries, free_port, shared_addr};
+use crate::common::{Script, Scripted, Server, del, entries, free_port, shared_addr};
 use ankusa_sink_core::{BoxError, Secret, async_trait};
 use ankusa_sink_redis::{MESSAGE_FIELD, RedisConfig, RedisSink};
-use ankusa_sink_testkit::support::unique_name;
+use ankusa_sink_testkit::support::{TcpProxy, unique_name};
 use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
@@ -53,7 +53,7 @@ fn stream_sink(addr: &str, stream: &str) -> Result<RedisSink, BoxError> {
 
 /// Builds sinks for fresh streams on the shared Redis, through a proxy it can stop.
 pub(crate) struct RedisHarness {
-    proxy: tokio::sync::OnceCell<Proxy>,
+    proxy: tokio::sync::OnceCell<TcpProxy>,
     keep: Mutex<(Vec<Scripted>, Vec<Server>)>,
 }
 
@@ -65,8 +65,11 @@ impl RedisHarness {
         }
     }
 
-    async fn proxy(&self) -> Result<&Proxy, BoxError> {
-        Ok(self.proxy.get_or_try_init(Proxy::start).await?)
+    async fn proxy(&self) -> Result<&TcpProxy, BoxError> {
+        Ok(self
+            .proxy
+            .get_or_try_init(|| TcpProxy::start(shared_addr()))
+            .await?)
     }
 }
 
@@ -80,7 +83,7 @@ impl Harness for RedisHarness {
 
     async fn destination(&self, case: Case) -> Result<Setup<RedisSink>, BoxError> {
         let stream = unique_name(&format!("tk-{}", case.name()));
-        let via = self.proxy().await?.addr.to_string();
+        let via = self.proxy().await?.addr().to_string();
         let sink = stream_sink(&via, &stream)?;
         Ok(setup(format!("redis://{}", shared_addr()), stream, sink))
     }

@@ -3,6 +3,7 @@
 //! loopback server speaking RESP for the two faults a shared Redis cannot show safely.
 
 use ankusa_sink_testkit::ankusa_sink_core::{BoxError, async_trait};
+use ankusa_sink_testkit::support::{TcpProxy, free_port};
 use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
 use redis_stream_sink::{FIELD, RedisStreamConfig, RedisStreamSink};
 use std::net::SocketAddr;
@@ -99,57 +100,6 @@ fn setup(stream: String, sink: RedisStreamSink) -> Setup<RedisStreamSink> {
         })
 }
 
-/// A TCP proxy to the real Redis that can be stopped (every connection dropped, the port
-/// closed) and started again on the same port.
-struct Proxy {
-    addr: SocketAddr,
-    task: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Proxy {
-    async fn start() -> std::io::Result<Proxy> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let proxy = Proxy {
-            addr: listener.local_addr()?,
-            task: Mutex::new(None),
-        };
-        proxy.serve(listener);
-        Ok(proxy)
-    }
-
-    fn serve(&self, listener: TcpListener) {
-        let task = tokio::spawn(async move {
-            // Dropped with the task on stop: every connection ends with it.
-            let mut conns = JoinSet::new();
-            while let Ok((mut client, _)) = listener.accept().await {
-                conns.spawn(async move {
-                    if let Ok(mut upstream) = TcpStream::connect(redis_addr()).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
-                    }
-                });
-            }
-        });
-        *self.task.lock().unwrap() = Some(task);
-    }
-
-    fn stop(&self) {
-        if let Some(task) = self.task.lock().unwrap().take() {
-            task.abort();
-        }
-    }
-
-    async fn restart(&self) -> std::io::Result<()> {
-        self.serve(TcpListener::bind(self.addr).await?);
-        Ok(())
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
 /// What the scripted server does with `XADD` (it answers `+OK` to everything before).
 #[derive(Debug, Clone, Copy)]
 enum Script {
@@ -235,7 +185,7 @@ async fn serve_scripted(sock: TcpStream, script: Script) -> std::io::Result<()> 
 
 /// Builds sinks for fresh streams on the real Redis, through a proxy it can stop.
 struct RedisHarness {
-    proxy: tokio::sync::OnceCell<Proxy>,
+    proxy: tokio::sync::OnceCell<TcpProxy>,
     scripted: Mutex<Vec<Scripted>>,
 }
 
@@ -247,8 +197,12 @@ impl RedisHarness {
         }
     }
 
-    async fn proxy(&self) -> Result<&Proxy, BoxError> {
-        Ok(self.proxy.get_or_try_init(Proxy::start).await?)
+    /// The stoppable proxy to the real Redis every `destination` sink goes through.
+    async fn proxy(&self) -> Result<&TcpProxy, BoxError> {
+        Ok(self
+            .proxy
+            .get_or_try_init(|| TcpProxy::start(redis_addr()))
+            .await?)
     }
 
     /// A sink on a scripted server, kept alive as long as the harness.
@@ -268,7 +222,7 @@ impl Harness for RedisHarness {
     async fn destination(&self, case: Case) -> Result<Setup<RedisStreamSink>, BoxError> {
         let stream = unique(case.name());
         create_stream(&stream).await?;
-        let via = self.proxy().await?.addr.to_string();
+        let via = self.proxy().await?.addr().to_string();
         let cfg =
             RedisStreamConfig::new(url_via(&via), &stream).with_timeout(Duration::from_secs(2));
         Ok(setup(stream, RedisStreamSink::new(cfg)))
@@ -290,10 +244,7 @@ impl Harness for RedisHarness {
                 )
             }
             Fault::Unreachable => {
-                let port = std::net::TcpListener::bind("127.0.0.1:0")?
-                    .local_addr()?
-                    .port();
-                let cfg = RedisStreamConfig::new(url_via(&format!("127.0.0.1:{port}")), "tk")
+                let cfg = RedisStreamConfig::new(url_via(&format!("127.0.0.1:{}", free_port())), "tk")
                     .with_timeout(Duration::from_secs(2));
                 Setup::new(RedisStreamSink::new(cfg))
             }
@@ -328,7 +279,7 @@ impl Harness for RedisHarness {
     }
 
     async fn stop(&self) -> Result<(), BoxError> {
-        self.proxy().await?.stop();
+        self.proxy().await?.stop().await;
         Ok(())
     }
 
