@@ -34,6 +34,56 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
+/// Headers whoever POSTs to a catch URL can set, which a destination (or a proxy in front
+/// of it) would take as credentials or trust: credentials (`Authorization`, tokens, API keys,
+/// cookies), client-address and proxy-trust headers (`X-Forwarded-*`, `X-Real-IP`, `Via`),
+/// method and URL overrides, auth-proxy identities, and our own `X-Ankusa-*` spelling. A
+/// sink that sends provider headers on must never send one of these: the security review's
+/// list (issue 15) and the rest of their classes, for a sink's forwarding tests.
+pub const UNTRUSTED_HEADERS: &[&str] = &[
+    "X-Gitlab-Token",
+    "X-Auth-Token",
+    "X-Access-Token",
+    "Api-Key",
+    "Private-Token",
+    "X-Webhook-Secret",
+    "Set-Cookie",
+    "X-Forwarded-For",
+    "X-Forwarded-Host",
+    "X-Forwarded-Proto",
+    "Forwarded",
+    "X-Real-IP",
+    "Via",
+    "X-HTTP-Method-Override",
+    "X-Method-Override",
+    "X-Original-URL",
+    "X-Rewrite-URL",
+    "Proxy-Connection",
+    "X-Original-Host",
+    "True-Client-IP",
+    "CF-Connecting-IP",
+    "X-Client-IP",
+    "X-Cluster-Client-IP",
+    "Client-IP",
+    "Authorization",
+    "Proxy-Authorization",
+    "Cookie",
+    "X-API-Key",
+    "X-Apikey",
+    "X-Session-Id",
+    "X-Client-Secret",
+    "X-Password",
+    "X-Amz-Security-Token",
+    "X-CSRF-Token",
+    "X-Auth-Key",
+    "X-Auth-Request-User",
+    "X-Remote-User",
+    "X-Envoy-Internal",
+    "X-Middleware-Subrequest",
+    "X-Ankusa-Tenant",
+    "X-Auth-Request-Email",
+];
+
 /// A current-thread runtime with I/O and time, the kind the CLI runs on: for tests that
 /// drive a sink from several runtimes in turn.
 pub fn current_thread_runtime() -> tokio::runtime::Runtime {

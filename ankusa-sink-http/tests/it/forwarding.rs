@@ -4,44 +4,7 @@
 use crate::server::{Reply, Server, always};
 use crate::{builder, deliver};
 use ankusa_sink_core::Envelope;
-
-/// Headers whoever POSTs to a catch URL can set, which a destination (or a proxy in front
-/// of it) would take as credentials or trust: the security review's list (issue 15) and
-/// the rest of their classes.
-const NEVER_ON_THE_WIRE: &[&str] = &[
-    "X-Gitlab-Token",
-    "X-Auth-Token",
-    "X-Access-Token",
-    "Api-Key",
-    "Private-Token",
-    "X-Webhook-Secret",
-    "Set-Cookie",
-    "X-Forwarded-For",
-    "X-Forwarded-Host",
-    "X-Forwarded-Proto",
-    "Forwarded",
-    "X-Real-IP",
-    "Via",
-    "X-HTTP-Method-Override",
-    "X-Method-Override",
-    "X-Original-URL",
-    "X-Rewrite-URL",
-    "Proxy-Connection",
-    "X-Original-Host",
-    "True-Client-IP",
-    "CF-Connecting-IP",
-    "X-Client-IP",
-    "X-Cluster-Client-IP",
-    "Client-IP",
-    "Authorization",
-    "Proxy-Authorization",
-    "Cookie",
-    "X-API-Key",
-    "X-Session-Id",
-    "X-Remote-User",
-    "X-Auth-Request-Email",
-    "X-Middleware-Subrequest",
-];
+use ankusa_sink_testkit::support::UNTRUSTED_HEADERS;
 
 /// Provider signature and event headers: not secrets, forwarded.
 const PROVIDER: &[&str] = &[
@@ -60,7 +23,7 @@ async fn credential_and_trust_headers_never_reach_the_destination() {
     let mut b = Envelope::builder("01J0HOOKID", "stripe", &b"{}"[..])
         .tenant_id("acme")
         .content_type("application/json");
-    for (i, name) in NEVER_ON_THE_WIRE.iter().enumerate() {
+    for (i, name) in UNTRUSTED_HEADERS.iter().enumerate() {
         b = b.header(*name, format!("planted-{i}"));
     }
     for name in PROVIDER {
@@ -71,7 +34,7 @@ async fn credential_and_trust_headers_never_reach_the_destination() {
     let captured = server.captured();
     assert_eq!(captured.len(), 1);
     let req = &captured[0];
-    for name in NEVER_ON_THE_WIRE {
+    for name in UNTRUSTED_HEADERS {
         let lower = name.to_ascii_lowercase();
         for value in req.all(&lower) {
             assert!(!value.starts_with("planted-"), "{name} forwarded: {value}");

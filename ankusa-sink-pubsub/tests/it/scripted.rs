@@ -359,6 +359,7 @@ async fn server_side_transient_codes_are_transient() {
         Code::Aborted,
         Code::Cancelled,
         Code::Unknown,
+        Code::FailedPrecondition,
     ] {
         assert_eq!(
             deliver_class(Script::Fail(code, None)).await,
