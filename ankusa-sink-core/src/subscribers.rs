@@ -165,29 +165,23 @@ mod tests {
     async fn answers_are_kept_for_the_interval_then_looked_up_again() {
         let cache = SubscriberCache::new(Duration::from_secs(60));
         let calls = Arc::new(AtomicUsize::new(0));
-        assert!(
-            !cache
-                .has_subscriber(|| counting(&calls, Ok(false)))
-                .await
-                .unwrap()
-        );
+        assert!(!ask(&cache, &calls, Ok(false)).await.unwrap());
         tokio::time::advance(Duration::from_secs(59)).await;
         // Kept: the lookup that would say "yes" is not made.
-        assert!(
-            !cache
-                .has_subscriber(|| counting(&calls, Ok(true)))
-                .await
-                .unwrap()
-        );
+        assert!(!ask(&cache, &calls, Ok(true)).await.unwrap());
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         tokio::time::advance(Duration::from_secs(2)).await;
-        assert!(
-            cache
-                .has_subscriber(|| counting(&calls, Ok(true)))
-                .await
-                .unwrap()
-        );
+        assert!(ask(&cache, &calls, Ok(true)).await.unwrap());
         assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    /// One caller's answer, its lookup (if made) answering `answer`.
+    async fn ask(
+        cache: &SubscriberCache,
+        calls: &Arc<AtomicUsize>,
+        answer: Result<bool, Class>,
+    ) -> Result<bool, Failure> {
+        cache.has_subscriber(|| counting(calls, answer)).await
     }
 
     /// `n` callers asking at once, every lookup answering `answer`: their answers.
@@ -200,7 +194,7 @@ mod tests {
         let tasks: Vec<_> = (0..n)
             .map(|_| {
                 let (cache, calls) = (Arc::clone(cache), Arc::clone(calls));
-                tokio::spawn(async move { cache.has_subscriber(|| counting(&calls, answer)).await })
+                tokio::spawn(async move { ask(&cache, &calls, answer).await })
             })
             .collect();
         let mut answers = Vec::with_capacity(n);
@@ -234,12 +228,7 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         // The next caller, after the failure, looks up again.
         tokio::time::advance(Duration::from_millis(1)).await;
-        assert!(
-            cache
-                .has_subscriber(|| counting(&calls, Ok(true)))
-                .await
-                .unwrap()
-        );
+        assert!(ask(&cache, &calls, Ok(true)).await.unwrap());
         assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 }
