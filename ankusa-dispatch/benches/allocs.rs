@@ -1,13 +1,12 @@
 //! Heap allocations per operation, counted exactly with dhat's allocator.
 //! `cargo bench -p ankusa-dispatch --bench allocs`.
 
-use ankusa_dispatch::{
-    BreakerConfig, DispatchConfig, DispatchPolicy, Dispatcher, Hook, attempt, decide,
-};
-use ankusa_sink_core::{
-    Class, Ctx, Envelope, Failure, Reason, Sink, async_trait, message, safe_deliver,
-};
-use std::num::NonZeroU64;
+mod shared;
+
+use ankusa_dispatch::{BreakerConfig, DispatchConfig, DispatchPolicy, Dispatcher, Hook, attempt};
+use ankusa_sink_core::{Ctx, Envelope, Failure, Reason, Sink, async_trait, message, safe_deliver};
+use ankusa_sink_testkit::support::current_thread_runtime;
+use shared::{Noop, decide_each_class, silent_subscriber};
 
 /// Asks for an hour's pause on every delivery: its hooks wait in the retry queue.
 #[derive(Debug)]
@@ -78,16 +77,6 @@ fn waiting_hooks(rt: &tokio::runtime::Runtime) {
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
-#[derive(Debug)]
-struct Noop;
-
-#[async_trait]
-impl Sink for Noop {
-    async fn deliver(&self, _: &Envelope, _: &Ctx) -> Result<(), Failure> {
-        Ok(())
-    }
-}
-
 /// Allocations (blocks, bytes) per call of `f`, averaged over `n` calls.
 fn per_op(n: u64, mut f: impl FnMut()) -> (f64, f64) {
     f();
@@ -108,10 +97,7 @@ fn row(name: &str, (allocs, bytes): (f64, f64)) {
 
 fn main() {
     let _profiler = dhat::Profiler::builder().testing().build();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     // One delivery through the attempt span and `safe_deliver`, as dispatch makes it.
     let attempt_once = |env: &Envelope, ctx: &Ctx| {
         rt.block_on(attempt(
@@ -163,26 +149,12 @@ fn main() {
     );
     let policy = DispatchPolicy::default();
     let mut rng = rand::rng();
-    let classes = [
-        Class::Permanent,
-        Class::Config,
-        Class::RetryAfter(NonZeroU64::new(1500).unwrap()),
-        Class::Transient,
-    ];
     row(
         "dispatch_decide (4 classes)",
-        per_op(1000, || {
-            for class in classes {
-                std::hint::black_box(decide(class, 3, 0, 1_000, &policy, &mut rng));
-            }
-        }),
+        per_op(1000, || decide_each_class(&policy, &mut rng)),
     );
     // The attempt span with a subscriber that records every span and writes nowhere.
-    let sub = tracing_subscriber::fmt()
-        .with_writer(std::io::sink)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let _guard = tracing::subscriber::set_default(sub);
+    let _guard = tracing::subscriber::set_default(silent_subscriber());
     let ctx = Ctx::for_envelope(&envs[0]);
     row(
         "attempt + safe_deliver, fmt subscriber",

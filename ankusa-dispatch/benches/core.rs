@@ -1,24 +1,15 @@
 //! Core overhead per delivery: Message v1 encoding, classification, `safe_deliver`, and the
 //! attempt span with and without a subscriber. `cargo bench -p ankusa-dispatch --bench core`.
 
+mod shared;
+
 use ankusa_bench_support::vs_raw::envelope;
-use ankusa_dispatch::{DispatchPolicy, attempt, decide};
-use ankusa_sink_core::{
-    Class, Ctx, Envelope, Failure, Reason, Sink, async_trait, message, safe_deliver,
-};
+use ankusa_dispatch::{DispatchPolicy, attempt};
+use ankusa_sink_core::{Ctx, Failure, Reason, message, safe_deliver};
+use ankusa_sink_testkit::support::current_thread_runtime;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use shared::{Noop, decide_each_class, silent_subscriber};
 use std::hint::black_box;
-use std::num::NonZeroU64;
-
-#[derive(Debug)]
-struct Noop;
-
-#[async_trait]
-impl Sink for Noop {
-    async fn deliver(&self, _: &Envelope, _: &Ctx) -> Result<(), Failure> {
-        Ok(())
-    }
-}
 
 fn encoding(c: &mut Criterion) {
     let mut g = c.benchmark_group("message_v1_encode");
@@ -36,18 +27,8 @@ fn encoding(c: &mut Criterion) {
 fn classification(c: &mut Criterion) {
     let policy = DispatchPolicy::default();
     let mut rng = rand::rng();
-    let classes = [
-        Class::Permanent,
-        Class::Config,
-        Class::RetryAfter(NonZeroU64::new(1500).unwrap()),
-        Class::Transient,
-    ];
     c.bench_function("dispatch_decide", |b| {
-        b.iter(|| {
-            for class in classes {
-                black_box(decide(black_box(class), 3, 0, 1_000, &policy, &mut rng));
-            }
-        })
+        b.iter(|| decide_each_class(&policy, &mut rng))
     });
     c.bench_function("failure_new_and_class", |b| {
         b.iter(|| {
@@ -58,10 +39,7 @@ fn classification(c: &mut Criterion) {
 }
 
 fn delivery(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     let env = envelope(1024);
     let ctx = Ctx::for_envelope(&env);
     c.bench_function("safe_deliver_noop", |b| {
@@ -75,12 +53,7 @@ fn delivery(c: &mut Criterion) {
                 .unwrap()
         })
     });
-    // A subscriber that enables every span but writes nothing: the cost of the span itself.
-    let sub = tracing_subscriber::fmt()
-        .with_writer(std::io::sink)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let _guard = tracing::subscriber::set_default(sub);
+    let _guard = tracing::subscriber::set_default(silent_subscriber());
     c.bench_function("attempt_span_with_subscriber", |b| {
         b.to_async(&rt).iter(|| async {
             attempt("noop", &env, &ctx, safe_deliver(&Noop, &env, &ctx, None))

@@ -18,10 +18,13 @@
 //! 1 otherwise. The broker: `$ANKUSA_AMQP_URL`, default
 //! `amqp://guest:guest@127.0.0.1:5672/%2f` (as the tests).
 
+#[path = "shared/declare.rs"]
+mod declare;
+
 use ankusa_bench_support::raw_loop::{self, Lines};
 use lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, ExchangeDeleteOptions,
-    QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
+    QueueDeleteOptions,
 };
 use lapin::types::FieldTable;
 use lapin::{
@@ -99,39 +102,15 @@ async fn setup(exchange: &str, queue: &str) -> Result<(), Error> {
         FieldTable::default(),
     )
     .await?;
-    ch.queue_declare(
-        queue.into(),
-        QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await?;
-    ch.queue_bind(
-        queue.into(),
-        exchange.into(),
-        "#".into(),
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await?;
+    declare::durable_queue(&ch, queue, FieldTable::default()).await?;
+    declare::bind(&ch, queue, exchange, "#").await?;
     let _ = conn.close(200, "done".into()).await;
     Ok(())
 }
 
 async fn count(queue: &str) -> Result<u32, Error> {
     let (conn, ch) = channel().await?;
-    let q = ch
-        .queue_declare(
-            queue.into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await?;
+    let q = declare::passive(&ch, queue).await?;
     let _ = conn.close(200, "done".into()).await;
     Ok(q.message_count())
 }

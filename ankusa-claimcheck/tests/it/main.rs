@@ -9,6 +9,7 @@ mod refs;
 mod s3;
 mod sweeper;
 
+use ankusa_claimcheck::{Claim, ClaimError, ClaimItem, ClaimStore};
 use ankusa_sink_core::async_trait;
 use futures_util::stream::BoxStream;
 use object_store::path::Path;
@@ -162,9 +163,37 @@ pub(crate) fn body(seed: u8, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Check `items` in as one batch; every one must succeed.
+pub(crate) async fn check_in_all(store: &ClaimStore, items: Vec<ClaimItem>) -> Vec<Claim> {
+    store
+        .check_in_batch(items)
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Redeem `claim` as its own tenant, by its reference and digest, as `size` bytes.
+pub(crate) async fn redeem(
+    store: &ClaimStore,
+    claim: &Claim,
+    size: u64,
+) -> Result<bytes::Bytes, ClaimError> {
+    let reference = claim.reference();
+    store
+        .redeem(
+            Some(reference.tenant()),
+            &reference.to_string(),
+            claim.sha256(),
+            size,
+        )
+        .await
+}
+
 /// S3 on moto: the endpoint, a store builder with short retries, bucket creation, and a
 /// private `moto_server` for outage and credential tests.
 pub(crate) mod moto {
+    pub(crate) use ankusa_sink_testkit::support::free_port;
     use object_store::aws::{AmazonS3, AmazonS3Builder};
     use object_store::{BackoffConfig, ClientOptions, RetryConfig};
     use std::process::Stdio;
@@ -232,15 +261,6 @@ pub(crate) mod moto {
             "delete bucket: {}",
             resp.status()
         );
-    }
-
-    /// A free loopback port (bound, then released).
-    pub(crate) fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
     }
 
     /// A `moto_server` of this test's own on 127.0.0.1:`port`, killed on drop.

@@ -1,12 +1,35 @@
 //! The store down then up, a store refusing the credentials, and a missing bucket: each
 //! provoked for real on S3 (moto) and classified on object_store's typed errors.
 
-use crate::body;
 use crate::moto::{self, Moto};
+use crate::{body, redeem};
 use ankusa_claimcheck::{ClaimError, ClaimItem, ClaimStore};
 use ankusa_sink_core::{Class, Failure};
 use ankusa_sink_testkit::support::unique_name;
 use std::sync::Arc;
+
+/// A store on the S3 at `endpoint`, in a bucket named after `tag`, signing with `access_key`.
+fn s3_store(endpoint: &str, tag: &str, access_key: &str) -> ClaimStore {
+    ClaimStore::new(Arc::new(moto::s3(endpoint, &unique_name(tag), access_key)))
+}
+
+/// The error of checking a body in, which must fail.
+async fn failed_check_in(store: &ClaimStore) -> ClaimError {
+    store
+        .check_in(ClaimItem::new("acme", body(1, 2000)))
+        .await
+        .unwrap_err()
+}
+
+/// The error of redeeming a claim never checked in (a well-formed reference to nothing):
+/// what the store answers before it could say "not found".
+async fn failed_redeem(store: &ClaimStore) -> ClaimError {
+    let urn = format!("urn:ankusa:claim:v1:acme:{}", ulid::Ulid::new());
+    store
+        .redeem(Some("acme"), &urn, &"0".repeat(64), 4)
+        .await
+        .unwrap_err()
+}
 
 #[tokio::test]
 async fn store_down_then_up() {
@@ -16,10 +39,7 @@ async fn store_down_then_up() {
     let bucket = unique_name("claims-outage");
     let store = ClaimStore::new(Arc::new(moto::s3(&endpoint, &bucket, "testing")));
 
-    let err = store
-        .check_in(ClaimItem::new("acme", body(1, 2000)))
-        .await
-        .unwrap_err();
+    let err = failed_check_in(&store).await;
     assert!(matches!(err, ClaimError::Unavailable(_)), "{err:?}");
     let failure = Failure::from(err);
     assert_eq!(failure.class(), Class::Transient);
@@ -30,11 +50,7 @@ async fn store_down_then_up() {
         "{failure}"
     );
 
-    let urn = format!("urn:ankusa:claim:v1:acme:{}", ulid::Ulid::new());
-    let err = store
-        .redeem(Some("acme"), &urn, &"0".repeat(64), 4)
-        .await
-        .unwrap_err();
+    let err = failed_redeem(&store).await;
     assert!(matches!(err, ClaimError::Unavailable(_)), "{err:?}");
     assert!(err.is_transient());
 
@@ -45,28 +61,12 @@ async fn store_down_then_up() {
         .check_in(ClaimItem::new("acme", body(1, 2000)))
         .await
         .unwrap();
-    let bytes = store
-        .redeem(
-            Some("acme"),
-            &claim.reference().to_string(),
-            claim.sha256(),
-            2000,
-        )
-        .await
-        .unwrap();
+    let bytes = redeem(&store, &claim, 2000).await.unwrap();
     assert_eq!(bytes, body(1, 2000));
 
     // And down again: reads are transient, not "not found".
     moto.stop().await;
-    let err = store
-        .redeem(
-            Some("acme"),
-            &claim.reference().to_string(),
-            claim.sha256(),
-            2000,
-        )
-        .await
-        .unwrap_err();
+    let err = redeem(&store, &claim, 2000).await.unwrap_err();
     assert!(matches!(err, ClaimError::Unavailable(_)), "{err:?}");
 }
 
@@ -74,15 +74,8 @@ async fn store_down_then_up() {
 async fn a_store_refusing_the_credentials_is_a_config_failure() {
     // moto checks IAM from the first request: an unknown access key is refused (403).
     let moto = Moto::start(moto::free_port(), &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]).await;
-    let store = ClaimStore::new(Arc::new(moto::s3(
-        &moto.endpoint,
-        &unique_name("claims-denied"),
-        "AKIAUNKNOWNKEY000000",
-    )));
-    let err = store
-        .check_in(ClaimItem::new("acme", "body"))
-        .await
-        .unwrap_err();
+    let store = s3_store(&moto.endpoint, "claims-denied", "AKIAUNKNOWNKEY000000");
+    let err = failed_check_in(&store).await;
     assert!(matches!(err, ClaimError::Forbidden(_)), "{err:?}");
     let failure = Failure::from(err);
     assert_eq!(failure.class(), Class::Config);
@@ -91,11 +84,7 @@ async fn a_store_refusing_the_credentials_is_a_config_failure() {
         "no secret: {failure}"
     );
 
-    let urn = format!("urn:ankusa:claim:v1:acme:{}", ulid::Ulid::new());
-    let err = store
-        .redeem(Some("acme"), &urn, &"0".repeat(64), 4)
-        .await
-        .unwrap_err();
+    let err = failed_redeem(&store).await;
     assert!(matches!(err, ClaimError::Forbidden(_)), "{err:?}");
     assert_eq!(err.class(), Class::Config);
     moto.stop().await;
@@ -103,15 +92,8 @@ async fn a_store_refusing_the_credentials_is_a_config_failure() {
 
 #[tokio::test]
 async fn a_missing_bucket_is_a_config_failure_on_write() {
-    let store = ClaimStore::new(Arc::new(moto::s3(
-        &moto::endpoint(),
-        &unique_name("claims-missing"),
-        "testing",
-    )));
-    let err = store
-        .check_in(ClaimItem::new("acme", "body"))
-        .await
-        .unwrap_err();
+    let store = s3_store(&moto::endpoint(), "claims-missing", "testing");
+    let err = failed_check_in(&store).await;
     assert!(matches!(err, ClaimError::StoreConfig(_)), "{err:?}");
     assert_eq!(Failure::from(err).class(), Class::Config);
 }

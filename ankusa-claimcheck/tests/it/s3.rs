@@ -2,7 +2,7 @@
 //! reads per claim.
 
 use crate::moto;
-use crate::{Counting, body};
+use crate::{Counting, body, check_in_all, redeem};
 use ankusa_claimcheck::{ClaimConfig, ClaimItem, ClaimStore};
 use ankusa_sink_testkit::support::unique_name;
 use object_store::ObjectStoreExt as _;
@@ -31,23 +31,13 @@ async fn redeem_through_s3_on_moto() {
                 .with_id(format!("hook-{i}"))
         })
         .collect();
-    let claims: Vec<_> = store
-        .check_in_batch(items)
-        .await
-        .into_iter()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let claims = check_in_all(&store, items).await;
     // acme: 100_000 + 10 | 400_000 ; globex: 150_000 + 0 + 64.
     assert_eq!(counting.puts(), 3);
 
     for (i, claim) in claims.iter().enumerate() {
         counting.reset();
-        let urn = claim.reference().to_string();
-        let tenant = Some(claim.reference().tenant());
-        let bytes = store
-            .redeem(tenant, &urn, claim.sha256(), sizes[i] as u64)
-            .await
-            .unwrap();
+        let bytes = redeem(&store, claim, sizes[i] as u64).await.unwrap();
         assert_eq!(bytes, body(i as u8, sizes[i]), "claim {i}");
         let reads = if sizes[i] == 0 { 1 } else { 2 };
         assert_eq!(counting.gets(), reads, "claim {i}");

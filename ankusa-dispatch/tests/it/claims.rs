@@ -7,6 +7,23 @@ use std::path::Path;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
+/// A dispatcher over `sinks` (name, sink) that checks large bodies in to `store`.
+fn claiming(
+    store: &ClaimStore,
+    sinks: &[(&str, &Arc<Script>)],
+    config: DispatchConfig,
+) -> (Dispatcher, Deliveries) {
+    sinks
+        .iter()
+        .fold(Dispatcher::builder(), |b, &(name, sink)| {
+            b.sink(name, sink.clone())
+        })
+        .claim_store(store.clone())
+        .config(config)
+        .build()
+        .unwrap()
+}
+
 fn files_under(dir: &Path) -> usize {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return 0;
@@ -26,17 +43,11 @@ async fn a_large_body_is_checked_in_once_for_every_sink_and_every_retry() {
         .inline_max(100)
         .arc();
     let inline = Script::new(Step::Ok).arc();
-    let (d, mut out) = Dispatcher::builder()
-        .sink("small", small.clone())
-        .sink("inline", inline.clone())
-        .claim_store(store.clone())
-        .config(config(policy(
-            Duration::from_millis(20),
-            10,
-            Duration::from_secs(60),
-        )))
-        .build()
-        .unwrap();
+    let (d, mut out) = claiming(
+        &store,
+        &[("small", &small), ("inline", &inline)],
+        retrying(Duration::from_millis(20)),
+    );
     let body_len = 1_000;
     d.submit(Hook::new(env_sized("h1", body_len)))
         .await
@@ -56,11 +67,8 @@ async fn a_large_body_is_checked_in_once_for_every_sink_and_every_retry() {
     d.shutdown(Duration::from_secs(1)).await;
 
     // A body both take inline: no claim, nothing written.
-    let (d, mut out) = Dispatcher::builder()
-        .sink("small", Script::new(Step::Ok).inline_max(100).arc())
-        .claim_store(store.clone())
-        .build()
-        .unwrap();
+    let small = Script::new(Step::Ok).inline_max(100).arc();
+    let (d, mut out) = claiming(&store, &[("small", &small)], DispatchConfig::default());
     d.submit(Hook::new(env_sized("h2", 100))).await.unwrap();
     recv_n(&mut out, 1, Duration::from_secs(10)).await;
     assert_eq!(files_under(&root), 1);
@@ -72,12 +80,7 @@ async fn in_memory_store_claims_for_two_sinks() {
     let store = ClaimStore::in_memory();
     let a = Script::new(Step::Ok).inline_max(10).arc();
     let b = Script::new(Step::Ok).inline_max(10).arc();
-    let (d, mut out) = Dispatcher::builder()
-        .sink("a", a.clone())
-        .sink("b", b.clone())
-        .claim_store(store.clone())
-        .build()
-        .unwrap();
+    let (d, mut out) = claiming(&store, &[("a", &a), ("b", &b)], DispatchConfig::default());
     d.submit(Hook::new(env_sized("h1", 500))).await.unwrap();
     recv_n(&mut out, 2, Duration::from_secs(10)).await;
     let (ca, cb) = (a.seen()[0].claim.clone(), b.seen()[0].claim.clone());
@@ -97,17 +100,11 @@ async fn a_failed_check_in_is_retried_and_still_claims_for_every_sink() {
     // `inline` first: its job wakes first and re-runs the check-in on its own.
     let inline = Script::new(Step::Ok).arc();
     let small = Script::new(Step::Ok).inline_max(100).arc();
-    let (d, mut out) = Dispatcher::builder()
-        .sink("inline", inline.clone())
-        .sink("small", small.clone())
-        .claim_store(store.clone())
-        .config(config(policy(
-            Duration::from_millis(300),
-            10,
-            Duration::from_secs(60),
-        )))
-        .build()
-        .unwrap();
+    let (d, mut out) = claiming(
+        &store,
+        &[("inline", &inline), ("small", &small)],
+        retrying(Duration::from_millis(300)),
+    );
     d.submit(Hook::new(env_sized("h1", 1_000))).await.unwrap();
     let t0 = std::time::Instant::now();
     while d.waiting() < 2 {
@@ -214,16 +211,7 @@ async fn a_check_in_that_panics_is_a_transient_failure_not_a_lost_hook() {
         panics: AtomicUsize::new(1),
     }));
     let sink = Script::new(Step::Ok).inline_max(10).arc();
-    let (d, mut out) = Dispatcher::builder()
-        .sink("s", sink.clone())
-        .claim_store(store.clone())
-        .config(config(policy(
-            Duration::from_millis(20),
-            10,
-            Duration::from_secs(60),
-        )))
-        .build()
-        .unwrap();
+    let (d, mut out) = claiming(&store, &[("s", &sink)], retrying(Duration::from_millis(20)));
     d.submit(Hook::new(env_sized("h1", 100))).await.unwrap();
     let x = recv_n(&mut out, 1, Duration::from_secs(10)).await.remove(0);
     assert!(matches!(x.outcome, Outcome::Delivered), "{x:?}");

@@ -121,11 +121,7 @@ async fn http_503_is_retried_410_dead_letters_and_429_waits_its_retry_after() {
         .sink("audit", audit.clone())
         .route("web", ["http"])
         .dead_letter(DeadLetter::jsonl(&path).unwrap())
-        .config(config(policy(
-            Duration::from_millis(20),
-            10,
-            Duration::from_secs(60),
-        )))
+        .config(retrying(Duration::from_millis(20)))
         .build()
         .unwrap();
     // 503 then 200, fanned out with a second sink.

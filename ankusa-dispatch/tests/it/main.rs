@@ -14,7 +14,9 @@ mod source_ack;
 mod span;
 mod windows;
 
-use ankusa_dispatch::{Deliveries, Delivery, DispatchConfig, DispatchPolicy, Exponential, Outcome};
+use ankusa_dispatch::{
+    Deliveries, Delivery, DispatchConfig, DispatchPolicy, Dispatcher, Exponential, Outcome,
+};
 use ankusa_sink_core::{Claim, Class, Ctx, Envelope, Failure, InFlight, Reason, Sink, async_trait};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use std::collections::{HashMap, VecDeque};
@@ -226,6 +228,38 @@ pub(crate) fn policy(base: Duration, max_attempts: u32, max_elapsed: Duration) -
 
 pub(crate) fn config(policy: DispatchPolicy) -> DispatchConfig {
     DispatchConfig::default().with_policy(policy)
+}
+
+/// Retries from `base`, ten attempts within a minute: enough for the retries a test scripts.
+pub(crate) fn retrying(base: Duration) -> DispatchConfig {
+    config(policy(base, 10, Duration::from_secs(60)))
+}
+
+/// Retries from `base` for up to 100 attempts and a day: for tests of hooks that wait, never
+/// of hooks given up on.
+pub(crate) fn retrying_for_a_day(base: Duration) -> DispatchConfig {
+    config(policy(base, 100, Duration::from_secs(86_400)))
+}
+
+/// `sink` named `name` beside `plain`, a sink that takes 10 ms a delivery, with one shared
+/// slot (and intake for 100 hooks): for sinks whose own concurrency (a batch, a pipeline
+/// window) stays outside the shared limit. Returns `plain` too.
+pub(crate) fn one_slot_beside_plain(
+    name: &str,
+    sink: &Arc<Script>,
+) -> (Dispatcher, Deliveries, Arc<Script>) {
+    let plain = Script::new(Step::after(Duration::from_millis(10), Step::Ok)).arc();
+    let (d, out) = Dispatcher::builder()
+        .sink(name, sink.clone())
+        .sink("plain", plain.clone())
+        .config(
+            DispatchConfig::default()
+                .with_concurrency(1)
+                .with_intake(100),
+        )
+        .build()
+        .unwrap();
+    (d, out, plain)
 }
 
 /// The next `n` deliveries; fails the test after `within` (virtual time under a paused

@@ -66,17 +66,7 @@ async fn batched_sinks_get_ctx_batch_and_are_not_counted_against_concurrency() {
     let batched = Script::new(Step::after(Duration::from_secs(1), Step::Ok))
         .batched()
         .arc();
-    let plain = Script::new(Step::after(Duration::from_millis(10), Step::Ok)).arc();
-    let (d, mut out) = Dispatcher::builder()
-        .sink("batched", batched.clone())
-        .sink("plain", plain.clone())
-        .config(
-            DispatchConfig::default()
-                .with_concurrency(1)
-                .with_intake(100),
-        )
-        .build()
-        .unwrap();
+    let (d, mut out, plain) = one_slot_beside_plain("batched", &batched);
     for i in 0..5 {
         d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
     }

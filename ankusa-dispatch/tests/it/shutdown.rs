@@ -16,13 +16,9 @@ async fn nothing_is_dropped_every_pair_is_delivered_or_handed_back() {
         .sink("waiting", waiting.clone())
         .sink("stuck", stuck.clone())
         .config(
-            config(policy(
-                Duration::from_millis(100),
-                100,
-                Duration::from_secs(86_400),
-            ))
-            .with_sink_concurrency(1)
-            .with_intake(100),
+            retrying_for_a_day(Duration::from_millis(100))
+                .with_sink_concurrency(1)
+                .with_intake(100),
         )
         .build()
         .unwrap();
@@ -170,11 +166,7 @@ async fn dropping_every_handle_finishes_every_hook_then_ends_the_stream() {
     let sink = Script::new(Step::Ok).first([Step::Transient]).arc();
     let (d, mut out) = Dispatcher::builder()
         .sink("s", sink.clone())
-        .config(config(policy(
-            Duration::from_secs(1),
-            10,
-            Duration::from_secs(60),
-        )))
+        .config(retrying(Duration::from_secs(1)))
         .build()
         .unwrap();
     d.submit(Hook::new(env("h1"))).await.unwrap();

@@ -1,39 +1,45 @@
 //! Retries hold no slot and no intake permit; sinks share the slots fairly.
 
 use crate::*;
-use ankusa_dispatch::{BreakerConfig, Dispatcher, Hook, Outcome};
+use ankusa_dispatch::{BreakerConfig, Deliveries, Dispatcher, Hook, Outcome};
 use ankusa_sink_core::Class;
 use std::time::Duration;
 
-#[tokio::test(start_paused = true)]
-async fn a_thousand_hooks_waiting_an_hour_do_not_stop_fresh_hooks() {
-    let a = Script::new(Step::RetryAfter(3_600_000)).arc();
-    let b = Script::new(Step::Ok).arc();
-    let (d, mut out) = Dispatcher::builder()
+/// Sinks `a` (behind route `to-a`) and `b` sharing one global slot.
+fn a_and_b(a: &Arc<Script>, b: &Arc<Script>, config: DispatchConfig) -> (Dispatcher, Deliveries) {
+    Dispatcher::builder()
         .sink("a", a.clone())
         .sink("b", b.clone())
         .route("to-a", ["a"])
-        .config(
-            config(policy(
-                Duration::from_millis(100),
-                100,
-                Duration::from_secs(86_400),
-            ))
-            .with_concurrency(1)
-            // a's breaker stays closed (an open one holds hooks too, tested apart).
-            .with_breaker(BreakerConfig::new(u32::MAX, Duration::from_secs(1)))
-            // b's deliveries are read after all hooks are in.
-            .with_intake(64),
-        )
+        .config(config.with_concurrency(1))
         .build()
-        .unwrap();
-    let t0 = tokio::time::Instant::now();
+        .unwrap()
+}
+
+/// A breaker that never opens: a's hooks wait for their retries alone (an open breaker holds
+/// hooks too, tested apart).
+fn closed_breaker() -> BreakerConfig {
+    BreakerConfig::new(u32::MAX, Duration::from_secs(1))
+}
+
+async fn submit_to_a(d: &Dispatcher, hooks: usize) {
+    for i in 0..hooks {
+        d.submit(Hook::new(env(&format!("a{i}"))).route("to-a"))
+            .await
+            .unwrap();
+    }
+}
+
+/// Submit `a_hooks` hooks to `a` and then 20 to `b` within a second (`why` the intake never
+/// blocks on a's hooks), and return b's 20 deliveries, which come within a second.
+async fn b_passes_a(
+    d: &Dispatcher,
+    out: &mut Deliveries,
+    a_hooks: usize,
+    why: &str,
+) -> Vec<Delivery> {
     tokio::time::timeout(Duration::from_secs(1), async {
-        for i in 0..1_000 {
-            d.submit(Hook::new(env(&format!("a{i}"))).route("to-a"))
-                .await
-                .unwrap();
-        }
+        submit_to_a(d, a_hooks).await;
         for i in 0..20 {
             d.submit(Hook::new(env(&format!("b{i}"))).only_sink("b"))
                 .await
@@ -41,12 +47,27 @@ async fn a_thousand_hooks_waiting_an_hour_do_not_stop_fresh_hooks() {
         }
     })
     .await
-    .expect("intake never blocks on waiting hooks");
-    let got = recv_n(&mut out, 20, Duration::from_secs(1)).await;
-    assert!(
-        got.iter()
-            .all(|x| &*x.sink == "b" && matches!(x.outcome, Outcome::Delivered))
+    .expect(why);
+    let got = recv_n(out, 20, Duration::from_secs(1)).await;
+    assert!(got.iter().all(|x| &*x.sink == "b"), "{got:?}");
+    got
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_thousand_hooks_waiting_an_hour_do_not_stop_fresh_hooks() {
+    let a = Script::new(Step::RetryAfter(3_600_000)).arc();
+    let b = Script::new(Step::Ok).arc();
+    let (d, mut out) = a_and_b(
+        &a,
+        &b,
+        retrying_for_a_day(Duration::from_millis(100))
+            .with_breaker(closed_breaker())
+            // b's deliveries are read after all hooks are in.
+            .with_intake(64),
     );
+    let t0 = tokio::time::Instant::now();
+    let got = b_passes_a(&d, &mut out, 1_000, "intake never blocks on waiting hooks").await;
+    assert!(got.iter().all(|x| matches!(x.outcome, Outcome::Delivered)));
     assert!(t0.elapsed() < Duration::from_secs(1));
     // b was served between a's attempts; a's last ones follow.
     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -70,28 +91,15 @@ async fn a_burst_of_woken_retries_does_not_starve_another_sink() {
         .first((0..50).map(|_| Step::RetryAfter(1_000)))
         .arc();
     let b = Script::new(Step::Ok).arc();
-    let (d, mut out) = Dispatcher::builder()
-        .sink("a", a.clone())
-        .sink("b", b.clone())
-        .route("to-a", ["a"])
-        .config(
-            config(policy(
-                Duration::from_millis(1),
-                100,
-                Duration::from_secs(86_400),
-            ))
-            .with_concurrency(1)
-            .with_breaker(BreakerConfig::new(u32::MAX, Duration::from_secs(1)))
+    let (d, mut out) = a_and_b(
+        &a,
+        &b,
+        retrying_for_a_day(Duration::from_millis(1))
+            .with_breaker(closed_breaker())
             .with_intake(100),
-        )
-        .build()
-        .unwrap();
+    );
     let t0 = tokio::time::Instant::now();
-    for i in 0..50 {
-        d.submit(Hook::new(env(&format!("a{i}"))).route("to-a"))
-            .await
-            .unwrap();
-    }
+    submit_to_a(&d, 50).await;
     tokio::time::sleep_until(t0 + Duration::from_millis(1_150)).await;
     assert!(a.calls() > 50, "the burst is under way");
     let submitted = tokio::time::Instant::now();
@@ -140,33 +148,8 @@ async fn hooks_held_by_an_open_breaker_keep_no_intake_permit() {
     // held, and they must not hold the intake (64) either.
     let a = Script::new(Step::RetryAfter(3_600_000)).arc();
     let b = Script::new(Step::Ok).arc();
-    let (d, mut out) = Dispatcher::builder()
-        .sink("a", a.clone())
-        .sink("b", b.clone())
-        .route("to-a", ["a"])
-        .config(
-            DispatchConfig::default()
-                .with_concurrency(1)
-                .with_intake(64),
-        )
-        .build()
-        .unwrap();
-    tokio::time::timeout(Duration::from_secs(1), async {
-        for i in 0..200 {
-            d.submit(Hook::new(env(&format!("a{i}"))).route("to-a"))
-                .await
-                .unwrap();
-        }
-        for i in 0..20 {
-            d.submit(Hook::new(env(&format!("b{i}"))).only_sink("b"))
-                .await
-                .unwrap();
-        }
-    })
-    .await
-    .expect("intake never blocks on held hooks");
-    let got = recv_n(&mut out, 20, Duration::from_secs(1)).await;
-    assert!(got.iter().all(|x| &*x.sink == "b"));
+    let (d, mut out) = a_and_b(&a, &b, DispatchConfig::default().with_intake(64));
+    b_passes_a(&d, &mut out, 200, "intake never blocks on held hooks").await;
     assert_eq!(a.calls(), 5);
     let left = d.shutdown(Duration::from_secs(1)).await;
     assert_eq!(left.len(), 200);

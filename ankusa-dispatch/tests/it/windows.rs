@@ -20,17 +20,7 @@ async fn a_windowed_sink_fills_its_window_outside_the_shared_limit() {
     let piped = Script::new(Step::after(Duration::from_secs(1), Step::Ok))
         .window(8, 1 << 20)
         .arc();
-    let plain = Script::new(Step::after(Duration::from_millis(10), Step::Ok)).arc();
-    let (d, mut out) = Dispatcher::builder()
-        .sink("piped", piped.clone())
-        .sink("plain", plain.clone())
-        .config(
-            DispatchConfig::default()
-                .with_concurrency(1)
-                .with_intake(100),
-        )
-        .build()
-        .unwrap();
+    let (d, mut out, plain) = one_slot_beside_plain("piped", &piped);
     submit_n(&d, "piped", 20, 100).await;
     submit_n(&d, "plain", 3, 100).await;
     tokio::time::sleep(Duration::from_millis(5)).await;

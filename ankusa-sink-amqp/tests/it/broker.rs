@@ -4,7 +4,6 @@
 use crate::common::*;
 use ankusa_sink_amqp::AmqpError;
 use ankusa_sink_core::{Class, Ctx, Sink};
-use lapin::ExchangeKind;
 
 /// Runs `start_app` and waits for startup on drop.
 struct AppStopped;
@@ -28,9 +27,7 @@ impl Drop for AppStopped {
 async fn recovers_after_broker_restart_without_rebuilding_the_sink() {
     let _g = exclusive().await;
     let mut admin = Admin::new().await;
-    let x = unique("x");
-    admin.exchange(&x, ExchangeKind::Topic).await;
-    let q = admin.queue(&x, "#", &[]).await;
+    let (x, q) = admin.topic_with_queue("#").await;
     let sink = sink(&x);
     let e = env("hook-restart", "s");
     let ctx = Ctx::for_envelope(&e);
@@ -88,9 +85,7 @@ impl Drop for MemoryAlarm {
 async fn connection_blocked_is_throttled_and_unblocking_recovers() {
     let _g = exclusive().await;
     let mut admin = Admin::new().await;
-    let x = unique("x");
-    admin.exchange(&x, ExchangeKind::Topic).await;
-    let q = admin.queue(&x, "#", &[]).await;
+    let (x, q) = admin.topic_with_queue("#").await;
     let sink = sink(&x);
     let e = env("hook-blocked", "s");
     let ctx = Ctx::for_envelope(&e).with_attempt(2);
@@ -160,9 +155,7 @@ impl Drop for MaxMessageSize {
 async fn broker_refusing_the_size_on_publish_is_permanent() {
     let _g = exclusive().await;
     let mut admin = Admin::new().await;
-    let x = unique("x");
-    admin.exchange(&x, ExchangeKind::Topic).await;
-    let q = admin.queue(&x, "#", &[]).await;
+    let (x, q) = admin.topic_with_queue("#").await;
     let e = ankusa_sink_core::Envelope::builder("hook-406", "s", vec![b'b'; 8192])
         .build()
         .unwrap();

@@ -277,9 +277,7 @@ impl Drop for SuspendedQueue {
 async fn confirm_timeout_is_transient() {
     let _g = shared().await;
     let mut admin = Admin::new().await;
-    let x = unique("x");
-    admin.exchange(&x, ExchangeKind::Topic).await;
-    let q = admin.queue(&x, "#", &[]).await;
+    let (x, q) = admin.topic_with_queue("#").await;
     let sink = AmqpSink::new(config(&x).with_confirm_timeout(Duration::from_millis(800)));
     let e = env("hook-slow", "s");
     let ctx = Ctx::for_envelope(&e);
@@ -302,9 +300,7 @@ async fn confirm_timeout_is_transient() {
 async fn connection_lost_is_transient_and_the_next_delivery_reconnects() {
     let _g = shared().await;
     let mut admin = Admin::new().await;
-    let x = unique("x");
-    admin.exchange(&x, ExchangeKind::Topic).await;
-    let q = admin.queue(&x, "#", &[]).await;
+    let (x, q) = admin.topic_with_queue("#").await;
     let sink = AmqpSink::new(config(&x).with_confirm_timeout(Duration::from_secs(30)));
     let e = env("hook-lost", "s");
     let ctx = Ctx::for_envelope(&e);

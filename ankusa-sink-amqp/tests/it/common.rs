@@ -5,12 +5,16 @@ use ankusa_sink_core::{Envelope, Failure};
 use ankusa_sink_testkit::support::unique_name;
 use lapin::options::{
     BasicAckOptions, BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions,
-    QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
+    QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 use std::time::Duration;
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+// The raw-loop baseline declares its queue the way these tests do.
+#[path = "../../examples/shared/declare.rs"]
+mod declare;
 
 /// Broker-wide faults (restart, memory alarm) take the write side; every other test holds
 /// the read side for its whole run, so none sees another's global fault.
@@ -137,6 +141,14 @@ impl Admin {
             .unwrap();
     }
 
+    /// A topic exchange of this test's own and a queue bound to it with `key`.
+    pub(crate) async fn topic_with_queue(&mut self, key: &str) -> (String, String) {
+        let x = unique("x");
+        self.exchange(&x, ExchangeKind::Topic).await;
+        let q = self.queue(&x, key, &[]).await;
+        (x, q)
+    }
+
     /// A durable queue (expiring after 5 min unused) with extra `args`, bound with `key`.
     pub(crate) async fn queue(
         &mut self,
@@ -144,24 +156,7 @@ impl Admin {
         key: &str,
         args: &[(&str, AMQPValue)],
     ) -> String {
-        let name = unique("q");
-        let mut table = FieldTable::default();
-        table.insert("x-expires".into(), AMQPValue::LongInt(300_000));
-        for (k, v) in args {
-            table.insert((*k).into(), v.clone());
-        }
-        self.ch
-            .queue_declare(
-                name.as_str().into(),
-                QueueDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                },
-                table,
-            )
-            .await
-            .unwrap();
-        self.queues.push(name.clone());
+        let name = self.expiring_queue("q", args).await;
         self.bind(&name, exchange, key).await;
         name
     }
@@ -170,18 +165,18 @@ impl Admin {
     /// through the default exchange.
     #[cfg_attr(not(feature = "source"), allow(dead_code))]
     pub(crate) async fn plain_queue(&mut self) -> String {
-        let name = unique("src");
+        self.expiring_queue("src", &[]).await
+    }
+
+    /// A durable queue named after `what`, expiring after 5 min unused, with extra `args`.
+    async fn expiring_queue(&mut self, what: &str, args: &[(&str, AMQPValue)]) -> String {
+        let name = unique(what);
         let mut table = FieldTable::default();
         table.insert("x-expires".into(), AMQPValue::LongInt(300_000));
-        self.ch
-            .queue_declare(
-                name.as_str().into(),
-                QueueDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                },
-                table,
-            )
+        for (k, v) in args {
+            table.insert((*k).into(), v.clone());
+        }
+        declare::durable_queue(&self.ch, &name, table)
             .await
             .unwrap();
         self.queues.push(name.clone());
@@ -218,16 +213,7 @@ impl Admin {
     #[cfg_attr(not(feature = "source"), allow(dead_code))]
     pub(crate) async fn exists(&self, queue: &str) -> bool {
         let ch = self._conn.create_channel().await.unwrap();
-        let res = ch
-            .queue_declare(
-                queue.into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await;
+        let res = declare::passive(&ch, queue).await;
         if ch.status().connected() {
             let _ = ch.close(200, "OK".into()).await;
         }
@@ -235,29 +221,12 @@ impl Admin {
     }
 
     pub(crate) async fn bind(&self, queue: &str, exchange: &str, key: &str) {
-        self.ch
-            .queue_bind(
-                queue.into(),
-                exchange.into(),
-                key.into(),
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .unwrap();
+        declare::bind(&self.ch, queue, exchange, key).await.unwrap();
     }
 
     /// Messages ready in `queue`.
     pub(crate) async fn count(&self, queue: &str) -> u32 {
-        self.ch
-            .queue_declare(
-                queue.into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
+        declare::passive(&self.ch, queue)
             .await
             .unwrap()
             .message_count()

@@ -26,9 +26,7 @@ fn header(props: &lapin::BasicProperties, name: &str) -> Option<String> {
 async fn round_trip_body_properties_and_headers() {
     let _g = shared().await;
     let mut admin = Admin::new().await;
-    let x = unique("x");
-    admin.exchange(&x, ExchangeKind::Topic).await;
-    let q = admin.queue(&x, "#", &[]).await;
+    let (x, q) = admin.topic_with_queue("#").await;
     let sink = sink(&x);
 
     let env = Envelope::builder("hook-rt-1", "stripe", &br#"{"a":1}"#[..])
@@ -151,9 +149,7 @@ async fn static_and_template_routing_keys() {
 async fn body_over_threshold_carries_the_claim() {
     let _g = shared().await;
     let mut admin = Admin::new().await;
-    let x = unique("x");
-    admin.exchange(&x, ExchangeKind::Topic).await;
-    let q = admin.queue(&x, "#", &[]).await;
+    let (x, q) = admin.topic_with_queue("#").await;
     let sink = AmqpSink::new(config(&x).with_inline_max_bytes(nz(16)));
 
     let body = vec![b'z'; 100];
@@ -194,9 +190,7 @@ async fn body_over_threshold_carries_the_claim() {
 async fn five_hundred_concurrent_deliveries_pipeline_confirms() {
     let _g = shared().await;
     let mut admin = Admin::new().await;
-    let x = unique("x");
-    admin.exchange(&x, ExchangeKind::Topic).await;
-    let q = admin.queue(&x, "#", &[]).await;
+    let (x, q) = admin.topic_with_queue("#").await;
     let sink = AmqpSink::new(config(&x).with_max_inflight(nz(64)));
     let envs: Vec<Envelope> = (0..500)
         .map(|i| env(&format!("hook-c-{i}"), "load"))
@@ -248,9 +242,7 @@ async fn five_hundred_concurrent_deliveries_pipeline_confirms() {
 async fn over_max_message_bytes_is_permanent_and_nothing_is_sent() {
     let _g = shared().await;
     let mut admin = Admin::new().await;
-    let x = unique("x");
-    admin.exchange(&x, ExchangeKind::Topic).await;
-    let q = admin.queue(&x, "#", &[]).await;
+    let (x, q) = admin.topic_with_queue("#").await;
     let sink = AmqpSink::new(config(&x).with_max_message_bytes(nz(600)));
     let big = Envelope::builder("hook-big", "s", vec![b'a'; 2000])
         .build()
@@ -286,9 +278,7 @@ async fn over_max_message_bytes_is_permanent_and_nothing_is_sent() {
 async fn check_passes_and_publishes_nothing() {
     let _g = shared().await;
     let mut admin = Admin::new().await;
-    let x = unique("x");
-    admin.exchange(&x, ExchangeKind::Topic).await;
-    let q = admin.queue(&x, "#", &[]).await;
+    let (x, q) = admin.topic_with_queue("#").await;
     let sink = sink(&x);
     assert_eq!(bounded(sink.check()).await.unwrap(), Check::Passed);
     assert_eq!(bounded(sink.check()).await.unwrap(), Check::Passed);

@@ -7,7 +7,9 @@ use ankusa_sink_kafka::{KafkaConfig, KafkaSink};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
 
 const TOPIC: &str = "ankusa.mock";
 
@@ -31,6 +33,30 @@ impl Mock {
     fn sink(&self, timeout_ms: u64) -> KafkaSink {
         KafkaSink::new(self.config(timeout_ms)).unwrap()
     }
+
+    /// A cluster and a sink that has delivered once (idempotent producer id, metadata), so
+    /// what a test injects next hits a record's own ProduceRequest.
+    async fn warm(timeout_ms: u64) -> (Mock, KafkaSink) {
+        let mock = Mock::new();
+        let sink = mock.sink(timeout_ms);
+        deliver(&sink, "warm").await.expect("warm-up delivery");
+        (mock, sink)
+    }
+
+    /// The cluster's metadata calls the topic unknown.
+    fn forget_topic(&self) {
+        self.cluster
+            .topic_error(
+                TOPIC,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+            )
+            .unwrap();
+    }
+
+    /// Fail the next ProduceRequests with `errs`, one each.
+    fn fail_produce(&self, errs: &[RDKafkaRespErr]) {
+        self.cluster.request_errors(RDKafkaApiKey::Produce, errs);
+    }
 }
 
 async fn deliver(sink: &KafkaSink, id: &str) -> Result<(), Failure> {
@@ -39,17 +65,52 @@ async fn deliver(sink: &KafkaSink, id: &str) -> Result<(), Failure> {
         .await
 }
 
-/// Warm the producer (idempotent producer id, metadata) so the injected error hits the
-/// record's own ProduceRequest, then inject `count` copies of `err` and deliver.
-async fn inject(err: RDKafkaRespErr, count: usize, timeout_ms: u64) -> Failure {
-    let mock = Mock::new();
-    let sink = mock.sink(timeout_ms);
-    deliver(&sink, "warm").await.expect("warm-up delivery");
-    mock.cluster
-        .request_errors(RDKafkaApiKey::Produce, &vec![err; count]);
+/// Deliver `id` on a task of its own, to look at the sink while the delivery waits.
+fn spawn_deliver(sink: &Arc<KafkaSink>, id: &'static str) -> JoinHandle<Result<(), Failure>> {
+    let sink = Arc::clone(sink);
+    tokio::spawn(async move { deliver(&sink, id).await })
+}
+
+/// How often the broker refuses the record, and the produce timeout that goes with it.
+#[derive(Clone, Copy, Debug)]
+enum Hits {
+    /// Once, within a 5 s produce timeout: what librdkafka hands the sink at once.
+    Once,
+    /// Every retry, within a 1.5 s produce timeout: what librdkafka retries until it times out.
+    Always,
+}
+
+/// Warm the producer, then inject `err` as often as `hits` says and deliver.
+async fn inject(err: RDKafkaRespErr, hits: Hits) -> Failure {
+    let (count, timeout_ms) = match hits {
+        Hits::Once => (1, 5_000),
+        Hits::Always => (10_000, 1_500),
+    };
+    let (mock, sink) = Mock::warm(timeout_ms).await;
+    mock.fail_produce(&vec![err; count]);
     let f = expect_err(deliver(&sink, "hit").await);
     eprintln!("{err:?} x{count} -> {f}");
     f
+}
+
+/// One classification row: `err` injected as `hits` says fails the record as `class`, with
+/// `text` (the librdkafka code's name) in the failure where the row names it.
+async fn row(err: RDKafkaRespErr, hits: Hits, class: Class, text: Option<&str>) {
+    let f = inject(err, hits).await;
+    assert_eq!(f.class(), class, "{f}");
+    if let Some(text) = text {
+        assert!(f.to_string().contains(text), "{f}");
+    }
+}
+
+/// Deliver until a delivery succeeds (each failure on the way transient), within `within`.
+async fn await_recovery(sink: &KafkaSink, within: Duration) {
+    let deadline = Instant::now() + within;
+    while let Err(f) = deliver(sink, "back").await {
+        assert_eq!(f.class(), Class::Transient, "{f}");
+        assert!(Instant::now() < deadline, "no recovery: {f}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test]
@@ -60,32 +121,26 @@ async fn mock_round_trip_is_ok() {
 
 #[tokio::test]
 async fn row_message_size_too_large_is_permanent() {
-    let f = inject(
-        RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
-        1,
-        5_000,
+    let err = RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
+    row(
+        err,
+        Hits::Once,
+        Class::Permanent,
+        Some("MessageSizeTooLarge"),
     )
     .await;
-    assert_eq!(f.class(), Class::Permanent, "{f}");
-    assert!(f.to_string().contains("MessageSizeTooLarge"), "{f}");
 }
 
 #[tokio::test]
 async fn row_invalid_record_is_permanent() {
-    let f = inject(RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_RECORD, 1, 5_000).await;
-    assert_eq!(f.class(), Class::Permanent, "{f}");
-    assert!(f.to_string().contains("InvalidRecord"), "{f}");
+    let err = RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_RECORD;
+    row(err, Hits::Once, Class::Permanent, Some("InvalidRecord")).await;
 }
 
 #[tokio::test]
 async fn row_record_list_too_large_is_permanent() {
-    let f = inject(
-        RDKafkaRespErr::RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE,
-        1,
-        5_000,
-    )
-    .await;
-    assert_eq!(f.class(), Class::Permanent, "{f}");
+    let err = RDKafkaRespErr::RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE;
+    row(err, Hits::Once, Class::Permanent, None).await;
 }
 
 /// Kafka marks CORRUPT_MESSAGE retriable (a CRC failure in transit), and the idempotent
@@ -94,52 +149,36 @@ async fn row_record_list_too_large_is_permanent() {
 /// for any path that does surface the code (see the unit table).
 #[tokio::test]
 async fn row_corrupt_message_is_retried_by_librdkafka_then_transient() {
-    let mock = Mock::new();
-    let sink = mock.sink(1_500);
-    deliver(&sink, "warm").await.unwrap();
-    mock.cluster.request_errors(
-        RDKafkaApiKey::Produce,
-        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_MSG],
-    );
+    let err = RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_MSG;
+    let (mock, sink) = Mock::warm(1_500).await;
+    mock.fail_produce(&[err]);
     deliver(&sink, "once").await.unwrap();
-    let f = inject(RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_MSG, 10_000, 1_500).await;
-    assert_eq!(f.class(), Class::Transient, "{f}");
-    assert!(f.to_string().contains("MessageTimedOut"), "{f}");
+    row(err, Hits::Always, Class::Transient, Some("MessageTimedOut")).await;
 }
 
 #[tokio::test]
 async fn row_topic_authorization_failed_is_config() {
-    let f = inject(
-        RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-        1,
-        5_000,
+    let err = RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
+    row(
+        err,
+        Hits::Once,
+        Class::Config,
+        Some("TopicAuthorizationFailed"),
     )
     .await;
-    assert_eq!(f.class(), Class::Config, "{f}");
-    assert!(f.to_string().contains("TopicAuthorizationFailed"), "{f}");
 }
 
 #[tokio::test]
 async fn row_cluster_authorization_failed_is_config() {
-    let f = inject(
-        RDKafkaRespErr::RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED,
-        1,
-        5_000,
-    )
-    .await;
-    assert_eq!(f.class(), Class::Config, "{f}");
+    let err = RDKafkaRespErr::RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED;
+    row(err, Hits::Once, Class::Config, None).await;
 }
 
 #[tokio::test]
 async fn row_unknown_topic_or_partition_is_config() {
     // The topic vanishes from the cluster's metadata.
     let mock = Mock::new();
-    mock.cluster
-        .topic_error(
-            TOPIC,
-            RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
-        )
-        .unwrap();
+    mock.forget_topic();
     let sink = mock.sink(3_000);
     let f = expect_err(deliver(&sink, "gone").await);
     eprintln!("topic error -> {f}");
@@ -150,14 +189,9 @@ async fn row_unknown_topic_or_partition_is_config() {
 
 #[tokio::test]
 async fn row_broker_throttling_is_throttled() {
-    let f = inject(
-        RDKafkaRespErr::RD_KAFKA_RESP_ERR_THROTTLING_QUOTA_EXCEEDED,
-        1,
-        5_000,
-    )
-    .await;
     // Dispatch draws the pause (`throttle_after_ms(attempt)`).
-    assert_eq!(f.class(), Class::Throttled, "{f}");
+    let err = RDKafkaRespErr::RD_KAFKA_RESP_ERR_THROTTLING_QUOTA_EXCEEDED;
+    row(err, Hits::Once, Class::Throttled, None).await;
 }
 
 #[tokio::test]
@@ -189,54 +223,33 @@ async fn row_local_queue_full_is_throttled() {
 #[tokio::test]
 async fn row_not_leader_for_partition_is_transient() {
     // librdkafka retries a lone NOT_LEADER itself; a leader that never settles times out.
-    let f = inject(
-        RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
-        10_000,
-        1_500,
-    )
-    .await;
-    assert_eq!(f.class(), Class::Transient, "{f}");
+    let err = RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION;
+    row(err, Hits::Always, Class::Transient, None).await;
 }
 
 #[tokio::test]
 async fn row_request_timed_out_is_transient() {
-    let f = inject(
-        RDKafkaRespErr::RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
-        10_000,
-        1_500,
-    )
-    .await;
-    assert_eq!(f.class(), Class::Transient, "{f}");
+    let err = RDKafkaRespErr::RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT;
+    row(err, Hits::Always, Class::Transient, None).await;
 }
 
 #[tokio::test]
 async fn a_lone_retriable_error_is_retried_inside_librdkafka() {
-    let mock = Mock::new();
-    let sink = mock.sink(5_000);
-    deliver(&sink, "warm").await.unwrap();
-    mock.cluster.request_errors(
-        RDKafkaApiKey::Produce,
-        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION],
-    );
+    let (mock, sink) = Mock::warm(5_000).await;
+    mock.fail_produce(&[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION]);
     deliver(&sink, "retried").await.unwrap();
 }
 
 #[tokio::test]
 async fn row_all_brokers_down_is_transient_within_the_produce_timeout() {
-    let mock = Mock::new();
-    let sink = mock.sink(1_500);
-    deliver(&sink, "warm").await.unwrap();
+    let (mock, sink) = Mock::warm(1_500).await;
     mock.cluster.broker_down(1).unwrap();
     let started = Instant::now();
     let f = expect_err(deliver(&sink, "down").await);
     assert_eq!(f.class(), Class::Transient, "{f}");
     assert!(started.elapsed() < Duration::from_millis(1_500) + Duration::from_secs(3));
     mock.cluster.broker_up(1).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while let Err(f) = deliver(&sink, "back").await {
-        assert_eq!(f.class(), Class::Transient, "{f}");
-        assert!(Instant::now() < deadline, "no recovery: {f}");
-    }
+    await_recovery(&sink, Duration::from_secs(20)).await;
 }
 
 /// The cluster says the topic is unknown (a broker restarting says so of topics it has not
@@ -246,19 +259,11 @@ async fn row_all_brokers_down_is_transient_within_the_produce_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn row_unknown_topic_unconfirmed_by_a_metadata_refresh_is_transient() {
     let mock = Mock::new();
-    mock.cluster
-        .topic_error(
-            TOPIC,
-            RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
-        )
-        .unwrap();
+    mock.forget_topic();
     // librdkafka fails records for an unknown topic at the first metadata answer after
     // half the produce timeout (6 s).
-    let sink = std::sync::Arc::new(mock.sink(12_000));
-    let pending = {
-        let sink = std::sync::Arc::clone(&sink);
-        tokio::spawn(async move { deliver(&sink, "restarting").await })
-    };
+    let sink = Arc::new(mock.sink(12_000));
+    let pending = spawn_deliver(&sink, "restarting");
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     mock.cluster
         .broker_round_trip_time(1, Duration::from_millis(2_500))
@@ -269,10 +274,6 @@ async fn row_unknown_topic_unconfirmed_by_a_metadata_refresh_is_transient() {
     assert!(f.to_string().contains("UnknownTopic"), "{f}");
 }
 
-fn client_id(tag: &str) -> String {
-    unique_topic(tag)
-}
-
 fn replacements(client: &str) -> Vec<String> {
     lines_with(client)
         .into_iter()
@@ -281,31 +282,42 @@ fn replacements(client: &str) -> Vec<String> {
         .collect()
 }
 
+/// A warm sink with a client id of its own (its log lines tell its producer replacements
+/// apart), on a cluster that fails the next ProduceRequest with `err`.
+async fn poisoned(tag: &str, err: RDKafkaRespErr) -> (Mock, KafkaSink, String) {
+    trace();
+    let mock = Mock::new();
+    let client = unique_topic(tag);
+    let sink = KafkaSink::new(mock.config(5_000).with_client_id(&client).unwrap()).unwrap();
+    deliver(&sink, "warm").await.unwrap();
+    mock.fail_produce(&[err]);
+    (mock, sink, client)
+}
+
+/// The sink with client id `client` replaced its producer once, for `why`, and delivers
+/// with the new one.
+async fn assert_replaced_once(sink: &KafkaSink, client: &str, why: &str) {
+    let replaced = replacements(client);
+    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    assert!(replaced[0].contains(why), "{replaced:?}");
+    for i in 0..3 {
+        deliver(sink, &format!("after-{i}")).await.unwrap();
+    }
+}
+
 /// A broker that fences the producer id: an idempotent (not transactional) librdkafka
 /// producer fails the record with `PRODUCER_FENCED` but raises no fatal error and keeps its
 /// id, so before the fix every later record was refused the same way (issue 15: "every
 /// later send fails transient ProducerFenced"). The sink replaces the producer.
 #[tokio::test]
 async fn a_fenced_producer_is_replaced_and_later_deliveries_use_the_new_one() {
-    trace();
-    let mock = Mock::new();
-    let client = client_id("fenced");
-    let sink = KafkaSink::new(mock.config(5_000).with_client_id(&client).unwrap()).unwrap();
-    deliver(&sink, "warm").await.unwrap();
-    mock.cluster.request_errors(
-        RDKafkaApiKey::Produce,
-        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_PRODUCER_FENCED],
-    );
+    let err = RDKafkaRespErr::RD_KAFKA_RESP_ERR_PRODUCER_FENCED;
+    let (_mock, sink, client) = poisoned("fenced", err).await;
     let f = expect_err(deliver(&sink, "fenced").await);
     eprintln!("fenced -> {f}");
     assert_eq!(f.class(), Class::Transient, "{f}");
     assert!(f.to_string().contains("ProducerFenced"), "{f}");
-    let replaced = replacements(&client);
-    assert_eq!(replaced.len(), 1, "{replaced:?}");
-    assert!(replaced[0].contains("fenced producer"), "{replaced:?}");
-    for i in 0..3 {
-        deliver(&sink, &format!("after-{i}")).await.unwrap();
-    }
+    assert_replaced_once(&sink, &client, "fenced producer").await;
     assert_eq!(replacements(&client).len(), 1, "replaced once");
 }
 
@@ -315,15 +327,8 @@ async fn a_fenced_producer_is_replaced_and_later_deliveries_use_the_new_one() {
 /// deliveries succeed.
 #[tokio::test]
 async fn a_fatal_producer_fails_its_hooks_transient_and_is_replaced() {
-    trace();
-    let mock = Mock::new();
-    let client = client_id("fatal");
-    let sink = KafkaSink::new(mock.config(5_000).with_client_id(&client).unwrap()).unwrap();
-    deliver(&sink, "warm").await.unwrap();
-    mock.cluster.request_errors(
-        RDKafkaApiKey::Produce,
-        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER],
-    );
+    let err = RDKafkaRespErr::RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER;
+    let (_mock, sink, client) = poisoned("fatal", err).await;
     let started = Instant::now();
     let ids: Vec<String> = (0..8).map(|i| format!("inflight-{i}")).collect();
     let results = futures_util::future::join_all(ids.iter().map(|id| deliver(&sink, id))).await;
@@ -338,12 +343,7 @@ async fn a_fatal_producer_fails_its_hooks_transient_and_is_replaced() {
         took < Duration::from_secs(4),
         "in-flight hooks waited {took:?}"
     );
-    let replaced = replacements(&client);
-    assert_eq!(replaced.len(), 1, "{replaced:?}");
-    assert!(replaced[0].contains("fatal error"), "{replaced:?}");
-    for i in 0..3 {
-        deliver(&sink, &format!("after-{i}")).await.unwrap();
-    }
+    assert_replaced_once(&sink, &client, "fatal error").await;
 }
 
 /// While the only broker is down, once the sink's probe confirms it, deliveries fail at
@@ -351,15 +351,11 @@ async fn a_fatal_producer_fails_its_hooks_transient_and_is_replaced() {
 /// when the broker comes back, deliveries resume.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_brokers_down_fails_fast_then_resumes_when_the_broker_returns() {
-    let mock = Mock::new();
     let timeout = Duration::from_millis(6_000);
-    let sink = std::sync::Arc::new(mock.sink(timeout.as_millis() as u64));
-    deliver(&sink, "warm").await.unwrap();
+    let (mock, sink) = Mock::warm(timeout.as_millis() as u64).await;
+    let sink = Arc::new(sink);
     mock.cluster.broker_down(1).unwrap();
-    let waiting = {
-        let sink = std::sync::Arc::clone(&sink);
-        tokio::spawn(async move { deliver(&sink, "queued").await })
-    };
+    let waiting = spawn_deliver(&sink, "queued");
     // librdkafka reports the broker down, then the probe (a quarter of the produce timeout)
     // gets no answer. Waited for, not slept through: a fixed 3 s was overrun once on a
     // loaded machine (the first check then waited out the 11 s report timeout instead).
@@ -390,12 +386,7 @@ async fn all_brokers_down_fails_fast_then_resumes_when_the_broker_returns() {
 
     mock.cluster.broker_up(1).unwrap();
     let back = Instant::now();
-    let deadline = back + Duration::from_secs(30);
-    while let Err(f) = deliver(&sink, "back").await {
-        assert_eq!(f.class(), Class::Transient, "{f}");
-        assert!(Instant::now() < deadline, "no recovery: {f}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    await_recovery(&sink, Duration::from_secs(30)).await;
     eprintln!(
         "delivering again {:?} after the broker came back",
         back.elapsed()
@@ -408,9 +399,7 @@ async fn all_brokers_down_fails_fast_then_resumes_when_the_broker_returns() {
 /// was not.
 #[tokio::test]
 async fn may_have_landed_is_what_librdkafka_knows_of_the_record() {
-    let mock = Mock::new();
-    let sink = mock.sink(1_000);
-    deliver(&sink, "warm").await.unwrap();
+    let (mock, sink) = Mock::warm(1_000).await;
     mock.cluster
         .broker_round_trip_time(1, Duration::from_millis(3_000))
         .unwrap();
@@ -419,17 +408,11 @@ async fn may_have_landed_is_what_librdkafka_knows_of_the_record() {
     assert_eq!(f.class(), Class::Transient, "{f}");
     assert_eq!(f.may_have_landed(), Some(true), "{f:?}");
 
-    let refused = inject(
-        RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-        1,
-        5_000,
-    )
-    .await;
+    let err = RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
+    let refused = inject(err, Hits::Once).await;
     assert_eq!(refused.may_have_landed(), Some(false), "{refused:?}");
 
-    let mock = Mock::new();
-    let sink = mock.sink(1_000);
-    deliver(&sink, "warm").await.unwrap();
+    let (mock, sink) = Mock::warm(1_000).await;
     mock.cluster.broker_down(1).unwrap();
     let f = expect_err(deliver(&sink, "queued").await);
     eprintln!("broker down -> {f:?}");
