@@ -3,6 +3,7 @@
 //! `cargo bench -p ankusa-sink-http --bench vs_raw`; JSON goes to `$BENCH_OUT_DIR/http.json`.
 #![allow(missing_docs)]
 
+use ankusa_bench_support::http::request_head;
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
 use ankusa_sink_core::message::forwarded_headers;
 use ankusa_sink_core::{Ctx, Envelope};
@@ -55,20 +56,12 @@ async fn connection(mut sock: TcpStream) {
     let mut buf = BytesMut::with_capacity(128 * 1024);
     let mut out = Vec::with_capacity(4096);
     loop {
-        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = std::str::from_utf8(&buf[..end]).unwrap_or("");
-            let len: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse().ok())?
-                })
-                .unwrap_or(0);
-            if buf.len() < end + 4 + len {
+        while let Ok(Some(head)) = request_head(&buf) {
+            let total = head.total_len();
+            if buf.len() < total {
                 break;
             }
-            buf.advance(end + 4 + len);
+            buf.advance(total);
             out.extend_from_slice(OK);
         }
         if !out.is_empty() {

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
+pub mod http;
 pub mod indexed;
 pub mod raw_loop;
 pub mod vs_raw;

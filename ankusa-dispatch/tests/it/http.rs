@@ -1,6 +1,7 @@
 //! A real sink: ankusa-sink-http against a loopback server that scripts its statuses.
 
 use crate::*;
+use ankusa_bench_support::http::request_head;
 use ankusa_dispatch::{DeadLetter, Dispatcher, Hook, Outcome, split_record};
 use ankusa_sink_core::Class;
 use ankusa_sink_http::HttpSink;
@@ -37,25 +38,18 @@ impl Server {
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 4096];
-                    let head_end = loop {
+                    let (head_end, len, path) = loop {
                         let n = conn.read(&mut chunk).await.unwrap_or(0);
                         if n == 0 {
                             return;
                         }
                         buf.extend_from_slice(&chunk[..n]);
-                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            break i + 4;
+                        match request_head(&buf) {
+                            Ok(Some(h)) => break (h.len, h.content_length, h.path.to_owned()),
+                            Ok(None) => {}
+                            Err(_) => return,
                         }
                     };
-                    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-                    let len: usize = head
-                        .lines()
-                        .find_map(|l| {
-                            let (k, v) = l.split_once(':')?;
-                            k.eq_ignore_ascii_case("content-length")
-                                .then(|| v.trim().parse().ok())?
-                        })
-                        .unwrap_or(0);
                     while buf.len() < head_end + len {
                         let n = conn.read(&mut chunk).await.unwrap_or(0);
                         if n == 0 {
@@ -63,7 +57,6 @@ impl Server {
                         }
                         buf.extend_from_slice(&chunk[..n]);
                     }
-                    let path = head.split(' ').nth(1).unwrap_or("").to_owned();
                     s.got
                         .lock()
                         .unwrap()
