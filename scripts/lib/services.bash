@@ -1,10 +1,16 @@
-# Sourced by the service scripts: start a server in the background, wait until it answers.
+# Sourced by the service scripts: whether a server answers, and starting one in the background
+# until it does.
 #
+#   answering URL                        true when an HTTP request to URL gets any answer
 #   start_and_wait NAME LOG PIDFILE PROBE_URL CMD...
 #
 # Runs CMD under nohup (output appended to LOG), writes its pid to PIDFILE, then polls
 # PROBE_URL with curl every 0.5 s for up to 60 s (any HTTP answer counts). Fails, with the
 # log's last lines, when the server exits or does not answer in time.
+answering() {
+  curl -s -o /dev/null --max-time 2 "$1"
+}
+
 start_and_wait() {
   local name="$1" log="$2" pidfile="$3" url="$4"
   shift 4
@@ -12,7 +18,7 @@ start_and_wait() {
   nohup "$@" >>"$log" 2>&1 </dev/null &
   echo $! >"$pidfile"
   for _ in $(seq 1 120); do
-    if curl -s -o /dev/null --max-time 2 "$url"; then
+    if answering "$url"; then
       echo "$name: ready on $url"
       return 0
     fi

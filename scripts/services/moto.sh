@@ -10,13 +10,15 @@
 # The IAM-denial tests start their own moto (INITIAL_NO_AUTH_ACTION_COUNT) on a free
 # loopback port and stop it themselves; they find `moto_server` via ANKUSA_MOTO_SERVER or PATH.
 set -euo pipefail
+# shellcheck source=scripts/lib/services.bash
+source "$(dirname "$0")/../lib/services.bash"
 
 port="${ANKUSA_MOTO_PORT:-4566}"
 logdir="$HOME/.cache/ankusa-sinks"
 mkdir -p "$logdir"
 url="http://127.0.0.1:${port}/moto-api/"
 
-if curl -sf -o /dev/null --max-time 2 "$url"; then
+if answering "$url"; then
   echo "moto: already answering on 127.0.0.1:${port}"
   exit 0
 fi
@@ -43,7 +45,5 @@ else
   server_cmd=("$server")
 fi
 
-# shellcheck source=scripts/lib/services.bash
-source "$(dirname "$0")/../lib/services.bash"
 start_and_wait moto "$logdir/moto.log" "$logdir/moto-${port}.pid" "$url" \
   "${server_cmd[@]}" -H 127.0.0.1 -p "$port"

@@ -15,6 +15,8 @@
 # themselves; they find the binary via ANKUSA_PUBSUB_EMULATOR or the path below (where the
 # google-cloud-cli package installs it).
 set -euo pipefail
+# shellcheck source=scripts/lib/services.bash
+source "$(dirname "$0")/../lib/services.bash"
 
 port="${ANKUSA_PUBSUB_PORT:-8085}"
 bin="${ANKUSA_PUBSUB_EMULATOR:-/usr/lib/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator}"
@@ -23,7 +25,7 @@ log="$logdir/pubsub-emulator.log"
 mkdir -p "$logdir"
 url="http://127.0.0.1:${port}/"
 
-if curl -s -o /dev/null --max-time 2 "$url"; then
+if answering "$url"; then
   echo "pubsub: emulator already answering on 127.0.0.1:${port}"
   exit 0
 fi
@@ -42,7 +44,5 @@ if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
   exit 1
 fi
 
-# shellcheck source=scripts/lib/services.bash
-source "$(dirname "$0")/../lib/services.bash"
 start_and_wait pubsub "$log" "$logdir/pubsub-emulator-${port}.pid" "$url" \
   "$bin" --host=127.0.0.1 --port="$port"
