@@ -173,6 +173,13 @@ struct Captured {
 /// with [`set_default`](Self::set_default), or add it to a global subscriber (for logs
 /// written on other threads) with `tracing_subscriber::registry().with(capture.clone())`.
 /// Clones share what was captured.
+///
+/// `tracing` caches whether a callsite is wanted for the whole process, and rebuilds that
+/// cache whenever a subscriber starts or ends on any thread. Where other tests in the same
+/// binary install and drop their own subscribers at the same time, a thread capture may miss
+/// an event that fired in that moment. A test that must see one particular line (not just
+/// "no secret in what was logged") runs in a test binary of its own with the capture on a
+/// global subscriber, as the log sink's `tests/structured_line.rs` does.
 #[derive(Debug, Clone, Default)]
 pub struct LogCapture {
     captured: Arc<Mutex<Captured>>,
