@@ -244,8 +244,9 @@ impl Harness for RedisHarness {
                 )
             }
             Fault::Unreachable => {
-                let cfg = RedisStreamConfig::new(url_via(&format!("127.0.0.1:{}", free_port())), "tk")
-                    .with_timeout(Duration::from_secs(2));
+                let cfg =
+                    RedisStreamConfig::new(url_via(&format!("127.0.0.1:{}", free_port())), "tk")
+                        .with_timeout(Duration::from_secs(2));
                 Setup::new(RedisStreamSink::new(cfg))
             }
             // Redis has no per-client throttle; a server over maxmemory refuses writes
