@@ -13,20 +13,33 @@ pub(crate) fn to_cmd(out: Outgoing<'_>, target: &Target) -> redis::Cmd {
     let key = out.key().unwrap_or_default();
     match target {
         Target::Stream { maxlen, .. } => {
-            let mut cmd = redis::cmd("XADD");
-            cmd.arg(key);
+            // Sized once: grown argument by argument, reallocating was a fifth of a 1 KiB
+            // delivery's instructions (callgrind).
+            let attributes = out.attributes();
+            let data = "XADD".len()
+                + key.len()
+                + "MAXLEN~18446744073709551615*".len()
+                + MESSAGE_FIELD.len()
+                + out.body().len()
+                + attributes
+                    .iter()
+                    .map(|(a, v)| a.as_attr().len() + v.len())
+                    .sum::<usize>();
+            let mut cmd = redis::Cmd::with_capacity(8 + 2 * attributes.len(), data);
+            cmd.arg("XADD").arg(key);
             if let Some(n) = maxlen {
                 cmd.arg("MAXLEN").arg("~").arg(n.get());
             }
             cmd.arg("*").arg(MESSAGE_FIELD).arg(out.body());
-            for (attr, value) in out.attributes() {
+            for (attr, value) in attributes {
                 cmd.arg(attr.as_attr()).arg(value.as_ref());
             }
             cmd
         }
         Target::Channel { .. } => {
-            let mut cmd = redis::cmd("PUBLISH");
-            cmd.arg(key).arg(out.body());
+            let data = "PUBLISH".len() + key.len() + out.body().len();
+            let mut cmd = redis::Cmd::with_capacity(3, data);
+            cmd.arg("PUBLISH").arg(key).arg(out.body());
             cmd
         }
     }
