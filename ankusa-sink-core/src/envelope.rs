@@ -273,17 +273,11 @@ impl Envelope {
     pub(crate) fn idempotency_key_cow(&self) -> std::borrow::Cow<'_, str> {
         match self.dedupe_key.as_deref() {
             Some(key) if !key.is_empty() => {
-                // Built by hand: `format!` was a sixth of building a delivery's `Outgoing`.
-                let partition = self.partition();
-                let mut k =
-                    String::with_capacity(partition.len() + self.source_id.len() + key.len() + 2);
-                for (i, part) in [partition, &self.source_id, key].into_iter().enumerate() {
-                    if i > 0 {
-                        k.push(':');
-                    }
-                    k.push_str(part);
-                }
-                k.into()
+                // `join` sizes the string once: `format!` was a sixth of building a
+                // delivery's `Outgoing`.
+                [self.partition(), self.source_id.as_str(), key]
+                    .join(":")
+                    .into()
             }
             _ => self.id.as_str().into(),
         }

@@ -1,14 +1,14 @@
 # Sourced by the service scripts: whether a server answers, and starting one in the background
 # until it does.
 #
-#   answering URL                        true when an HTTP request to URL gets any answer
+#   answering URL                        true when an HTTP request to URL gets a success status
 #   start_and_wait NAME LOG PIDFILE PROBE_URL CMD...
 #
 # Runs CMD under nohup (output appended to LOG), writes its pid to PIDFILE, then polls
-# PROBE_URL with curl every 0.5 s for up to 60 s (any HTTP answer counts). Fails, with the
-# log's last lines, when the server exits or does not answer in time.
+# PROBE_URL every 0.5 s for up to 60 s until it is `answering`. Fails, with the log's last
+# lines, when the server exits or does not answer in time.
 answering() {
-  curl -s -o /dev/null --max-time 2 "$1"
+  curl -sf -o /dev/null --max-time 2 "$1"
 }
 
 start_and_wait() {

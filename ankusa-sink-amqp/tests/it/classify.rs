@@ -219,10 +219,7 @@ async fn nack_from_reject_publish_queue_is_throttled() {
 async fn refused_connection_is_transient_and_fails_fast() {
     let _g = shared().await;
     // A loopback port with nobody listening.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = ankusa_sink_testkit::support::free_port();
     let sink = AmqpSink::new(
         AmqpConfig::new(&format!("amqp://guest:guest@127.0.0.1:{port}/%2f"), "x").unwrap(),
     );

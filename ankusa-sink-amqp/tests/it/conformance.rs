@@ -350,9 +350,7 @@ impl Harness for AmqpHarness {
                 d.setup(AmqpSink::new(cfg))
             }
             Fault::Unreachable => {
-                let port = std::net::TcpListener::bind("127.0.0.1:0")?
-                    .local_addr()?
-                    .port();
+                let port = ankusa_sink_testkit::support::free_port();
                 let cfg =
                     AmqpConfig::new(&format!("amqp://guest:{PLANTED}@127.0.0.1:{port}/%2f"), "x")?;
                 Setup::new(AmqpSink::new(cfg))

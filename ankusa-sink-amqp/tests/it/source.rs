@@ -285,10 +285,7 @@ async fn a_lost_connection_is_reopened_and_its_records_redelivered() {
 async fn an_unreachable_broker_is_waited_for_not_an_error() {
     let _g = shared().await;
     // A loopback port nothing listens on.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = ankusa_sink_testkit::support::free_port();
     let cfg = AmqpSourceConfig::new(
         &format!("amqp://guest:unreachable-s3cr3t@127.0.0.1:{port}/%2f"),
         "q",

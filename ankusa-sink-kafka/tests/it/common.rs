@@ -9,7 +9,6 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{LazyLock, OnceLock};
@@ -219,11 +218,8 @@ pub(crate) fn expect_err(res: Result<(), Failure>) -> Failure {
     }
 }
 
-/// A loopback port nobody listens on (bound, then released).
-pub(crate) fn closed_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
+/// A loopback port nobody listens on.
+pub(crate) use ankusa_sink_testkit::support::free_port as closed_port;
 
 /// The tansu binary: `ANKUSA_TANSU_BIN`, else where `scripts/services/kafka.sh` installs it
 /// on this machine (`kafka.sh bin` prints it, installing it first if missing).
