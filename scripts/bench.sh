@@ -47,6 +47,14 @@ for a in "${adapters[@]}"; do
   if ! flock "$LOCK" cargo bench -p "ankusa-sink-$a" --bench vs_raw 2>&1 | tee "$BENCH_OUT_DIR/$a.txt"; then
     failed+=("$a")
   fi
+  # SQS and SNS again against the fast in-process server, where the client bounds both
+  # sides instead of moto (sqs-fast.json, sns-fast.json).
+  if [ "$a" = aws ]; then
+    step "vs_raw: aws against the fast in-process server"
+    if ! flock "$LOCK" cargo bench -p ankusa-sink-aws --bench vs_raw -- fast 2>&1 | tee "$BENCH_OUT_DIR/aws-fast.txt"; then
+      failed+=("aws-fast")
+    fi
+  fi
 done
 
 step "forward --from kafka to kafka (release binary)"

@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-ORDER = ["http", "amqp", "kafka", "aws", "sqs", "sns", "pubsub"]
+ORDER = ["http", "amqp", "kafka", "aws", "sqs", "sns", "sqs-fast", "sns-fast", "pubsub", "nats", "redis"]
 MODE_COLOUR = {"sink": "#1f77b4", "raw": "#d62728"}
 
 

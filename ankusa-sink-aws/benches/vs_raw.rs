@@ -7,6 +7,12 @@
 //! them afterwards. The raw side sends the same wire bytes (a Message v1 body encoded once,
 //! the same attributes); the sink encodes, sizes and (SQS) MD5-checks per delivery.
 //! Knobs: `BENCH_SCALE` (count factor), `BENCH_ONLY=batched`, `BENCH_SQS_PER_DEST_BATCHED`.
+//!
+//! `-- fast` runs the same comparison against a fast in-process SQS/SNS instead of moto
+//! (`fast_aws/server.rs`: the real wire protocols and MD5s, one server thread), where the
+//! client, not the server, bounds throughput: one destination per run, larger counts, every
+//! message counted at the server, and a batched row at equal in-flight counts (c=160: the
+//! raw side's 16 requests of 10). JSON to `{sqs,sns}-fast.json`.
 #![allow(missing_docs)]
 
 use ankusa_bench_support::indexed::{
@@ -21,8 +27,12 @@ use ankusa_sink_testkit::support::unique_name;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+#[path = "fast_aws/server.rs"]
+mod fast_aws;
+use fast_aws::FastAws;
 
 // The integration tests' request counter, so both count requests the same way.
 #[path = "../tests/it/request_counter.rs"]
@@ -56,7 +66,13 @@ impl Service {
     }
 }
 
+/// The fast server's endpoint, once `-- fast` started it.
+static FAST_ENDPOINT: OnceLock<String> = OnceLock::new();
+
 fn endpoint() -> String {
+    if let Some(ep) = FAST_ENDPOINT.get() {
+        return ep.clone();
+    }
     std::env::var("ANKUSA_MOTO_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
 }
 
@@ -342,6 +358,8 @@ struct Aws {
     admin: Clients,
     sink: Clients,
     raw: Clients,
+    /// The fast server, when the bench runs against it instead of moto.
+    fast: Option<Arc<FastAws>>,
 }
 
 impl Aws {
@@ -358,6 +376,8 @@ impl Aws {
         );
         let w = workload(s.body_bytes);
         let per_dest = per_dest.unwrap_or(match (s.batched, svc) {
+            // The fast server does not slow down as a destination fills: one per run.
+            _ if self.fast.is_some() => s.deliveries,
             (false, _) => PER_DEST,
             (true, Service::Sqs) => std::env::var("BENCH_SQS_PER_DEST_BATCHED")
                 .ok()
@@ -382,6 +402,10 @@ impl Aws {
         let before = c.counter.count();
         let (seconds, lat) = drive::<Self>(op, units, workers).await;
         let requests = c.counter.count() - before;
+        if let Some(server) = &self.fast {
+            let got: usize = dests.iter().map(|d| server.received(d)).sum();
+            assert_eq!(got, s.deliveries, "messages the fast server received");
+        }
         delete(&self.admin, svc, dests).await;
         Run::new::<Self>(mode, s, seconds, lat, Some(requests))
     }
@@ -412,6 +436,54 @@ fn aws_specs() -> Vec<Spec> {
     )
 }
 
+/// The workloads against the fast server (counts are multiples of 10: whole raw batches),
+/// plus batched at c=160, where both sides have 160 messages in flight (the raw side's 16
+/// requests of 10; at c=256 the sink holds 256 deliveries, the raw side still 160).
+fn fast_specs() -> Vec<Spec> {
+    let mut v = specs(
+        [
+            (1024, [(1, 2000), (16, 10_000), (256, 10_000)]),
+            (65_536, [(1, 500), (16, 2000), (256, 2000)]),
+        ],
+        [(16, 20_000), (256, 20_000)],
+        |x| (x / 10).max(1) * 10,
+    );
+    let n = v.last().expect("batched specs").deliveries;
+    v.push(Spec {
+        batched: true,
+        concurrency: 160,
+        body_bytes: 1024,
+        deliveries: n,
+    });
+    v
+}
+
+/// Batched over unbatched throughput at each concurrency both were run at (1 KiB), for
+/// the sink and for raw.
+fn batching_gain(all: &[Run]) -> Value {
+    let find = |mode: &str, variant: &str, conc: u64| {
+        all.iter().map(Run::json).find(|r| {
+            r["mode"] == mode
+                && r["variant"] == variant
+                && r["concurrency"] == conc
+                && r["body_bytes"] == 1024
+        })
+    };
+    let mut out = Vec::new();
+    for conc in [16u64, 256] {
+        for mode in ["sink", "raw"] {
+            if let (Some(b), Some(u)) = (find(mode, "batched", conc), find(mode, "unbatched", conc))
+            {
+                let gain = b["per_sec"].as_f64().unwrap() / u["per_sec"].as_f64().unwrap();
+                println!("batched / unbatched, c={conc}, 1 KiB, {mode}: {gain:.2}x");
+                out.push(json!({"mode": mode, "concurrency": conc,
+                                "gain": (gain * 100.0).round() / 100.0}));
+            }
+        }
+    }
+    Value::Array(out)
+}
+
 /// The sink's own CPU work per delivery, µs, measured in-process: Message v1 encoding
 /// (sha256 of the body, base64, JSON), the attributes, and the MD5 the SQS sink checks.
 fn sink_cpu_us(body_bytes: usize) -> Value {
@@ -430,12 +502,16 @@ fn sink_cpu_us(body_bytes: usize) -> Value {
            "encode_us": (encode * 10.0).round() / 10.0, "md5_us": (md5 * 10.0).round() / 10.0})
 }
 
-async fn bench(svc: Service) {
+async fn bench(svc: Service, fast: Option<Arc<FastAws>>) {
+    if fast.is_some() {
+        return bench_fast(svc, fast).await;
+    }
     let bench = Aws {
         svc,
         admin: clients(None).await,
         sink: clients(None).await,
         raw: clients(None).await,
+        fast: None,
     };
     println!(
         "\n{} vs raw ({}; median of {REPS} (c=1: 5), interleaved)",
@@ -496,7 +572,44 @@ async fn bench(svc: Service) {
     println!("wrote {}", path.display());
 }
 
-async fn only(svc: Service, mode: Mode) {
+/// The comparison against the fast server.
+async fn bench_fast(svc: Service, fast: Option<Arc<FastAws>>) {
+    let bench = Aws {
+        svc,
+        admin: clients(None).await,
+        sink: clients(None).await,
+        raw: clients(None).await,
+        fast,
+    };
+    println!(
+        "\n{} vs raw (fast in-process server on {}; median of {REPS}, interleaved)",
+        svc.name(),
+        endpoint()
+    );
+    let all = indexed::compare(&bench, fast_specs(), |_| REPS).await;
+    let gain = batching_gain(&all);
+    let rss_sink = child_rss(Mode::Sink, &[svc.name(), "fast"]);
+    let rss_raw = child_rss(Mode::Raw, &[svc.name(), "fast"]);
+    println!("peak RSS (VmHWM, c=16 1 KiB unbatched only): sink {rss_sink} kB, raw {rss_raw} kB");
+    let name = format!("{}-fast", svc.name());
+    let doc = json!({
+        "adapter": name,
+        "server": format!("fast in-process {} on {} (one thread; real wire protocol and MD5s)",
+                          svc.name(), endpoint()),
+        "notes": "The client bounds throughput here, not the server. One destination per run; \
+                  every message counted at the server. Raw sends the same Message v1 body and \
+                  attributes, encoded once; raw batched = 10-entry batch requests, \
+                  ceil(concurrency/10) (max 16) in flight, so batched c=160 is the row at \
+                  equal in-flight counts. Requests counted with an SDK interceptor.",
+        "runs": all.iter().map(Run::json).collect::<Vec<_>>(),
+        "batched_over_unbatched": gain,
+        "peak_rss_kb": {"sink": rss_sink, "raw": rss_raw},
+    });
+    let path = write_results(&name, &doc);
+    println!("wrote {}", path.display());
+}
+
+async fn only(svc: Service, mode: Mode, fast: Option<Arc<FastAws>>) {
     let admin = clients(None).await;
     // One client pair for the one mode that runs.
     let c = clients(None).await;
@@ -505,14 +618,31 @@ async fn only(svc: Service, mode: Mode) {
         admin,
         sink: c.clone(),
         raw: c,
+        fast,
     };
-    let s = Spec {
-        batched: false,
-        concurrency: 16,
-        body_bytes: 1024,
-        deliveries: 1000,
+    // `BENCH_PROFILE=batched|unbatched,<concurrency>,<body bytes>,<deliveries>`: one long
+    // run of one workload to profile one side alone (with `--only`).
+    let s = match std::env::var("BENCH_PROFILE") {
+        Ok(p) => {
+            let f: Vec<&str> = p.split(',').collect();
+            let n = |i: usize| f[i].parse().expect("BENCH_PROFILE=variant,conc,body,n");
+            Spec {
+                batched: f[0] == "batched",
+                concurrency: n(1),
+                body_bytes: n(2),
+                deliveries: n(3),
+            }
+        }
+        Err(_) => Spec {
+            batched: false,
+            concurrency: 16,
+            body_bytes: 1024,
+            deliveries: 1000,
+        },
     };
+    let t = std::time::Instant::now();
     bench.run_at(mode, s, None).await;
+    println!("{} per second", (s.deliveries as f64 / t.elapsed().as_secs_f64()).round());
     print_vm_hwm();
 }
 
@@ -531,12 +661,19 @@ fn main() {
     if services.is_empty() {
         services = vec![Service::Sqs, Service::Sns];
     }
+    let fast = args.iter().any(|a| a == "fast").then(|| {
+        let server = FastAws::start();
+        FAST_ENDPOINT
+            .set(server.endpoint().to_owned())
+            .expect("one fast server");
+        Arc::new(server)
+    });
     runtime().block_on(async {
         match only_mode {
-            Some(m) => only(services[0], m).await,
+            Some(m) => only(services[0], m, fast).await,
             None => {
                 for svc in services {
-                    bench(svc).await;
+                    bench(svc, fast.clone()).await;
                 }
             }
         }

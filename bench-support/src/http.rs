@@ -42,6 +42,20 @@ pub fn request_head(buf: &[u8]) -> Result<Option<RequestHead<'_>>, httparse::Err
     }))
 }
 
+/// The value of header `name` (any case) in the request head at the start of `buf`;
+/// `None` without one, or when the head is incomplete or not HTTP/1.x.
+pub fn request_header<'b>(buf: &'b [u8], name: &str) -> Option<&'b str> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    req.parse(buf).ok()?;
+    let value = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case(name))?
+        .value;
+    std::str::from_utf8(value).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +69,7 @@ mod tests {
         assert_eq!((head.len, head.content_length), (req.len() - 5, 5));
         assert_eq!(head.total_len(), req.len());
         assert!(request_head(b"\x16\x03\x01 not http\r\n\r\n").is_err());
+        assert_eq!(request_header(req, "content-length"), Some("5"));
+        assert_eq!(request_header(req, "X-Amz-Target"), None);
     }
 }
