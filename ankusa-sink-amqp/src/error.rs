@@ -180,6 +180,16 @@ pub enum AmqpError {
         /// The bound.
         ms: u128,
     },
+    /// Earlier publishes' messages, `bytes` in all, were still waiting to be written to the
+    /// socket for all of `confirm_timeout`: this one was not encoded or sent (see
+    /// `MAX_UNWRITTEN_BYTES` in the sink).
+    #[error("{bytes} bytes of earlier publishes not yet written to the broker; none was within {ms} ms")]
+    Unwritten {
+        /// The bound on unwritten bytes.
+        bytes: usize,
+        /// The bound.
+        ms: u128,
+    },
     /// The encoded message is larger than `max_message_bytes`; it was not sent.
     #[error("message of {size} bytes exceeds max_message_bytes {max}; not sent")]
     TooLarge {
@@ -281,6 +291,7 @@ pub(crate) fn landed(err: &AmqpError) -> Option<bool> {
         | AmqpError::Returned { .. }
         | AmqpError::Nacked { .. }
         | AmqpError::Busy { .. }
+        | AmqpError::Unwritten { .. }
         | AmqpError::TooLarge { .. }
         | AmqpError::TooLong { .. }
         | AmqpError::RoutingValue { .. } => Some(false),
@@ -301,7 +312,7 @@ pub(crate) fn landed(err: &AmqpError) -> Option<bool> {
 /// | over `max_message_bytes`, routing key or hook id over 255 bytes (nothing sent) | permanent |
 /// | a routing-key placeholder value with `.`, `*` or `#` on a topic exchange (nothing sent) | permanent |
 /// | basic.nack; connection.blocked | throttled (dispatch draws the pause) |
-/// | confirm timeout, busy, abandoned, connection lost or refused, 320 CONNECTION_FORCED, other codes | transient |
+/// | confirm timeout, busy, earlier messages still unwritten, abandoned, connection lost or refused, 320 CONNECTION_FORCED, other codes | transient |
 ///
 /// lapin errors are matched on their typed kind and the AMQP reply code, never on text.
 pub(crate) fn classify(err: &AmqpError) -> Class {
@@ -325,6 +336,7 @@ pub(crate) fn classify(err: &AmqpError) -> Class {
         AmqpError::ConnectTimeout { .. }
         | AmqpError::ConfirmTimeout { .. }
         | AmqpError::Busy { .. }
+        | AmqpError::Unwritten { .. }
         | AmqpError::Abandoned
         | AmqpError::NotConfirmed => Class::Transient,
     }
@@ -457,6 +469,10 @@ mod tests {
             Class::Transient
         );
         assert_eq!(c(&AmqpError::Busy { max: 1, ms: 5 }), Class::Transient);
+        assert_eq!(
+            c(&AmqpError::Unwritten { bytes: 1, ms: 5 }),
+            Class::Transient
+        );
         assert_eq!(c(&AmqpError::Abandoned), Class::Transient);
         assert_eq!(
             c(&io_err(Stage::Connect, io::ErrorKind::ConnectionRefused)),
@@ -585,6 +601,7 @@ mod tests {
                 ms: 1,
             },
             AmqpError::Busy { max: 1, ms: 1 },
+            AmqpError::Unwritten { bytes: 1, ms: 1 },
             AmqpError::TooLarge { size: 2, max: 1 },
             AmqpError::Nacked {
                 exchange: "x".into(),

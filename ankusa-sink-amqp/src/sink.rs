@@ -19,12 +19,25 @@ use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Mutex, Semaphore, watch};
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::{Instant, timeout, timeout_at};
 
 /// After a failed connection attempt, deliveries fail at once (with that attempt's error)
 /// for this long instead of each dialling the broker again.
 pub(crate) const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
+
+/// At most this many bytes of encoded messages wait to be written to the socket; past it a
+/// delivery waits before it encodes. lapin copies a body into its frames and keeps the
+/// sink's copy borrowed until they are written, so while the broker reads slower than
+/// deliveries come (RabbitMQ persisting 64 KiB bodies), every waiting message was held
+/// twice: 256 in flight at 88 KB held 45 MB. Under this bound both copies stay under
+/// 4 MiB, and the kernel's socket buffer still holds more than the broker reads between
+/// two wake-ups (docs/benchmarks.md: peak memory equal to the raw client's, throughput
+/// unchanged).
+pub(crate) const MAX_UNWRITTEN_BYTES: usize = 2 * 1024 * 1024;
+/// What a Message v1 holds besides its body's base64: its members and the forwarded
+/// headers, about a kilobyte for a typical hook.
+const MESSAGE_OVERHEAD_BYTES: usize = 1024;
 
 /// Publishes Message v1 to a RabbitMQ exchange with publisher confirms and `mandatory`.
 ///
@@ -38,6 +51,8 @@ pub struct AmqpSink {
     endpoint: String,
     state: Mutex<State>,
     inflight: Arc<Semaphore>,
+    /// Bytes of encoded messages not yet written to the socket (`MAX_UNWRITTEN_BYTES`).
+    unwritten: Arc<Semaphore>,
     /// Awaits every publish and its confirm in one task (see `driver`).
     driver: Driver,
 }
@@ -97,6 +112,7 @@ impl AmqpSink {
             endpoint,
             state: Mutex::new(State::default()),
             inflight,
+            unwritten: Arc::new(Semaphore::new(MAX_UNWRITTEN_BYTES)),
             driver: Driver::default(),
         }
     }
@@ -280,16 +296,44 @@ impl AmqpSink {
         Ok(())
     }
 
-    /// Publish `msg` (unless [`refuse`](Self::refuse)d) and await its confirm.
-    async fn publish(&self, env: &Envelope, msg: Publish) -> Result<(), AmqpError> {
+    /// Encode `env` and publish it (unless [`refuse`](Self::refuse)d), then await its
+    /// confirm. The encode waits for room under `MAX_UNWRITTEN_BYTES`; a message the sink
+    /// refuses fails as such even when that wait ran out.
+    async fn publish(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
+        let confirm_timeout = self.cfg.confirm_timeout();
+        let deadline = Instant::now() + confirm_timeout;
+        let need = unwritten_estimate(env.body().len(), self.layout.inline_max_bytes());
+        let written = timeout_at(
+            deadline,
+            Arc::clone(&self.unwritten).acquire_many_owned(need),
+        )
+        .await
+        .map(|p| p.expect("the unwritten-bytes semaphore is never closed"));
+        let out = Outgoing::new(env, ctx, &self.layout)?;
+        let msg = outgoing::to_publish(out, env.received_at());
         self.refuse(env, &msg)?;
+        let written = written.map_err(|_| AmqpError::Unwritten {
+            bytes: MAX_UNWRITTEN_BYTES,
+            ms: confirm_timeout.as_millis(),
+        })?;
+        Ok(self.send(msg, written, deadline).await?)
+    }
+
+    /// Publish `msg` on the driver, holding `written` until its frames are written, and
+    /// await its confirm.
+    async fn send(
+        &self,
+        msg: Publish,
+        written: OwnedSemaphorePermit,
+        deadline: Instant,
+    ) -> Result<(), AmqpError> {
         let Publish {
             routing_key,
             properties,
             body,
         } = msg;
         let confirm_timeout = self.cfg.confirm_timeout();
-        let permit = timeout(confirm_timeout, Arc::clone(&self.inflight).acquire_owned())
+        let permit = timeout_at(deadline, Arc::clone(&self.inflight).acquire_owned())
             .await
             .map_err(|_| AmqpError::Busy {
                 max: self.cfg.max_inflight().get(),
@@ -324,10 +368,11 @@ impl AmqpSink {
                     )
                     .await
                     .map_err(|e| (Stage::Publish, e))?;
-                // lapin has copied the body into its frames: free ours now rather than
-                // holding it for the whole confirm round trip (peak memory at high
-                // concurrency).
+                // lapin has copied the body into its frames and written them: free ours
+                // now rather than holding it for the whole confirm round trip (peak memory
+                // at high concurrency), and let the next message encode.
                 drop(body);
+                drop(written);
                 confirm.await.map_err(|e| (Stage::Confirm, e))
             }
         };
@@ -358,6 +403,16 @@ impl AmqpSink {
     }
 }
 
+/// Bytes a hook's message is counted for under `MAX_UNWRITTEN_BYTES`: the body's base64
+/// and the members (a claim instead of a body over `inline_max`), at most the whole bound
+/// so that any message can go alone.
+fn unwritten_estimate(body: usize, inline_max: Option<NonZeroUsize>) -> u32 {
+    let inline = inline_max.is_none_or(|m| body <= m.get());
+    let base64 = if inline { body.div_ceil(3) * 4 } else { 0 };
+    let bytes = (base64 + MESSAGE_OVERHEAD_BYTES).min(MAX_UNWRITTEN_BYTES);
+    u32::try_from(bytes).expect("MAX_UNWRITTEN_BYTES fits in u32")
+}
+
 /// What a publisher confirm means for the delivery: Ok only for an ack of a message that
 /// was not returned.
 pub(crate) fn outcome(
@@ -386,10 +441,7 @@ pub(crate) fn outcome(
 #[async_trait]
 impl Sink for AmqpSink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
-        let out = Outgoing::new(env, ctx, &self.layout)?;
-        let msg = outgoing::to_publish(out, env.received_at());
-        self.publish(env, msg).await?;
-        Ok(())
+        self.publish(env, ctx).await
     }
 
     /// `None` for CloudEvents: they travel inline.
@@ -500,6 +552,22 @@ impl fmt::Debug for AmqpSink {
 mod tests {
     use super::*;
     use crate::config::AmqpConfig;
+
+    #[test]
+    fn a_message_is_counted_for_its_base64_and_members_at_most_the_whole_bound() {
+        let inline = NonZeroUsize::new(65_536);
+        let est = |body| unwritten_estimate(body, inline) as usize;
+        assert_eq!(est(0), MESSAGE_OVERHEAD_BYTES);
+        assert_eq!(est(3_000), 4_000 + MESSAGE_OVERHEAD_BYTES);
+        assert_eq!(est(65_536), 87_384 + MESSAGE_OVERHEAD_BYTES);
+        // Over the inline threshold the body travels as a claim.
+        assert_eq!(est(65_537), MESSAGE_OVERHEAD_BYTES);
+        // No threshold (CloudEvents): always inline, and a huge body can still go alone.
+        assert_eq!(
+            unwritten_estimate(100 << 20, None) as usize,
+            MAX_UNWRITTEN_BYTES
+        );
+    }
 
     fn sink(url: &str, rk: Option<&str>) -> AmqpSink {
         let mut c = AmqpConfig::new(url, "hooks").unwrap();
