@@ -183,7 +183,9 @@ pub enum AmqpError {
     /// Earlier publishes' messages, `bytes` in all, were still waiting to be written to the
     /// socket for all of `confirm_timeout`: this one was not encoded or sent (see
     /// `MAX_UNWRITTEN_BYTES` in the sink).
-    #[error("{bytes} bytes of earlier publishes not yet written to the broker; none was within {ms} ms")]
+    #[error(
+        "{bytes} bytes of earlier publishes not yet written to the broker; none was within {ms} ms"
+    )]
     Unwritten {
         /// The bound on unwritten bytes.
         bytes: usize,

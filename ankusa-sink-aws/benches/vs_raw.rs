@@ -642,7 +642,10 @@ async fn only(svc: Service, mode: Mode, fast: Option<Arc<FastAws>>) {
     };
     let t = std::time::Instant::now();
     bench.run_at(mode, s, None).await;
-    println!("{} per second", (s.deliveries as f64 / t.elapsed().as_secs_f64()).round());
+    println!(
+        "{} per second",
+        (s.deliveries as f64 / t.elapsed().as_secs_f64()).round()
+    );
     print_vm_hwm();
 }
 

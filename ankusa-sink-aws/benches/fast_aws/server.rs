@@ -40,7 +40,9 @@ impl FastAws {
     pub(crate) fn start() -> FastAws {
         self_check();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        listener.set_nonblocking(true).expect("nonblocking listener");
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(State {
             endpoint: endpoint.clone(),
@@ -203,8 +205,9 @@ fn sqs_error(code: &str, message: &str) -> Answer {
     Answer {
         status: 400,
         content_type: "application/x-amz-json-1.0",
-        body: serde_json::json!({"__type": format!("com.amazonaws.sqs#{code}"), "message": message})
-            .to_string(),
+        body:
+            serde_json::json!({"__type": format!("com.amazonaws.sqs#{code}"), "message": message})
+                .to_string(),
     }
 }
 
@@ -350,7 +353,10 @@ fn sns(st: &State, body: &[u8]) -> Answer {
     let topic = get("TopicArn").unwrap_or("");
     match get("Action").unwrap_or("") {
         "CreateTopic" => {
-            let arn = format!("arn:aws:sns:us-east-1:{ACCOUNT}:{}", get("Name").unwrap_or(""));
+            let arn = format!(
+                "arn:aws:sns:us-east-1:{ACCOUNT}:{}",
+                get("Name").unwrap_or("")
+            );
             st.count(&arn, 0);
             sns_xml("CreateTopic", &format!("<TopicArn>{arn}</TopicArn>"))
         }
@@ -395,4 +401,3 @@ fn sns(st: &State, body: &[u8]) -> Answer {
         other => sns_error("InvalidAction", other),
     }
 }
-
