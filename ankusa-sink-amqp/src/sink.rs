@@ -83,6 +83,17 @@ impl Conn {
     fn is_blocked(&self) -> bool {
         *self.blocked.borrow() || self.conn.status().blocked()
     }
+
+    /// Resolves once the broker blocks the connection (at once if it is blocked now);
+    /// never when the connection ends first (the publish itself reports that).
+    fn became_blocked(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut blocked = self.blocked.clone();
+        async move {
+            if blocked.wait_for(|b| *b).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
 }
 
 /// The shared publishing channel, in confirm mode, on `conn`.
@@ -303,20 +314,41 @@ impl AmqpSink {
         let confirm_timeout = self.cfg.confirm_timeout();
         let deadline = Instant::now() + confirm_timeout;
         let need = unwritten_estimate(env.body().len(), self.layout.inline_max_bytes());
-        let written = timeout_at(
-            deadline,
-            Arc::clone(&self.unwritten).acquire_many_owned(need),
-        )
-        .await
-        .map(|p| p.expect("the unwritten-bytes semaphore is never closed"));
+        let written = match Arc::clone(&self.unwritten).try_acquire_many_owned(need) {
+            Ok(permit) => Ok(permit),
+            Err(_) => self.wait_unwritten(need, deadline).await,
+        };
         let out = Outgoing::new(env, ctx, &self.layout)?;
         let msg = outgoing::to_publish(out, env.received_at());
         self.refuse(env, &msg)?;
-        let written = written.map_err(|_| AmqpError::Unwritten {
-            bytes: MAX_UNWRITTEN_BYTES,
-            ms: confirm_timeout.as_millis(),
-        })?;
-        Ok(self.send(msg, written, deadline).await?)
+        Ok(self.send(msg, written?, deadline).await?)
+    }
+
+    /// Room for `need` bytes under `MAX_UNWRITTEN_BYTES`, by `deadline`. Nothing is written
+    /// while the broker blocks the connection, so a blocked connection ends the wait as
+    /// [`AmqpError::Blocked`] (throttled), as a publish on it does.
+    async fn wait_unwritten(
+        &self,
+        need: u32,
+        deadline: Instant,
+    ) -> Result<OwnedSemaphorePermit, AmqpError> {
+        let link = self.link().await?;
+        let became_blocked = link.conn.became_blocked();
+        let acquire = timeout_at(
+            deadline,
+            Arc::clone(&self.unwritten).acquire_many_owned(need),
+        );
+        tokio::select! {
+            res = acquire => match res {
+                Ok(permit) => Ok(permit.expect("the unwritten-bytes semaphore is never closed")),
+                Err(_) if link.conn.is_blocked() => Err(AmqpError::Blocked),
+                Err(_) => Err(AmqpError::Unwritten {
+                    bytes: MAX_UNWRITTEN_BYTES,
+                    ms: self.cfg.confirm_timeout().as_millis(),
+                }),
+            },
+            () = became_blocked => Err(AmqpError::Blocked),
+        }
     }
 
     /// Publish `msg` on the driver, holding `written` until its frames are written, and
@@ -383,13 +415,7 @@ impl AmqpSink {
                 None => Err(AmqpError::Abandoned),
             }
         };
-        let mut blocked = link.conn.blocked.clone();
-        let became_blocked = async move {
-            if blocked.wait_for(|b| *b).await.is_err() {
-                // The watcher ended with the connection; the publish itself reports that.
-                std::future::pending::<()>().await;
-            }
-        };
+        let became_blocked = link.conn.became_blocked();
         tokio::select! {
             res = timeout(confirm_timeout, publish) => match res {
                 Ok(res) => res,

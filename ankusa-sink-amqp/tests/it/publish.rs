@@ -1,7 +1,7 @@
 //! What reaches the broker: body, properties, headers, routing keys, claims, concurrency.
 
 use crate::common::*;
-use ankusa_sink_amqp::AmqpSink;
+use ankusa_sink_amqp::{AmqpConfig, AmqpError, AmqpSink};
 use ankusa_sink_core::message::{self, Attr, EmptyValues, Layout, MessageBody, Outgoing};
 use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Envelope, Sink};
 use ankusa_sink_testkit::support::{current_thread_runtime, deliver_all};
@@ -379,4 +379,124 @@ fn deliveries_on_a_later_runtime_work_after_the_first_one_ends() {
         admin.delete_queue(&q).await;
         admin.delete_exchange(&x).await;
     });
+}
+
+/// A loopback proxy to the test broker that, once stalled, stops reading what the client
+/// sends (the broker's answers still flow): a broker that stopped reading its socket.
+struct StallingProxy {
+    addr: std::net::SocketAddr,
+    stalled: Arc<tokio::sync::watch::Sender<bool>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StallingProxy {
+    async fn start() -> StallingProxy {
+        let base = url::Url::parse(&url()).expect("ANKUSA_AMQP_URL");
+        let upstream = format!(
+            "{}:{}",
+            base.host_str().expect("host"),
+            base.port().unwrap_or(5672)
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stalled = Arc::new(tokio::sync::watch::Sender::new(false));
+        let watch = Arc::clone(&stalled);
+        let task = tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            // Dropped with this task: every connection's copying ends with the proxy.
+            let mut conns = tokio::task::JoinSet::new();
+            while let Ok((client, _)) = listener.accept().await {
+                let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                conns.spawn(async move {
+                    let _ = tokio::io::copy(&mut sr, &mut cw).await;
+                });
+                let mut stalled = watch.subscribe();
+                conns.spawn(async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    loop {
+                        if *stalled.borrow_and_update() {
+                            // Read nothing more; the connection lives until the proxy ends.
+                            std::future::pending::<()>().await;
+                        }
+                        let n = tokio::select! {
+                            n = cr.read(&mut buf) => n.unwrap_or(0),
+                            _ = stalled.changed() => continue,
+                        };
+                        if n == 0 || sw.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        StallingProxy {
+            addr,
+            stalled,
+            task,
+        }
+    }
+
+    fn stall(&self) {
+        self.stalled.send_replace(true);
+    }
+}
+
+impl Drop for StallingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_stops_reading_bounds_the_messages_waiting_to_be_written() {
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let (x, q) = admin.topic_with_queue("#").await;
+    let proxy = StallingProxy::start().await;
+    let cfg = AmqpConfig::new(&format!("amqp://guest:guest@{}/%2f", proxy.addr), &x)
+        .unwrap()
+        .with_confirm_timeout(std::time::Duration::from_millis(1500));
+    let sink = Arc::new(AmqpSink::new(cfg));
+    let first = env("stall-first", "s");
+    bounded(sink.deliver(&first, &Ctx::for_envelope(&first)))
+        .await
+        .unwrap();
+    proxy.stall();
+    // 300 messages of about 81 KB (24 MB): more than the kernel's socket buffers and the
+    // sink's 2 MiB of unwritten messages hold while nothing is read.
+    let body = vec![b'x'; 60_000];
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..300 {
+        let sink = Arc::clone(&sink);
+        let e = Envelope::builder(format!("stall-{i}"), "s", body.clone())
+            .build()
+            .unwrap();
+        set.spawn(async move { bounded(sink.deliver(&e, &Ctx::for_envelope(&e))).await });
+    }
+    let (mut unwritten, mut unconfirmed) = (0, 0);
+    while let Some(res) = set.join_next().await {
+        let err = res.unwrap().expect_err("nothing reaches the broker");
+        assert_eq!(err.class(), Class::Transient, "{err}");
+        match err.reason().downcast_ref::<AmqpError>() {
+            // Never encoded, never sent.
+            Some(AmqpError::Unwritten { .. }) => {
+                assert_eq!(err.may_have_landed(), Some(false), "{err}");
+                unwritten += 1;
+            }
+            Some(AmqpError::ConfirmTimeout { .. }) => unconfirmed += 1,
+            // No confirm slot free (only if the kernel buffered more than 256 messages).
+            Some(AmqpError::Busy { .. }) => assert_eq!(err.may_have_landed(), Some(false)),
+            other => panic!("{other:?}: {err}"),
+        }
+    }
+    assert!(
+        unwritten > 0,
+        "{unconfirmed} unconfirmed, none waited unwritten"
+    );
+    assert!(unconfirmed > 0, "{unwritten} unwritten, none was sent");
+    drop(proxy);
+    assert_eq!(admin.count(&q).await, 1, "only the first message arrived");
+    admin.cleanup().await;
 }
