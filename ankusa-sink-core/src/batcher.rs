@@ -242,18 +242,23 @@ impl<S: BatchSend> Batcher<S> {
         bytes: usize,
         entry: S::Entry,
     ) -> Result<(), Failure> {
-        let rx = self.enqueue(tenant.unwrap_or(""), bytes, entry)?;
-        self.shared.wake.notify_one();
+        let (rx, wake) = self.enqueue(tenant.unwrap_or(""), bytes, entry)?;
+        if wake {
+            self.shared.wake.notify_one();
+        }
         rx.await
             .unwrap_or_else(|_| Err(Failure::transient(BatchError::Dropped)))
     }
 
+    /// Queue the entry; also whether the flusher must hear of it. Only two arrivals change
+    /// what it waits for: the first entry (it starts the linger clock) and the one that
+    /// fills a request. Waking it for every entry cost a wake-up and a poll per delivery.
     fn enqueue(
         &self,
         tenant: &str,
         bytes: usize,
         entry: S::Entry,
-    ) -> Result<oneshot::Receiver<Result<(), Failure>>, Failure> {
+    ) -> Result<(oneshot::Receiver<Result<(), Failure>>, bool), Failure> {
         let cfg = &self.shared.config;
         let mut st = self.shared.lock();
         if st.queue.len() >= cfg.max_queued.get() {
@@ -285,7 +290,11 @@ impl<S: BatchSend> Batcher<S> {
         if st.flusher.as_ref().is_none_or(JoinHandle::is_finished) {
             st.flusher = Some(tokio::spawn(flush_loop(Arc::clone(&self.shared))));
         }
-        Ok(rx)
+        let max_bytes = cfg.max_bytes.get();
+        let wake = st.queue.len() == 1
+            || st.queue.len() == cfg.max_entries.get()
+            || (st.bytes >= max_bytes && st.bytes - bytes < max_bytes);
+        Ok((rx, wake))
     }
 }
 
@@ -660,6 +669,43 @@ mod tests {
         assert!(two.is_ok());
         assert!(one.await.unwrap().is_ok());
         assert_eq!(*rec.requests.lock().unwrap(), vec![vec![2, 4]]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_endless_linger_sends_a_request_full_by_bytes() {
+        let rec = Arc::new(Recorder::default());
+        // 10-byte entries, 25 bytes per request: the third entry fills one by bytes.
+        let b = Arc::new(Batcher::new(
+            Arc::clone(&rec),
+            cfg(10, 25).with_linger(Duration::MAX),
+        ));
+        let first: Vec<_> = [2, 4]
+            .into_iter()
+            .map(|v| {
+                let b = Arc::clone(&b);
+                tokio::spawn(async move { b.submit(None, 10, v).await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(
+            first.iter().all(|t| !t.is_finished()),
+            "20 of 25 bytes wait"
+        );
+        let third = tokio::spawn({
+            let b = Arc::clone(&b);
+            async move { b.submit(None, 10, 6).await }
+        });
+        for t in first {
+            let res = tokio::time::timeout(Duration::from_secs(5), t)
+                .await
+                .expect("the flusher heard of the full request");
+            assert!(res.unwrap().is_ok());
+        }
+        assert_eq!(*rec.requests.lock().unwrap(), vec![vec![2, 4]]);
+        assert!(
+            !third.is_finished(),
+            "the third entry starts the next request"
+        );
     }
 
     #[tokio::test(start_paused = true)]
