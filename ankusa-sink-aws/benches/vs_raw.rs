@@ -363,6 +363,17 @@ struct Aws {
 }
 
 impl Aws {
+    /// Each side on clients of its own, destinations made by a third.
+    async fn new(svc: Service, fast: Option<Arc<FastAws>>) -> Aws {
+        Aws {
+            svc,
+            admin: clients(None).await,
+            sink: clients(None).await,
+            raw: clients(None).await,
+            fast,
+        }
+    }
+
     /// One run of `s` on fresh destinations of `per_dest` messages (`None`: the default for
     /// the variant), deleted afterwards.
     async fn run_at(&self, mode: Mode, s: Spec, per_dest: Option<usize>) -> Run {
@@ -459,10 +470,10 @@ fn fast_specs() -> Vec<Spec> {
 }
 
 /// Batched over unbatched throughput at each concurrency both were run at (1 KiB), for
-/// the sink and for raw.
-fn batching_gain(all: &[Run]) -> Value {
+/// the sink and for raw, from the runs' JSON.
+fn batching_gain(runs: &[Value]) -> Value {
     let find = |mode: &str, variant: &str, conc: u64| {
-        all.iter().map(Run::json).find(|r| {
+        runs.iter().find(|r| {
             r["mode"] == mode
                 && r["variant"] == variant
                 && r["concurrency"] == conc
@@ -502,17 +513,8 @@ fn sink_cpu_us(body_bytes: usize) -> Value {
            "encode_us": (encode * 10.0).round() / 10.0, "md5_us": (md5 * 10.0).round() / 10.0})
 }
 
-async fn bench(svc: Service, fast: Option<Arc<FastAws>>) {
-    if fast.is_some() {
-        return bench_fast(svc, fast).await;
-    }
-    let bench = Aws {
-        svc,
-        admin: clients(None).await,
-        sink: clients(None).await,
-        raw: clients(None).await,
-        fast: None,
-    };
+async fn bench(svc: Service) {
+    let bench = Aws::new(svc, None).await;
     println!(
         "\n{} vs raw ({}; median of {REPS} (c=1: 5), interleaved)",
         svc.name(),
@@ -573,21 +575,19 @@ async fn bench(svc: Service, fast: Option<Arc<FastAws>>) {
 }
 
 /// The comparison against the fast server.
-async fn bench_fast(svc: Service, fast: Option<Arc<FastAws>>) {
-    let bench = Aws {
-        svc,
-        admin: clients(None).await,
-        sink: clients(None).await,
-        raw: clients(None).await,
-        fast,
-    };
+async fn bench_fast(svc: Service, fast: Arc<FastAws>) {
+    let bench = Aws::new(svc, Some(fast)).await;
     println!(
         "\n{} vs raw (fast in-process server on {}; median of {REPS}, interleaved)",
         svc.name(),
         endpoint()
     );
-    let all = indexed::compare(&bench, fast_specs(), |_| REPS).await;
-    let gain = batching_gain(&all);
+    let runs: Vec<Value> = indexed::compare(&bench, fast_specs(), |_| REPS)
+        .await
+        .iter()
+        .map(Run::json)
+        .collect();
+    let gain = batching_gain(&runs);
     let rss_sink = child_rss(Mode::Sink, &[svc.name(), "fast"]);
     let rss_raw = child_rss(Mode::Raw, &[svc.name(), "fast"]);
     println!("peak RSS (VmHWM, c=16 1 KiB unbatched only): sink {rss_sink} kB, raw {rss_raw} kB");
@@ -601,7 +601,7 @@ async fn bench_fast(svc: Service, fast: Option<Arc<FastAws>>) {
                   attributes, encoded once; raw batched = 10-entry batch requests, \
                   ceil(concurrency/10) (max 16) in flight, so batched c=160 is the row at \
                   equal in-flight counts. Requests counted with an SDK interceptor.",
-        "runs": all.iter().map(Run::json).collect::<Vec<_>>(),
+        "runs": runs,
         "batched_over_unbatched": gain,
         "peak_rss_kb": {"sink": rss_sink, "raw": rss_raw},
     });
@@ -676,7 +676,10 @@ fn main() {
             Some(m) => only(services[0], m, fast).await,
             None => {
                 for svc in services {
-                    bench(svc, fast.clone()).await;
+                    match &fast {
+                        Some(server) => bench_fast(svc, Arc::clone(server)).await,
+                        None => bench(svc).await,
+                    }
                 }
             }
         }

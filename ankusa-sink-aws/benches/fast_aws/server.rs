@@ -242,16 +242,13 @@ fn sqs(st: &State, action: &str, body: &[u8]) -> Answer {
             let Some(body) = req.message_body.as_deref() else {
                 return sqs_error("MissingParameter", "MessageBody");
             };
-            let Some(attrs) = attributes_md5(&req.message_attributes) else {
-                return sqs_error("InvalidParameterValue", "binary attributes");
-            };
-            st.count(url, 1);
-            let mut out = serde_json::json!({
-                "MessageId": st.message_id(), "MD5OfMessageBody": md5_hex(body.as_bytes())});
-            if let Some(a) = attrs {
-                out["MD5OfMessageAttributes"] = a.into();
+            match accepted(st, body, &req.message_attributes) {
+                Ok(out) => {
+                    st.count(url, 1);
+                    sqs_ok(out)
+                }
+                Err(refused) => refused,
             }
-            sqs_ok(out)
         }
         "SendMessageBatch" => {
             if req.entries.is_empty() || req.entries.len() > MAX_BATCH {
@@ -259,21 +256,37 @@ fn sqs(st: &State, action: &str, body: &[u8]) -> Answer {
             }
             let mut ok = Vec::with_capacity(req.entries.len());
             for e in &req.entries {
-                let Some(attrs) = attributes_md5(&e.message_attributes) else {
-                    return sqs_error("InvalidParameterValue", "binary attributes");
-                };
-                let mut r = serde_json::json!({"Id": e.id, "MessageId": st.message_id(),
-                    "MD5OfMessageBody": md5_hex(e.message_body.as_bytes())});
-                if let Some(a) = attrs {
-                    r["MD5OfMessageAttributes"] = a.into();
+                match accepted(st, &e.message_body, &e.message_attributes) {
+                    Ok(mut r) => {
+                        r["Id"] = e.id.as_ref().into();
+                        ok.push(r);
+                    }
+                    Err(refused) => return refused,
                 }
-                ok.push(r);
             }
             st.count(url, ok.len());
             sqs_ok(serde_json::json!({"Successful": ok, "Failed": []}))
         }
         other => sqs_error("InvalidAction", other),
     }
+}
+
+/// What SQS answers for one message it took (`SendMessage`, or an entry of a batch
+/// without its `Id`): a message id and the digests; a binary attribute is refused.
+fn accepted(
+    st: &State,
+    body: &str,
+    attributes: &BTreeMap<Cow<'_, str>, SqsAttribute<'_>>,
+) -> Result<serde_json::Value, Answer> {
+    let Some(attrs) = attributes_md5(attributes) else {
+        return Err(sqs_error("InvalidParameterValue", "binary attributes"));
+    };
+    let mut out = serde_json::json!({
+        "MessageId": st.message_id(), "MD5OfMessageBody": md5_hex(body.as_bytes())});
+    if let Some(a) = attrs {
+        out["MD5OfMessageAttributes"] = a.into();
+    }
+    Ok(out)
 }
 
 fn md5_hex(bytes: &[u8]) -> String {
