@@ -41,13 +41,17 @@ pub(crate) fn url() -> String {
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
 }
 
-/// `amqp://user:pass@<host:port of url()>/<vhost>`.
-pub(crate) fn url_with(user: &str, pass: &str, vhost: &str) -> String {
+/// The test broker's `host:port` (of `url()`).
+pub(crate) fn broker_addr() -> String {
     let base = url::Url::parse(&url()).expect("ANKUSA_AMQP_URL");
     let host = base.host_str().expect("host");
-    let port = base.port().unwrap_or(5672);
+    format!("{host}:{}", base.port().unwrap_or(5672))
+}
+
+/// `amqp://user:pass@<host:port of url()>/<vhost>`.
+pub(crate) fn url_with(user: &str, pass: &str, vhost: &str) -> String {
     let vhost: String = url::form_urlencoded::byte_serialize(vhost.as_bytes()).collect();
-    format!("amqp://{user}:{pass}@{host}:{port}/{vhost}")
+    format!("amqp://{user}:{pass}@{}/{vhost}", broker_addr())
 }
 
 /// A unique name starting `sink.` (the restricted users' permission pattern).

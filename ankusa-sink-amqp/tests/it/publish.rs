@@ -385,22 +385,16 @@ fn deliveries_on_a_later_runtime_work_after_the_first_one_ends() {
 /// sends (the broker's answers still flow): a broker that stopped reading its socket.
 struct StallingProxy {
     addr: std::net::SocketAddr,
-    stalled: Arc<tokio::sync::watch::Sender<bool>>,
+    stalled: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl StallingProxy {
     async fn start() -> StallingProxy {
-        let base = url::Url::parse(&url()).expect("ANKUSA_AMQP_URL");
-        let upstream = format!(
-            "{}:{}",
-            base.host_str().expect("host"),
-            base.port().unwrap_or(5672)
-        );
+        let upstream = broker_addr();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let stalled = Arc::new(tokio::sync::watch::Sender::new(false));
-        let watch = Arc::clone(&stalled);
+        let (stalled, watch) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
             use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
             // Dropped with this task: every connection's copying ends with the proxy.
@@ -412,7 +406,7 @@ impl StallingProxy {
                 conns.spawn(async move {
                     let _ = tokio::io::copy(&mut sr, &mut cw).await;
                 });
-                let mut stalled = watch.subscribe();
+                let mut stalled = watch.clone();
                 conns.spawn(async move {
                     let mut buf = vec![0u8; 16 * 1024];
                     loop {
