@@ -177,6 +177,10 @@ impl LogLimiter {
 /// The smallest pause between two reachability probes.
 const PROBE_PAUSE: Duration = Duration::from_millis(250);
 
+/// Metadata requests of [`Monitor::warm_up`]: the bootstrap address's answer, then a named
+/// broker's; one more in case the bootstrap address answered twice.
+const WARM_UP_REQUESTS: usize = 3;
+
 /// What the sink learns from its producers' callbacks, shared by every producer it creates.
 /// `Debug` leaves out the secrets.
 pub(crate) struct Monitor {
@@ -223,6 +227,40 @@ impl Monitor {
 
     pub(crate) fn set_current(&self, producer: &Arc<Shared>) {
         *lock(&self.current) = Arc::downgrade(producer);
+    }
+
+    /// Have a new producer ask for its producer id as soon as it has a broker to ask.
+    ///
+    /// librdkafka's idempotent producer asks when a metadata answer arrives. Its first
+    /// answer comes from the bootstrap address, which is then retired for the brokers that
+    /// answer names, none connected yet; with no broker up it waits for its 500 ms retry
+    /// timer, so every new producer's first records waited half a second. A second answer
+    /// from a named broker (up by then) makes it ask at once: a couple of metadata
+    /// requests for the topic, on a thread of their own, until a named broker answers.
+    pub(crate) fn warm_up(self: &Arc<Self>) {
+        let me = Arc::clone(self);
+        // Without a thread the producer still gets its id, by its own timer.
+        let _ = std::thread::Builder::new()
+            .name("ankusa-kafka-warm".into())
+            .spawn(move || {
+                for _ in 0..WARM_UP_REQUESTS {
+                    let Some(producer) = lock(&me.current).upgrade() else {
+                        return;
+                    };
+                    let answer = producer
+                        .get()
+                        .client()
+                        .fetch_metadata(Some(&me.topic), me.probe_timeout);
+                    drop(producer);
+                    match answer {
+                        // The bootstrap address answers as broker -1.
+                        Ok(md) if md.orig_broker_id() >= 0 => return,
+                        Ok(_) => {}
+                        // Unreachable: the producer's own timer and the probe take over.
+                        Err(_) => return,
+                    }
+                }
+            });
     }
 
     pub(crate) fn scrub(&self, text: &str) -> String {
