@@ -225,11 +225,14 @@ impl Monitor {
         self.probe_timeout
     }
 
-    pub(crate) fn set_current(&self, producer: &Arc<Shared>) {
+    /// Make `producer` the one the probe asks, and have it ask for its producer id as soon
+    /// as it has a broker to ask ([`Monitor::warm_up`]).
+    pub(crate) fn set_current(self: &Arc<Self>, producer: &Arc<Shared>) {
         *lock(&self.current) = Arc::downgrade(producer);
+        self.warm_up();
     }
 
-    /// Have a new producer ask for its producer id as soon as it has a broker to ask.
+    /// Have the current producer ask for its producer id as soon as it has a broker to ask.
     ///
     /// librdkafka's idempotent producer asks when a metadata answer arrives. Its first
     /// answer comes from the bootstrap address, which is then retired for the brokers that
@@ -237,7 +240,7 @@ impl Monitor {
     /// timer, so every new producer's first records waited half a second. A second answer
     /// from a named broker (up by then) makes it ask at once: a couple of metadata
     /// requests for the topic, on a thread of their own, until a named broker answers.
-    pub(crate) fn warm_up(self: &Arc<Self>) {
+    fn warm_up(self: &Arc<Self>) {
         let me = Arc::clone(self);
         // Without a thread the producer still gets its id, by its own timer.
         let _ = std::thread::Builder::new()

@@ -97,7 +97,6 @@ impl KafkaSink {
         let monitor = Arc::new(Monitor::new(&config));
         let producer = create_producer(&config, &monitor)?;
         monitor.set_current(&producer);
-        monitor.warm_up();
         let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
             .with_key(config.key.clone())
             .with_signer(config.signing.clone())
@@ -136,7 +135,6 @@ impl KafkaSink {
             match create_producer(&self.config, &self.monitor) {
                 Ok(p) => {
                     self.monitor.set_current(&p);
-                    self.monitor.warm_up();
                     c.generation += 1;
                     std::mem::replace(&mut c.producer, p)
                 }
