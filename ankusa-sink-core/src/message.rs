@@ -33,6 +33,7 @@ use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
+use std::sync::LazyLock;
 use std::time::SystemTime;
 
 /// The default inline threshold of queue sinks: 64 KiB.
@@ -143,11 +144,26 @@ pub const NEVER_FORWARDED_PATTERNS: &[&str] = &[
 /// [`NEVER_FORWARDED_PATTERNS`].
 pub fn is_forwardable(lower_name: &str) -> bool {
     let name = lower_name.as_bytes();
-    !NEVER_FORWARDED.iter().any(|n| n.as_bytes() == name)
+    NEVER_FORWARDED_SORTED
+        .binary_search_by(|n| by_length_then_bytes(n, name))
+        .is_err()
         && !NEVER_FORWARDED_PREFIXES
             .iter()
             .any(|p| name.starts_with(p.as_bytes()))
         && !contains_pattern(name)
+}
+
+/// [`NEVER_FORWARDED`] sorted by length, then bytes, for a binary search in which most
+/// steps compare lengths only: every header of every delivery is looked up, and comparing
+/// it with each of the 47 names in turn was a third of forwarding it.
+static NEVER_FORWARDED_SORTED: LazyLock<Vec<&'static [u8]>> = LazyLock::new(|| {
+    let mut names: Vec<&[u8]> = NEVER_FORWARDED.iter().map(|n| n.as_bytes()).collect();
+    names.sort_unstable_by(|a, b| by_length_then_bytes(a, b));
+    names
+});
+
+fn by_length_then_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }
 
 /// Which bytes start one of [`NEVER_FORWARDED_PATTERNS`].
