@@ -28,6 +28,11 @@ pub const MIN_CREATED_ACK_WAIT: Duration = Duration::from_secs(30);
 /// How long one pull request waits at the server for messages before it is renewed.
 const PULL_EXPIRES: Duration = Duration::from_secs(2);
 
+/// How long past [`PULL_EXPIRES`] a pull may end and still count as answered: the server
+/// answers an expired pull (408), and a pull nobody answered asks whether the consumer is
+/// gone.
+const UNANSWERED_AFTER: Duration = Duration::from_secs(1);
+
 /// The longest pause between two failed pulls.
 const MAX_PULL_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -376,6 +381,7 @@ impl Puller {
     /// back at once what the last pull brought and nobody took.
     async fn run(mut self, mut stop: tokio::sync::oneshot::Receiver<()>) {
         let mut batch: Option<pull::Batch> = None;
+        let mut pulled_at = tokio::time::Instant::now();
         let mut backoff = Duration::from_millis(100);
         'places: loop {
             let permit = tokio::select! {
@@ -396,7 +402,10 @@ impl Puller {
                         .messages()
                         .await
                     {
-                        Ok(b) => batch = Some(b),
+                        Ok(b) => {
+                            batch = Some(b);
+                            pulled_at = tokio::time::Instant::now();
+                        }
                         Err(e) => {
                             tracing::warn!(
                                 target: "ankusa_source", source = %self.describe, error = %e,
@@ -439,7 +448,18 @@ impl Puller {
                         }
                     }
                     // The pull expired or was filled: ask again.
-                    None => batch = None,
+                    None => {
+                        batch = None;
+                        // A deletion answers the pending pull (409), at times before the
+                        // consumer's info stops answering; later pulls then go unanswered
+                        // (the API still listens on their subject).
+                        if pulled_at.elapsed() > PULL_EXPIRES + UNANSWERED_AFTER
+                            && let Some(err) = self.gone().await
+                        {
+                            let _ = self.out.send(Err(err)).await;
+                            break 'places;
+                        }
+                    }
                 }
             }
         }

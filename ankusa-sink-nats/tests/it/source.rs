@@ -337,6 +337,32 @@ async fn a_deleted_consumer_ends_the_source_with_a_config_error() {
 }
 
 #[tokio::test]
+async fn a_consumer_deleted_while_no_pull_waits_ends_the_source_with_a_config_error() {
+    // A window of one: the only record fills its pull, so no pull waits at the server when
+    // the consumer goes, and nothing answers the next one (no 409, no 408).
+    let o = options(1, Duration::from_secs(1));
+    let (stream, _, name, mut s) =
+        fresh_source(SHARED_URL, "srcdelidle", [b"one".to_vec()], &o).await;
+    let held = next_within(&mut s, Duration::from_secs(10)).await.unwrap();
+    let js = jetstream::new(raw(SHARED_URL).await);
+    js.get_stream(&stream)
+        .await
+        .unwrap()
+        .delete_consumer(&name)
+        .await
+        .unwrap();
+    held.ack.ack();
+    match tokio::time::timeout(Duration::from_secs(15), s.next()).await {
+        Ok(Some(Err(SourceError::Config(m)))) => {
+            assert!(m.contains("consumer was deleted"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
+    Box::new(s).close(Duration::from_secs(1)).await;
+    delete_stream(SHARED_URL, &stream).await.unwrap();
+}
+
+#[tokio::test]
 async fn the_window_bounds_what_is_pulled() {
     let o = options(3, Duration::from_secs(5));
     let payloads = (0..10).map(|i| format!("w{i}").into_bytes());
