@@ -11,7 +11,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 const PLANTED_PASSWORD: &str = "planted-kafka-password-8c1f";
@@ -57,6 +57,8 @@ pub(crate) struct KafkaHarness {
     auth_brokers: Mutex<Vec<Tansu>>,
     /// Restarts of `broker` so far: a probe reads its topic from the start again after one.
     restarts: Arc<AtomicU64>,
+    /// Every probe made, to stop their fetching across a restart.
+    probes: Mutex<Vec<Weak<Mutex<ProbeState>>>>,
 }
 
 impl KafkaHarness {
@@ -66,6 +68,7 @@ impl KafkaHarness {
             topics: Arc::default(),
             auth_brokers: Mutex::new(Vec::new()),
             restarts: Arc::default(),
+            probes: Mutex::default(),
         }
     }
 
@@ -91,6 +94,10 @@ impl KafkaHarness {
     /// `sink` with a probe on `topic` and a teardown deleting the topic.
     fn setup(&self, topic: &str, sink: KafkaSink) -> Result<Setup<Arc<KafkaSink>>, BoxError> {
         let probe = TopicProbe::new(&self.addr(), topic, Arc::clone(&self.restarts))?;
+        let mut probes = self.probes.lock().unwrap();
+        probes.retain(|p| p.strong_count() > 0);
+        probes.push(Arc::downgrade(&probe.state));
+        drop(probes);
         let (brokers, topics, topic) = (self.addr(), Arc::clone(&self.topics), topic.to_owned());
         Ok(Setup::new(Arc::new(sink))
             .with_probe(probe)
@@ -108,51 +115,53 @@ struct TopicProbe {
 }
 
 struct ProbeState {
-    consumer: BaseConsumer,
+    /// `None` from the harness's `stop` until the first read after its `start`.
+    consumer: Option<BaseConsumer>,
+    brokers: String,
     topic: String,
     seen: Vec<Received>,
-    /// The harness's restart count when the consumer was last assigned.
+    /// The harness's restart count when the consumer was made.
     assigned_at: u64,
     restarts: Arc<AtomicU64>,
 }
 
 impl ProbeState {
-    /// Read `topic` from its first offset. After a restart the in-memory broker's log
-    /// starts again at offset 0 while the consumer's position is past it; when a record has
-    /// landed by the next fetch that position is the log's end, not out of range, and the
-    /// new record would never be read.
-    fn assign_from_start(&mut self) -> Result<(), BoxError> {
+    /// A new consumer reading `topic` from its first offset. After a restart the in-memory
+    /// broker's log starts again at offset 0 while an old consumer's position is past it,
+    /// and the old consumer would fetch by the topic id the topic had before: the restarted
+    /// broker answers that with a zero topic id and leader tags, on which librdkafka 2.12.1
+    /// crashes (a NULL topic name in its metadata update). So every restart gets a new one.
+    fn connect(&mut self) -> Result<(), BoxError> {
+        self.consumer = None;
         self.assigned_at = self.restarts.load(Ordering::Acquire);
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&self.topic, 0, Offset::Beginning)?;
-        self.consumer.assign(&tpl)?;
-        Ok(())
-    }
-}
-
-impl TopicProbe {
-    fn new(brokers: &str, topic: &str, restarts: Arc<AtomicU64>) -> Result<Self, BoxError> {
         let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", brokers)
+            .set("bootstrap.servers", &self.brokers)
             .set("group.id", "ankusa-conformance")
             .set("enable.auto.commit", "false")
             .set("allow.auto.create.topics", "false")
             // Hand over a fetch as soon as it has a record: the durability case reads right
             // after each ack.
             .set("fetch.wait.max.ms", "10")
-            // `recovery` restarts an in-memory broker, whose topic starts again at offset 0
-            // while this consumer's position is past it: out of range, so back to the start
-            // of the new log. The default (latest) skipped a record already there.
-            .set("auto.offset.reset", "earliest")
             .create()?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.topic, 0, Offset::Beginning)?;
+        consumer.assign(&tpl)?;
+        self.consumer = Some(consumer);
+        Ok(())
+    }
+}
+
+impl TopicProbe {
+    fn new(brokers: &str, topic: &str, restarts: Arc<AtomicU64>) -> Result<Self, BoxError> {
         let mut state = ProbeState {
-            consumer,
+            consumer: None,
+            brokers: brokers.to_owned(),
             topic: topic.to_owned(),
             seen: Vec::new(),
             assigned_at: 0,
             restarts,
         };
-        state.assign_from_start()?;
+        state.connect()?;
         Ok(TopicProbe {
             state: Arc::new(Mutex::new(state)),
         })
@@ -166,9 +175,13 @@ impl Probe for TopicProbe {
         tokio::task::spawn_blocking(move || {
             let mut state = state.lock().unwrap();
             if state.assigned_at != state.restarts.load(Ordering::Acquire) {
-                state.assign_from_start()?;
+                state.connect()?;
             }
             let ProbeState { consumer, seen, .. } = &mut *state;
+            // Stopped: what was seen before.
+            let Some(consumer) = consumer else {
+                return Ok(seen.clone());
+            };
             // What has arrived so far: poll until the consumer has nothing more at hand.
             let until = Instant::now() + Duration::from_millis(800);
             while Instant::now() < until {
@@ -284,6 +297,15 @@ impl Harness for KafkaHarness {
     }
 
     async fn stop(&self) -> Result<(), BoxError> {
+        // No probe fetches across the restart: each one's consumer goes now, and the first
+        // read after `start` makes a new one ([`ProbeState::connect`]).
+        let probes: Vec<_> = self.probes.lock().unwrap().clone();
+        tokio::task::spawn_blocking(move || {
+            for state in probes.iter().filter_map(Weak::upgrade) {
+                state.lock().unwrap().consumer = None;
+            }
+        })
+        .await?;
         self.broker.lock().unwrap().stop();
         Ok(())
     }
