@@ -315,17 +315,20 @@ async fn in_progress_acks_hold_records_past_ack_wait_and_stop_at_close() {
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_deleted_consumer_ends_the_source_with_a_config_error() {
-    let o = options(8, Duration::from_secs(1));
-    let (stream, _, name, mut s) = fresh_source(SHARED_URL, "srcdel", [], &o).await;
+/// Delete the durable consumer `name` of `stream` behind the source's back.
+async fn delete_consumer(stream: &str, name: &str) {
     let js = jetstream::new(raw(SHARED_URL).await);
-    js.get_stream(&stream)
+    js.get_stream(stream)
         .await
         .unwrap()
-        .delete_consumer(&name)
+        .delete_consumer(name)
         .await
         .unwrap();
+}
+
+/// `s` ends with the config error of a deleted consumer within 15 s; then it is closed and
+/// `stream` deleted.
+async fn ends_with_consumer_deleted(mut s: NatsSource, stream: &str) {
     match tokio::time::timeout(Duration::from_secs(15), s.next()).await {
         Ok(Some(Err(SourceError::Config(m)))) => {
             assert!(m.contains("consumer was deleted"), "{m}")
@@ -333,7 +336,15 @@ async fn a_deleted_consumer_ends_the_source_with_a_config_error() {
         other => panic!("{other:?}"),
     }
     Box::new(s).close(Duration::from_secs(1)).await;
-    delete_stream(SHARED_URL, &stream).await.unwrap();
+    delete_stream(SHARED_URL, stream).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_deleted_consumer_ends_the_source_with_a_config_error() {
+    let o = options(8, Duration::from_secs(1));
+    let (stream, _, name, s) = fresh_source(SHARED_URL, "srcdel", [], &o).await;
+    delete_consumer(&stream, &name).await;
+    ends_with_consumer_deleted(s, &stream).await;
 }
 
 #[tokio::test]
@@ -344,22 +355,9 @@ async fn a_consumer_deleted_while_no_pull_waits_ends_the_source_with_a_config_er
     let (stream, _, name, mut s) =
         fresh_source(SHARED_URL, "srcdelidle", [b"one".to_vec()], &o).await;
     let held = next_within(&mut s, Duration::from_secs(10)).await.unwrap();
-    let js = jetstream::new(raw(SHARED_URL).await);
-    js.get_stream(&stream)
-        .await
-        .unwrap()
-        .delete_consumer(&name)
-        .await
-        .unwrap();
+    delete_consumer(&stream, &name).await;
     held.ack.ack();
-    match tokio::time::timeout(Duration::from_secs(15), s.next()).await {
-        Ok(Some(Err(SourceError::Config(m)))) => {
-            assert!(m.contains("consumer was deleted"), "{m}")
-        }
-        other => panic!("{other:?}"),
-    }
-    Box::new(s).close(Duration::from_secs(1)).await;
-    delete_stream(SHARED_URL, &stream).await.unwrap();
+    ends_with_consumer_deleted(s, &stream).await;
 }
 
 #[tokio::test]
