@@ -450,9 +450,9 @@ impl Puller {
                     // The pull expired or was filled: ask again.
                     None => {
                         batch = None;
-                        // A deletion answers the pending pull (409), at times before the
-                        // consumer's info stops answering; later pulls then go unanswered
-                        // (the API still listens on their subject).
+                        // A pull that reaches a deleted consumer is never answered (no
+                        // 409, no 408: the API still listens on its subject), and the client
+                        // gives up 5 s past the expiry: so one that ended late asks.
                         if pulled_at.elapsed() > PULL_EXPIRES + UNANSWERED_AFTER
                             && let Some(err) = self.gone().await
                         {
