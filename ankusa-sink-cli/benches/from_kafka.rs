@@ -122,8 +122,9 @@ struct Counter {
 
 /// Read `n` records; the rate from the first record seen to the last. Joining a consumer
 /// group takes the local broker seconds, which is not the pipeline's speed: the clock
-/// starts when the first record arrives.
-async fn count(counter: &Counter, topic: &str, n: usize) -> f64 {
+/// starts when the first record arrives. The counter is dropped on return, so it no longer
+/// fetches `topic` when that is deleted ([`delete`]).
+async fn count(counter: Counter, topic: &str, n: usize) -> f64 {
     let mut seen = counter.seen;
     let mut first = None;
     while seen < n {
@@ -218,7 +219,7 @@ async fn main() {
     let c = counter(&input).await;
     println!(
         "consume only (the counter's ceiling): {:.0} hooks/s",
-        count(&c, &input, n).await
+        count(c, &input, n).await
     );
 
     // The raw loop and one forwarder, interleaved (the broker's state and the machine's
@@ -253,7 +254,6 @@ async fn main() {
             rate / raw_rate
         );
     }
-    drop(c);
     delete(&admin, &input).await;
     let _ = std::fs::remove_dir_all(&dir);
     // Every figure is printed; leave without running librdkafka's teardown.
@@ -275,10 +275,9 @@ async fn run_raw(admin: &AdminClient<DefaultClientContext>, input: &str, n: usiz
         let (i, o) = (input.to_owned(), out.clone());
         async move { raw_loop(&i, &o, stop_rx).await }
     });
-    let rate = count(&c, &out, n).await;
+    let rate = count(c, &out, n).await;
     let _ = stop_tx.send(true);
     let _ = raw.await;
-    drop(c);
     delete(admin, &out).await;
     rate
 }
@@ -315,7 +314,7 @@ async fn run_forward(
     .unwrap();
     let c = counter(&out).await;
     let mut kids: Vec<_> = (0..forwarders).map(|_| forwarder(&source, &sink)).collect();
-    let rate = count(&c, &out, n).await;
+    let rate = count(c, &out, n).await;
     for k in &mut kids {
         let _ = Command::new("kill")
             .args(["-TERM", &k.id().to_string()])
@@ -324,7 +323,6 @@ async fn run_forward(
     for k in &mut kids {
         let _ = k.wait();
     }
-    drop(c);
     delete(admin, &out).await;
     rate
 }
