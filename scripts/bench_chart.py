@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 ORDER = ["http", "amqp", "kafka", "aws", "sqs", "sns", "sqs-fast", "sns-fast", "pubsub", "nats", "redis"]
-MODE_COLOUR = {"sink": "#1f77b4", "raw": "#d62728"}
+MODE_COLOUR = {"sink": "#1f77b4", "raw": "#d62728", "raw_encode": "#ff7f0e"}
 
 
 def load(results):
@@ -55,7 +55,8 @@ def svg(docs, out):
         f'font-family="sans-serif" font-size="11">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">'
-        "Deliveries per second by concurrency: sink (blue) vs raw client (red)</text>",
+        "Deliveries per second by concurrency: sink (blue) vs raw client (red; orange: raw "
+        "client encoding Message v1 per delivery, NATS and Redis)</text>",
     ]
     for i, doc in enumerate(docs):
         ox, oy = (i % cols) * pw, 30 + (i // cols) * ph
@@ -128,8 +129,9 @@ def fmt(v, digits=0):
 def table(docs, results):
     lines = [
         "| adapter | variant | conc | body | sink /s | raw /s | sink/raw | sink p50/p99 µs "
-        "| raw p50/p99 µs | p99 sink/raw | req/delivery (sink, raw) | target |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
+        "| raw p50/p99 µs | p99 sink/raw | req/delivery (sink, raw) | target "
+        "| raw_encode /s | sink/raw_encode |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|---:|---:|",
     ]
     rss = []
     for doc in docs:
@@ -147,12 +149,15 @@ def table(docs, results):
             rpd = s.get("requests_per_delivery")
             rpd_raw = w.get("requests_per_delivery") if w else None
             rpd_txt = "–" if rpd is None and rpd_raw is None else f"{fmt(rpd, 3)}, {fmt(rpd_raw, 3)}"
+            e = runs.get((variant, conc, body, "raw_encode"))
+            enc = (f"{fmt(e['per_sec'])} | {fmt(s['per_sec'] / e['per_sec'], 2)}"
+                   if e and e["per_sec"] else "– | –")
             lines.append(
                 f"| {doc['adapter']} | {variant} | {conc} | {size_label(body)} | {fmt(s['per_sec'])} "
                 f"| {fmt(w['per_sec']) if w else '–'} | {fmt(ratio, 2)} "
                 f"| {fmt(s.get('p50_us'))} / {fmt(s.get('p99_us'))} "
                 f"| {fmt(w.get('p50_us')) if w else '–'} / {fmt(w.get('p99_us')) if w else '–'} "
-                f"| {fmt(p99r, 2)} | {rpd_txt} | {'ok' if ok else 'MISS'} |"
+                f"| {fmt(p99r, 2)} | {rpd_txt} | {'ok' if ok else 'MISS'} | {enc} |"
             )
         peak = doc.get("peak_rss_kb") or {}
         rss.append(f"| {doc['adapter']} | {fmt(peak.get('sink'))} | {fmt(peak.get('raw'))} |")

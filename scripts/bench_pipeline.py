@@ -47,6 +47,11 @@ baseline, forward, ...); the table gives the median hooks/s and the largest peak
 - --rss-scaling: `forward --sink log --json` of 100,000 and 1,000,000 hooks with 100-byte
   bodies: peak RSS of each and their ratio (target: within 10 %).
 
+To try other forward settings against the same loops (amqp, sqs, sns, pubsub, http rows):
+$ANKUSA_BENCH_SINK_EXTRA is appended to each generated sink file (TOML, e.g. a `[batch]`
+table) and $ANKUSA_BENCH_FORWARD_ARGS (split on spaces) to forward's arguments, e.g.
+`--concurrency 8192`. The table still says "default settings": record what was set.
+
 Writes DIR/pipeline.json (a list of rows) and DIR/pipeline.md (tables). Standard library
 only; the Kafka baseline and the Kafka admin calls run on the venv of
 scripts/bench/setup_venv.sh, the other admin calls through the raw-loop examples (RabbitMQ,
@@ -631,7 +636,9 @@ def run_broker(args, sink, inp, tmp, results):
                     cfg = os.path.join(rundir, sink + ".toml")
                     with open(cfg, "w") as f:
                         f.write(b.toml(dest))
+                        f.write(os.environ.get("ANKUSA_BENCH_SINK_EXTRA", ""))
                     argv = [args.cli, "forward", "--sink", cfg, "--input", inp, "--json"]
+                    argv += os.environ.get("ANKUSA_BENCH_FORWARD_ARGS", "").split()
                     wall, rss = run_timed(argv, out, err, label, env)
                     check_outcomes(out, err, hooks, label)
                     reported = last_summary(err)

@@ -8,8 +8,8 @@ use ankusa_sink_core::message::{Attr, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Ctx, Envelope, Sink};
 use ankusa_sink_nats::{NatsConfig, NatsSink};
 use ankusa_sink_testkit::support::unique_name;
-use async_nats::HeaderMap;
 use async_nats::jetstream::{self, stream};
+use async_nats::{HeaderMap, HeaderName};
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -46,6 +46,22 @@ impl Nats {
             sink,
         }
     }
+
+    /// The sink's layout.
+    fn layout(&self) -> Layout {
+        Layout::message(self.sink.inline_max_bytes(), EmptyValues::Keep)
+    }
+}
+
+/// The sink's headers and payload for `out`: `Nats-Msg-Id`, then the `ankusa_*` attributes
+/// under static names (as the sink names them), and the Message v1 bytes.
+fn publish(out: Outgoing<'_>) -> (HeaderMap, Bytes) {
+    let mut headers = HeaderMap::new();
+    headers.insert("Nats-Msg-Id", out.get(Attr::Id).unwrap());
+    for (attr, value) in out.attributes() {
+        headers.insert(HeaderName::from_static(attr.as_attr()), value.as_ref());
+    }
+    (headers, out.into_body().into_bytes())
 }
 
 impl VsRawBench for Nats {
@@ -62,14 +78,7 @@ impl VsRawBench for Nats {
 
     fn raw_op(&self, env: &Arc<Envelope>) -> Op {
         let ctx = Ctx::for_envelope(env);
-        let layout = Layout::message(self.sink.inline_max_bytes(), EmptyValues::Keep);
-        let out = Outgoing::new(env, &ctx, &layout).unwrap();
-        let mut headers = HeaderMap::new();
-        headers.insert("Nats-Msg-Id", out.get(Attr::Id).unwrap());
-        for (attr, value) in out.attributes() {
-            headers.insert(attr.as_attr(), value.as_ref());
-        }
-        let payload = Bytes::copy_from_slice(out.body());
+        let (headers, payload) = publish(Outgoing::new(env, &ctx, &self.layout()).unwrap());
         let (js, subject) = (self.js.clone(), self.subject.clone());
         Arc::new(move || {
             let (js, subject) = (js.clone(), subject.clone());
@@ -81,6 +90,27 @@ impl VsRawBench for Nats {
                 }
             })
         })
+    }
+
+    /// The same publish, its Message v1 encoded per delivery.
+    fn raw_encode_op(&self, env: &Arc<Envelope>) -> Option<Op> {
+        let (env, ctx) = (Arc::clone(env), Arc::new(Ctx::for_envelope(env)));
+        let layout = Arc::new(self.layout());
+        let (js, subject) = (self.js.clone(), self.subject.clone());
+        Some(Arc::new(move || {
+            let (env, ctx, layout) = (Arc::clone(&env), Arc::clone(&ctx), Arc::clone(&layout));
+            let (js, subject) = (js.clone(), subject.clone());
+            Box::pin(async move {
+                let Ok(out) = Outgoing::new(&env, &ctx, &layout) else {
+                    return false;
+                };
+                let (headers, payload) = publish(out);
+                match js.publish_with_headers(subject, headers, payload).await {
+                    Ok(ack) => ack.await.is_ok(),
+                    Err(_) => false,
+                }
+            })
+        }))
     }
 
     async fn after_run(&self) {

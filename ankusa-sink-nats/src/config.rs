@@ -66,6 +66,7 @@ macro_rules! conn_keys {
         }
     };
 }
+#[cfg(feature = "source")]
 pub(crate) use conn_keys;
 
 /// How the sink proves who it is. At most one scheme per sink.

@@ -58,6 +58,18 @@ pub trait VsRawBench {
     /// sends (anything derived from `env` is computed here, once, not per delivery).
     fn raw_op(&self, env: &Arc<Envelope>) -> Op;
 
+    /// The raw client handed the hook instead of its encoded bytes: per delivery, the
+    /// Message v1 encode any sender of the format pays ([`Outgoing::new`] with the sink's
+    /// layout, the fastest encoder there is), then the same request as [`raw_op`]. Its runs
+    /// (mode `raw_encode`) split the sink's gap to `raw` into the format's own cost and the
+    /// sink's overhead beyond it. `None` (the default): not measured.
+    ///
+    /// [`Outgoing::new`]: ankusa_sink_core::message::Outgoing::new
+    /// [`raw_op`]: VsRawBench::raw_op
+    fn raw_encode_op(&self, _env: &Arc<Envelope>) -> Option<Op> {
+        None
+    }
+
     /// Runs, untimed, after every run (AMQP purges its queue). Nothing by default.
     fn after_run(&self) -> impl Future<Output = ()> {
         async {}
@@ -162,41 +174,47 @@ fn envelope_cost_us(body: usize) -> f64 {
     start.elapsed().as_secs_f64() * 1e6 / n as f64
 }
 
-/// Interleaved sink/raw runs of every workload (`after_run` after each); returns the JSON
-/// `runs`.
+/// The mode name of [`VsRawBench::raw_encode_op`]'s runs.
+pub const RAW_ENCODE: &str = "raw_encode";
+
+/// Interleaved sink/raw (and raw_encode, where the bench has it) runs of every workload
+/// (`after_run` after each); returns the JSON `runs`.
 async fn compare<B: VsRawBench>(bench: &B) -> Vec<serde_json::Value> {
     println!(
-        "{:<5} {:>5} {:>7} {:>7} {:>12} {:>10} {:>10} {:>7}",
+        "{:<10} {:>5} {:>7} {:>7} {:>12} {:>10} {:>10} {:>7}",
         "mode", "conc", "body", "n", "per_sec", "p50_us", "p99_us", "errors"
     );
     let mut runs = Vec::new();
     for &(conc, body) in WORKLOADS {
-        let (sink, raw) = (op(bench, Mode::Sink, body), op(bench, Mode::Raw, body));
+        let mut sides = vec![
+            (Mode::Sink.name(), op(bench, Mode::Sink, body)),
+            (Mode::Raw.name(), op(bench, Mode::Raw, body)),
+        ];
+        if let Some(encode) = bench.raw_encode_op(&Arc::new(envelope(body))) {
+            sides.push((RAW_ENCODE, encode));
+        }
         let warm_n = (4 * conc).max(100);
-        let warm = measure(&sink, conc, warm_n).await;
-        bench.after_run().await;
-        measure(&raw, conc, warm_n).await;
-        bench.after_run().await;
-        let rate = warm_n as f64 / warm.seconds;
+        let mut warm_seconds = 0.0;
+        for (i, (_, op)) in sides.iter().enumerate() {
+            let warm = measure(op, conc, warm_n).await;
+            bench.after_run().await;
+            if i == 0 {
+                warm_seconds = warm.seconds;
+            }
+        }
+        let rate = warm_n as f64 / warm_seconds;
         let n = ((rate * TARGET_SECS) as usize)
             .min(B::MAX_BYTES / body)
             .clamp(B::MIN_N.max(conc), MAX_N);
-        let mut per = [
-            (Vec::new(), Vec::new(), Vec::new()),
-            (Vec::new(), Vec::new(), Vec::new()),
-        ];
+        let mut per = vec![(Vec::new(), Vec::new(), Vec::new()); sides.len()];
         for _ in 0..REPS {
-            for (i, (mode, op)) in [(Mode::Sink, &sink), (Mode::Raw, &raw)]
-                .into_iter()
-                .enumerate()
-            {
+            for (i, (mode, op)) in sides.iter().enumerate() {
                 let s = measure(op, conc, n).await;
                 bench.after_run().await;
-                let mode = mode.name();
                 let per_sec = n as f64 / s.seconds;
                 let (p50, p99) = (pct(&s.lat_us, 0.50), pct(&s.lat_us, 0.99));
                 println!(
-                    "{mode:<5} {conc:>5} {body:>7} {n:>7} {per_sec:>12.0} {p50:>10.0} {p99:>10.0} {:>7}",
+                    "{mode:<10} {conc:>5} {body:>7} {n:>7} {per_sec:>12.0} {p50:>10.0} {p99:>10.0} {:>7}",
                     s.errors
                 );
                 if s.errors > 0 {
@@ -207,10 +225,10 @@ async fn compare<B: VsRawBench>(bench: &B) -> Vec<serde_json::Value> {
                 per[i].2.push(p99);
             }
         }
-        for (i, mode) in [Mode::Sink, Mode::Raw].into_iter().enumerate() {
+        for (i, (mode, _)) in sides.iter().enumerate() {
             let per_sec = median(per[i].0.clone());
             runs.push(serde_json::json!({
-                "mode": mode.name(), "variant": "default", "concurrency": conc, "body_bytes": body,
+                "mode": mode, "variant": "default", "concurrency": conc, "body_bytes": body,
                 "deliveries": n, "seconds": n as f64 / per_sec, "per_sec": per_sec,
                 "p50_us": median(per[i].1.clone()), "p99_us": median(per[i].2.clone()),
                 "requests_per_delivery": serde_json::Value::Null,
