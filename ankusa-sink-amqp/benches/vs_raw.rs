@@ -145,6 +145,21 @@ impl VsRawBench for Amqp {
         })
     }
 
+    /// The same publish, its Message v1 and properties made per delivery.
+    fn raw_encode_op(&self, env: &Arc<Envelope>) -> Option<Op> {
+        let (env, ctx) = (Arc::clone(env), Arc::new(Ctx::for_envelope(env)));
+        let raw = Arc::clone(&self.raw);
+        Some(Arc::new(move || {
+            let (env, ctx, raw) = (Arc::clone(&env), Arc::clone(&ctx), Arc::clone(&raw));
+            Box::pin(async move {
+                let Ok(bytes) = message::encode(&env, &ctx, sink_inline()) else {
+                    return false;
+                };
+                raw.publish(&bytes, raw_properties(&env)).await
+            })
+        }))
+    }
+
     async fn after_run(&self) {
         let _ = self
             .admin

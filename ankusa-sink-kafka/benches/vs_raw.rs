@@ -99,6 +99,12 @@ impl Kafka {
             raw,
         }
     }
+
+    /// The sink's layout: its inline threshold and record key.
+    fn layout(&self) -> Layout {
+        Layout::message(self.sink.inline_max_bytes(), EmptyValues::Keep)
+            .with_key(self.sink.config().key().clone())
+    }
 }
 
 impl VsRawBench for Kafka {
@@ -115,9 +121,7 @@ impl VsRawBench for Kafka {
 
     fn raw_op(&self, env: &Arc<Envelope>) -> Op {
         let ctx = Ctx::for_envelope(env);
-        let layout = Layout::message(self.sink.inline_max_bytes(), EmptyValues::Keep)
-            .with_key(self.sink.config().key().clone());
-        let out = Outgoing::new(env, &ctx, &layout).unwrap();
+        let out = Outgoing::new(env, &ctx, &self.layout()).unwrap();
         let p = Arc::new(Prepared {
             key: out.key().unwrap_or_default().to_owned(),
             value: out.body().to_vec(),
@@ -139,6 +143,32 @@ impl VsRawBench for Kafka {
                 }
             })
         })
+    }
+
+    /// The same record, its Message v1 and headers encoded per delivery.
+    fn raw_encode_op(&self, env: &Arc<Envelope>) -> Option<Op> {
+        let (env, ctx) = (Arc::clone(env), Arc::new(Ctx::for_envelope(env)));
+        let layout = Arc::new(self.layout());
+        let (raw, topic) = (Arc::clone(&self.raw), self.topic.clone());
+        Some(Arc::new(move || {
+            let (env, ctx, layout) = (Arc::clone(&env), Arc::clone(&ctx), Arc::clone(&layout));
+            let (raw, topic) = (Arc::clone(&raw), topic.clone());
+            Box::pin(async move {
+                let Ok(out) = Outgoing::new(&env, &ctx, &layout) else {
+                    return false;
+                };
+                let record = FutureRecord::to(&topic)
+                    .payload(out.body())
+                    .key(out.key().unwrap_or_default())
+                    .timestamp(env.received_at())
+                    .headers(raw_headers(&out));
+                let sent = raw.send_result(record);
+                match sent {
+                    Ok(report) => matches!(report.await, Ok(Ok(_))),
+                    Err(_) => false,
+                }
+            })
+        }))
     }
 
     async fn teardown(&self) {
