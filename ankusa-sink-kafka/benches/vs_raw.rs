@@ -162,8 +162,7 @@ impl VsRawBench for Kafka {
                     .key(out.key().unwrap_or_default())
                     .timestamp(env.received_at())
                     .headers(raw_headers(&out));
-                let sent = raw.send_result(record);
-                match sent {
+                match raw.send_result(record) {
                     Ok(report) => matches!(report.await, Ok(Ok(_))),
                     Err(_) => false,
                 }

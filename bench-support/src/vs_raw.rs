@@ -194,15 +194,13 @@ async fn compare<B: VsRawBench>(bench: &B) -> Vec<serde_json::Value> {
             sides.push((RAW_ENCODE, encode));
         }
         let warm_n = (4 * conc).max(100);
-        let mut warm_seconds = 0.0;
-        for (i, (_, op)) in sides.iter().enumerate() {
-            let warm = measure(op, conc, warm_n).await;
+        let mut warm_seconds = Vec::with_capacity(sides.len());
+        for (_, op) in &sides {
+            warm_seconds.push(measure(op, conc, warm_n).await.seconds);
             bench.after_run().await;
-            if i == 0 {
-                warm_seconds = warm.seconds;
-            }
         }
-        let rate = warm_n as f64 / warm_seconds;
+        // The sink's warm-up calibrates the count of every side.
+        let rate = warm_n as f64 / warm_seconds[0];
         let n = ((rate * TARGET_SECS) as usize)
             .min(B::MAX_BYTES / body)
             .clamp(B::MIN_N.max(conc), MAX_N);
