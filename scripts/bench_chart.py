@@ -56,7 +56,7 @@ def svg(docs, out):
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">'
         "Deliveries per second by concurrency: sink (blue) vs raw client (red; orange: raw "
-        "client encoding Message v1 per delivery, NATS and Redis)</text>",
+        "client encoding Message v1 per delivery, where a bench has it)</text>",
     ]
     for i, doc in enumerate(docs):
         ox, oy = (i % cols) * pw, 30 + (i // cols) * ph

@@ -81,8 +81,8 @@ impl VsRawBench for Redis {
 
     /// The same command, its Message v1 encoded per delivery.
     fn raw_encode_op(&self, env: &Arc<Envelope>) -> Option<Op> {
-        let (env, ctx, layout) = (Arc::clone(env), Arc::new(Ctx::for_envelope(env)), layout());
-        let layout = Arc::new(layout);
+        let (env, ctx) = (Arc::clone(env), Arc::new(Ctx::for_envelope(env)));
+        let layout = Arc::new(layout());
         let conn = self.raw.clone();
         Some(Arc::new(move || {
             let (env, ctx, layout) = (Arc::clone(&env), Arc::clone(&ctx), Arc::clone(&layout));
