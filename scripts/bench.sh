@@ -67,7 +67,7 @@ step "pipeline: forward against what a user would write instead (release binary)
 cargo build --release --locked -p ankusa-sink-cli
 # The raw-client loops of the amqp, sqs/sns, pubsub and http rows, and the HTTP receiver.
 cargo build --release --locked -p ankusa-sink-amqp --example amqp_raw_loop \
-  -p ankusa-sink-aws --example aws_raw_loop -p ankusa-sink-pubsub --example pubsub_raw_loop \
+  -p ankusa-sink-kafka --example kafka_raw_loop -p ankusa-sink-aws --example aws_raw_loop -p ankusa-sink-pubsub --example pubsub_raw_loop \
   -p ankusa-sink-http --example http_raw_loop --example sink_server
 if ! python3 scripts/bench_pipeline.py --cli "$CARGO_TARGET_DIR/release/ankusa-sink" \
     --out "$BENCH_OUT_DIR" --concurrency-variants 32,4096 --rss-scaling \

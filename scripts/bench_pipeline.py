@@ -14,7 +14,9 @@ baseline, forward, ...); the table gives the median hooks/s and the largest peak
 
 - kafka: scripts/bench/kafka_produce.py (confluent-kafka, acks=all, idempotence) against
   `forward --json` to a Kafka sink (brokers + topic only) at the default settings and with
-  `--concurrency` 256 and 4096 (`--concurrency-variants`). A fresh one-partition topic per run, created and deleted with the admin API;
+  `--concurrency` 256 and 4096 (`--concurrency-variants`); beside them the example
+  kafka_raw_loop, the script's loop in Rust (rdkafka, the same settings), as is and with
+  `--encode` (see below). A fresh one-partition topic per run, created and deleted with the admin API;
   afterwards the topic is read back and must hold exactly `--hooks` records (`--no-verify`
   skips that). Broker: 127.0.0.1:9092 (tansu, started by scripts/services/kafka.sh) or
   $ANKUSA_KAFKA_BROKERS.
@@ -44,6 +46,12 @@ baseline, forward, ...); the table gives the median hooks/s and the largest peak
   message, and its SQS scans the whole queue on every send (a send costs O(depth)): the sqs
   rows send the first --sqs-hooks lines of the file (default 1,000), sns the first
   --sns-hooks (default 20,000), pubsub the first --pubsub-hooks (default 100,000).
+- Message v1 loops: the kafka, amqp, sqs, sns and pubsub loops also run with `--encode`:
+  each line parsed into an envelope and sent as `forward`'s sink sends it (core's
+  `Outgoing`: the body's SHA-256, Message v1, the `ankusa_*` attributes / headers), nothing
+  else (no dispatcher, retries or outcome lines). The table's last column is `forward`
+  against that loop: the format's own cost is in both sides, so what is left is
+  `forward`'s own. The targets stay against the loops that send the lines as they are.
 - --rss-scaling: `forward --sink log --json` of 100,000 and 1,000,000 hooks with 100-byte
   bodies: peak RSS of each and their ratio (target: within 10 %).
 
@@ -317,6 +325,9 @@ def kafka_sides(variants):
     """(name, side, kind, concurrency) of the Kafka rows, in run order."""
     return [
         ("kafka python confluent-kafka", "baseline: confluent-kafka script", "baseline", None),
+        ("kafka rust loop", "reference: the script's loop in Rust (rdkafka)", "rust", None),
+        ("kafka rust loop encode", "reference: the Rust loop, Message v1 per line (`--encode`)",
+         "rust_encode", None),
         ("kafka forward default", "forward (default settings)", "forward", None),
     ] + [("kafka forward c%d" % c, "forward --concurrency %d" % c, "forward", c) for c in variants]
 
@@ -328,6 +339,7 @@ def run_kafka(args, inp, tmp, results):
     brokers = os.environ.get("ANKUSA_KAFKA_BROKERS", DEFAULT_BROKERS)
     python = run_checked(["bash", SETUP_VENV], "scripts/bench/setup_venv.sh").strip().splitlines()[-1]
     kafka = Kafka(python, brokers, tmp)
+    rust_loop = example(args, "kafka_raw_loop")
     env = child_env()
     env["ANKUSA_KAFKA_BROKERS"] = brokers
     try:
@@ -343,6 +355,9 @@ def run_kafka(args, inp, tmp, results):
                 reported = None
                 if kind == "baseline":
                     argv = [python, PRODUCE, inp, topic]
+                    wall, rss = run_timed(argv, out, err, label, env)
+                elif kind in ("rust", "rust_encode"):
+                    argv = [rust_loop, inp, topic] + (["--encode"] if kind == "rust_encode" else [])
                     wall, rss = run_timed(argv, out, err, label, env)
                 else:
                     sink = os.path.join(rundir, "kafka.toml")
@@ -375,7 +390,8 @@ def example(args, name):
     path = os.path.join(args.examples, name)
     if not os.access(path, os.X_OK):
         raise BenchError("%s is missing: cargo build --release --locked -p ankusa-sink-amqp "
-                         "--example amqp_raw_loop -p ankusa-sink-aws --example aws_raw_loop -p "
+                         "--example amqp_raw_loop -p ankusa-sink-kafka --example kafka_raw_loop "
+                         "-p ankusa-sink-aws --example aws_raw_loop -p "
                          "ankusa-sink-pubsub --example pubsub_raw_loop -p ankusa-sink-http "
                          "--example http_raw_loop --example sink_server (or pass --examples DIR)"
                          % path)
@@ -615,8 +631,11 @@ def run_broker(args, sink, inp, tmp, results):
         b = Http(args, env)
     hooks = min(broker_hooks(args, sink), args.hooks)
     inp = prefix_input(inp, tmp, hooks, args.hooks)
-    sides = [("%s raw loop" % sink, b.baseline_side, "baseline"),
-             ("%s forward default" % sink, "forward (default settings)", "forward")]
+    sides = [("%s raw loop" % sink, b.baseline_side, "baseline")]
+    if sink != "http":  # the HTTP sink sends the hook's own body: no Message v1
+        sides.append(("%s raw loop encode" % sink, "reference: the loop, Message v1 per line "
+                      "(`--encode`)", "encode"))
+    sides.append(("%s forward default" % sink, "forward (default settings)", "forward"))
     try:
         for rep in range(args.reps):
             for name, side, kind in sides:
@@ -629,8 +648,8 @@ def run_broker(args, sink, inp, tmp, results):
                                                          f"{hooks:,}")
                 say(label)
                 reported = None
-                if kind == "baseline":
-                    argv = b.baseline(dest, inp)
+                if kind in ("baseline", "encode"):
+                    argv = b.baseline(dest, inp) + (["--encode"] if kind == "encode" else [])
                     wall, rss = run_timed(argv, out, err, label, env)
                 else:
                     cfg = os.path.join(rundir, sink + ".toml")
@@ -787,6 +806,15 @@ def ratios(results):
         for r in results:
             if r["sink"] == sink and not r["name"].startswith("rss-scaling"):
                 r["ratio_vs_baseline"] = round(r["hooks_per_s"] / b["hooks_per_s"], 3)
+    # forward against the loop that pays the same Message v1 encode.
+    for sink, enc in [("kafka", "kafka rust loop encode")] + [
+            (s, "%s raw loop encode" % s) for s in ("amqp", "sqs", "sns", "pubsub")]:
+        e = next((r for r in results if r["name"] == enc), None)
+        if e is None:
+            continue
+        for r in results:
+            if r["sink"] == sink and r["name"].startswith("%s forward" % sink):
+                r["ratio_vs_encode_loop"] = round(r["hooks_per_s"] / e["hooks_per_s"], 3)
 
 
 def machine():
@@ -819,16 +847,17 @@ def write_md(path, results, args, version, started, load_before):
         "(load average before the run)." % (f"{args.hooks:,}", f"{args.body_bytes:,}", args.reps,
                                            load_before),
         "",
-        "| sink | side | hooks | hooks/s | peak RSS | of baseline |",
-        "|---|---|---:|---:|---:|---:|",
+        "| sink | side | hooks | hooks/s | peak RSS | of baseline | of the Message v1 loop |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         if r["name"].startswith("rss-scaling"):
             continue
         ratio = "%.2f" % r["ratio_vs_baseline"] if r["ratio_vs_baseline"] is not None else "–"
-        lines.append("| %s | %s | %s | %s | %.1f MB | %s |" % (
+        enc = "%.2f" % r["ratio_vs_encode_loop"] if r.get("ratio_vs_encode_loop") else "–"
+        lines.append("| %s | %s | %s | %s | %.1f MB | %s | %s |" % (
             r["sink"], r["side"], f"{r['hooks']:,}", f"{r['hooks_per_s']:,.0f}",
-            r["peak_rss_mb"], ratio))
+            r["peak_rss_mb"], ratio, enc))
     if any(r["hooks"] != args.hooks for r in results if not r["name"].startswith("rss-scaling")):
         lines += ["", "Rows with fewer hooks send the first lines of the same file: moto is slow "
                   "per message, and its SQS scans the whole queue on every send (--sqs-hooks, "
@@ -876,7 +905,8 @@ def main():
     ap.add_argument("--only", action="append", choices=ALL_SINKS,
                     help="run only these sinks (repeatable; default all)")
     ap.add_argument("--examples", metavar="DIR",
-                    help="the release examples amqp_raw_loop, aws_raw_loop, pubsub_raw_loop, "
+                    help="the release examples amqp_raw_loop, kafka_raw_loop, aws_raw_loop, "
+                         "pubsub_raw_loop, "
                          "http_raw_loop, sink_server (default: examples/ beside --cli)")
     ap.add_argument("--sqs-hooks", type=int, default=1_000, metavar="N",
                     help="sqs rows: the first N hooks of the input (moto scans the whole queue "

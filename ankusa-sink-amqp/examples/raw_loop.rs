@@ -2,7 +2,7 @@
 //! with lapin alone (`scripts/bench_pipeline.py --only amqp` times it against `forward`).
 //!
 //! ```text
-//! amqp_raw_loop send FILE EXCHANGE [--routing-key KEY] [--window N]
+//! amqp_raw_loop send FILE EXCHANGE [--routing-key KEY] [--window N] [--encode]
 //! amqp_raw_loop setup EXCHANGE QUEUE      a durable topic exchange, a durable queue bound with `#`
 //! amqp_raw_loop count QUEUE               prints the queue's message count (a passive declare)
 //! amqp_raw_loop delete EXCHANGE QUEUE     deletes both
@@ -14,19 +14,24 @@
 //! the sink gives. Up to `--window` publishes await their confirm at once (default 4096:
 //! 100,000 publishes of 1.6 kB took 9.8 / 8.3–9.1 / 7.1–8.3 / 7.6 s at a window of 256 /
 //! 1024 / 4096 / 16384 on the 2-core bench machine; 4096 for less memory than 16384).
-//! Exits 0 only when every message was acked and none was returned;
+//! With `--encode`, each line is parsed as an envelope and sent as the sink sends it: its
+//! Message v1 (core's `Outgoing`, the sink's default layout) as the body, `message_id`,
+//! `timestamp` and the `ankusa_*` headers beside it (`raw_loop::Encoder`); the format's
+//! own cost, without the dispatcher. Exits 0 only when every message was acked and none was returned;
 //! 1 otherwise. The broker: `$ANKUSA_AMQP_URL`, default
 //! `amqp://guest:guest@127.0.0.1:5672/%2f` (as the tests).
 
 #[path = "shared/declare.rs"]
 mod declare;
 
-use ankusa_bench_support::raw_loop::{self, Lines};
+use ankusa_bench_support::raw_loop::{self, Encoder, Lines};
+use ankusa_sink_core::Envelope;
+use ankusa_sink_core::message::{Attr, DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, ExchangeDeleteOptions,
     QueueDeleteOptions,
 };
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
     PublisherConfirm,
@@ -36,7 +41,7 @@ use std::process::ExitCode;
 
 const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 const DEFAULT_WINDOW: usize = 4096;
-const USAGE: &str = "usage: amqp_raw_loop send FILE EXCHANGE [--routing-key KEY] [--window N] | \
+const USAGE: &str = "usage: amqp_raw_loop send FILE EXCHANGE [--routing-key KEY] [--window N] [--encode] | \
                      setup EXCHANGE QUEUE | count QUEUE | delete EXCHANGE QUEUE";
 
 type Error = Box<dyn std::error::Error>;
@@ -56,8 +61,44 @@ async fn confirmed(c: PublisherConfirm) -> bool {
     matches!(c.await, Ok(Confirmation::Ack(None)))
 }
 
-/// Publishes every line of `file`; (messages sent, messages acked).
-async fn send(file: &str, exchange: &str, key: &str, window: usize) -> Result<(u64, u64), Error> {
+/// The sink's properties for `out`, written by hand as a lapin user would: persistent,
+/// `message_id`, `timestamp`, `content_type`, the keys as longstr headers.
+fn encoded(out: Outgoing<'_>, env: &Envelope) -> (Vec<u8>, BasicProperties) {
+    let mut headers = FieldTable::default();
+    let mut props = BasicProperties::default()
+        .with_delivery_mode(2)
+        .with_timestamp(u64::try_from(env.received_at() / 1000).unwrap_or(0));
+    for (attr, value) in out.attributes() {
+        match attr {
+            Attr::Id => props = props.with_message_id(value.as_ref().into()),
+            Attr::ContentType => props = props.with_content_type(value.as_ref().into()),
+            Attr::IdempotencyKey | Attr::DedupeKey | Attr::ReplayId => {
+                headers.insert(
+                    attr.as_attr().into(),
+                    AMQPValue::LongString(value.as_ref().into()),
+                );
+            }
+            _ => {}
+        }
+    }
+    (out.body().to_vec(), props.with_headers(headers))
+}
+
+/// Publishes every line of `file` (as is, or with `encode` its Message v1); (messages sent,
+/// messages acked).
+async fn send(
+    file: &str,
+    exchange: &str,
+    key: &str,
+    window: usize,
+    encode: bool,
+) -> Result<(u64, u64), Error> {
+    let encoder = encode.then(|| {
+        Encoder::new(Layout::message(
+            Some(DEFAULT_INLINE_MAX_BYTES),
+            EmptyValues::Drop,
+        ))
+    });
     let (conn, ch) = channel().await?;
     ch.confirm_select(ConfirmSelectOptions::default()).await?;
     let props = BasicProperties::default()
@@ -77,9 +118,17 @@ async fn send(file: &str, exchange: &str, key: &str, window: usize) -> Result<(u
                 acked += u64::from(confirmed(c).await);
             }
         }
-        let c = ch
-            .basic_publish(exchange.into(), key.into(), options, line, props.clone())
-            .await?;
+        let c = match &encoder {
+            Some(e) => {
+                let (body, props) = e.encode(line, encoded)?;
+                ch.basic_publish(exchange.into(), key.into(), options, &body, props)
+                    .await?
+            }
+            None => {
+                ch.basic_publish(exchange.into(), key.into(), options, line, props.clone())
+                    .await?
+            }
+        };
         sent += 1;
         pending.push_back(c);
     }
@@ -126,6 +175,7 @@ async fn delete(exchange: &str, queue: &str) -> Result<(), Error> {
 }
 
 async fn run(args: Vec<String>) -> Result<ExitCode, Error> {
+    let (encode, args) = raw_loop::encode_flag(args);
     let arg = |i: usize| args.get(i).map(String::as_str).ok_or(USAGE);
     match arg(0)? {
         "send" => {
@@ -141,8 +191,11 @@ async fn run(args: Vec<String>) -> Result<ExitCode, Error> {
                     _ => return Err(USAGE.into()),
                 }
             }
-            let (sent, acked) = send(file, exchange, &key, window).await?;
-            eprintln!("amqp_raw_loop: {sent} published, {acked} acked (window {window})");
+            let (sent, acked) = send(file, exchange, &key, window, encode).await?;
+            eprintln!(
+                "amqp_raw_loop: {sent} published, {acked} acked (window {window}{})",
+                if encode { ", Message v1" } else { "" }
+            );
             Ok(if sent == acked {
                 ExitCode::SUCCESS
             } else {

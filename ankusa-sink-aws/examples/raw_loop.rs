@@ -3,8 +3,8 @@
 //! `forward`).
 //!
 //! ```text
-//! aws_raw_loop sqs FILE QUEUE_URL [--in-flight N]   SendMessageBatch of 10
-//! aws_raw_loop sns FILE TOPIC_ARN [--in-flight N]   PublishBatch of 10
+//! aws_raw_loop sqs FILE QUEUE_URL [--in-flight N] [--encode]   SendMessageBatch of 10
+//! aws_raw_loop sns FILE TOPIC_ARN [--in-flight N] [--encode]   PublishBatch of 10
 //! aws_raw_loop create-queue NAME | create-topic NAME     prints the queue URL / topic ARN
 //! aws_raw_loop count QUEUE_URL                           prints ApproximateNumberOfMessages
 //! aws_raw_loop delete-queue QUEUE_URL | delete-topic TOPIC_ARN
@@ -16,13 +16,17 @@
 //! them all: 5,000 SNS publishes took 3.2 / 2.8 / 2.8 / 3.2 / 2.8 s at 2 / 4 / 8 / 16 / 32
 //! batches in flight, 1,000 SQS sends 12.5 / 13.5 / 15.2 s at 2 / 8 / 32, on the 2-core
 //! bench machine). The SDK's defaults otherwise
-//! (standard retries). Exits 0 only when every entry of every batch was accepted; 1
+//! (standard retries). With `--encode`, each line is parsed as an envelope and sent as the
+//! sink sends it: its Message v1 (core's `Outgoing`, the sink's default layout) as the body,
+//! the `ankusa_*` message attributes (`String`) beside it (`raw_loop::Encoder`); the
+//! format's own cost, without the dispatcher. Exits 0 only when every entry of every batch was accepted; 1
 //! otherwise. The server: `$ANKUSA_MOTO_ENDPOINT`, default `http://127.0.0.1:4566` (as the
 //! tests); region and credentials from the environment (`AWS_REGION`,
 //! `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`), else `us-east-1` and static dummy keys
 //! (never the instance metadata service).
 
-use ankusa_bench_support::raw_loop::{self, Lines};
+use ankusa_bench_support::raw_loop::{self, Encoder, Lines};
+use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_sns::types::PublishBatchRequestEntry;
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
@@ -33,7 +37,7 @@ const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:4566";
 const DEFAULT_IN_FLIGHT: usize = 8;
 /// The largest batch SQS and SNS take.
 const BATCH: usize = 10;
-const USAGE: &str = "usage: aws_raw_loop sqs|sns FILE QUEUE_URL|TOPIC_ARN [--in-flight N] | \
+const USAGE: &str = "usage: aws_raw_loop sqs|sns FILE QUEUE_URL|TOPIC_ARN [--in-flight N] [--encode] | \
                      create-queue NAME | create-topic NAME | count QUEUE_URL | \
                      delete-queue QUEUE_URL | delete-topic TOPIC_ARN";
 
@@ -59,6 +63,40 @@ async fn sdk() -> aws_config::SdkConfig {
     loader.load().await
 }
 
+/// One message: its body, and with `--encode` its attributes (name, string value).
+struct Entry {
+    body: String,
+    attributes: Vec<(&'static str, String)>,
+}
+
+/// The sink's message for `out`, written by hand as an SDK user would.
+fn encoded(out: Outgoing<'_>, _: &ankusa_sink_core::Envelope) -> Entry {
+    Entry {
+        body: String::from_utf8_lossy(out.body()).into_owned(),
+        attributes: out
+            .attributes()
+            .iter()
+            .map(|(attr, value)| (attr.as_attr(), value.to_string()))
+            .collect(),
+    }
+}
+
+/// Each SDK's `MessageAttributeValue`, `String`-typed.
+macro_rules! string_attributes {
+    ($ty:ty, $attrs:expr) => {
+        $attrs
+            .into_iter()
+            .map(|(name, value)| {
+                <$ty>::builder()
+                    .data_type("String")
+                    .string_value(value)
+                    .build()
+                    .map(|v| (name.to_owned(), v))
+            })
+            .collect::<Result<std::collections::HashMap<_, _>, _>>()
+    };
+}
+
 /// Where the batches go.
 #[derive(Clone)]
 enum Target {
@@ -68,16 +106,21 @@ enum Target {
 
 impl Target {
     /// Sends `bodies` as one batch request: how many entries were accepted.
-    async fn send(self, bodies: Vec<String>) -> Result<usize, Error> {
+    async fn send(self, bodies: Vec<Entry>) -> Result<usize, Error> {
         match self {
             Target::Sqs(client, url) => {
                 let entries = bodies
                     .into_iter()
                     .enumerate()
                     .map(|(i, b)| {
+                        let attrs = string_attributes!(
+                            aws_sdk_sqs::types::MessageAttributeValue,
+                            b.attributes
+                        )?;
                         SendMessageBatchRequestEntry::builder()
                             .id(i.to_string())
-                            .message_body(b)
+                            .message_body(b.body)
+                            .set_message_attributes((!attrs.is_empty()).then_some(attrs))
                             .build()
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -94,9 +137,14 @@ impl Target {
                     .into_iter()
                     .enumerate()
                     .map(|(i, b)| {
+                        let attrs = string_attributes!(
+                            aws_sdk_sns::types::MessageAttributeValue,
+                            b.attributes
+                        )?;
                         PublishBatchRequestEntry::builder()
                             .id(i.to_string())
-                            .message(b)
+                            .message(b.body)
+                            .set_message_attributes((!attrs.is_empty()).then_some(attrs))
                             .build()
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -128,7 +176,18 @@ fn accepted(r: Result<Result<usize, Error>, tokio::task::JoinError>) -> u64 {
 }
 
 /// Sends every line of `file`; (messages sent, messages accepted).
-async fn send(file: &str, target: Target, in_flight: usize) -> Result<(u64, u64), Error> {
+async fn send(
+    file: &str,
+    target: Target,
+    in_flight: usize,
+    encode: bool,
+) -> Result<(u64, u64), Error> {
+    let encoder = encode.then(|| {
+        Encoder::new(Layout::message(
+            Some(DEFAULT_INLINE_MAX_BYTES),
+            EmptyValues::Drop,
+        ))
+    });
     let mut lines = Lines::open(file)?;
     let mut tasks = JoinSet::new();
     let (mut sent, mut ok) = (0u64, 0u64);
@@ -137,7 +196,13 @@ async fn send(file: &str, target: Target, in_flight: usize) -> Result<(u64, u64)
         let line = lines.next_line()?;
         let eof = line.is_none();
         if let Some(line) = line {
-            batch.push(String::from_utf8(line.to_vec())?);
+            batch.push(match &encoder {
+                Some(e) => e.encode(line, encoded)?,
+                None => Entry {
+                    body: String::from_utf8(line.to_vec())?,
+                    attributes: Vec::new(),
+                },
+            });
         }
         if batch.len() == BATCH || (eof && !batch.is_empty()) {
             while tasks.len() >= in_flight {
@@ -160,6 +225,7 @@ async fn send(file: &str, target: Target, in_flight: usize) -> Result<(u64, u64)
 }
 
 async fn run(args: Vec<String>) -> Result<ExitCode, Error> {
+    let (encode, args) = raw_loop::encode_flag(args);
     let arg = |i: usize| args.get(i).map(String::as_str).ok_or(USAGE);
     let sdk = sdk().await;
     let sqs = || aws_sdk_sqs::Client::new(&sdk);
@@ -177,8 +243,11 @@ async fn run(args: Vec<String>) -> Result<ExitCode, Error> {
             } else {
                 Target::Sns(sns(), dest)
             };
-            let (sent, ok) = send(file, target, in_flight).await?;
-            eprintln!("aws_raw_loop: {sent} sent, {ok} accepted ({in_flight} batches in flight)");
+            let (sent, ok) = send(file, target, in_flight, encode).await?;
+            eprintln!(
+                "aws_raw_loop: {sent} sent, {ok} accepted ({in_flight} batches in flight{})",
+                if encode { ", Message v1" } else { "" }
+            );
             return Ok(if sent == ok {
                 ExitCode::SUCCESS
             } else {

@@ -1,6 +1,9 @@
 //! What the pipeline bench's raw-client loops (each adapter's `examples/raw_loop.rs`, run
-//! by `scripts/bench_pipeline.py`) share: the input's lines and the process around `run`.
+//! by `scripts/bench_pipeline.py`) share: the input's lines, the Message v1 a loop sends
+//! with `--encode`, and the process around `run`.
 
+use ankusa_sink_core::message::{Layout, Outgoing};
+use ankusa_sink_core::{Ctx, Envelope};
 use std::fmt::Display;
 use std::fs::File;
 use std::future::Future;
@@ -42,6 +45,48 @@ impl Lines {
         }
         Ok(Some(&self.line))
     }
+}
+
+/// A loop's `--encode` mode: each line sent as `forward`'s Message v1 sinks send a hook,
+/// the work any sender of the format pays, done the plainest way a user would (no
+/// dispatcher, no retries, no outcome lines).
+///
+/// Per line: the line parsed into an [`Envelope`] (serde, as `forward` parses it), then
+/// [`Outgoing::new`] with the sink's [`Layout`] (the body's SHA-256 and Message v1), whose
+/// body and attributes the loop maps to its client's message as the sink does.
+#[derive(Debug)]
+pub struct Encoder {
+    layout: Layout,
+}
+
+impl Encoder {
+    /// An encoder for `layout` (the one the loop's sink builds with its default config).
+    pub fn new(layout: Layout) -> Self {
+        Encoder { layout }
+    }
+
+    /// `send`'s result for the Message v1 of `line`.
+    ///
+    /// # Errors
+    /// The line is not a valid envelope, or it cannot be encoded.
+    pub fn encode<R>(
+        &self,
+        line: &[u8],
+        send: impl FnOnce(Outgoing<'_>, &Envelope) -> R,
+    ) -> Result<R, String> {
+        let env: Envelope =
+            serde_json::from_slice(line).map_err(|e| format!("not an envelope: {e}"))?;
+        let ctx = Ctx::for_envelope(&env);
+        let out = Outgoing::new(&env, &ctx, &self.layout).map_err(|e| e.to_string())?;
+        Ok(send(out, &env))
+    }
+}
+
+/// Whether `--encode` is among `args`, and `args` without it.
+pub fn encode_flag(mut args: Vec<String>) -> (bool, Vec<String>) {
+    let before = args.len();
+    args.retain(|a| a != "--encode");
+    (args.len() != before, args)
 }
 
 /// The runtime of a loop: `threads <= 1` a current-thread runtime, else that many workers.
