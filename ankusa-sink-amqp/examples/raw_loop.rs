@@ -26,7 +26,7 @@ mod declare;
 
 use ankusa_bench_support::raw_loop::{self, Encoder, Lines};
 use ankusa_sink_core::Envelope;
-use ankusa_sink_core::message::{Attr, DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::message::{Attr, EmptyValues, Outgoing};
 use lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, ExchangeDeleteOptions,
     QueueDeleteOptions,
@@ -93,12 +93,7 @@ async fn send(
     window: usize,
     encode: bool,
 ) -> Result<(u64, u64), Error> {
-    let encoder = encode.then(|| {
-        Encoder::new(Layout::message(
-            Some(DEFAULT_INLINE_MAX_BYTES),
-            EmptyValues::Drop,
-        ))
-    });
+    let encoder = encode.then(|| Encoder::message(EmptyValues::Drop));
     let (conn, ch) = channel().await?;
     ch.confirm_select(ConfirmSelectOptions::default()).await?;
     let props = BasicProperties::default()

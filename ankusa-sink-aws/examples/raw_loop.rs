@@ -26,7 +26,7 @@
 //! (never the instance metadata service).
 
 use ankusa_bench_support::raw_loop::{self, Encoder, Lines};
-use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::message::{EmptyValues, Outgoing};
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_sns::types::PublishBatchRequestEntry;
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
@@ -182,12 +182,7 @@ async fn send(
     in_flight: usize,
     encode: bool,
 ) -> Result<(u64, u64), Error> {
-    let encoder = encode.then(|| {
-        Encoder::new(Layout::message(
-            Some(DEFAULT_INLINE_MAX_BYTES),
-            EmptyValues::Drop,
-        ))
-    });
+    let encoder = encode.then(|| Encoder::message(EmptyValues::Drop));
     let mut lines = Lines::open(file)?;
     let mut tasks = JoinSet::new();
     let (mut sent, mut ok) = (0u64, 0u64);

@@ -23,7 +23,7 @@
 //! `127.0.0.1:8085` (as the tests), anonymous credentials.
 
 use ankusa_bench_support::raw_loop::{self, Encoder, Lines};
-use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
+use ankusa_sink_core::message::{EmptyValues, Outgoing};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use google_cloud_pubsub::client::Publisher;
@@ -85,12 +85,7 @@ async fn publish(file: &str, topic: String, s: &Settings) -> Result<(u64, u64), 
         .set_delay_threshold(s.delay)
         .build()
         .await?;
-    let encoder = s.encode.then(|| {
-        Encoder::new(Layout::message(
-            Some(DEFAULT_INLINE_MAX_BYTES),
-            EmptyValues::Drop,
-        ))
-    });
+    let encoder = s.encode.then(|| Encoder::message(EmptyValues::Drop));
     let mut lines = Lines::open(file)?;
     let mut pending = FuturesUnordered::new();
     let (mut sent, mut ok, mut printed) = (0u64, 0u64, false);

@@ -2,7 +2,7 @@
 //! by `scripts/bench_pipeline.py`) share: the input's lines, the Message v1 a loop sends
 //! with `--encode`, and the process around `run`.
 
-use ankusa_sink_core::message::{Layout, Outgoing};
+use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Ctx, Envelope};
 use std::fmt::Display;
 use std::fs::File;
@@ -63,6 +63,12 @@ impl Encoder {
     /// An encoder for `layout` (the one the loop's sink builds with its default config).
     pub fn new(layout: Layout) -> Self {
         Encoder { layout }
+    }
+
+    /// An encoder for the default layout of a queue sink: Message v1, bodies inline up to
+    /// the default threshold, empty attribute values as `empty` says.
+    pub fn message(empty: EmptyValues) -> Self {
+        Encoder::new(Layout::message(Some(DEFAULT_INLINE_MAX_BYTES), empty))
     }
 
     /// `send`'s result for the Message v1 of `line`.
