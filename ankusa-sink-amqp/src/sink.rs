@@ -386,20 +386,20 @@ impl AmqpSink {
             let key = routing_key.as_str().into();
             async move {
                 let _permit = permit;
-                let confirm = link
-                    .channel
-                    .basic_publish(
-                        exchange,
-                        key,
-                        BasicPublishOptions {
-                            mandatory: true,
-                            immediate: false,
-                        },
-                        body.as_bytes(),
-                        properties,
-                    )
-                    .await
-                    .map_err(|e| (Stage::Publish, e))?;
+                // lapin's publish future is kilobytes: boxed, it is freed once the frames
+                // are written instead of sizing the job for the whole confirm round trip.
+                let confirm = Box::pin(link.channel.basic_publish(
+                    exchange,
+                    key,
+                    BasicPublishOptions {
+                        mandatory: true,
+                        immediate: false,
+                    },
+                    body.as_bytes(),
+                    properties,
+                ))
+                .await
+                .map_err(|e| (Stage::Publish, e))?;
                 // lapin has copied the body into its frames and written them: free ours
                 // now rather than holding it for the whole confirm round trip (peak memory
                 // at high concurrency), and let the next message encode.
@@ -408,8 +408,11 @@ impl AmqpSink {
                 confirm.await.map_err(|e| (Stage::Confirm, e))
             }
         };
+        // Boxed now, not when `publish` is first polled: the job's state then lives in the
+        // box alone, not also inside this delivery's future.
+        let run = self.driver.run(job);
         let publish = async {
-            match self.driver.run(job).await {
+            match run.await {
                 Some(Ok(confirmation)) => outcome(confirmation, exchange, &routing_key),
                 Some(Err((stage, e))) => Err(self.lapin_err(stage, e)),
                 None => Err(AmqpError::Abandoned),
