@@ -26,7 +26,7 @@ mod declare;
 
 use ankusa_bench_support::raw_loop::{self, Encoder, Lines};
 use ankusa_sink_core::Envelope;
-use ankusa_sink_core::message::{Attr, EmptyValues, Outgoing};
+use ankusa_sink_core::message::{Attr, Body, EmptyValues, Outgoing};
 use lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, ExchangeDeleteOptions,
     QueueDeleteOptions,
@@ -63,7 +63,7 @@ async fn confirmed(c: PublisherConfirm) -> bool {
 
 /// The sink's properties for `out`, written by hand as a lapin user would: persistent,
 /// `message_id`, `timestamp`, `content_type`, the keys as longstr headers.
-fn encoded(out: Outgoing<'_>, env: &Envelope) -> (Vec<u8>, BasicProperties) {
+fn encoded(out: Outgoing<'_>, env: &Envelope) -> (Body, BasicProperties) {
     let mut headers = FieldTable::default();
     let mut props = BasicProperties::default()
         .with_delivery_mode(2)
@@ -81,7 +81,7 @@ fn encoded(out: Outgoing<'_>, env: &Envelope) -> (Vec<u8>, BasicProperties) {
             _ => {}
         }
     }
-    (out.body().to_vec(), props.with_headers(headers))
+    (out.into_body(), props.with_headers(headers))
 }
 
 /// Publishes every line of `file` (as is, or with `encode` its Message v1); (messages sent,
@@ -116,7 +116,7 @@ async fn send(
         let c = match &encoder {
             Some(e) => {
                 let (body, props) = e.encode(line, encoded)?;
-                ch.basic_publish(exchange.into(), key.into(), options, &body, props)
+                ch.basic_publish(exchange.into(), key.into(), options, body.as_bytes(), props)
                     .await?
             }
             None => {

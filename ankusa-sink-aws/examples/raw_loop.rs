@@ -71,14 +71,15 @@ struct Entry {
 
 /// The sink's message for `out`, written by hand as an SDK user would.
 fn encoded(out: Outgoing<'_>, _: &ankusa_sink_core::Envelope) -> Entry {
-    Entry {
-        body: String::from_utf8_lossy(out.body()).into_owned(),
-        attributes: out
-            .attributes()
-            .iter()
-            .map(|(attr, value)| (attr.as_attr(), value.to_string()))
-            .collect(),
-    }
+    let attributes = out
+        .attributes()
+        .iter()
+        .map(|(attr, value)| (attr.as_attr(), value.to_string()))
+        .collect();
+    // Message v1 is JSON, so always UTF-8: the encoded buffer becomes the String uncopied.
+    let body = String::from_utf8(Vec::from(out.into_body().into_bytes()))
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    Entry { body, attributes }
 }
 
 /// Each SDK's `MessageAttributeValue`, `String`-typed.

@@ -53,9 +53,8 @@ fn encoded(out: Outgoing<'_>, _: &ankusa_sink_core::Envelope) -> Message {
         .attributes()
         .iter()
         .map(|(attr, value)| (attr.as_attr(), value.as_ref()));
-    Message::new()
-        .set_attributes(attributes)
-        .set_data(out.body().to_vec())
+    let msg = Message::new().set_attributes(attributes);
+    msg.set_data(out.into_body().into_bytes())
 }
 
 /// One finished publish: 1 when it got a message id, else 0 (and the error is printed once).
