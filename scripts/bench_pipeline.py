@@ -64,7 +64,8 @@ Writes DIR/pipeline.json (a list of rows) and DIR/pipeline.md (tables). Standard
 only; the Kafka baseline and the Kafka admin calls run on the venv of
 scripts/bench/setup_venv.sh, the other admin calls through the raw-loop examples (RabbitMQ,
 moto) or the emulator's REST API.
-Progress goes to stderr; any child failure stops the run with exit 1 and its stderr's tail.
+Progress goes to stderr. A child's failure ends its sink's runs with its stderr's tail: that
+sink has no rows, the table names the failure, the other sinks still run, and the exit is 1.
 Holds $BENCH_LOCK (default /tmp/ankusa-bench.lock) while measuring, like scripts/bench.sh.
 """
 
@@ -837,7 +838,7 @@ def machine():
         os.cpu_count() or 0, cpu, mem, " ".join("%.2f" % x for x in os.getloadavg()))
 
 
-def write_md(path, results, args, version, started, load_before):
+def write_md(path, results, args, version, started, load_before, failed):
     lines = [
         "Pipeline benchmark (issue 21), `scripts/bench_pipeline.py`, %s UTC; `%s`." % (started, version),
         "",
@@ -887,6 +888,9 @@ def write_md(path, results, args, version, started, load_before):
                 r["peak_rss_mb"] / scaling[0]["peak_rss_mb"]))
         lines += ["", "Ratio 1,000,000 / 100,000: **%.2f** (%s)." % (
             ratio, "ok" if ratio <= 1.10 else "MISS")]
+    if failed:
+        lines += ["", "**Failed, no rows:** " + "; ".join(
+            "%s (%s)" % (k, v) for k, v in failed.items()) + "."]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -953,23 +957,40 @@ def main():
         fcntl.flock(lock, fcntl.LOCK_EX)
 
     tmp = tempfile.mkdtemp(prefix="ankusa-pipeline-")
-    results = []
+    results, failed = [], {}
     t0 = time.time()
+
+    def attempt(key, run):
+        # One sink's failure (a slow broker, a miscount) costs that sink's rows, not the
+        # others': they are written, the failure is named in the table, and the exit is 1.
+        try:
+            run()
+        except BenchError as e:
+            say("FAILED: %s" % e)
+            failed[key] = str(e).splitlines()[0]
+            results[:] = [r for r in results if r["sink"] != key]
+
     try:
         inp = os.path.join(tmp, "input.jsonl")
-        gen(args.cli, args.hooks, args.body_bytes, inp)
+        try:
+            gen(args.cli, args.hooks, args.body_bytes, inp)
+        except BenchError as e:
+            say("FAILED: %s" % e)
+            return 1
         if "kafka" in only:
-            run_kafka(args, inp, tmp, results)
+            attempt("kafka", lambda: run_kafka(args, inp, tmp, results))
         if "log" in only:
-            run_log(args, inp, tmp, results)
+            attempt("log", lambda: run_log(args, inp, tmp, results))
         for sink in ("amqp", "sqs", "sns", "pubsub", "http"):
             if sink in only:
-                run_broker(args, sink, inp, tmp, results)
+                attempt(sink, lambda sink=sink: run_broker(args, sink, inp, tmp, results))
         if args.rss_scaling:
-            run_rss_scaling(args, tmp, results)
-    except BenchError as e:
-        say("FAILED: %s" % e)
-        return 1
+            try:
+                run_rss_scaling(args, tmp, results)
+            except BenchError as e:
+                say("FAILED: %s" % e)
+                failed["rss-scaling"] = str(e).splitlines()[0]
+                results[:] = [r for r in results if not r["name"].startswith("rss-scaling")]
     except KeyboardInterrupt:
         say("interrupted")
         return 130
@@ -984,11 +1005,11 @@ def main():
     with open(jpath, "w") as f:
         json.dump(results, f, indent=2)
         f.write("\n")
-    write_md(mpath, results, args, version, started, load_before)
+    write_md(mpath, results, args, version, started, load_before, failed)
     say("done in %.0f s: %s, %s" % (time.time() - t0, jpath, mpath))
     with open(mpath) as f:
         sys.stderr.write(f.read())
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
