@@ -49,8 +49,9 @@ pub struct DispatchConfig {
     /// The per-sink circuit breaker.
     pub breaker: BreakerConfig,
     /// (hook, sink) jobs admitted before their first attempt has settled: what
-    /// [`Dispatcher::submit`] waits on. Default: twice `concurrency` plus twice every
-    /// sink window's delivery count.
+    /// [`Dispatcher::submit`] waits on. Default: `concurrency` plus every sink window's
+    /// delivery count, twice over, but at most 1,024 more than once over (the read-ahead
+    /// that keeps free slots busy does not grow with the windows).
     pub intake: Option<usize>,
     /// Body bytes of the hooks admitted before every first attempt of theirs has settled,
     /// at most (a larger body is admitted alone). Default: 64 MiB, or twice the sum of
@@ -479,15 +480,11 @@ impl DispatcherBuilder {
                 b.saturating_add(w.bytes.get()),
             )
         });
+        let in_flight = self.config.concurrency.saturating_add(window_deliveries);
         let intake = self
             .config
             .intake
-            .unwrap_or(
-                self.config
-                    .concurrency
-                    .saturating_add(window_deliveries)
-                    .saturating_mul(2),
-            )
+            .unwrap_or(in_flight.saturating_add(in_flight.min(MAX_READ_AHEAD)))
             .max(n);
         let intake_bytes = self
             .config
@@ -899,6 +896,11 @@ const HELD_SCAN: Duration = Duration::from_secs(1);
 const DEFAULT_INTAKE_BYTES: usize = 64 << 20;
 /// The most a semaphore holds (tokio's `Semaphore::MAX_PERMITS`).
 const MAX_INTAKE_BYTES: usize = usize::MAX >> 3;
+
+/// The default intake admits every slot's job plus this many more at most, ready for the
+/// next free slot: enough to cover the reader's bursts, which do not grow with the windows
+/// (past it each admitted hook would cost memory and no throughput).
+const MAX_READ_AHEAD: usize = 1024;
 
 /// At most this many messages are taken between two pumps.
 const BURST: usize = 256;

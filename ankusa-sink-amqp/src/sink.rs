@@ -17,6 +17,7 @@ use lapin::types::FieldTable;
 use lapin::{Channel, Confirmation, Connection, Event};
 use std::fmt;
 use std::num::NonZeroUsize;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, watch};
@@ -157,7 +158,23 @@ impl AmqpSink {
 
     /// The shared channel, opening the connection and/or channel when needed, within
     /// `connect_timeout`.
+    ///
+    /// Every delivery awaits this, and a future is as large as the largest future it
+    /// awaits: the open path (lapin's connect and declare, kilobytes) is boxed, so the
+    /// delivery's own future, held for the whole confirm round trip, stays small.
     async fn link(&self) -> Result<Arc<Link>, AmqpError> {
+        if let Ok(st) = self.state.try_lock()
+            && let Some(link) = &st.link
+            && link.usable()
+        {
+            return Ok(Arc::clone(link));
+        }
+        Box::pin(self.open_link()).await
+    }
+
+    /// [`link`](Self::link)'s slow path: wait for the state, then reuse, refuse (within
+    /// `RECONNECT_PAUSE` of a failure) or open.
+    async fn open_link(&self) -> Result<Arc<Link>, AmqpError> {
         let deadline = Instant::now() + self.cfg.connect_timeout();
         let mut st = timeout_at(deadline, self.state.lock())
             .await
@@ -316,12 +333,23 @@ impl AmqpSink {
         let need = unwritten_estimate(env.body().len(), self.layout.inline_max_bytes());
         let written = match Arc::clone(&self.unwritten).try_acquire_many_owned(need) {
             Ok(permit) => Ok(permit),
-            Err(_) => self.wait_unwritten(need, deadline).await,
+            // Rare (the bound is full): boxed, so its state does not size every delivery.
+            Err(_) => Box::pin(self.wait_unwritten(need, deadline)).await,
         };
-        let out = Outgoing::new(env, ctx, &self.layout)?;
-        let msg = outgoing::to_publish(out, env.received_at());
-        self.refuse(env, &msg)?;
-        Ok(self.send(msg, written?, deadline).await?)
+        // Boxed, and built in a block of its own: a local's storage lasts to the end of its
+        // scope, moved out or not, so an unboxed message (hundreds of bytes of properties)
+        // would size this future, and `send`'s argument would size `send`'s, for the whole
+        // confirm round trip. Likewise `written?` is bound first: a temporary of the
+        // statement that awaits would be held across the await.
+        let msg = {
+            let out = Outgoing::new(env, ctx, &self.layout)?;
+            let msg = outgoing::to_publish(out, env.received_at());
+            self.refuse(env, &msg)?;
+            Box::new(msg)
+        };
+        let written = written?;
+        let sent = self.send(msg, written, deadline).await;
+        Ok(sent?)
     }
 
     /// Room for `need` bytes under `MAX_UNWRITTEN_BYTES`, by `deadline`. Nothing is written
@@ -355,15 +383,10 @@ impl AmqpSink {
     /// await its confirm.
     async fn send(
         &self,
-        msg: Publish,
+        msg: Box<Publish>,
         written: OwnedSemaphorePermit,
         deadline: Instant,
     ) -> Result<(), AmqpError> {
-        let Publish {
-            routing_key,
-            properties,
-            body,
-        } = msg;
         let confirm_timeout = self.cfg.confirm_timeout();
         let permit = timeout_at(deadline, Arc::clone(&self.inflight).acquire_owned())
             .await
@@ -376,44 +399,58 @@ impl AmqpSink {
         if link.conn.is_blocked() {
             return Err(AmqpError::Blocked);
         }
-        let exchange = self.cfg.exchange();
-        // The publish and its confirm, on the driver; the permit is held until both are
-        // done, even when this delivery stops waiting first (a timeout, a blocked
-        // connection), so at most `max_inflight` confirms are ever outstanding.
-        let job = {
+        // For the error of a returned or nacked message, on the driver.
+        let (cfg, routing_key) = (Arc::clone(&self.cfg), msg.routing_key.clone());
+        // The publish: the message, its properties and lapin's publish future (kilobytes)
+        // live in this box alone, freed once the frames are written; the job that waits
+        // for the confirm holds only the box, the permit and then the confirm.
+        let publish: Pin<Box<dyn Future<Output = _> + Send>> = {
             let link = Arc::clone(&link);
-            let exchange = exchange.into();
-            let key = routing_key.as_str().into();
-            async move {
-                let _permit = permit;
-                // lapin's publish future is kilobytes: boxed, it is freed once the frames
-                // are written instead of sizing the job for the whole confirm round trip.
-                let confirm = Box::pin(link.channel.basic_publish(
-                    exchange,
-                    key,
-                    BasicPublishOptions {
-                        mandatory: true,
-                        immediate: false,
-                    },
-                    body.as_bytes(),
+            let exchange = self.cfg.exchange().into();
+            Box::pin(async move {
+                let Publish {
+                    routing_key,
                     properties,
-                ))
-                .await
-                .map_err(|e| (Stage::Publish, e))?;
+                    body,
+                } = *msg;
+                let confirm = link
+                    .channel
+                    .basic_publish(
+                        exchange,
+                        routing_key.into(),
+                        BasicPublishOptions {
+                            mandatory: true,
+                            immediate: false,
+                        },
+                        body.as_bytes(),
+                        properties,
+                    )
+                    .await;
                 // lapin has copied the body into its frames and written them: free ours
                 // now rather than holding it for the whole confirm round trip (peak memory
                 // at high concurrency), and let the next message encode.
                 drop(body);
                 drop(written);
-                confirm.await.map_err(|e| (Stage::Confirm, e))
-            }
+                confirm
+            })
+        };
+        // The publish and its confirm, on the driver; the permit is held until both are
+        // done, even when this delivery stops waiting first (a timeout, a blocked
+        // connection), so at most `max_inflight` confirms are ever outstanding. The
+        // confirm's meaning is decided there too: lapin's `Confirmation` is 472 bytes, the
+        // outcome a quarter of that, and the result waits in a channel per delivery.
+        let job = async move {
+            let _permit = permit;
+            let confirm = publish.await.map_err(|e| (Stage::Publish, e))?;
+            let confirmation = confirm.await.map_err(|e| (Stage::Confirm, e))?;
+            Ok(outcome(confirmation, cfg.exchange(), &routing_key))
         };
         // Boxed now, not when `publish` is first polled: the job's state then lives in the
         // box alone, not also inside this delivery's future.
         let run = self.driver.run(job);
         let publish = async {
             match run.await {
-                Some(Ok(confirmation)) => outcome(confirmation, exchange, &routing_key),
+                Some(Ok(outcome)) => outcome,
                 Some(Err((stage, e))) => Err(self.lapin_err(stage, e)),
                 None => Err(AmqpError::Abandoned),
             }
@@ -500,9 +537,14 @@ impl Sink for AmqpSink {
     /// batches, so many outstanding publishes keep the channel busy; but never more than
     /// `max_inflight`: past it a delivery only waits inside the sink for a confirm slot
     /// (holding its encoded message and a timer), where the dispatcher would hold it for
-    /// nothing.
+    /// nothing. The window is `max_inflight` deliveries (more than the 1,024 of
+    /// [`InFlight::PIPELINE`]: the broker confirms per disk flush, and a larger window
+    /// makes larger flushes) and its 16 MiB of bodies.
     fn in_flight(&self) -> Option<InFlight> {
-        Some(InFlight::PIPELINE.at_most(self.cfg.max_inflight()))
+        Some(InFlight::new(
+            self.cfg.max_inflight(),
+            InFlight::PIPELINE.bytes,
+        ))
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
@@ -606,8 +648,21 @@ mod tests {
         AmqpSink::new(c)
     }
 
+    /// Every outstanding delivery holds its `deliver` future and its driver job for the
+    /// whole confirm round trip, so their sizes are the sink's memory per message in
+    /// flight. Both once held the open path or lapin's publish state (kilobytes each).
     #[test]
-    fn the_window_is_the_confirm_limit_up_to_1024() {
+    fn an_outstanding_delivery_holds_small_futures() {
+        let sink = sink("amqp://127.0.0.1:1/%2f", None);
+        let env = Envelope::builder("h1", "s", "{}").build().unwrap();
+        let ctx = Ctx::for_envelope(&env);
+        let deliver = Sink::deliver(&sink, &env, &ctx);
+        let size = std::mem::size_of_val(&*deliver);
+        assert!(size <= 768, "the deliver future is {size} bytes");
+    }
+
+    #[test]
+    fn the_window_is_the_confirm_limit() {
         let window = |max: Option<usize>| {
             let mut c = AmqpConfig::new("amqp://127.0.0.1:5672/%2f", "hooks").unwrap();
             if let Some(m) = max {
@@ -617,9 +672,9 @@ mod tests {
             assert_eq!(w.bytes.get(), 16 << 20);
             w.deliveries.get()
         };
-        assert_eq!(window(None), 256, "the default max_inflight");
+        assert_eq!(window(None), 4096, "the default max_inflight");
         assert_eq!(window(Some(8)), 8);
-        assert_eq!(window(Some(5_000)), 1024);
+        assert_eq!(window(Some(5_000)), 5_000);
     }
 
     #[test]

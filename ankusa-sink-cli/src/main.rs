@@ -169,9 +169,9 @@ struct ForwardArgs {
     #[arg(long, default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_unacked: u64,
     /// Deliveries in flight at once, over every sink. Default: each sink's own pipeline
-    /// window (Kafka, NATS, Redis, Pub/Sub: 1024 deliveries; AMQP: its max_inflight;
-    /// SQS/SNS with batching: 320), and 32 shared by the sinks that make one request per
-    /// delivery (HTTP, log, SQS/SNS without batching).
+    /// window (Kafka, NATS, Redis, Pub/Sub: 1024 deliveries; AMQP: its max_inflight, 4096
+    /// by default; SQS/SNS with batching: 320), and 32 shared by the sinks that make one
+    /// request per delivery (HTTP, log, SQS/SNS without batching).
     #[arg(long, value_name = "N")]
     concurrency: Option<usize>,
     /// An input line longer than this is reported invalid without being held in memory.
