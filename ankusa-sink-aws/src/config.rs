@@ -137,7 +137,9 @@ pub struct AwsBatch {
     pub(crate) max_queued: NonZeroUsize,
     /// Messages of one tenant waiting in the batcher. Default 2,500.
     pub(crate) max_queued_per_tenant: NonZeroUsize,
-    /// Batch requests in flight at once (requests, not messages). Default 16.
+    /// The most batch requests in flight at once (requests, not messages). Default 16.
+    /// The batcher starts with one and grows toward it while requests answer within a
+    /// quarter of `timeout_ms`; a slower or throttled answer cuts it by a quarter.
     pub(crate) max_requests: NonZeroUsize,
 }
 

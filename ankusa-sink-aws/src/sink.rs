@@ -100,7 +100,10 @@ impl<P: Publisher> AwsSink<P> {
             .with_linger(b.linger())
             .with_max_queued(b.max_queued)
             .with_max_queued_per_tenant(b.max_queued_per_tenant)
-            .with_max_requests(b.max_requests);
+            .with_max_requests(b.max_requests)
+            // A destination that queues requests (moto, an overloaded endpoint) gets as many
+            // as it answers within a quarter of the call timeout, not enough to time out.
+            .with_latency_target(options.timeout() / 4);
             Batcher::new(Requests(Arc::clone(&publisher)), cfg)
         });
         // SQS refuses empty attribute values: a hook without a tenant has no tenant

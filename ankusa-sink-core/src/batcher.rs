@@ -1,8 +1,11 @@
 //! A generic request batcher for sinks whose destination takes several messages per request
 //! (SQS `SendMessageBatch`, SNS `PublishBatch`, ...).
 
+mod limit;
+
 use crate::failure::{Class, Failure};
 use async_trait::async_trait;
+use limit::Limit;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -45,6 +48,17 @@ pub struct BatchConfig {
     pub max_queued_per_tenant: NonZeroUsize,
     /// Requests in flight at once. Default 16.
     pub max_requests: NonZeroUsize,
+    /// The round trip a request should stay under. `None` (the default): `max_requests`
+    /// requests are in flight whenever entries wait. `Some(t)`: the limit adapts to the
+    /// destination, from one request up to `max_requests`: it doubles per round trip while
+    /// answers come within `t` (slow start), then grows by one per round trip, and drops
+    /// by a quarter on an answer slower than `t` or one that says
+    /// [`Class::Throttled`](crate::Class::Throttled). A destination that queues requests
+    /// instead of serving them in parallel then gets as many as it answers within `t`,
+    /// not enough to time out; one that serves them in parallel gets `max_requests`.
+    /// A sink sets it to a quarter of its call timeout: slow start overshoots about
+    /// twofold, so even then a round trip stays well within the timeout.
+    pub latency_target: Option<Duration>,
 }
 
 impl BatchConfig {
@@ -58,6 +72,7 @@ impl BatchConfig {
             max_queued: NonZeroUsize::new(10_000).expect("non-zero"),
             max_queued_per_tenant: NonZeroUsize::new(2_500).expect("non-zero"),
             max_requests: NonZeroUsize::new(16).expect("non-zero"),
+            latency_target: None,
         }
     }
     /// Set [`linger`](Self::linger).
@@ -78,6 +93,12 @@ impl BatchConfig {
     /// Set [`max_requests`](Self::max_requests).
     pub fn with_max_requests(mut self, max: NonZeroUsize) -> Self {
         self.max_requests = max;
+        self
+    }
+    /// Set [`latency_target`](Self::latency_target): requests in flight adapt to keep a
+    /// round trip under `target`.
+    pub fn with_latency_target(mut self, target: Duration) -> Self {
+        self.latency_target = Some(target);
         self
     }
 }
@@ -134,6 +155,7 @@ struct Shared<S: BatchSend> {
     state: Mutex<State<S::Entry>>,
     wake: Notify,
     requests: Arc<Semaphore>,
+    limit: Arc<Limit>,
 }
 
 impl<S: BatchSend> Shared<S> {
@@ -159,7 +181,9 @@ impl<S: BatchSend> Shared<S> {
 /// - *Requests*, not messages, count toward [`max_requests`](BatchConfig::max_requests):
 ///   a request needs a permit of the batcher's semaphore (shareable with
 ///   [`Batcher::with_semaphore`]). While every permit is taken, entries keep gathering, so
-///   batches grow under load.
+///   batches grow under load. With a [`latency_target`](BatchConfig::latency_target), how
+///   many of those permits are used follows the destination's round trips
+///   ([`Batcher::request_limit`]).
 /// - Bounded: at most [`max_queued`](BatchConfig::max_queued) entries wait in the queue, at
 ///   most [`max_queued_per_tenant`](BatchConfig::max_queued_per_tenant) of one tenant
 ///   (no tenant is a tenant of its own), so one tenant cannot fill it. Over either cap,
@@ -184,6 +208,7 @@ impl<S: BatchSend> fmt::Debug for Batcher<S> {
         f.debug_struct("Batcher")
             .field("config", &self.shared.config)
             .field("queued", &queued)
+            .field("request_limit", &self.shared.limit.current())
             .finish_non_exhaustive()
     }
 }
@@ -192,13 +217,19 @@ impl<S: BatchSend> Batcher<S> {
     /// A batcher sending through `sender`, with its own semaphore of
     /// [`max_requests`](BatchConfig::max_requests) permits.
     pub fn new(sender: S, config: BatchConfig) -> Self {
-        let requests = Arc::new(Semaphore::new(config.max_requests.get()));
-        Self::with_semaphore(sender, config, requests)
+        let max = config.max_requests.get();
+        Self::build(sender, config, Arc::new(Semaphore::new(max)), max)
     }
 
     /// A batcher whose requests take permits of `requests` (e.g. the sink's concurrency
     /// limit, shared with its unbatched deliveries); `max_requests` is then not used.
     pub fn with_semaphore(sender: S, config: BatchConfig, requests: Arc<Semaphore>) -> Self {
+        // `max_requests` is not the bound here: the semaphore is.
+        Self::build(sender, config, requests, usize::MAX)
+    }
+
+    fn build(sender: S, config: BatchConfig, requests: Arc<Semaphore>, max: usize) -> Self {
+        let limit = Limit::new(max, config.latency_target);
         Batcher {
             shared: Arc::new(Shared {
                 sender,
@@ -212,6 +243,7 @@ impl<S: BatchSend> Batcher<S> {
                 }),
                 wake: Notify::new(),
                 requests,
+                limit: Arc::new(limit),
             }),
         }
     }
@@ -229,6 +261,14 @@ impl<S: BatchSend> Batcher<S> {
     /// Entries waiting for a request right now.
     pub fn queued(&self) -> usize {
         self.shared.lock().queue.len()
+    }
+
+    /// The requests the batcher sends at once now: `max_requests`, or with a
+    /// [`latency_target`](BatchConfig::latency_target) what the destination's round trips
+    /// allow (1 to `max_requests`). A batcher made [`with_semaphore`](Self::with_semaphore)
+    /// is bounded by its semaphore instead (`usize::MAX` here without a target).
+    pub fn request_limit(&self) -> usize {
+        self.shared.limit.current()
     }
 
     /// Queue `entry` (of `bytes` declared bytes) for `tenant` and wait for its own result.
@@ -370,6 +410,8 @@ fn take<S: BatchSend>(shared: &Shared<S>) -> Vec<Pending<S::Entry>> {
 
 async fn flush_loop<S: BatchSend>(shared: Arc<Shared<S>>) {
     while ready(&shared).await {
+        // Entries keep gathering while the limit is full, as while permits are taken.
+        shared.limit.room().await;
         let Ok(permit) = Arc::clone(&shared.requests).acquire_owned().await else {
             // Only a caller-owned semaphore can be closed: nothing can be sent any more.
             fail_all(&shared);
@@ -379,7 +421,8 @@ async fn flush_loop<S: BatchSend>(shared: Arc<Shared<S>>) {
         if batch.is_empty() {
             continue;
         }
-        tokio::spawn(send(Arc::clone(&shared), batch, permit));
+        let ticket = shared.limit.start();
+        tokio::spawn(send(Arc::clone(&shared), batch, permit, ticket));
     }
 }
 
@@ -396,6 +439,7 @@ async fn send<S: BatchSend>(
     shared: Arc<Shared<S>>,
     batch: Vec<Pending<S::Entry>>,
     _permit: OwnedSemaphorePermit,
+    ticket: limit::Ticket,
 ) {
     let mut replies = Vec::with_capacity(batch.len());
     let entries = batch
@@ -405,7 +449,13 @@ async fn send<S: BatchSend>(
             p.entry
         })
         .collect();
-    let mut results = shared.sender.send_batch(entries).await.into_iter();
+    let results = shared.sender.send_batch(entries).await;
+    ticket.answered(
+        results
+            .iter()
+            .any(|r| matches!(r, Err(f) if f.class() == Class::Throttled)),
+    );
+    let mut results = results.into_iter();
     for reply in replies {
         let res = results
             .next()
@@ -628,6 +678,87 @@ mod tests {
         assert_eq!(failures.len(), 1, "{results:?}");
         assert_eq!(failures[0].class(), Class::Transient);
         assert!(failures[0].to_string().contains("no result"));
+    }
+
+    /// A destination that serves one request at a time, 10 ms each (moto, an overloaded
+    /// server): a request's round trip grows with the requests ahead of it.
+    #[derive(Default)]
+    struct Serial {
+        server: tokio::sync::Mutex<()>,
+        in_flight: AtomicUsize,
+        max_in_flight: AtomicUsize,
+        longest_ms: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl BatchSend for Arc<Serial> {
+        type Entry = u32;
+        async fn send_batch(&self, entries: Vec<u32>) -> Vec<Result<(), Failure>> {
+            let start = Instant::now();
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+            {
+                let _served = self.server.lock().await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            let took = usize::try_from(start.elapsed().as_millis()).unwrap();
+            self.longest_ms.fetch_max(took, Ordering::SeqCst);
+            entries.iter().map(|_| Ok(())).collect()
+        }
+    }
+
+    async fn through_serial(config: BatchConfig, n: u32) -> (Arc<Serial>, usize) {
+        let server = Arc::new(Serial::default());
+        let b = Arc::new(Batcher::new(Arc::clone(&server), config));
+        let tasks: Vec<_> = (0..n)
+            .map(|i| {
+                let b = Arc::clone(&b);
+                tokio::spawn(async move { b.submit(None, 10, i).await })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        (server, b.request_limit())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_latency_target_keeps_a_queueing_destinations_round_trips_within_it() {
+        let base = cfg(10, 1 << 20).with_max_requests(nz(16));
+        // Without a target all 16 requests queue at the server: the last waits 160 ms.
+        let (fixed, limit) = through_serial(base.clone(), 2_000).await;
+        assert_eq!(limit, 16);
+        assert_eq!(fixed.max_in_flight.load(Ordering::SeqCst), 16);
+        assert!(fixed.longest_ms.load(Ordering::SeqCst) >= 150);
+
+        let (adaptive, limit) =
+            through_serial(base.with_latency_target(Duration::from_millis(50)), 2_000).await;
+        // 50 ms holds five 10 ms requests; slow start overshoots about twofold (each fast
+        // answer from the last fast window adds one, one more already on its way).
+        let longest = adaptive.longest_ms.load(Ordering::SeqCst);
+        assert!(longest <= 110, "longest round trip {longest} ms");
+        let most = adaptive.max_in_flight.load(Ordering::SeqCst);
+        assert!(
+            (4..=11).contains(&most),
+            "{most} requests in flight at most"
+        );
+        assert!((3..=6).contains(&limit), "limit {limit}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_latency_target_reaches_max_requests_on_a_parallel_destination() {
+        let rec = Arc::new(Recorder::default());
+        let b = Arc::new(Batcher::new(
+            Arc::clone(&rec),
+            cfg(10, 1 << 20)
+                .with_max_requests(nz(16))
+                .with_latency_target(Duration::from_millis(50)),
+        ));
+        assert_eq!(b.request_limit(), 1, "it starts with one request");
+        submit_all(&b, 2_000).await;
+        assert_eq!(b.request_limit(), 16);
+        assert_eq!(rec.max_in_flight.load(Ordering::SeqCst), 16);
     }
 
     struct Panics;

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -88,6 +89,9 @@ impl Resp {
 
 type Handler = dyn Fn(&Req) -> Resp + Send + Sync;
 
+/// One request served at a time, each taking this long.
+type Queueing = Option<(Arc<tokio::sync::Mutex<()>>, Duration)>;
+
 /// The server; requests are recorded in order.
 pub(crate) struct Scripted {
     pub(crate) addr: SocketAddr,
@@ -103,6 +107,24 @@ impl Drop for Scripted {
 
 impl Scripted {
     pub(crate) async fn start(handler: impl Fn(&Req) -> Resp + Send + Sync + 'static) -> Self {
+        Self::serving(handler, None).await
+    }
+
+    /// A server that answers one request at a time, each `service_time` after its turn
+    /// comes: a destination that queues requests instead of serving them in parallel
+    /// (moto, an overloaded endpoint), so a request's round trip grows with those ahead.
+    pub(crate) async fn start_queueing(
+        service_time: Duration,
+        handler: impl Fn(&Req) -> Resp + Send + Sync + 'static,
+    ) -> Self {
+        let turn = Arc::new(tokio::sync::Mutex::new(()));
+        Self::serving(handler, Some((turn, service_time))).await
+    }
+
+    async fn serving(
+        handler: impl Fn(&Req) -> Resp + Send + Sync + 'static,
+        queueing: Queueing,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -115,7 +137,7 @@ impl Scripted {
                 };
                 let handler = Arc::clone(&handler);
                 let recorded = Arc::clone(&recorded);
-                tokio::spawn(serve(stream, handler, recorded));
+                tokio::spawn(serve(stream, handler, recorded, queueing.clone()));
             }
         });
         Scripted {
@@ -134,7 +156,12 @@ impl Scripted {
     }
 }
 
-async fn serve(mut stream: TcpStream, handler: Arc<Handler>, recorded: Arc<Mutex<Vec<Req>>>) {
+async fn serve(
+    mut stream: TcpStream,
+    handler: Arc<Handler>,
+    recorded: Arc<Mutex<Vec<Req>>>,
+    queueing: Queueing,
+) {
     let mut buf = Vec::new();
     loop {
         // Headers.
@@ -172,6 +199,10 @@ async fn serve(mut stream: TcpStream, handler: Arc<Handler>, recorded: Arc<Mutex
             body: buf[head_end..head_end + len].to_vec(),
         };
         buf.drain(..head_end + len);
+        if let Some((turn, service_time)) = &queueing {
+            let _served = turn.lock().await;
+            tokio::time::sleep(*service_time).await;
+        }
         let resp = handler(&req);
         recorded.lock().unwrap().push(req);
         if resp.hang {

@@ -502,6 +502,45 @@ async fn a_batch_gives_each_delivery_its_own_entry_result() {
     assert_eq!(server.count(), 1);
 }
 
+/// A SendMessageBatch answer accepting every entry, with the right MD5s.
+fn batch_ok(req: &Req) -> Resp {
+    let entries = req.json()["Entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ok: Vec<_> = entries
+        .iter()
+        .map(|e| {
+            let body = e["MessageBody"].as_str().unwrap_or_default();
+            serde_json::json!({"Id": e["Id"], "MessageId": "m", "MD5OfMessageBody": md5_hex(body)})
+        })
+        .collect();
+    Resp::sqs_ok(serde_json::json!({"Successful": ok, "Failed": []}))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queueing_destination_gets_only_the_requests_it_answers_in_time() {
+    // One request at a time, 100 ms each, and an 800 ms call timeout. At the fixed 16
+    // requests of `batch.max_requests` the later ones would wait up to 1.6 s and time
+    // out; the batcher keeps round trips near a quarter of the timeout instead.
+    let server = Scripted::start_queueing(Duration::from_millis(100), batch_ok).await;
+    let batch = AwsBatch::default().with_linger(Duration::from_millis(5));
+    let opts = options(&server.endpoint())
+        .with_batch(batch)
+        .with_timeout(Duration::from_millis(800));
+    let s = Arc::new(sink(&scripted_url(&server), opts).await);
+    let results = deliver_batched(&s, (0..300).map(|i| env(&format!("q{i}"), b"{}"))).await;
+    let failed: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} failed, first: {}",
+        failed.len(),
+        failed[0]
+    );
+    // Full batches: the entries wait in the batcher, not at the server.
+    assert!(server.count() <= 40, "{} requests", server.count());
+}
+
 #[tokio::test]
 async fn batching_off_never_batches() {
     let server = Scripted::start(sent_ok).await;
