@@ -520,14 +520,15 @@ fn batch_ok(req: &Req) -> Resp {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queueing_destination_gets_only_the_requests_it_answers_in_time() {
-    // One request at a time, 100 ms each, and an 800 ms call timeout. At the fixed 16
+    // One request at a time, 100 ms each, and a 1 s call timeout. At the fixed 16
     // requests of `batch.max_requests` the later ones would wait up to 1.6 s and time
-    // out; the batcher keeps round trips near a quarter of the timeout instead.
+    // out; the batcher keeps round trips near a quarter of the timeout instead (250 ms:
+    // two requests, about five at slow start's overshoot, half the timeout to spare).
     let server = Scripted::start_queueing(Duration::from_millis(100), batch_ok).await;
     let batch = AwsBatch::default().with_linger(Duration::from_millis(5));
     let opts = options(&server.endpoint())
         .with_batch(batch)
-        .with_timeout(Duration::from_millis(800));
+        .with_timeout(Duration::from_secs(1));
     let s = Arc::new(sink(&scripted_url(&server), opts).await);
     let results = deliver_batched(&s, (0..300).map(|i| env(&format!("q{i}"), b"{}"))).await;
     let failed: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
