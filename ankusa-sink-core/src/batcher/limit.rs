@@ -97,14 +97,14 @@ impl Limit {
             limit: Arc::clone(self),
             seq,
             at: Instant::now(),
-            congested: None,
+            throttled: None,
         }
     }
 
     fn finish(&self, t: &Ticket) {
         let mut st = self.lock();
         st.in_flight -= 1;
-        if let (Some(target), Some(throttled)) = (self.target, t.congested) {
+        if let (Some(target), Some(throttled)) = (self.target, t.throttled) {
             if throttled || t.at.elapsed() > target {
                 if t.seq >= st.cut_at {
                     st.limit = (st.limit * DECREASE).max(1.0);
@@ -128,15 +128,16 @@ pub(super) struct Ticket {
     limit: Arc<Limit>,
     seq: u64,
     at: Instant,
-    /// Set by [`Ticket::answered`]; a request that never answered (its task panicked)
-    /// frees its place without moving the limit.
-    congested: Option<bool>,
+    /// Whether the answer said to slow down, set by [`Ticket::answered`]; `None` for a
+    /// request that never answered (its task panicked): it frees its place without moving
+    /// the limit.
+    throttled: Option<bool>,
 }
 
 impl Ticket {
     /// The request answered; `throttled` when the destination asked to slow down.
     pub(super) fn answered(mut self, throttled: bool) {
-        self.congested = Some(throttled);
+        self.throttled = Some(throttled);
     }
 }
 
