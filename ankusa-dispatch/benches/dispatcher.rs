@@ -1,6 +1,10 @@
 //! The dispatcher's own overhead per delivery: hooks through a `Dispatcher` to a sink that
 //! accepts at once, against the same sink called directly (attempt span + `safe_deliver`,
-//! what the CLI did before the dispatcher). `cargo bench -p ankusa-dispatch --bench dispatcher`.
+//! what the CLI did before the dispatcher) and against a task per attempt awaited one at a
+//! time (the least a caller following the specification does). The deliveries are received
+//! on a task of the runtime, as `Deliveries` advises; one row per runtime receives them in
+//! `block_on` instead, on a thread outside a multi-thread runtime's workers.
+//! `cargo bench -p ankusa-dispatch --bench dispatcher`.
 
 use ankusa_bench_support::median;
 use ankusa_dispatch::{DispatchConfig, Dispatcher, Hook, Outcome, attempt};
@@ -53,6 +57,30 @@ async fn through_dispatcher(n: usize, sinks: usize, concurrency: usize) -> f64 {
     took.as_secs_f64() * 1e6 / (n * sinks) as f64
 }
 
+/// µs per delivery with a task per attempt (what the specification asks of every caller),
+/// each awaited before the next.
+async fn task_per_attempt(n: usize) -> f64 {
+    let envs: Vec<Arc<Envelope>> = (0..n).map(|i| Arc::new(envelope(i))).collect();
+    let start = Instant::now();
+    for env in envs {
+        tokio::spawn(async move {
+            let ctx = Ctx::for_envelope(&env);
+            let deadline = Some(Duration::from_secs(30));
+            attempt(
+                "s0",
+                &env,
+                &ctx,
+                safe_deliver(&Accept, &env, &ctx, deadline),
+            )
+            .await
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    }
+    start.elapsed().as_secs_f64() * 1e6 / n as f64
+}
+
 /// µs per delivery calling the sink directly, one at a time.
 async fn direct(n: usize) -> f64 {
     let envs: Vec<Envelope> = (0..n).map(envelope).collect();
@@ -91,15 +119,47 @@ fn main() {
         ),
     ] {
         let raw = median((0..REPS).map(|_| rt.block_on(direct(N))).collect());
-        println!("{flavor:<15} direct attempt + safe_deliver     {raw:>7.2} us/delivery");
-        for (sinks, conc) in [(1, 1), (1, 32), (2, 32)] {
-            let us = median(
+        let label = "direct attempt + safe_deliver";
+        println!("{flavor:<15} {label:<52} {raw:>7.2} us/delivery");
+        for on_task in [true, false] {
+            let task = median(
                 (0..REPS)
-                    .map(|_| rt.block_on(through_dispatcher(N, sinks, conc)))
+                    .map(|_| {
+                        rt.block_on(async {
+                            if on_task {
+                                tokio::spawn(task_per_attempt(N)).await.unwrap()
+                            } else {
+                                task_per_attempt(N).await
+                            }
+                        })
+                    })
                     .collect(),
             );
+            let at = if on_task { "" } else { " in block_on" };
+            let label = format!("a task per attempt, awaited{at}");
+            println!("{flavor:<15} {label:<52} {task:>7.2} us/delivery");
+        }
+        let rows = [(1, 1, true), (1, 32, true), (2, 32, true), (1, 1, false)];
+        for (sinks, conc, on_task) in rows {
+            let us = median(
+                (0..REPS)
+                    .map(|_| {
+                        rt.block_on(async {
+                            if on_task {
+                                tokio::spawn(through_dispatcher(N, sinks, conc))
+                                    .await
+                                    .unwrap()
+                            } else {
+                                through_dispatcher(N, sinks, conc).await
+                            }
+                        })
+                    })
+                    .collect(),
+            );
+            let at = if on_task { "" } else { " in block_on" };
+            let label = format!("dispatcher sinks={sinks} concurrency={conc}{at}");
             println!(
-                "{flavor:<15} dispatcher sinks={sinks} concurrency={conc:<3} {us:>7.2} us/delivery (overhead {:>5.2} us)",
+                "{flavor:<15} {label:<52} {us:>7.2} us/delivery (overhead {:>5.2} us)",
                 us - raw
             );
         }

@@ -399,6 +399,10 @@ pub struct Unfinished {
 }
 
 /// The stream of [`Delivery`]s, one per (hook, sink) pair; ends after a shutdown.
+///
+/// On a multi-thread runtime, receive in a task of the runtime rather than in `block_on`
+/// (what `#[tokio::main]` runs): there each delivery wakes a thread outside the workers,
+/// which costs several times the dispatcher's own work per delivery.
 #[derive(Debug)]
 pub struct Deliveries(mpsc::UnboundedReceiver<Delivery>);
 
