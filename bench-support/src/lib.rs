@@ -102,9 +102,15 @@ pub fn print_vm_hwm() {
 /// Peak RSS, kB, of this bench re-run as a child with `--only <mode> <extra>` (so it runs
 /// one mode only and reports with [`print_vm_hwm`]); the child's stderr when it did not say.
 pub fn child_peak_rss(mode: Mode, extra: &[&str]) -> Result<u64, String> {
+    child_peak_rss_of(mode.name(), extra)
+}
+
+/// [`child_peak_rss`] of the child run with `--only <name>`, for a mode a harness adds on
+/// its own (the vs_raw harness's `raw_encode`).
+pub fn child_peak_rss_of(name: &str, extra: &[&str]) -> Result<u64, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = std::process::Command::new(exe)
-        .args(["--only", mode.name()])
+        .args(["--only", name])
         .args(extra)
         .output()
         .map_err(|e| e.to_string())?;

@@ -4,11 +4,15 @@
 //!
 //! A bench implements [`VsRawBench`] and its `main` calls [`run`]. Arguments:
 //! - none: the comparison, then the peak memory of each side in an `--only` child;
-//! - `--only sink|raw`: the peak-memory child (concurrency 256, 1 KiB then 64 KiB);
-//! - `--only sink|raw --profile <concurrency> <deliveries> <body_bytes>`: one longer run of
-//!   one workload, to attach a profiler to one mode.
+//! - `--only sink|raw|raw_encode`: the peak-memory child (concurrency 256, 1 KiB then
+//!   64 KiB; `raw_encode` where the bench has [`VsRawBench::raw_encode_op`]);
+//! - `--only sink|raw|raw_encode --profile <concurrency> <deliveries> <body_bytes>`: one
+//!   longer run of one workload, to attach a profiler to one mode.
 
-use crate::{Mode, child_peak_rss, median, only_mode_arg, pct, print_vm_hwm, write_results};
+use crate::{
+    Mode, child_peak_rss, child_peak_rss_of, median, only_mode_arg, pct, print_vm_hwm,
+    write_results,
+};
 use ankusa_sink_core::{Ctx, Envelope, Sink, safe_deliver};
 use std::future::Future;
 use std::pin::Pin;
@@ -237,7 +241,15 @@ async fn compare<B: VsRawBench>(bench: &B) -> Vec<serde_json::Value> {
 }
 
 /// The `--only` child: the memory run, or with `--profile` one longer run of one workload.
-async fn only<B: VsRawBench>(bench: &B, mode: Mode, args: &[String]) {
+/// `mode` is `None` for `raw_encode`.
+async fn only<B: VsRawBench>(bench: &B, mode: Option<Mode>, args: &[String]) {
+    let name = mode.map_or(RAW_ENCODE, Mode::name);
+    let op = |body: usize| match mode {
+        Some(mode) => op(bench, mode, body),
+        None => bench
+            .raw_encode_op(&Arc::new(envelope(body)))
+            .expect("--only raw_encode: this bench has no raw_encode side"),
+    };
     if let Some(i) = args.iter().position(|a| a == "--profile") {
         let arg = |k: usize, default: usize| {
             args.get(i + k)
@@ -245,18 +257,17 @@ async fn only<B: VsRawBench>(bench: &B, mode: Mode, args: &[String]) {
                 .unwrap_or(default)
         };
         let (conc, n, body) = (arg(1, 16), arg(2, 200_000), arg(3, 1024));
-        let s = measure(&op(bench, mode, body), conc, n).await;
+        let s = measure(&op(body), conc, n).await;
         bench.after_run().await;
         println!(
-            "{} c={conc} body={body} n={n}: {:.0}/s, errors {}",
-            mode.name(),
+            "{name} c={conc} body={body} n={n}: {:.0}/s, errors {}",
             n as f64 / s.seconds,
             s.errors
         );
         return;
     }
     for (body, n) in [(1024, B::ONLY_N.0), (65_536, B::ONLY_N.1)] {
-        measure(&op(bench, mode, body), 256, n).await;
+        measure(&op(body), 256, n).await;
         bench.after_run().await;
     }
     print_vm_hwm();
@@ -275,8 +286,17 @@ pub fn run<B: VsRawBench>(setup: impl Future<Output = B>) {
         .unwrap();
     rt.block_on(async {
         let bench = setup.await;
+        let only_encode = args
+            .iter()
+            .position(|a| a == "--only")
+            .is_some_and(|i| args.get(i + 1).map(String::as_str) == Some(RAW_ENCODE));
+        if only_encode {
+            only(&bench, None, &args).await;
+            bench.teardown().await;
+            return;
+        }
         if let Some(mode) = only_mode_arg(&args) {
-            only(&bench, mode, &args).await;
+            only(&bench, Some(mode), &args).await;
             bench.teardown().await;
             return;
         }
@@ -291,15 +311,20 @@ pub fn run<B: VsRawBench>(setup: impl Future<Output = B>) {
         let runs = compare(&bench).await;
         bench.teardown().await;
         let rss = [Mode::Sink, Mode::Raw].map(|m| child_peak_rss(m, &[]).ok());
+        // Each delivery encoding its own Message v1, as the sink does: the memory the
+        // format itself costs at 256 in flight.
+        let rss_encode = bench
+            .raw_encode_op(&Arc::new(envelope(1024)))
+            .and_then(|_| child_peak_rss_of(RAW_ENCODE, &[]).ok());
         let doc = serde_json::json!({
             "adapter": B::ADAPTER,
             "runs": runs,
             "envelope_us": envelope_us,
-            "peak_rss_kb": { "sink": rss[0], "raw": rss[1] },
+            "peak_rss_kb": { "sink": rss[0], "raw": rss[1], RAW_ENCODE: rss_encode },
         });
         let path = write_results(B::ADAPTER, &doc);
         println!(
-            "peak RSS kB: sink {:?}, raw {:?}; wrote {}",
+            "peak RSS kB: sink {:?}, raw {:?}, {RAW_ENCODE} {rss_encode:?}; wrote {}",
             rss[0],
             rss[1],
             path.display()
