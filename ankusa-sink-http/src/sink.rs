@@ -149,7 +149,9 @@ impl HttpSink {
 fn build_client(config: &HttpConfig) -> Result<reqwest::Client, ConfigError> {
     let mut builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
-        .retry(reqwest::retry::never())
+        // No retry and none held ready: with a retry limit above 0 reqwest clones every
+        // request (its header map included) in case it retries it.
+        .retry(reqwest::retry::never().max_retries_per_request(0))
         .timeout(Duration::from_millis(config.timeout_ms.get()))
         .connect_timeout(Duration::from_millis(config.connect_timeout_ms.get()));
     // Only the configured proxy, never one from HTTP(S)_PROXY/NO_PROXY: `proxy()` turns
