@@ -74,6 +74,51 @@ fn waiting_hooks(rt: &tokio::runtime::Runtime) {
     });
 }
 
+/// Allocations per hook through a dispatcher to one sink that accepts at once, from
+/// `submit` to its `Delivery` received and dropped (the envelopes are built before).
+fn through_dispatcher(rt: &tokio::runtime::Runtime) -> (f64, f64) {
+    const N: usize = 10_000;
+    rt.block_on(async {
+        let (d, mut out) = Dispatcher::builder()
+            .sink("noop", std::sync::Arc::new(Noop))
+            .build()
+            .unwrap();
+        let envs = |from: usize, n: usize| -> Vec<Envelope> {
+            (from..from + n)
+                .map(|i| {
+                    Envelope::builder(format!("h{i}"), "stripe", vec![b'x'; 1024])
+                        .build()
+                        .unwrap()
+                })
+                .collect()
+        };
+        // One pass first: the dispatcher's maps and queues reach their working size.
+        let mut stats = Vec::new();
+        for batch in [envs(0, N), envs(N, N)] {
+            let before = dhat::HeapStats::get();
+            let feeder = {
+                let d = d.clone();
+                tokio::spawn(async move {
+                    for env in batch {
+                        d.submit(Hook::new(env)).await.unwrap();
+                    }
+                })
+            };
+            for _ in 0..N {
+                assert!(out.recv().await.is_some());
+            }
+            feeder.await.unwrap();
+            let after = dhat::HeapStats::get();
+            stats.push((
+                (after.total_blocks - before.total_blocks) as f64 / N as f64,
+                (after.total_bytes - before.total_bytes) as f64 / N as f64,
+            ));
+        }
+        d.shutdown(std::time::Duration::ZERO).await;
+        stats[1]
+    })
+}
+
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
@@ -161,5 +206,9 @@ fn main() {
         per_op(1000, || attempt_once(&envs[0], &ctx)),
     );
     drop(_guard);
+    row(
+        "a hook through the dispatcher, 1 sink",
+        through_dispatcher(&rt),
+    );
     waiting_hooks(&rt);
 }

@@ -499,6 +499,7 @@ impl DispatcherBuilder {
             index,
             routes,
             all: (0..n).collect(),
+            single: (0..n).map(|i| Arc::from([i])).collect(),
             intake: Arc::new(Semaphore::new(intake)),
             intake_bytes: Arc::new(Semaphore::new(intake_bytes)),
             intake_bytes_max: u32::try_from(intake_bytes).unwrap_or(u32::MAX),
@@ -576,7 +577,7 @@ fn slots(
 fn routes(
     routes: Vec<(String, Vec<String>)>,
     index: &HashMap<String, usize>,
-) -> Result<HashMap<String, Vec<usize>>, BuildError> {
+) -> Result<HashMap<String, Arc<[usize]>>, BuildError> {
     let mut out = HashMap::new();
     for (route, names) in routes {
         if names.is_empty() {
@@ -592,7 +593,7 @@ fn routes(
                 ids.push(i);
             }
         }
-        out.insert(route, ids);
+        out.insert(route, ids.into());
     }
     Ok(out)
 }
@@ -617,8 +618,11 @@ pub struct Dispatcher {
 #[derive(Debug)]
 struct Shared {
     index: HashMap<String, usize>,
-    routes: HashMap<String, Vec<usize>>,
-    all: Vec<usize>,
+    // Shared slices: a submit takes its route's sinks without allocating.
+    routes: HashMap<String, Arc<[usize]>>,
+    all: Arc<[usize]>,
+    /// `[i]` for each sink `i`: a hook for one named sink.
+    single: Vec<Arc<[usize]>>,
     intake: Arc<Semaphore>,
     /// Body bytes: each hook takes its size (at most `intake_bytes_max`), shared by its jobs.
     intake_bytes: Arc<Semaphore>,
@@ -641,7 +645,7 @@ impl Dispatcher {
         // All of the hook's permits at once: taken one by one, two submits could each hold
         // part of what they need and wait on each other forever.
         let n = u32::try_from(sinks.len()).expect("a route has fewer than 2^32 sinks");
-        let mut all = match self.shared.intake.clone().acquire_many_owned(n).await {
+        let jobs = match self.shared.intake.clone().acquire_many_owned(n).await {
             Ok(p) => p,
             Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
         };
@@ -659,17 +663,6 @@ impl Dispatcher {
             Ok(p) => Arc::new(p),
             Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
         };
-        let mut permits = Vec::with_capacity(sinks.len());
-        for _ in 1..sinks.len() {
-            permits.push(Permit {
-                _job: all.split(1).expect("one permit per sink"),
-                _bytes: bytes.clone(),
-            });
-        }
-        permits.push(Permit {
-            _job: all,
-            _bytes: bytes,
-        });
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(SubmitError::ShuttingDown(Box::new(hook)));
         }
@@ -677,7 +670,8 @@ impl Dispatcher {
             .send(In::Submit {
                 hook: Box::new(hook),
                 sinks,
-                permits,
+                jobs,
+                bytes,
             })
             .map_err(|e| match e.0 {
                 In::Submit { hook, .. } => SubmitError::ShuttingDown(hook),
@@ -685,7 +679,7 @@ impl Dispatcher {
             })
     }
 
-    fn sinks_of(&self, hook: &Hook) -> Result<Vec<usize>, SubmitError> {
+    fn sinks_of(&self, hook: &Hook) -> Result<Arc<[usize]>, SubmitError> {
         let route = match &hook.route {
             None => &self.shared.all,
             Some(r) => self
@@ -703,7 +697,7 @@ impl Dispatcher {
                     .get(name)
                     .filter(|i| route.contains(i))
                     .ok_or_else(|| SubmitError::UnknownSink(name.clone()))?;
-                Ok(vec![i])
+                Ok(self.shared.single[i].clone())
             }
         }
     }
@@ -762,8 +756,11 @@ impl Slot {
 enum In {
     Submit {
         hook: Box<Hook>,
-        sinks: Vec<usize>,
-        permits: Vec<Permit>,
+        sinks: Arc<[usize]>,
+        /// One intake permit per sink, split into the jobs' by the scheduler.
+        jobs: OwnedSemaphorePermit,
+        /// The hook's body bytes, shared by its jobs.
+        bytes: Arc<OwnedSemaphorePermit>,
     },
     Shutdown {
         grace: Duration,
@@ -803,7 +800,7 @@ struct HookState {
     traceparent: Option<Arc<str>>,
     claim: ClaimPhase,
     /// The inline thresholds of every sink of the hook: a check-in retried for one job
-    /// must still claim the body for the others.
+    /// must still claim the body for the others. Empty without a claim store.
     thresholds: Vec<Option<NonZeroUsize>>,
     /// Jobs waiting for the check-in.
     parked: Vec<Job>,
@@ -1044,8 +1041,9 @@ impl Scheduler {
             In::Submit {
                 hook,
                 sinks,
-                permits,
-            } => self.submit(*hook, sinks, permits),
+                jobs,
+                bytes,
+            } => self.submit(*hook, &sinks, jobs, &bytes),
             In::Shutdown { grace, reply } => self.begin_shutdown(grace, reply),
         }
     }
@@ -1062,12 +1060,18 @@ impl Scheduler {
         }
     }
 
-    fn submit(&mut self, hook: Hook, sinks: Vec<usize>, permits: Vec<Permit>) {
+    fn submit(
+        &mut self,
+        hook: Hook,
+        sinks: &[usize],
+        jobs: OwnedSemaphorePermit,
+        bytes: &Arc<OwnedSemaphorePermit>,
+    ) {
         if self.stopping.is_some() {
             // Raced with a shutdown: hand it back as unfinished rather than drop it.
             let env = hook.envelope;
             if let Some(s) = &mut self.stopping {
-                for i in sinks {
+                for &i in sinks {
                     s.unfinished.push(Unfinished {
                         envelope: env.clone(),
                         sink: self.slots[i].name.clone(),
@@ -1088,38 +1092,23 @@ impl Scheduler {
             ctx = ctx.with_replay_id(r);
         }
         let mut claim = ClaimPhase::Ready;
-        let thresholds: Vec<_> = sinks.iter().map(|&i| self.slots[i].threshold).collect();
+        let size = hook.envelope.size();
+        let thresholds = || sinks.iter().map(|&i| self.slots[i].threshold);
         if let Some(c) = hook.claim {
             ctx = ctx.with_claim(c);
-        } else if self.claim_store.is_some()
-            && needs_claim(hook.envelope.size(), thresholds.iter().copied())
-        {
+        } else if self.claim_store.is_some() && needs_claim(size, thresholds()) {
             claim = ClaimPhase::Needed;
         }
+        // A check-in needs them, and only a claim store checks in.
+        let kept = if self.claim_store.is_some() {
+            thresholds().collect()
+        } else {
+            Vec::new()
+        };
         let now = self.clock.now_ms();
-        let size = hook.envelope.size();
         // A claim travels instead of the body to every sink the body is too large for,
         // once a claim exists (given, or checked in before any job runs).
         let claims = ctx.claim.is_some() || claim == ClaimPhase::Needed;
-        let jobs: Vec<Job> = sinks
-            .iter()
-            .zip(&thresholds)
-            .zip(permits)
-            .map(|((&sink, threshold), permit)| Job {
-                hook: id,
-                sink,
-                attempts: 0,
-                first_ms: None,
-                last_ms: now,
-                last_failure: None,
-                last_pause_ms: None,
-                weight: match threshold {
-                    Some(t) if claims && size > t.get() as u64 => 0,
-                    _ => u32::try_from(size).unwrap_or(u32::MAX),
-                },
-                permit: Some(permit),
-            })
-            .collect();
         self.hooks.insert(
             id,
             HookState {
@@ -1127,16 +1116,42 @@ impl Scheduler {
                 ctx,
                 traceparent: hook.traceparent.map(Arc::from),
                 claim,
-                thresholds,
+                thresholds: kept,
                 parked: Vec::new(),
-                jobs_left: jobs.len(),
+                jobs_left: sinks.len(),
                 submitted_ms: now,
                 first_attempt: hook.first_attempt,
                 settle: HookSettle::new(hook.ack),
             },
         );
-        for job in jobs {
-            self.enqueue(job);
+        // One intake permit per job: split off for every sink but the last, which keeps
+        // what is left.
+        let mut rest = Some(jobs);
+        for (k, &sink) in sinks.iter().enumerate() {
+            let job = if k + 1 == sinks.len() {
+                rest.take()
+            } else {
+                rest.as_mut().and_then(|p| p.split(1))
+            }
+            .expect("one permit per sink");
+            let weight = match self.slots[sink].threshold {
+                Some(t) if claims && size > t.get() as u64 => 0,
+                _ => u32::try_from(size).unwrap_or(u32::MAX),
+            };
+            self.enqueue(Job {
+                hook: id,
+                sink,
+                attempts: 0,
+                first_ms: None,
+                last_ms: now,
+                last_failure: None,
+                last_pause_ms: None,
+                weight,
+                permit: Some(Permit {
+                    _job: job,
+                    _bytes: bytes.clone(),
+                }),
+            });
         }
     }
 

@@ -73,6 +73,9 @@ impl fmt::Debug for Extensions {
     }
 }
 
+/// The instance a context names until [`Ctx::with_instance`] sets one.
+const DEFAULT_INSTANCE: &str = "default";
+
 /// The delivery context of one attempt.
 ///
 /// `attempt` is 1-based and never zero. `claim` is present only when dispatch already
@@ -87,8 +90,9 @@ impl fmt::Debug for Extensions {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Ctx {
-    /// The dispatcher instance (registry namespace).
-    instance: String,
+    /// The dispatcher instance (registry namespace); `None` is `"default"`. Shared, not
+    /// owned: dispatch clones a context for every attempt.
+    instance: Option<std::sync::Arc<str>>,
     /// 1-based attempt number.
     pub attempt: NonZeroU32,
     /// The body's claim, when dispatch checked it in.
@@ -112,7 +116,7 @@ impl Ctx {
     /// of the envelope is copied: a sink reads the hook's fields from the envelope.)
     pub fn for_envelope(_env: &Envelope) -> Self {
         Ctx {
-            instance: "default".into(),
+            instance: None,
             attempt: NonZeroU32::MIN,
             claim: None,
             replay_id: None,
@@ -175,7 +179,7 @@ impl Ctx {
     }
     /// Set the instance name.
     pub fn with_instance(mut self, instance: impl Into<String>) -> Self {
-        self.instance = instance.into();
+        self.instance = Some(instance.into().into());
         self
     }
     /// The attempt as a plain number.
@@ -184,7 +188,7 @@ impl Ctx {
     }
     /// The instance name.
     pub fn instance(&self) -> &str {
-        &self.instance
+        self.instance.as_deref().unwrap_or(DEFAULT_INSTANCE)
     }
     /// The header forwarding mode.
     pub fn forward_headers(&self) -> &ForwardHeaders {
