@@ -99,6 +99,21 @@ async fn direct(n: usize) -> f64 {
     start.elapsed().as_secs_f64() * 1e6 / n as f64
 }
 
+/// `run` on `rt`: in a task of the runtime (`on_task`), or in the future `block_on` runs.
+fn run_on(
+    rt: &tokio::runtime::Runtime,
+    on_task: bool,
+    run: impl std::future::Future<Output = f64> + Send + 'static,
+) -> f64 {
+    rt.block_on(async {
+        if on_task {
+            tokio::spawn(run).await.unwrap()
+        } else {
+            run.await
+        }
+    })
+}
+
 fn main() {
     const N: usize = 50_000;
     const REPS: usize = 7;
@@ -124,15 +139,7 @@ fn main() {
         for on_task in [true, false] {
             let task = median(
                 (0..REPS)
-                    .map(|_| {
-                        rt.block_on(async {
-                            if on_task {
-                                tokio::spawn(task_per_attempt(N)).await.unwrap()
-                            } else {
-                                task_per_attempt(N).await
-                            }
-                        })
-                    })
+                    .map(|_| run_on(&rt, on_task, task_per_attempt(N)))
                     .collect(),
             );
             let at = if on_task { "" } else { " in block_on" };
@@ -143,17 +150,7 @@ fn main() {
         for (sinks, conc, on_task) in rows {
             let us = median(
                 (0..REPS)
-                    .map(|_| {
-                        rt.block_on(async {
-                            if on_task {
-                                tokio::spawn(through_dispatcher(N, sinks, conc))
-                                    .await
-                                    .unwrap()
-                            } else {
-                                through_dispatcher(N, sinks, conc).await
-                            }
-                        })
-                    })
+                    .map(|_| run_on(&rt, on_task, through_dispatcher(N, sinks, conc)))
                     .collect(),
             );
             let at = if on_task { "" } else { " in block_on" };
