@@ -1064,7 +1064,7 @@ impl Scheduler {
         &mut self,
         hook: Hook,
         sinks: &[usize],
-        jobs: OwnedSemaphorePermit,
+        mut jobs: OwnedSemaphorePermit,
         bytes: &Arc<OwnedSemaphorePermit>,
     ) {
         if self.stopping.is_some() {
@@ -1093,18 +1093,17 @@ impl Scheduler {
         }
         let mut claim = ClaimPhase::Ready;
         let size = hook.envelope.size();
-        let thresholds = || sinks.iter().map(|&i| self.slots[i].threshold);
-        if let Some(c) = hook.claim {
-            ctx = ctx.with_claim(c);
-        } else if self.claim_store.is_some() && needs_claim(size, thresholds()) {
-            claim = ClaimPhase::Needed;
-        }
         // A check-in needs them, and only a claim store checks in.
-        let kept = if self.claim_store.is_some() {
-            thresholds().collect()
+        let thresholds: Vec<_> = if self.claim_store.is_some() {
+            sinks.iter().map(|&i| self.slots[i].threshold).collect()
         } else {
             Vec::new()
         };
+        if let Some(c) = hook.claim {
+            ctx = ctx.with_claim(c);
+        } else if self.claim_store.is_some() && needs_claim(size, thresholds.iter().copied()) {
+            claim = ClaimPhase::Needed;
+        }
         let now = self.clock.now_ms();
         // A claim travels instead of the body to every sink the body is too large for,
         // once a claim exists (given, or checked in before any job runs).
@@ -1116,7 +1115,7 @@ impl Scheduler {
                 ctx,
                 traceparent: hook.traceparent.map(Arc::from),
                 claim,
-                thresholds: kept,
+                thresholds,
                 parked: Vec::new(),
                 jobs_left: sinks.len(),
                 submitted_ms: now,
@@ -1124,16 +1123,9 @@ impl Scheduler {
                 settle: HookSettle::new(hook.ack),
             },
         );
-        // One intake permit per job: split off for every sink but the last, which keeps
-        // what is left.
-        let mut rest = Some(jobs);
-        for (k, &sink) in sinks.iter().enumerate() {
-            let job = if k + 1 == sinks.len() {
-                rest.take()
-            } else {
-                rest.as_mut().and_then(|p| p.split(1))
-            }
-            .expect("one permit per sink");
+        // One intake permit per job, split off the hook's.
+        for &sink in sinks {
+            let job = jobs.split(1).expect("one permit per sink");
             let weight = match self.slots[sink].threshold {
                 Some(t) if claims && size > t.get() as u64 => 0,
                 _ => u32::try_from(size).unwrap_or(u32::MAX),

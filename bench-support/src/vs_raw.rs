@@ -290,13 +290,14 @@ pub fn run<B: VsRawBench>(setup: impl Future<Output = B>) {
             .iter()
             .position(|a| a == "--only")
             .is_some_and(|i| args.get(i + 1).map(String::as_str) == Some(RAW_ENCODE));
-        if only_encode {
-            only(&bench, None, &args).await;
-            bench.teardown().await;
-            return;
-        }
-        if let Some(mode) = only_mode_arg(&args) {
-            only(&bench, Some(mode), &args).await;
+        // `Some(None)`: the raw_encode child, which `only_mode_arg` does not know.
+        let child = if only_encode {
+            Some(None)
+        } else {
+            only_mode_arg(&args).map(Some)
+        };
+        if let Some(mode) = child {
+            only(&bench, mode, &args).await;
             bench.teardown().await;
             return;
         }
