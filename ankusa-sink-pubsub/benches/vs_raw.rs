@@ -240,7 +240,8 @@ async fn only(mode: Mode, batched: bool) {
         s.deliveries = arg(2).unwrap_or(50_000);
         s.body_bytes = arg(3).unwrap_or(1024);
     }
-    PubSub { http: http() }.run_once(mode, s).await;
+    let run = PubSub { http: http() }.run_once(mode, s).await;
+    println!("{}", run.json());
     print_vm_hwm();
 }
 

@@ -89,7 +89,13 @@ impl State {
     }
 
     fn count(&self, dest: &str, n: usize) {
-        *self.received().entry(dest.to_owned()).or_default() += n;
+        let mut received = self.received();
+        match received.get_mut(dest) {
+            Some(count) => *count += n,
+            None => {
+                received.insert(dest.to_owned(), n);
+            }
+        }
     }
 
     fn message_id(&self) -> String {
@@ -360,41 +366,116 @@ fn sns_error(code: &str, message: &str) -> Answer {
     }
 }
 
+/// A query-protocol form with its values left encoded: the server reads a few short
+/// fields and only checks that each message is there, so it decodes nothing else (a real
+/// SNS does that work on its own machines, not on the cores the clients share with it).
+struct Form<'a> {
+    fields: Vec<(&'a [u8], &'a [u8])>,
+}
+
+impl<'a> Form<'a> {
+    fn parse(body: &'a [u8]) -> Form<'a> {
+        let fields = body
+            .split(|&b| b == b'&')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| match pair.iter().position(|&b| b == b'=') {
+                Some(i) => (&pair[..i], &pair[i + 1..]),
+                None => (pair, &b""[..]),
+            })
+            .collect();
+        Form { fields }
+    }
+
+    /// The raw (still encoded) value of `name`. The SDKs send names unencoded.
+    fn raw(&self, name: &str) -> Option<&'a [u8]> {
+        self.fields
+            .iter()
+            .find(|(k, _)| *k == name.as_bytes())
+            .map(|(_, v)| *v)
+    }
+
+    /// The decoded value of `name`.
+    fn get(&self, name: &str) -> Option<String> {
+        self.raw(name).map(decode)
+    }
+}
+
+/// A form value, decoded as the form encoding says (`+` a space, `%XX` a byte).
+fn decode(v: &[u8]) -> String {
+    let mut pair = Vec::with_capacity(v.len() + 1);
+    pair.push(b'=');
+    pair.extend_from_slice(v);
+    url::form_urlencoded::parse(&pair)
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+/// `PublishBatch`'s entries, numbered from 1 as the form names them: each one's `Id`
+/// (decoded) and whether it has a `Message`. `Err` for a number outside 1 to 10.
+fn batch_entries(form: &Form<'_>) -> Result<Vec<(Option<String>, bool)>, Answer> {
+    const PREFIX: &[u8] = b"PublishBatchRequestEntries.member.";
+    let mut entries: Vec<(Option<String>, bool)> = Vec::new();
+    for (k, v) in &form.fields {
+        let Some(rest) = k.strip_prefix(PREFIX) else {
+            continue;
+        };
+        let dot = rest.iter().position(|&b| b == b'.').unwrap_or(rest.len());
+        let n: usize = std::str::from_utf8(&rest[..dot])
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        if n == 0 || n > MAX_BATCH {
+            return Err(sns_error("TooManyEntriesInBatchRequest", "1 to 10 entries"));
+        }
+        if entries.len() < n {
+            entries.resize(n, (None, false));
+        }
+        match &rest[dot..] {
+            b".Id" => entries[n - 1].0 = Some(decode(v)),
+            b".Message" => entries[n - 1].1 = true,
+            _ => {}
+        }
+    }
+    Ok(entries)
+}
+
 fn sns(st: &State, body: &[u8]) -> Answer {
-    let form: HashMap<Cow<'_, str>, Cow<'_, str>> = url::form_urlencoded::parse(body).collect();
-    let get = |k: &str| form.get(k).map(|v| v.as_ref());
-    let topic = get("TopicArn").unwrap_or("");
-    match get("Action").unwrap_or("") {
-        "CreateTopic" => {
+    let form = Form::parse(body);
+    let topic = form.get("TopicArn").unwrap_or_default();
+    match form.raw("Action").unwrap_or_default() {
+        b"CreateTopic" => {
             let arn = format!(
                 "arn:aws:sns:us-east-1:{ACCOUNT}:{}",
-                get("Name").unwrap_or("")
+                form.get("Name").unwrap_or_default()
             );
             st.count(&arn, 0);
             sns_xml("CreateTopic", &format!("<TopicArn>{arn}</TopicArn>"))
         }
-        "DeleteTopic" => sns_xml("DeleteTopic", ""),
-        "Publish" => {
-            if get("Message").is_none() {
+        b"DeleteTopic" => sns_xml("DeleteTopic", ""),
+        b"Publish" => {
+            if form.raw("Message").is_none() {
                 return sns_error("InvalidParameter", "Message");
             }
-            st.count(topic, 1);
+            st.count(&topic, 1);
             sns_xml(
                 "Publish",
                 &format!("<MessageId>{}</MessageId>", st.message_id()),
             )
         }
-        "PublishBatch" => {
+        b"PublishBatch" => {
+            let entries = match batch_entries(&form) {
+                Ok(e) => e,
+                Err(refused) => return refused,
+            };
+            if entries.is_empty() {
+                return sns_error("EmptyBatchRequest", "no entries");
+            }
             let mut members = String::new();
-            let mut n = 0;
-            while let Some(id) = get(&format!("PublishBatchRequestEntries.member.{}.Id", n + 1)) {
-                n += 1;
-                if n > MAX_BATCH {
-                    return sns_error("TooManyEntriesInBatchRequest", "1 to 10 entries");
-                }
-                if get(&format!("PublishBatchRequestEntries.member.{n}.Message")).is_none() {
-                    return sns_error("InvalidParameter", "Message");
-                }
+            for (id, has_message) in &entries {
+                let (Some(id), true) = (id, has_message) else {
+                    return sns_error("InvalidParameter", "Id and Message");
+                };
                 write!(
                     members,
                     "<member><Id>{id}</Id><MessageId>{}</MessageId></member>",
@@ -402,15 +483,12 @@ fn sns(st: &State, body: &[u8]) -> Answer {
                 )
                 .expect("writing to a String");
             }
-            if n == 0 {
-                return sns_error("EmptyBatchRequest", "no entries");
-            }
-            st.count(topic, n);
+            st.count(&topic, entries.len());
             sns_xml(
                 "PublishBatch",
                 &format!("<Successful>{members}</Successful><Failed/>"),
             )
         }
-        other => sns_error("InvalidAction", other),
+        other => sns_error("InvalidAction", &String::from_utf8_lossy(other)),
     }
 }
