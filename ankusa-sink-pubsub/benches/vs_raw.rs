@@ -6,7 +6,8 @@
 //! (default `target/bench-results/`). Every run publishes to a fresh topic (created and
 //! deleted through the emulator's REST API). The raw side sends the same data (a Message v1
 //! body encoded once) and attributes; the sink encodes and sizes per delivery.
-//! Knobs: `BENCH_SCALE`; `--only sink|raw [--batched | --profile <conc> <n> <body>]`.
+//! Knobs: `BENCH_SCALE`; `--only sink|raw [--batched | --profile <conc> <n> <body>]`, and
+//! `--only raw --encode`: the raw publisher encoding each delivery's Message v1 itself.
 #![allow(missing_docs)]
 
 use ankusa_bench_support::indexed::{
@@ -65,8 +66,16 @@ fn workload(body_bytes: usize) -> Workload {
 /// The message the sink makes for `env`: core's `Outgoing` (Message v1 body, attributes by
 /// their attribute names), mapped as the sink maps it.
 fn to_message(env: &Envelope, ctx: &Ctx) -> Message {
-    let layout = Layout::message(Some(DEFAULT_INLINE_MAX_BYTES), EmptyValues::Drop);
-    let out = Outgoing::new(env, ctx, &layout).unwrap();
+    to_message_with(env, ctx, &layout())
+}
+
+/// The sink's layout with its defaults.
+fn layout() -> Layout {
+    Layout::message(Some(DEFAULT_INLINE_MAX_BYTES), EmptyValues::Drop)
+}
+
+fn to_message_with(env: &Envelope, ctx: &Ctx, layout: &Layout) -> Message {
+    let out = Outgoing::new(env, ctx, layout).unwrap();
     let msg = Message::new().set_attributes(
         out.attributes()
             .iter()
@@ -115,8 +124,18 @@ async fn raw_op(topic: &str, w: &Workload, batched: bool) -> Op {
     };
     let publisher = Arc::new(publisher);
     let msg = w.msg.clone();
+    // `--encode` (with `--only raw`): the raw publisher builds each delivery's own Message v1
+    // and attributes, as a publisher of distinct hooks must; by default it sends one message
+    // built once.
+    let encode = std::env::args()
+        .any(|a| a == "--encode")
+        .then(|| (Arc::clone(&w.env), Ctx::for_envelope(&w.env), layout()));
     Arc::new(move |_| {
-        let fut = publisher.publish(msg.clone());
+        let msg = match &encode {
+            Some((env, ctx, layout)) => to_message_with(env, ctx, layout),
+            None => msg.clone(),
+        };
+        let fut = publisher.publish(msg);
         Box::pin(async move {
             match tokio::time::timeout(DEADLINE, fut).await {
                 Ok(Ok(id)) if !id.is_empty() => Ok(()),
