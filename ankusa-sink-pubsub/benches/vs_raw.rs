@@ -6,15 +6,15 @@
 //! (default `target/bench-results/`). Every run publishes to a fresh topic (created and
 //! deleted through the emulator's REST API). The raw side sends the same data (a Message v1
 //! body encoded once) and attributes; the sink encodes and sizes per delivery.
-//! Knobs: `BENCH_SCALE`; `--only sink|raw [--batched | --profile <conc> <n> <body>]`, and
-//! `--only raw --encode`: the raw publisher encoding each delivery's Message v1 itself.
+//! Knobs: `BENCH_SCALE`; `--only sink|raw|raw_encode [--batched | --profile <conc> <n>
+//! <body>]` (`raw_encode`: the raw publisher building each delivery's own Message v1).
 #![allow(missing_docs)]
 
 use ankusa_bench_support::indexed::{
     self, DEADLINE, IndexedBench, Op, REPS, Run, Spec, child_rss, cpu_us, drive, envelope, runtime,
     sink_op, specs,
 };
-use ankusa_bench_support::{Mode, only_mode_arg, print_vm_hwm, write_results};
+use ankusa_bench_support::{Mode, only_child_arg, print_vm_hwm, write_results};
 use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Ctx, Envelope};
 use ankusa_sink_pubsub::{Auth, PubSubConfig, PubSubSink};
@@ -99,8 +99,10 @@ async fn pubsub_sink_op(topic: &str, w: &Workload, batched: bool) -> Op {
 }
 
 /// The client configured as the sink configures its own: immediate (1 message, no delay)
-/// or batched (the config's count, bytes and delay).
-async fn raw_op(topic: &str, w: &Workload, batched: bool) -> Op {
+/// or batched (the config's count, bytes and delay). With `encode` it builds each
+/// delivery's own Message v1 and attributes, as a publisher of distinct hooks must;
+/// without, it sends one message built once.
+async fn raw_op(topic: &str, w: &Workload, batched: bool, encode: bool) -> Op {
     let cfg = config(topic);
     let base = BasePublisher::builder()
         .with_endpoint(endpoint())
@@ -124,12 +126,7 @@ async fn raw_op(topic: &str, w: &Workload, batched: bool) -> Op {
     };
     let publisher = Arc::new(publisher);
     let msg = w.msg.clone();
-    // `--encode` (with `--only raw`): the raw publisher builds each delivery's own Message v1
-    // and attributes, as a publisher of distinct hooks must; by default it sends one message
-    // built once.
-    let encode = std::env::args()
-        .any(|a| a == "--encode")
-        .then(|| (Arc::clone(&w.env), Ctx::for_envelope(&w.env), layout()));
+    let encode = encode.then(|| (Arc::clone(&w.env), Ctx::for_envelope(&w.env), layout()));
     Arc::new(move |_| {
         let msg = match &encode {
             Some((env, ctx, layout)) => to_message_with(env, ctx, layout),
@@ -150,6 +147,8 @@ async fn raw_op(topic: &str, w: &Workload, batched: bool) -> Op {
 /// The bench: one REST client for the emulator's topics.
 struct PubSub {
     http: reqwest::Client,
+    /// The raw side builds a message per delivery (`--only raw_encode`).
+    raw_encodes: bool,
 }
 
 impl IndexedBench for PubSub {
@@ -167,7 +166,7 @@ impl IndexedBench for PubSub {
         create_topic(&self.http, &topic).await;
         let op = match mode {
             Mode::Sink => pubsub_sink_op(&topic, &w, s.batched).await,
-            Mode::Raw => raw_op(&topic, &w, s.batched).await,
+            Mode::Raw => raw_op(&topic, &w, s.batched, self.raw_encodes).await,
         };
         let (seconds, lat) = drive::<Self>(op, s.deliveries, s.concurrency).await;
         delete_topic(&self.http, &topic).await;
@@ -207,7 +206,10 @@ fn http() -> reqwest::Client {
 }
 
 async fn bench() {
-    let bench = PubSub { http: http() };
+    let bench = PubSub {
+        http: http(),
+        raw_encodes: false,
+    };
     println!(
         "\npubsub vs raw ({}; median of {REPS}, interleaved)",
         endpoint()
@@ -244,7 +246,8 @@ async fn bench() {
     println!("wrote {}", path.display());
 }
 
-async fn only(mode: Mode, batched: bool) {
+/// `mode` is `None` for `raw_encode`.
+async fn only(mode: Option<Mode>, batched: bool) {
     // `--batched`: a longer batched run, for profiling.
     let mut s = Spec {
         batched,
@@ -259,14 +262,18 @@ async fn only(mode: Mode, batched: bool) {
         s.deliveries = arg(2).unwrap_or(50_000);
         s.body_bytes = arg(3).unwrap_or(1024);
     }
-    let run = PubSub { http: http() }.run_once(mode, s).await;
+    let bench = PubSub {
+        http: http(),
+        raw_encodes: mode.is_none(),
+    };
+    let run = bench.run_once(mode.unwrap_or(Mode::Raw), s).await;
     println!("{}", run.json());
     print_vm_hwm();
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let only_mode = only_mode_arg(&args);
+    let only_mode = only_child_arg(&args);
     runtime().block_on(async {
         match only_mode {
             Some(m) => only(m, args.iter().any(|a| a == "--batched")).await,

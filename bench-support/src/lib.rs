@@ -32,12 +32,23 @@ impl Mode {
 /// # Panics
 /// When `--only` is followed by anything else.
 pub fn only_mode_arg(args: &[String]) -> Option<Mode> {
+    only_child_arg(args).map(|child| child.unwrap_or_else(|| panic!("--only sink|raw")))
+}
+
+/// `--only sink|raw|raw_encode` among `args`, for a harness that also has the
+/// [`vs_raw::RAW_ENCODE`] side (the raw client encoding each delivery's own Message v1):
+/// `Some(None)` for that side.
+///
+/// # Panics
+/// When `--only` is followed by anything else.
+pub fn only_child_arg(args: &[String]) -> Option<Option<Mode>> {
     args.iter()
         .position(|a| a == "--only")
         .map(|i| match args.get(i + 1).map(String::as_str) {
-            Some("sink") => Mode::Sink,
-            Some("raw") => Mode::Raw,
-            other => panic!("--only sink|raw, not {other:?}"),
+            Some("sink") => Some(Mode::Sink),
+            Some("raw") => Some(Mode::Raw),
+            Some(vs_raw::RAW_ENCODE) => None,
+            other => panic!("--only sink|raw|{}, not {other:?}", vs_raw::RAW_ENCODE),
         })
 }
 
@@ -142,5 +153,11 @@ mod tests {
             Some(Mode::Raw)
         );
         assert_eq!(only_mode_arg(&args(&["--only", "sink"])), Some(Mode::Sink));
+        assert_eq!(only_child_arg(&args(&["--only", "raw_encode"])), Some(None));
+        assert_eq!(
+            only_child_arg(&args(&["--only", "raw"])),
+            Some(Some(Mode::Raw))
+        );
+        assert_eq!(only_child_arg(&args(&["bench"])), None);
     }
 }

@@ -10,7 +10,7 @@
 //!   longer run of one workload, to attach a profiler to one mode.
 
 use crate::{
-    Mode, child_peak_rss, child_peak_rss_of, median, only_mode_arg, pct, print_vm_hwm,
+    Mode, child_peak_rss, child_peak_rss_of, median, only_child_arg, pct, print_vm_hwm,
     write_results,
 };
 use ankusa_sink_core::{Ctx, Envelope, Sink, safe_deliver};
@@ -286,17 +286,7 @@ pub fn run<B: VsRawBench>(setup: impl Future<Output = B>) {
         .unwrap();
     rt.block_on(async {
         let bench = setup.await;
-        let only_encode = args
-            .iter()
-            .position(|a| a == "--only")
-            .is_some_and(|i| args.get(i + 1).map(String::as_str) == Some(RAW_ENCODE));
-        // `Some(None)`: the raw_encode child, which `only_mode_arg` does not know.
-        let child = if only_encode {
-            Some(None)
-        } else {
-            only_mode_arg(&args).map(Some)
-        };
-        if let Some(mode) = child {
+        if let Some(mode) = only_child_arg(&args) {
             only(&bench, mode, &args).await;
             bench.teardown().await;
             return;
