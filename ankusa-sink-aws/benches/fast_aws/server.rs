@@ -295,7 +295,8 @@ fn accepted(
     Ok(out)
 }
 
-fn md5_hex(bytes: &[u8]) -> String {
+/// Lowercase hex MD5, as SQS reports it (the bench's client side computes it the same way).
+pub(crate) fn md5_hex(bytes: &[u8]) -> String {
     hex::encode(Md5::digest(bytes))
 }
 
