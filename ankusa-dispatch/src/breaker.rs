@@ -60,7 +60,7 @@ impl Breaker {
         }
     }
 
-    #[cfg(test)]
+    /// The state now (for the transitions the dispatcher logs).
     pub(crate) fn state(&self) -> State {
         self.state
     }

@@ -56,7 +56,29 @@ impl DeadLetterInfo {
 
 /// One dead-letter line: the envelope in its JSON form (the form `ankusa-sink gen` prints
 /// and `forward` reads) plus a `dead_letter` object.
+///
+/// Only the headers a sink would forward are stored
+/// ([`is_forwardable`](ankusa_sink_core::message::is_forwardable)): credentials a provider
+/// sent (an `Authorization`, an API key) never land on disk.
 pub fn record_line(env: &Envelope, info: &DeadLetterInfo) -> serde_json::Result<String> {
+    let filtered;
+    let env = if env.headers().iter().all(|(n, _)| forwardable(n)) {
+        env
+    } else {
+        let kept = env
+            .headers()
+            .iter()
+            .filter(|(n, _)| forwardable(n))
+            .cloned()
+            .collect();
+        // Headers only change: the copy is as valid as the envelope it came from.
+        filtered = env
+            .to_builder()
+            .headers(kept)
+            .build()
+            .unwrap_or_else(|_| env.clone());
+        &filtered
+    };
     // The envelope's own serialization, keys in the order `gen` prints them, with the
     // `dead_letter` object added as its last key.
     let mut line = serde_json::to_string(env)?;
@@ -70,6 +92,10 @@ pub fn record_line(env: &Envelope, info: &DeadLetterInfo) -> serde_json::Result<
         line.push('}');
     }
     Ok(line)
+}
+
+fn forwardable(name: &str) -> bool {
+    ankusa_sink_core::message::is_forwardable(&name.to_ascii_lowercase())
 }
 
 /// Split a dead-letter record into the envelope's JSON and its `dead_letter` object;
@@ -97,7 +123,7 @@ pub struct DeadLetter(Arc<Kind>);
 enum Kind {
     File {
         path: PathBuf,
-        file: Mutex<std::fs::File>,
+        file: Mutex<DeadLetterFile>,
     },
     Sink(Arc<dyn Sink>),
 }
@@ -112,14 +138,18 @@ impl fmt::Debug for DeadLetter {
 }
 
 impl DeadLetter {
-    /// Append one JSON line per dead letter to `path` (created if missing). Each line is
-    /// written and synced to disk before the dead letter is reported.
-    pub fn jsonl(path: impl AsRef<Path>) -> std::io::Result<Self> {
+    /// Append one JSON line per dead letter to `path`. Each line is written in one
+    /// `write` and synced to disk before the dead letter is reported stored.
+    ///
+    /// The file is created with mode 0600 (dead letters hold hook bodies) and opened
+    /// without following a symbolic link: a link there is refused
+    /// ([`DeadLetterOpenError::Symlink`]), since whoever placed it would choose where
+    /// bodies are written. A file whose last line is torn (a crash or a full disk cut it)
+    /// is first ended with a newline, so the next record starts on a line of its own and
+    /// a replay reports the torn one `invalid` and goes on.
+    pub fn jsonl(path: impl AsRef<Path>) -> Result<Self, DeadLetterOpenError> {
         let path = path.as_ref().to_owned();
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)?;
+        let file = DeadLetterFile::open(&path)?;
         Ok(DeadLetter(Arc::new(Kind::File {
             path,
             file: Mutex::new(file),
@@ -178,12 +208,120 @@ impl DeadLetter {
             return Ok(());
         };
         let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
-        let mut buf = Vec::with_capacity(line.len() + 1);
+        f.append(line)
+            .map_err(|e| format!("writing the dead-letter file {}: {e}", path.display()))
+    }
+}
+
+/// Why a dead-letter file could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeadLetterOpenError {
+    /// The path is a symbolic link: refused, never followed.
+    #[error("the dead-letter file {0} is a symbolic link: give the file's own path")]
+    Symlink(PathBuf),
+    /// Opening, reading or repairing the file failed.
+    #[error("cannot open the dead-letter file {0}: {1}")]
+    Io(PathBuf, #[source] std::io::Error),
+}
+
+/// An open dead-letter file and what is known of its end.
+#[derive(Debug)]
+struct DeadLetterFile {
+    file: std::fs::File,
+    /// The file's length after the last complete line: a failed write is cut back to it.
+    len: u64,
+    /// A failed write could not be cut back: the next record first ends the torn line.
+    torn: bool,
+}
+
+impl DeadLetterFile {
+    fn open(path: &Path) -> Result<Self, DeadLetterOpenError> {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let io = |e| DeadLetterOpenError::Io(path.to_owned(), e);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) {
+                    DeadLetterOpenError::Symlink(path.to_owned())
+                } else {
+                    io(e)
+                }
+            })?;
+        let len = file.metadata().map_err(io)?.len();
+        let mut this = DeadLetterFile {
+            file,
+            len,
+            torn: false,
+        };
+        if len > 0 {
+            let mut last = [0u8; 1];
+            (&this.file).seek(SeekFrom::Start(len - 1)).map_err(io)?;
+            (&this.file).read_exact(&mut last).map_err(io)?;
+            this.torn = last[0] != b'\n';
+        }
+        if this.torn {
+            this.write_synced(b"\n").map_err(io)?;
+            this.torn = false;
+        }
+        Ok(this)
+    }
+
+    /// Append `line` and its newline in one write, synced. On failure the file is cut
+    /// back to its last complete line (or, if even that fails, the next append ends the
+    /// torn line first): a record is whole or absent, never glued to the next one.
+    fn append(&mut self, line: &str) -> std::io::Result<()> {
+        let mut buf = Vec::with_capacity(line.len() + 2);
+        if self.torn {
+            buf.push(b'\n');
+        }
         buf.extend_from_slice(line.as_bytes());
         buf.push(b'\n');
-        f.write_all(&buf)
-            .and_then(|()| f.sync_data())
-            .map_err(|e| format!("writing the dead-letter file {}: {e}", path.display()))
+        let r = self.write_synced(&buf);
+        if r.is_ok() {
+            self.torn = false;
+        }
+        r
+    }
+
+    fn write_synced(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let r = self.write_once(buf).and_then(|()| self.file.sync_data());
+        match r {
+            Ok(()) => {
+                self.len += buf.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                // Whatever part of the line reached the file goes (truncating frees space,
+                // so it works on a full disk); the file ends on its last whole line.
+                let cut = self
+                    .file
+                    .set_len(self.len)
+                    .and_then(|()| self.file.sync_data());
+                if cut.is_err() {
+                    self.torn = true;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// One `write` of the whole buffer: on a regular file a short write only happens when
+    /// the device is full or a limit is hit, and then the rest would fail too.
+    fn write_once(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let n = self.file.write(buf)?;
+        if n == buf.len() {
+            Ok(())
+        } else {
+            // What `write` reports for the rest: the device is full.
+            Err(std::io::Error::from(std::io::ErrorKind::StorageFull))
+        }
     }
 }
 

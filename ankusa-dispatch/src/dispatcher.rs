@@ -2,13 +2,13 @@
 //! their own and report back.
 
 use crate::attempt::attempt_in_trace;
-use crate::breaker::{Breaker, BreakerConfig};
+use crate::breaker::{Breaker, BreakerConfig, State as BreakerState};
 use crate::dead_letter::{DeadLetter, DeadLetterInfo};
 use crate::metrics as m;
 use crate::policy::{Action, DispatchPolicy, decide, record};
 use ankusa_claimcheck::{ClaimStore, needs_claim};
 use ankusa_sink_core::{
-    Claim, Ctx, Envelope, ErrorClass, Failure, InFlight, Reason, Sink, resolve_batched,
+    Claim, Class, Ctx, Envelope, ErrorClass, Failure, InFlight, Reason, Sink, resolve_batched,
     resolve_in_flight, resolve_inline_max_bytes, safe_deliver,
 };
 use ankusa_source::{Ack, Settlement};
@@ -505,6 +505,7 @@ impl DispatcherBuilder {
             intake_bytes_max: u32::try_from(intake_bytes).unwrap_or(u32::MAX),
             closed: AtomicBool::new(false),
             waiting: Arc::new(AtomicUsize::new(0)),
+            held: Arc::new(IntakeHold::default()),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         // Reports from the scheduler's own tasks come on a channel of their own, so the
@@ -512,8 +513,13 @@ impl DispatcherBuilder {
         let (report_tx, report_rx) = mpsc::unbounded_channel();
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         let breakers = (0..n).map(|_| Breaker::new(self.config.breaker)).collect();
+        metrics::gauge!(m::DEAD_LETTER_BLOCKED).set(0.0);
+        metrics::gauge!(m::WAITING).set(0.0);
         let scheduler = Scheduler {
             waiting_count: shared.waiting.clone(),
+            intake_hold: shared.held.clone(),
+            dead_letter_log: None,
+            waiting_reported: 0,
             slots,
             config: self.config,
             claim_store: self.claim_store,
@@ -629,6 +635,38 @@ struct Shared {
     intake_bytes_max: u32,
     closed: AtomicBool,
     waiting: Arc<AtomicUsize>,
+    /// Intake is paused: a dead letter of a hook from a durable source could not be
+    /// stored and is being written again (`DeadLetterHold`).
+    held: Arc<IntakeHold>,
+}
+
+/// The pause on intake while dead letters cannot be stored: `submit` waits on it.
+#[derive(Debug, Default)]
+struct IntakeHold {
+    paused: AtomicBool,
+    resumed: tokio::sync::Notify,
+}
+
+impl IntakeHold {
+    fn set(&self, paused: bool) {
+        if self.paused.swap(paused, Ordering::AcqRel) && !paused {
+            self.resumed.notify_waiters();
+        }
+    }
+
+    /// Wait while intake is paused (or until `closed`).
+    async fn wait(&self, closed: &AtomicBool) {
+        while self.paused.load(Ordering::Acquire) && !closed.load(Ordering::Acquire) {
+            let resumed = self.resumed.notified();
+            tokio::pin!(resumed);
+            // Registered before the flag is read again: a resume in between is not lost.
+            resumed.as_mut().enable();
+            if !self.paused.load(Ordering::Acquire) || closed.load(Ordering::Acquire) {
+                return;
+            }
+            resumed.await;
+        }
+    }
 }
 
 impl Dispatcher {
@@ -642,6 +680,11 @@ impl Dispatcher {
     /// for this hook only.
     pub async fn submit(&self, hook: Hook) -> Result<(), SubmitError> {
         let sinks = self.sinks_of(&hook)?;
+        // Paused while a durable source's dead letter cannot be stored: reading on would
+        // only pile up hooks that may end the same way.
+        if self.shared.held.paused.load(Ordering::Relaxed) {
+            self.shared.held.wait(&self.shared.closed).await;
+        }
         // All of the hook's permits at once: taken one by one, two submits could each hold
         // part of what they need and wait on each other forever.
         let n = u32::try_from(sinks.len()).expect("a route has fewer than 2^32 sinks");
@@ -722,6 +765,7 @@ impl Dispatcher {
     /// list: the first caller gets every pair. The shorter grace wins.
     pub async fn shutdown(&self, grace: Duration) -> Vec<Unfinished> {
         self.shared.closed.store(true, Ordering::Release);
+        self.shared.held.resumed.notify_waiters();
         self.shared.intake.close();
         self.shared.intake_bytes.close();
         let (reply, rx) = oneshot::channel();
@@ -908,6 +952,12 @@ const BURST: usize = 256;
 
 struct Scheduler {
     waiting_count: Arc<AtomicUsize>,
+    /// Shared with `submit`: paused while a dead letter is held.
+    intake_hold: Arc<IntakeHold>,
+    /// When a dead letter's failure to be stored was last logged (at most once a minute).
+    dead_letter_log: Option<Instant>,
+    /// The value last set on the waiting gauge.
+    waiting_reported: usize,
     slots: Vec<Slot>,
     config: DispatchConfig,
     claim_store: Option<ClaimStore>,
@@ -939,8 +989,9 @@ struct Scheduler {
     held_scan: Vec<Instant>,
     /// The sink `pump` serves first (round robin).
     next_sink: usize,
-    /// Dead letters being stored, by id: their deliveries wait for the store's answer.
-    pending_dead_letters: IdMap<u64, Delivery>,
+    /// Dead letters being stored, or held to be stored again, by id: their deliveries
+    /// wait for the store's answer.
+    pending_dead_letters: IdMap<u64, PendingDeadLetter>,
     next_dead_letter: u64,
     stopping: Option<Stopping>,
     /// Whether a `Dispatcher` handle may still send.
@@ -964,7 +1015,9 @@ impl Scheduler {
         loop {
             if self.stopping.is_none() {
                 self.wake_due(Instant::now());
+                self.wake_dead_letters(Instant::now());
                 self.pump(Instant::now());
+                self.report_waiting();
             }
             if let Some(s) = &self.stopping {
                 if (self.running.is_empty() && self.pending_dead_letters.is_empty())
@@ -1028,6 +1081,11 @@ impl Scheduler {
                 if let Some(at) = b.reopens_at() {
                     earliest(at);
                 }
+            }
+        }
+        for p in self.pending_dead_letters.values() {
+            if let Some(at) = p.retry_at {
+                earliest(at);
             }
         }
         if let Some(s) = &self.stopping {
@@ -1245,9 +1303,11 @@ impl Scheduler {
                 if !self.has_room(i, next.weight) {
                     continue;
                 }
+                let before = self.breakers[i].state();
                 if !self.breakers[i].admit(now) {
                     continue;
                 }
+                self.breaker_moved(i, before);
                 let job = self.ready[i].pop_front().expect("not empty");
                 self.start(job);
                 self.next_sink = (i + 1) % n;
@@ -1279,7 +1339,10 @@ impl Scheduler {
         }
     }
 
-    /// Dead-letter the jobs an open breaker held past the horizon.
+    /// Dead-letter the jobs an open breaker held past the horizon, and those whose next
+    /// attempt would be their last: the policy allows no retry after it (a run without
+    /// retries), so holding them would only wait for a probe per `open_for` while the
+    /// destination stays down: they fail now, as that attempt most likely would.
     fn expire_held(&mut self, sink: usize) {
         let horizon = i64::try_from(self.config.policy.max_elapsed.as_millis()).unwrap_or(i64::MAX);
         let now = self.clock.now_ms();
@@ -1289,9 +1352,28 @@ impl Scheduler {
                 .first_ms
                 .or_else(|| self.hooks.get(&job.hook).map(|h| h.submitted_ms))
                 .unwrap_or(now);
-            if now.saturating_sub(start) >= horizon {
+            let last_chance = matches!(
+                decide(
+                    Class::Transient,
+                    job.attempts.saturating_add(1),
+                    start,
+                    now,
+                    &self.config.policy,
+                    &mut rand::rng(),
+                )
+                .action,
+                Action::DeadLetter { .. }
+            );
+            if last_chance || now.saturating_sub(start) >= horizon {
                 let failure = job.last_failure.as_ref().map_or_else(
-                    || Failure::transient(Reason("circuit breaker open".into())),
+                    || {
+                        Failure::transient(Reason(
+                            "circuit breaker open: not attempted (the sink's last attempts \
+                             failed in a row)"
+                                .into(),
+                        ))
+                        .with_may_have_landed(Some(false))
+                    },
                     copy,
                 );
                 self.dead_letter(job, failure);
@@ -1407,7 +1489,9 @@ impl Scheduler {
         slot.metrics.seconds.record(took.as_secs_f64());
         match result {
             Ok(()) => {
+                let before = self.breakers[job.sink].state();
                 self.breakers[job.sink].success();
+                self.breaker_moved(job.sink, before);
                 self.set_breaker_gauge(job.sink);
                 self.finish(job, Outcome::Delivered);
             }
@@ -1432,6 +1516,7 @@ impl Scheduler {
             .pause
             .and_then(|p| NonZeroU32::new(u32::try_from(p.as_millis()).unwrap_or(u32::MAX)));
         if from_sink {
+            let before = self.breakers[job.sink].state();
             if decision.counts_toward_breaker {
                 let was_closed = !self.breakers[job.sink].is_open();
                 self.breakers[job.sink].failure(Instant::now());
@@ -1445,6 +1530,7 @@ impl Scheduler {
                 // The destination answered: it is up, whatever it thought of this hook.
                 self.breakers[job.sink].success();
             }
+            self.breaker_moved(job.sink, before);
             self.set_breaker_gauge(job.sink);
         }
         match decision.action {
@@ -1488,9 +1574,62 @@ impl Scheduler {
     }
 
     fn waiting_changed(&self) {
-        metrics::gauge!(m::WAITING).set(self.waiting.len() as f64);
         self.waiting_count
             .store(self.waiting.len(), Ordering::Relaxed);
+    }
+
+    /// The waiting gauge: jobs in the retry queue and jobs an open breaker holds (they
+    /// wait too, and an outage would otherwise show nothing waiting). Set when it moved.
+    fn report_waiting(&mut self) {
+        let held: usize = self
+            .ready
+            .iter()
+            .zip(&self.breakers)
+            .filter(|(_, b)| b.is_open())
+            .map(|(q, _)| q.len())
+            .sum();
+        let n = self.waiting.len() + held;
+        if n != self.waiting_reported {
+            self.waiting_reported = n;
+            metrics::gauge!(m::WAITING).set(n as f64);
+        }
+    }
+
+    /// Log a breaker's move from `before` to its state now, naming the sink: an outage
+    /// is never silent, and its end is visible too.
+    fn breaker_moved(&self, sink: usize, before: BreakerState) {
+        let after = self.breakers[sink].state();
+        let name = &*self.slots[sink].name;
+        let open_for_s = self.config.breaker.open_for.as_secs();
+        match (before, after) {
+            (BreakerState::Closed { .. }, BreakerState::Open { .. }) => tracing::warn!(
+                target: "ankusa_dispatch",
+                sink = name,
+                failures = self.config.breaker.failures,
+                open_for_s,
+                "circuit breaker opened: the sink's attempts are held"
+            ),
+            (BreakerState::HalfOpen { .. }, BreakerState::Open { .. }) => tracing::warn!(
+                target: "ankusa_dispatch",
+                sink = name,
+                open_for_s,
+                "circuit breaker open again: the probe failed"
+            ),
+            (BreakerState::Open { .. }, BreakerState::HalfOpen { .. }) => tracing::info!(
+                target: "ankusa_dispatch",
+                sink = name,
+                "circuit breaker half-open: one probe goes"
+            ),
+            (
+                BreakerState::Open { .. } | BreakerState::HalfOpen { .. },
+                BreakerState::Closed { .. },
+            ) => tracing::info!(
+                target: "ankusa_dispatch",
+                sink = name,
+                "circuit breaker closed: the sink's attempts flow again"
+            ),
+            _ => {}
+        }
     }
 
     fn dead_letter(&mut self, job: Job, failure: Failure) {
@@ -1500,63 +1639,153 @@ impl Scheduler {
         };
         let name = self.slots[job.sink].name.clone();
         let first = job.first_ms.unwrap_or(job.last_ms);
-        match self.dead_letter.clone() {
-            None => self.finish(
-                job,
-                Outcome::DeadLettered {
-                    failure,
-                    error_class,
-                    store_error: None,
-                },
-            ),
-            Some(dl) => {
-                let info = DeadLetterInfo::new(&name, &failure, job.attempts, first, job.last_ms);
-                let env = h.env.clone();
-                let ctx = h.ctx.clone();
-                let timeout = self.config.attempt_timeout;
-                let delivery = self.delivery(
-                    job,
-                    Outcome::DeadLettered {
-                        failure,
-                        error_class,
-                        store_error: None,
-                    },
-                );
-                // The delivery stays here until the store answers: a shutdown that ends
-                // first hands the pair back instead of losing it with the aborted task.
-                let id = self.next_dead_letter;
-                self.next_dead_letter += 1;
-                self.pending_dead_letters.insert(id, delivery);
-                let tx = self.tx.clone();
-                let handle = self.tasks.spawn(async move {
-                    let result = dl.store(&env, &ctx, &info, timeout).await;
-                    if let Err(e) = &result {
-                        tracing::error!(
-                            target: "ankusa_dispatch",
-                            hook_id = env.id(),
-                            sink = &*info.sink,
-                            error = %e,
-                            "the dead letter could not be stored"
-                        );
-                    }
-                    let _ = tx.send(Report::DeadLettered { id, result });
-                });
-                self.task_dead_letter.insert(handle.id(), id);
-            }
+        let outcome = |failure| Outcome::DeadLettered {
+            failure,
+            error_class,
+            store_error: None,
+        };
+        let Some(dl) = self.dead_letter.clone() else {
+            return self.finish(job, outcome(failure));
+        };
+        let info = DeadLetterInfo::new(&name, &failure, job.attempts, first, job.last_ms);
+        let (env, ctx) = (h.env.clone(), h.ctx.clone());
+        let delivery = self.delivery(job, outcome(failure));
+        // The delivery stays here until the store answers: a shutdown that ends first
+        // hands the pair back instead of losing it with the aborted task.
+        let id = self.next_dead_letter;
+        self.next_dead_letter += 1;
+        self.pending_dead_letters.insert(
+            id,
+            PendingDeadLetter {
+                delivery,
+                dl,
+                env,
+                ctx,
+                info,
+                failures: 0,
+                retry_at: None,
+            },
+        );
+        self.store_dead_letter(id);
+    }
+
+    /// Start storing the pending dead letter `id`.
+    fn store_dead_letter(&mut self, id: u64) {
+        let Some(p) = self.pending_dead_letters.get_mut(&id) else {
+            return;
+        };
+        p.retry_at = None;
+        let (dl, env, ctx, info) = (p.dl.clone(), p.env.clone(), p.ctx.clone(), p.info.clone());
+        let timeout = self.config.attempt_timeout;
+        let tx = self.tx.clone();
+        let handle = self.tasks.spawn(async move {
+            let result = dl.store(&env, &ctx, &info, timeout).await;
+            let _ = tx.send(Report::DeadLettered { id, result });
+        });
+        self.task_dead_letter.insert(handle.id(), id);
+    }
+
+    /// Store again the held dead letters whose backoff is over.
+    fn wake_dead_letters(&mut self, now: Instant) {
+        let due: Vec<u64> = self
+            .pending_dead_letters
+            .iter()
+            .filter(|(_, p)| p.retry_at.is_some_and(|at| at <= now))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in due {
+            self.store_dead_letter(id);
         }
     }
 
-    /// The dead letter `id` was stored, or not: report its delivery.
+    /// The dead letter `id` was stored, or not: report its delivery. One of a hook from a
+    /// durable source that could not be stored is held instead and written again with
+    /// backoff (1 s doubling to 60 s) while intake pauses: given back to the broker it
+    /// would only come back, be delivered again to every sink and fail the same way.
     fn dead_lettered(&mut self, id: u64, result: Result<(), String>) {
-        let Some(mut d) = self.pending_dead_letters.remove(&id) else {
+        let Some(p) = self.pending_dead_letters.get_mut(&id) else {
             return;
         };
-        if let (Err(e), Outcome::DeadLettered { store_error, .. }) = (result, &mut d.outcome) {
+        let error = match result {
+            Ok(()) => None,
+            Err(e) => Some(e),
+        };
+        if let Some(e) = &error
+            && p.delivery.settle.is_some()
+            && self.stopping.is_none()
+        {
+            p.failures = p.failures.saturating_add(1);
+            let backoff = dead_letter_backoff(p.failures);
+            p.retry_at = Some(Instant::now() + backoff);
+            let (hook_id, sink) = (p.env.id().to_owned(), p.info.sink.clone());
+            self.held_changed();
+            let held = self.held_dead_letters();
+            self.log_dead_letter_error(|| {
+                tracing::error!(
+                    target: "ankusa_dispatch",
+                    hook_id,
+                    sink,
+                    held,
+                    retry_in_s = backoff.as_secs(),
+                    error = %e,
+                    "a dead letter cannot be stored: its hook is held unacknowledged and \
+                     intake is paused until it is"
+                );
+            });
+            return;
+        }
+        let p = self
+            .pending_dead_letters
+            .remove(&id)
+            .expect("looked up above");
+        let mut d = p.delivery;
+        if let (Some(e), Outcome::DeadLettered { store_error, .. }) = (error, &mut d.outcome) {
+            let (hook_id, sink) = (p.env.id(), &*p.info.sink);
+            self.log_dead_letter_error(|| {
+                tracing::error!(
+                    target: "ankusa_dispatch",
+                    hook_id,
+                    sink,
+                    error = %e,
+                    "a dead letter could not be stored"
+                );
+            });
             *store_error = Some(e);
             // Neither delivered nor filed: the source must give the hook out again.
             HookSettle::mark_unfinished(&d.settle);
         }
+        if p.failures > 0 {
+            self.held_changed();
+        }
         self.emit(d);
+    }
+
+    /// Log a dead letter's failure to be stored, at most once a minute: a full disk fails
+    /// every one of them, and the log may be on that disk.
+    fn log_dead_letter_error(&mut self, log: impl FnOnce()) {
+        let now = Instant::now();
+        if self
+            .dead_letter_log
+            .is_none_or(|at| now.duration_since(at) >= DEAD_LETTER_LOG_EVERY)
+        {
+            self.dead_letter_log = Some(now);
+            log();
+        }
+    }
+
+    /// Dead letters held after a failed store.
+    fn held_dead_letters(&self) -> usize {
+        self.pending_dead_letters
+            .values()
+            .filter(|p| p.failures > 0)
+            .count()
+    }
+
+    /// Pause intake (and set the gauge) while any dead letter is held.
+    fn held_changed(&self) {
+        let held = self.held_dead_letters() > 0;
+        self.intake_hold.set(held);
+        metrics::gauge!(m::DEAD_LETTER_BLOCKED).set(if held { 1.0 } else { 0.0 });
     }
 
     /// Build the delivery for a finished job and retire it from its hook.
@@ -1664,8 +1893,44 @@ impl Scheduler {
             idle.append(&mut h.parked);
         }
         self.waiting_changed();
+        self.report_waiting();
         for job in idle {
             self.unfinished(job, false);
+        }
+        // Held dead letters go back to their source now (nack), not at the deadline.
+        let held: Vec<u64> = self
+            .pending_dead_letters
+            .iter()
+            .filter(|(_, p)| p.retry_at.is_some())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in held {
+            if let Some(p) = self.pending_dead_letters.remove(&id) {
+                self.hand_back(p);
+            }
+        }
+        self.held_changed();
+    }
+
+    /// A dead letter still pending at a shutdown goes back with its last failure (its
+    /// record may or may not have been written: a replay is a duplicate, never a loss).
+    fn hand_back(&mut self, p: PendingDeadLetter) {
+        let d = p.delivery;
+        HookSettle::mark_unfinished(&d.settle);
+        let last_failure = match d.outcome {
+            Outcome::DeadLettered { failure, .. } => Some(failure),
+            Outcome::Delivered => None,
+        };
+        if let Some(s) = &mut self.stopping {
+            s.unfinished.push(Unfinished {
+                envelope: d.envelope,
+                sink: d.sink,
+                attempts: d.attempts,
+                last_failure,
+                was_in_flight: false,
+                replay_id: d.replay_id,
+                retry_after_ms: d.retry_after_ms,
+            });
         }
     }
 
@@ -1688,27 +1953,13 @@ impl Scheduler {
         for job in running {
             self.unfinished(job, true);
         }
-        // Dead letters still being stored: the pair goes back with its last failure (its
-        // record may or may not have been written: a replay is a duplicate, never a loss).
-        let pending: Vec<Delivery> = self.pending_dead_letters.drain().map(|(_, d)| d).collect();
-        if let Some(s) = &mut self.stopping {
-            for d in pending {
-                HookSettle::mark_unfinished(&d.settle);
-                let last_failure = match d.outcome {
-                    Outcome::DeadLettered { failure, .. } => Some(failure),
-                    Outcome::Delivered => None,
-                };
-                s.unfinished.push(Unfinished {
-                    envelope: d.envelope,
-                    sink: d.sink,
-                    attempts: d.attempts,
-                    last_failure,
-                    was_in_flight: false,
-                    replay_id: d.replay_id,
-                    retry_after_ms: d.retry_after_ms,
-                });
-            }
+        // Dead letters still being stored go back.
+        let pending: Vec<PendingDeadLetter> =
+            self.pending_dead_letters.drain().map(|(_, p)| p).collect();
+        for p in pending {
+            self.hand_back(p);
         }
+        self.held_changed();
         if let Some(s) = self.stopping.take() {
             let _ = s.reply.send(s.unfinished);
             for r in s.more_replies {
@@ -1717,6 +1968,28 @@ impl Scheduler {
         }
     }
 }
+
+/// A dead letter on its way to the store, or held to be written again.
+struct PendingDeadLetter {
+    delivery: Delivery,
+    dl: DeadLetter,
+    env: Arc<Envelope>,
+    ctx: Ctx,
+    info: DeadLetterInfo,
+    /// Failed stores so far.
+    failures: u32,
+    /// Held: stored again at this time. `None` while a store runs.
+    retry_at: Option<Instant>,
+}
+
+/// How long a held dead letter waits before its `failures`-th retry: 1 s doubling to 60 s.
+fn dead_letter_backoff(failures: u32) -> Duration {
+    let secs = 1u64 << failures.saturating_sub(1).min(6);
+    Duration::from_secs(secs.min(60))
+}
+
+/// A held dead letter's failure is logged at most this often.
+const DEAD_LETTER_LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// A copy of `f` for another job: same class and landing, the reason as text.
 fn copy(f: &Failure) -> Failure {

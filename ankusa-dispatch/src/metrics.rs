@@ -14,8 +14,12 @@ pub const OUTCOMES: &str = "ankusa_dispatch_outcomes_total";
 pub const ATTEMPT_SECONDS: &str = "ankusa_dispatch_attempt_duration_seconds";
 /// 1 while the sink's circuit breaker is open or half-open, `{sink}`.
 pub const BREAKER_OPEN: &str = "ankusa_dispatch_breaker_open";
-/// (hook, sink) jobs waiting in the retry queue.
+/// (hook, sink) jobs waiting: in the retry queue, or held by an open circuit breaker.
 pub const WAITING: &str = "ankusa_dispatch_waiting_retry";
+/// 1 while dead letters of hooks from a durable source cannot be stored: those hooks are
+/// held unacknowledged, their dead letters written again with backoff, and intake is
+/// paused; 0 otherwise.
+pub const DEAD_LETTER_BLOCKED: &str = "ankusa_dispatch_dead_letter_blocked";
 /// Retries of a failed attempt whose message may have reached the destination (the sink
 /// said so: [`Failure::may_have_landed`](ankusa_sink_core::Failure::may_have_landed) is
 /// `Some(true)`), `{sink}`: each may deliver the hook a second time, under the same

@@ -15,7 +15,7 @@ use ankusa_dispatch::{
 use ankusa_sink_core::message::push_json_str;
 use ankusa_sink_core::{Class, Envelope, Failure, Sink};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,6 +57,9 @@ struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     may_have_landed: Option<Option<bool>>,
     attempts: u32,
+    /// Why the dead letter of a `failed` pair could not be stored (`--dead-letter`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dead_letter_error: Option<&'a str>,
 }
 
 /// The `--json` line for an input line that is not a valid envelope.
@@ -77,19 +80,29 @@ struct Report<'a> {
     /// say how long): [`Delivery::retry_after_ms`].
     retry_after_ms: Option<u64>,
     attempts: u32,
+    /// Why its dead letter could not be stored: the pair is `failed`, never
+    /// `dead_lettered`.
+    dead_letter_error: Option<&'a str>,
 }
 
 impl<'a> Report<'a> {
     /// The line of the dispatcher's final word on a (hook, sink) pair; `retry` names a
     /// dead letter `dead_lettered` (else `failed`).
     fn of(d: &'a Delivery, retry: bool) -> Self {
-        let (outcome, failure) = match &d.outcome {
-            Outcome::Delivered => ("ok", None),
+        let (outcome, failure, dead_letter_error) = match &d.outcome {
+            Outcome::Delivered => ("ok", None, None),
+            // A dead letter that was not stored is never reported as one.
+            Outcome::DeadLettered {
+                failure,
+                store_error: Some(e),
+                ..
+            } => ("failed", Some(failure), Some(e.as_str())),
             Outcome::DeadLettered { failure, .. } => (
                 if retry { "dead_lettered" } else { "failed" },
                 Some(failure),
+                None,
             ),
-            _ => ("failed", None),
+            _ => ("failed", None, None),
         };
         Report {
             id: d.envelope.id(),
@@ -98,6 +111,7 @@ impl<'a> Report<'a> {
             failure,
             retry_after_ms: d.retry_after_ms,
             attempts: d.attempts,
+            dead_letter_error,
         }
     }
 
@@ -116,6 +130,7 @@ impl<'a> Report<'a> {
             reason: self.failure.map(Failure::reason_chain),
             may_have_landed: self.failure.map(Failure::may_have_landed),
             attempts: self.attempts,
+            dead_letter_error: self.dead_letter_error,
         };
         serde_json::to_writer(out, &line).expect("an outcome line serializes");
     }
@@ -149,12 +164,20 @@ impl<'a> Report<'a> {
         match self.failure {
             None => format!("{} {id} to {sink} (attempts: {attempts})", self.outcome),
             // The reason may hold text the destination wrote: no terminal escapes.
-            Some(f) => format!(
-                "{} {id} to {sink}: {} (error class: {}, attempts: {attempts})",
-                self.outcome.to_ascii_uppercase().replace('_', "-"),
-                escape_control(&f.to_string()),
-                f.error_class()
-            ),
+            Some(f) => {
+                let dl = self.dead_letter_error.map_or(String::new(), |e| {
+                    format!(
+                        "; its dead letter could not be stored: {}",
+                        escape_control(e)
+                    )
+                });
+                format!(
+                    "{} {id} to {sink}: {} (error class: {}, attempts: {attempts}){dl}",
+                    self.outcome.to_ascii_uppercase().replace('_', "-"),
+                    escape_control(&f.to_string()),
+                    f.error_class()
+                )
+            }
         }
     }
 }
@@ -231,12 +254,7 @@ fn dispatcher(
     }
     let mut dead_letter = None;
     if let Some(path) = &d.dead_letter {
-        let dl = DeadLetter::jsonl(path).map_err(|e| {
-            UsageError(format!(
-                "cannot open the dead-letter file {}: {e}",
-                path.display()
-            ))
-        })?;
+        let dl = DeadLetter::jsonl(path).map_err(|e| UsageError(e.to_string()))?;
         b = b.dead_letter(dl.clone());
         dead_letter = Some(dl);
     }
@@ -246,8 +264,9 @@ fn dispatcher(
 
 /// What the reader reports to the run.
 enum Read {
-    /// A hook was taken for this many (hook, sink) pairs.
-    Submitted(usize),
+    /// A hook was taken for this many (hook, sink) pairs; from this input line, when it
+    /// came from one.
+    Submitted { pairs: usize, line: Option<InputAt> },
     /// An input line that is not a valid envelope.
     Invalid(u64, String),
     /// A dead-letter line naming a sink this run does not have (its envelope, when the
@@ -256,9 +275,14 @@ enum Read {
         id: String,
         sink: String,
         env: Option<Arc<Envelope>>,
+        line: Option<u64>,
     },
     /// A hook read but not taken: the run was stopping.
-    NotTaken { id: String, sinks: Vec<String> },
+    NotTaken {
+        id: String,
+        sinks: Vec<String>,
+        line: Option<u64>,
+    },
     /// The input could not be read further.
     InputError(String),
     /// A source record that is not a hook: reported, dead-lettered, acknowledged.
@@ -280,34 +304,55 @@ enum Input {
     },
 }
 
-/// Submits one hook; says on `tx` how many (hook, sink) pairs it took, or why not.
+/// An input line's number and its hook's envelope (by address: the dispatcher hands the
+/// same `Arc` back in each of its deliveries).
+#[derive(Debug, Clone, Copy)]
+struct InputAt {
+    number: u64,
+    envelope: usize,
+}
+
+/// The address that identifies a hook's envelope while the run holds it.
+fn envelope_key(env: &Envelope) -> usize {
+    std::ptr::from_ref(env) as usize
+}
+
+/// Submits one hook (read from input line `line`, if any); says on `tx` how many (hook,
+/// sink) pairs it took, or why not.
 async fn submit_one(
     d: &Dispatcher,
     hook: Hook,
     names: &[String],
     tx: &mpsc::UnboundedSender<Read>,
+    line: Option<u64>,
 ) {
     let pairs = match hook_sink(&hook) {
         Some(_) => 1,
         None => names.len(),
     };
     let id = hook.envelope().id().to_owned();
+    let key = envelope_key(hook.envelope());
     match d.submit(hook).await {
         Ok(()) => {
-            let _ = tx.send(Read::Submitted(pairs));
+            let line = line.map(|number| InputAt {
+                number,
+                envelope: key,
+            });
+            let _ = tx.send(Read::Submitted { pairs, line });
         }
         Err(SubmitError::ShuttingDown(hook)) => {
             let sinks = match hook_sink(&hook) {
                 Some(s) => vec![s],
                 None => names.to_vec(),
             };
-            let _ = tx.send(Read::NotTaken { id, sinks });
+            let _ = tx.send(Read::NotTaken { id, sinks, line });
         }
         Err(SubmitError::UnknownSink(sink)) => {
             let _ = tx.send(Read::NoSuchSink {
                 id,
                 sink,
                 env: None,
+                line,
             });
         }
         Err(e) => {
@@ -326,11 +371,14 @@ async fn read_and_submit(
     mut stop: watch::Receiver<Option<Stop>>,
     tx: mpsc::UnboundedSender<Read>,
 ) -> Option<Box<dyn ankusa_source::Source>> {
-    let submit = |hook: Hook| submit_one(&dispatcher, hook, &names, &tx);
+    let submit = |hook: Hook, line: Option<u64>| submit_one(&dispatcher, hook, &names, &tx, line);
     match input {
-        Input::One(hook) => submit(*hook).await,
+        Input::One(hook) => submit(*hook, None).await,
         Input::Source { mut source, claims } => {
-            read_source(&mut *source, claims.as_ref(), &mut stop, &tx, submit).await;
+            read_source(&mut *source, claims.as_ref(), &mut stop, &tx, |hook| {
+                submit(hook, None)
+            })
+            .await;
             source.stop();
             return Some(source);
         }
@@ -369,16 +417,18 @@ async fn read_and_submit(
                         Parsed::Invalid(n, reason) => {
                             let _ = tx.send(Read::Invalid(n, reason));
                         }
-                        Parsed::Hook(env, None) => submit(hook_of(env)).await,
-                        Parsed::Hook(env, Some(sink)) => {
+                        Parsed::Hook(n, env, None) => submit(hook_of(env), Some(n)).await,
+                        Parsed::Hook(n, env, Some(sink)) => {
                             if names.contains(&sink) {
-                                submit(hook_of(env).only_sink(sink).replay_id(replay_id.clone()))
-                                    .await;
+                                let hook =
+                                    hook_of(env).only_sink(sink).replay_id(replay_id.clone());
+                                submit(hook, Some(n)).await;
                             } else {
                                 let _ = tx.send(Read::NoSuchSink {
                                     id: env.id().to_owned(),
                                     sink,
                                     env: Some(env),
+                                    line: Some(n),
                                 });
                             }
                         }
@@ -476,6 +526,55 @@ pub(crate) fn parse_line(bytes: &[u8]) -> Result<(Envelope, Option<String>), Str
     Ok((env, dead.map(|d| d.sink)))
 }
 
+/// Where a run reading input lines stands: the point an operator resumes from after a
+/// stop (`--skip-lines`).
+#[derive(Debug, Default)]
+struct Lines {
+    /// Hooks with pairs not finished yet, by envelope address: (line, pairs left).
+    open: HashMap<usize, (u64, usize)>,
+    /// The first line whose hook was read and not taken (the run was stopping).
+    not_taken: Option<u64>,
+    /// The last line read.
+    last: u64,
+}
+
+impl Lines {
+    fn read(&mut self, line: u64) {
+        self.last = self.last.max(line);
+    }
+
+    fn submitted(&mut self, line: InputAt, pairs: usize) {
+        self.read(line.number);
+        self.open.insert(line.envelope, (line.number, pairs));
+    }
+
+    fn not_taken(&mut self, line: u64) {
+        self.read(line);
+        self.not_taken = Some(self.not_taken.map_or(line, |n| n.min(line)));
+    }
+
+    /// A pair of the hook of `env` got its final outcome.
+    fn finished(&mut self, env: &Envelope) {
+        let key = envelope_key(env);
+        if let Some((_, left)) = self.open.get_mut(&key) {
+            *left -= 1;
+            if *left == 0 {
+                self.open.remove(&key);
+            }
+        }
+    }
+
+    /// Every line up to this one has its final outcome: `--skip-lines` resumes here and
+    /// loses nothing (a later line may be finished too: resumed, it is delivered again).
+    fn resume_after(&self) -> u64 {
+        let first_open = self.open.values().map(|&(line, _)| line).min();
+        match (first_open, self.not_taken) {
+            (None, None) => self.last,
+            (a, b) => a.into_iter().chain(b).min().unwrap_or(1) - 1,
+        }
+    }
+}
+
 /// Counts for the final summary, per (hook, sink) pair.
 #[derive(Default)]
 struct Summary {
@@ -483,6 +582,8 @@ struct Summary {
     failed: BTreeMap<&'static str, u64>,
     abandoned: u64,
     invalid: u64,
+    /// Pairs whose dead letter could not be stored.
+    dead_letter_errors: u64,
 }
 
 /// One run: hooks from `input` through a dispatcher over `sinks`.
@@ -494,6 +595,8 @@ struct Run<'a> {
     progress: &'a indicatif::ProgressBar,
     stop_tx: Arc<watch::Sender<Option<Stop>>>,
     dead_letter: Option<DeadLetter>,
+    /// Input lines, when the hooks come from them.
+    lines: Option<Lines>,
 }
 
 impl Run<'_> {
@@ -550,12 +653,17 @@ impl Run<'_> {
                 failure: u.last_failure.as_ref(),
                 retry_after_ms: u.retry_after_ms,
                 attempts: u.attempts,
+                dead_letter_error: None,
             });
         }
     }
 
     fn delivery(&mut self, d: &Delivery) {
+        if let Some(l) = &mut self.lines {
+            l.finished(&d.envelope);
+        }
         let r = Report::of(d, self.retry);
+        self.summary.dead_letter_errors += u64::from(r.dead_letter_error.is_some());
         match r.failure {
             None if r.outcome == "ok" => self.summary.delivered += 1,
             Some(f) => *self.summary.failed.entry(f.class().as_str()).or_default() += 1,
@@ -566,8 +674,16 @@ impl Run<'_> {
 
     async fn read(&mut self, r: Read, expected: &mut usize, input_error: &mut Option<String>) {
         match r {
-            Read::Submitted(n) => *expected += n,
+            Read::Submitted { pairs, line } => {
+                *expected += pairs;
+                if let (Some(l), Some(line)) = (&mut self.lines, line) {
+                    l.submitted(line, pairs);
+                }
+            }
             Read::Invalid(line, reason) => {
+                if let Some(l) = &mut self.lines {
+                    l.read(line);
+                }
                 self.summary.invalid += 1;
                 let json = |out: &mut Vec<u8>| {
                     let l = InvalidLine {
@@ -580,7 +696,15 @@ impl Run<'_> {
                 let human = format!("ankusa-sink: input line {line}: {reason}");
                 self.line(json, Some(human));
             }
-            Read::NoSuchSink { id, sink, env } => {
+            Read::NoSuchSink {
+                id,
+                sink,
+                env,
+                line,
+            } => {
+                if let (Some(l), Some(line)) = (&mut self.lines, line) {
+                    l.read(line);
+                }
                 *self
                     .summary
                     .failed
@@ -591,6 +715,7 @@ impl Run<'_> {
                 )));
                 // Its final outcome is not ok: it goes to this run's dead letters too, so a
                 // replay with the wrong --sink loses nothing.
+                let mut dead_letter_error = None;
                 if let (Some(dl), Some(env)) = (&self.dead_letter, env) {
                     let now = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
@@ -598,10 +723,10 @@ impl Run<'_> {
                     let info = DeadLetterInfo::new(&sink, &f, 0, now, now);
                     let ctx = ankusa_sink_core::Ctx::for_envelope(&env);
                     if let Err(e) = dl.store(&env, &ctx, &info, Duration::from_secs(30)).await {
-                        self.out
-                            .note(&format!("ankusa-sink: {}", escape_control(&e)));
+                        dead_letter_error = Some(e);
                     }
                 }
+                self.summary.dead_letter_errors += u64::from(dead_letter_error.is_some());
                 self.report(&Report {
                     id: &id,
                     sink: &sink,
@@ -609,9 +734,13 @@ impl Run<'_> {
                     failure: Some(&f),
                     retry_after_ms: None,
                     attempts: 0,
+                    dead_letter_error: dead_letter_error.as_deref(),
                 });
             }
-            Read::NotTaken { id, sinks } => {
+            Read::NotTaken { id, sinks, line } => {
+                if let (Some(l), Some(line)) = (&mut self.lines, line) {
+                    l.not_taken(line);
+                }
                 for sink in sinks {
                     self.summary.abandoned += 1;
                     self.report(&Report {
@@ -621,6 +750,7 @@ impl Run<'_> {
                         failure: None,
                         retry_after_ms: None,
                         attempts: 0,
+                        dead_letter_error: None,
                     });
                 }
             }
@@ -672,6 +802,7 @@ async fn run(
     let (dispatcher, mut deliveries, dead_letter) =
         dispatcher(&sinks, dispatch, retry, concurrency)?;
     let progress = progress_bar(retry.json);
+    let lines = matches!(input, Input::Lines { .. }).then(Lines::default);
     let mut run = Run {
         json: retry.json,
         retry: retry.retry,
@@ -680,6 +811,7 @@ async fn run(
         progress: &progress,
         stop_tx: stop_tx.clone(),
         dead_letter,
+        lines,
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let reader = tokio::spawn(read_and_submit(
@@ -701,6 +833,9 @@ async fn run(
             break;
         }
         tokio::select! {
+            // What the reader took is known before any of its outcomes (the reader says so
+            // before it yields): a hook's line is on record when its deliveries come.
+            biased;
             // Once the reader is done its channel answers `None` at once, every time: polled
             // again it would turn this loop into a spin while retries wait.
             r = rx.recv(), if !input_done => match r {
@@ -768,16 +903,24 @@ async fn run(
     if let Some(msg) = &input_error {
         run.out.note(&format!("ankusa-sink: {msg}"));
     }
+    let stop = *stop_tx.borrow();
     if summary_line {
-        let note = summary_note(&run.summary, started.elapsed());
+        let mut note = summary_note(&run.summary, started.elapsed());
+        if let (Some(_), Some(l)) = (stop, &run.lines) {
+            let resume = l.resume_after();
+            note.push_str(&format!(
+                "; input lines read: {}, every line through {resume} finished: resume with \
+                 --skip-lines {resume}",
+                l.last
+            ));
+        }
         run.out.note(&note);
     }
     let s = &run.summary;
     let failed: u64 = s.failed.values().sum();
-    let stop = *stop_tx.borrow();
     Ok(match stop {
         Some(Stop::Signal(sig)) => signal_exit(sig),
-        _ if run.out.outcome_lost() => ExitCode::from(EXIT_OUTPUT),
+        _ if run.out.outcome_lost() || s.dead_letter_errors > 0 => ExitCode::from(EXIT_OUTPUT),
         _ if failed > 0 || s.abandoned > 0 => ExitCode::from(EXIT_FAILED),
         _ if s.invalid > 0 || input_error.is_some() => ExitCode::from(EXIT_USAGE),
         _ => ExitCode::SUCCESS,
@@ -963,8 +1106,14 @@ pub(crate) async fn forward(
             ankusa_sink_core::resolve_describe(&*s.sink, &subject)
                 .is_some_and(|d| d.payload == ankusa_sink_core::Payload::Message)
         });
-        let lines = spawn_reader(open_input(&a.input)?, max_line, parse_line, digest)
-            .map_err(|e| UsageError(format!("cannot start the input reader: {e}")))?;
+        let lines = spawn_reader(
+            open_input(&a.input)?,
+            max_line,
+            parse_line,
+            digest,
+            a.skip_lines,
+        )
+        .map_err(|e| UsageError(format!("cannot start the input reader: {e}")))?;
         Input::Lines { lines, max_line }
     };
     run(
@@ -1003,6 +1152,7 @@ mod tests {
                         failure: None,
                         retry_after_ms: Some(5),
                         attempts,
+                        dead_letter_error: None,
                     };
                     let line = Line {
                         id,
@@ -1014,6 +1164,7 @@ mod tests {
                         reason: None,
                         may_have_landed: None,
                         attempts,
+                        dead_letter_error: None,
                     };
                     assert_eq!(
                         r.json(),

@@ -64,8 +64,9 @@ pub(crate) fn read_line<R: BufRead>(r: &mut R, max: usize) -> std::io::Result<Op
 /// What the reader made of one line (numbered from 1; blank lines are skipped).
 #[derive(Debug)]
 pub(crate) enum Parsed {
-    /// A hook, and the sink it is bound to when the line was a dead-letter record.
-    Hook(Arc<Envelope>, Option<String>),
+    /// A hook (its line number), and the sink it is bound to when the line was a
+    /// dead-letter record.
+    Hook(u64, Arc<Envelope>, Option<String>),
     /// Not a hook: why (never quoting the line).
     Invalid(u64, String),
     /// Longer than the cap.
@@ -85,12 +86,14 @@ const AHEAD: usize = 8;
 /// Read and parse `input` on a thread of its own; the batches end with the input (or its
 /// first read error). Dropping the receiver stops the thread at its next batch. With
 /// `digest`, each body's SHA-256 (Message v1's `sha256`, kept by the envelope) is
-/// computed here too, off the delivering thread.
+/// computed here too, off the delivering thread. The first `skip` lines are read past
+/// unparsed (`--skip-lines`: resuming a stopped run); numbering still counts them.
 pub(crate) fn spawn_reader(
     input: Box<dyn Read + Send>,
     max_line: usize,
     parse: ParseLine,
     digest: bool,
+    skip: u64,
 ) -> std::io::Result<mpsc::Receiver<Vec<Parsed>>> {
     let (tx, rx) = mpsc::channel(AHEAD);
     std::thread::Builder::new()
@@ -118,11 +121,14 @@ pub(crate) fn spawn_reader(
                     }
                     Ok(Some(InputLine::TooLong)) => {
                         n += 1;
+                        if n <= skip {
+                            continue;
+                        }
                         Parsed::TooLong(n)
                     }
                     Ok(Some(InputLine::Bytes(b))) => {
                         n += 1;
-                        if b.iter().all(u8::is_ascii_whitespace) {
+                        if n <= skip || b.iter().all(u8::is_ascii_whitespace) {
                             continue;
                         }
                         match parse(&b) {
@@ -130,7 +136,7 @@ pub(crate) fn spawn_reader(
                                 if digest {
                                     env.body_sha256();
                                 }
-                                Parsed::Hook(Arc::new(env), sink)
+                                Parsed::Hook(n, Arc::new(env), sink)
                             }
                             Err(reason) => Parsed::Invalid(n, reason),
                         }
@@ -187,7 +193,7 @@ mod tests {
                 None,
             ))
         };
-        let mut rx = spawn_reader(Box::new(r), 100, parse, false).unwrap();
+        let mut rx = spawn_reader(Box::new(r), 100, parse, false, 0).unwrap();
         let mut got = 0;
         while got < 2 {
             let batch = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv())
@@ -221,30 +227,35 @@ mod tests {
                 None,
             )),
         };
-        let input = FailsAfter(b"a\n\n  \nbad\n0123456789\nb\n", false);
-        let mut rx = spawn_reader(Box::new(input), 5, parse, true).unwrap();
-        let mut got = Vec::new();
-        while let Some(b) = rx.recv().await {
-            got.extend(b);
-        }
-        let shape: Vec<String> = got
-            .iter()
-            .map(|p| match p {
-                Parsed::Hook(e, _) => format!("hook {}", String::from_utf8_lossy(e.body())),
-                Parsed::Invalid(n, r) => format!("invalid {n} {r}"),
-                Parsed::TooLong(n) => format!("too long {n}"),
-                Parsed::Failed(n, e) => format!("failed after {n}: {e}"),
-            })
-            .collect();
+        let run = |skip: u64| async move {
+            let input = FailsAfter(b"a\n\n  \nbad\n0123456789\nb\n", false);
+            let mut rx = spawn_reader(Box::new(input), 5, parse, true, skip).unwrap();
+            let mut got = Vec::new();
+            while let Some(b) = rx.recv().await {
+                got.extend(b);
+            }
+            got.iter()
+                .map(|p| match p {
+                    Parsed::Hook(n, e, _) => {
+                        format!("hook {n} {}", String::from_utf8_lossy(e.body()))
+                    }
+                    Parsed::Invalid(n, r) => format!("invalid {n} {r}"),
+                    Parsed::TooLong(n) => format!("too long {n}"),
+                    Parsed::Failed(n, e) => format!("failed after {n}: {e}"),
+                })
+                .collect::<Vec<String>>()
+        };
         assert_eq!(
-            shape,
+            run(0).await,
             [
-                "hook a",
+                "hook 1 a",
                 "invalid 4 bad line",
                 "too long 5",
-                "hook b",
+                "hook 6 b",
                 "failed after 6: disk gone"
             ]
         );
+        // `--skip-lines 5`: read past, still counted.
+        assert_eq!(run(5).await, ["hook 6 b", "failed after 6: disk gone"]);
     }
 }

@@ -10,6 +10,7 @@ mod deliver;
 mod from_source;
 mod gen_cmd;
 mod lines;
+mod logging;
 mod output;
 
 use ankusa_sink_core::{Check, Sink, Subject, resolve_describe};
@@ -174,6 +175,10 @@ struct ForwardArgs {
     /// request per delivery (HTTP, log, SQS/SNS without batching).
     #[arg(long, value_name = "N")]
     concurrency: Option<usize>,
+    /// With --input: read past the first N lines without delivering or reporting them,
+    /// to resume a stopped run (its summary names N).
+    #[arg(long, default_value_t = 0, value_name = "N", conflicts_with = "from")]
+    skip_lines: u64,
     /// An input line longer than this is reported invalid without being held in memory.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     max_line_bytes: u64,
@@ -357,7 +362,10 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(logging::Stderr::start())
+        // Its report of a failed write is an `eprintln!`, which panics when stderr is
+        // what failed: failed writes are counted by the writer instead.
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
@@ -416,11 +424,13 @@ async fn run(cli: Cli) -> Result<ExitCode, UsageError> {
         Command::Gen(a) => gen_cmd::run(&a),
         Command::Deliver(a) => {
             serve_metrics(a.dispatch.metrics_addr)?;
+            logging::register_metrics();
             let sinks = load_sinks(&a.sink.sinks, a.retry.json).await?;
             deliver::deliver_one(&a, sinks, watch_signals()).await
         }
         Command::Forward(a) => {
             serve_metrics(a.dispatch.metrics_addr)?;
+            logging::register_metrics();
             let sinks = load_sinks(&a.sink.sinks, a.retry.json).await?;
             deliver::forward(&a, sinks, watch_signals()).await
         }
@@ -552,6 +562,7 @@ fn main() -> ExitCode {
     };
     // A read of stdin may still be blocked on its thread after a stop: don't wait for it.
     rt.shutdown_background();
+    logging::flush(std::time::Duration::from_millis(500));
     code
 }
 

@@ -3,6 +3,7 @@
 //! | Error | Class |
 //! | --- | --- |
 //! | any I/O error writing the Message v1 line to stdout (closed pipe, full disk) | transient |
+//! | any I/O error writing the log line to stderr, where the subscriber reports it ([`ReportingWriter`](crate::ReportingWriter)) | transient |
 //!
 //! Encoding cannot fail: the log sink has no inline threshold, so every body is inline.
 
@@ -15,12 +16,15 @@ use std::fmt;
 pub enum LogError {
     /// Writing the Message v1 line to stdout failed.
     Stdout(std::io::Error),
+    /// Writing the log line to stderr failed.
+    Stderr(std::io::Error),
 }
 
 impl fmt::Display for LogError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LogError::Stdout(e) => fmt::Display::fmt(e, f),
+            LogError::Stdout(e) => write!(f, "writing stdout: {e}"),
+            LogError::Stderr(e) => write!(f, "writing stderr: {e}"),
         }
     }
 }
@@ -28,18 +32,18 @@ impl fmt::Display for LogError {
 impl std::error::Error for LogError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            // The I/O error's own text is this error's text: its causes come next.
-            LogError::Stdout(e) => e.source(),
+            // The I/O error's own text is in this error's text: its causes come next.
+            LogError::Stdout(e) | LogError::Stderr(e) => e.source(),
         }
     }
 }
 
 /// What dispatch does with `err`: a pure, deterministic function of the error (see the
-/// module table). Writing stdout is transient: a reader may come back or the disk may be
-/// freed, and the hook itself is fine.
+/// module table). Writing stdout or stderr is transient: a reader may come back or the disk
+/// may be freed, and the hook itself is fine.
 pub(crate) fn classify(err: &LogError) -> Class {
     match err {
-        LogError::Stdout(_) => Class::Transient,
+        LogError::Stdout(_) | LogError::Stderr(_) => Class::Transient,
     }
 }
 
@@ -55,21 +59,24 @@ mod tests {
     use std::io::{Error, ErrorKind};
 
     #[test]
-    fn io_errors_writing_stdout_are_transient() {
+    fn io_errors_writing_stdout_or_stderr_are_transient_and_name_the_stream() {
         for kind in [
             ErrorKind::BrokenPipe,
             ErrorKind::StorageFull,
             ErrorKind::Other,
         ] {
-            let err = LogError::Stdout(Error::from(kind));
-            assert_eq!(classify(&err), Class::Transient);
-            let f = Failure::from(LogError::Stdout(Error::from(kind)));
-            assert_eq!(f.class(), Class::Transient);
-            assert_eq!(
-                f.to_string(),
-                format!("transient: {}", Error::from(kind)),
-                "the reason is the I/O error's text, as before"
-            );
+            for (err, stream) in [
+                (LogError::Stdout(Error::from(kind)), "stdout"),
+                (LogError::Stderr(Error::from(kind)), "stderr"),
+            ] {
+                assert_eq!(classify(&err), Class::Transient);
+                let f = Failure::from(err);
+                assert_eq!(f.class(), Class::Transient);
+                assert_eq!(
+                    f.to_string(),
+                    format!("transient: writing {stream}: {}", Error::from(kind))
+                );
+            }
         }
     }
 }

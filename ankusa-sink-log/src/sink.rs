@@ -8,7 +8,8 @@ use std::io::Write as _;
 
 /// One structured `tracing` line per hook (`hook_id`, `source_id`, `tenant_id`, `attempt`,
 /// `size`, at info level, target `ankusa::sink::log`), and optionally its Message v1 JSON
-/// on stdout.
+/// on stdout. A line that could not be written fails the delivery (transient) where the
+/// subscriber says so ([`ReportingWriter`](crate::ReportingWriter)).
 ///
 /// Not durable: `Ok` means the line was handed to the logger, which outlives nothing. No
 /// inline threshold, no batching, nothing to describe, no preflight.
@@ -43,6 +44,7 @@ impl LogSink {
 #[async_trait]
 impl Sink for LogSink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
+        crate::report::clear();
         tracing::info!(
             target: "ankusa::sink::log",
             hook_id = env.id(),
@@ -52,6 +54,10 @@ impl Sink for LogSink {
             size = env.size(),
             "hook delivered"
         );
+        // Known only where the subscriber writes through a `ReportingWriter` (the CLI).
+        if let Some(e) = crate::report::take() {
+            return Err(LogError::Stderr(e).into());
+        }
         if self.config.messages {
             let mut line = match Outgoing::new(env, ctx, &self.layout)?.into_body() {
                 Body::Message(json) => json,

@@ -6,15 +6,22 @@
 //! could leave this test's callsite marked uninterested after its subscriber was set (CI saw
 //! the line go missing once, after a warm-up delivery had been logged).
 
+use ankusa_sink_core::Class;
 use ankusa_sink_core::{Ctx, Envelope, Sink};
 use ankusa_sink_log::LogSink;
+use ankusa_sink_log::ReportingWriter;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Default)]
-struct Buf(Arc<Mutex<Vec<u8>>>);
+struct Buf(Arc<Mutex<Vec<u8>>>, Arc<AtomicBool>);
 
 impl std::io::Write for Buf {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.1.load(Ordering::Relaxed) {
+            // What a write to stderr on a full device answers.
+            return Err(std::io::Error::from_raw_os_error(28));
+        }
         self.0.lock().unwrap().extend_from_slice(b);
         Ok(b.len())
     }
@@ -29,7 +36,8 @@ async fn one_structured_line_per_hook() {
     let writer = buf.clone();
     let subscriber = tracing_subscriber::fmt()
         .json()
-        .with_writer(move || writer.clone())
+        .with_writer(move || ReportingWriter(writer.clone()))
+        .log_internal_errors(false)
         .finish();
     tracing::subscriber::set_global_default(subscriber).expect("the only test of this binary");
     let sink = LogSink::default();
@@ -58,4 +66,17 @@ async fn one_structured_line_per_hook() {
         assert_eq!(v["target"], "ankusa::sink::log");
         assert!(!text.contains("secret body"), "the body is never logged");
     }
+    // The line cannot be written (stderr on a full disk): the delivery fails, transient,
+    // naming stderr; nothing panics.
+    buf.1.store(true, Ordering::Relaxed);
+    let env = Envelope::builder("h-3", "stripe", "x").build().unwrap();
+    let f = sink
+        .deliver(&env, &Ctx::for_envelope(&env))
+        .await
+        .unwrap_err();
+    assert_eq!(f.class(), Class::Transient);
+    assert!(f.to_string().contains("writing stderr"), "{f}");
+    // Written again: delivered again, no failure left over from the last one.
+    buf.1.store(false, Ordering::Relaxed);
+    sink.deliver(&env, &Ctx::for_envelope(&env)).await.unwrap();
 }
