@@ -113,3 +113,48 @@ async fn hooks_held_by_an_open_breaker_dead_letter_at_the_horizon() {
             .all(|x| dead_class(x) == Some((Class::Transient, "transient")))
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn without_retries_the_jobs_an_open_breaker_holds_fail_at_once() {
+    recorder();
+    let name = unique_name("brk-once");
+    let sink = Script::new(Step::Transient).arc();
+    // One attempt each (a run without `--retry`): holding a job for a probe every
+    // `open_for` would keep the run going for hours while the destination is down.
+    let (d, mut out) = Dispatcher::builder()
+        .sink(&name, sink.clone())
+        .config(
+            config(policy(
+                Duration::from_millis(100),
+                1,
+                Duration::from_secs(86_400),
+            ))
+            .with_concurrency(1)
+            .with_intake(100)
+            .with_breaker(BreakerConfig::new(2, Duration::from_secs(3600))),
+        )
+        .build()
+        .unwrap();
+    for i in 0..10 {
+        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
+    }
+    let got = recv_n(&mut out, 10, Duration::from_secs(5)).await;
+    assert_eq!(
+        sink.calls(),
+        2,
+        "two failures opened it; nothing else was sent"
+    );
+    let held: Vec<_> = got.iter().filter(|x| x.attempts == 0).collect();
+    assert_eq!(held.len(), 8);
+    for x in held {
+        let Outcome::DeadLettered { failure, .. } = &x.outcome else {
+            panic!("{x:?}")
+        };
+        assert_eq!(failure.class(), Class::Transient);
+        assert_eq!(failure.may_have_landed(), Some(false), "nothing was sent");
+        assert!(
+            failure.to_string().contains("circuit breaker open"),
+            "{failure}"
+        );
+    }
+}

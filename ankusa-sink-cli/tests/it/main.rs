@@ -15,6 +15,7 @@ mod hardening;
 mod http;
 mod log_sink;
 mod nats;
+mod operator_faults;
 mod pubsub;
 mod redis_sink;
 mod signed;
