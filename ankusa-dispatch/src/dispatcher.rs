@@ -274,7 +274,9 @@ pub enum Outcome {
         /// How it is filed.
         error_class: ErrorClass,
         /// Why the dead letter could not be stored, if it could not (it was still given
-        /// up on: persist this delivery yourself).
+        /// up on: persist this delivery yourself). A hook with a source acknowledgement
+        /// never ends with one: its dead letter is stored again until it is, or until a
+        /// shutdown hands the pair back.
         store_error: Option<String>,
     },
 }
@@ -676,8 +678,8 @@ impl Dispatcher {
     }
 
     /// Take a hook: waits while the intake is full (memory stays bounded by the intake and
-    /// the retry queue, not by how fast hooks arrive). An unknown route or sink is an error
-    /// for this hook only.
+    /// the retry queue, not by how fast hooks arrive), and while a durable source's dead
+    /// letter cannot be stored. An unknown route or sink is an error for this hook only.
     pub async fn submit(&self, hook: Hook) -> Result<(), SubmitError> {
         let sinks = self.sinks_of(&hook)?;
         // Paused while a durable source's dead letter cannot be stored: reading on would

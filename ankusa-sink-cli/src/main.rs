@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 all delivered (or check passed), 2 bad usage, config or input,
 //! 3 at least one delivery (or the check) failed, 4 `check` could not check this sink,
-//! 74 an outcome line could not be written (stdout or stderr closed or full),
+//! 74 an outcome line or a dead letter could not be written (stdout, stderr or the
+//! dead-letter file closed or full),
 //! 130/143 stopped by SIGINT/SIGTERM (after every hook read got its outcome line).
 
 mod asyncapi;
@@ -26,7 +27,8 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_FAILED: u8 = 3;
 /// Exit code when `check` has no way to check the sink (nothing was checked).
 const EXIT_NOT_CHECKED: u8 = 4;
-/// Exit code when an outcome line could not be written (sysexits' EX_IOERR).
+/// Exit code when an outcome line or a dead letter could not be written (sysexits'
+/// EX_IOERR).
 const EXIT_OUTPUT: u8 = 74;
 
 #[derive(Parser, Debug)]
