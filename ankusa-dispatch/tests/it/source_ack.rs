@@ -2,7 +2,7 @@
 //! delivered it or dead-lettered it (the record stored), and released otherwise.
 
 use crate::*;
-use ankusa_dispatch::{DeadLetter, Dispatcher, Hook};
+use ankusa_dispatch::{DeadLetter, Dispatcher, Hook, Outcome};
 use ankusa_source::{Ack, Settle, Settlement, Window};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -53,27 +53,71 @@ async fn acked_after_the_last_sink_of_the_route_and_after_its_delivery_is_read()
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_dead_letter_acks_once_stored_and_releases_when_it_could_not_be() {
+async fn a_dead_letter_that_cannot_be_stored_holds_its_hook_and_pauses_intake() {
     let settled = Settled::default();
     let w = Window::new(8).unwrap();
-    // The dead-letter sink refuses the first record and takes the second.
-    let dl = Script::new(Step::Ok).first([Step::Permanent]).arc();
+    // The dead-letter store refuses twice, then takes it.
+    let dl = Script::new(Step::Ok)
+        .first([Step::Transient, Step::Transient])
+        .arc();
     let (d, mut out) = Dispatcher::builder()
         .sink("gone", Script::new(Step::Permanent).arc())
-        .dead_letter(DeadLetter::sink(dl))
+        .dead_letter(DeadLetter::sink(dl.clone()))
         .build()
         .unwrap();
+    let t0 = tokio::time::Instant::now();
     d.submit(settled.hook(&w, "h1").await).await.unwrap();
-    drop(recv_n(&mut out, 1, Duration::from_secs(1)).await);
-    d.submit(settled.hook(&w, "h2").await).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // Held, not released to the source: intake waits while it is.
+    let second = {
+        let d = d.clone();
+        let hook = settled.hook(&w, "h2").await;
+        tokio::spawn(async move { d.submit(hook).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!second.is_finished(), "intake is paused");
+    assert!(settled.take().is_empty(), "h1 is neither acked nor released");
+    let first = recv_n(&mut out, 1, Duration::from_secs(10)).await;
+    assert!(
+        matches!(&first[0].outcome, Outcome::DeadLettered { store_error: None, .. }),
+        "{first:?}"
+    );
+    drop(first);
+    // Stored on the third try: 1 s, then 2 s after the first failure (h2's dead letter may
+    // follow).
+    let tries: Vec<Duration> = dl.seen().iter().map(|s| s.at - t0).collect();
+    assert!(tries.len() >= 3, "{tries:?}");
+    assert!(dl.seen()[..3].iter().all(|s| s.hook == "h1"));
+    assert!(tries[1] >= Duration::from_secs(1) && tries[2] - tries[1] >= Duration::from_secs(2));
+    second.await.unwrap().unwrap();
     drop(recv_n(&mut out, 1, Duration::from_secs(1)).await);
     assert_eq!(
         settled.take(),
         [
-            ("h1".to_owned(), Settlement::Release),
+            ("h1".to_owned(), Settlement::Ack),
             ("h2".to_owned(), Settlement::Ack)
         ]
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_dead_letter_is_released_at_a_shutdown() {
+    let settled = Settled::default();
+    let w = Window::new(8).unwrap();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("gone", Script::new(Step::Permanent).arc())
+        .dead_letter(DeadLetter::sink(Script::new(Step::Transient).arc()))
+        .build()
+        .unwrap();
+    d.submit(settled.hook(&w, "h1").await).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(settled.take().is_empty(), "held");
+    let unfinished = d.shutdown(Duration::from_secs(30)).await;
+    assert_eq!(unfinished.len(), 1);
+    assert!(unfinished[0].last_failure.is_some());
+    while out.recv().await.is_some() {}
+    drop(unfinished);
+    assert_eq!(settled.take(), [("h1".to_owned(), Settlement::Release)]);
 }
 
 #[tokio::test(start_paused = true)]
