@@ -172,7 +172,7 @@ fn exchange(addr: SocketAddr, request: &[u8]) -> Option<String> {
 
 /// `GET path`'s answer when it is a 200.
 fn get(addr: SocketAddr, path: &str) -> Option<String> {
-    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     exchange(addr, request.as_bytes()).filter(|a| a.starts_with("HTTP/1.1 200 OK\r\n"))
 }
 
@@ -338,7 +338,9 @@ fn metrics_answers_get_metrics_and_refuses_the_rest() {
     };
     for path in ["/", "/health", "/metrics/", "/other"] {
         assert_eq!(
-            status(&format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n")),
+            status(&format!(
+                "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            )),
             "HTTP/1.1 404 Not Found",
             "{path}"
         );
@@ -346,8 +348,11 @@ fn metrics_answers_get_metrics_and_refuses_the_rest() {
     for method in ["POST", "HEAD", "PUT"] {
         let answer = exchange(
             addr,
-            format!("{method} /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{{}}")
-                .as_bytes(),
+            format!(
+                "{method} /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+                 Content-Length: 2\r\n\r\n{{}}"
+            )
+            .as_bytes(),
         )
         .unwrap();
         assert!(
