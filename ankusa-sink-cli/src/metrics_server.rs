@@ -19,7 +19,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// being accepted and closed: accepting costs a descriptor, the very thing a flood exhausts,
 /// and accept-then-close would turn a flood into a busy loop; a queued scraper is served as
 /// soon as a slot frees, at the latest one connection timeout later.
-pub(crate) const MAX_CONNECTIONS: usize = 64;
+const MAX_CONNECTIONS: usize = 64;
 /// How long a connection may stay open, from accept to close: to send its request head and
 /// to take the answer. A client sending its head a byte at a time cannot extend it.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
