@@ -296,6 +296,7 @@ fn half_sent_requests_beyond_the_descriptor_limit_leave_an_http_sink_its_sockets
     all_closed_by_the_server(held);
 
     let stderr = run.finish(20);
+    let _ = std::fs::remove_dir_all(sink.parent().unwrap());
     // The cap kept the listener from running out: not one failed accept.
     assert_eq!(
         accept_reports(&stderr, started.elapsed()),
