@@ -12,6 +12,7 @@ mod from_source;
 mod gen_cmd;
 mod lines;
 mod logging;
+mod metrics_server;
 mod output;
 
 use ankusa_sink_core::{Check, Sink, Subject, resolve_describe};
@@ -278,13 +279,11 @@ async fn load_sinks(specs: &[String], json: bool) -> Result<Vec<deliver::NamedSi
     Ok(sinks)
 }
 
-/// Serve `/metrics` for the run (Prometheus text).
+/// Serve `GET /metrics` for the run (Prometheus text); an address that cannot be bound is a
+/// usage error naming it.
 fn serve_metrics(addr: Option<std::net::SocketAddr>) -> Result<(), UsageError> {
     let Some(addr) = addr else { return Ok(()) };
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(addr)
-        .install()
-        .map_err(|e| UsageError(format!("--metrics-addr {addr}: {e}")))
+    metrics_server::start(addr).map_err(|e| UsageError(format!("--metrics-addr {addr}: {e}")))
 }
 
 async fn load_sink(spec: &str) -> Result<(SinkConfig, Arc<dyn Sink>), UsageError> {

@@ -14,6 +14,7 @@ mod from_source;
 mod hardening;
 mod http;
 mod log_sink;
+mod metrics_listener;
 mod nats;
 mod operator_faults;
 mod pubsub;
