@@ -208,6 +208,18 @@ impl Window {
         drop(p);
     }
 
+    /// Waits until at most `n` places are taken (the caller's own included); takes none.
+    /// Exact up to a window of `u32::MAX` records.
+    pub async fn until_unsettled_at_most(&self, n: usize) {
+        let free = self.size.saturating_sub(n);
+        let p = self
+            .places
+            .acquire_many(u32::try_from(free).unwrap_or(u32::MAX))
+            .await
+            .expect("the window's semaphore is never closed");
+        drop(p);
+    }
+
     /// The units a record of `len` bytes is charged: rounded up, never more than the budget.
     fn units_of(&self, len: usize) -> u32 {
         let units = len.div_ceil(1 << self.shift);
@@ -378,6 +390,9 @@ mod tests {
         assert!(ready_now(w.charge(place, 50)).is_none(), "waits for bytes");
         assert!(ready_now(w.until_free(41)).is_none());
         assert!(ready_now(w.until_free(40)).is_some());
+        // The waiting charge was dropped with its place: one place is taken.
+        assert!(ready_now(w.until_unsettled_at_most(0)).is_none(), "one place taken");
+        assert!(ready_now(w.until_unsettled_at_most(1)).is_some());
         // Settling the first frees its bytes and its place.
         let a = Ack::new(noop(), a);
         a.ack();
