@@ -8,12 +8,12 @@ use crate::error::{AmqpError, Stage, classify, lapin_text, printable, reply_code
 use ankusa_sink_core::{Class, timeout_ms};
 use ankusa_source::{Ack, Record, Settle, Settlement, Source, SourceError, SourceOptions, Window};
 use futures_util::{FutureExt as _, StreamExt as _};
+use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
     QueueDeclareOptions,
 };
 use lapin::types::FieldTable;
-use lapin::message::Delivery;
 use lapin::{Acker, Channel, Connection, Consumer};
 use serde::Deserialize;
 use std::collections::VecDeque;
@@ -340,11 +340,11 @@ impl AmqpSource {
     /// (records handed out, buffered ones). Zero when even one would not fit.
     fn credit(&self) -> u16 {
         let used = self.used_bytes();
-        let by_bytes = if self.largest == 0 {
-            1
-        } else {
-            let n = self.window.max_bytes().saturating_sub(used) / self.largest;
-            if used == 0 { n.max(1) } else { n }
+        let free = self.window.max_bytes().saturating_sub(used);
+        let by_bytes = match free.checked_div(self.largest) {
+            None => 1,
+            Some(n) if used == 0 => n.max(1),
+            Some(n) => n,
         };
         let by_count = usize::from(self.prefetch).saturating_sub(self.held());
         u16::try_from(by_bytes.min(by_count)).unwrap_or(u16::MAX)
@@ -360,7 +360,9 @@ impl AmqpSource {
 
     /// Bytes held by records handed out and by deliveries buffered here.
     fn used_bytes(&self) -> usize {
-        self.window.unsettled_bytes().saturating_add(self.pending_bytes)
+        self.window
+            .unsettled_bytes()
+            .saturating_add(self.pending_bytes)
     }
 
     /// Whether a consumer is open right now.
@@ -425,11 +427,7 @@ impl AmqpSource {
             .await
             .map_err(|e| {
                 if !self.cfg.declare && reply(&e) == Some(reply_code::NOT_FOUND) {
-                    OpenError::Config(format!(
-                        "amqp source: queue {queue:?} does not exist on {} (create it, or set \
-                         declare = true to declare it durable)",
-                        self.endpoint
-                    ))
+                    self.missing_queue()
                 } else {
                     self.error(Stage::Declare, "queue declare", &e)
                 }
@@ -460,8 +458,27 @@ impl AmqpSource {
                 FieldTable::default(),
             )
             .await
-            .map_err(|e| self.error(Stage::Declare, "basic.consume", &e))?;
+            .map_err(|e| match reply(&e) {
+                // The queue was deleted since it was checked (a consumer reopened for the
+                // byte window): as at the start, unless the source declares it, which the
+                // reconnection does.
+                Some(reply_code::NOT_FOUND) if !self.cfg.declare => self.missing_queue(),
+                Some(reply_code::NOT_FOUND) => OpenError::Transient(format!(
+                    "queue {:?} is gone from {}; declaring it again",
+                    self.cfg.queue, self.endpoint
+                )),
+                _ => self.error(Stage::Declare, "basic.consume", &e),
+            })?;
         Ok(Some(consumer))
+    }
+
+    /// The queue does not exist and the source does not declare it.
+    fn missing_queue(&self) -> OpenError {
+        OpenError::Config(format!(
+            "amqp source: queue {:?} does not exist on {} (create it, or set declare = true \
+             to declare it durable)",
+            self.cfg.queue, self.endpoint
+        ))
     }
 
     /// Cancel the consumer: once the broker confirms, every delivery it sent the consumer

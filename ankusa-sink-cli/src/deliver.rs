@@ -336,7 +336,15 @@ async fn read_and_submit(
             claims,
             max_line,
         } => {
-            read_source(&mut *source, claims.as_ref(), max_line, &mut stop, &tx, submit).await;
+            read_source(
+                &mut *source,
+                claims.as_ref(),
+                max_line,
+                &mut stop,
+                &tx,
+                submit,
+            )
+            .await;
             source.stop();
             return Some(source);
         }

@@ -272,7 +272,10 @@ mod tests {
         };
         let sinks = [named("log"), named("audit")];
         let e = refuse_non_durable(&sinks, false).unwrap_err().0;
-        assert!(e.contains("log, audit") && e.contains("--allow-non-durable"), "{e}");
+        assert!(
+            e.contains("log, audit") && e.contains("--allow-non-durable"),
+            "{e}"
+        );
         assert!(refuse_non_durable(&sinks, true).is_ok());
         assert!(refuse_non_durable(&[], false).is_ok());
     }

@@ -384,14 +384,20 @@ mod tests {
     async fn bytes_bound_the_window_as_well_as_records() {
         let w = Window::with_bytes(10, 100).unwrap();
         let a = w.charge(w.acquire().await, 60).await;
-        assert_eq!((w.unsettled(), w.unsettled_bytes(), w.free_bytes()), (1, 60, 40));
+        assert_eq!(
+            (w.unsettled(), w.unsettled_bytes(), w.free_bytes()),
+            (1, 60, 40)
+        );
         // 50 more do not fit beside 60: the record waits with its place held.
         let place = w.acquire().await;
         assert!(ready_now(w.charge(place, 50)).is_none(), "waits for bytes");
         assert!(ready_now(w.until_free(41)).is_none());
         assert!(ready_now(w.until_free(40)).is_some());
         // The waiting charge was dropped with its place: one place is taken.
-        assert!(ready_now(w.until_unsettled_at_most(0)).is_none(), "one place taken");
+        assert!(
+            ready_now(w.until_unsettled_at_most(0)).is_none(),
+            "one place taken"
+        );
         assert!(ready_now(w.until_unsettled_at_most(1)).is_some());
         // Settling the first frees its bytes and its place.
         let a = Ack::new(noop(), a);
@@ -414,7 +420,10 @@ mod tests {
         let big = w.acquire().await;
         let mut big = std::pin::pin!(w.charge(big, 1_000));
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        assert!(big.as_mut().poll(&mut cx).is_pending(), "waits for the others");
+        assert!(
+            big.as_mut().poll(&mut cx).is_pending(),
+            "waits for the others"
+        );
         drop(small);
         let big = match big.as_mut().poll(&mut cx) {
             std::task::Poll::Ready(p) => p,
@@ -439,7 +448,7 @@ mod tests {
     fn budgets_past_4_gib_count_in_coarser_units() {
         let w = Window::with_bytes(1, 1 << 40).unwrap();
         assert_eq!(w.max_bytes(), 1 << 40);
-        assert!(w.units <= u32::MAX && w.shift == 9, "{} {}", w.units, w.shift);
+        assert_eq!((w.units, w.shift), (1 << 31, 9), "1 TiB in 512-byte units");
         assert_eq!(w.units_of(1), 1, "rounded up");
         assert_eq!(w.units_of(usize::MAX), w.units, "never past the budget");
         let unbounded = Window::new(1).unwrap();

@@ -402,8 +402,7 @@ async fn the_byte_budget_bounds_what_is_pulled_and_a_larger_record_comes_alone()
     let payloads: Vec<Vec<u8>> = (0..9u8)
         .map(|i| vec![b'a' + i; if i == 6 { 5_000 } else { 1_000 }])
         .collect();
-    let (stream, _, name, mut s) =
-        fresh_source(SHARED_URL, "srcbytes", payloads.clone(), &o).await;
+    let (stream, _, name, mut s) = fresh_source(SHARED_URL, "srcbytes", payloads.clone(), &o).await;
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(next_within(&mut s, Duration::from_secs(10)).await.unwrap());
