@@ -424,21 +424,22 @@ impl KafkaSource {
 /// default, 50 MiB per fetch) whatever the dispatcher does. Its queue holds at most the
 /// budget (`queued.max.messages.kbytes`), and one fetch answer at most the budget too
 /// (`fetch.max.bytes`, never under the consumer's `message.max.bytes`, 1,000,000, which
-/// librdkafka requires, nor over its 50 MiB default). So a forwarder holds at most the
-/// budget in records handed out, plus the budget queued, plus one fetch in flight.
+/// librdkafka requires); neither more than librdkafka's defaults, so the default budget
+/// (256 MiB) keeps them. A forwarder holds at most the budget in records handed out, plus
+/// the read-ahead queue, plus one fetch in flight.
 fn fetch_limits(max_bytes: usize) -> [(&'static str, String); 2] {
-    /// librdkafka's bounds: `queued.max.messages.kbytes` is 1..=INT_MAX/1024.
-    const MAX_KBYTES: usize = (i32::MAX as usize) / 1024;
+    /// librdkafka's defaults.
+    const QUEUED: usize = 64 * 1024 * 1024;
+    const FETCH: usize = 50 * 1024 * 1024;
     const MIN_FETCH: usize = 1_000_000;
-    const MAX_FETCH: usize = 50 * 1024 * 1024;
     [
         (
             "queued.max.messages.kbytes",
-            (max_bytes / 1024).clamp(1, MAX_KBYTES).to_string(),
+            (max_bytes.min(QUEUED) / 1024).max(1).to_string(),
         ),
         (
             "fetch.max.bytes",
-            max_bytes.clamp(MIN_FETCH, MAX_FETCH).to_string(),
+            max_bytes.clamp(MIN_FETCH, FETCH).to_string(),
         ),
     ]
 }
@@ -639,12 +640,12 @@ mod tests {
         };
         assert_eq!(
             get(268_435_456),
-            ("262144".into(), "52428800".into()),
-            "the default budget: 256 MiB queued, fetches at librdkafka's 50 MiB"
+            ("65536".into(), "52428800".into()),
+            "the default budget keeps librdkafka's defaults: 64 MiB queued, 50 MiB fetches"
         );
         assert_eq!(get(8 * 1024 * 1024), ("8192".into(), "8388608".into()));
         assert_eq!(get(1000), ("1".into(), "1000000".into()), "the floors");
-        assert_eq!(get(usize::MAX).0, "2097151", "librdkafka's ceiling");
+        assert_eq!(get(usize::MAX), ("65536".into(), "52428800".into()));
         // librdkafka takes both with the consumer's defaults, at either end: creating the
         // client runs its cross-checks (`fetch.max.bytes` >= `message.max.bytes`); no
         // broker is needed for that.
