@@ -7,7 +7,8 @@ use crate::config::{ConfigError, short_string};
 use crate::error::{AmqpError, Stage, classify, lapin_text, printable, reply_code};
 use ankusa_sink_core::{Class, timeout_ms};
 use ankusa_source::{Ack, Record, Settle, Settlement, Source, SourceError, SourceOptions, Window};
-use futures_util::StreamExt as _;
+use futures_util::{FutureExt as _, StreamExt as _};
+use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
     QueueDeclareOptions,
@@ -15,6 +16,7 @@ use lapin::options::{
 use lapin::types::FieldTable;
 use lapin::{Acker, Channel, Connection, Consumer};
 use serde::Deserialize;
+use std::collections::VecDeque;
 use std::fmt;
 use std::num::{NonZeroU16, NonZeroU64};
 use std::sync::Arc;
@@ -175,11 +177,19 @@ impl AmqpSourceConfig {
     }
 }
 
-/// One open consumer: its connection, channel and delivery stream.
+/// One open channel: its connection, and the consumer reading the queue on it.
 struct Link {
     conn: Connection,
     channel: Channel,
-    consumer: Consumer,
+    /// `None` while the byte window has no room for even one more record of the largest
+    /// size seen: the broker sends nothing until records settle.
+    consumer: Option<Consumer>,
+    /// The prefetch the consumer was opened with: the deliveries the broker may have
+    /// outstanding to it at once.
+    credit: u16,
+    /// Deliveries the consumer has handed out whose ack or nack is not written yet: with
+    /// `credit`, how many more the broker may send.
+    out: Arc<AtomicUsize>,
 }
 
 impl Link {
@@ -208,11 +218,35 @@ enum OpenError {
 }
 
 /// A RabbitMQ queue read by one consumer with manual acknowledgements.
+///
+/// # What it holds in bytes
+///
+/// The [`Window`] bounds the records handed out; the broker, though, pushes deliveries to
+/// the consumer ahead of `next`, up to its prefetch, and lapin buffers them whole. RabbitMQ
+/// has no byte prefetch (`basic.qos` `prefetch_size` is refused as not implemented), its
+/// per-consumer prefetch is fixed when the consumer starts (`global` qos, the one that can
+/// change, is refused by quorum queues and deprecated), and a delivery's size is known only
+/// once it arrived. So the consumer's prefetch is its byte credit: it is opened with as
+/// many deliveries as the free bytes hold at the largest record seen so far (one while no
+/// size is known; the configured prefetch at most). When a larger record shows that the
+/// credit was too generous, the consumer is cancelled at once (what it had buffered is
+/// handed out first) and reopened with the credit that fits; when records settle and the
+/// credit could double, it is reopened larger. What the source holds is then the byte
+/// budget, plus what one burst of records larger than any before brings before the first
+/// of them is seen (at most the prefetch of them): records of one size never exceed the
+/// budget, and a record larger than the budget is taken alone.
 pub struct AmqpSource {
     cfg: AmqpSourceConfig,
+    /// The largest prefetch: the configured one, or the dispatcher's concurrency.
     prefetch: u16,
     window: Window,
     link: Option<Link>,
+    /// Deliveries a cancelled consumer had buffered, on the live channel: handed out
+    /// before the next consumer's.
+    pending: VecDeque<Delivery>,
+    pending_bytes: usize,
+    /// The largest record seen so far (0: none yet), the size each unit of credit reserves.
+    largest: usize,
     /// Acks handed to the broker and not yet written.
     settling: Arc<AtomicUsize>,
     /// True once the source closes: releases go out without their delay.
@@ -259,8 +293,11 @@ impl AmqpSource {
             describe: format!("amqp queue {:?} on {endpoint}", config.queue),
             cfg: config.clone(),
             prefetch,
-            window: Window::new(options.max_unacked.get()).expect("non-zero"),
+            window: Window::for_options(options),
             link: None,
+            pending: VecDeque::new(),
+            pending_bytes: 0,
+            largest: 0,
             settling: Arc::new(AtomicUsize::new(0)),
             closing: watch::Sender::new(false),
             runtime: tokio::runtime::Handle::current(),
@@ -290,9 +327,42 @@ impl AmqpSource {
         self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
     }
 
-    /// The prefetch in use (`basic.qos`).
+    /// The largest prefetch (`basic.qos`) a consumer is opened with; the byte window may
+    /// open it with less (see [`AmqpSource`]).
     pub fn prefetch(&self) -> u16 {
         self.prefetch
+    }
+
+    /// The credit a consumer opened now gets: as many deliveries as the free bytes hold
+    /// at the largest record seen (one while no size is known, or when nothing holds
+    /// bytes, so a record larger than the whole budget goes alone), and no more than the
+    /// prefetch less the deliveries the broker still counts against this forwarder
+    /// (records handed out, buffered ones). Zero when even one would not fit.
+    fn credit(&self) -> u16 {
+        let used = self.used_bytes();
+        let free = self.window.max_bytes().saturating_sub(used);
+        let by_bytes = match free.checked_div(self.largest) {
+            None => 1,
+            Some(n) if used == 0 => n.max(1),
+            Some(n) => n,
+        };
+        let by_count = usize::from(self.prefetch).saturating_sub(self.held());
+        u16::try_from(by_bytes.min(by_count)).unwrap_or(u16::MAX)
+    }
+
+    /// Records handed out and not settled, and deliveries buffered here. Called from
+    /// `next`, which holds one place of the window for the record it is getting (not a
+    /// record yet), or from `new`, before any place is taken.
+    fn held(&self) -> usize {
+        let records = self.window.unsettled().saturating_sub(1);
+        records.saturating_add(self.pending.len())
+    }
+
+    /// Bytes held by records handed out and by deliveries buffered here.
+    fn used_bytes(&self) -> usize {
+        self.window
+            .unsettled_bytes()
+            .saturating_add(self.pending_bytes)
     }
 
     /// Whether a consumer is open right now.
@@ -315,10 +385,12 @@ impl AmqpSource {
             Ok(Ok(conn)) => conn,
         };
         match timeout(bound, self.consume(&conn)).await {
-            Ok(Ok((channel, consumer))) => Ok(Link {
+            Ok(Ok((channel, consumer, credit))) => Ok(Link {
                 conn,
                 channel,
                 consumer,
+                credit,
+                out: Arc::new(AtomicUsize::new(0)),
             }),
             Ok(Err(e)) => {
                 let _ = timeout(CLOSE_STEP, conn.close(200, "OK".into())).await;
@@ -334,16 +406,17 @@ impl AmqpSource {
         }
     }
 
-    async fn consume(&self, conn: &Connection) -> Result<(Channel, Consumer), OpenError> {
+    /// A channel on `conn`, the queue checked (or declared), and a consumer with the credit
+    /// the byte window allows now (none when it allows none).
+    async fn consume(
+        &self,
+        conn: &Connection,
+    ) -> Result<(Channel, Option<Consumer>, u16), OpenError> {
         let queue = self.cfg.queue.as_str();
         let channel = conn
             .create_channel()
             .await
             .map_err(|e| self.error(Stage::Channel, "channel open", &e))?;
-        channel
-            .basic_qos(self.prefetch, BasicQosOptions { global: false })
-            .await
-            .map_err(|e| self.error(Stage::Channel, "basic.qos", &e))?;
         let declare = QueueDeclareOptions {
             passive: !self.cfg.declare,
             durable: true,
@@ -354,18 +427,29 @@ impl AmqpSource {
             .await
             .map_err(|e| {
                 if !self.cfg.declare && reply(&e) == Some(reply_code::NOT_FOUND) {
-                    OpenError::Config(format!(
-                        "amqp source: queue {queue:?} does not exist on {} (create it, or set \
-                         declare = true to declare it durable)",
-                        self.endpoint
-                    ))
+                    self.missing_queue()
                 } else {
                     self.error(Stage::Declare, "queue declare", &e)
                 }
             })?;
+        let credit = self.credit();
+        let consumer = self.start(&channel, credit).await?;
+        Ok((channel, consumer, credit))
+    }
+
+    /// A consumer of the queue on `channel` with prefetch `credit`; `None` for zero.
+    async fn start(&self, channel: &Channel, credit: u16) -> Result<Option<Consumer>, OpenError> {
+        if credit == 0 {
+            return Ok(None);
+        }
+        // Per consumer (`global: false`): set before `basic.consume`, it is this consumer's.
+        channel
+            .basic_qos(credit, BasicQosOptions { global: false })
+            .await
+            .map_err(|e| self.error(Stage::Channel, "basic.qos", &e))?;
         let consumer = channel
             .basic_consume(
-                queue.into(),
+                self.cfg.queue.as_str().into(),
                 "".into(),
                 BasicConsumeOptions {
                     no_ack: false,
@@ -374,8 +458,130 @@ impl AmqpSource {
                 FieldTable::default(),
             )
             .await
-            .map_err(|e| self.error(Stage::Declare, "basic.consume", &e))?;
-        Ok((channel, consumer))
+            .map_err(|e| match reply(&e) {
+                // The queue was deleted since it was checked (a consumer reopened for the
+                // byte window): as at the start, unless the source declares it, which the
+                // reconnection does.
+                Some(reply_code::NOT_FOUND) if !self.cfg.declare => self.missing_queue(),
+                Some(reply_code::NOT_FOUND) => OpenError::Transient(format!(
+                    "queue {:?} is gone from {}; declaring it again",
+                    self.cfg.queue, self.endpoint
+                )),
+                _ => self.error(Stage::Declare, "basic.consume", &e),
+            })?;
+        Ok(Some(consumer))
+    }
+
+    /// The queue does not exist and the source does not declare it.
+    fn missing_queue(&self) -> OpenError {
+        OpenError::Config(format!(
+            "amqp source: queue {:?} does not exist on {} (create it, or set declare = true \
+             to declare it durable)",
+            self.cfg.queue, self.endpoint
+        ))
+    }
+
+    /// Cancel the consumer: once the broker confirms, every delivery it sent the consumer
+    /// is buffered, and they wait here to be handed out; the broker sends no more.
+    async fn cancel(&mut self) -> Result<(), OpenError> {
+        let Some(link) = self.link.as_mut() else {
+            return Ok(());
+        };
+        let Some(mut consumer) = link.consumer.take() else {
+            return Ok(());
+        };
+        let tag = consumer.tag();
+        let cancelled = timeout(
+            CLOSE_STEP,
+            link.channel
+                .basic_cancel(tag.as_str().into(), BasicCancelOptions::default()),
+        )
+        .await;
+        match cancelled {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(self.error(Stage::Channel, "basic.cancel", &e)),
+            Err(_) => {
+                return Err(OpenError::Transient(format!(
+                    "basic.cancel did not finish on {} within {} ms",
+                    self.endpoint,
+                    CLOSE_STEP.as_millis()
+                )));
+            }
+        }
+        // `cancel-ok` follows every delivery to the consumer on the channel: lapin has them
+        // all, then the end of the stream.
+        while let Some(Some(Ok(d))) = consumer.next().now_or_never() {
+            self.largest = self.largest.max(d.data.len());
+            self.pending_bytes += d.data.len();
+            self.pending.push_back(d);
+        }
+        Ok(())
+    }
+
+    /// Cancel the consumer and open one with the credit the window allows now.
+    async fn restart(&mut self) -> Result<(), OpenError> {
+        self.cancel().await?;
+        let credit = self.credit();
+        let Some(link) = self.link.as_ref() else {
+            return Ok(());
+        };
+        let channel = link.channel.clone();
+        let consumer = timeout(self.cfg.connect_timeout(), self.start(&channel, credit))
+            .await
+            .map_err(|_| {
+                OpenError::Transient(format!(
+                    "reopening the consumer on {} did not finish in time",
+                    self.endpoint
+                ))
+            })??;
+        if let Some(link) = self.link.as_mut() {
+            link.consumer = consumer;
+            link.credit = credit;
+            link.out = Arc::new(AtomicUsize::new(0));
+        }
+        Ok(())
+    }
+
+    /// Whether reopening the consumer now would at least double its credit.
+    fn should_grow(&self) -> bool {
+        let Some(link) = self.link.as_ref() else {
+            return false;
+        };
+        link.consumer.is_some()
+            && link.credit < self.prefetch
+            && self.credit() >= link.credit.saturating_mul(2)
+    }
+
+    /// After a delivery of `len` bytes larger than any before: whether the consumer's
+    /// remaining credit, at that size, could bring more than the budget holds.
+    fn over_reserved(&self, len: usize) -> bool {
+        let Some(link) = self.link.as_ref() else {
+            return false;
+        };
+        let out = link.out.load(Ordering::SeqCst);
+        let remaining = usize::from(link.credit).saturating_sub(out);
+        let used = self.used_bytes().saturating_add(len);
+        remaining > 0
+            && used.saturating_add(remaining.saturating_mul(self.largest)) > self.window.max_bytes()
+    }
+
+    /// A failure reopening the consumer: a configuration error ends the source; anything
+    /// else drops the link, and the next call reconnects.
+    fn reopen_failed(&mut self, e: OpenError) -> Option<SourceError> {
+        match e {
+            OpenError::Config(why) => Some(SourceError::Config(why)),
+            OpenError::Transient(why) => {
+                tracing::warn!(
+                    target: "ankusa_source",
+                    endpoint = %self.endpoint,
+                    queue = %self.cfg.queue,
+                    "amqp source: {why}; reconnecting (its unacknowledged records go back to \
+                     the queue)"
+                );
+                self.drop_link();
+                None
+            }
+        }
     }
 
     fn connection_name(&self) -> String {
@@ -410,15 +616,37 @@ impl AmqpSource {
     /// Forget the consumer (its unacknowledged messages go back to the queue when its
     /// channel closes; their handles can no longer settle) and close it in the background.
     fn drop_link(&mut self) {
+        // Buffered deliveries of a closed channel can no longer be acknowledged: the broker
+        // has them back.
+        self.pending.clear();
+        self.pending_bytes = 0;
         if let Some(link) = self.link.take() {
             self.runtime.spawn(link.close());
         }
     }
 
-    fn record(&self, delivery: lapin::message::Delivery, permit: ankusa_source::Permit) -> Record {
+    /// Charge the delivery's bytes to the window (waiting while they do not fit), then
+    /// hand it out; `out` counts it for its consumer until its ack or nack is written.
+    async fn admit(
+        &self,
+        delivery: Delivery,
+        out: Option<Arc<AtomicUsize>>,
+        permit: ankusa_source::Permit,
+    ) -> Record {
+        let permit = self.window.charge(permit, delivery.data.len()).await;
+        self.record(delivery, out, permit)
+    }
+
+    fn record(
+        &self,
+        delivery: Delivery,
+        out: Option<Arc<AtomicUsize>>,
+        permit: ankusa_source::Permit,
+    ) -> Record {
         let position = format!("{}#{}", self.cfg.queue, delivery.delivery_tag);
         let settle = AmqpAck {
             acker: delivery.acker,
+            out,
             settling: self.settling.clone(),
             closing: self.closing.subscribe(),
             runtime: self.runtime.clone(),
@@ -448,6 +676,9 @@ impl Drop for Settling {
 /// The settle handle of one delivery.
 struct AmqpAck {
     acker: Acker,
+    /// Its consumer's count of deliveries not settled with the broker, if it came
+    /// straight from the consumer.
+    out: Option<Arc<AtomicUsize>>,
     settling: Arc<AtomicUsize>,
     closing: watch::Receiver<bool>,
     runtime: tokio::runtime::Handle,
@@ -458,6 +689,7 @@ impl Settle for AmqpAck {
     fn settle(self: Box<Self>, how: Settlement) {
         let AmqpAck {
             acker,
+            out,
             settling,
             mut closing,
             runtime,
@@ -488,6 +720,10 @@ impl Settle for AmqpAck {
                         .await
                 }
             };
+            // Written (or the channel is gone): the broker counts it no more.
+            if let Some(out) = out {
+                out.fetch_sub(1, Ordering::SeqCst);
+            }
             match res {
                 Ok(true) => {}
                 // The channel closed since: the broker gives the message out again.
@@ -517,6 +753,11 @@ impl Source for AmqpSource {
         }
         let permit = self.window.acquire().await;
         loop {
+            // What a cancelled consumer had buffered first: the broker sent it already.
+            if let Some(d) = self.pending.pop_front() {
+                self.pending_bytes -= d.data.len();
+                return Some(Ok(self.admit(d, None, permit).await));
+            }
             let Some(link) = self.link.as_mut() else {
                 if let Some(at) = self.retry_at {
                     tokio::time::sleep_until(at).await;
@@ -538,9 +779,54 @@ impl Source for AmqpSource {
                 }
                 continue;
             };
-            match link.consumer.next().await {
+            if link.consumer.is_none() {
+                // No room for another record of the largest size seen (a record larger
+                // than the budget: until nothing holds bytes), or the prefetch is taken:
+                // wait for records to settle. Only `next` takes bytes and places, so once
+                // one wait is over it stays over during the other.
+                self.window.until_free(self.largest).await;
+                self.window
+                    .until_unsettled_at_most(usize::from(self.prefetch))
+                    .await;
+                if self.credit() == 0 {
+                    // Past the window's own bounds (a window of over 4e9 records): poll.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                if let Err(e) = self.restart().await
+                    && let Some(err) = self.reopen_failed(e)
+                {
+                    return Some(Err(err));
+                }
+                continue;
+            }
+            if self.should_grow() {
+                if let Err(e) = self.restart().await
+                    && let Some(err) = self.reopen_failed(e)
+                {
+                    return Some(Err(err));
+                }
+                continue;
+            }
+            let link = self.link.as_mut().expect("checked above");
+            let consumer = link.consumer.as_mut().expect("checked above");
+            match consumer.next().await {
                 Some(Ok(delivery)) if delivery.acker.usable() && link.usable() => {
-                    return Some(Ok(self.record(delivery, permit)));
+                    let out = link.out.clone();
+                    out.fetch_add(1, Ordering::SeqCst);
+                    let len = delivery.data.len();
+                    if len > self.largest {
+                        self.largest = len;
+                        // The credit was sized for smaller records: stop the broker now,
+                        // before it sends more of these.
+                        if self.over_reserved(len)
+                            && let Err(e) = self.cancel().await
+                            && let Some(err) = self.reopen_failed(e)
+                        {
+                            return Some(Err(err));
+                        }
+                    }
+                    return Some(Ok(self.admit(delivery, Some(out), permit).await));
                 }
                 // A message buffered before its channel or connection closed: it can no
                 // longer be acknowledged, and the broker has taken it back already.
@@ -590,8 +876,10 @@ impl Source for AmqpSource {
         };
         // No more deliveries: messages prefetched and not handed out are released when the
         // channel closes.
-        if link.channel.status().connected() {
-            let tag = link.consumer.tag();
+        if link.channel.status().connected()
+            && let Some(consumer) = &link.consumer
+        {
+            let tag = consumer.tag();
             let _ = timeout(
                 CLOSE_STEP,
                 link.channel

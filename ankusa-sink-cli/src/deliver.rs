@@ -297,10 +297,12 @@ enum Input {
         lines: mpsc::Receiver<Vec<Parsed>>,
         max_line: usize,
     },
-    /// A durable source; bodies of claimed Message v1 records are redeemed from the store.
+    /// A durable source; bodies of claimed Message v1 records are redeemed from the store;
+    /// records over `max_line` bytes are invalid.
     Source {
         source: Box<dyn ankusa_source::Source>,
         claims: Option<ClaimStore>,
+        max_line: usize,
     },
 }
 
@@ -374,10 +376,19 @@ async fn read_and_submit(
     let submit = |hook: Hook, line: Option<u64>| submit_one(&dispatcher, hook, &names, &tx, line);
     match input {
         Input::One(hook) => submit(*hook, None).await,
-        Input::Source { mut source, claims } => {
-            read_source(&mut *source, claims.as_ref(), &mut stop, &tx, |hook| {
-                submit(hook, None)
-            })
+        Input::Source {
+            mut source,
+            claims,
+            max_line,
+        } => {
+            read_source(
+                &mut *source,
+                claims.as_ref(),
+                max_line,
+                &mut stop,
+                &tx,
+                |hook| submit(hook, None),
+            )
             .await;
             source.stop();
             return Some(source);
@@ -441,10 +452,12 @@ async fn read_and_submit(
 }
 
 /// Records from a durable source until the run stops or the source fails: each hook is
-/// submitted with its record's ack handle, each record that is not a hook reported.
+/// submitted with its record's ack handle, each record that is not a hook (or is longer
+/// than `max_line`, never decoded) reported.
 async fn read_source<F, Fut>(
     source: &mut dyn ankusa_source::Source,
     claims: Option<&ClaimStore>,
+    max_line: usize,
     stop: &mut watch::Receiver<Option<Stop>>,
     tx: &mpsc::UnboundedSender<Read>,
     submit: F,
@@ -470,7 +483,11 @@ async fn read_source<F, Fut>(
             }
             Some(Ok(r)) => r,
         };
-        match decode(&record.payload, claims).await {
+        let decoded = match crate::from_source::too_long(record.payload.len(), max_line) {
+            Some(reason) => Decoded::Invalid(reason),
+            None => decode(&record.payload, claims).await,
+        };
+        match decoded {
             Decoded::Hook(hook) => submit(hook.source_ack(record.ack)).await,
             Decoded::Invalid(reason) => {
                 let _ = tx.send(Read::InvalidRecord(InvalidRecord::new(record, reason)));
@@ -1084,9 +1101,12 @@ pub(crate) async fn forward(
     if a.concurrency == Some(0) {
         return Err(UsageError("--concurrency must be at least 1".into()));
     }
+    let max_line = usize::try_from(a.max_line_bytes).unwrap_or(usize::MAX);
     let input = if let Some(from) = &a.from {
+        crate::from_source::refuse_non_durable(&sinks, a.allow_non_durable)?;
         let options = crate::from_source::options(
             a.max_unacked,
+            a.max_unacked_bytes,
             Duration::from_secs(a.retry.attempt_timeout),
             a.concurrency
                 .unwrap_or(DispatchConfig::default().concurrency),
@@ -1096,10 +1116,13 @@ pub(crate) async fn forward(
             None => None,
         };
         let source = crate::from_source::open(from, &options).await?;
-        Input::Source { source, claims }
+        Input::Source {
+            source,
+            claims,
+            max_line,
+        }
     } else {
         refuse_own_dead_letters(&a.input, a.dispatch.dead_letter.as_deref())?;
-        let max_line = usize::try_from(a.max_line_bytes).unwrap_or(usize::MAX);
         // Message v1 sinks carry the body's SHA-256: the reader thread computes it.
         let subject = ankusa_sink_core::Subject::new("forward", None);
         let digest = sinks.iter().any(|s| {

@@ -3,6 +3,7 @@
 //! every sink has delivered it or dead-lettered it.
 
 use crate::UsageError;
+use crate::deliver::NamedSink;
 use ankusa_claimcheck::ClaimStore;
 use ankusa_dispatch::{DeadLetter, Hook};
 use ankusa_sink_core::message::{self, MessageBody};
@@ -30,19 +31,54 @@ pub(crate) async fn open(
         .map_err(|e| UsageError(format!("{}: {e}", path.display())))
 }
 
+/// `--from` acknowledges a record once every sink took it: a sink that keeps nothing
+/// (`Sink::durable()` false: the log, a Redis channel) would make that acknowledgement
+/// remove the only stored copy. Refused (exit 2, each such sink named) unless `allow`; with
+/// it, one WARN line says which sinks.
+pub(crate) fn refuse_non_durable(sinks: &[NamedSink], allow: bool) -> Result<(), UsageError> {
+    let names: Vec<&str> = sinks
+        .iter()
+        .filter(|s| !ankusa_sink_core::resolve_durable(&*s.sink))
+        .map(|s| s.name.as_str())
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    let list = names.join(", ");
+    if !allow {
+        return Err(UsageError(format!(
+            "--from acknowledges each record to its source once every sink took it, and              these sinks keep nothing: {list}; the source would lose those records. Use              durable sinks, or pass --allow-non-durable to accept that"
+        )));
+    }
+    tracing::warn!(
+        sinks = %list,
+        "--allow-non-durable: records are acknowledged to the source once these sinks, which          keep nothing, took them: {list}"
+    );
+    Ok(())
+}
+
 /// The options every source is opened with.
 pub(crate) fn options(
     max_unacked: u64,
+    max_unacked_bytes: u64,
     attempt_timeout: Duration,
     concurrency: usize,
 ) -> SourceOptions {
-    let max = NonZeroUsize::new(usize::try_from(max_unacked).unwrap_or(usize::MAX))
-        .unwrap_or(NonZeroUsize::MIN);
+    let nonzero = |n: u64| {
+        NonZeroUsize::new(usize::try_from(n).unwrap_or(usize::MAX)).unwrap_or(NonZeroUsize::MIN)
+    };
     SourceOptions::new(
-        max,
+        nonzero(max_unacked),
         attempt_timeout,
         NonZeroUsize::new(concurrency).unwrap_or(NonZeroUsize::MIN),
     )
+    .with_max_unacked_bytes(nonzero(max_unacked_bytes))
+}
+
+/// Why a record of `len` bytes is not decoded: longer than `--max-line-bytes`. Such a
+/// record is reported invalid and dead-lettered raw like an undecodable one.
+pub(crate) fn too_long(len: usize, max_line: usize) -> Option<String> {
+    (len > max_line).then(|| format!("longer than --max-line-bytes ({max_line} bytes)"))
 }
 
 /// What a record turned out to be.
@@ -217,6 +253,32 @@ impl InvalidRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_longer_than_max_line_is_not_decoded() {
+        assert_eq!(too_long(10, 10), None);
+        assert_eq!(
+            too_long(11, 10).as_deref(),
+            Some("longer than --max-line-bytes (10 bytes)")
+        );
+    }
+
+    #[tokio::test]
+    async fn non_durable_sinks_are_named_and_refused_unless_allowed() {
+        let log = ankusa_sinks::SinkConfig::log().build().await.unwrap();
+        let named = |name: &str| NamedSink {
+            name: name.into(),
+            sink: log.clone(),
+        };
+        let sinks = [named("log"), named("audit")];
+        let e = refuse_non_durable(&sinks, false).unwrap_err().0;
+        assert!(
+            e.contains("log, audit") && e.contains("--allow-non-durable"),
+            "{e}"
+        );
+        assert!(refuse_non_durable(&sinks, true).is_ok());
+        assert!(refuse_non_durable(&[], false).is_ok());
+    }
 
     #[tokio::test]
     async fn envelopes_and_messages_are_told_apart_per_record() {

@@ -172,6 +172,16 @@ struct ForwardArgs {
     /// reading instead of growing memory).
     #[arg(long, default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_unacked: u64,
+    /// With --from: bytes of records read and not yet acknowledged, at most; what each
+    /// source fetches ahead (AMQP prefetch, Kafka fetch queue, NATS pull) is sized by it
+    /// too. A record larger than this goes through alone.
+    #[arg(long, default_value_t = 268_435_456, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    max_unacked_bytes: u64,
+    /// With --from: accept sinks that keep nothing (`log`, a Redis channel): each record is
+    /// acknowledged, so removed from the source, once such a sink took it. Without it,
+    /// `--from` refuses them.
+    #[arg(long, requires = "from")]
+    allow_non_durable: bool,
     /// Deliveries in flight at once, over every sink. Default: each sink's own pipeline
     /// window (Kafka, NATS, Redis, Pub/Sub: 1024 deliveries; AMQP: its max_inflight, 4096
     /// by default; SQS/SNS with batching: 320), and 32 shared by the sinks that make one
@@ -182,7 +192,8 @@ struct ForwardArgs {
     /// to resume a stopped run (its summary names N).
     #[arg(long, default_value_t = 0, value_name = "N", conflicts_with = "from")]
     skip_lines: u64,
-    /// An input line longer than this is reported invalid without being held in memory.
+    /// An input line longer than this is reported invalid without being held in memory; a
+    /// --from record longer than this is reported invalid, dead-lettered and acknowledged.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     max_line_bytes: u64,
     #[command(flatten)]

@@ -367,9 +367,16 @@ impl KafkaSource {
             tracker: tracker.clone(),
             topic: config.conn.topic.clone(),
         };
-        let consumer: Consumer = config
+        let mut client = config
             .conn
-            .consumer_config(&config.group, config.start.as_str())
+            .consumer_config(&config.group, config.start.as_str());
+        for (name, value) in fetch_limits(options.max_unacked_bytes.get()) {
+            // An operator's own setting in `properties` wins: they asked for it.
+            if !config.conn.properties.contains_key(name) {
+                client.set(name, value);
+            }
+        }
+        let consumer: Consumer = client
             .create_with_context(context)
             .map_err(|e| SourceError::Config(monitor.scrub(&e.to_string())))?;
         consumer
@@ -387,7 +394,7 @@ impl KafkaSource {
         Ok(KafkaSource {
             consumer,
             tracker,
-            window: Window::new(options.max_unacked.get()).expect("non-zero"),
+            window: Window::for_options(options),
             topic: config.conn.topic.clone(),
             describe: format!(
                 "kafka topic {} on {} (group {})",
@@ -410,6 +417,31 @@ impl KafkaSource {
             tracing::warn!(target: "ankusa_source", error = %e, "final offset commit failed");
         }
     }
+}
+
+/// librdkafka's own read-ahead, sized by the source's byte budget: the window bounds the
+/// records handed out, but librdkafka keeps fetching into its consumer queue (64 MiB by
+/// default, 50 MiB per fetch) whatever the dispatcher does. Its queue holds at most the
+/// budget (`queued.max.messages.kbytes`), and one fetch answer at most the budget too
+/// (`fetch.max.bytes`, never under the consumer's `message.max.bytes`, 1,000,000, which
+/// librdkafka requires); neither more than librdkafka's defaults, so the default budget
+/// (256 MiB) keeps them. A forwarder holds at most the budget in records handed out, plus
+/// the read-ahead queue, plus one fetch in flight.
+fn fetch_limits(max_bytes: usize) -> [(&'static str, String); 2] {
+    /// librdkafka's defaults.
+    const QUEUED: usize = 64 * 1024 * 1024;
+    const FETCH: usize = 50 * 1024 * 1024;
+    const MIN_FETCH: usize = 1_000_000;
+    [
+        (
+            "queued.max.messages.kbytes",
+            (max_bytes.min(QUEUED) / 1024).max(1).to_string(),
+        ),
+        (
+            "fetch.max.bytes",
+            max_bytes.clamp(MIN_FETCH, FETCH).to_string(),
+        ),
+    ]
 }
 
 /// Commit finished offsets every [`COMMIT_EVERY`] until the source is dropped.
@@ -498,7 +530,11 @@ impl Source for KafkaSource {
                 Ok(m) => {
                     let (partition, offset) = (m.partition(), m.offset());
                     let payload = m.payload().unwrap_or_default().to_vec();
+                    drop(m);
+                    // Tracked first: a record dropped while it waits for bytes holds its
+                    // partition's commit, so it is read again rather than skipped.
                     let generation = lock(&self.tracker).received(partition, offset);
+                    let permit = self.window.charge(permit, payload.len()).await;
                     let ack = KafkaAck {
                         tracker: self.tracker.clone(),
                         partition,
@@ -594,6 +630,36 @@ mod tests {
         assert_eq!(t.due(), [(3, 5)]);
         t.acked(3, new, 5);
         assert_eq!(t.due(), [(3, 6)]);
+    }
+
+    #[test]
+    fn the_fetch_queue_is_sized_by_the_byte_budget() {
+        let get = |b: usize| {
+            let l = fetch_limits(b);
+            (l[0].1.clone(), l[1].1.clone())
+        };
+        assert_eq!(
+            get(268_435_456),
+            ("65536".into(), "52428800".into()),
+            "the default budget keeps librdkafka's defaults: 64 MiB queued, 50 MiB fetches"
+        );
+        assert_eq!(get(8 * 1024 * 1024), ("8192".into(), "8388608".into()));
+        assert_eq!(get(1000), ("1".into(), "1000000".into()), "the floors");
+        assert_eq!(get(usize::MAX), ("65536".into(), "52428800".into()));
+        // librdkafka takes both with the consumer's defaults, at either end: creating the
+        // client runs its cross-checks (`fetch.max.bytes` >= `message.max.bytes`); no
+        // broker is needed for that.
+        for b in [1, 1000, 268_435_456, usize::MAX] {
+            let mut c = KafkaSourceConfig::new("127.0.0.1:9092", "t", "g")
+                .unwrap()
+                .conn
+                .consumer_config("g", "earliest");
+            for (k, v) in fetch_limits(b) {
+                c.set(k, v);
+            }
+            let made: KafkaResult<BaseConsumer> = c.create();
+            made.unwrap_or_else(|e| panic!("budget {b}: {e}"));
+        }
     }
 
     #[test]

@@ -245,7 +245,9 @@ enum Cmd {
 /// A NATS JetStream stream read through a durable pull consumer.
 ///
 /// A pulling task takes a place in the [`Window`] for each message before it pulls it (a
-/// pull asks for at most as many messages as there are free places), hands the message to
+/// pull asks for at most as many messages as there are free places, and at most as many
+/// bytes as are free: its `max_bytes`; a message larger than the whole byte budget is
+/// pulled alone once nothing else holds bytes), hands the message to
 /// the settling task, which sends `+WPI` for every unsettled message every `ack_wait / 3`
 /// from the moment it arrives, and queues it for [`next`](Source::next). Settled records
 /// are acknowledged by the settling task (`+ACK`, `-NAK`): a hook waiting for a retry is
@@ -333,12 +335,18 @@ impl NatsSource {
         let progress_every = (ack_wait / 3).max(MIN_PROGRESS_EVERY);
         let (tx, rx) = mpsc::unbounded_channel();
         let settler = tokio::spawn(settle_loop(client.clone(), rx, progress_every));
-        let window = Window::new(options.max_unacked.get()).expect("non-zero");
+        let window = Window::for_options(options);
         // Every queued record holds a place: the queue never fills before the window.
         let (out, records) = mpsc::channel(window.size());
         let (stop, stopped) = tokio::sync::oneshot::channel();
+        // A consumer may cap what one pull asks for (`max_bytes`): a pull over it is refused.
+        let request_max_bytes = usize::try_from(consumer.cached_info().config.max_bytes)
+            .ok()
+            .filter(|&b| b > 0)
+            .unwrap_or(usize::MAX);
         let puller = Puller {
             client: client.clone(),
+            request_max_bytes,
             consumer,
             window: window.clone(),
             settler: tx.clone(),
@@ -366,6 +374,8 @@ impl NatsSource {
 /// The pulling task's state.
 struct Puller {
     client: Client,
+    /// The consumer's cap on a pull's `max_bytes` (`usize::MAX`: none).
+    request_max_bytes: usize,
     consumer: PullConsumer,
     window: Window,
     settler: mpsc::UnboundedSender<Cmd>,
@@ -383,6 +393,10 @@ impl Puller {
         let mut batch: Option<pull::Batch> = None;
         let mut pulled_at = tokio::time::Instant::now();
         let mut backoff = Duration::from_millis(100);
+        // The byte cap of the pull under way (`None`: uncapped, one message alone), and of
+        // the last capped pull that failed: its next message may be larger than the cap.
+        let mut cap: Option<usize> = None;
+        let mut failed_cap: Option<usize> = None;
         'places: loop {
             let permit = tokio::select! {
                 biased;
@@ -391,19 +405,39 @@ impl Puller {
             };
             loop {
                 if batch.is_none() {
-                    // Every message of this pull finds a place: the one held, and those
-                    // free now (only this task takes places).
-                    let want = self.window.size() - self.window.unsettled() + 1;
-                    match self
+                    // Every message of this pull finds a place and its bytes: the place held
+                    // and those free now, the bytes free now (only this task takes either).
+                    // When a pull capped at the whole budget failed, the next message may be
+                    // larger than the budget: with nothing held it comes alone, uncapped.
+                    let free = self.window.free_bytes();
+                    if free == 0 {
+                        // A pull's `max_bytes` of 0 means no cap: wait for bytes instead.
+                        tokio::select! {
+                            biased;
+                            _ = &mut stop => break 'places,
+                            () = self.window.until_free(1) => continue,
+                        }
+                    }
+                    let alone = free >= self.window.max_bytes()
+                        && failed_cap.is_some_and(|c| c >= self.window.max_bytes());
+                    let (want, bytes) = if alone {
+                        (1, None)
+                    } else {
+                        let want = self.window.size() - self.window.unsettled() + 1;
+                        (want, Some(free.min(self.request_max_bytes)))
+                    };
+                    let mut request = self
                         .consumer
                         .batch()
                         .max_messages(want)
-                        .expires(PULL_EXPIRES)
-                        .messages()
-                        .await
-                    {
+                        .expires(PULL_EXPIRES);
+                    if let Some(b) = bytes {
+                        request = request.max_bytes(b);
+                    }
+                    match request.messages().await {
                         Ok(b) => {
                             batch = Some(b);
+                            cap = bytes;
                             pulled_at = tokio::time::Instant::now();
                         }
                         Err(e) => {
@@ -426,6 +460,10 @@ impl Puller {
                 match next {
                     Some(Ok(m)) => {
                         backoff = Duration::from_millis(100);
+                        failed_cap = None;
+                        // Never waits: the pull asked for no more bytes than were free.
+                        let len = m.message.payload.len();
+                        let permit = self.window.charge(permit, len).await;
                         let record = self.record(m, permit);
                         // Never waits: every queued record holds one of the window's places.
                         if self.out.send(Ok(record)).await.is_err() {
@@ -438,6 +476,22 @@ impl Puller {
                         if let Some(err) = self.gone().await {
                             let _ = self.out.send(Err(err)).await;
                             break 'places;
+                        }
+                        // A capped pull ends with an error (409) when its next message is
+                        // larger than the cap: expected while records hold the bytes, so
+                        // not worth a warning; the next pull waits for bytes to free up.
+                        if let Some(c) = cap {
+                            tracing::debug!(
+                                target: "ankusa_source", source = %self.describe, error = %e,
+                                cap_bytes = c,
+                                "capped pull ended early; retrying once more bytes are free"
+                            );
+                            failed_cap = Some(c);
+                            let more = self.window.until_free(c.saturating_add(1));
+                            if pause_or(&mut stop, &mut backoff, more).await {
+                                break 'places;
+                            }
+                            continue;
                         }
                         tracing::warn!(
                             target: "ankusa_source", source = %self.describe, error = %e,
@@ -524,6 +578,22 @@ async fn pause(stop: &mut tokio::sync::oneshot::Receiver<()>, backoff: &mut Dura
     tokio::select! {
         biased;
         _ = stop => true,
+        _ = tokio::time::sleep(wait) => false,
+    }
+}
+
+/// As [`pause`], but ends early once `sooner` does.
+async fn pause_or(
+    stop: &mut tokio::sync::oneshot::Receiver<()>,
+    backoff: &mut Duration,
+    sooner: impl std::future::Future<Output = ()>,
+) -> bool {
+    let wait = *backoff;
+    *backoff = (*backoff * 2).min(MAX_PULL_BACKOFF);
+    tokio::select! {
+        biased;
+        _ = stop => true,
+        () = sooner => false,
         _ = tokio::time::sleep(wait) => false,
     }
 }

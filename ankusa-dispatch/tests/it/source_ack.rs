@@ -76,10 +76,19 @@ async fn a_dead_letter_that_cannot_be_stored_holds_its_hook_and_pauses_intake() 
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!second.is_finished(), "intake is paused");
-    assert!(settled.take().is_empty(), "h1 is neither acked nor released");
+    assert!(
+        settled.take().is_empty(),
+        "h1 is neither acked nor released"
+    );
     let first = recv_n(&mut out, 1, Duration::from_secs(10)).await;
     assert!(
-        matches!(&first[0].outcome, Outcome::DeadLettered { store_error: None, .. }),
+        matches!(
+            &first[0].outcome,
+            Outcome::DeadLettered {
+                store_error: None,
+                ..
+            }
+        ),
         "{first:?}"
     );
     drop(first);

@@ -343,3 +343,236 @@ fn an_undecodable_record_is_dead_lettered_and_acked() {
     // Acked, not requeued: the queue moved on and is empty.
     broker.assert_drained();
 }
+
+/// `forward --from` with `extra` arguments, waited for within `limit` (killed past it:
+/// a forwarder that does not refuse runs until stopped).
+fn forward_from_exits(
+    source: &std::path::Path,
+    extra: &[&str],
+    limit: Duration,
+) -> std::process::Output {
+    let mut child = super::bin()
+        .args(["forward", "--from"])
+        .arg(source)
+        .args(extra)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?} (it did not refuse): {}",
+                super::text(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_sink_that_keeps_nothing_is_refused_unless_allowed() {
+    const N: usize = 5;
+    let broker = Broker::new();
+    let hooks = envelopes(&unique_name("amqp-nondurable"), N);
+    broker.publish(hooks.iter().map(|(_, b)| b.as_slice()));
+    let source = broker.source_file("");
+    // Without the flag: refused before the queue is read, the log sink named.
+    let out = forward_from_exits(
+        &source,
+        &["--sink", "log", "--json"],
+        Duration::from_secs(30),
+    );
+    let err = super::text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("keep nothing: log;") && err.contains("--allow-non-durable"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "no outcome line");
+    assert_eq!(
+        broker.counts(),
+        (N as u32, 0),
+        "nothing consumed: every record still ready"
+    );
+    // With it: the records flow to the log sink, and one WARN line says which sinks.
+    let fwd = Forwarder::spawn(
+        &source,
+        std::path::Path::new("log"),
+        None,
+        &["--allow-non-durable"],
+    );
+    wait_until(Duration::from_secs(20), "every hook logged", || {
+        ok_lines(&fwd) == N
+    });
+    let stderr = fwd.stderr();
+    fwd.stop(Duration::from_secs(20));
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("--allow-non-durable"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains("WARN") && warnings[0].contains("sinks=log"),
+        "{stderr}"
+    );
+    broker.assert_drained();
+}
+
+/// `count` envelopes of exactly the same size (a `body` of `body_bytes` each): ids
+/// `{prefix}-{i:03}`.
+fn same_size_envelopes(prefix: &str, count: usize, body_bytes: usize) -> Vec<(String, Vec<u8>)> {
+    let out: Vec<(String, Vec<u8>)> = (0..count)
+        .map(|i| {
+            let id = format!("{prefix}-{i:03}");
+            let env =
+                ankusa_sink_core::Envelope::builder(id.clone(), "src", vec![b'x'; body_bytes])
+                    .content_type("application/octet-stream")
+                    .build()
+                    .unwrap();
+            (id, serde_json::to_vec(&env).unwrap())
+        })
+        .collect();
+    assert!(out.iter().all(|(_, b)| b.len() == out[0].1.len()));
+    out
+}
+
+#[test]
+fn the_byte_budget_bounds_what_the_broker_has_out_while_the_sink_is_down() {
+    const N: usize = 20;
+    let broker = Broker::new();
+    let collector = Collector::start();
+    collector.set_down(true);
+    let hooks = same_size_envelopes(&unique_name("amqp-bytes"), N, 100_000);
+    let size = hooks[0].1.len() as u64;
+    // Three records' worth and a half: the fourth never fits while three are held.
+    let budget = 3 * size + size / 2;
+    broker.publish(hooks.iter().map(|(_, b)| b.as_slice()));
+    // The default prefetch (the dispatcher's 32) would take all twenty at once.
+    let fwd = Forwarder::spawn(
+        &broker.source_file(""),
+        &collector.sink_file(),
+        None,
+        &[
+            "--max-unacked-bytes",
+            &budget.to_string(),
+            "--breaker-open",
+            "1",
+        ],
+    );
+    wait_until(Duration::from_secs(20), "attempts refused", || {
+        collector.refused() >= 3
+    });
+    // While the sink is down, every sample of what the broker has given out and not had
+    // acknowledged fits the budget, and nothing was acknowledged.
+    let mut most = 0;
+    for _ in 0..5 {
+        let (ready, unacked) = broker.ready_unacked();
+        assert_eq!(ready + unacked, N as u64, "nothing acked while down");
+        assert!(
+            unacked * size <= budget,
+            "{unacked} unacknowledged records of {size} bytes exceed --max-unacked-bytes \
+             {budget}"
+        );
+        most = most.max(unacked);
+        let seen = collector.refused();
+        wait_until(Duration::from_secs(20), "more attempts", || {
+            collector.refused() > seen
+        });
+    }
+    assert!(most >= 1, "the forwarder held records");
+    assert_eq!(collector.distinct(), 0);
+    collector.set_down(false);
+    wait_until(
+        Duration::from_secs(60),
+        "every hook delivered once up",
+        || collector.distinct() == N,
+    );
+    fwd.stop(Duration::from_secs(20));
+    eprintln!(
+        "amqp: at most {most} of {N} records of {size} bytes unacknowledged with a budget of \
+         {budget} bytes while the sink was down; all delivered after"
+    );
+    broker.assert_drained();
+}
+
+#[test]
+fn a_record_larger_than_the_byte_budget_goes_through_alone() {
+    let broker = Broker::new();
+    let collector = Collector::start();
+    let prefix = unique_name("amqp-alone");
+    let small = envelopes(&prefix, 6);
+    let big = same_size_envelopes(&format!("{prefix}-big"), 1, 200_000);
+    let all: Vec<&(String, Vec<u8>)> = small[..3].iter().chain(&big).chain(&small[3..]).collect();
+    broker.publish(all.iter().map(|(_, b)| b.as_slice()));
+    let fwd = Forwarder::spawn(
+        &broker.source_file(""),
+        &collector.sink_file(),
+        None,
+        &["--max-unacked-bytes", "50000"],
+    );
+    wait_until(Duration::from_secs(30), "every hook delivered", || {
+        collector.distinct() == all.len()
+    });
+    fwd.stop(Duration::from_secs(20));
+    assert!(all.iter().all(|(id, _)| collector.has(id)));
+    broker.assert_drained();
+}
+
+#[test]
+fn a_record_longer_than_max_line_bytes_is_dead_lettered_and_acked_undecoded() {
+    let broker = Broker::new();
+    let collector = Collector::start();
+    let prefix = unique_name("amqp-long");
+    let small = envelopes(&prefix, 2);
+    let long = same_size_envelopes(&format!("{prefix}-long"), 1, 5_000);
+    broker.publish(
+        std::iter::once(small[0].1.as_slice())
+            .chain(std::iter::once(long[0].1.as_slice()))
+            .chain(std::iter::once(small[1].1.as_slice())),
+    );
+    let dead = temp_file("dead.jsonl", "");
+    let fwd = Forwarder::spawn(
+        &broker.source_file(""),
+        &collector.sink_file(),
+        Some(&dead),
+        &["--max-line-bytes", "2000"],
+    );
+    wait_until(Duration::from_secs(20), "the invalid line", || {
+        fwd.lines().iter().any(|l| l["outcome"] == "invalid")
+    });
+    wait_until(Duration::from_secs(20), "the short hooks delivered", || {
+        small.iter().all(|(id, _)| collector.has(id))
+    });
+    wait_until(Duration::from_secs(10), "the dead letter", || {
+        std::fs::read_to_string(&dead)
+            .unwrap_or_default()
+            .contains("raw_base64")
+    });
+    let lines = fwd.lines();
+    let invalid: Vec<_> = lines.iter().filter(|l| l["outcome"] == "invalid").collect();
+    assert_eq!(invalid.len(), 1, "{lines:?}");
+    assert_eq!(
+        invalid[0]["reason"], "longer than --max-line-bytes (2000 bytes)",
+        "{}",
+        invalid[0]
+    );
+    assert!(
+        invalid[0]["position"]
+            .as_str()
+            .is_some_and(|p| p.starts_with(&format!("{}#", broker.queue))),
+        "{}",
+        invalid[0]
+    );
+    let dl = the_dead_letter(&dead, &long[0].1);
+    assert_eq!(dl["dead_letter"]["reason"], invalid[0]["reason"]);
+    assert!(!collector.has(&long[0].0), "never decoded nor delivered");
+    fwd.stop(Duration::from_secs(20));
+    // Acked, not requeued.
+    broker.assert_drained();
+}

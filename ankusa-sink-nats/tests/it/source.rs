@@ -394,6 +394,42 @@ async fn the_window_bounds_what_is_pulled() {
 }
 
 #[tokio::test]
+async fn the_byte_budget_bounds_what_is_pulled_and_a_larger_record_comes_alone() {
+    // 3,500 bytes: three records of 1,000 (plus the subject JetStream counts) fit, a
+    // fourth does not; the window's 100 places would take them all.
+    let o = options(100, Duration::from_secs(5))
+        .with_max_unacked_bytes(NonZeroUsize::new(3_500).unwrap());
+    let payloads: Vec<Vec<u8>> = (0..9u8)
+        .map(|i| vec![b'a' + i; if i == 6 { 5_000 } else { 1_000 }])
+        .collect();
+    let (stream, _, name, mut s) = fresh_source(SHARED_URL, "srcbytes", payloads.clone(), &o).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(next_within(&mut s, Duration::from_secs(10)).await.unwrap());
+    }
+    // The pull asked for the free bytes only: the broker delivered three, not nine.
+    let info = consumer_info(SHARED_URL, &stream, &name).await;
+    assert_eq!((info.num_ack_pending, info.num_pending), (3, 6));
+    // Settled one by one, every record comes, the 5,000-byte one (over the budget) alone.
+    let mut seen: Vec<Vec<u8>> = Vec::new();
+    while seen.len() < payloads.len() {
+        if held.is_empty() {
+            held.push(next_within(&mut s, Duration::from_secs(10)).await.unwrap());
+        }
+        let r = held.remove(0);
+        if r.payload.len() == 5_000 {
+            let info = consumer_info(SHARED_URL, &stream, &name).await;
+            assert_eq!(info.num_ack_pending, 1, "the large record is held alone");
+        }
+        seen.push(r.payload.clone());
+        r.ack.ack();
+    }
+    assert_eq!(seen, payloads, "in order, each once");
+    close_settled(s, Duration::from_secs(2), SHARED_URL, &stream, &name).await;
+    delete_stream(SHARED_URL, &stream).await.unwrap();
+}
+
+#[tokio::test]
 async fn a_lost_connection_is_survived() {
     let server = private("").await;
     let url = server.url();
