@@ -213,6 +213,13 @@ impl DeadLetter {
     }
 }
 
+/// How long a dead letter that could not be stored waits before it is written again, after
+/// `failures` failed stores: 1 s doubling to 60 s.
+pub fn dead_letter_backoff(failures: u32) -> Duration {
+    let secs = 1u64 << failures.saturating_sub(1).min(6);
+    Duration::from_secs(secs.min(60))
+}
+
 /// Why a dead-letter file could not be opened.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -3,7 +3,7 @@
 
 use crate::attempt::attempt_in_trace;
 use crate::breaker::{Breaker, BreakerConfig, State as BreakerState};
-use crate::dead_letter::{DeadLetter, DeadLetterInfo};
+use crate::dead_letter::{DeadLetter, DeadLetterInfo, dead_letter_backoff};
 use crate::metrics as m;
 use crate::policy::{Action, DispatchPolicy, decide, record};
 use ankusa_claimcheck::{ClaimStore, needs_claim};
@@ -1982,12 +1982,6 @@ struct PendingDeadLetter {
     failures: u32,
     /// Held: stored again at this time. `None` while a store runs.
     retry_at: Option<Instant>,
-}
-
-/// How long a held dead letter waits before its `failures`-th retry: 1 s doubling to 60 s.
-fn dead_letter_backoff(failures: u32) -> Duration {
-    let secs = 1u64 << failures.saturating_sub(1).min(6);
-    Duration::from_secs(secs.min(60))
 }
 
 /// A held dead letter's failure is logged at most this often.

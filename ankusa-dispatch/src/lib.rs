@@ -12,7 +12,9 @@ mod policy;
 pub use attempt::parse_traceparent;
 pub use attempt::{ATTEMPT_SPAN, attempt, attempt_in_trace, trace_id_of};
 pub use breaker::BreakerConfig;
-pub use dead_letter::{DeadLetter, DeadLetterInfo, DeadLetterOpenError, record_line, split_record};
+pub use dead_letter::{
+    DeadLetter, DeadLetterInfo, DeadLetterOpenError, dead_letter_backoff, record_line, split_record,
+};
 pub use dispatcher::{
     BuildError, Deliveries, Delivery, DispatchConfig, Dispatcher, DispatcherBuilder, Hook, Outcome,
     SubmitError, Unfinished,

@@ -788,15 +788,10 @@ impl Run<'_> {
                     escape_control(&record.reason)
                 );
                 self.line(json, Some(human));
-                if let Err(e) =
-                    crate::from_source::dead_letter_invalid(self.dead_letter.as_ref(), record).await
-                {
-                    self.out.note(&format!(
-                        "ankusa-sink: an undecodable record could not be dead-lettered \
-                         (released to the source): {}",
-                        escape_control(&e)
-                    ));
-                }
+                // Not stored, it is held and written again (and logged there).
+                let stop = self.stop_tx.subscribe();
+                crate::from_source::dead_letter_invalid(self.dead_letter.as_ref(), record, stop)
+                    .await;
             }
         }
     }

@@ -191,12 +191,15 @@ struct RawInfo<'a> {
 }
 
 /// File an undecodable record in the dead-letter file, then acknowledge it: it is never
-/// retried forever, never skipped without a trace. Not filed, it is released (the
-/// source gives it out again) and the error says why.
+/// retried forever, never skipped without a trace. Not filed (a full disk), it is held,
+/// unacknowledged, and written again with backoff (1 s doubling to 60 s) until it is, then
+/// acknowledged; a stop releases it. Given back to the broker it would only come back at
+/// once and fail the same way, for ever (logged, at most once a minute).
 pub(crate) async fn dead_letter_invalid(
     dl: Option<&DeadLetter>,
     record: InvalidRecord,
-) -> Result<(), String> {
+    mut stop: tokio::sync::watch::Receiver<Option<crate::deliver::Stop>>,
+) {
     let InvalidRecord {
         position,
         reason,
@@ -204,8 +207,7 @@ pub(crate) async fn dead_letter_invalid(
         ack,
     } = record;
     let Some(dl) = dl else {
-        ack.ack();
-        return Ok(());
+        return ack.ack();
     };
     use base64::Engine as _;
     let line = RawDeadLetter {
@@ -218,16 +220,46 @@ pub(crate) async fn dead_letter_invalid(
             reason: &reason,
         },
     };
-    let line = serde_json::to_string(&line).map_err(|e| e.to_string())?;
-    match dl.store_line(line).await {
-        Ok(()) => {
-            ack.ack();
-            Ok(())
+    // Strings and `None` only: it serializes.
+    let Ok(line) = serde_json::to_string(&line) else {
+        return ack.release();
+    };
+    let Err(first) = dl.store_line(line.clone()).await else {
+        return ack.ack();
+    };
+    log_unstored(&position, &first);
+    let dl = dl.clone();
+    tokio::spawn(async move {
+        let mut failures = 1;
+        loop {
+            tokio::select! {
+                _ = stop.wait_for(Option::is_some) => return ack.release(),
+                () = tokio::time::sleep(ankusa_dispatch::dead_letter_backoff(failures)) => {}
+            }
+            match dl.store_line(line.clone()).await {
+                Ok(()) => return ack.ack(),
+                Err(e) => {
+                    failures += 1;
+                    log_unstored(&position, &e);
+                }
+            }
         }
-        Err(e) => {
-            ack.release();
-            Err(e)
-        }
+    });
+}
+
+/// Log that a record's dead letter could not be stored, at most once a minute: a full
+/// disk fails every one, and the log may be on it.
+fn log_unstored(position: &str, error: &str) {
+    static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+        *last = Some(std::time::Instant::now());
+        tracing::error!(
+            position,
+            error,
+            "an undecodable record's dead letter cannot be stored: it is held unacknowledged \
+             and written again with backoff"
+        );
     }
 }
 

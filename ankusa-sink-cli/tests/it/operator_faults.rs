@@ -686,3 +686,56 @@ fn an_outage_is_logged_and_its_held_hooks_counted_as_waiting() {
     let out = wait_within(child, Duration::from_secs(30), "forward after its input");
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn an_undecodable_record_whose_dead_letter_cannot_be_written_is_held_not_looped() {
+    let queue = Queue::new(&[b"not json".to_vec()]);
+    let source = temp_file(
+        "amqp.toml",
+        &format!(
+            "type = \"amqp\"\nurl = \"{}\"\nqueue = \"{}\"\n",
+            amqp_url(),
+            queue.name
+        ),
+    );
+    let healthy = Collector::start();
+    let out = temp_file("forward.out", "");
+    let mut child = bin()
+        .args(["forward", "--json", "--retry", "--from"])
+        .arg(&source)
+        .arg("--sink")
+        .arg(healthy.sink_file())
+        .args(["--dead-letter", "/dev/full", "--drain-timeout", "5"])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let invalid = || {
+        json_lines(&std::fs::read(&out).unwrap())
+            .iter()
+            .filter(|l| l["outcome"] == "invalid")
+            .count()
+    };
+    wait_until(Duration::from_secs(20), "the invalid record", || {
+        invalid() >= 1
+    });
+    // Released to the broker, it came back about once a second for ever.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(invalid(), 1, "held, not redelivered");
+    signal(&child, "-TERM");
+    assert_eq!(
+        wait_within_child(&mut child, Duration::from_secs(30)),
+        Some(143)
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "the forwarder left the queue",
+        || queue.counts().1 == 0,
+    );
+    assert_eq!(
+        queue.counts().0,
+        1,
+        "released at the stop: back in the queue"
+    );
+}
