@@ -1708,10 +1708,7 @@ impl Scheduler {
         let Some(p) = self.pending_dead_letters.get_mut(&id) else {
             return;
         };
-        let error = match result {
-            Ok(()) => None,
-            Err(e) => Some(e),
-        };
+        let error = result.err();
         if let Some(e) = &error
             && p.delivery.settle.is_some()
             && self.stopping.is_none()
