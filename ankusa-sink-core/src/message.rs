@@ -1054,7 +1054,7 @@ mod tests {
             vec![0u8, 255, 7],
         )
         .tenant_id("t_1-A")
-        .received_at(i64::MAX)
+        .received_at(crate::envelope::MAX_RECEIVED_AT)
         .content_type(format!("ct{quoted}"))
         .dedupe_key(format!("d{quoted}"))
         .header("X-Odd", quoted)
