@@ -1163,7 +1163,12 @@ mod tests {
             );
         }
         // Near misses stay forwardable: the prefixes are whole words.
-        for name in ["cf-access", "cf-ray", "x-client-certainty-score", "x-amzn-trace-id"] {
+        for name in [
+            "cf-access",
+            "cf-ray",
+            "x-client-certainty-score",
+            "x-amzn-trace-id",
+        ] {
             assert!(is_forwardable(name), "{name}");
         }
     }

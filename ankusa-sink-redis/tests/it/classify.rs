@@ -94,7 +94,10 @@ async fn over_the_servers_bulk_length_is_permanent_and_nothing_is_sent() {
             .unwrap_err();
         assert_eq!(f.class(), Class::Permanent, "{f}");
         assert_eq!(f.may_have_landed(), Some(false), "{f}");
-        assert!(f.to_string().contains("over the limit of 1048576 bytes"), "{f}");
+        assert!(
+            f.to_string().contains("over the limit of 1048576 bytes"),
+            "{f}"
+        );
     }
     assert!(entries(&server.url(), &stream).await.unwrap().is_empty());
     deliver(&sink).await.unwrap();
@@ -124,7 +127,9 @@ async fn a_refused_config_get_leaves_max_message_bytes_alone() {
     let server = Server::start(&["--proto-max-bulk-len", "2mb"]).await;
     exec(
         &server.url(),
-        &["ACL", "SETUSER", "noconfig", "on", ">nc-pa55", "~*", "&*", "+@all", "-config"],
+        &[
+            "ACL", "SETUSER", "noconfig", "on", ">nc-pa55", "~*", "&*", "+@all", "-config",
+        ],
     )
     .await;
     let stream = unique_name("no-config");
@@ -137,7 +142,9 @@ async fn a_refused_config_get_leaves_max_message_bytes_alone() {
     let fits = ankusa_sink_core::Envelope::builder(unique_name("h"), "src", vec![b'y'; 900 << 10])
         .build()
         .unwrap();
-    sink.deliver(&fits, &Ctx::for_envelope(&fits)).await.unwrap();
+    sink.deliver(&fits, &Ctx::for_envelope(&fits))
+        .await
+        .unwrap();
     assert_eq!(entries(&server.url(), &stream).await.unwrap().len(), 1);
 }
 
