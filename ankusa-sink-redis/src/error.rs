@@ -217,8 +217,8 @@ mod tests {
     #[test]
     fn err_rows_by_the_servers_fixed_text() {
         let parsed = |line: &str| {
-            let mut reply = format!("-{line}\r\n").into_bytes();
-            match redis::parse_redis_value(&mut reply[..]).unwrap() {
+            let reply = format!("-{line}\r\n").into_bytes();
+            match redis::parse_redis_value(&reply).unwrap() {
                 redis::Value::ServerError(e) => redis::RedisError::from(e),
                 other => panic!("not an error reply: {other:?}"),
             }
