@@ -79,18 +79,22 @@ impl PackId {
 
     /// The UTC day partition of the pack.
     pub(crate) fn date(self) -> NaiveDate {
-        // 48 bits of ms always fit chrono's range (year < 10_900).
-        DateTime::from_timestamp_millis(self.timestamp_ms() as i64)
-            .expect("a 48-bit ms timestamp is a valid date")
-            .date_naive()
+        // 48 bits of ms always fit chrono's range (year < 10_900); were it ever otherwise,
+        // the last date stands in rather than a panic.
+        i64::try_from(self.timestamp_ms())
+            .ok()
+            .and_then(DateTime::from_timestamp_millis)
+            .map_or(NaiveDate::MAX, |t| t.date_naive())
     }
 
     /// `claims/tenant=<tenant>/dt=<yyyy-mm-dd>/<pack id>`, the pack id written as the
-    /// 26-character ULID of the pack's first claim (its position bits zero).
+    /// 26-character ULID of the pack's first claim (its position bits zero). The date is
+    /// `NaiveDate`'s own ISO 8601 text (`%Y-%m-%d`: a sign and five digits past year 9999),
+    /// which cannot fail where a format string could.
     pub(crate) fn key(self, tenant: &str) -> Path {
         Path::from(format!(
             "claims/tenant={tenant}/dt={}/{}",
-            self.date().format("%Y-%m-%d"),
+            self.date(),
             Ulid(self.0)
         ))
     }
@@ -421,6 +425,21 @@ mod tests {
             id: Some("hook"),
             content_type: None,
             received_at: Some(1),
+        }
+    }
+
+    #[test]
+    fn every_pack_id_has_a_date_and_a_key() {
+        // The latest check-in time a pack id can carry (48 bits of ms, year 10889), the
+        // first after year 9999, and the epoch: a date, never a panic.
+        for (ms, dt) in [
+            (0xFFFF_FFFF_FFFF, "dt=+10889-08-02/"),
+            (253_402_300_800_000, "dt=+10000-01-01/"),
+            (253_402_300_799_999, "dt=9999-12-31/"),
+            (0, "dt=1970-01-01/"),
+        ] {
+            let key = PackId::generate(ms).key("acme").to_string();
+            assert!(key.contains(dt), "{ms}: {key}");
         }
     }
 

@@ -18,12 +18,13 @@
 //! (`application/json` or a `+json` type) and the body parses, else in `data_base64`.
 
 use crate::ctx::Ctx;
-use crate::envelope::Envelope;
+use crate::envelope::{Envelope, MAX_RECEIVED_AT};
 use crate::signing::webhook_id;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
 use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
 
 /// The CloudEvents version every event declares.
@@ -205,12 +206,22 @@ pub fn is_json(content_type: &str) -> bool {
 }
 
 /// Unix milliseconds as RFC 3339 in UTC with milliseconds (`2026-12-01T19:37:48.123Z`).
+///
+/// Total: a time RFC 3339 cannot write (before 1970 here, or from year 10000 on, which no
+/// valid [`Envelope`] holds) is clamped to the nearest one it can, never a panic.
 fn rfc3339_ms(unix_ms: i64) -> String {
-    let t = match u64::try_from(unix_ms) {
-        Ok(ms) => UNIX_EPOCH + Duration::from_millis(ms),
-        Err(_) => UNIX_EPOCH,
+    const LAST: &str = "9999-12-31T23:59:59.999Z";
+    let ms = u64::try_from(unix_ms.clamp(0, MAX_RECEIVED_AT)).unwrap_or(0);
+    let Some(t) = UNIX_EPOCH.checked_add(Duration::from_millis(ms)) else {
+        return LAST.to_owned();
     };
-    humantime::format_rfc3339_millis(t).to_string()
+    let mut out = String::with_capacity(LAST.len());
+    // humantime refuses (`fmt::Error`) only past year 9999, which the clamp rules out;
+    // `to_string` would turn that refusal into a panic, `write!` hands it back.
+    if write!(out, "{}", humantime::format_rfc3339_millis(t)).is_err() {
+        return LAST.to_owned();
+    }
+    out
 }
 
 /// A value for an HTTP header of the CloudEvents HTTP binding: space, `"`, `%` and
@@ -301,6 +312,20 @@ mod tests {
         let v: serde_json::Value =
             serde_json::from_slice(&ce.structured(&e, &Ctx::for_envelope(&e), "k")).unwrap();
         assert_eq!(v["datacontenttype"], "application/octet-stream");
+    }
+
+    #[test]
+    fn time_is_total_over_every_i64() {
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_ms(MAX_RECEIVED_AT), "9999-12-31T23:59:59.999Z");
+        // Year 10000 and later (humantime refuses them; `to_string` panicked), and times
+        // before 1970: clamped, never a panic.
+        for late in [MAX_RECEIVED_AT + 1, 253_402_300_800_000 * 2, i64::MAX] {
+            assert_eq!(rfc3339_ms(late), "9999-12-31T23:59:59.999Z", "{late}");
+        }
+        for early in [-1, i64::MIN] {
+            assert_eq!(rfc3339_ms(early), "1970-01-01T00:00:00.000Z", "{early}");
+        }
     }
 
     #[test]

@@ -25,6 +25,12 @@ pub enum EnvelopeError {
     /// `received_at` is negative.
     #[error("received_at must be Unix milliseconds >= 0, got {0}")]
     NegativeReceivedAt(i64),
+    /// `received_at` is past [`MAX_RECEIVED_AT`] (year 10000 or later).
+    #[error(
+        "received_at must be Unix milliseconds before year 10000 (at most 253402300799999), \
+         got {0}"
+    )]
+    ReceivedAtTooLate(i64),
     /// A header name that is not an HTTP token.
     #[error("header name {0:?} is not a valid HTTP header name")]
     InvalidHeaderName(String),
@@ -53,6 +59,11 @@ pub enum EnvelopeError {
 /// At most this many headers in an [`Envelope`]: far above what a webhook provider sends,
 /// low enough that per-header work stays cheap on every attempt.
 pub const MAX_ENVELOPE_HEADERS: usize = 1_000;
+
+/// The latest `received_at` an [`Envelope`] accepts: 9999-12-31T23:59:59.999Z in Unix
+/// milliseconds. RFC 3339 (CloudEvents' `time`) has four-digit years, so a later time has
+/// no spelling there; a stored hook that claims one is corrupt.
+pub const MAX_RECEIVED_AT: i64 = 253_402_300_799_999;
 
 /// The partition of hooks without a tenant: their claim tenant, the first part of their
 /// idempotency key (`default:<source>:<dedupe key>`) and their routing keys. Reserved:
@@ -328,6 +339,9 @@ impl Envelope {
         if self.received_at < 0 {
             return Err(EnvelopeError::NegativeReceivedAt(self.received_at));
         }
+        if self.received_at > MAX_RECEIVED_AT {
+            return Err(EnvelopeError::ReceivedAtTooLate(self.received_at));
+        }
         if self.headers.len() > MAX_ENVELOPE_HEADERS {
             return Err(EnvelopeError::TooManyHeaders {
                 count: self.headers.len(),
@@ -403,7 +417,8 @@ impl EnvelopeBuilder {
         self.env.tenant_id = tenant;
         self
     }
-    /// Set the receive time, Unix milliseconds.
+    /// Set the receive time, Unix milliseconds: `0..=`[`MAX_RECEIVED_AT`], checked by
+    /// [`build`](Self::build).
     pub fn received_at(mut self, ms: i64) -> Self {
         self.env.received_at = ms;
         self
@@ -682,6 +697,26 @@ mod tests {
             Envelope::builder("a\nb", "s", "").build().unwrap_err(),
             EnvelopeError::ControlCharacter("id")
         );
+    }
+
+    #[test]
+    fn received_at_at_or_past_year_10000_is_refused() {
+        // 253402300800000 is 10000-01-01T00:00:00Z, which RFC 3339 cannot write.
+        let last = env().received_at(MAX_RECEIVED_AT).build().unwrap();
+        assert_eq!(last.received_at(), 253_402_300_799_999);
+        for late in [MAX_RECEIVED_AT + 1, i64::MAX] {
+            assert_eq!(
+                env().received_at(late).build().unwrap_err(),
+                EnvelopeError::ReceivedAtTooLate(late)
+            );
+        }
+        // The same rule when a stored hook is decoded.
+        let json = |at: i64| {
+            format!(r#"{{"id":"h","source_id":"s","received_at":{at},"body_base64":""}}"#)
+        };
+        assert!(serde_json::from_str::<Envelope>(&json(MAX_RECEIVED_AT)).is_ok());
+        let err = serde_json::from_str::<Envelope>(&json(253_402_300_800_000)).unwrap_err();
+        assert!(err.to_string().contains("before year 10000"), "{err}");
     }
 
     #[test]

@@ -27,8 +27,8 @@ pub use describe::{
     redact_url_keep_path, redacted_path,
 };
 pub use envelope::{
-    Envelope, EnvelopeBuilder, EnvelopeError, MAX_ENVELOPE_HEADERS, TENANTLESS, Verification,
-    VerificationStatus, partition_of, validate_partition, validate_tenant,
+    Envelope, EnvelopeBuilder, EnvelopeError, MAX_ENVELOPE_HEADERS, MAX_RECEIVED_AT, TENANTLESS,
+    Verification, VerificationStatus, partition_of, validate_partition, validate_tenant,
 };
 pub use failure::{
     BoxError, Class, ErrorClass, Failure, MAX_REASON_TEXT, Reason, escape_invisible, printable,

@@ -58,6 +58,8 @@ pub const NEVER_FORWARDED: &[&str] = &[
     // Credentials not caught by a pattern.
     "authorization",
     "x-authorization",
+    "x-functions-key",
+    "ocp-apim-subscription-key",
     // Framing and hop-by-hop: HTTP and the sink own them.
     "host",
     "content-length",
@@ -88,6 +90,7 @@ pub const NEVER_FORWARDED: &[&str] = &[
     "x-proxyuser-ip",
     "x-azure-clientip",
     "x-azure-socketip",
+    "x-original-forwarded-for",
     // Proxy trust: the original host, URL and method a front end may route or act on.
     "x-host",
     "x-original-host",
@@ -99,16 +102,22 @@ pub const NEVER_FORWARDED: &[&str] = &[
     "x-http-method",
     "x-method-override",
     "x-middleware-subrequest",
-    // Identity asserted by an auth proxy in front of the destination.
+    // Identity asserted by an auth proxy in front of the destination: a user, a signed
+    // assertion, a client certificate the proxy verified.
     "remote-user",
     "x-remote-user",
     "x-webauth-user",
+    "x-authenticated-userid",
+    "x-goog-iap-jwt-assertion",
+    "x-client-cert",
+    "ssl-client-cert",
 ];
 
 /// Name prefixes never forwarded: ours (`x-ankusa-`), proxy-owned (`proxy-`: proxy
 /// credentials and `proxy-connection`), proxy trust (`x-forwarded-`, `x-envoy-`) and
-/// identity asserted by an auth proxy (`x-auth-`, `x-amzn-oidc-`, `x-ms-client-principal`,
-/// `x-goog-authenticated-user-`).
+/// identity or credentials of an auth proxy (`x-auth-`, `x-amzn-oidc-`,
+/// `x-ms-client-principal`, `x-goog-authenticated-user-`, `cf-access-`: Cloudflare
+/// Access's `cf-access-jwt-assertion`, `cf-access-client-id`, `cf-access-client-secret`).
 pub const NEVER_FORWARDED_PREFIXES: &[&str] = &[
     "x-ankusa-",
     "proxy-",
@@ -118,6 +127,7 @@ pub const NEVER_FORWARDED_PREFIXES: &[&str] = &[
     "x-amzn-oidc-",
     "x-ms-client-principal",
     "x-goog-authenticated-user-",
+    "cf-access-",
 ];
 
 /// Substrings that mark a credential: a name containing any is never forwarded
@@ -1054,7 +1064,7 @@ mod tests {
             vec![0u8, 255, 7],
         )
         .tenant_id("t_1-A")
-        .received_at(i64::MAX)
+        .received_at(crate::envelope::MAX_RECEIVED_AT)
         .content_type(format!("ct{quoted}"))
         .dedupe_key(format!("d{quoted}"))
         .header("X-Odd", quoted)
@@ -1119,6 +1129,48 @@ mod tests {
         }
         assert!(names.iter().any(|n| is_forwardable(n)));
         assert!(names.iter().any(|n| !is_forwardable(n)));
+    }
+
+    #[test]
+    fn auth_gateway_credentials_and_identities_are_never_forwarded() {
+        // Headers a gateway in front of the destination (Google IAP, Cloudflare Access,
+        // Azure Functions and API Management, Kong, nginx ingress, an mTLS terminator, AWS
+        // ALB) trusts or takes as the caller's key: whoever POSTs a hook may set them.
+        for name in [
+            "x-goog-iap-jwt-assertion",
+            "cf-access-jwt-assertion",
+            "cf-access-client-id",
+            "cf-access-client-secret",
+            "cf-access-authenticated-user-email",
+            "x-functions-key",
+            "ocp-apim-subscription-key",
+            "x-original-forwarded-for",
+            "x-authenticated-userid",
+            "x-client-cert",
+            "ssl-client-cert",
+            "x-amzn-oidc-data",
+            "x-amzn-oidc-identity",
+            "x-amzn-oidc-accesstoken",
+        ] {
+            assert!(!is_forwardable(name), "{name}");
+            let e = Envelope::builder("h", "s", &b""[..])
+                .header(name.to_ascii_uppercase(), "planted")
+                .build()
+                .unwrap();
+            assert!(
+                forwarded_headers(&e, &Ctx::for_envelope(&e)).is_empty(),
+                "{name}"
+            );
+        }
+        // Near misses stay forwardable: the prefixes are whole words.
+        for name in [
+            "cf-access",
+            "cf-ray",
+            "x-client-certainty-score",
+            "x-amzn-trace-id",
+        ] {
+            assert!(is_forwardable(name), "{name}");
+        }
     }
 
     #[test]

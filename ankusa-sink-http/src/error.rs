@@ -260,6 +260,9 @@ impl From<HttpError> for Failure {
 /// | another transport failure | `None` |
 pub(crate) fn landed(err: &HttpError) -> Option<bool> {
     match err {
+        // 501 and 503 say the server did not process the request (RFC 9110 §15.6.2 and
+        // §15.6.4: it does not support it, or cannot handle it now); another 5xx may come
+        // after the application acted.
         HttpError::Status { status, .. } => Some(*status >= 500 && !matches!(status, 501 | 503)),
         HttpError::Moved { .. }
         | HttpError::Certificate(_)

@@ -27,7 +27,8 @@ pub(crate) struct Target {
 /// `target.base`, the [`Attr`] headers of `out` (`x-ankusa-id`, `x-ankusa-source`,
 /// `content-type` unless the operator set one, `x-ankusa-tenant`,
 /// `x-ankusa-idempotency-key`, `x-ankusa-dedupe-key`, `x-ankusa-replay-id`), the forwarded
-/// provider headers whose names are not taken yet (nor `webhook-*` when signing), then the
+/// provider headers whose names are not taken yet (never `ce-*`, nor `webhook-*` when
+/// signing), then the
 /// signature headers for `timestamp` (Unix seconds) over the raw body.
 ///
 /// # Errors
@@ -75,7 +76,6 @@ pub(crate) fn to_request(
             h.insert(name, v);
         }
     }
-    let events = out.cloudevents_mode().is_some();
     for (name, v) in forwarded {
         let v = slices.take(v.len());
         let (Ok(name), Ok(v)) = (
@@ -85,8 +85,9 @@ pub(crate) fn to_request(
             continue;
         };
         let signature_header = SIGNATURE_HEADERS.contains(&name);
-        // A provider's own `ce-*` headers would read as attributes of our event.
-        let event_header = events && name.as_str().starts_with("ce-");
+        // A hook's own `ce-*` headers would make the request read as a CloudEvent: one
+        // nobody made in raw mode, or attributes of ours in CloudEvents mode.
+        let event_header = name.as_str().starts_with("ce-");
         if h.contains_key(&name) || (target.signer.is_some() && signature_header) || event_header {
             continue;
         }

@@ -417,6 +417,13 @@ fn template_subject(template: &str) -> Result<KeyTemplate, ConfigError> {
             reason: "whitespace or control characters",
         });
     }
+    // A literal `$` start would make every rendered subject one the sink refuses.
+    if template.starts_with('$') {
+        return Err(ConfigError::BadSubject {
+            key: "subject_template",
+            reason: "it starts with `$` (the server's own APIs: $JS, $SYS, $KV, ...)",
+        });
+    }
     if t.is_static()
         && let Some(reason) = subject_problem(&t.literal_text())
     {
@@ -433,11 +440,16 @@ pub(crate) fn refused_char(c: char) -> bool {
     c.is_whitespace() || c.is_control()
 }
 
-/// What makes `subject` unusable for a publish, if anything: empty, empty tokens,
-/// whitespace or control characters, wildcard tokens.
+/// What makes `subject` unusable for a publish, if anything: empty, starting with `$`,
+/// empty tokens, whitespace or control characters, wildcard tokens.
 pub(crate) fn subject_problem(subject: &str) -> Option<&'static str> {
     if subject.is_empty() {
         return Some("empty");
+    }
+    // `$JS.API.>`, `$SYS.>`, `$KV.>` ... are the server's own APIs: a hook whose value
+    // starts a subject template must not be able to purge or delete a stream.
+    if subject.starts_with('$') {
+        return Some("it starts with `$` (the server's own APIs: $JS, $SYS, $KV, ...)");
     }
     if subject.chars().any(refused_char) {
         return Some("whitespace or control characters");
@@ -518,6 +530,18 @@ mod tests {
             (r#"{"url": "nats://h", "subject": "a..b"}"#, "empty token"),
             (r#"{"url": "nats://h", "subject": "a.>"}"#, "wildcard"),
             (r#"{"url": "nats://h", "subject": "a b"}"#, "whitespace"),
+            (
+                r#"{"url": "nats://h", "subject": "$JS.API.STREAM.PURGE.X"}"#,
+                "subject: it starts with `$`",
+            ),
+            (
+                r#"{"url": "nats://h", "subject_template": "$KV.hooks.{id}"}"#,
+                "subject_template: it starts with `$`",
+            ),
+            (
+                r#"{"url": "nats://h", "subject_template": "${source_id}"}"#,
+                "subject_template: it starts with `$`",
+            ),
             (
                 r#"{"url": "nats://h", "subject_template": "a.{nope}"}"#,
                 "subject_template",

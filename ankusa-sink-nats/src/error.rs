@@ -101,12 +101,12 @@ pub enum NatsError {
 /// | `Connect` with `AuthorizationViolation`, `Authentication` (bad credentials) | `Config` |
 /// | `Connect` with `Tls`, or `Io` caused by a `rustls::Error` (certificate refused, no TLS on the server), or `ServerParse` (bad address) | `Config` |
 /// | `CredentialsFile` | `Config` |
-/// | `NoStream` (no responders: no stream bound to the subject) | `Config` |
+/// | `NoStream` (no responders: no stream bound to the subject), `Status` 503 (the no-responders status) | `Config` |
 /// | `JetStream` with `err_code` 10059 (stream not found), or code 401 / 403 / 404 | `Config` |
 /// | `TooLarge` (over the server's `max_payload`) | `Permanent` |
 /// | `JetStream` with `err_code` 10054 (over the stream's `max_msg_size`) | `Permanent` |
-/// | `Subject`, `HeaderValue` (a hook's values make an unpublishable subject or header) | `Permanent` |
-/// | `JetStream` with code 429 or 503 (stream full with discard-new, unavailable), `Status` 429 / 503 | `Throttled` |
+/// | `Subject`, `HeaderValue` (a hook's values make an unpublishable subject, e.g. one starting with `$`, or header) | `Permanent` |
+/// | `JetStream` with code 429 or 503 (stream full with discard-new, unavailable), `Status` 429 | `Throttled` |
 /// | `Connect` with `Io`, `TimedOut`, `Dns`, `MaxReconnects`; `ConnectTimeout` | `Transient` |
 /// | `NotConnected`, `AckTimeout`, `Request` (lost connection, ...) | `Transient` |
 /// | any other `JetStream` or `Status` answer, `BadAck` | `Transient` |
@@ -130,7 +130,9 @@ pub(crate) fn classify(err: &NatsError) -> Class {
             (429 | 503, _) => Class::Throttled,
             _ => Class::Transient,
         },
-        NatsError::Status { status: 429 | 503 } => Class::Throttled,
+        // A bare 503 status is NATS' "no responders": nothing is bound to the subject.
+        NatsError::Status { status: 503 } => Class::Config,
+        NatsError::Status { status: 429 } => Class::Throttled,
         NatsError::ConnectTimeout { .. }
         | NatsError::NotConnected
         | NatsError::AckTimeout { .. }
@@ -225,10 +227,7 @@ mod tests {
 
     #[test]
     fn statuses_and_replies() {
-        assert_eq!(
-            classify(&NatsError::Status { status: 503 }),
-            Class::Throttled
-        );
+        assert_eq!(classify(&NatsError::Status { status: 503 }), Class::Config);
         assert_eq!(
             classify(&NatsError::Status { status: 429 }),
             Class::Throttled

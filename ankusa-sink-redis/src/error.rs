@@ -14,6 +14,9 @@ pub enum Op {
     Publish,
     /// The preflight (`PING`, `TYPE`, `PUBSUB NUMSUB`).
     Check,
+    /// `CONFIG GET proto-max-bulk-len`, asked before the first message over 1 MiB (nothing
+    /// is written).
+    ConfigGet,
 }
 
 impl Op {
@@ -22,6 +25,7 @@ impl Op {
             Op::Xadd => "XADD",
             Op::Publish => "PUBLISH",
             Op::Check => "check",
+            Op::ConfigGet => "CONFIG GET",
         }
     }
 }
@@ -60,9 +64,11 @@ pub enum RedisError {
         /// The configured class of this failure.
         class: NoSubscriber,
     },
-    /// The encoded message is over `max_message_bytes`; nothing was sent.
+    /// The encoded message is over `max_message_bytes`, or over the server's
+    /// `proto-max-bulk-len`; nothing was sent.
     #[error(
-        "message of {size} bytes is over max_message_bytes {max} (proto-max-bulk-len); not sent"
+        "message of {size} bytes is over the limit of {max} bytes (max_message_bytes, or the \
+         server's proto-max-bulk-len); not sent"
     )]
     TooLarge {
         /// Encoded bytes.
@@ -77,13 +83,15 @@ pub enum RedisError {
 ///
 /// | Error | Class |
 /// | --- | --- |
-/// | `TooLarge` (over `max_message_bytes`, nothing sent) | `Permanent` |
+/// | `TooLarge` (over `max_message_bytes` or the server's `proto-max-bulk-len`, nothing sent) | `Permanent` |
+/// | `ERR Protocol error: invalid bulk length` (a value over the server's `proto-max-bulk-len`, when its limit could not be asked) | `Permanent` |
+/// | `ERR max number of clients reached` (`maxclients`: a passing overload) | `Transient` |
 /// | `NoSubscriber` | `no_subscriber`: `Config` (default) or `Transient` |
 /// | `WrongType`, code `WRONGTYPE` | `Config` |
 /// | authentication failed (`WRONGPASS` at login), codes `NOAUTH`, `WRONGPASS`, `NOPERM` | `Config` |
 /// | `MOVED`, `ASK`, `CROSSSLOT` (a cluster node: this sink talks to one server) | `Config` |
 /// | `Build`, invalid client config | `Config` |
-/// | `ERR` (the server refused the command itself: a value over its `proto-max-bulk-len`, which is below `max_message_bytes`; a long command before authentication; an unknown command) | `Config` |
+/// | any other `ERR` (the server refused the command itself: a long command before authentication, an unknown command) | `Config` |
 /// | code `OOM` (`maxmemory` reached, no pause stated) | `Throttled` |
 /// | `LOADING`, `BUSY`, `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `READONLY` | `Transient` |
 /// | I/O: refused, reset, lost connection, timeouts (the write may have landed) | `Transient` |
@@ -100,6 +108,15 @@ pub(crate) fn classify(err: &RedisError) -> Class {
     }
 }
 
+/// The text after `ERR` when `maxclients` is reached (the second with cluster mode on).
+const ERR_MAX_CLIENTS: [&str; 2] = [
+    "max number of clients reached",
+    "max number of clients + cluster connections reached",
+];
+/// The text after `ERR` for a value over `proto-max-bulk-len` (then Redis closes the
+/// connection).
+const ERR_BULK_LENGTH: &str = "Protocol error: invalid bulk length";
+
 fn classify_client(e: &redis::RedisError) -> Class {
     match e.kind() {
         ErrorKind::AuthenticationFailed | ErrorKind::InvalidClientConfig => Class::Config,
@@ -109,9 +126,14 @@ fn classify_client(e: &redis::RedisError) -> Class {
             | ServerErrorKind::Ask
             | ServerErrorKind::CrossSlot,
         ) => Class::Config,
-        // XADD and PUBLISH are well-formed: an ERR answer means the sink's config does not
-        // fit the server (no login, max_message_bytes over proto-max-bulk-len).
-        ErrorKind::Server(ServerErrorKind::ResponseError) => Class::Config,
+        // Redis gives these two no code of their own, only `ERR` and a fixed text
+        // (networking.c): the text is the one way to tell them from the `ERR` of a
+        // command the server refuses whatever the hook (no login: config).
+        ErrorKind::Server(ServerErrorKind::ResponseError) => match e.detail() {
+            Some(d) if ERR_MAX_CLIENTS.contains(&d) => Class::Transient,
+            Some(ERR_BULK_LENGTH) => Class::Permanent,
+            _ => Class::Config,
+        },
         ErrorKind::Server(_) => Class::Transient,
         ErrorKind::Extension => match e.code() {
             Some("NOAUTH" | "WRONGPASS" | "NOPERM" | "WRONGTYPE") => Class::Config,
@@ -135,7 +157,7 @@ impl From<RedisError> for Failure {
 ///
 /// | Error | May have landed |
 /// | --- | --- |
-/// | over `max_message_bytes`, a key of another type, a client that cannot be built, a `PUBLISH` that reached no subscriber, any error reply of the server, a refused connection | `Some(false)` |
+/// | over `max_message_bytes` or the server's limit, a key of another type, a client that cannot be built, a `PUBLISH` that reached no subscriber, any error reply of the server, a refused connection, any failure of `CONFIG GET` | `Some(false)` |
 /// | no reply in time, the connection dropped (reset, closed) | `Some(true)` |
 /// | another client error | `None` |
 pub(crate) fn landed(err: &RedisError) -> Option<bool> {
@@ -144,6 +166,10 @@ pub(crate) fn landed(err: &RedisError) -> Option<bool> {
         | RedisError::WrongType { .. }
         | RedisError::Build(_)
         | RedisError::NoSubscriber { .. } => Some(false),
+        // Only asked, nothing written.
+        RedisError::Client {
+            op: Op::ConfigGet, ..
+        } => Some(false),
         RedisError::Client { source, .. } => {
             if source.is_connection_refusal()
                 || matches!(source.kind(), ErrorKind::Server(_) | ErrorKind::Extension)
@@ -185,6 +211,49 @@ mod tests {
         );
     }
 
+    /// `ERR` replies Redis gives no code of their own, as the client parses them from the
+    /// wire (the text after the code is the detail) and as its connection setup rebuilds
+    /// a refused `SELECT` (the server's text kept as the detail).
+    #[test]
+    fn err_rows_by_the_servers_fixed_text() {
+        let parsed = |line: &str| {
+            let reply = format!("-{line}\r\n").into_bytes();
+            match redis::parse_redis_value(&reply).unwrap() {
+                redis::Value::ServerError(e) => redis::RedisError::from(e),
+                other => panic!("not an error reply: {other:?}"),
+            }
+        };
+        let rebuilt = |detail: &str| {
+            redis::RedisError::from((
+                ErrorKind::Server(ServerErrorKind::ResponseError),
+                "Redis server refused to switch database",
+                detail.to_owned(),
+            ))
+        };
+        for (line, want) in [
+            ("ERR max number of clients reached", Class::Transient),
+            (
+                "ERR max number of clients + cluster connections reached",
+                Class::Transient,
+            ),
+            ("ERR Protocol error: invalid bulk length", Class::Permanent),
+            (
+                "ERR Protocol error: unauthenticated multibulk length",
+                Class::Config,
+            ),
+            ("ERR unknown command 'XADD'", Class::Config),
+            ("ERR max number of clients reached, or not", Class::Config),
+        ] {
+            let client = |source| RedisError::Client {
+                op: Op::Xadd,
+                source,
+            };
+            assert_eq!(classify(&client(parsed(line))), want, "{line}");
+            let detail = line.strip_prefix("ERR ").unwrap();
+            assert_eq!(classify(&client(rebuilt(detail))), want, "{line}");
+        }
+    }
+
     #[test]
     fn landing_rows() {
         let client = |source| RedisError::Client {
@@ -197,6 +266,15 @@ mod tests {
             (io(std::io::ErrorKind::ConnectionRefused), Some(false)),
             (io(std::io::ErrorKind::TimedOut), Some(true)),
             (io(std::io::ErrorKind::ConnectionReset), Some(true)),
+            (
+                RedisError::Client {
+                    op: Op::ConfigGet,
+                    source: redis::RedisError::from(std::io::Error::from(
+                        std::io::ErrorKind::TimedOut,
+                    )),
+                },
+                Some(false),
+            ),
             (
                 client(redis::RedisError::from((
                     ErrorKind::Server(ServerErrorKind::ResponseError),

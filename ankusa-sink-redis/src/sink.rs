@@ -15,6 +15,7 @@ use redis::IntoConnectionInfo;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::fmt;
 use std::num::NonZeroUsize;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Delivers Message v1 to Redis: `XADD` to a stream or `PUBLISH` to a channel.
@@ -33,7 +34,13 @@ pub struct RedisSink {
     conn: ConnectionManager,
     layout: Layout,
     config: RedisConfig,
+    /// The server's `proto-max-bulk-len` once asked (`None`: the server did not say).
+    server_max_bulk: OnceLock<Option<usize>>,
 }
+
+/// The smallest `proto-max-bulk-len` Redis accepts (1 MiB): a message no larger fits every
+/// server, so only a larger one makes the sink ask the server for its limit.
+const SERVER_BULK_FLOOR: usize = 1 << 20;
 
 impl fmt::Debug for RedisSink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -69,7 +76,57 @@ impl RedisSink {
             conn,
             layout,
             config,
+            server_max_bulk: OnceLock::new(),
         })
+    }
+
+    /// The largest message this sink may send for a message of `size` bytes:
+    /// `max_message_bytes`, lowered to the server's `proto-max-bulk-len` when the message
+    /// is over the 1 MiB every server takes. A value over the server's limit is refused
+    /// there with the connection closed, which this client mostly sees as a reset (a
+    /// transient failure every retry repeats): asking first makes it the permanent
+    /// `TooLarge` it is, with nothing sent.
+    async fn limit_for(&self, size: usize) -> Result<usize, RedisError> {
+        let configured = self.config.max_message_bytes.get();
+        if size <= SERVER_BULK_FLOOR || size > configured {
+            return Ok(configured);
+        }
+        let server = match self.server_max_bulk.get() {
+            Some(known) => *known,
+            None => {
+                let known = self.ask_max_bulk().await?;
+                // Two first large deliveries may both ask: either answer is the server's.
+                let _ = self.server_max_bulk.set(known);
+                known
+            }
+        };
+        Ok(server.map_or(configured, |s| s.min(configured)))
+    }
+
+    /// `CONFIG GET proto-max-bulk-len`: `None` when the server does not say (CONFIG refused
+    /// to an ACL user, renamed or disabled on a managed service, or an unexpected answer);
+    /// an error only when the connection failed (the delivery fails as it would have).
+    async fn ask_max_bulk(&self) -> Result<Option<usize>, RedisError> {
+        let reply: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("proto-max-bulk-len")
+            .query_async(&mut self.conn.clone())
+            .await;
+        match reply {
+            Ok(pair) => Ok(pair.get(1).and_then(|v| v.parse().ok())),
+            Err(source)
+                if source.is_io_error()
+                    || source.is_timeout()
+                    || source.is_connection_dropped()
+                    || source.is_connection_refusal() =>
+            {
+                Err(RedisError::Client {
+                    op: Op::ConfigGet,
+                    source,
+                })
+            }
+            Err(_) => Ok(None),
+        }
     }
 }
 
@@ -117,7 +174,8 @@ fn install_crypto_provider() {
 impl Sink for RedisSink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
         let out = Outgoing::new(env, ctx, &self.layout)?;
-        let (size, max) = (out.body().len(), self.config.max_message_bytes.get());
+        let size = out.body().len();
+        let max = self.limit_for(size).await?;
         if size > max {
             return Err(RedisError::TooLarge { size, max }.into());
         }

@@ -82,6 +82,19 @@ pub const UNTRUSTED_HEADERS: &[&str] = &[
     "X-Middleware-Subrequest",
     "X-Ankusa-Tenant",
     "X-Auth-Request-Email",
+    "X-Goog-IAP-JWT-Assertion",
+    "Cf-Access-Jwt-Assertion",
+    "CF-Access-Client-Id",
+    "CF-Access-Client-Secret",
+    "X-Functions-Key",
+    "Ocp-Apim-Subscription-Key",
+    "X-Original-Forwarded-For",
+    "X-Authenticated-Userid",
+    "X-Client-Cert",
+    "SSL-Client-Cert",
+    "X-Amzn-Oidc-Data",
+    "X-Amzn-Oidc-Identity",
+    "X-Amzn-Oidc-Accesstoken",
 ];
 
 /// A current-thread runtime with I/O and time, the kind the CLI runs on: for tests that

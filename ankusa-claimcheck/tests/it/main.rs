@@ -2,6 +2,7 @@
 
 mod binding;
 mod dispatch;
+mod durability;
 mod integrity;
 mod outage;
 mod packs;

@@ -1,7 +1,7 @@
 //! Faults an operator runs into, through the binary: each of these used to loop forever,
 //! panic, abort, wait far past its limit or print what it must not.
 
-use super::http::{THROTTLED, UNAVAILABLE, deliver_to, http_sink, serve};
+use super::http::{OK, THROTTLED, UNAVAILABLE, deliver_to, http_sink, serve};
 use super::{bin, forward_log, json_lines, run, spawn_piped, temp_file, text};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Output, Stdio};
@@ -318,4 +318,53 @@ fn sigint_stops_reading_and_keeps_the_delivered_lines() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// A stored hook dated in year 10000 (`received_at` 253402300800000 ms): RFC 3339, the
+/// CloudEvents `time`, cannot write it, and formatting it panicked the CloudEvents sinks.
+/// `forward --input` reports the line invalid, and the other hooks go out as CloudEvents.
+#[test]
+fn a_hook_dated_in_year_10000_is_an_invalid_line_and_the_others_go_out() {
+    let hooks = hooks(3);
+    let mut lines: Vec<String> = hooks.lines().map(str::to_owned).collect();
+    let mut late: serde_json::Value = serde_json::from_str(&lines[1]).unwrap();
+    late["received_at"] = serde_json::json!(253_402_300_800_000_i64);
+    lines[1] = late.to_string();
+    let input = temp_file("year-10000.jsonl", &(lines.join("\n") + "\n"));
+    let server = serve(vec![OK]);
+    let sink = temp_file(
+        "ce.toml",
+        &format!(
+            "type = \"http\"\nurl = \"{}\"\ntimeout_ms = 2000\nformat = \"cloudevents\"\n",
+            server.url
+        ),
+    );
+    let child = spawn_piped(
+        &[
+            "forward",
+            "--json",
+            "--sink",
+            sink.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+        ],
+        Stdio::null(),
+    );
+    let out = wait_within(child, Duration::from_secs(60), "forward");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let outcomes = json_lines(&out.stdout);
+    assert_eq!(outcomes.len(), 3, "{}", text(&out.stdout));
+    let invalid: Vec<_> = outcomes
+        .iter()
+        .filter(|l| l["outcome"] == "invalid")
+        .collect();
+    assert_eq!(invalid.len(), 1, "{outcomes:?}");
+    assert_eq!(invalid[0]["line"], 2);
+    let reason = invalid[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("before year 10000"), "{reason}");
+    let ok: Vec<_> = outcomes.iter().filter(|l| l["outcome"] == "ok").collect();
+    assert_eq!(ok.len(), 2, "{outcomes:?}");
+    assert_eq!(server.arrivals.lock().unwrap().len(), 2);
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panick"), "{stderr}");
 }

@@ -177,3 +177,94 @@ fn forward_of_100k_hooks_stays_in_bounded_memory() {
     assert!(peak > 0 && peak < 40 * 1024, "peak RSS {peak} kB");
     let _ = std::io::stderr().write_all(format!("forward 100k: peak RSS {peak} kB\n").as_bytes());
 }
+
+/// `messages = true` writes each hook as one Message v1 line on stdout: read back and
+/// decoded with core's own decoder, every line is a hook of the input, whole (tenant or
+/// none, dedupe key, the forwarded headers only, any body bytes, inline), and every input
+/// hook is there exactly once.
+#[test]
+fn messages_on_stdout_decode_as_message_v1_of_every_input_hook() {
+    use ankusa_sink_core::message::{self, MessageBody};
+    use ankusa_sink_core::{Ctx, Envelope};
+    use std::collections::BTreeMap;
+
+    let mut input = String::new();
+    let mut want: BTreeMap<String, Envelope> = BTreeMap::new();
+    for i in 0..40u32 {
+        let body: Vec<u8> = match i % 4 {
+            0 => format!(r#"{{"n":{i},"text":"é\"\\"}}"#).into_bytes(),
+            1 => (0..=255u8).cycle().skip(i as usize).take(300).collect(),
+            2 => Vec::new(),
+            _ => vec![b'z'; 70_000 + i as usize],
+        };
+        let mut b = Envelope::builder(format!("hook-{i:02}"), format!("src-{}", i % 3), body)
+            .received_at(1_700_000_000_000 + i64::from(i))
+            .header("X-Event", format!("e{i}"))
+            .header("Authorization", "Bearer planted-secret")
+            .header("x-event", "second");
+        if i % 2 == 0 {
+            b = b.tenant_id("acme").dedupe_key(format!("evt_{i}"));
+        }
+        if i % 4 == 0 {
+            b = b.content_type("application/json");
+        }
+        let env = b.build().unwrap();
+        input.push_str(&serde_json::to_string(&env).unwrap());
+        input.push('\n');
+        want.insert(env.id().to_owned(), env);
+    }
+    let hooks = temp_file("hooks.jsonl", &input);
+    let sink = temp_file("log.toml", "type = \"log\"\nmessages = true\n");
+    let out = run(&[
+        "forward",
+        "--sink",
+        sink.to_str().unwrap(),
+        "--input",
+        hooks.to_str().unwrap(),
+        "--concurrency",
+        "8",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("delivered 40 failed 0"),
+        "{}",
+        text(&out.stderr)
+    );
+    let stdout = out.stdout;
+    assert!(stdout.ends_with(b"\n"));
+    let mut seen = BTreeMap::new();
+    for line in stdout[..stdout.len() - 1].split(|&b| b == b'\n') {
+        let m = message::decode(line)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(line)));
+        let env = want
+            .get(&m.id)
+            .unwrap_or_else(|| panic!("not an input hook: {}", m.id));
+        assert_eq!(m.source_id, env.source_id());
+        assert_eq!(m.tenant_id.as_deref(), env.tenant_id());
+        assert_eq!(m.received_at, env.received_at());
+        assert_eq!(m.content_type.as_deref(), env.content_type());
+        assert_eq!(m.size, env.size());
+        assert_eq!(m.dedupe_key.as_deref(), env.dedupe_key());
+        assert_eq!(m.replay_id, None);
+        assert_eq!(m.idempotency_key, env.idempotency_key());
+        assert_eq!(m.sha256, env.body_sha256());
+        assert_eq!(m.body, MessageBody::Inline(env.body().clone()), "{}", m.id);
+        let headers: Vec<(String, String)> =
+            message::forwarded_headers(env, &Ctx::for_envelope(env))
+                .into_iter()
+                .map(|(n, v)| (n.into_owned(), v.into_owned()))
+                .collect();
+        assert_eq!(m.headers, headers, "{}", m.id);
+        // One name, both values in arrival order; never the credential.
+        let i: u32 = m.id.trim_start_matches("hook-").parse().unwrap();
+        assert_eq!(
+            m.headers,
+            [("x-event".to_owned(), format!("e{i}, second"))],
+            "{}",
+            m.id
+        );
+        assert!(seen.insert(m.id.clone(), ()).is_none(), "{} twice", m.id);
+    }
+    assert_eq!(seen.len(), want.len());
+    assert!(!text(&stdout).contains("planted-secret"));
+}

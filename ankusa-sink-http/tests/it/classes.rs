@@ -159,3 +159,31 @@ async fn row_other_statuses_are_transient() {
         assert_eq!(server.captured()[0].target, "/hooks");
     }
 }
+
+/// `may_have_landed` of answers from a real server: a `503` (RFC 9110 §15.6.4: the server
+/// cannot handle the request now) and a `501` (it does not support the method) say the
+/// request was not processed, `false`; any other `5xx` may come after the endpoint acted,
+/// `true`; a `4xx` refused it, `false`. With or without `Retry-After`.
+#[tokio::test]
+async fn answers_say_whether_the_hook_may_have_landed() {
+    for (status, want) in [
+        (503, false),
+        (501, false),
+        (500, true),
+        (502, true),
+        (504, true),
+        (505, true),
+        (511, true),
+        (400, false),
+        (429, false),
+    ] {
+        for reply in [
+            Reply::status(status),
+            Reply::with_header(status, "retry-after", "7"),
+        ] {
+            let (r, _s) = answer(reply).await;
+            let f = r.expect_err("a failure");
+            assert_eq!(f.may_have_landed(), Some(want), "{status}: {f}");
+        }
+    }
+}

@@ -96,3 +96,37 @@ async fn forwarded_headers_are_capped_by_default() {
     assert_eq!(named(1, "x-size-").len(), 15);
     server.stop().await;
 }
+
+/// In raw mode (the default), a hook's own `ce-*` headers would make the request a
+/// binary-mode CloudEvent (the CloudEvents HTTP binding) that nobody made: none arrive,
+/// while the body and the other provider headers do.
+#[tokio::test]
+async fn a_hooks_own_cloudevents_headers_never_reach_a_raw_destination() {
+    let server = Server::start(always(Reply::status(204))).await;
+    let sink = builder(&server).build().unwrap();
+    let env = Envelope::builder("01J0HOOKID", "stripe", &b"{}"[..])
+        .content_type("application/json")
+        .header("ce-specversion", "1.0")
+        .header("CE-Id", "forged-id")
+        .header("ce-type", "com.example.forged")
+        .header("Ce-Source", "/forged")
+        .header("ce-time", "2001-01-01T00:00:00Z")
+        .header("ce-ankusatenant", "someone-else")
+        .header("Stripe-Signature", "provider-value")
+        .build()
+        .unwrap();
+    deliver(&sink, &env).await.unwrap();
+
+    let captured = server.captured();
+    assert_eq!(captured.len(), 1);
+    let req = &captured[0];
+    let ce: Vec<_> = req
+        .headers
+        .iter()
+        .filter(|(n, _)| n.starts_with("ce-"))
+        .collect();
+    assert!(ce.is_empty(), "ce-* forwarded in raw mode: {ce:?}");
+    assert_eq!(req.header("stripe-signature"), Some("provider-value"));
+    assert_eq!(req.body, b"{}");
+    server.stop().await;
+}

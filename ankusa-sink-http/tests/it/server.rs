@@ -161,10 +161,29 @@ impl Server {
         Self::start_on("127.0.0.1:0".parse().unwrap(), script, None).await
     }
 
+    /// A plain HTTP server whose connections have a fixed send buffer of `bytes` (the
+    /// kernel doubles it for its bookkeeping): what it has written is then what the
+    /// client took, within that buffer and the client's receive buffer, instead of within
+    /// the megabytes an autotuned buffer holds.
+    pub(crate) async fn start_with_send_buffer(script: Script, bytes: u32) -> Server {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        // Accepted connections inherit it; set before listen, it is fixed (not autotuned).
+        socket.set_send_buffer_size(bytes).expect("SO_SNDBUF");
+        socket
+            .bind("127.0.0.1:0".parse().unwrap())
+            .expect("bind loopback");
+        let listener = socket.listen(64).expect("listen");
+        Self::serve_on(listener, script, None)
+    }
+
     /// A server on `addr` (a port reused after [`stop`](Self::stop)), optionally TLS.
     pub(crate) async fn start_on(addr: SocketAddr, script: Script, tls: Option<Tls>) -> Server {
         assert!(addr.ip().is_loopback());
         let listener = TcpListener::bind(addr).await.expect("bind loopback");
+        Self::serve_on(listener, script, tls)
+    }
+
+    fn serve_on(listener: TcpListener, script: Script, tls: Option<Tls>) -> Server {
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State::default());
         let (stop, mut stopped) = oneshot::channel();

@@ -315,3 +315,93 @@ fn reports_reach_deliveries_on_a_later_runtime_after_the_first_one_ends() {
     assert_eq!(got.len(), 400);
     second.block_on(topic.cleanup());
 }
+
+/// The Java client's `Utils.murmur2`, written here from its definition (seed 0x9747b28c,
+/// m 0x5bd1e995, r 24, little-endian 4-byte words), independent of librdkafka's.
+fn java_murmur2(data: &[u8]) -> i32 {
+    const SEED: u32 = 0x9747_b28c;
+    const M: u32 = 0x5bd1_e995;
+    const R: u32 = 24;
+    let mut h = SEED ^ u32::try_from(data.len()).unwrap();
+    let mut words = data.chunks_exact(4);
+    for w in words.by_ref() {
+        let mut k = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> R;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    let tail = words.remainder();
+    if tail.len() >= 3 {
+        h ^= u32::from(tail[2]) << 16;
+    }
+    if tail.len() >= 2 {
+        h ^= u32::from(tail[1]) << 8;
+    }
+    if let Some(&b) = tail.first() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    i32::from_ne_bytes(h.to_ne_bytes())
+}
+
+/// The partition the Java client's default partitioner picks for a keyed record:
+/// `Utils.toPositive(Utils.murmur2(key)) % partitions`.
+fn java_partition(key: &[u8], partitions: i32) -> i32 {
+    (java_murmur2(key) & 0x7fff_ffff) % partitions
+}
+
+#[test]
+fn the_tests_murmur2_is_javas() {
+    // Kafka's UtilsTest.testMurmur2.
+    for (key, want) in [
+        (&b"21"[..], -973_932_308),
+        (b"foobar", -790_332_482),
+        (b"a-little-bit-long-string", -985_981_536),
+        (b"a-little-bit-longer-string", -1_486_304_829),
+        (
+            b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+            -58_897_971,
+        ),
+        (b"abc", 479_470_107),
+    ] {
+        assert_eq!(java_murmur2(key), want, "{}", String::from_utf8_lossy(key));
+    }
+}
+
+/// A keyed record lands on the partition the Java client would pick (README: "a keyed
+/// record lands where the Java client puts it"), on a 12-partition topic, for 48 keys of
+/// the default key template `{tenant_id}/{source_id}`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_records_land_on_the_java_clients_partition() {
+    const PARTITIONS: i32 = 12;
+    const KEYS: usize = 48;
+    let topic = Topic::new("murmur2", PARTITIONS).await;
+    let sink = topic.sink();
+    let mut want = std::collections::BTreeMap::new();
+    for i in 0..KEYS {
+        let source = format!("src-{i}");
+        let env = ankusa_sink_core::Envelope::builder(format!("h{i}"), source.as_str(), &b"{}"[..])
+            .tenant_id(format!("tenant_{}", i % 5))
+            .build()
+            .unwrap();
+        sink.deliver(&env, &Ctx::for_envelope(&env)).await.unwrap();
+        let key = format!("tenant_{}/{source}", i % 5);
+        want.insert(key.clone(), java_partition(key.as_bytes(), PARTITIONS));
+    }
+    let got = read_back(&topic.brokers, &topic.name, KEYS, Duration::from_secs(60));
+    assert_eq!(got.len(), KEYS);
+    let mut used = std::collections::BTreeSet::new();
+    for r in &got {
+        let key = String::from_utf8(r.key.clone().expect("a key")).unwrap();
+        assert_eq!(Some(&r.partition), want.get(&key), "key {key}");
+        used.insert(r.partition);
+    }
+    // Spread over the topic: a partitioner that ignored the key could not pass.
+    assert!(used.len() >= 8, "{used:?}");
+    topic.cleanup().await;
+}

@@ -5,6 +5,7 @@
 use crate::common::*;
 use ankusa_sink_nats::{NatsConfig, NatsSink};
 use ankusa_sink_testkit::ankusa_sink_core::{Check, Class, Ctx, Envelope, Failure, Secret, Sink};
+use ankusa_sink_testkit::support::unique_name;
 use futures_util::StreamExt as _;
 use std::time::Duration;
 
@@ -266,6 +267,45 @@ async fn a_hooks_value_that_breaks_the_subject_is_permanent() {
         .build()
         .unwrap();
     deliver(&sink, &e).await.unwrap();
+    delete_stream(SHARED_URL, &stream).await.unwrap();
+}
+
+/// A template that starts with a placeholder renders whatever the hook says: a hook whose
+/// `source_id` is `$JS.API.STREAM.PURGE.<stream>` must not purge that stream. Refused,
+/// permanent, nothing published; the stream keeps its messages.
+#[tokio::test]
+async fn a_rendered_subject_under_dollar_is_permanent_and_reaches_no_api() {
+    let (stream, subject) = names("dollar");
+    create_stream(SHARED_URL, &stream, &subject, Limits::default()).await;
+    let keep = sink(SHARED_URL, &subject);
+    for id in ["k1", "k2"] {
+        deliver(&keep, &env(id, 8)).await.unwrap();
+    }
+    let sink = NatsSink::new(
+        sink_config(SHARED_URL, &subject)
+            .with_subject_template("{source_id}")
+            .unwrap(),
+    );
+    for api in [
+        format!("$JS.API.STREAM.PURGE.{stream}"),
+        format!("$JS.API.STREAM.DELETE.{stream}"),
+        "$SYS.REQ.SERVER.PING".to_owned(),
+    ] {
+        let e = Envelope::builder(unique_name("h"), api.as_str(), &b"{}"[..])
+            .build()
+            .unwrap();
+        let f = fails_as(&sink, &e, Class::Permanent).await;
+        assert_eq!(f.may_have_landed(), Some(false), "{api}: {f}");
+        assert!(f.to_string().contains("starts with `$`"), "{api}: {f}");
+    }
+    let left = stored_on(SHARED_URL, &stream).await;
+    assert_eq!(left.len(), 2, "the stream kept its messages");
+    // The same template still delivers an ordinary source's hooks.
+    let e = Envelope::builder(unique_name("h"), subject.as_str(), &b"{}"[..])
+        .build()
+        .unwrap();
+    deliver(&sink, &e).await.unwrap();
+    assert_eq!(stored_on(SHARED_URL, &stream).await.len(), 3);
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 

@@ -69,13 +69,140 @@ async fn over_max_message_bytes_is_permanent_and_nothing_is_sent() {
     deliver(&sink).await.unwrap();
 }
 
+/// A value over the server's `proto-max-bulk-len` (the sink's `max_message_bytes` set
+/// above it). Redis would answer `ERR Protocol error: invalid bulk length` and close the
+/// connection mid-write, which this client sees as a reset (transient, every retry the
+/// same). The sink asks the server for its limit before a message over 1 MiB: refused
+/// before sending, permanent; a small hook still goes through.
 #[tokio::test]
-async fn err_reply_is_config() {
-    // What a server whose proto-max-bulk-len is below max_message_bytes answers.
-    let s = Scripted::start(Script::Refuse("ERR Protocol error: invalid bulk length"))
+async fn over_the_servers_bulk_length_is_permanent_and_nothing_is_sent() {
+    let server = Server::start(&["--proto-max-bulk-len", "1mb"]).await;
+    let stream = unique_name("bulk-len");
+    let cfg = RedisConfig::stream(server.url(), &stream)
+        .unwrap()
+        .with_timeout(Duration::from_secs(5))
+        .with_inline_max_bytes(NonZeroUsize::new(4 << 20).unwrap())
+        .with_max_message_bytes(NonZeroUsize::new(4 << 20).unwrap());
+    let sink = RedisSink::new(cfg).unwrap();
+    let big = ankusa_sink_core::Envelope::builder(unique_name("h"), "src", vec![b'x'; 1 << 20])
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let f = sink
+            .deliver(&big, &Ctx::for_envelope(&big))
+            .await
+            .unwrap_err();
+        assert_eq!(f.class(), Class::Permanent, "{f}");
+        assert_eq!(f.may_have_landed(), Some(false), "{f}");
+        assert!(
+            f.to_string().contains("over the limit of 1048576 bytes"),
+            "{f}"
+        );
+    }
+    assert!(entries(&server.url(), &stream).await.unwrap().is_empty());
+    deliver(&sink).await.unwrap();
+    assert_eq!(entries(&server.url(), &stream).await.unwrap().len(), 1);
+    // Under both limits, a message over 1 MiB goes through.
+    let fits = ankusa_sink_core::Envelope::builder(unique_name("h"), "src", vec![b'y'; 600 << 10])
+        .build()
+        .unwrap();
+    let server = Server::start(&["--proto-max-bulk-len", "2mb"]).await;
+    let cfg = RedisConfig::stream(server.url(), &stream)
+        .unwrap()
+        .with_inline_max_bytes(NonZeroUsize::new(4 << 20).unwrap())
+        .with_max_message_bytes(NonZeroUsize::new(4 << 20).unwrap());
+    RedisSink::new(cfg)
+        .unwrap()
+        .deliver(&fits, &Ctx::for_envelope(&fits))
         .await
         .unwrap();
-    assert_eq!(class_of(&stream_sink(&s.url(), "k")).await, Class::Config);
+    assert_eq!(entries(&server.url(), &stream).await.unwrap().len(), 1);
+}
+
+/// A user the server refuses `CONFIG` to: the sink cannot learn the limit and sends as
+/// before (the refusal is not the delivery's failure); a message over 1 MiB that fits
+/// is delivered.
+#[tokio::test]
+async fn a_refused_config_get_leaves_max_message_bytes_alone() {
+    let server = Server::start(&["--proto-max-bulk-len", "2mb"]).await;
+    exec(
+        &server.url(),
+        &[
+            "ACL", "SETUSER", "noconfig", "on", ">nc-pa55", "~*", "&*", "+@all", "-config",
+        ],
+    )
+    .await;
+    let stream = unique_name("no-config");
+    let cfg = RedisConfig::stream(server.url(), &stream)
+        .unwrap()
+        .with_user("noconfig", Secret::new("nc-pa55"))
+        .with_inline_max_bytes(NonZeroUsize::new(4 << 20).unwrap())
+        .with_max_message_bytes(NonZeroUsize::new(4 << 20).unwrap());
+    let sink = RedisSink::new(cfg).unwrap();
+    let fits = ankusa_sink_core::Envelope::builder(unique_name("h"), "src", vec![b'y'; 900 << 10])
+        .build()
+        .unwrap();
+    sink.deliver(&fits, &Ctx::for_envelope(&fits))
+        .await
+        .unwrap();
+    assert_eq!(entries(&server.url(), &stream).await.unwrap().len(), 1);
+}
+
+/// `maxclients` reached: Redis writes `ERR max number of clients reached` to a new
+/// connection and closes it. This client reads that line as the (ignored) answer to its
+/// `CLIENT SETINFO` (or `AUTH`, `SELECT`) and the next read fails: a reset, transient. Once
+/// a client leaves, the sink connects and delivers.
+#[tokio::test]
+async fn max_clients_reached_is_transient_and_passes() {
+    let server = Server::start(&["--maxclients", "1"]).await;
+    let held = admin(&server.url()).await.unwrap();
+    let stream = unique_name("max-clients");
+    for url in [server.url(), format!("{}/1", server.url())] {
+        let sink = stream_sink(&url, &stream);
+        let f = deliver(&sink).await.unwrap_err();
+        assert_eq!(f.class(), Class::Transient, "{url}: {f}");
+        assert_eq!(sink.check().await.unwrap_err().class(), Class::Transient);
+    }
+    let sink = stream_sink(&server.url(), &stream);
+    drop(held);
+    // The server frees the slot when it sees the close: bounded retries, each transient,
+    // until one is delivered.
+    let mut last = None;
+    for _ in 0..100 {
+        match deliver(&sink).await {
+            Ok(()) => {
+                last = None;
+                break;
+            }
+            Err(f) => {
+                assert_eq!(f.class(), Class::Transient, "{f}");
+                last = Some(f);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    assert!(last.is_none(), "never delivered: {last:?}");
+}
+
+/// The `ERR` replies Redis gives no code of their own, byte for byte as a real Redis 7
+/// sends them, answered to the `XADD` itself (a real server's comes at connect or
+/// mid-write, where this client mostly turns it into a reset; see the two tests above).
+#[tokio::test]
+async fn err_replies_by_the_servers_fixed_text() {
+    for (line, want) in [
+        ("ERR max number of clients reached", Class::Transient),
+        ("ERR Protocol error: invalid bulk length", Class::Permanent),
+        (
+            "ERR Protocol error: unauthenticated multibulk length",
+            Class::Config,
+        ),
+        ("ERR unknown command 'XADD'", Class::Config),
+    ] {
+        let s = Scripted::start(Script::Refuse(line)).await.unwrap();
+        let f = deliver(&stream_sink(&s.url(), "k")).await.unwrap_err();
+        assert_eq!(f.class(), want, "{line}: {f}");
+        assert_eq!(f.may_have_landed(), Some(false), "{line}");
+    }
 }
 
 #[tokio::test]
