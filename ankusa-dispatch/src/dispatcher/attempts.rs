@@ -1,0 +1,183 @@
+//! Attempts: started in tasks of their own, their answers, and what a failure leads to.
+
+use super::*;
+
+impl Scheduler {
+    pub(super) fn start(&mut self, mut job: Job) {
+        let Some(h) = self.hooks.get(&job.hook) else {
+            return;
+        };
+        let slot = &self.slots[job.sink];
+        job.attempts += 1;
+        let now = self.clock.now_ms();
+        job.first_ms.get_or_insert(now);
+        job.last_ms = now;
+        let ctx = h
+            .ctx
+            .clone()
+            .with_attempt(h.first_attempt.saturating_add(job.attempts - 1))
+            .with_batch(slot.batched);
+        let env = h.env.clone();
+        let sink = slot.sink.clone();
+        let name = slot.name.clone();
+        let traceparent = h.traceparent.clone();
+        // No attempt runs past the horizon: it could only dead-letter after it.
+        let horizon = self.config.policy.max_elapsed;
+        let elapsed = Duration::from_millis(
+            u64::try_from(now.saturating_sub(job.first_ms.unwrap_or(now))).unwrap_or(0),
+        );
+        let timeout = self.config.attempt_timeout.min(
+            horizon
+                .saturating_sub(elapsed)
+                .max(Duration::from_millis(1)),
+        );
+        let id = self.next_attempt;
+        self.next_attempt += 1;
+        if slot.counted() {
+            self.in_flight[job.sink] += 1;
+            if slot.window.is_some() {
+                self.in_flight_bytes[job.sink] += job.weight as usize;
+            } else {
+                self.in_flight_total += 1;
+            }
+        }
+        slot.metrics.attempts.increment(1);
+        self.running.insert(id, job);
+        let tx = self.tx.clone();
+        // Boxed: the task then holds a pointer, not the attempt's whole state, which tokio
+        // would otherwise copy several times on the way in and again when it completes.
+        let handle = self.tasks.spawn(Box::pin(async move {
+            let started = Instant::now();
+            let result = attempt_in_trace(
+                &name,
+                &env,
+                &ctx,
+                traceparent.as_deref(),
+                safe_deliver(&*sink, &env, &ctx, Some(timeout)),
+            )
+            .await;
+            let _ = tx.send(Report::Done {
+                attempt: id,
+                result,
+                took: started.elapsed(),
+            });
+        }));
+        self.task_attempt.insert(handle.id(), id);
+    }
+
+    /// A task ended. A task that died (a panic outside the sink, which `safe_deliver`
+    /// already catches, or in the claim store) fails its attempt or check-in transient, or
+    /// reports its dead letter unstored, rather than leak the pair.
+    pub(super) fn joined(&mut self, joined: Result<(tokio::task::Id, ()), tokio::task::JoinError>) {
+        let (id, died) = match joined {
+            Ok((id, ())) => (id, false),
+            Err(e) => (e.id(), !e.is_cancelled()),
+        };
+        let attempt = self.task_attempt.remove(&id);
+        let dead_letter = self.task_dead_letter.remove(&id);
+        let check_in = self.task_claim.remove(&id);
+        if !died {
+            return;
+        }
+        if let Some(hook) = check_in {
+            // The store panicked: a failed check-in, retried, not a hook parked forever.
+            let f = Failure::transient(Reason("the claim check-in task died".into()));
+            self.claimed(hook, Err(f));
+        }
+        if let Some(attempt) = attempt {
+            let f = Failure::transient(Reason("the attempt task died".into()));
+            self.done(attempt, Err(f), Duration::ZERO);
+        }
+        if let Some(dl) = dead_letter {
+            self.dead_lettered(dl, Err("the dead-letter task died".into()));
+        }
+    }
+
+    pub(super) fn done(&mut self, attempt: u64, result: Result<(), Failure>, took: Duration) {
+        let Some(job) = self.running.remove(&attempt) else {
+            return;
+        };
+        let slot = &self.slots[job.sink];
+        if slot.counted() {
+            self.in_flight[job.sink] -= 1;
+            if slot.window.is_some() {
+                self.in_flight_bytes[job.sink] -= job.weight as usize;
+            } else {
+                self.in_flight_total -= 1;
+            }
+        }
+        slot.metrics.seconds.record(took.as_secs_f64());
+        match result {
+            Ok(()) => {
+                let before = self.breakers[job.sink].state();
+                self.breakers[job.sink].success();
+                self.breaker_moved(job.sink, before);
+                self.set_breaker_gauge(job.sink);
+                self.finish(job, Outcome::Delivered);
+            }
+            Err(f) => self.failed(job, f, true),
+        }
+    }
+
+    /// What to do after a failed attempt (or check-in, `from_sink = false`).
+    pub(super) fn failed(&mut self, mut job: Job, failure: Failure, from_sink: bool) {
+        let first = job.first_ms.unwrap_or(job.last_ms);
+        let decision = decide(
+            failure.class(),
+            job.attempts,
+            first,
+            self.clock.now_ms(),
+            &self.config.policy,
+            &mut rand::rng(),
+        );
+        let name = self.slots[job.sink].name.clone();
+        record(&name, &decision);
+        job.last_pause_ms = decision
+            .pause
+            .and_then(|p| NonZeroU32::new(u32::try_from(p.as_millis()).unwrap_or(u32::MAX)));
+        if from_sink {
+            let before = self.breakers[job.sink].state();
+            if decision.counts_toward_breaker {
+                let was_closed = !self.breakers[job.sink].is_open();
+                self.breakers[job.sink].failure(Instant::now());
+                if was_closed && self.breakers[job.sink].is_open() {
+                    // Just opened: the jobs it now holds give their intake permits back.
+                    for held in &mut self.ready[job.sink] {
+                        held.permit = None;
+                    }
+                }
+            } else {
+                // The destination answered: it is up, whatever it thought of this hook.
+                self.breakers[job.sink].success();
+            }
+            self.breaker_moved(job.sink, before);
+            self.set_breaker_gauge(job.sink);
+        }
+        match decision.action {
+            Action::Retry { delay, .. } if self.stopping.is_none() => {
+                if failure.may_have_landed() == Some(true) {
+                    self.slots[job.sink]
+                        .metrics
+                        .may_have_landed_retries
+                        .increment(1);
+                }
+                job.last_failure = Some(failure);
+                // A waiting job holds no intake permit and no concurrency slot.
+                job.permit = None;
+                let at = Instant::now() + delay;
+                self.seq += 1;
+                self.waiting.push(Reverse(Waiting {
+                    at,
+                    seq: self.seq,
+                    job,
+                }));
+                self.waiting_changed();
+            }
+            Action::Retry { .. } => {
+                job.last_failure = Some(failure);
+                self.unfinished(job, false);
+            }
+            Action::DeadLetter { .. } => self.dead_letter(job, failure),
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! What waits: the retry queue, the jobs an open breaker holds, and the breaker's moves.
+
+use super::*;
+
+impl Scheduler {
+    /// Dead-letter the jobs an open breaker held past the horizon, and those whose next
+    /// attempt would be their last: the policy allows no retry after it (a run without
+    /// retries), so holding them would only wait for a probe per `open_for` while the
+    /// destination stays down: they fail now, as that attempt most likely would.
+    pub(super) fn expire_held(&mut self, sink: usize) {
+        let horizon = i64::try_from(self.config.policy.max_elapsed.as_millis()).unwrap_or(i64::MAX);
+        let now = self.clock.now_ms();
+        let queue = std::mem::take(&mut self.ready[sink]);
+        for job in queue {
+            let start = job
+                .first_ms
+                .or_else(|| self.hooks.get(&job.hook).map(|h| h.submitted_ms))
+                .unwrap_or(now);
+            let last_chance = matches!(
+                decide(
+                    Class::Transient,
+                    job.attempts.saturating_add(1),
+                    start,
+                    now,
+                    &self.config.policy,
+                    &mut rand::rng(),
+                )
+                .action,
+                Action::DeadLetter { .. }
+            );
+            if last_chance || now.saturating_sub(start) >= horizon {
+                let failure = job.last_failure.as_ref().map_or_else(
+                    || {
+                        Failure::transient(Reason(
+                            "circuit breaker open: not attempted (the sink's last attempts \
+                             failed in a row)"
+                                .into(),
+                        ))
+                        .with_may_have_landed(Some(false))
+                    },
+                    copy,
+                );
+                self.dead_letter(job, failure);
+            } else {
+                self.ready[sink].push_back(job);
+            }
+        }
+    }
+
+    pub(super) fn wake_due(&mut self, now: Instant) {
+        let mut woke = false;
+        while self.waiting.peek().is_some_and(|Reverse(w)| w.at <= now) {
+            let Reverse(w) = self.waiting.pop().expect("peeked");
+            self.enqueue(w.job);
+            woke = true;
+        }
+        if woke {
+            self.waiting_changed();
+        }
+    }
+
+    pub(super) fn waiting_changed(&self) {
+        self.waiting_count
+            .store(self.waiting.len(), Ordering::Relaxed);
+    }
+
+    /// The waiting gauge: jobs in the retry queue and jobs an open breaker holds (they
+    /// wait too, and an outage would otherwise show nothing waiting). Set when it moved.
+    pub(super) fn report_waiting(&mut self) {
+        let held: usize = self
+            .ready
+            .iter()
+            .zip(&self.breakers)
+            .filter(|(_, b)| b.is_open())
+            .map(|(q, _)| q.len())
+            .sum();
+        let n = self.waiting.len() + held;
+        if n != self.waiting_reported {
+            self.waiting_reported = n;
+            metrics::gauge!(m::WAITING).set(n as f64);
+        }
+    }
+
+    /// Log a breaker's move from `before` to its state now, naming the sink: an outage
+    /// is never silent, and its end is visible too.
+    pub(super) fn breaker_moved(&self, sink: usize, before: BreakerState) {
+        let after = self.breakers[sink].state();
+        let name = &*self.slots[sink].name;
+        let open_for_s = self.config.breaker.open_for.as_secs();
+        match (before, after) {
+            (BreakerState::Closed { .. }, BreakerState::Open { .. }) => tracing::warn!(
+                target: "ankusa_dispatch",
+                sink = name,
+                failures = self.config.breaker.failures,
+                open_for_s,
+                "circuit breaker opened: the sink's attempts are held"
+            ),
+            (BreakerState::HalfOpen { .. }, BreakerState::Open { .. }) => tracing::warn!(
+                target: "ankusa_dispatch",
+                sink = name,
+                open_for_s,
+                "circuit breaker open again: the probe failed"
+            ),
+            (BreakerState::Open { .. }, BreakerState::HalfOpen { .. }) => tracing::info!(
+                target: "ankusa_dispatch",
+                sink = name,
+                "circuit breaker half-open: one probe goes"
+            ),
+            (
+                BreakerState::Open { .. } | BreakerState::HalfOpen { .. },
+                BreakerState::Closed { .. },
+            ) => tracing::info!(
+                target: "ankusa_dispatch",
+                sink = name,
+                "circuit breaker closed: the sink's attempts flow again"
+            ),
+            _ => {}
+        }
+    }
+
+    pub(super) fn set_breaker_gauge(&self, sink: usize) {
+        let open = if self.breakers[sink].is_open() {
+            1.0
+        } else {
+            0.0
+        };
+        self.slots[sink].metrics.breaker_open.set(open);
+    }
+}

@@ -1,0 +1,358 @@
+//! The scheduler's state and its loop: the one task that owns every (hook, sink) job.
+
+use super::*;
+
+/// A sink in the scheduler.
+pub(super) struct Slot {
+    pub(super) name: Arc<str>,
+    pub(super) sink: Arc<dyn Sink>,
+    pub(super) batched: bool,
+    /// The sink's own pipeline window, when it has one and windows are on.
+    pub(super) window: Option<InFlight>,
+    pub(super) threshold: Option<NonZeroUsize>,
+    pub(super) metrics: m::SinkMetrics,
+}
+
+impl Slot {
+    /// Whether this sink's attempts count against a limit: a batching sink without a
+    /// window is bounded by its own batcher alone; with one, it runs on its window like any
+    /// pipelining sink.
+    pub(super) fn counted(&self) -> bool {
+        !self.batched || self.window.is_some()
+    }
+}
+
+/// What the `Dispatcher` handles send.
+pub(super) enum In {
+    Submit {
+        hook: Box<Hook>,
+        sinks: Arc<[usize]>,
+        /// One intake permit per sink, split into the jobs' by the scheduler.
+        jobs: OwnedSemaphorePermit,
+        /// The hook's body bytes, shared by its jobs.
+        bytes: Arc<OwnedSemaphorePermit>,
+    },
+    Shutdown {
+        grace: Duration,
+        reply: oneshot::Sender<Vec<Unfinished>>,
+    },
+}
+
+/// What the scheduler's own tasks report.
+pub(super) enum Report {
+    Done {
+        attempt: u64,
+        result: Result<(), Failure>,
+        took: Duration,
+    },
+    Claimed {
+        hook: u64,
+        result: Result<Option<Claim>, Failure>,
+    },
+    /// The dead letter `id` was stored, or why it could not be.
+    DeadLettered { id: u64, result: Result<(), String> },
+}
+
+/// Where a hook's claim stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ClaimPhase {
+    /// Every sink takes the body inline, or the claim is in the context.
+    Ready,
+    /// A check-in is needed before any sink runs.
+    Needed,
+    /// A check-in is running; the hook's jobs are parked.
+    Pending,
+}
+
+pub(super) struct HookState {
+    pub(super) env: Arc<Envelope>,
+    pub(super) ctx: Ctx,
+    pub(super) traceparent: Option<Arc<str>>,
+    pub(super) claim: ClaimPhase,
+    /// The inline thresholds of every sink of the hook: a check-in retried for one job
+    /// must still claim the body for the others. Empty without a claim store.
+    pub(super) thresholds: Vec<Option<NonZeroUsize>>,
+    /// Jobs waiting for the check-in.
+    pub(super) parked: Vec<Job>,
+    /// Jobs not yet finished.
+    pub(super) jobs_left: usize,
+    /// Unix ms of the submit.
+    pub(super) submitted_ms: i64,
+    /// `ctx.attempt` of the first attempt.
+    pub(super) first_attempt: u32,
+    /// The source acknowledgement, if the hook came from a durable source.
+    pub(super) settle: Option<Arc<HookSettle>>,
+}
+
+pub(super) struct Job {
+    pub(super) hook: u64,
+    pub(super) sink: usize,
+    pub(super) attempts: u32,
+    pub(super) first_ms: Option<i64>,
+    pub(super) last_ms: i64,
+    pub(super) last_failure: Option<Failure>,
+    /// The pause decided for `last_failure` when it was a throttle, in ms (saturating; it
+    /// sits in `attempts`' padding, so a waiting job is no larger for it).
+    pub(super) last_pause_ms: Option<NonZeroU32>,
+    /// Body bytes an attempt charges to its sink's window: the body when it goes inline,
+    /// nothing when a claim goes instead (saturating).
+    pub(super) weight: u32,
+    pub(super) permit: Option<Permit>,
+}
+
+/// A job's share of the intake: its own slot and its hook's bytes (the bytes go back when
+/// the hook's last job gives its permit back).
+pub(super) struct Permit {
+    pub(super) _job: OwnedSemaphorePermit,
+    pub(super) _bytes: Arc<OwnedSemaphorePermit>,
+}
+
+/// A job waiting for its retry time.
+pub(super) struct Waiting {
+    pub(super) at: Instant,
+    pub(super) seq: u64,
+    pub(super) job: Job,
+}
+
+impl PartialEq for Waiting {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Waiting {}
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Waiting {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// Unix ms on the runtime's monotonic clock, anchored to the wall clock once, when the
+/// dispatcher starts: the horizon and the retry times then agree with the timer queue (and
+/// with `tokio::time::pause`), and a wall-clock step neither shortens nor stretches a
+/// hook's horizon.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Clock {
+    pub(super) start: Instant,
+    pub(super) start_ms: i64,
+}
+
+impl Clock {
+    pub(super) fn new() -> Self {
+        let start_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Clock {
+            start: Instant::now(),
+            start_ms,
+        }
+    }
+
+    pub(super) fn now_ms(&self) -> i64 {
+        let since = i64::try_from(Instant::now().duration_since(self.start).as_millis())
+            .unwrap_or(i64::MAX);
+        self.start_ms.saturating_add(since)
+    }
+}
+
+/// How often an open breaker's held jobs are checked against the horizon.
+pub(super) const HELD_SCAN: Duration = Duration::from_secs(1);
+
+/// The intake's default bound on body bytes.
+pub(super) const DEFAULT_INTAKE_BYTES: usize = 64 << 20;
+/// The most a semaphore holds (tokio's `Semaphore::MAX_PERMITS`).
+pub(super) const MAX_INTAKE_BYTES: usize = usize::MAX >> 3;
+
+/// The default intake admits every slot's job plus this many more at most, ready for the
+/// next free slot: enough to cover the reader's bursts, which do not grow with the windows
+/// (past it each admitted hook would cost memory and no throughput).
+pub(super) const MAX_READ_AHEAD: usize = 1024;
+
+/// At most this many messages are taken between two pumps.
+pub(super) const BURST: usize = 256;
+
+pub(super) struct Scheduler {
+    pub(super) waiting_count: Arc<AtomicUsize>,
+    /// Shared with `submit`: paused while a dead letter is held.
+    pub(super) intake_hold: Arc<IntakeHold>,
+    /// When a dead letter's failure to be stored was last logged (at most once a minute).
+    pub(super) dead_letter_log: Option<Instant>,
+    /// The value last set on the waiting gauge.
+    pub(super) waiting_reported: usize,
+    pub(super) slots: Vec<Slot>,
+    pub(super) config: DispatchConfig,
+    pub(super) claim_store: Option<ClaimStore>,
+    pub(super) dead_letter: Option<DeadLetter>,
+    pub(super) tx: mpsc::UnboundedSender<Report>,
+    pub(super) out: mpsc::UnboundedSender<Delivery>,
+    pub(super) clock: Clock,
+    pub(super) hooks: IdMap<u64, HookState>,
+    pub(super) next_hook: u64,
+    pub(super) ready: Vec<VecDeque<Job>>,
+    pub(super) in_flight: Vec<usize>,
+    /// Body bytes in flight per sink (windowed sinks only).
+    pub(super) in_flight_bytes: Vec<usize>,
+    /// Attempts in flight over the sinks that share `concurrency`.
+    pub(super) in_flight_total: usize,
+    pub(super) running: IdMap<u64, Job>,
+    pub(super) next_attempt: u64,
+    pub(super) tasks: JoinSet<()>,
+    /// Which attempt each attempt task runs, to fail it if the task dies.
+    pub(super) task_attempt: IdMap<tokio::task::Id, u64>,
+    /// Which dead letter each store task stores, to report it if the task dies.
+    pub(super) task_dead_letter: IdMap<tokio::task::Id, u64>,
+    /// Which hook each check-in task checks in, to fail the check-in if the task dies.
+    pub(super) task_claim: IdMap<tokio::task::Id, u64>,
+    pub(super) breakers: Vec<Breaker>,
+    pub(super) waiting: BinaryHeap<Reverse<Waiting>>,
+    pub(super) seq: u64,
+    /// When each sink's held jobs are next checked against the horizon.
+    pub(super) held_scan: Vec<Instant>,
+    /// The sink `pump` serves first (round robin).
+    pub(super) next_sink: usize,
+    /// Dead letters being stored, or held to be stored again, by id: their deliveries
+    /// wait for the store's answer.
+    pub(super) pending_dead_letters: IdMap<u64, PendingDeadLetter>,
+    pub(super) next_dead_letter: u64,
+    pub(super) stopping: Option<Stopping>,
+    /// Whether a `Dispatcher` handle may still send.
+    pub(super) intake_open: bool,
+}
+
+pub(super) struct Stopping {
+    pub(super) deadline: Instant,
+    pub(super) reply: oneshot::Sender<Vec<Unfinished>>,
+    /// Later `shutdown` calls: answered (empty) when the first one is.
+    pub(super) more_replies: Vec<oneshot::Sender<Vec<Unfinished>>>,
+    pub(super) unfinished: Vec<Unfinished>,
+}
+
+impl Scheduler {
+    pub(super) async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<In>,
+        mut reports: mpsc::UnboundedReceiver<Report>,
+    ) {
+        loop {
+            if self.stopping.is_none() {
+                self.wake_due(Instant::now());
+                self.wake_dead_letters(Instant::now());
+                self.pump(Instant::now());
+                self.report_waiting();
+            }
+            if let Some(s) = &self.stopping {
+                if (self.running.is_empty() && self.pending_dead_letters.is_empty())
+                    || Instant::now() >= s.deadline
+                {
+                    self.finish_shutdown(&mut rx, &mut reports);
+                    return;
+                }
+            } else if !self.intake_open
+                && self.hooks.is_empty()
+                && self.pending_dead_letters.is_empty()
+            {
+                // Every handle was dropped and every hook is finished: end the stream.
+                return;
+            }
+            let wake = self.next_wake();
+            tokio::select! {
+                msg = rx.recv(), if self.intake_open => match msg {
+                    Some(msg) => self.take(msg),
+                    // Every handle dropped without a shutdown: nobody could be handed back
+                    // what is left, so finish every hook held (retries included), then end.
+                    None => self.intake_open = false,
+                },
+                Some(report) = reports.recv() => self.handle(report),
+                () = sleep_until(wake) => {}
+                Some(joined) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
+                    self.joined(joined);
+                }
+            }
+            // Take what else is already waiting before the next pump: one pass of the loop
+            // per burst of messages, not per message.
+            for _ in 0..BURST {
+                let mut any = false;
+                if let Ok(report) = reports.try_recv() {
+                    self.handle(report);
+                    any = true;
+                }
+                if self.intake_open
+                    && let Ok(msg) = rx.try_recv()
+                {
+                    self.take(msg);
+                    any = true;
+                }
+                if let Some(joined) = self.tasks.try_join_next_with_id() {
+                    self.joined(joined);
+                    any = true;
+                }
+                if !any {
+                    break;
+                }
+            }
+        }
+    }
+
+    pub(super) fn next_wake(&self) -> Option<Instant> {
+        let mut wake = self.waiting.peek().map(|Reverse(w)| w.at);
+        let mut earliest = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
+        for (i, b) in self.breakers.iter().enumerate() {
+            if b.is_open() && !self.ready[i].is_empty() {
+                earliest(self.held_scan[i]);
+                if let Some(at) = b.reopens_at() {
+                    earliest(at);
+                }
+            }
+        }
+        for p in self.pending_dead_letters.values() {
+            if let Some(at) = p.retry_at {
+                earliest(at);
+            }
+        }
+        if let Some(s) = &self.stopping {
+            earliest(s.deadline);
+        }
+        wake
+    }
+
+    pub(super) fn take(&mut self, msg: In) {
+        match msg {
+            In::Submit {
+                hook,
+                sinks,
+                jobs,
+                bytes,
+            } => self.submit(*hook, &sinks, jobs, &bytes),
+            In::Shutdown { grace, reply } => self.begin_shutdown(grace, reply),
+        }
+    }
+
+    pub(super) fn handle(&mut self, report: Report) {
+        match report {
+            Report::Done {
+                attempt,
+                result,
+                took,
+            } => self.done(attempt, result, took),
+            Report::Claimed { hook, result } => self.claimed(hook, result),
+            Report::DeadLettered { id, result } => self.dead_lettered(id, result),
+        }
+    }
+}
+
+/// A copy of `f` for another job: same class and landing, the reason as text.
+pub(super) fn copy(f: &Failure) -> Failure {
+    Failure::new(f.class(), Reason(f.reason_chain())).with_may_have_landed(f.may_have_landed())
+}
+
+pub(super) async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

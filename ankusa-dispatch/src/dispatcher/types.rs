@@ -1,0 +1,395 @@
+//! The dispatcher's public values: its config, its errors, a hook on its way in, and what
+//! becomes of each (hook, sink) pair.
+
+use super::*;
+
+/// The dispatcher's knobs.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct DispatchConfig {
+    /// Retry policy, the retry-after cap and the horizon.
+    pub policy: DispatchPolicy,
+    /// Attempts in flight at once over every sink without a window of its own (see
+    /// `sink_windows`; batching sinks' attempts are not counted).
+    pub concurrency: usize,
+    /// Attempts in flight at once per sink (the attempts of a batching sink without a window
+    /// not counted); for a sink with a window, this replaces the window's delivery count.
+    pub sink_concurrency: Option<usize>,
+    /// Whether a sink that declares a pipeline window ([`Sink::in_flight`]) runs on it,
+    /// outside `concurrency` (default `true`). `false`: every sink shares `concurrency`.
+    pub sink_windows: bool,
+    /// An attempt that has not answered after this long is a transient failure.
+    pub attempt_timeout: Duration,
+    /// The per-sink circuit breaker.
+    pub breaker: BreakerConfig,
+    /// (hook, sink) jobs admitted before their first attempt has settled: what
+    /// [`Dispatcher::submit`] waits on. Default: `concurrency` plus every sink window's
+    /// delivery count, twice over, but at most 1,024 more than once over (the read-ahead
+    /// that keeps free slots busy does not grow with the windows).
+    pub intake: Option<usize>,
+    /// Body bytes of the hooks admitted before every first attempt of theirs has settled,
+    /// at most (a larger body is admitted alone). Default: 64 MiB, or twice the sum of
+    /// the sink windows' bytes when that is more.
+    pub intake_bytes: Option<usize>,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        DispatchConfig {
+            policy: DispatchPolicy::default(),
+            concurrency: 32,
+            sink_concurrency: None,
+            sink_windows: true,
+            attempt_timeout: Duration::from_secs(30),
+            breaker: BreakerConfig::default(),
+            intake: None,
+            intake_bytes: None,
+        }
+    }
+}
+
+impl DispatchConfig {
+    /// The retry policy, retry-after cap and horizon.
+    pub fn with_policy(mut self, policy: DispatchPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Attempts in flight at once over every sink.
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// Attempts in flight at once per sink.
+    pub fn with_sink_concurrency(mut self, n: usize) -> Self {
+        self.sink_concurrency = Some(n);
+        self
+    }
+
+    /// Whether sinks run on their own pipeline windows (`true`, the default) or all
+    /// share `concurrency`.
+    pub fn with_sink_windows(mut self, on: bool) -> Self {
+        self.sink_windows = on;
+        self
+    }
+
+    /// The attempt timeout.
+    pub fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = timeout;
+        self
+    }
+
+    /// The circuit breaker.
+    pub fn with_breaker(mut self, breaker: BreakerConfig) -> Self {
+        self.breaker = breaker;
+        self
+    }
+
+    /// Jobs admitted before their first attempt settles.
+    pub fn with_intake(mut self, n: usize) -> Self {
+        self.intake = Some(n);
+        self
+    }
+
+    /// Body bytes admitted before their hooks' first attempts settle.
+    pub fn with_intake_bytes(mut self, n: usize) -> Self {
+        self.intake_bytes = Some(n);
+        self
+    }
+}
+
+/// Why a dispatcher could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No sink was added.
+    #[error("a dispatcher needs at least one sink")]
+    NoSinks,
+    /// Two sinks share a name.
+    #[error("two sinks are named `{0}`")]
+    DuplicateSink(String),
+    /// A route names a sink that was not added.
+    #[error("route `{route}` names no sink `{sink}`")]
+    UnknownSink {
+        /// The route.
+        route: String,
+        /// The missing sink.
+        sink: String,
+    },
+    /// A route names no sink: its hooks would go nowhere.
+    #[error("route `{0}` names no sink")]
+    EmptyRoute(String),
+    /// `concurrency` (or `sink_concurrency`) is zero.
+    #[error("concurrency must be at least 1")]
+    ZeroConcurrency,
+}
+
+/// Why a hook was not taken.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// The hook names a route the dispatcher does not have.
+    #[error("no route `{0}`")]
+    UnknownRoute(String),
+    /// The hook names a sink the dispatcher does not have.
+    #[error("no sink `{0}`")]
+    UnknownSink(String),
+    /// The dispatcher is shutting down; the hook is handed back.
+    #[error("the dispatcher is shutting down")]
+    ShuttingDown(Box<Hook>),
+}
+
+/// A hook to dispatch: its envelope and how to route it.
+#[derive(Debug)]
+pub struct Hook {
+    // Shared from the start: a hook moves through several futures and a channel on its
+    // way to the scheduler, which keeps it as an `Arc` anyway; moved inline, its envelope
+    // was a 500-byte copy at each step.
+    pub(super) envelope: Arc<Envelope>,
+    pub(super) route: Option<String>,
+    pub(super) sink: Option<String>,
+    pub(super) replay_id: Option<String>,
+    pub(super) traceparent: Option<String>,
+    pub(super) claim: Option<Claim>,
+    pub(super) first_attempt: u32,
+    pub(super) ack: Option<Ack>,
+}
+
+impl Hook {
+    /// A hook for the default route (every sink), from an envelope or an `Arc` of one.
+    pub fn new(envelope: impl Into<Arc<Envelope>>) -> Self {
+        Hook {
+            envelope: envelope.into(),
+            route: None,
+            sink: None,
+            replay_id: None,
+            traceparent: None,
+            claim: None,
+            first_attempt: 1,
+            ack: None,
+        }
+    }
+
+    /// The hook's acknowledgement to its durable source: settled
+    /// [`Ack`](Settlement::Ack) once every sink of its route has delivered it or
+    /// dead-lettered it (the dead-letter record stored) and each of those
+    /// [`Delivery`]s has been dropped (read and reported); settled
+    /// [`Release`](Settlement::Release) when any pair ends unfinished (a shutdown) or its
+    /// dead letter could not be stored, and when the hook is not taken.
+    pub fn source_ack(mut self, ack: Ack) -> Self {
+        self.ack = Some(ack);
+        self
+    }
+
+    /// The attempt number (`ctx.attempt`) of the first attempt: for a hook that was tried
+    /// before elsewhere. Default 1.
+    pub fn first_attempt(mut self, n: u32) -> Self {
+        self.first_attempt = n.max(1);
+        self
+    }
+
+    /// Deliver to the sinks of this route.
+    pub fn route(mut self, route: impl Into<String>) -> Self {
+        self.route = Some(route.into());
+        self
+    }
+
+    /// Deliver only to this sink (a dead-letter replay).
+    pub fn only_sink(mut self, sink: impl Into<String>) -> Self {
+        self.sink = Some(sink.into());
+        self
+    }
+
+    /// Deliver as part of this replay job (`ctx.replay_id`).
+    pub fn replay_id(mut self, id: impl Into<String>) -> Self {
+        self.replay_id = Some(id.into());
+        self
+    }
+
+    /// The hook's stored W3C trace context: attempts join that trace.
+    pub fn traceparent(mut self, tp: impl Into<String>) -> Self {
+        self.traceparent = Some(tp.into());
+        self
+    }
+
+    /// A claim already stored for the body: no check-in.
+    pub fn claim(mut self, claim: Claim) -> Self {
+        self.claim = Some(claim);
+        self
+    }
+
+    /// The one sink this hook is bound to ([`only_sink`](Self::only_sink)), if any.
+    pub fn sink_name(&self) -> Option<&str> {
+        self.sink.as_deref()
+    }
+
+    /// The envelope.
+    pub fn envelope(&self) -> &Envelope {
+        &self.envelope
+    }
+
+    /// Take the envelope back (a copy only when the hook's `Arc` is shared).
+    pub fn into_envelope(self) -> Envelope {
+        Arc::unwrap_or_clone(self.envelope)
+    }
+}
+
+/// What became of one (hook, sink) pair.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The sink took it.
+    Delivered,
+    /// Dispatch gave up: the failure decided it, or the horizon or the policy ended it.
+    DeadLettered {
+        /// The last failure.
+        failure: Failure,
+        /// How it is filed.
+        error_class: ErrorClass,
+        /// Why the dead letter could not be stored, if it could not (it was still given
+        /// up on: persist this delivery yourself). A hook with a source acknowledgement
+        /// never ends with one: its dead letter is stored again until it is, or until a
+        /// shutdown hands the pair back.
+        store_error: Option<String>,
+    },
+}
+
+/// The final word on one (hook, sink) pair.
+#[non_exhaustive]
+pub struct Delivery {
+    /// The hook.
+    pub envelope: Arc<Envelope>,
+    /// The sink's name.
+    pub sink: Arc<str>,
+    /// Delivered or dead-lettered.
+    pub outcome: Outcome,
+    /// Attempts made (a failed check-in counts as one).
+    pub attempts: u32,
+    /// Unix ms of the first attempt (of the submit, if none ran).
+    pub first_attempt_ms: i64,
+    /// Unix ms of the last attempt.
+    pub last_attempt_ms: i64,
+    /// The replay job, if any.
+    pub replay_id: Option<String>,
+    /// For a dead letter whose last failure was a throttle, the pause dispatch took for it
+    /// in ms ([`Decision::pause`](crate::Decision::pause)): the destination's stated pause,
+    /// or the one drawn for [`Class::Throttled`](ankusa_sink_core::Class::Throttled), capped
+    /// at `max_retry_after` (and at `u32::MAX` ms, 49 days). `None` otherwise, and for a
+    /// pause capped to zero.
+    pub retry_after_ms: Option<u64>,
+    // Held until the caller drops the delivery: a caller that stops reading outcomes stops
+    // intake instead of piling them up.
+    pub(super) _permit: Option<Permit>,
+    // The hook's source acknowledgement, settled when its last holder is dropped: after
+    // the caller has seen every outcome of the hook.
+    pub(super) settle: Option<Arc<HookSettle>>,
+}
+
+/// A hook's source acknowledgement, shared by the hook and its deliveries; settled when
+/// the last of them is dropped.
+#[derive(Debug)]
+pub(super) struct HookSettle {
+    // Behind a mutex only for `Sync` (a source's handle need not be): it is taken once,
+    // in `drop`, with `&mut`.
+    pub(super) ack: std::sync::Mutex<Option<Ack>>,
+    /// Every pair got its final outcome (set when the last one does): a hook dropped
+    /// before that (a scheduler that died) is released, never acknowledged.
+    pub(super) done: AtomicBool,
+    /// Some pair ended unfinished, or its dead letter was not stored.
+    pub(super) unfinished: AtomicBool,
+}
+
+impl HookSettle {
+    pub(super) fn new(ack: Option<Ack>) -> Option<Arc<Self>> {
+        ack.map(|a| {
+            Arc::new(HookSettle {
+                ack: std::sync::Mutex::new(Some(a)),
+                done: AtomicBool::new(false),
+                unfinished: AtomicBool::new(false),
+            })
+        })
+    }
+
+    pub(super) fn mark_done(this: &Option<Arc<Self>>) {
+        if let Some(s) = this {
+            s.done.store(true, Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn mark_unfinished(this: &Option<Arc<Self>>) {
+        if let Some(s) = this {
+            s.unfinished.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for HookSettle {
+    fn drop(&mut self) {
+        let ack = self.ack.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(a) = ack {
+            let how =
+                if self.done.load(Ordering::Relaxed) && !self.unfinished.load(Ordering::Relaxed) {
+                    Settlement::Ack
+                } else {
+                    Settlement::Release
+                };
+            a.settle_as(how);
+        }
+    }
+}
+
+impl fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delivery")
+            .field("hook_id", &self.envelope.id())
+            .field("sink", &self.sink)
+            .field("outcome", &self.outcome)
+            .field("attempts", &self.attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A (hook, sink) pair a shutdown left unfinished: persist it or feed it again.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Unfinished {
+    /// The hook.
+    pub envelope: Arc<Envelope>,
+    /// The sink's name.
+    pub sink: Arc<str>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The last failure, if an attempt failed. A pair dispatch had given up on whose
+    /// dead letter was still being stored when the grace ran out comes back with it (its
+    /// dead letter may or may not have been stored).
+    pub last_failure: Option<Failure>,
+    /// Whether an attempt was still in flight when the grace ran out: the sink may have
+    /// taken the hook (redelivery is a duplicate, never a loss).
+    pub was_in_flight: bool,
+    /// The replay job, if any.
+    pub replay_id: Option<String>,
+    /// The pause dispatch took for the last failure when it was a throttle, in ms (see
+    /// [`Delivery::retry_after_ms`]).
+    pub retry_after_ms: Option<u64>,
+}
+
+/// The stream of [`Delivery`]s, one per (hook, sink) pair; ends after a shutdown.
+///
+/// On a multi-thread runtime, receive in a task of the runtime rather than in `block_on`
+/// (what `#[tokio::main]` runs): there each delivery wakes a thread outside the workers,
+/// which costs several times the dispatcher's own work per delivery.
+#[derive(Debug)]
+pub struct Deliveries(pub(super) mpsc::UnboundedReceiver<Delivery>);
+
+impl Deliveries {
+    /// The next delivery; `None` once the dispatcher has shut down and all were taken.
+    pub async fn recv(&mut self) -> Option<Delivery> {
+        self.0.recv().await
+    }
+
+    /// A delivery if one is ready.
+    pub fn try_recv(&mut self) -> Option<Delivery> {
+        self.0.try_recv().ok()
+    }
+}
