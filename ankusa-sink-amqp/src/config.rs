@@ -21,7 +21,8 @@ const DEFAULT_CONFIRM_TIMEOUT_MS: NonZeroU64 = NonZeroU64::new(5_000).unwrap();
 const DEFAULT_CONNECT_TIMEOUT_MS: NonZeroU64 = NonZeroU64::new(5_000).unwrap();
 /// Default publishes awaiting a confirm at once: 4,096. RabbitMQ confirms persistent
 /// messages per disk flush, so the more are outstanding, the more each flush confirms
-/// (docs/benchmarks.md: 4,096 as the lapin loop keeps, where 256 reached 0.8 of its rate).
+/// (docs/benchmarks-history.md, "Stop 42": 4,096 as the lapin loop keeps, where 256 reached
+/// 0.8 of its rate).
 const DEFAULT_MAX_INFLIGHT: NonZeroUsize = NonZeroUsize::new(4096).unwrap();
 /// The default routing key template.
 const DEFAULT_ROUTING_KEY_TEMPLATE: &str = "ankusa.{source_id}";

@@ -33,8 +33,8 @@ pub(crate) const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
 /// deliveries come (RabbitMQ persisting 64 KiB bodies), every waiting message was held
 /// twice: 256 in flight at 88 KB held 45 MB. Under this bound both copies stay under
 /// 4 MiB, and the kernel's socket buffer still holds more than the broker reads between
-/// two wake-ups (docs/benchmarks.md: peak memory equal to the raw client's, throughput
-/// unchanged).
+/// two wake-ups (docs/benchmarks-history.md, "Stop 34": peak memory equal to the raw
+/// client's, throughput unchanged).
 pub(crate) const MAX_UNWRITTEN_BYTES: usize = 2 * 1024 * 1024;
 /// What a Message v1 holds besides its body's base64: its members and the forwarded
 /// headers, about a kilobyte for a typical hook.
