@@ -82,9 +82,17 @@ impl Breaker {
         }
     }
 
-    /// The destination answered (a success, or a failure that does not count): closed.
+    /// A success: closed (the only way it closes).
     pub(crate) fn success(&mut self) {
         self.state = State::Closed { failures: 0 };
+    }
+
+    /// An answer that neither counts nor closes it (permanent, config): a probe it answered
+    /// frees the probe's place, so the next attempt probes; otherwise nothing changes.
+    pub(crate) fn neutral(&mut self) {
+        if self.state == (State::HalfOpen { probing: true }) {
+            self.state = State::HalfOpen { probing: false };
+        }
     }
 
     /// A counted failure: opens at the threshold, and a failed probe opens it again.

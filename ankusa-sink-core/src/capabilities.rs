@@ -42,8 +42,12 @@ pub struct SizeLimit {
 pub enum Ordering {
     /// No order is promised (retries and concurrent deliveries overtake each other).
     None,
-    /// In order per key: hooks with the same rendered key reach consumers in the order
-    /// they were accepted, one at a time.
+    /// Publish order per key: the destination keeps the messages published with the same
+    /// rendered key (one partition, one ordering key) in the order they were published, so
+    /// one attempt's messages keep their order. Deliveries are still not ordered:
+    /// concurrent deliveries and retries publish hooks in another order than they were
+    /// accepted, and a consumer that needs order rebuilds it from the provider's own
+    /// timestamp or sequence number.
     PerKey {
         /// The key (a template: `{tenant_id}/{source_id}`, a fixed group, ...).
         key: String,

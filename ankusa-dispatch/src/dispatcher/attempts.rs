@@ -122,9 +122,11 @@ impl Scheduler {
     /// What to do after a failed attempt (or check-in, `from_sink = false`).
     pub(super) fn failed(&mut self, mut job: Job, failure: Failure, from_sink: bool) {
         let first = job.first_ms.unwrap_or(job.last_ms);
+        // The hook's attempt number (`ctx.attempt`), not this dispatcher's count: a hook
+        // fed again at attempt 5 backs off, and is throttled, as its fifth attempt.
         let decision = decide(
             failure.class(),
-            job.attempts,
+            self.attempt_number(&job, job.attempts),
             first,
             self.clock.now_ms(),
             &self.config.policy,
@@ -147,8 +149,11 @@ impl Scheduler {
                     }
                 }
             } else {
-                // The destination answered: it is up, whatever it thought of this hook.
-                self.breakers[job.sink].success();
+                // Neither counted nor a success: a permanent or config answer may come
+                // from the sink itself, without a word from the destination, so it never
+                // closes the breaker (only a success does); a probe it answered lets the
+                // next one go.
+                self.breakers[job.sink].neutral();
             }
             self.breaker_moved(job.sink, before);
             self.set_breaker_gauge(job.sink);
@@ -179,5 +184,11 @@ impl Scheduler {
             }
             Action::DeadLetter { .. } => self.dead_letter(job, failure),
         }
+    }
+
+    /// The hook's attempt number (`ctx.attempt`) of a job's `n`-th attempt here.
+    pub(super) fn attempt_number(&self, job: &Job, n: u32) -> u32 {
+        let first = self.hooks.get(&job.hook).map_or(1, |h| h.first_attempt);
+        first.saturating_add(n.max(1) - 1)
     }
 }

@@ -218,7 +218,14 @@ impl Scheduler {
             }
             Some(w) => {
                 let bytes = self.in_flight_bytes[i];
-                self.in_flight[i] < per_sink.unwrap_or(w.deliveries.get())
+                // A batching sink's deliveries are not counted against `sink_concurrency`:
+                // they wait in its batcher for a batch to fill, which a cap on deliveries
+                // would prevent. Its window bounds them; its batcher bounds requests.
+                let cap = match per_sink {
+                    Some(c) if !slot.batched => c,
+                    _ => w.deliveries.get(),
+                };
+                self.in_flight[i] < cap
                     && (bytes == 0 || bytes.saturating_add(weight as usize) <= w.bytes.get())
             }
         }

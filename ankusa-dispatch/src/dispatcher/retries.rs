@@ -19,7 +19,7 @@ impl Scheduler {
             let last_chance = matches!(
                 decide(
                     Class::Transient,
-                    job.attempts.saturating_add(1),
+                    self.attempt_number(&job, job.attempts.saturating_add(1)),
                     start,
                     now,
                     &self.config.policy,

@@ -158,3 +158,34 @@ async fn without_retries_the_jobs_an_open_breaker_holds_fail_at_once() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn only_a_success_closes_it_a_permanent_answer_to_a_probe_does_not() {
+    recorder();
+    let name = unique_name("brk-probe-perm");
+    let labels = format!("sink={name}");
+    // Down (two failures open it); the probe meets a hook the sink refuses by itself
+    // (permanent); the destination is still down.
+    let sink = Script::new(Step::Transient)
+        .first([Step::Transient, Step::Transient, Step::Permanent])
+        .arc();
+    let (d, _out) = Dispatcher::builder()
+        .sink(&name, sink.clone())
+        .config(breaker_config(
+            2,
+            Duration::from_secs(10),
+            Duration::from_secs(3600),
+        ))
+        .build()
+        .unwrap();
+    let t0 = tokio::time::Instant::now();
+    for i in 0..8 {
+        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
+    }
+    tokio::time::sleep_until(t0 + Duration::from_secs(15)).await;
+    // At 10 s: the probe (permanent) frees the probe's place, the next probe fails and
+    // opens it again. Closed by the permanent answer, the other held hooks would have
+    // gone out too.
+    assert_eq!(sink.calls(), 4, "two failures, two probes");
+    assert_eq!(gauge(BREAKER_OPEN, &labels), Some(1.0));
+}

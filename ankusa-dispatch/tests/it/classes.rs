@@ -175,3 +175,22 @@ async fn retry_after_is_honoured_and_capped() {
     let seen = sink.seen();
     assert_eq!(seen[1].at - seen[0].at, Duration::from_secs(2));
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_policy_counts_the_hooks_attempt_number_not_this_dispatchers() {
+    // A hook fed again at attempt 6 (`deliver --attempt 6`, a re-fed record) with a policy
+    // of 6 attempts: its attempt here is its last.
+    let sink = Script::new(Step::Transient).arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("s", sink.clone())
+        .config(config(policy(Duration::from_millis(100), 6, day())))
+        .build()
+        .unwrap();
+    d.submit(Hook::new(env("late")).first_attempt(6))
+        .await
+        .unwrap();
+    let got = recv_n(&mut out, 1, Duration::from_secs(60)).await;
+    assert_eq!(sink.calls(), 1, "no retry after the policy's last attempt");
+    assert_eq!(sink.seen()[0].attempt, 6);
+    assert_eq!(dead_class(&got[0]), Some((Class::Transient, "transient")));
+}

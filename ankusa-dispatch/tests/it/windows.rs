@@ -160,3 +160,30 @@ async fn a_batching_sink_with_a_window_runs_on_it_and_sizes_the_intake() {
     assert_eq!(reader.await.unwrap(), 100);
     assert_eq!(batching.peak(), 40, "never past the window");
 }
+
+#[tokio::test(start_paused = true)]
+async fn sink_concurrency_never_caps_a_batching_sinks_deliveries() {
+    // The specification: a batching sink's attempts wait in its batcher for a batch to
+    // fill, so `sink_concurrency` counts its requests, not its deliveries; its window
+    // bounds the deliveries.
+    let batching = Script::new(Step::after(Duration::from_secs(1), Step::Ok))
+        .batched()
+        .window(40, 1 << 20)
+        .arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("batching", batching.clone())
+        .config(
+            DispatchConfig::default()
+                .with_sink_concurrency(2)
+                .with_intake(200),
+        )
+        .build()
+        .unwrap();
+    submit_n(&d, "batching", 100, 100).await;
+    recv_n(&mut out, 100, Duration::from_secs(30)).await;
+    assert_eq!(
+        batching.peak(),
+        40,
+        "the window, not sink_concurrency, bounds it"
+    );
+}
