@@ -31,6 +31,7 @@ type IdMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 mod attempts;
 mod dead_letters;
+mod fair;
 mod intake;
 mod outcomes;
 mod retries;
@@ -155,7 +156,9 @@ impl DispatcherBuilder {
             clock: Clock::new(),
             hooks: IdMap::default(),
             next_hook: 0,
-            ready: (0..n).map(|_| VecDeque::new()).collect(),
+            ready: (0..n).map(|_| fair::Ready::default()).collect(),
+            tenant_keys: foldhash::fast::RandomState::default(),
+            tenants_reported: vec![0; n],
             in_flight: vec![0; n],
             in_flight_bytes: vec![0; n],
             in_flight_total: 0,

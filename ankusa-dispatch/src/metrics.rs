@@ -16,6 +16,9 @@ pub const ATTEMPT_SECONDS: &str = "ankusa_dispatch_attempt_duration_seconds";
 pub const BREAKER_OPEN: &str = "ankusa_dispatch_breaker_open";
 /// (hook, sink) jobs waiting: in the retry queue, or held by an open circuit breaker.
 pub const WAITING: &str = "ankusa_dispatch_waiting_retry";
+/// Tenants with hooks waiting for an attempt on the sink, `{sink}`: each sink serves them
+/// round robin.
+pub const TENANTS_WAITING: &str = "ankusa_dispatch_tenants_waiting";
 /// 1 while dead letters of hooks from a durable source cannot be stored: those hooks are
 /// held unacknowledged, their dead letters written again with backoff, and intake is
 /// paused; 0 otherwise.
@@ -34,6 +37,7 @@ pub(crate) struct SinkMetrics {
     pub(crate) attempts: Counter,
     pub(crate) seconds: Histogram,
     pub(crate) breaker_open: Gauge,
+    pub(crate) tenants_waiting: Gauge,
     pub(crate) may_have_landed_retries: Counter,
     delivered: Counter,
     dead: [Counter; 4],
@@ -46,6 +50,7 @@ impl SinkMetrics {
             attempts: metrics::counter!(ATTEMPTS, "sink" => sink.to_owned()),
             seconds: metrics::histogram!(ATTEMPT_SECONDS, "sink" => sink.to_owned()),
             breaker_open: metrics::gauge!(BREAKER_OPEN, "sink" => sink.to_owned()),
+            tenants_waiting: metrics::gauge!(TENANTS_WAITING, "sink" => sink.to_owned()),
             may_have_landed_retries: metrics::counter!(MAY_HAVE_LANDED_RETRIES, "sink" => sink.to_owned()),
             delivered: metrics::counter!(OUTCOMES, "sink" => sink.to_owned(), "outcome" => "delivered", "class" => "none"),
             dead: [
@@ -57,6 +62,7 @@ impl SinkMetrics {
         };
         // Present from the start, so a dashboard sees the sink and its config errors at 0.
         m.breaker_open.set(0.0);
+        m.tenants_waiting.set(0.0);
         metrics::counter!(CONFIG_ERRORS, "sink" => sink.to_owned()).increment(0);
         m.may_have_landed_retries.increment(0);
         m

@@ -241,6 +241,7 @@ fn dispatcher(
     let config = config
         .with_policy(policy(retry))
         .with_attempt_timeout(Duration::from_secs(retry.attempt_timeout))
+        .with_tenant_concurrency(d.tenant_concurrency)
         .with_breaker(BreakerConfig::new(
             d.breaker_failures,
             Duration::from_secs(d.breaker_open),

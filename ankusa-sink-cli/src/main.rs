@@ -91,6 +91,10 @@ struct DispatchArgs {
     /// Consecutive transient or retry-after failures that open a sink's circuit breaker.
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     breaker_failures: u32,
+    /// Attempts of one tenant in flight at once per sink, at most (0: no cap). Whatever
+    /// the cap, each sink serves the tenants with waiting hooks round robin.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    tenant_concurrency: u32,
     /// Seconds an open circuit breaker holds attempts before one probe.
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     breaker_open: u64,

@@ -97,6 +97,7 @@ impl Scheduler {
         let Some(job) = self.running.remove(&attempt) else {
             return;
         };
+        self.ready[job.sink].finished(job.tenant);
         let slot = &self.slots[job.sink];
         if slot.counted() {
             self.in_flight[job.sink] -= 1;
@@ -144,7 +145,7 @@ impl Scheduler {
                 self.breakers[job.sink].failure(Instant::now());
                 if was_closed && self.breakers[job.sink].is_open() {
                     // Just opened: the jobs it now holds give their intake permits back.
-                    for held in &mut self.ready[job.sink] {
+                    for held in self.ready[job.sink].jobs_mut() {
                         held.permit = None;
                     }
                 }

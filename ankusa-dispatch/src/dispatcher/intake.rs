@@ -1,6 +1,7 @@
 //! Hooks coming in: jobs per sink, the claim check-in, and starting what the limits allow.
 
 use super::*;
+use std::hash::BuildHasher as _;
 
 impl Scheduler {
     pub(super) fn submit(
@@ -51,6 +52,9 @@ impl Scheduler {
         // A claim travels instead of the body to every sink the body is too large for,
         // once a claim exists (given, or checked in before any job runs).
         let claims = ctx.claim.is_some() || claim == ClaimPhase::Needed;
+        let tenant = self
+            .tenant_keys
+            .hash_one(hook.envelope.tenant_id().unwrap_or(""));
         self.hooks.insert(
             id,
             HookState {
@@ -76,6 +80,7 @@ impl Scheduler {
             self.enqueue(Job {
                 hook: id,
                 sink,
+                tenant,
                 attempts: 0,
                 first_ms: None,
                 last_ms: now,
@@ -182,7 +187,8 @@ impl Scheduler {
             let mut started = false;
             for k in 0..n {
                 let i = (self.next_sink + k) % n;
-                let Some(next) = self.ready[i].front() else {
+                let cap = self.tenant_cap(i);
+                let Some(next) = self.ready[i].peek(cap) else {
                     continue;
                 };
                 if !self.has_room(i, next.weight) {
@@ -193,7 +199,7 @@ impl Scheduler {
                     continue;
                 }
                 self.breaker_moved(i, before);
-                let job = self.ready[i].pop_front().expect("not empty");
+                let job = self.ready[i].pop(cap).expect("peeked");
                 self.start(job);
                 self.next_sink = (i + 1) % n;
                 started = true;
@@ -202,6 +208,14 @@ impl Scheduler {
                 return;
             }
         }
+    }
+
+    /// The cap on one tenant's attempts in flight on sink `i` (never on a batching sink,
+    /// whose attempts wait in its batcher).
+    pub(super) fn tenant_cap(&self, i: usize) -> Option<u32> {
+        self.config
+            .tenant_concurrency
+            .filter(|_| !self.slots[i].batched)
     }
 
     /// Whether sink `i` may start an attempt of `weight` body bytes now.

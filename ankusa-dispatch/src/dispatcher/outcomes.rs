@@ -97,7 +97,7 @@ impl Scheduler {
         // Nothing new starts: every job not in flight is handed back now.
         let mut idle: Vec<Job> = Vec::new();
         for q in &mut self.ready {
-            idle.extend(q.drain(..));
+            idle.extend(q.take_all());
         }
         idle.extend(self.waiting.drain().map(|Reverse(w)| w.job));
         for h in self.hooks.values_mut() {

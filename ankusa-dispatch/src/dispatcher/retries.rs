@@ -10,7 +10,7 @@ impl Scheduler {
     pub(super) fn expire_held(&mut self, sink: usize) {
         let horizon = i64::try_from(self.config.policy.max_elapsed.as_millis()).unwrap_or(i64::MAX);
         let now = self.clock.now_ms();
-        let queue = std::mem::take(&mut self.ready[sink]);
+        let queue = self.ready[sink].take_all();
         for job in queue {
             let start = job
                 .first_ms
@@ -78,6 +78,13 @@ impl Scheduler {
         if n != self.waiting_reported {
             self.waiting_reported = n;
             metrics::gauge!(m::WAITING).set(n as f64);
+        }
+        for (i, q) in self.ready.iter().enumerate() {
+            let tenants = q.tenants_waiting();
+            if tenants != self.tenants_reported[i] {
+                self.tenants_reported[i] = tenants;
+                self.slots[i].metrics.tenants_waiting.set(tenants as f64);
+            }
         }
     }
 

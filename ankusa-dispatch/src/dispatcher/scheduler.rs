@@ -87,6 +87,8 @@ pub(super) struct HookState {
 pub(super) struct Job {
     pub(super) hook: u64,
     pub(super) sink: usize,
+    /// The hook's tenant, hashed: its queue in the sink's [`fair::Ready`].
+    pub(super) tenant: u64,
     pub(super) attempts: u32,
     pub(super) first_ms: Option<i64>,
     pub(super) last_ms: i64,
@@ -193,7 +195,12 @@ pub(super) struct Scheduler {
     pub(super) clock: Clock,
     pub(super) hooks: IdMap<u64, HookState>,
     pub(super) next_hook: u64,
-    pub(super) ready: Vec<VecDeque<Job>>,
+    pub(super) ready: Vec<fair::Ready>,
+    /// Hashes tenant ids into [`Job::tenant`] (keyed per process: an id cannot be chosen
+    /// to collide with another).
+    pub(super) tenant_keys: foldhash::fast::RandomState,
+    /// The value last set on each sink's tenants-waiting gauge.
+    pub(super) tenants_reported: Vec<usize>,
     pub(super) in_flight: Vec<usize>,
     /// Body bytes in flight per sink (windowed sinks only).
     pub(super) in_flight_bytes: Vec<usize>,

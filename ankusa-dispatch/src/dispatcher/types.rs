@@ -15,6 +15,10 @@ pub struct DispatchConfig {
     /// Attempts in flight at once per sink (the attempts of a batching sink without a window
     /// not counted); for a sink with a window, this replaces the window's delivery count.
     pub sink_concurrency: Option<usize>,
+    /// Attempts of one tenant in flight at once per sink, at most (a batching sink's not
+    /// counted); `None` (the default): no cap. Whatever the cap, each sink serves the
+    /// tenants with waiting hooks round robin.
+    pub tenant_concurrency: Option<u32>,
     /// Whether a sink that declares a pipeline window ([`Sink::in_flight`]) runs on it,
     /// outside `concurrency` (default `true`). `false`: every sink shares `concurrency`.
     pub sink_windows: bool,
@@ -39,6 +43,7 @@ impl Default for DispatchConfig {
             policy: DispatchPolicy::default(),
             concurrency: 32,
             sink_concurrency: None,
+            tenant_concurrency: None,
             sink_windows: true,
             attempt_timeout: Duration::from_secs(30),
             breaker: BreakerConfig::default(),
@@ -64,6 +69,12 @@ impl DispatchConfig {
     /// Attempts in flight at once per sink.
     pub fn with_sink_concurrency(mut self, n: usize) -> Self {
         self.sink_concurrency = Some(n);
+        self
+    }
+
+    /// Attempts of one tenant in flight at once per sink, at most; 0: no cap.
+    pub fn with_tenant_concurrency(mut self, n: u32) -> Self {
+        self.tenant_concurrency = (n > 0).then_some(n);
         self
     }
 

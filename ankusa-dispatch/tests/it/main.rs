@@ -12,6 +12,7 @@ mod shutdown;
 mod slots;
 mod source_ack;
 mod span;
+mod tenants;
 mod windows;
 
 use ankusa_dispatch::{

@@ -1,0 +1,139 @@
+//! Tenant fairness: tenant A's 20,000-hook backlog and tenant B's 100 hooks to one HTTP
+//! endpoint answering in 50 ms, through the real HTTP sink at the CLI's default
+//! concurrency for it (32). Target (issue 52): B's last hook completes within 2x the time
+//! B's 100 hooks take alone. `cargo bench -p ankusa-dispatch --bench tenants`.
+
+use ankusa_dispatch::{DispatchConfig, Dispatcher, Hook, Outcome};
+use ankusa_sink_core::Envelope;
+use ankusa_sink_http::HttpSink;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+
+/// An HTTP/1.1 endpoint on 127.0.0.1 answering every request 200 after `latency`, keeping
+/// connections alive.
+async fn slow_endpoint(latency: Duration) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            tokio::spawn(async move {
+                let (r, mut w) = stream.into_split();
+                let mut r = BufReader::new(r);
+                loop {
+                    let mut len = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let lower = line.to_ascii_lowercase();
+                        if let Some(v) = lower.strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    if r.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(latency).await;
+                    let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                    if w.write_all(ok).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+fn hook(tenant: &str, i: usize) -> Hook {
+    let env = Envelope::builder(format!("{tenant}-{i}"), "bench", vec![b'x'; 256])
+        .tenant_id(tenant)
+        .build()
+        .unwrap();
+    Hook::new(env)
+}
+
+/// Seconds from B's first submit until B's last hook is delivered, with `backlog` hooks of
+/// tenant A submitted first (and still being submitted).
+async fn b_finishes(url: &str, backlog: usize, b: usize) -> f64 {
+    let sink = Arc::new(HttpSink::builder(url.to_owned()).build().unwrap());
+    let (d, mut out) = Dispatcher::builder()
+        .sink("http", sink)
+        .config(DispatchConfig::default().with_concurrency(32))
+        .build()
+        .unwrap();
+    let a = {
+        let d = d.clone();
+        tokio::spawn(async move {
+            for i in 0..backlog {
+                d.submit(hook("a", i)).await.unwrap();
+            }
+        })
+    };
+    // A's backlog is in first: the intake full of A's hooks.
+    tokio::time::sleep(Duration::from_millis(if backlog > 0 { 200 } else { 0 })).await;
+    let start = Instant::now();
+    let bs = {
+        let d = d.clone();
+        tokio::spawn(async move {
+            for i in 0..b {
+                d.submit(hook("b", i)).await.unwrap();
+            }
+        })
+    };
+    let mut left = b;
+    let mut took = 0.0;
+    while let Some(x) = out.recv().await {
+        assert!(matches!(x.outcome, Outcome::Delivered), "{x:?}");
+        if x.envelope.tenant_id() == Some("b") {
+            left -= 1;
+            if left == 0 {
+                took = start.elapsed().as_secs_f64();
+                break;
+            }
+        }
+    }
+    bs.await.unwrap();
+    a.abort();
+    // What A still has in flight ends here, not in the next run.
+    let _ = d.shutdown(Duration::ZERO).await;
+    while out.recv().await.is_some() {}
+    took
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let url = slow_endpoint(Duration::from_millis(50)).await;
+        // Warm the connection pool once.
+        b_finishes(&url, 0, 64).await;
+        let mut alone = Vec::new();
+        let mut shared = Vec::new();
+        for _ in 0..5 {
+            alone.push(b_finishes(&url, 0, 100).await);
+            shared.push(b_finishes(&url, 20_000, 100).await);
+        }
+        alone.sort_by(f64::total_cmp);
+        shared.sort_by(f64::total_cmp);
+        let (a, s) = (alone[2], shared[2]);
+        println!(
+            "tenants: B's 100 hooks alone {a:.3} s; behind A's 20,000-hook backlog {s:.3} s; \
+             ratio {:.2} (target <= 2.0; medians of 5)",
+            s / a
+        );
+        println!("tenants: runs alone {alone:?}, shared {shared:?}");
+    });
+}
