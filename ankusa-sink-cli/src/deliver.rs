@@ -1250,6 +1250,7 @@ mod tests {
             metrics_addr: None,
             breaker_failures: 100,
             breaker_open: 30,
+            tenant_concurrency: 0,
             drain_timeout: 30,
         };
         let r = RetryArgs {

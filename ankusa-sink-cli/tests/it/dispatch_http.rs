@@ -3,7 +3,9 @@
 
 use super::hardening::{hooks, signal, wait_within};
 use super::http::{GONE, OK, UNAVAILABLE};
-use super::{bin, json_lines, run, spawn_piped, temp_file, text};
+use super::{
+    bin, free_addr, json_lines, metric, run, scrape, spawn_piped, stdout_lines, temp_file, text,
+};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -173,14 +175,6 @@ fn fresh_path(name: &str) -> PathBuf {
     temp_file("unused", "").with_file_name(name)
 }
 
-/// A loopback port nothing listens on (just released).
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 fn now_ms() -> i64 {
     i64::try_from(
         SystemTime::now()
@@ -212,16 +206,7 @@ fn spawn(args: &[&str]) -> (Child, ChildStdin, mpsc::Receiver<String>, PathBuf) 
         .spawn()
         .unwrap();
     let stdin = child.stdin.take().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let rx = stdout_lines(&mut child);
     (child, stdin, rx, err)
 }
 
@@ -232,26 +217,6 @@ fn next_line(rx: &mpsc::Receiver<String>, deadline: Instant, what: &str) -> Valu
         .recv_timeout(left)
         .unwrap_or_else(|e| panic!("{what}: no outcome line ({e:?})"));
     serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
-}
-
-/// `/metrics` of a run, or `None` while nothing answers there.
-fn scrape(addr: SocketAddr) -> Option<String> {
-    let mut c = TcpStream::connect(addr).ok()?;
-    c.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    c.write_all(b"GET /metrics HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
-        .ok()?;
-    let mut out = String::new();
-    c.read_to_string(&mut out).ok()?;
-    out.starts_with("HTTP/1.1 200").then_some(out)
-}
-
-/// The value of `name{sink="<sink>"}` in a scrape.
-fn metric(scraped: &str, name: &str, sink: &str) -> Option<f64> {
-    let prefix = format!("{name}{{sink=\"{sink}\"}} ");
-    scraped
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Scrape until `pred` holds of it, at most `limit`.

@@ -12,15 +12,15 @@ use std::time::{Duration, Instant};
 
 /// A broker connection on its own runtime (the harness waits by blocking), with one
 /// queue of its own, deleted on drop.
-struct Broker {
+pub(super) struct Broker {
     rt: tokio::runtime::Runtime,
     _conn: Connection,
     ch: Channel,
-    queue: String,
+    pub(super) queue: String,
 }
 
 impl Broker {
-    fn new() -> Broker {
+    pub(super) fn new() -> Broker {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -56,7 +56,7 @@ impl Broker {
     }
 
     /// Publish every payload (persistent) and wait for the broker's confirms.
-    fn publish<'a>(&self, payloads: impl IntoIterator<Item = &'a [u8]>) {
+    pub(super) fn publish<'a>(&self, payloads: impl IntoIterator<Item = &'a [u8]>) {
         self.rt.block_on(async {
             let mut confirms = Vec::new();
             for p in payloads {
@@ -80,7 +80,7 @@ impl Broker {
     }
 
     /// (ready messages, consumers) by a passive declare.
-    fn counts(&self) -> (u32, u32) {
+    pub(super) fn counts(&self) -> (u32, u32) {
         self.rt.block_on(async {
             let q = self
                 .ch
@@ -136,7 +136,7 @@ impl Broker {
     }
 
     /// A `--from` file for this queue.
-    fn source_file(&self, extra: &str) -> PathBuf {
+    pub(super) fn source_file(&self, extra: &str) -> PathBuf {
         temp_file(
             "amqp-source.toml",
             &format!(

@@ -228,3 +228,55 @@ fn json_lines(bytes: &[u8]) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect()
 }
+
+/// A loopback address nothing listens on (just released).
+fn free_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// `/metrics` of a run, or `None` while nothing answers there.
+fn scrape(addr: std::net::SocketAddr) -> Option<String> {
+    use std::io::{Read as _, Write as _};
+    let mut c = std::net::TcpStream::connect(addr).ok()?;
+    c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok()?;
+    c.write_all(b"GET /metrics HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
+        .ok()?;
+    let mut out = String::new();
+    c.read_to_string(&mut out).ok()?;
+    out.starts_with("HTTP/1.1 200").then_some(out)
+}
+
+/// The value of the series `name{sink="<sink>"}` in a scrape, or of `name` without labels
+/// when `sink` is empty.
+fn metric(scraped: &str, name: &str, sink: &str) -> Option<f64> {
+    let prefix = if sink.is_empty() {
+        format!("{name} ")
+    } else {
+        format!("{name}{{sink=\"{sink}\"}} ")
+    };
+    scraped
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// A child's stdout, line by line, read on a thread of its own (a pipe nobody reads would
+/// stall the child).
+fn stdout_lines(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead as _;
+    let stdout = child.stdout.take().expect("stdout piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}

@@ -4,8 +4,8 @@
 
 use super::hardening::hooks;
 use super::http::{OK, http_sink, serve};
-use super::text;
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use super::{free_addr, metric, stdout_lines, text};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -22,14 +22,6 @@ const ACCEPT_FAILED: &str = "metrics listener: accepting a connection failed";
 const HALF_HEAD: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";
 /// How long any one step below may take before the test fails: far more than it needs.
 const PATIENCE: Duration = Duration::from_secs(60);
-
-/// An address nothing listens on (yet).
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
 
 /// A `forward --json` run serving metrics, stdin held open.
 struct Run {
@@ -68,16 +60,7 @@ fn forward(nofile: Option<u32>, sink: &str, args: &[&str]) -> Run {
         .spawn()
         .unwrap();
     let stdin = child.stdin.take().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let lines = stdout_lines(&mut child);
     let run = Run {
         child,
         stdin: Some(stdin),
@@ -213,15 +196,6 @@ fn next_ok(run: &mut Run, what: &str) {
         .unwrap_or_else(|e| panic!("{what}: no outcome line ({e:?})"));
     assert!(line.contains(r#""outcome":"ok""#), "{what}: {line}");
     run.read += 1;
-}
-
-/// The value of `name{sink="<sink>"}` in a scrape.
-fn metric(scraped: &str, name: &str, sink: &str) -> Option<f64> {
-    let prefix = format!("{name}{{sink=\"{sink}\"}} ");
-    scraped
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Lines of `stderr` reporting failed accepts; at most one per 10 s of a run that lasted at

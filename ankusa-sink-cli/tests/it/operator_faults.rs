@@ -3,10 +3,11 @@
 //! a durable source whose dead letters cannot be stored. Each of these used to hang the
 //! run, loop, or report what did not happen.
 
+use super::from_amqp::Broker;
 use super::from_source::{Collector, envelopes, wait_until};
 use super::hardening::{hooks, signal, wait_within};
 use super::http::{GONE, http_sink, serve};
-use super::{amqp_channel, amqp_url, bin, json_lines, temp_file, text};
+use super::{bin, free_addr, json_lines, metric, scrape, temp_file, text};
 use ankusa_sink_testkit::support::unique_name;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -90,37 +91,6 @@ fn stderr_on_a_full_device_never_stalls_a_run() {
     assert_eq!(out.status.code(), Some(3));
 }
 
-/// A free port on 127.0.0.1 for `--metrics-addr`.
-fn free_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
-}
-
-/// `GET /metrics` on `addr`; empty when it cannot be had.
-fn scrape(addr: &str) -> String {
-    use std::io::Read as _;
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return String::new();
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let req = format!("GET /metrics HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
-    if s.write_all(req.as_bytes()).is_err() {
-        return String::new();
-    }
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body
-}
-
-/// The value of the series `name` (exact line prefix) in a scrape.
-fn metric(scrape: &str, name: &str) -> Option<f64> {
-    scrape
-        .lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
-
 #[test]
 fn failed_log_writes_are_dropped_and_counted() {
     let addr = free_addr();
@@ -128,7 +98,7 @@ fn failed_log_writes_are_dropped_and_counted() {
     let mut child = bin()
         .env("RUST_LOG", "info")
         .args(["forward", "--json", "--sink", dead.to_str().unwrap()])
-        .args(["--metrics-addr", &addr])
+        .args(["--metrics-addr", &addr.to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(dev_full())
@@ -141,7 +111,11 @@ fn failed_log_writes_are_dropped_and_counted() {
     wait_until(
         Duration::from_secs(30),
         "a failed log write counted",
-        || metric(&scrape(&addr), "ankusa_log_write_errors_total").is_some_and(|n| n >= 1.0),
+        || {
+            scrape(addr)
+                .and_then(|m| metric(&m, "ankusa_log_write_errors_total", ""))
+                .is_some_and(|n| n >= 1.0)
+        },
     );
     drop(stdin);
     let out = wait_within(child, Duration::from_secs(30), "forward after its input");
@@ -164,6 +138,21 @@ fn dead_letter_gone(input: &Path, dl: &Path, extra: &[&str]) -> (Output, PathBuf
         .output()
         .unwrap();
     (out, sink)
+}
+
+/// `forward --json --input DL` with the sink file `sink` rewritten to point at a healthy
+/// collector (a dead letter replays only to the sink it names).
+fn replay_to_a_collector(dl: &Path, sink: &Path) -> Output {
+    let collector = Collector::start();
+    let config = format!("type = \"http\"\nurl = \"{}\"\n", collector.url);
+    std::fs::write(sink, config).unwrap();
+    bin()
+        .args(["forward", "--json", "--input"])
+        .arg(dl)
+        .arg("--sink")
+        .arg(sink)
+        .output()
+        .unwrap()
 }
 
 /// `path` renamed to `name` in its directory (a sink is named by its file's stem).
@@ -300,18 +289,7 @@ fn dead_letters_on_a_filling_disk_are_whole_lines_or_failed() {
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     let file = std::fs::read(&dl).unwrap();
     assert_eq!(json_lines(&file).len(), stored + 20);
-    let collector = Collector::start();
-    std::fs::write(
-        &sink,
-        format!("type = \"http\"\nurl = \"{}\"\n", collector.url),
-    )
-    .unwrap();
-    let replay = bin()
-        .args(["forward", "--json", "--input"])
-        .arg(&dl)
-        .args(["--sink", sink.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let replay = replay_to_a_collector(&dl, &sink);
     assert_eq!(replay.status.code(), Some(0), "{}", text(&replay.stderr));
     assert_eq!(json_lines(&replay.stdout).len(), stored + 20);
 }
@@ -337,18 +315,7 @@ fn a_torn_last_line_is_ended_before_the_next_record_and_replay_goes_on() {
         "the torn line stays a line of its own"
     );
     // Replayed: the torn line is invalid (line 3), every whole record is delivered.
-    let collector = Collector::start();
-    std::fs::write(
-        &sink,
-        format!("type = \"http\"\nurl = \"{}\"\n", collector.url),
-    )
-    .unwrap();
-    let replay = bin()
-        .args(["forward", "--json", "--input"])
-        .arg(&dl)
-        .args(["--sink", sink.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let replay = replay_to_a_collector(&dl, &sink);
     let out = json_lines(&replay.stdout);
     assert_eq!(out.iter().filter(|l| l["outcome"] == "ok").count(), 4);
     let invalid: Vec<_> = out.iter().filter(|l| l["outcome"] == "invalid").collect();
@@ -400,101 +367,13 @@ fn the_dead_letter_file_is_private_never_a_symlink_and_keeps_no_credentials() {
     );
 }
 
-/// A RabbitMQ queue of its own, deleted at the end.
-struct Queue {
-    rt: tokio::runtime::Runtime,
-    ch: lapin::Channel,
-    _conn: lapin::Connection,
-    name: String,
-}
-
-impl Queue {
-    fn new(payloads: &[Vec<u8>]) -> Queue {
-        use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let name = unique_name("cli-dl-held");
-        let (conn, ch) = rt.block_on(async {
-            let (conn, ch) = amqp_channel().await;
-            ch.confirm_select(ConfirmSelectOptions::default())
-                .await
-                .unwrap();
-            let mut args = lapin::types::FieldTable::default();
-            args.insert(
-                "x-expires".into(),
-                lapin::types::AMQPValue::LongInt(300_000),
-            );
-            ch.queue_declare(name.as_str().into(), QueueDeclareOptions::default(), args)
-                .await
-                .unwrap();
-            for p in payloads {
-                ch.basic_publish(
-                    "".into(),
-                    name.as_str().into(),
-                    BasicPublishOptions::default(),
-                    p,
-                    lapin::BasicProperties::default(),
-                )
-                .await
-                .unwrap()
-                .await
-                .unwrap();
-            }
-            (conn, ch)
-        });
-        Queue {
-            rt,
-            ch,
-            _conn: conn,
-            name,
-        }
-    }
-
-    /// (messages ready, consumers) by a passive declare.
-    fn counts(&self) -> (u32, u32) {
-        self.rt.block_on(async {
-            let q = self
-                .ch
-                .queue_declare(
-                    self.name.as_str().into(),
-                    lapin::options::QueueDeclareOptions {
-                        passive: true,
-                        ..Default::default()
-                    },
-                    lapin::types::FieldTable::default(),
-                )
-                .await
-                .unwrap();
-            (q.message_count(), q.consumer_count())
-        })
-    }
-}
-
-impl Drop for Queue {
-    fn drop(&mut self) {
-        let _ = self.rt.block_on(self.ch.queue_delete(
-            self.name.as_str().into(),
-            lapin::options::QueueDeleteOptions::default(),
-        ));
-    }
-}
-
 #[test]
 fn from_a_durable_source_an_unwritable_dead_letter_holds_its_hook_and_pauses_intake() {
     const N: usize = 40;
     let hooks = envelopes(&unique_name("held"), N);
-    let payloads: Vec<Vec<u8>> = hooks.iter().map(|(_, b)| b.clone()).collect();
-    let queue = Queue::new(&payloads);
-    let source = temp_file(
-        "amqp.toml",
-        &format!(
-            "type = \"amqp\"\nurl = \"{}\"\nqueue = \"{}\"\n",
-            amqp_url(),
-            queue.name
-        ),
-    );
+    let queue = Broker::new();
+    queue.publish(hooks.iter().map(|(_, b)| b.as_slice()));
+    let source = queue.source_file("");
     let gone = serve(vec![GONE]);
     let gone_sink = rename(&http_sink(&gone.url), "gone.toml");
     let healthy = Collector::start();
@@ -507,7 +386,12 @@ fn from_a_durable_source_an_unwritable_dead_letter_holds_its_hook_and_pauses_int
         .arg(&source)
         .args(["--sink", gone_sink.to_str().unwrap(), "--sink"])
         .arg(healthy.sink_file())
-        .args(["--dead-letter", "/dev/full", "--metrics-addr", &addr])
+        .args([
+            "--dead-letter",
+            "/dev/full",
+            "--metrics-addr",
+            &addr.to_string(),
+        ])
         .args(["--max-unacked", "8", "--drain-timeout", "5"])
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out).unwrap())
@@ -515,7 +399,8 @@ fn from_a_durable_source_an_unwritable_dead_letter_holds_its_hook_and_pauses_int
         .spawn()
         .unwrap();
     wait_until(Duration::from_secs(30), "dead letters blocked", || {
-        metric(&scrape(&addr), "ankusa_dispatch_dead_letter_blocked") == Some(1.0)
+        scrape(addr).and_then(|m| metric(&m, "ankusa_dispatch_dead_letter_blocked", ""))
+            == Some(1.0)
     });
     // Held: no redelivery, so the healthy sink sees each hook once; intake paused, so it
     // sees no more than the forwarder had read.
@@ -654,7 +539,7 @@ fn an_outage_is_logged_and_its_held_hooks_counted_as_waiting() {
             sink.to_str().unwrap(),
         ])
         .args(["--breaker-failures", "2", "--breaker-open", "1"])
-        .args(["--metrics-addr", &addr])
+        .args(["--metrics-addr", &addr.to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&err).unwrap())
@@ -670,7 +555,7 @@ fn an_outage_is_logged_and_its_held_hooks_counted_as_waiting() {
     assert!(log().contains("sink=\"down\""), "{}", log());
     // Every hook waits: for a retry, or behind the open breaker.
     wait_until(Duration::from_secs(20), "all ten waiting", || {
-        metric(&scrape(&addr), "ankusa_dispatch_waiting_retry") == Some(10.0)
+        scrape(addr).and_then(|m| metric(&m, "ankusa_dispatch_waiting_retry", "")) == Some(10.0)
     });
     collector.set_down(false);
     wait_until(Duration::from_secs(30), "all delivered", || {
@@ -680,7 +565,7 @@ fn an_outage_is_logged_and_its_held_hooks_counted_as_waiting() {
     assert!(text.contains("circuit breaker half-open"), "{text}");
     assert!(text.contains("circuit breaker closed"), "{text}");
     wait_until(Duration::from_secs(10), "nothing waiting", || {
-        metric(&scrape(&addr), "ankusa_dispatch_waiting_retry") == Some(0.0)
+        scrape(addr).and_then(|m| metric(&m, "ankusa_dispatch_waiting_retry", "")) == Some(0.0)
     });
     drop(stdin);
     let out = wait_within(child, Duration::from_secs(30), "forward after its input");
@@ -689,15 +574,9 @@ fn an_outage_is_logged_and_its_held_hooks_counted_as_waiting() {
 
 #[test]
 fn an_undecodable_record_whose_dead_letter_cannot_be_written_is_held_not_looped() {
-    let queue = Queue::new(&[b"not json".to_vec()]);
-    let source = temp_file(
-        "amqp.toml",
-        &format!(
-            "type = \"amqp\"\nurl = \"{}\"\nqueue = \"{}\"\n",
-            amqp_url(),
-            queue.name
-        ),
-    );
+    let queue = Broker::new();
+    queue.publish([&b"not json"[..]]);
+    let source = queue.source_file("");
     let healthy = Collector::start();
     let out = temp_file("forward.out", "");
     let mut child = bin()
