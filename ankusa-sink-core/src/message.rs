@@ -16,7 +16,8 @@
 //! | `claim` | string | present iff claimed: `urn:ankusa:claim:v1:<tenant>:<ULID>` |
 //!
 //! [`json_schema`] is this table as a JSON Schema. A sink builds what it sends with
-//! [`Outgoing::new`]: the body, the idempotency key, the [`Attr`] list and the key, once.
+//! [`Outgoing::new`] from its [`Layout`]: the body, the idempotency key, the [`Attr`] list
+//! and the key, once; [`encode`] is the same body alone, for code that needs only the bytes.
 
 pub use crate::outgoing::{Attr, Body, EmptyValues, Layout, Outgoing};
 
@@ -501,7 +502,13 @@ fn write_members(
     w.str(sha256);
 }
 
-/// Encode `env` as Message v1 JSON.
+/// Encode `env` as Message v1 JSON: the body alone of what [`Outgoing::new`] builds with
+/// [`Layout::message`]`(inline_max_bytes, _)`, byte for byte.
+///
+/// A sink builds what it sends with [`Layout`] (once, in its constructor) and [`Outgoing`]
+/// (per delivery): the same body plus the attributes, the signature and the key, computed
+/// once. This shorthand is for code that needs only the bytes: tests comparing what a
+/// destination holds, consumers, benches.
 ///
 /// # Behavior
 /// - Inline (`body_base64`) when `env.size() <= inline_max_bytes` (inclusive) or the

@@ -1,6 +1,7 @@
 //! The `type`-tagged sink config and how it builds a sink.
 
 use crate::env::EnvAccess;
+use crate::registry::{RegisteredConfig, Registry};
 use ankusa_sink_core::Sink;
 use ankusa_sink_log::LogConfig;
 use serde::de::DeserializeOwned;
@@ -14,7 +15,9 @@ use std::sync::Arc;
 /// `Result<impl Sink, impl Error>`; a constructor that cannot fail is wrapped in
 /// [`infallible`]. [`KNOWN_TYPES`], [`SinkConfig`], its parsing, `kind` and `build` all come
 /// from this table: adding a type is one line here, plus its optional dependency and its
-/// feature in Cargo.toml.
+/// feature in Cargo.toml. A type of another crate is registered at run time instead
+/// ([`Registry::register`](crate::Registry::register)) and becomes
+/// [`SinkConfig::Registered`].
 macro_rules! sinks {
     ($($ty:literal => $variant:ident($config:ty), $(feature $feature:literal)? $(always)?,
         |$c:ident| $build:expr;)*) => {
@@ -30,11 +33,14 @@ macro_rules! sinks {
                 $(#[cfg(feature = $feature)])?
                 $variant($config),
             )*
+            /// A type another crate registered ([`Registry::register`](crate::Registry::register)).
+            Registered(RegisteredConfig),
         }
 
         impl SinkConfig {
-            /// The adapter's options for `ty`, from the rest of the table.
-            fn parse(ty: String, value: toml::Value) -> Result<Self, ConfigError> {
+            /// The adapter's options for `ty`, one of [`KNOWN_TYPES`], from the rest of the
+            /// table.
+            pub(crate) fn parse_builtin(ty: String, value: toml::Value) -> Result<Self, ConfigError> {
                 match ty.as_str() {
                     $(
                         $(#[cfg(feature = $feature)])?
@@ -47,7 +53,10 @@ macro_rules! sinks {
                             ty,
                         }),
                     )?)*
-                    _ => Err(ConfigError::UnknownType(ty)),
+                    _ => Err(ConfigError::UnknownType {
+                        ty,
+                        known: KNOWN_TYPES.to_vec(),
+                    }),
                 }
             }
 
@@ -58,6 +67,7 @@ macro_rules! sinks {
                         $(#[cfg(feature = $feature)])?
                         SinkConfig::$variant(_) => $ty,
                     )*
+                    SinkConfig::Registered(c) => c.kind(),
                 }
             }
 
@@ -72,6 +82,7 @@ macro_rules! sinks {
                             built($ty, $build)
                         }
                     )*
+                    SinkConfig::Registered(c) => c.build().await,
                 }
             }
         }
@@ -106,7 +117,7 @@ fn infallible<S>(sink: S) -> Result<S, std::convert::Infallible> {
 
 /// The built sink, or the adapter's refusal with its source chain as text (adapters never
 /// put secrets there).
-fn built<S: Sink + 'static, E: std::error::Error>(
+pub(crate) fn built<S: Sink + 'static, E: std::error::Error>(
     ty: &'static str,
     sink: Result<S, E>,
 ) -> Result<Arc<dyn Sink>, ConfigError> {
@@ -138,14 +149,23 @@ pub enum ConfigError {
         detail: String,
     },
     /// No `type` key.
-    #[error("sink config is missing field `type` (one of: {})", KNOWN_TYPES.join(", "))]
-    MissingType,
+    #[error("sink config is missing field `type` (one of: {})", known.join(", "))]
+    MissingType {
+        /// The types the registry that parsed it knows ([`Registry::types`](crate::Registry::types)).
+        known: Vec<&'static str>,
+    },
     /// `type` is not a string.
     #[error("sink config field `type` must be a string")]
     TypeNotString,
     /// `type` names no sink.
-    #[error("unknown sink type `{0}` (known: {known})", known = KNOWN_TYPES.join(", "))]
-    UnknownType(String),
+    #[error("unknown sink type `{ty}` (known: {})", known.join(", "))]
+    UnknownType {
+        /// The type the config names.
+        ty: String,
+        /// The types the registry that parsed it knows ([`Registry::types`](crate::Registry::types)):
+        /// [`KNOWN_TYPES`], then those registered, in registration order.
+        known: Vec<&'static str>,
+    },
     /// The type exists but its cargo feature is off.
     #[error("sink type `{ty}` is not compiled in: enable the `{feature}` feature of ankusa-sinks")]
     NotCompiled {
@@ -213,60 +233,39 @@ impl SinkConfig {
 
     /// Parse a TOML document whose top level is the sink's table. `${VAR}` references may
     /// read any environment variable: the config is trusted input (see [`EnvAccess`]).
+    /// Only the built-in types: a registry with more is [`Registry::parse_toml_str`].
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        Self::from_toml_str_with(text, &EnvAccess::Any)
+        Registry::builtin().parse_toml_str(text)
     }
 
     /// [`from_toml_str`](Self::from_toml_str) with a limit on the environment variables the
     /// config may read: [`EnvAccess::None`] for configs written by someone you do not trust.
     pub fn from_toml_str_with(text: &str, env: &EnvAccess) -> Result<Self, ConfigError> {
-        let table: toml::Table = toml::from_str(text).map_err(|e| syntax("TOML", text, &e))?;
-        Self::from_table_with(table, env)
+        Registry::builtin().parse_toml_str_with(text, env)
     }
 
     /// Parse a JSON object (same keys as TOML). Trusted input, like
     /// [`from_toml_str`](Self::from_toml_str).
     pub fn from_json_str(text: &str) -> Result<Self, ConfigError> {
-        Self::from_json_str_with(text, &EnvAccess::Any)
+        Registry::builtin().parse_json_str(text)
     }
 
     /// [`from_json_str`](Self::from_json_str) with a limit on the environment variables the
     /// config may read.
     pub fn from_json_str_with(text: &str, env: &EnvAccess) -> Result<Self, ConfigError> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
-                format: "JSON",
-                detail: format!(
-                    "line {}, column {}: {:?}",
-                    e.line(),
-                    e.column(),
-                    e.classify()
-                ),
-            })?;
-        let table = toml::Table::try_from(value).map_err(|e| ConfigError::Syntax {
-            format: "JSON",
-            detail: e.to_string(),
-        })?;
-        Self::from_table_with(table, env)
+        Registry::builtin().parse_json_str_with(text, env)
     }
 
     /// Build from a parsed table: read `type`, expand `${VAR}` references (any variable),
     /// then let the adapter's own config deserialize the rest (unknown keys are refused).
     pub fn from_table(table: toml::Table) -> Result<Self, ConfigError> {
-        Self::from_table_with(table, &EnvAccess::Any)
+        Registry::builtin().parse_table(table)
     }
 
     /// [`from_table`](Self::from_table) with a limit on the environment variables the
     /// config may read.
-    pub fn from_table_with(mut table: toml::Table, env: &EnvAccess) -> Result<Self, ConfigError> {
-        let ty = match table.remove("type") {
-            Some(toml::Value::String(s)) => s,
-            Some(_) => return Err(ConfigError::TypeNotString),
-            None => return Err(ConfigError::MissingType),
-        };
-        let mut value = toml::Value::Table(table);
-        crate::env::expand(&mut value, "", env)?;
-        Self::parse(ty, value)
+    pub fn from_table_with(table: toml::Table, env: &EnvAccess) -> Result<Self, ConfigError> {
+        Registry::builtin().parse_table_with(table, env)
     }
 }
 

@@ -3,11 +3,13 @@
 
 mod config;
 mod env;
+mod registry;
 mod scrub;
 mod source;
 
 pub use config::{ConfigError, KNOWN_TYPES, SinkConfig};
 pub use env::EnvAccess;
+pub use registry::{RegisterError, RegisteredConfig, Registry};
 pub use source::{KNOWN_SOURCE_TYPES, SourceConfig, SourceConfigError};
 
 /// Deserialize JSON input (an envelope, say) so that an error names the key path and what

@@ -74,8 +74,10 @@ impl From<ConfigError> for SourceConfigError {
                 SourceConfigError::Field { ty, detail }
             }
             ConfigError::Env { path, detail } => SourceConfigError::Env { path, detail },
-            ConfigError::MissingType | ConfigError::TypeNotString => SourceConfigError::MissingType,
-            ConfigError::UnknownType(ty) => SourceConfigError::UnknownType(ty),
+            ConfigError::MissingType { .. } | ConfigError::TypeNotString => {
+                SourceConfigError::MissingType
+            }
+            ConfigError::UnknownType { ty, .. } => SourceConfigError::UnknownType(ty),
             ConfigError::NotCompiled { ty, feature } => {
                 SourceConfigError::NotCompiled { ty, feature }
             }

@@ -275,6 +275,13 @@ impl Harness for RedisHarness {
         vec![PLANTED.to_owned()]
     }
 
+    /// The sink sets `may_have_landed` (`redis_stream_sink::landed`): the suite requires
+    /// the right claim for the refused connection, the oversized message and the unanswered
+    /// `XADD`.
+    fn reports_landing(&self) -> bool {
+        true
+    }
+
     fn can_restart(&self) -> bool {
         true
     }

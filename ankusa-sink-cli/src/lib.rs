@@ -1,0 +1,664 @@
+#![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
+// The `ankusa-sink` binary (src/main.rs) is `main_with(Registry::builtin())` plus its global
+// allocator: a library must not choose the allocator of the program that links it.
+
+mod asyncapi;
+mod deliver;
+mod from_source;
+mod gen_cmd;
+mod lines;
+mod logging;
+mod metrics_server;
+mod output;
+
+use ankusa_sink_core::{Check, Sink, Subject, resolve_describe};
+use ankusa_sinks::{Registry, SinkConfig};
+use clap::{Args, Parser, Subcommand};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Exit code for bad usage, config or input.
+const EXIT_USAGE: u8 = 2;
+/// Exit code when a delivery or check failed.
+const EXIT_FAILED: u8 = 3;
+/// Exit code when `check` has no way to check the sink (nothing was checked).
+const EXIT_NOT_CHECKED: u8 = 4;
+/// Exit code when an outcome line or a dead letter could not be written (sysexits'
+/// EX_IOERR).
+const EXIT_OUTPUT: u8 = 74;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ankusa-sink",
+    version,
+    about = "Deliver Ankusa hooks to any sink, by config"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Deliver one hook.
+    Deliver(DeliverArgs),
+    /// Deliver envelopes given as JSON lines, concurrently.
+    Forward(ForwardArgs),
+    /// Print sample envelopes as JSON lines (input for `forward`).
+    Gen(GenArgs),
+    /// Preflight: the destination exists and the credentials are accepted; publishes nothing.
+    Check(SinkArg),
+    /// Print the sink's capabilities: durable, inline threshold, batched.
+    Info(InfoArgs),
+    /// Print where the sink publishes (JSON), or an AsyncAPI 3.0 document for several sinks.
+    Describe(DescribeArgs),
+}
+
+#[derive(Args, Debug)]
+struct SinkArg {
+    /// A sink config file (TOML, tagged by `type`), or `log` for the embedded default.
+    #[arg(long)]
+    sink: String,
+}
+
+#[derive(Args, Debug)]
+struct SinksArg {
+    /// A sink config file (TOML, tagged by `type`), or `log` for the embedded default.
+    /// Repeat for fan-out: every hook goes to every sink. A sink is named by its file's
+    /// stem (`amqp.toml` -> `amqp`) in outcome lines, metrics and dead letters.
+    #[arg(long = "sink", required = true, value_name = "FILE")]
+    sinks: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct DispatchArgs {
+    /// Check bodies over a sink's inline threshold in once, here: `file:///abs/dir`,
+    /// `memory://`, or `s3://bucket` (the usual AWS environment, `AWS_ENDPOINT_URL` too).
+    #[arg(long, value_name = "URL")]
+    claim_store: Option<String>,
+    /// Append each (hook, sink) whose final outcome is not ok to this JSON-lines file (the
+    /// envelope plus a `dead_letter` object); `forward --input` replays such a file.
+    #[arg(long, value_name = "FILE")]
+    dead_letter: Option<PathBuf>,
+    /// Serve Prometheus metrics at `http://HOST:PORT/metrics` while the command runs.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// Consecutive transient or retry-after failures that open a sink's circuit breaker.
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    breaker_failures: u32,
+    /// Attempts of one tenant in flight at once per sink, at most (0: no cap). Whatever
+    /// the cap, each sink serves the tenants with waiting hooks round robin.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    tenant_concurrency: u32,
+    /// Seconds an open circuit breaker holds attempts before one probe.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    breaker_open: u64,
+    /// On SIGINT or SIGTERM: seconds to let attempts in flight finish.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    drain_timeout: u64,
+}
+
+#[derive(Args, Debug)]
+struct RetryArgs {
+    /// Retry by the dispatch rules until delivered or dead-lettered.
+    #[arg(long)]
+    retry: bool,
+    /// With --retry: dead-letter a hook still failing this many seconds after its first attempt.
+    #[arg(long, default_value_t = 86_400, value_name = "SECONDS")]
+    max_elapsed: u64,
+    /// With --retry: give up after this many attempts (at least 1).
+    #[arg(long, default_value_t = 84, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_attempts: u32,
+    /// Abandon an attempt that has not answered after this many seconds (transient; at
+    /// least 1).
+    #[arg(long, default_value_t = 30, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    attempt_timeout: u64,
+    /// One JSON outcome line per hook on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct DeliverArgs {
+    #[command(flatten)]
+    sink: SinksArg,
+    /// The body: a file, or `-` for stdin. Default: empty.
+    #[arg(long)]
+    body: Option<String>,
+    /// Hook id (default: a new ULID).
+    #[arg(long)]
+    id: Option<String>,
+    /// Source id.
+    #[arg(long, default_value = "cli")]
+    source_id: String,
+    /// Tenant.
+    #[arg(long)]
+    tenant: Option<String>,
+    /// A provider header, `name: value`; repeatable.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// The body's content type.
+    #[arg(long)]
+    content_type: Option<String>,
+    /// The provider event key.
+    #[arg(long)]
+    dedupe_key: Option<String>,
+    /// Deliver as part of this replay job.
+    #[arg(long)]
+    replay_id: Option<String>,
+    /// The attempt number of the first attempt.
+    #[arg(long, default_value_t = 1)]
+    attempt: u32,
+    #[command(flatten)]
+    retry: RetryArgs,
+    #[command(flatten)]
+    dispatch: DispatchArgs,
+}
+
+#[derive(Args, Debug)]
+struct ForwardArgs {
+    #[command(flatten)]
+    sink: SinksArg,
+    /// Envelopes as JSON lines (body in `body_base64`): a file, or `-` for stdin.
+    #[arg(long, default_value = "-")]
+    input: String,
+    /// Read hooks from a durable source instead of --input: a TOML file tagged by `type`
+    /// (`kafka`, `amqp`, `nats`). Each record is acknowledged only after every sink has
+    /// delivered it or dead-lettered it; runs until SIGINT or SIGTERM.
+    #[arg(long, value_name = "SOURCE.toml", conflicts_with = "input")]
+    from: Option<PathBuf>,
+    /// With --from: records read and not yet acknowledged, at most (a slow sink slows
+    /// reading instead of growing memory).
+    #[arg(long, default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_unacked: u64,
+    /// With --from: bytes of records read and not yet acknowledged, at most; what each
+    /// source fetches ahead (AMQP prefetch, Kafka fetch queue, NATS pull) is sized by it
+    /// too. A record larger than this goes through alone.
+    #[arg(long, default_value_t = 268_435_456, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    max_unacked_bytes: u64,
+    /// With --from: accept sinks that keep nothing (`log`, a Redis channel): each record is
+    /// acknowledged, so removed from the source, once such a sink took it. Without it,
+    /// `--from` refuses them.
+    #[arg(long, requires = "from")]
+    allow_non_durable: bool,
+    /// Deliveries in flight at once, over every sink. Default: each sink's own pipeline
+    /// window (Kafka, NATS, Redis, Pub/Sub: 1024 deliveries; AMQP: its max_inflight, 4096
+    /// by default; SQS/SNS with batching: 320), and 32 shared by the sinks that make one
+    /// request per delivery (HTTP, log, SQS/SNS without batching).
+    #[arg(long, value_name = "N")]
+    concurrency: Option<usize>,
+    /// With --input: read past the first N lines without delivering or reporting them,
+    /// to resume a stopped run (its summary names N).
+    #[arg(long, default_value_t = 0, value_name = "N", conflicts_with = "from")]
+    skip_lines: u64,
+    /// An input line longer than this is reported invalid without being held in memory; a
+    /// --from record longer than this is reported invalid, dead-lettered and acknowledged.
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    max_line_bytes: u64,
+    #[command(flatten)]
+    retry: RetryArgs,
+    #[command(flatten)]
+    dispatch: DispatchArgs,
+}
+
+#[derive(Args, Debug)]
+struct GenArgs {
+    /// How many envelopes.
+    #[arg(long, default_value_t = 10)]
+    count: u64,
+    /// Body bytes of each (at most 1 GiB).
+    #[arg(long, default_value_t = 256)]
+    size: u64,
+    /// Source id.
+    #[arg(long, default_value = "gen")]
+    source_id: String,
+    /// Tenant.
+    #[arg(long)]
+    tenant: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct InfoArgs {
+    #[command(flatten)]
+    sink: SinkArg,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct DescribeArgs {
+    /// Sink config files (or `log`); several give an AsyncAPI 3.0 document.
+    #[arg(long, required = true)]
+    sink: Vec<String>,
+    /// The source the description is for.
+    #[arg(long)]
+    source_id: String,
+    /// The tenant, if fixed.
+    #[arg(long)]
+    tenant: Option<String>,
+}
+
+/// A failure to report with exit code 2.
+#[derive(Debug)]
+struct UsageError(String);
+
+impl<E: std::fmt::Display> From<E> for UsageError {
+    fn from(e: E) -> Self {
+        UsageError(e.to_string())
+    }
+}
+
+async fn load_config(registry: &Registry, spec: &str) -> Result<SinkConfig, UsageError> {
+    if spec == "log" {
+        return Ok(SinkConfig::log());
+    }
+    let text = tokio::fs::read_to_string(spec)
+        .await
+        .map_err(|e| UsageError(format!("cannot read sink config {spec}: {e}")))?;
+    let parsed = if PathBuf::from(spec).extension().is_some_and(|e| e == "json") {
+        registry.parse_json_str(&text)
+    } else {
+        registry.parse_toml_str(&text)
+    };
+    parsed.map_err(|e| UsageError(format!("{spec}: {e}")))
+}
+
+/// The sinks of a run, each named by its config file's stem (or `log`).
+async fn load_sinks(
+    registry: &Registry,
+    specs: &[String],
+    json: bool,
+) -> Result<Vec<deliver::NamedSink>, UsageError> {
+    let mut sinks: Vec<deliver::NamedSink> = Vec::new();
+    for spec in specs {
+        let name = if spec == "log" {
+            "log".to_owned()
+        } else {
+            std::path::Path::new(spec)
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .ok_or_else(|| UsageError(format!("--sink {spec}: no file name")))?
+                .to_owned()
+        };
+        if sinks.iter().any(|s| s.name == name) {
+            return Err(UsageError(format!(
+                "two --sink files are named `{name}`: each sink is named by its file's stem, rename one"
+            )));
+        }
+        let (config, sink) = load_sink(registry, spec).await?;
+        refuse_mixed_stdout(&config, json)?;
+        sinks.push(deliver::NamedSink { name, sink });
+    }
+    Ok(sinks)
+}
+
+/// Serve `GET /metrics` for the run (Prometheus text); an address that cannot be bound is a
+/// usage error naming it.
+fn serve_metrics(addr: Option<std::net::SocketAddr>) -> Result<(), UsageError> {
+    let Some(addr) = addr else { return Ok(()) };
+    metrics_server::start(addr).map_err(|e| UsageError(format!("--metrics-addr {addr}: {e}")))
+}
+
+async fn load_sink(
+    registry: &Registry,
+    spec: &str,
+) -> Result<(SinkConfig, Arc<dyn Sink>), UsageError> {
+    let config = load_config(registry, spec).await?;
+    let sink = config
+        .build()
+        .await
+        .map_err(|e| UsageError(format!("{spec}: {e}")))?;
+    Ok((config, sink))
+}
+
+/// Client-library log targets that print what must not reach a log: lapin logs a returned
+/// message (the hook body) at WARN and its frames, the login frame with the password
+/// included, at trace. Off unless `RUST_LOG` names the target itself.
+const SILENCED_TARGETS: [&str; 4] = ["lapin", "amq_protocol", "amq_protocol_tcp", "tcp_stream"];
+/// HTTP and TLS stacks log requests, headers and frames at debug and trace: at most `warn`
+/// unless `RUST_LOG` names the target itself.
+const QUIET_TARGETS: [&str; 11] = [
+    "hyper",
+    "hyper_util",
+    "h2",
+    "reqwest",
+    "rustls",
+    "tonic",
+    "tower",
+    "aws_smithy_runtime",
+    "aws_smithy_http_client",
+    "aws_sigv4",
+    "google_cloud_gax",
+];
+
+/// The filter for `RUST_LOG` (default `info`), with the client targets above held down
+/// unless the spec names them.
+fn log_directives(spec: &str) -> String {
+    let named = |target: &str| {
+        spec.split(',').any(|d| {
+            let t = d.split('=').next().unwrap_or("").trim();
+            t == target || t.starts_with(&format!("{target}::"))
+        })
+    };
+    let mut out = spec.to_owned();
+    for (targets, level) in [(&SILENCED_TARGETS[..], "off"), (&QUIET_TARGETS[..], "warn")] {
+        for t in targets {
+            if !named(t) {
+                out.push_str(&format!(",{t}={level}"));
+            }
+        }
+    }
+    if !wants_attempt_spans(spec) {
+        out.push_str(&format!(",{ATTEMPT_TARGET}=warn"));
+    }
+    out
+}
+
+/// The dispatcher's per-attempt span (at info): formatting its fields for the log costs
+/// more CPU per delivery than the Kafka sink's own work, and the sinks log from their
+/// connection tasks, outside it. On when `RUST_LOG` asks for debug or names the dispatcher.
+const ATTEMPT_TARGET: &str = "ankusa_dispatch::attempt";
+
+fn wants_attempt_spans(spec: &str) -> bool {
+    spec.split(',').any(|d| {
+        let (target, level) = match d.split_once('=') {
+            Some((t, l)) => (t.trim(), Some(l.trim())),
+            None => (d.trim(), None),
+        };
+        let dispatcher = target == "ankusa_dispatch" || target.starts_with("ankusa_dispatch::");
+        let verbose = level.is_none()
+            && (target.eq_ignore_ascii_case("debug") || target.eq_ignore_ascii_case("trace"));
+        dispatcher || verbose
+    })
+}
+
+fn init_logging() {
+    let spec = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned());
+    let filter = tracing_subscriber::EnvFilter::try_new(log_directives(&spec))
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(log_directives("info")))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(logging::Stderr::start())
+        // Its report of a failed write is an `eprintln!`, which panics when stderr is
+        // what failed: failed writes are counted by the writer instead.
+        .log_internal_errors(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+}
+
+/// Turn SIGINT and SIGTERM into a [`deliver::Stop`]: stop taking hooks, finish what is in
+/// flight, report every hook read.
+fn watch_signals() -> Arc<tokio::sync::watch::Sender<Option<deliver::Stop>>> {
+    let (tx, _) = tokio::sync::watch::channel(None);
+    let tx = Arc::new(tx);
+    let sender = tx.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        let sig = tokio::select! {
+            _ = int.recv() => 2,
+            _ = term.recv() => 15,
+        };
+        sender.send_replace(Some(deliver::Stop::Signal(sig)));
+    });
+    tx
+}
+
+/// Write a command's result to stdout: exit code `EXIT_OUTPUT` if it could not be.
+fn print(line: &str, code: ExitCode) -> ExitCode {
+    if output::Output::new().stdout_line(line) {
+        code
+    } else {
+        ExitCode::from(EXIT_OUTPUT)
+    }
+}
+
+/// The log sink's `messages = true` writes Message v1 lines on stdout, where `--json`
+/// writes outcome lines: one stream cannot carry both.
+fn refuse_mixed_stdout(config: &SinkConfig, json: bool) -> Result<(), UsageError> {
+    if let SinkConfig::Log(c) = config
+        && c.messages()
+        && json
+    {
+        return Err(UsageError(
+            "the log sink's `messages = true` writes Message v1 lines on stdout, where \
+             --json writes outcome lines: use one or the other"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+async fn run(cli: Cli, registry: &Registry) -> Result<ExitCode, UsageError> {
+    match cli.command {
+        Command::Gen(a) => gen_cmd::run(&a),
+        Command::Deliver(a) => {
+            serve_metrics(a.dispatch.metrics_addr)?;
+            logging::register_metrics();
+            let sinks = load_sinks(registry, &a.sink.sinks, a.retry.json).await?;
+            deliver::deliver_one(&a, sinks, watch_signals()).await
+        }
+        Command::Forward(a) => {
+            serve_metrics(a.dispatch.metrics_addr)?;
+            logging::register_metrics();
+            let sinks = load_sinks(registry, &a.sink.sinks, a.retry.json).await?;
+            deliver::forward(&a, sinks, watch_signals()).await
+        }
+        Command::Check(a) => check(registry, &a).await,
+        Command::Info(a) => info(registry, &a).await,
+        Command::Describe(a) => describe(registry, &a).await,
+    }
+}
+
+/// `check`: the sink's preflight, as text and an exit code.
+async fn check(registry: &Registry, a: &SinkArg) -> Result<ExitCode, UsageError> {
+    let (config, sink) = load_sink(registry, &a.sink).await?;
+    Ok(match sink.check().await {
+        Ok(Check::Passed) => print(
+            &format!("check passed: {} sink", config.kind()),
+            ExitCode::SUCCESS,
+        ),
+        Ok(Check::Reachable) => print(
+            &format!(
+                "check passed: the {} sink's destination accepts connections (whether it \
+                 takes the hook is known only by delivering)",
+                config.kind()
+            ),
+            ExitCode::SUCCESS,
+        ),
+        Ok(_) => print(
+            &format!(
+                "not checked: the {} sink has no preflight check",
+                config.kind()
+            ),
+            ExitCode::from(EXIT_NOT_CHECKED),
+        ),
+        Err(f) => print(
+            &format!("check failed: {}", output::escape_control(&f.to_string())),
+            ExitCode::from(EXIT_FAILED),
+        ),
+    })
+}
+
+/// `info`: what the sink says of itself.
+async fn info(registry: &Registry, a: &InfoArgs) -> Result<ExitCode, UsageError> {
+    let (config, sink) = load_sink(registry, &a.sink.sink).await?;
+    let threshold =
+        ankusa_sink_core::resolve_inline_max_bytes(&sink).map_err(|e| UsageError(e.to_string()))?;
+    let capabilities = ankusa_sink_core::resolve_capabilities(&sink);
+    let info = serde_json::json!({
+        "type": config.kind(),
+        "durable": ankusa_sink_core::resolve_durable(&sink),
+        "inline_max_bytes": threshold.map(|n| n.get()),
+        "batched": ankusa_sink_core::resolve_batched(&sink),
+        "capabilities": capabilities,
+    });
+    let text = if a.json {
+        info.to_string()
+    } else {
+        let caps = &info["capabilities"];
+        format!(
+            "type:             {}\ndurable:          {}\ninline_max_bytes: {}\nbatched:          {}\n\
+             ok means:         {}\nmax message:      {}\nordering:         {}\n\
+             dedupe window s:  {}\nbatch:            {}\nauth:             {}",
+            config.kind(),
+            info["durable"],
+            info["inline_max_bytes"],
+            info["batched"],
+            caps["ok_means"],
+            caps["max_message"],
+            caps["ordering"],
+            caps["dedupe_window_s"],
+            caps["batch"],
+            caps["auth"],
+        )
+    };
+    Ok(print(&text, ExitCode::SUCCESS))
+}
+
+/// `describe`: one sink's description, or an AsyncAPI document for several.
+async fn describe(registry: &Registry, a: &DescribeArgs) -> Result<ExitCode, UsageError> {
+    if a.source_id.trim().is_empty() {
+        return Err(UsageError("--source-id must not be empty".into()));
+    }
+    if let Some(t) = &a.tenant {
+        ankusa_sink_core::validate_tenant(t)?;
+    }
+    let subject = Subject::new(a.source_id.clone(), a.tenant.clone());
+    let mut described = Vec::new();
+    let mut capabilities = Vec::new();
+    for spec in &a.sink {
+        let (config, sink) = load_sink(registry, spec).await?;
+        described.push((config.kind(), resolve_describe(&sink, &subject)));
+        capabilities.push(ankusa_sink_core::resolve_capabilities(&sink));
+    }
+    let out = if let [(_, one)] = described.as_slice() {
+        serde_json::to_value(one)?
+    } else {
+        asyncapi::document(&subject, &described, &capabilities)
+    };
+    Ok(print(
+        &serde_json::to_string_pretty(&out)?,
+        ExitCode::SUCCESS,
+    ))
+}
+
+/// Run the `ankusa-sink` command line of this process (`std::env::args_os()`) with the sink
+/// types of `registry`: what a `main` that adds sinks of its own returns.
+pub fn main_with(registry: Registry) -> ExitCode {
+    run_with(registry, std::env::args_os())
+}
+
+/// Run the `ankusa-sink` command line `args` (the program name first, as
+/// `std::env::args_os()` gives it) with the sink types of `registry`, and return its exit
+/// code. Usage errors, `--help` and `--version` are printed as the binary prints them and
+/// return their code instead of exiting the process.
+pub fn run_with<I, T>(registry: Registry, args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // What `Cli::parse` does, without ending the process: help and version on
+            // stdout with 0, usage errors on stderr with 2.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(EXIT_USAGE));
+        }
+    };
+    init_logging();
+    // One thread runs every task: a delivery is a handful of short steps (submit, schedule,
+    // publish, report) handed between tasks, and on one thread those hand-offs are queue
+    // pushes rather than wake-ups of another thread. Input parsing has a thread of its own
+    // (`lines`), the clients theirs (librdkafka, the blocking pool).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let rt = match rt {
+        Ok(rt) => rt,
+        Err(e) => {
+            output::note(&format!("ankusa-sink: cannot start the runtime: {e}"));
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    let code = match rt.block_on(run(cli, &registry)) {
+        Ok(code) => code,
+        Err(UsageError(msg)) => {
+            output::note(&format!("ankusa-sink: {}", output::escape_control(&msg)));
+            ExitCode::from(EXIT_USAGE)
+        }
+    };
+    // A read of stdin may still be blocked on its thread after a stop: don't wait for it.
+    rt.shutdown_background();
+    logging::flush(std::time::Duration::from_millis(500));
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ExitCode, Registry, log_directives, run_with};
+
+    /// `run_with` is a library call: clap's own exits (help, version, usage errors) come
+    /// back as exit codes instead of ending the caller's process.
+    #[test]
+    fn help_version_and_usage_errors_return_their_code() {
+        let run = |args: &[&str]| run_with(Registry::builtin(), args.iter().copied());
+        // A usage error first: had it exited, the test binary would have ended with 2.
+        assert_eq!(
+            run(&["ankusa-sink", "forward", "--bogus"]),
+            ExitCode::from(super::EXIT_USAGE)
+        );
+        assert_eq!(run(&["ankusa-sink"]), ExitCode::from(super::EXIT_USAGE));
+        assert_eq!(run(&["ankusa-sink", "--version"]), ExitCode::SUCCESS);
+        assert_eq!(run(&["ankusa-sink", "gen", "--help"]), ExitCode::SUCCESS);
+    }
+
+    #[test]
+    fn client_targets_are_held_down_unless_named() {
+        let d = log_directives("trace");
+        assert!(d.starts_with("trace,"), "{d}");
+        assert!(
+            d.contains(",lapin=off") && d.contains(",amq_protocol=off"),
+            "{d}"
+        );
+        assert!(d.contains(",h2=warn") && d.contains(",hyper=warn"), "{d}");
+        let d = log_directives("info,lapin=trace,h2::codec=debug");
+        assert!(!d.contains("lapin=off"), "{d}");
+        assert!(!d.contains(",h2=warn"), "{d}");
+        assert!(d.contains("amq_protocol=off"), "{d}");
+        tracing_subscriber::EnvFilter::try_new(log_directives("debug")).unwrap();
+    }
+
+    #[test]
+    fn attempt_spans_are_off_at_info_unless_asked_for() {
+        for spec in ["info", "warn", "info,ankusa_sink_kafka=debug"] {
+            assert!(
+                log_directives(spec).ends_with(",ankusa_dispatch::attempt=warn"),
+                "{spec}"
+            );
+        }
+        for spec in [
+            "debug",
+            "TRACE",
+            "info,ankusa_dispatch=info",
+            "ankusa_dispatch::attempt",
+        ] {
+            assert!(
+                !log_directives(spec).contains("ankusa_dispatch::attempt=warn"),
+                "{spec}"
+            );
+        }
+    }
+}

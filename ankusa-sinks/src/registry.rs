@@ -1,0 +1,600 @@
+//! The open registry: the built-in sink types plus those other crates register.
+
+use crate::config::{ConfigError, KNOWN_TYPES, SinkConfig, built, options, syntax};
+use crate::env::EnvAccess;
+use ankusa_sink_core::Sink;
+use serde::de::DeserializeOwned;
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// What a registered builder's future gives: the sink, or the refusal as [`ConfigError::Build`].
+type Building = Pin<Box<dyn Future<Output = Result<Arc<dyn Sink>, ConfigError>> + Send>>;
+
+/// A registered type's builder, its error already turned into a [`ConfigError`].
+type BuildFn<C> = dyn Fn(C) -> Building + Send + Sync;
+
+/// A registered type's parser: the table (without `type`, `${VAR}` expanded) to its config.
+type ParseFn = dyn Fn(toml::Value) -> Result<RegisteredConfig, ConfigError> + Send + Sync;
+
+/// The sink types a sink file may name: the built-in ones ([`KNOWN_TYPES`], each behind its
+/// cargo feature) and those other crates register, each with its config type and builder.
+///
+/// [`SinkConfig::from_toml_str`] and its siblings parse with [`Registry::builtin`]; a
+/// program that adds a sink of its own parses with its registry instead, and hands it to
+/// the CLI with `ankusa_sink_cli::run_with`.
+///
+/// # Behavior
+/// - A registered type's table (everything but `type`, after `${VAR}` expansion) is
+///   deserialized into its config type the way the built-in ones are: an error names the
+///   key path and the kind of value found, never the value, and starts `<type> sink config:`.
+/// - Its builder runs in [`SinkConfig::build`]; an `Err` becomes [`ConfigError::Build`]
+///   with the error's text and its `source()` chain, so it must never hold a secret.
+/// - A type name is taken once: a built-in name (compiled in or not) or one registered
+///   before is refused with [`RegisterError::Duplicate`], so a sink file means one thing.
+/// - Unknown and missing `type` errors list [`types`](Registry::types).
+///
+/// ```
+/// use ankusa_sink_core::{Ctx, Envelope, Failure, Sink, async_trait};
+/// use ankusa_sinks::{Registry, SinkConfig};
+///
+/// /// The keys of a `type = "null"` sink file.
+/// #[derive(Debug, Clone, serde::Deserialize)]
+/// #[serde(deny_unknown_fields)]
+/// struct NullConfig {
+///     label: String,
+/// }
+///
+/// #[derive(Debug)]
+/// struct NullSink;
+///
+/// #[async_trait]
+/// impl Sink for NullSink {
+///     async fn deliver(&self, _: &Envelope, _: &Ctx) -> Result<(), Failure> {
+///         Ok(())
+///     }
+///     fn durable(&self) -> bool {
+///         false
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let registry = Registry::builtin()
+///     .register("null", |_: NullConfig| Ok::<_, std::convert::Infallible>(NullSink))
+///     .unwrap();
+/// let config = registry.parse_toml_str("type = \"null\"\nlabel = \"x\"").unwrap();
+/// assert_eq!(config.kind(), "null");
+/// let sink = config.build().await.unwrap();
+/// assert!(!sink.durable());
+///
+/// // Built-in types parse as they always did; an unknown type lists every registered one.
+/// assert_eq!(registry.parse_toml_str("type = \"log\"").unwrap().kind(), "log");
+/// let err = registry.parse_toml_str("type = \"nul\"").unwrap_err().to_string();
+/// assert!(err.ends_with("pubsub, nats, redis, null)"), "{err}");
+/// # }
+/// ```
+#[derive(Clone, Default)]
+pub struct Registry {
+    registered: Vec<Registration>,
+}
+
+/// One type another crate registered.
+#[derive(Clone)]
+struct Registration {
+    ty: &'static str,
+    parse: Arc<ParseFn>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("types", &self.types())
+            .finish()
+    }
+}
+
+/// Why [`Registry::register`] refused a type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegisterError {
+    /// The name is a built-in type (compiled in or not) or was registered before.
+    #[error("sink type `{0}` is already registered")]
+    Duplicate(&'static str),
+    /// The name is empty or not made of lowercase ASCII letters, digits, `-` and `_`.
+    #[error("sink type name `{0}` must be lowercase ASCII letters, digits, `-` and `_`")]
+    InvalidName(&'static str),
+}
+
+impl Registry {
+    /// The built-in types only ([`KNOWN_TYPES`]): what [`SinkConfig::from_toml_str`] parses
+    /// with, and the `ankusa-sink` binary's registry.
+    pub const fn builtin() -> Self {
+        Registry {
+            registered: Vec::new(),
+        }
+    }
+
+    /// Every type a sink file may name: [`KNOWN_TYPES`] (compiled in or not), then the
+    /// registered ones in registration order.
+    pub fn types(&self) -> Vec<&'static str> {
+        KNOWN_TYPES
+            .iter()
+            .copied()
+            .chain(self.registered.iter().map(|r| r.ty))
+            .collect()
+    }
+
+    /// Register `ty`: a sink file with `type = "<ty>"` is deserialized as `C` (declare it
+    /// `#[serde(deny_unknown_fields)]` so a misspelt key is an error) and built by `build`,
+    /// which runs when the sink is built ([`SinkConfig::build`], inside the caller's Tokio
+    /// runtime) and may fail with any error (never holding a secret: its text is the
+    /// message). `C`'s `Debug` is the config's, so it must not print a secret either.
+    ///
+    /// # Errors
+    /// [`RegisterError::Duplicate`] for a name already taken, built-in ones included;
+    /// [`RegisterError::InvalidName`] for a name that is not lowercase letters, digits,
+    /// `-` and `_`.
+    pub fn register<C, S, E>(
+        self,
+        ty: &'static str,
+        build: impl Fn(C) -> Result<S, E> + Send + Sync + 'static,
+    ) -> Result<Self, RegisterError>
+    where
+        C: DeserializeOwned + Clone + fmt::Debug + Send + Sync + 'static,
+        S: Sink + 'static,
+        E: std::error::Error,
+    {
+        let build: Arc<BuildFn<C>> =
+            Arc::new(move |c| Box::pin(std::future::ready(built(ty, build(c)))));
+        self.add(ty, build)
+    }
+
+    /// [`register`](Self::register) for a builder that must `.await` (one that resolves
+    /// credentials or connects before it can answer).
+    ///
+    /// # Errors
+    /// As [`register`](Self::register).
+    pub fn register_async<C, S, E, F>(
+        self,
+        ty: &'static str,
+        build: impl Fn(C) -> F + Send + Sync + 'static,
+    ) -> Result<Self, RegisterError>
+    where
+        C: DeserializeOwned + Clone + fmt::Debug + Send + Sync + 'static,
+        S: Sink + 'static,
+        E: std::error::Error,
+        F: Future<Output = Result<S, E>> + Send + 'static,
+    {
+        let build: Arc<BuildFn<C>> = Arc::new(move |c| {
+            let building = build(c);
+            Box::pin(async move { built(ty, building.await) })
+        });
+        self.add(ty, build)
+    }
+
+    fn add<C>(mut self, ty: &'static str, build: Arc<BuildFn<C>>) -> Result<Self, RegisterError>
+    where
+        C: DeserializeOwned + Clone + fmt::Debug + Send + Sync + 'static,
+    {
+        let valid = !ty.is_empty()
+            && ty
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if !valid {
+            return Err(RegisterError::InvalidName(ty));
+        }
+        if self.types().contains(&ty) {
+            return Err(RegisterError::Duplicate(ty));
+        }
+        let parse: Arc<ParseFn> = Arc::new(move |value| {
+            let config: C = options(ty, value)?;
+            Ok(RegisteredConfig {
+                ty,
+                inner: Arc::new(Parsed {
+                    config,
+                    build: build.clone(),
+                }),
+            })
+        });
+        self.registered.push(Registration { ty, parse });
+        Ok(self)
+    }
+
+    /// Parse a TOML document whose top level is the sink's table. `${VAR}` references may
+    /// read any environment variable: the config is trusted input (see [`EnvAccess`]).
+    pub fn parse_toml_str(&self, text: &str) -> Result<SinkConfig, ConfigError> {
+        self.parse_toml_str_with(text, &EnvAccess::Any)
+    }
+
+    /// [`parse_toml_str`](Self::parse_toml_str) with a limit on the environment variables
+    /// the config may read: [`EnvAccess::None`] for configs written by someone you do not
+    /// trust.
+    pub fn parse_toml_str_with(
+        &self,
+        text: &str,
+        env: &EnvAccess,
+    ) -> Result<SinkConfig, ConfigError> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| syntax("TOML", text, &e))?;
+        self.parse_table_with(table, env)
+    }
+
+    /// Parse a JSON object (same keys as TOML). Trusted input, like
+    /// [`parse_toml_str`](Self::parse_toml_str).
+    pub fn parse_json_str(&self, text: &str) -> Result<SinkConfig, ConfigError> {
+        self.parse_json_str_with(text, &EnvAccess::Any)
+    }
+
+    /// [`parse_json_str`](Self::parse_json_str) with a limit on the environment variables
+    /// the config may read.
+    pub fn parse_json_str_with(
+        &self,
+        text: &str,
+        env: &EnvAccess,
+    ) -> Result<SinkConfig, ConfigError> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
+                format: "JSON",
+                detail: format!(
+                    "line {}, column {}: {:?}",
+                    e.line(),
+                    e.column(),
+                    e.classify()
+                ),
+            })?;
+        let table = toml::Table::try_from(value).map_err(|e| ConfigError::Syntax {
+            format: "JSON",
+            detail: e.to_string(),
+        })?;
+        self.parse_table_with(table, env)
+    }
+
+    /// Build from a parsed table: read `type`, expand `${VAR}` references (any variable),
+    /// then let the type's own config deserialize the rest.
+    pub fn parse_table(&self, table: toml::Table) -> Result<SinkConfig, ConfigError> {
+        self.parse_table_with(table, &EnvAccess::Any)
+    }
+
+    /// [`parse_table`](Self::parse_table) with a limit on the environment variables the
+    /// config may read.
+    pub fn parse_table_with(
+        &self,
+        mut table: toml::Table,
+        env: &EnvAccess,
+    ) -> Result<SinkConfig, ConfigError> {
+        let ty = match table.remove("type") {
+            Some(toml::Value::String(s)) => s,
+            Some(_) => return Err(ConfigError::TypeNotString),
+            None => {
+                return Err(ConfigError::MissingType {
+                    known: self.types(),
+                });
+            }
+        };
+        let mut value = toml::Value::Table(table);
+        crate::env::expand(&mut value, "", env)?;
+        if KNOWN_TYPES.contains(&ty.as_str()) {
+            return SinkConfig::parse_builtin(ty, value);
+        }
+        match self.registered.iter().find(|r| r.ty == ty) {
+            Some(r) => (r.parse)(value).map(SinkConfig::Registered),
+            None => Err(ConfigError::UnknownType {
+                ty,
+                known: self.types(),
+            }),
+        }
+    }
+}
+
+/// The config of a type another crate registered ([`Registry::register`]): its options,
+/// parsed, and the builder that turns them into a sink.
+#[derive(Clone)]
+pub struct RegisteredConfig {
+    ty: &'static str,
+    inner: Arc<dyn Erased>,
+}
+
+impl RegisteredConfig {
+    /// The `type` it was registered as.
+    pub fn kind(&self) -> &'static str {
+        self.ty
+    }
+
+    /// The parsed options, when they are a `C`.
+    pub fn config<C: 'static>(&self) -> Option<&C> {
+        self.inner.as_any().downcast_ref()
+    }
+
+    /// Build the sink with the registered builder.
+    pub(crate) async fn build(&self) -> Result<Arc<dyn Sink>, ConfigError> {
+        self.inner.build().await
+    }
+}
+
+impl fmt::Debug for RegisteredConfig {
+    /// The type and its config's own `Debug` (which keeps its secrets out).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisteredConfig")
+            .field("type", &self.ty)
+            .field("config", &self.inner.debug())
+            .finish()
+    }
+}
+
+/// A registered type's parsed config, its type erased.
+trait Erased: Send + Sync {
+    fn build(&self) -> Building;
+    fn as_any(&self) -> &dyn Any;
+    fn debug(&self) -> &dyn fmt::Debug;
+}
+
+/// A parsed `C` and its builder.
+struct Parsed<C> {
+    config: C,
+    build: Arc<BuildFn<C>>,
+}
+
+impl<C: Clone + fmt::Debug + Send + Sync + 'static> Erased for Parsed<C> {
+    fn build(&self) -> Building {
+        (self.build)(self.config.clone())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        &self.config
+    }
+
+    fn debug(&self) -> &dyn fmt::Debug {
+        &self.config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ankusa_sink_core::{Ctx, Envelope, Failure, async_trait};
+    use serde::Deserialize;
+
+    /// A third party's config: one required key, one optional, unknown keys refused.
+    #[derive(Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct ExampleConfig {
+        stream: String,
+        #[serde(default)]
+        password: Option<String>,
+    }
+
+    impl fmt::Debug for ExampleConfig {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("ExampleConfig")
+                .field("stream", &self.stream)
+                .field("password", &self.password.as_ref().map(|_| "REDACTED"))
+                .finish()
+        }
+    }
+
+    struct ExampleSink {
+        stream: String,
+    }
+
+    impl fmt::Debug for ExampleSink {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_tuple("ExampleSink").field(&self.stream).finish()
+        }
+    }
+
+    #[async_trait]
+    impl Sink for ExampleSink {
+        async fn deliver(&self, _: &Envelope, _: &Ctx) -> Result<(), Failure> {
+            Ok(())
+        }
+        fn durable(&self) -> bool {
+            false
+        }
+    }
+
+    /// The builder's refusal, as an adapter's error would be.
+    #[derive(Debug, thiserror::Error)]
+    #[error("stream name `{0}` is reserved")]
+    struct Reserved(String);
+
+    fn build(c: ExampleConfig) -> Result<ExampleSink, Reserved> {
+        if c.stream == "reserved" {
+            return Err(Reserved(c.stream));
+        }
+        Ok(ExampleSink { stream: c.stream })
+    }
+
+    fn registry() -> Registry {
+        Registry::builtin().register("example", build).unwrap()
+    }
+
+    const ALL: &str = "log, http, kafka, amqp, sqs, sns, pubsub, nats, redis, example";
+
+    #[tokio::test]
+    async fn a_registered_type_builds_from_toml_and_json() {
+        let r = registry();
+        for config in [
+            r.parse_toml_str("type = \"example\"\nstream = \"s1\"")
+                .unwrap(),
+            r.parse_json_str(r#"{"type":"example","stream":"s1"}"#)
+                .unwrap(),
+        ] {
+            assert_eq!(config.kind(), "example");
+            let SinkConfig::Registered(ref registered) = config else {
+                panic!("not a registered config: {config:?}");
+            };
+            assert_eq!(registered.config::<ExampleConfig>().unwrap().stream, "s1");
+            assert!(registered.config::<String>().is_none());
+            let sink = config.build().await.unwrap();
+            assert!(!sink.durable());
+            assert!(format!("{sink:?}").contains("s1"), "{sink:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn registered_types_get_the_same_checks_as_built_in_ones() {
+        let r = registry();
+        let err = |text: &str| r.parse_toml_str(text).unwrap_err().to_string();
+        let e = err("type = \"example\"\nstream = \"s\"\nstraem = 1");
+        assert!(
+            e.starts_with("example sink config: ") && e.contains("unknown field `straem`"),
+            "{e}"
+        );
+        assert!(err("type = \"example\"").contains("missing field `stream`"));
+        // A wrong type names the key, never the value.
+        let e = err("type = \"example\"\nstream = \"s\"\npassword = [\"hunter2-planted\"]");
+        assert!(e.contains("key `password`: wrong type"), "{e}");
+        assert!(!e.contains("hunter2-planted"), "{e}");
+        // `${VAR}` expansion and its limits apply.
+        let e = r
+            .parse_toml_str_with("type = \"example\"\nstream = \"${HOME}\"", &EnvAccess::None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("may not read environment variables"), "{e}");
+        let home = std::env::var("HOME").unwrap();
+        let c = r
+            .parse_toml_str(
+                "type = \"example\"\nstream = \"${HOME}\"\npassword = \"hunter2-planted\"",
+            )
+            .unwrap();
+        let SinkConfig::Registered(ref registered) = c else {
+            panic!("{c:?}");
+        };
+        assert_eq!(registered.config::<ExampleConfig>().unwrap().stream, home);
+        // Debug is the config's own, which leaves the password out.
+        let debug = format!("{c:?}");
+        assert!(
+            debug.contains("\"example\"") && !debug.contains("hunter2-planted"),
+            "{debug}"
+        );
+        // The builder's refusal is a build error naming the type.
+        let e = r
+            .parse_toml_str("type = \"example\"\nstream = \"reserved\"")
+            .unwrap()
+            .build()
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ConfigError::Build { ty: "example", .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "example sink: stream name `reserved` is reserved"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_async_builder_is_awaited() {
+        let r = Registry::builtin()
+            .register_async("example-async", |c: ExampleConfig| async move {
+                tokio::task::yield_now().await;
+                build(c)
+            })
+            .unwrap();
+        let sink = r
+            .parse_toml_str("type = \"example-async\"\nstream = \"s2\"")
+            .unwrap()
+            .build()
+            .await
+            .unwrap();
+        assert!(format!("{sink:?}").contains("s2"));
+        let e = r
+            .parse_toml_str("type = \"example-async\"\nstream = \"reserved\"")
+            .unwrap()
+            .build()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ConfigError::Build {
+                    ty: "example-async",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn built_in_types_are_unchanged_by_registrations() {
+        let r = registry();
+        let c = r.parse_toml_str("type = \"log\"\nmessages = true").unwrap();
+        assert!(matches!(c, SinkConfig::Log(ref log) if log.messages()));
+        assert!(c.build().await.is_ok());
+        // The same errors, word for word, as SinkConfig's own parser.
+        for text in [
+            "type = \"log\"\nmesages = true",
+            "type = \"log\"\nmessages = \"yes\"",
+            "type = 3",
+            "type = \"log\"\nmessages = \"secret-value",
+        ] {
+            assert_eq!(
+                r.parse_toml_str(text).unwrap_err().to_string(),
+                SinkConfig::from_toml_str(text).unwrap_err().to_string(),
+                "{text}"
+            );
+        }
+        #[cfg(not(feature = "http"))]
+        assert!(
+            r.parse_toml_str("type = \"http\"\nurl = \"http://127.0.0.1/\"")
+                .unwrap_err()
+                .to_string()
+                .contains("enable the `http` feature")
+        );
+        #[cfg(feature = "http")]
+        assert_eq!(
+            r.parse_toml_str("type = \"http\"\nurl = \"http://127.0.0.1:9/\"")
+                .unwrap()
+                .kind(),
+            "http"
+        );
+    }
+
+    #[test]
+    fn unknown_and_missing_types_list_every_registered_type() {
+        let r = registry();
+        assert_eq!(r.types().join(", "), ALL);
+        let e = r.parse_toml_str("type = \"exampel\"").unwrap_err();
+        assert!(matches!(e, ConfigError::UnknownType { ref ty, .. } if ty == "exampel"));
+        assert_eq!(
+            e.to_string(),
+            format!("unknown sink type `exampel` (known: {ALL})")
+        );
+        assert_eq!(
+            r.parse_json_str(r#"{"stream":"s"}"#)
+                .unwrap_err()
+                .to_string(),
+            format!("sink config is missing field `type` (one of: {ALL})")
+        );
+        // The built-in registry lists what it always listed.
+        let e = SinkConfig::from_toml_str("type = \"example\"").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown sink type `example` (known: log, http, kafka, amqp, sqs, sns, pubsub, nats, redis)"
+        );
+    }
+
+    #[test]
+    fn a_name_is_registered_once() {
+        let twice = registry().register("example", build).unwrap_err();
+        assert_eq!(twice, RegisterError::Duplicate("example"));
+        assert_eq!(
+            twice.to_string(),
+            "sink type `example` is already registered"
+        );
+        // Built-in names are taken whether or not their feature is compiled in.
+        for ty in KNOWN_TYPES {
+            assert_eq!(
+                Registry::builtin().register(ty, build).unwrap_err(),
+                RegisterError::Duplicate(ty)
+            );
+        }
+        for bad in ["", "Example", "ex ample", "ex.ample"] {
+            assert_eq!(
+                Registry::builtin().register(bad, build).unwrap_err(),
+                RegisterError::InvalidName(bad)
+            );
+        }
+    }
+}
