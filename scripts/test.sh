@@ -60,6 +60,10 @@ else
   echo "SKIP cargo deny check advisories: the advisory database cannot be fetched here"
 fi
 
+step "Prometheus alert rules: promtool check and unit tests"
+promtool check rules deploy/prometheus/ankusa-alerts.yml
+promtool test rules deploy/prometheus/ankusa-alerts.test.yml
+
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 

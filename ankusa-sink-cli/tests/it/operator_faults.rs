@@ -618,3 +618,45 @@ fn an_undecodable_record_whose_dead_letter_cannot_be_written_is_held_not_looped(
         "released at the stop: back in the queue"
     );
 }
+
+#[test]
+fn every_metric_the_alerts_name_is_on_metrics_from_the_start() {
+    let rules = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/prometheus/ankusa-alerts.yml"
+    ))
+    .unwrap();
+    let mut names: Vec<&str> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("ankusa_"))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    assert!(names.len() >= 6, "{names:?}");
+    let addr = free_addr();
+    let mut child = bin()
+        .args(["forward", "--json", "--sink", "log", "--metrics-addr"])
+        .arg(addr.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    // Nothing delivered yet: every series is there, at zero.
+    let mut scraped = String::new();
+    wait_until(Duration::from_secs(20), "a first scrape", || {
+        scraped = scrape(addr).unwrap_or_default();
+        !scraped.is_empty()
+    });
+    for name in &names {
+        let series = scraped
+            .lines()
+            .find(|l| !l.starts_with('#') && l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} is not on /metrics at the start:\n{scraped}"));
+        assert!(series.ends_with(" 0"), "{series}");
+    }
+    drop(stdin);
+    let out = wait_within(child, Duration::from_secs(20), "forward of no input");
+    assert_eq!(out.status.code(), Some(0));
+}
