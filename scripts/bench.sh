@@ -39,7 +39,7 @@ step "build (bench profile)"
 for a in "${adapters[@]}"; do
   cargo bench -p "ankusa-sink-$a" --bench vs_raw --no-run
 done
-cargo bench -p ankusa-dispatch --bench core --bench allocs --bench dispatcher --bench tenants --no-run
+cargo bench -p ankusa-dispatch --bench core --bench allocs --bench dispatcher --bench tenants --bench adaptive --no-run
 
 failed=()
 for a in "${adapters[@]}"; do
@@ -82,6 +82,8 @@ step "the dispatcher's own overhead per delivery"
 flock "$LOCK" cargo bench -p ankusa-dispatch --bench dispatcher 2>&1 | tee "$BENCH_OUT_DIR/dispatcher.txt"
 step "tenant fairness: one tenant's backlog against another's first hooks"
 flock "$LOCK" cargo bench -p ankusa-dispatch --bench tenants 2>&1 | tee "$BENCH_OUT_DIR/tenants.txt"
+step "adaptive concurrency against the best fixed one, and against a rate-limiting server"
+flock "$LOCK" cargo bench -p ankusa-dispatch --bench adaptive 2>&1 | tee "$BENCH_OUT_DIR/adaptive.txt"
 step "core allocations (dhat)"
 flock "$LOCK" cargo bench -p ankusa-dispatch --bench allocs 2>&1 | tee "$BENCH_OUT_DIR/allocs.txt"
 

@@ -29,6 +29,7 @@ use tokio::time::Instant;
 /// by input: a fast hash instead of SipHash, which was 4 % of a delivery's CPU.
 type IdMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+mod adaptive;
 mod attempts;
 mod dead_letters;
 mod fair;
@@ -42,13 +43,16 @@ use dead_letters::PendingDeadLetter;
 use scheduler::*;
 use types::HookSettle;
 pub use types::{
-    BuildError, Deliveries, Delivery, DispatchConfig, Hook, Outcome, SubmitError, Unfinished,
+    BuildError, Concurrency, Deliveries, Delivery, DispatchConfig, Hook, Outcome, SubmitError,
+    Unfinished,
 };
 
 /// Builds a [`Dispatcher`].
 #[derive(Debug, Default)]
 pub struct DispatcherBuilder {
     sinks: Vec<(String, Arc<dyn Sink>)>,
+    /// Sinks with a concurrency of their own.
+    limits: HashMap<String, Concurrency>,
     routes: Vec<(String, Vec<String>)>,
     config: DispatchConfig,
     claim_store: Option<ClaimStore>,
@@ -59,6 +63,15 @@ impl DispatcherBuilder {
     /// Add a sink under `name` (the `sink` label of metrics and outcomes).
     pub fn sink(mut self, name: impl Into<String>, sink: Arc<dyn Sink>) -> Self {
         self.sinks.push((name.into(), sink));
+        self
+    }
+
+    /// Give sink `name` a concurrency of its own: a fixed number of attempts in flight, or
+    /// an adaptive limit ([`Concurrency::Adaptive`]). The sink then runs on it, outside
+    /// the shared `concurrency`, instead of its window's delivery count (its window's bytes
+    /// still bound it) and of `sink_concurrency`.
+    pub fn sink_concurrency(mut self, name: impl Into<String>, c: Concurrency) -> Self {
+        self.limits.insert(name.into(), c);
         self
     }
 
@@ -101,7 +114,7 @@ impl DispatcherBuilder {
         if self.config.concurrency == 0 || self.config.sink_concurrency == Some(0) {
             return Err(BuildError::ZeroConcurrency);
         }
-        let (index, slots) = slots(self.sinks, self.config.sink_windows)?;
+        let (index, slots) = slots(self.sinks, &self.limits, &self.config)?;
         let routes = routes(self.routes, &index)?;
         let n = slots.len();
         let windows = slots.iter().filter_map(|s| s.window);
@@ -111,7 +124,20 @@ impl DispatcherBuilder {
                 b.saturating_add(w.bytes.get()),
             )
         });
-        let in_flight = self.config.concurrency.saturating_add(window_deliveries);
+        // Sinks on a concurrency of their own add their most (an adaptive one's `max`).
+        let own: usize = self
+            .limits
+            .values()
+            .map(|c| match *c {
+                Concurrency::Fixed(n) => n,
+                Concurrency::Adaptive { max } => max,
+            })
+            .fold(0, usize::saturating_add);
+        let in_flight = self
+            .config
+            .concurrency
+            .saturating_add(window_deliveries)
+            .saturating_add(own);
         let intake = self
             .config
             .intake
@@ -186,8 +212,12 @@ impl DispatcherBuilder {
 /// Each sink's slot, and its position by name; a name given twice is an error.
 fn slots(
     sinks: Vec<(String, Arc<dyn Sink>)>,
-    windows: bool,
+    limits: &HashMap<String, Concurrency>,
+    config: &DispatchConfig,
 ) -> Result<(HashMap<String, usize>, Vec<Slot>), BuildError> {
+    if let Some(name) = limits.keys().find(|n| !sinks.iter().any(|(s, _)| s == *n)) {
+        return Err(BuildError::NoSuchSink(name.clone()));
+    }
     let mut index = HashMap::new();
     let mut slots = Vec::new();
     for (i, (name, sink)) in sinks.into_iter().enumerate() {
@@ -195,13 +225,35 @@ fn slots(
             return Err(BuildError::DuplicateSink(name));
         }
         let threshold = resolve_inline_max_bytes(&sink).unwrap_or(Some(NonZeroUsize::MIN));
+        let limit = match limits.get(&name) {
+            None => None,
+            Some(Concurrency::Fixed(0)) => return Err(BuildError::ZeroConcurrency),
+            Some(Concurrency::Fixed(n)) => Some(Limit::Fixed(*n)),
+            Some(Concurrency::Adaptive { max }) => Some(Limit::Adaptive(adaptive::Adaptive::new(
+                *max,
+                Instant::now(),
+            ))),
+        };
+        let window = config
+            .sink_windows
+            .then(|| resolve_in_flight(&sink))
+            .flatten();
+        let metrics = m::SinkMetrics::new(&name);
+        // What limits the sink's attempts now (the shared limit is shared with others).
+        let limit_now = match (&limit, window) {
+            (Some(l), _) => l.current(),
+            (None, Some(w)) => config.sink_concurrency.unwrap_or(w.deliveries.get()),
+            (None, None) => config.sink_concurrency.unwrap_or(config.concurrency),
+        };
+        metrics.concurrency_limit.set(limit_now as f64);
         slots.push(Slot {
-            metrics: m::SinkMetrics::new(&name),
+            metrics,
             name: Arc::from(name.as_str()),
             batched: resolve_batched(&sink),
-            window: windows.then(|| resolve_in_flight(&sink)).flatten(),
+            window,
             threshold,
             sink,
+            limit,
         });
     }
     Ok((index, slots))

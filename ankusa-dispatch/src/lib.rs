@@ -16,8 +16,8 @@ pub use dead_letter::{
     DeadLetter, DeadLetterInfo, DeadLetterOpenError, dead_letter_backoff, record_line, split_record,
 };
 pub use dispatcher::{
-    BuildError, Deliveries, Delivery, DispatchConfig, Dispatcher, DispatcherBuilder, Hook, Outcome,
-    SubmitError, Unfinished,
+    BuildError, Concurrency, Deliveries, Delivery, DispatchConfig, Dispatcher, DispatcherBuilder,
+    Hook, Outcome, SubmitError, Unfinished,
 };
 pub use policy::{
     Action, CONFIG_ERRORS_METRIC, Decision, DispatchPolicy, Exponential, RetryPolicy, decide,

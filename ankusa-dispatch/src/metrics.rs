@@ -19,6 +19,9 @@ pub const WAITING: &str = "ankusa_dispatch_waiting_retry";
 /// Tenants with hooks waiting for an attempt on the sink, `{sink}`: each sink serves them
 /// round robin.
 pub const TENANTS_WAITING: &str = "ankusa_dispatch_tenants_waiting";
+/// Attempts in flight the sink may have now, `{sink}`: its adaptive limit as it moves, or
+/// its fixed one (its own, its window's, or the shared `concurrency`).
+pub const CONCURRENCY_LIMIT: &str = "ankusa_dispatch_concurrency_limit";
 /// 1 while dead letters of hooks from a durable source cannot be stored: those hooks are
 /// held unacknowledged, their dead letters written again with backoff, and intake is
 /// paused; 0 otherwise.
@@ -38,6 +41,7 @@ pub(crate) struct SinkMetrics {
     pub(crate) seconds: Histogram,
     pub(crate) breaker_open: Gauge,
     pub(crate) tenants_waiting: Gauge,
+    pub(crate) concurrency_limit: Gauge,
     pub(crate) may_have_landed_retries: Counter,
     delivered: Counter,
     dead: [Counter; 4],
@@ -51,6 +55,7 @@ impl SinkMetrics {
             seconds: metrics::histogram!(ATTEMPT_SECONDS, "sink" => sink.to_owned()),
             breaker_open: metrics::gauge!(BREAKER_OPEN, "sink" => sink.to_owned()),
             tenants_waiting: metrics::gauge!(TENANTS_WAITING, "sink" => sink.to_owned()),
+            concurrency_limit: metrics::gauge!(CONCURRENCY_LIMIT, "sink" => sink.to_owned()),
             may_have_landed_retries: metrics::counter!(MAY_HAVE_LANDED_RETRIES, "sink" => sink.to_owned()),
             delivered: metrics::counter!(OUTCOMES, "sink" => sink.to_owned(), "outcome" => "delivered", "class" => "none"),
             dead: [

@@ -37,10 +37,16 @@ impl Scheduler {
             self.in_flight[job.sink] += 1;
             if slot.window.is_some() {
                 self.in_flight_bytes[job.sink] += job.weight as usize;
-            } else {
+            }
+            if slot.shares_concurrency() {
                 self.in_flight_total += 1;
             }
         }
+        let in_flight = self.in_flight[job.sink];
+        if let Some(Limit::Adaptive(a)) = &mut self.slots[job.sink].limit {
+            a.started(in_flight);
+        }
+        let slot = &self.slots[job.sink];
         slot.metrics.attempts.increment(1);
         self.running.insert(id, job);
         let tx = self.tx.clone();
@@ -98,16 +104,38 @@ impl Scheduler {
             return;
         };
         self.ready[job.sink].finished(job.tenant);
-        let slot = &self.slots[job.sink];
+        let slot = &mut self.slots[job.sink];
         if slot.counted() {
             self.in_flight[job.sink] -= 1;
             if slot.window.is_some() {
                 self.in_flight_bytes[job.sink] -= job.weight as usize;
-            } else {
+            }
+            if slot.shares_concurrency() {
                 self.in_flight_total -= 1;
             }
         }
         slot.metrics.seconds.record(took.as_secs_f64());
+        if let Some(Limit::Adaptive(a)) = &mut slot.limit {
+            // The destination pushing back: a throttle, or a transient failure (a timeout,
+            // a 5xx, a lost connection). A permanent answer says nothing of its load.
+            let pushed = result.as_ref().is_err_and(|f| {
+                matches!(
+                    f.class(),
+                    Class::Transient | Class::Throttled | Class::RetryAfter(_)
+                )
+            });
+            let now = Instant::now();
+            if let Err(f) = &result
+                && let Class::RetryAfter(ms) = f.class()
+            {
+                // Capped like any retry-after: a destination cannot stop the sink for ever.
+                let pause = Duration::from_millis(ms.get()).min(self.config.policy.max_retry_after);
+                a.pause(now, pause);
+            }
+            if let Some(limit) = a.answered(took, pushed, self.in_flight[job.sink], now) {
+                slot.metrics.concurrency_limit.set(limit as f64);
+            }
+        }
         match result {
             Ok(()) => {
                 let before = self.breakers[job.sink].state();

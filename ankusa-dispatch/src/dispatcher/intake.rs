@@ -191,7 +191,7 @@ impl Scheduler {
                 let Some(next) = self.ready[i].peek(cap) else {
                     continue;
                 };
-                if !self.has_room(i, next.weight) {
+                if !self.has_room(i, next.weight) || !self.paced(i, now) {
                     continue;
                 }
                 let before = self.breakers[i].state();
@@ -218,6 +218,14 @@ impl Scheduler {
             .filter(|_| !self.slots[i].batched)
     }
 
+    /// Whether an adaptive sink's pacing lets an attempt start at `now`.
+    pub(super) fn paced(&self, i: usize, now: Instant) -> bool {
+        match &self.slots[i].limit {
+            Some(Limit::Adaptive(a)) => now >= a.ready_at(),
+            _ => true,
+        }
+    }
+
     /// Whether sink `i` may start an attempt of `weight` body bytes now.
     pub(super) fn has_room(&self, i: usize, weight: u32) -> bool {
         let slot = &self.slots[i];
@@ -225,6 +233,13 @@ impl Scheduler {
             return true;
         }
         let per_sink = self.config.sink_concurrency;
+        if let Some(limit) = &slot.limit {
+            let bytes = self.in_flight_bytes[i];
+            let fits = slot.window.is_none_or(|w| {
+                bytes == 0 || bytes.saturating_add(weight as usize) <= w.bytes.get()
+            });
+            return self.in_flight[i] < limit.current() && fits;
+        }
         match slot.window {
             None => {
                 self.in_flight_total < self.config.concurrency

@@ -11,6 +11,25 @@ pub(super) struct Slot {
     pub(super) window: Option<InFlight>,
     pub(super) threshold: Option<NonZeroUsize>,
     pub(super) metrics: m::SinkMetrics,
+    /// The sink's own concurrency, when it has one: it then runs on it, outside the shared
+    /// `concurrency` and instead of its window's delivery count.
+    pub(super) limit: Option<Limit>,
+}
+
+/// A sink's own concurrency.
+#[derive(Debug)]
+pub(super) enum Limit {
+    Fixed(usize),
+    Adaptive(adaptive::Adaptive),
+}
+
+impl Limit {
+    pub(super) fn current(&self) -> usize {
+        match self {
+            Limit::Fixed(n) => *n,
+            Limit::Adaptive(a) => a.limit(),
+        }
+    }
 }
 
 impl Slot {
@@ -18,7 +37,12 @@ impl Slot {
     /// window is bounded by its own batcher alone; with one, it runs on its window like any
     /// pipelining sink.
     pub(super) fn counted(&self) -> bool {
-        !self.batched || self.window.is_some()
+        !self.batched || self.window.is_some() || self.limit.is_some()
+    }
+
+    /// Whether its attempts count against the shared `concurrency`.
+    pub(super) fn shares_concurrency(&self) -> bool {
+        self.window.is_none() && self.limit.is_none()
     }
 }
 
@@ -314,6 +338,14 @@ impl Scheduler {
                 if let Some(at) = b.reopens_at() {
                     earliest(at);
                 }
+            }
+        }
+        for (i, slot) in self.slots.iter().enumerate() {
+            if let Some(Limit::Adaptive(a)) = &slot.limit
+                && !self.ready[i].is_empty()
+                && a.ready_at() > Instant::now()
+            {
+                earliest(a.ready_at());
             }
         }
         for p in self.pending_dead_letters.values() {

@@ -134,6 +134,26 @@ pub enum BuildError {
     /// `concurrency` (or `sink_concurrency`) is zero.
     #[error("concurrency must be at least 1")]
     ZeroConcurrency,
+    /// A concurrency was given for a sink that was not added.
+    #[error("a concurrency is given for `{0}`, which is not a sink")]
+    NoSuchSink(String),
+}
+
+/// A sink's own concurrency ([`DispatcherBuilder::sink_concurrency`](crate::DispatcherBuilder::sink_concurrency)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Concurrency {
+    /// At most this many attempts in flight (at least 1).
+    Fixed(usize),
+    /// A limit that adapts, from 1 up to `max`: one more per round trip while the
+    /// destination's round-trip time holds, a tenth less on back pressure (a throttle, a
+    /// transient failure: a timeout, a 5xx) or when the round trip grows over a tenth above
+    /// its recent low (requests queueing there). `ankusa_dispatch_concurrency_limit{sink}`
+    /// shows it.
+    Adaptive {
+        /// The most it grows to (the specification's default: 256).
+        max: usize,
+    },
 }
 
 /// Why a hook was not taken.

@@ -187,3 +187,48 @@ async fn sink_concurrency_never_caps_a_batching_sinks_deliveries() {
         "the window, not sink_concurrency, bounds it"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_adaptive_limit_grows_while_the_round_trip_holds() {
+    let sink = Script::new(Step::after(Duration::from_millis(10), Step::Ok)).arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("s", sink.clone())
+        .sink_concurrency("s", ankusa_dispatch::Concurrency::Adaptive { max: 20 })
+        .config(DispatchConfig::default().with_intake(4000))
+        .build()
+        .unwrap();
+    submit_n(&d, "s", 3000, 10).await;
+    recv_n(&mut out, 3000, Duration::from_secs(60)).await;
+    assert_eq!(
+        sink.peak(),
+        20,
+        "grew to its max: the round trip never moved"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_adaptive_sink_pauses_whole_for_a_stated_retry_after() {
+    // The destination asks for 1 s: no other hook of the sink goes before it ends (a
+    // destination refusing in no time would otherwise get the limit's worth again at once).
+    let sink = Script::new(Step::after(Duration::from_millis(10), Step::Ok))
+        .first([Step::RetryAfter(1000)])
+        .arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("s", sink.clone())
+        .sink_concurrency("s", ankusa_dispatch::Concurrency::Adaptive { max: 8 })
+        .config(retrying(Duration::from_millis(10)).with_intake(100))
+        .build()
+        .unwrap();
+    let t0 = tokio::time::Instant::now();
+    submit_n(&d, "s", 5, 10).await;
+    recv_n(&mut out, 5, Duration::from_secs(30)).await;
+    let seen = sink.seen();
+    assert!(seen.len() >= 6, "{}", seen.len());
+    assert!(
+        seen[1..]
+            .iter()
+            .all(|s| s.at - t0 >= Duration::from_secs(1)),
+        "{:?}",
+        seen.iter().map(|s| s.at - t0).collect::<Vec<_>>()
+    );
+}
