@@ -35,6 +35,7 @@ mod dead_letters;
 mod fair;
 mod intake;
 mod outcomes;
+mod rate;
 mod retries;
 mod scheduler;
 mod types;
@@ -43,16 +44,16 @@ use dead_letters::PendingDeadLetter;
 use scheduler::*;
 use types::HookSettle;
 pub use types::{
-    BuildError, Concurrency, Deliveries, Delivery, DispatchConfig, Hook, Outcome, SubmitError,
-    Unfinished,
+    BuildError, Concurrency, Deliveries, Delivery, DispatchConfig, Hook, Outcome, SinkDispatch,
+    SubmitError, Unfinished,
 };
 
 /// Builds a [`Dispatcher`].
 #[derive(Debug, Default)]
 pub struct DispatcherBuilder {
     sinks: Vec<(String, Arc<dyn Sink>)>,
-    /// Sinks with a concurrency of their own.
-    limits: HashMap<String, Concurrency>,
+    /// Sinks with settings of their own.
+    settings: HashMap<String, SinkDispatch>,
     routes: Vec<(String, Vec<String>)>,
     config: DispatchConfig,
     claim_store: Option<ClaimStore>,
@@ -71,7 +72,14 @@ impl DispatcherBuilder {
     /// the shared `concurrency`, instead of its window's delivery count (its window's bytes
     /// still bound it) and of `sink_concurrency`.
     pub fn sink_concurrency(mut self, name: impl Into<String>, c: Concurrency) -> Self {
-        self.limits.insert(name.into(), c);
+        self.settings.entry(name.into()).or_default().concurrency = Some(c);
+        self
+    }
+
+    /// How sink `name` runs, over the dispatcher-wide config: its concurrency, rate,
+    /// tenant cap and breaker ([`SinkDispatch`]; a sink file's `[dispatch]` table).
+    pub fn sink_settings(mut self, name: impl Into<String>, settings: SinkDispatch) -> Self {
+        self.settings.insert(name.into(), settings);
         self
     }
 
@@ -114,7 +122,7 @@ impl DispatcherBuilder {
         if self.config.concurrency == 0 || self.config.sink_concurrency == Some(0) {
             return Err(BuildError::ZeroConcurrency);
         }
-        let (index, slots) = slots(self.sinks, &self.limits, &self.config)?;
+        let (index, slots) = slots(self.sinks, &self.settings, &self.config)?;
         let routes = routes(self.routes, &index)?;
         let n = slots.len();
         let windows = slots.iter().filter_map(|s| s.window);
@@ -126,9 +134,10 @@ impl DispatcherBuilder {
         });
         // Sinks on a concurrency of their own add their most (an adaptive one's `max`).
         let own: usize = self
-            .limits
+            .settings
             .values()
-            .map(|c| match *c {
+            .filter_map(|s| s.concurrency)
+            .map(|c| match c {
                 Concurrency::Fixed(n) => n,
                 Concurrency::Adaptive { max } => max,
             })
@@ -165,7 +174,13 @@ impl DispatcherBuilder {
         // intake channel closes when the last `Dispatcher` handle is dropped.
         let (report_tx, report_rx) = mpsc::unbounded_channel();
         let (out_tx, out_rx) = mpsc::unbounded_channel();
-        let breakers = (0..n).map(|_| Breaker::new(self.config.breaker)).collect();
+        let breakers = slots
+            .iter()
+            .map(|s| {
+                let own = self.settings.get(&*s.name).and_then(|d| d.breaker);
+                Breaker::new(own.unwrap_or(self.config.breaker))
+            })
+            .collect();
         metrics::gauge!(m::DEAD_LETTER_BLOCKED).set(0.0);
         metrics::gauge!(m::WAITING).set(0.0);
         let scheduler = Scheduler {
@@ -212,10 +227,13 @@ impl DispatcherBuilder {
 /// Each sink's slot, and its position by name; a name given twice is an error.
 fn slots(
     sinks: Vec<(String, Arc<dyn Sink>)>,
-    limits: &HashMap<String, Concurrency>,
+    settings: &HashMap<String, SinkDispatch>,
     config: &DispatchConfig,
 ) -> Result<(HashMap<String, usize>, Vec<Slot>), BuildError> {
-    if let Some(name) = limits.keys().find(|n| !sinks.iter().any(|(s, _)| s == *n)) {
+    if let Some(name) = settings
+        .keys()
+        .find(|n| !sinks.iter().any(|(s, _)| s == *n))
+    {
         return Err(BuildError::NoSuchSink(name.clone()));
     }
     let mut index = HashMap::new();
@@ -225,14 +243,24 @@ fn slots(
             return Err(BuildError::DuplicateSink(name));
         }
         let threshold = resolve_inline_max_bytes(&sink).unwrap_or(Some(NonZeroUsize::MIN));
-        let limit = match limits.get(&name) {
+        let own = settings.get(&name).cloned().unwrap_or_default();
+        let limit = match own.concurrency {
             None => None,
             Some(Concurrency::Fixed(0)) => return Err(BuildError::ZeroConcurrency),
-            Some(Concurrency::Fixed(n)) => Some(Limit::Fixed(*n)),
+            Some(Concurrency::Fixed(n)) => Some(Limit::Fixed(n)),
             Some(Concurrency::Adaptive { max }) => Some(Limit::Adaptive(adaptive::Adaptive::new(
-                *max,
+                max,
                 Instant::now(),
             ))),
+        };
+        let bucket = match own.rate_per_second {
+            None => None,
+            Some(r) if r.is_finite() && r > 0.0 => Some(rate::Bucket::new(r, Instant::now())),
+            Some(_) => return Err(BuildError::BadRate(name)),
+        };
+        let tenant_concurrency = match own.tenant_concurrency {
+            Some(n) => (n > 0).then_some(n),
+            None => config.tenant_concurrency,
         };
         let window = config
             .sink_windows
@@ -254,6 +282,8 @@ fn slots(
             threshold,
             sink,
             limit,
+            bucket,
+            tenant_concurrency,
         });
     }
     Ok((index, slots))

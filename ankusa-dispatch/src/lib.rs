@@ -17,7 +17,7 @@ pub use dead_letter::{
 };
 pub use dispatcher::{
     BuildError, Concurrency, Deliveries, Delivery, DispatchConfig, Dispatcher, DispatcherBuilder,
-    Hook, Outcome, SubmitError, Unfinished,
+    Hook, Outcome, SinkDispatch, SubmitError, Unfinished,
 };
 pub use policy::{
     Action, CONFIG_ERRORS_METRIC, Decision, DispatchPolicy, Exponential, RetryPolicy, decide,

@@ -46,6 +46,9 @@ impl Scheduler {
         if let Some(Limit::Adaptive(a)) = &mut self.slots[job.sink].limit {
             a.started(in_flight);
         }
+        if let Some(b) = &mut self.slots[job.sink].bucket {
+            b.take();
+        }
         let slot = &self.slots[job.sink];
         slot.metrics.attempts.increment(1);
         self.running.insert(id, job);

@@ -191,7 +191,7 @@ impl Scheduler {
                 let Some(next) = self.ready[i].peek(cap) else {
                     continue;
                 };
-                if !self.has_room(i, next.weight) || !self.paced(i, now) {
+                if !self.has_room(i, next.weight) || !self.may_start(i, now) {
                     continue;
                 }
                 let before = self.breakers[i].state();
@@ -213,17 +213,20 @@ impl Scheduler {
     /// The cap on one tenant's attempts in flight on sink `i` (never on a batching sink,
     /// whose attempts wait in its batcher).
     pub(super) fn tenant_cap(&self, i: usize) -> Option<u32> {
-        self.config
-            .tenant_concurrency
-            .filter(|_| !self.slots[i].batched)
+        let slot = &self.slots[i];
+        slot.tenant_concurrency.filter(|_| !slot.batched)
     }
 
-    /// Whether an adaptive sink's pacing lets an attempt start at `now`.
-    pub(super) fn paced(&self, i: usize, now: Instant) -> bool {
-        match &self.slots[i].limit {
-            Some(Limit::Adaptive(a)) => now >= a.ready_at(),
-            _ => true,
+    /// Whether sink `i` may start an attempt at `now`: no pause the destination asked for
+    /// (an adaptive sink), a token in its rate limit's bucket (taken when it starts).
+    pub(super) fn may_start(&mut self, i: usize, now: Instant) -> bool {
+        let slot = &mut self.slots[i];
+        if let Some(Limit::Adaptive(a)) = &slot.limit
+            && now < a.ready_at()
+        {
+            return false;
         }
+        slot.bucket.as_mut().is_none_or(|b| b.ready(now))
     }
 
     /// Whether sink `i` may start an attempt of `weight` body bytes now.

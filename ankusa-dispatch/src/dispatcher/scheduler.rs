@@ -14,6 +14,10 @@ pub(super) struct Slot {
     /// The sink's own concurrency, when it has one: it then runs on it, outside the shared
     /// `concurrency` and instead of its window's delivery count.
     pub(super) limit: Option<Limit>,
+    /// The sink's rate limit, if it has one.
+    pub(super) bucket: Option<rate::Bucket>,
+    /// Attempts of one tenant in flight on it, at most (its own, or the dispatcher's).
+    pub(super) tenant_concurrency: Option<u32>,
 }
 
 /// A sink's own concurrency.
@@ -341,11 +345,16 @@ impl Scheduler {
             }
         }
         for (i, slot) in self.slots.iter().enumerate() {
+            if self.ready[i].is_empty() {
+                continue;
+            }
             if let Some(Limit::Adaptive(a)) = &slot.limit
-                && !self.ready[i].is_empty()
                 && a.ready_at() > Instant::now()
             {
                 earliest(a.ready_at());
+            }
+            if let Some(b) = &slot.bucket {
+                earliest(b.next_token());
             }
         }
         for p in self.pending_dead_letters.values() {

@@ -134,9 +134,12 @@ pub enum BuildError {
     /// `concurrency` (or `sink_concurrency`) is zero.
     #[error("concurrency must be at least 1")]
     ZeroConcurrency,
-    /// A concurrency was given for a sink that was not added.
-    #[error("a concurrency is given for `{0}`, which is not a sink")]
+    /// Settings were given for a sink that was not added.
+    #[error("settings are given for `{0}`, which is not a sink")]
     NoSuchSink(String),
+    /// A sink's `rate_per_second` is not a positive, finite number.
+    #[error("sink `{0}`: rate_per_second must be a positive number")]
+    BadRate(String),
 }
 
 /// A sink's own concurrency ([`DispatcherBuilder::sink_concurrency`](crate::DispatcherBuilder::sink_concurrency)).
@@ -154,6 +157,49 @@ pub enum Concurrency {
         /// The most it grows to (the specification's default: 256).
         max: usize,
     },
+}
+
+/// How the dispatcher runs one sink, over the dispatcher-wide [`DispatchConfig`]
+/// ([`DispatcherBuilder::sink_settings`](crate::DispatcherBuilder::sink_settings); a sink
+/// file's `[dispatch]` table). `None` fields keep the dispatcher's own.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct SinkDispatch {
+    /// The sink's own concurrency, fixed or adaptive.
+    pub concurrency: Option<Concurrency>,
+    /// Attempts started per second, at most (a token bucket holding a tenth of a second's
+    /// worth): a hook over the rate waits, it is not a failure.
+    pub rate_per_second: Option<f64>,
+    /// Attempts of one tenant in flight on this sink, at most (0: no cap).
+    pub tenant_concurrency: Option<u32>,
+    /// This sink's circuit breaker.
+    pub breaker: Option<BreakerConfig>,
+}
+
+impl SinkDispatch {
+    /// The sink's own concurrency.
+    pub fn with_concurrency(mut self, c: Concurrency) -> Self {
+        self.concurrency = Some(c);
+        self
+    }
+
+    /// Attempts started per second, at most (positive and finite).
+    pub fn with_rate_per_second(mut self, per_s: f64) -> Self {
+        self.rate_per_second = Some(per_s);
+        self
+    }
+
+    /// Attempts of one tenant in flight on this sink, at most; 0: no cap.
+    pub fn with_tenant_concurrency(mut self, n: u32) -> Self {
+        self.tenant_concurrency = Some(n);
+        self
+    }
+
+    /// This sink's circuit breaker.
+    pub fn with_breaker(mut self, breaker: BreakerConfig) -> Self {
+        self.breaker = Some(breaker);
+        self
+    }
 }
 
 /// Why a hook was not taken.

@@ -8,6 +8,7 @@ mod dead_letters;
 mod fanout;
 mod http;
 mod routing;
+mod settings;
 mod shutdown;
 mod slots;
 mod source_ack;

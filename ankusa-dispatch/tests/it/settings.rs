@@ -1,0 +1,86 @@
+//! A sink's own settings (a sink file's `[dispatch]` table): rate, tenant cap, breaker.
+
+use crate::*;
+use ankusa_dispatch::{BreakerConfig, BuildError, Dispatcher, Hook, SinkDispatch};
+use std::time::Duration;
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_makes_hooks_wait_not_fail() {
+    let sink = Script::new(Step::Ok).arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink("s", sink.clone())
+        .sink_settings("s", SinkDispatch::default().with_rate_per_second(20.0))
+        .config(DispatchConfig::default().with_intake(100))
+        .build()
+        .unwrap();
+    let t0 = tokio::time::Instant::now();
+    for i in 0..22 {
+        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
+    }
+    let got = recv_n(&mut out, 22, Duration::from_secs(10)).await;
+    assert!(
+        got.iter()
+            .all(|x| matches!(x.outcome, ankusa_dispatch::Outcome::Delivered))
+    );
+    // Two in the burst, then one each 50 ms: the last at 1 s.
+    let last = sink.seen().last().unwrap().at - t0;
+    assert!(
+        last >= Duration::from_millis(990) && last < Duration::from_millis(1100),
+        "{last:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sinks_own_tenant_cap_and_breaker_override_the_dispatchers() {
+    let capped = Script::new(Step::after(Duration::from_secs(1), Step::Ok)).arc();
+    let fragile = Script::new(Step::Transient).arc();
+    let (d, _out) = Dispatcher::builder()
+        .sink("capped", capped.clone())
+        .sink("fragile", fragile.clone())
+        .route("capped", ["capped"])
+        .route("fragile", ["fragile"])
+        .sink_settings("capped", SinkDispatch::default().with_tenant_concurrency(1))
+        .sink_settings(
+            "fragile",
+            SinkDispatch::default().with_breaker(BreakerConfig::new(1, Duration::from_secs(3600))),
+        )
+        .config(
+            retrying(Duration::from_millis(10))
+                .with_concurrency(16)
+                .with_intake(100),
+        )
+        .build()
+        .unwrap();
+    for i in 0..4 {
+        let e = Envelope::builder(format!("c{i}"), "src", "{}")
+            .tenant_id("t")
+            .build()
+            .unwrap();
+        d.submit(Hook::new(e).route("capped")).await.unwrap();
+        d.submit(Hook::new(env(&format!("f{i}"))).route("fragile"))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(capped.active(), 1, "its own cap of one attempt per tenant");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The four first attempts ran at once; then its own breaker (one failure) held every
+    // retry, where the dispatcher's (five failures) would have let them go.
+    assert_eq!(fragile.calls(), 4);
+}
+
+#[test]
+fn settings_for_a_missing_sink_or_a_bad_rate_are_refused() {
+    let r = Dispatcher::builder()
+        .sink("s", Script::new(Step::Ok).arc())
+        .sink_settings("other", SinkDispatch::default())
+        .build();
+    assert!(matches!(r, Err(BuildError::NoSuchSink(n)) if n == "other"));
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let r = Dispatcher::builder()
+            .sink("s", Script::new(Step::Ok).arc())
+            .sink_settings("s", SinkDispatch::default().with_rate_per_second(bad))
+            .build();
+        assert!(matches!(r, Err(BuildError::BadRate(_))), "{bad}");
+    }
+}
