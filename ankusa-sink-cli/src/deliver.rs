@@ -9,8 +9,9 @@ use crate::{
 };
 use ankusa_claimcheck::ClaimStore;
 use ankusa_dispatch::{
-    BreakerConfig, DeadLetter, DeadLetterInfo, Delivery, DispatchConfig, DispatchPolicy,
-    Dispatcher, Exponential, Hook, Outcome, SubmitError, split_record,
+    BreakerConfig, Concurrency, DeadLetter, DeadLetterInfo, Delivery, DispatchConfig,
+    DispatchPolicy, Dispatcher, Exponential, Hook, Outcome, SinkDispatch, SubmitError,
+    split_record,
 };
 use ankusa_sink_core::message::push_json_str;
 use ankusa_sink_core::{Class, Envelope, Failure, Sink};
@@ -35,6 +36,38 @@ pub(crate) enum Stop {
 pub(crate) struct NamedSink {
     pub(crate) name: String,
     pub(crate) sink: Arc<dyn Sink>,
+    /// Its sink file's `[dispatch]` table.
+    pub(crate) dispatch: ankusa_sinks::DispatchTable,
+}
+
+/// A sink file's `[dispatch]` table as the dispatcher's settings for that sink; what it
+/// leaves out stays the flags' (the breaker's other half included).
+fn sink_settings(t: &ankusa_sinks::DispatchTable, d: &DispatchArgs) -> SinkDispatch {
+    let mut s = SinkDispatch::default();
+    if let Some(c) = t.concurrency {
+        s = s.with_concurrency(match c {
+            ankusa_sinks::ConcurrencySetting::Fixed(n) => Concurrency::Fixed(n.get()),
+            ankusa_sinks::ConcurrencySetting::Adaptive { max } => {
+                Concurrency::Adaptive { max: max.get() }
+            }
+            _ => Concurrency::Adaptive {
+                max: ankusa_sinks::DEFAULT_MAX_CONCURRENCY.get(),
+            },
+        });
+    }
+    if let Some(r) = t.rate_per_second {
+        s = s.with_rate_per_second(r);
+    }
+    if let Some(n) = t.tenant_concurrency {
+        s = s.with_tenant_concurrency(n);
+    }
+    if t.breaker_failures.is_some() || t.breaker_open_seconds.is_some() {
+        s = s.with_breaker(BreakerConfig::new(
+            t.breaker_failures.map_or(d.breaker_failures, |n| n.get()),
+            Duration::from_secs(t.breaker_open_seconds.unwrap_or(d.breaker_open)),
+        ));
+    }
+    s
 }
 
 /// The exact `--json` outcome line.
@@ -249,6 +282,9 @@ fn dispatcher(
     let mut b = Dispatcher::builder().config(config);
     for s in sinks {
         b = b.sink(s.name.clone(), s.sink.clone());
+        if s.dispatch != ankusa_sinks::DispatchTable::default() {
+            b = b.sink_settings(s.name.clone(), sink_settings(&s.dispatch, d));
+        }
     }
     if let Some(spec) = &d.claim_store {
         b = b.claim_store(claim_store(spec)?);
@@ -1243,6 +1279,7 @@ mod tests {
         let sinks = [NamedSink {
             name: "t".into(),
             sink: Arc::new(Failing(class)),
+            dispatch: ankusa_sinks::DispatchTable::default(),
         }];
         let d = DispatchArgs {
             claim_store: None,

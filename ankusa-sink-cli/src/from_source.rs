@@ -301,6 +301,7 @@ mod tests {
         let named = |name: &str| NamedSink {
             name: name.into(),
             sink: log.clone(),
+            dispatch: ankusa_sinks::DispatchTable::default(),
         };
         let sinks = [named("log"), named("audit")];
         let e = refuse_non_durable(&sinks, false).unwrap_err().0;

@@ -252,17 +252,20 @@ impl<E: std::fmt::Display> From<E> for UsageError {
     }
 }
 
-async fn load_config(registry: &Registry, spec: &str) -> Result<SinkConfig, UsageError> {
+async fn load_config(
+    registry: &Registry,
+    spec: &str,
+) -> Result<(SinkConfig, ankusa_sinks::DispatchTable), UsageError> {
     if spec == "log" {
-        return Ok(SinkConfig::log());
+        return Ok((SinkConfig::log(), ankusa_sinks::DispatchTable::default()));
     }
     let text = tokio::fs::read_to_string(spec)
         .await
         .map_err(|e| UsageError(format!("cannot read sink config {spec}: {e}")))?;
     let parsed = if PathBuf::from(spec).extension().is_some_and(|e| e == "json") {
-        registry.parse_json_str(&text)
+        registry.parse_sink_file_json(&text)
     } else {
-        registry.parse_toml_str(&text)
+        registry.parse_sink_file_toml(&text)
     };
     parsed.map_err(|e| UsageError(format!("{spec}: {e}")))
 }
@@ -289,9 +292,13 @@ async fn load_sinks(
                 "two --sink files are named `{name}`: each sink is named by its file's stem, rename one"
             )));
         }
-        let (config, sink) = load_sink(registry, spec).await?;
+        let (config, dispatch, sink) = load_sink_file(registry, spec).await?;
         refuse_mixed_stdout(&config, json)?;
-        sinks.push(deliver::NamedSink { name, sink });
+        sinks.push(deliver::NamedSink {
+            name,
+            sink,
+            dispatch,
+        });
     }
     Ok(sinks)
 }
@@ -307,12 +314,21 @@ async fn load_sink(
     registry: &Registry,
     spec: &str,
 ) -> Result<(SinkConfig, Arc<dyn Sink>), UsageError> {
-    let config = load_config(registry, spec).await?;
+    let (config, _, sink) = load_sink_file(registry, spec).await?;
+    Ok((config, sink))
+}
+
+/// A sink file's sink, built, and its `[dispatch]` table.
+async fn load_sink_file(
+    registry: &Registry,
+    spec: &str,
+) -> Result<(SinkConfig, ankusa_sinks::DispatchTable, Arc<dyn Sink>), UsageError> {
+    let (config, dispatch) = load_config(registry, spec).await?;
     let sink = config
         .build()
         .await
         .map_err(|e| UsageError(format!("{spec}: {e}")))?;
-    Ok((config, sink))
+    Ok((config, dispatch, sink))
 }
 
 /// Client-library log targets that print what must not reach a log: lapin logs a returned

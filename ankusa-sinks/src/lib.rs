@@ -2,12 +2,14 @@
 #![deny(missing_docs)]
 
 mod config;
+mod dispatch;
 mod env;
 mod registry;
 mod scrub;
 mod source;
 
 pub use config::{ConfigError, KNOWN_TYPES, SinkConfig};
+pub use dispatch::{ConcurrencySetting, DEFAULT_MAX_CONCURRENCY, DispatchTable};
 pub use env::EnvAccess;
 pub use registry::{RegisterError, RegisteredConfig, Registry};
 pub use source::{KNOWN_SOURCE_TYPES, SourceConfig, SourceConfigError};

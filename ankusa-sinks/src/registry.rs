@@ -221,6 +221,43 @@ impl Registry {
         self.parse_table_with(table, env)
     }
 
+    /// Parse a whole sink file: the sink's config and its `[dispatch]` table (how the
+    /// dispatcher runs it; empty when the file has none). `${VAR}` references may read
+    /// any environment variable, as in [`parse_toml_str`](Self::parse_toml_str).
+    pub fn parse_sink_file_toml(
+        &self,
+        text: &str,
+    ) -> Result<(SinkConfig, crate::DispatchTable), ConfigError> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| syntax("TOML", text, &e))?;
+        self.parse_sink_file_table(table, &EnvAccess::Any)
+    }
+
+    /// [`parse_sink_file_toml`](Self::parse_sink_file_toml) of a JSON object.
+    pub fn parse_sink_file_json(
+        &self,
+        text: &str,
+    ) -> Result<(SinkConfig, crate::DispatchTable), ConfigError> {
+        let table = json_table(text)?;
+        self.parse_sink_file_table(table, &EnvAccess::Any)
+    }
+
+    /// [`parse_sink_file_toml`](Self::parse_sink_file_toml) of a parsed table, with a limit
+    /// on the environment variables it may read.
+    pub fn parse_sink_file_table(
+        &self,
+        mut table: toml::Table,
+        env: &EnvAccess,
+    ) -> Result<(SinkConfig, crate::DispatchTable), ConfigError> {
+        let dispatch = match table.remove("dispatch") {
+            None => crate::DispatchTable::default(),
+            Some(mut v) => {
+                crate::env::expand(&mut v, "dispatch", env)?;
+                crate::DispatchTable::parse(v)?
+            }
+        };
+        Ok((self.parse_table_with(table, env)?, dispatch))
+    }
+
     /// Parse a JSON object (same keys as TOML). Trusted input, like
     /// [`parse_toml_str`](Self::parse_toml_str).
     pub fn parse_json_str(&self, text: &str) -> Result<SinkConfig, ConfigError> {
@@ -234,21 +271,7 @@ impl Registry {
         text: &str,
         env: &EnvAccess,
     ) -> Result<SinkConfig, ConfigError> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
-                format: "JSON",
-                detail: format!(
-                    "line {}, column {}: {:?}",
-                    e.line(),
-                    e.column(),
-                    e.classify()
-                ),
-            })?;
-        let table = toml::Table::try_from(value).map_err(|e| ConfigError::Syntax {
-            format: "JSON",
-            detail: e.to_string(),
-        })?;
-        self.parse_table_with(table, env)
+        self.parse_table_with(json_table(text)?, env)
     }
 
     /// Build from a parsed table: read `type`, expand `${VAR}` references (any variable),
@@ -264,6 +287,15 @@ impl Registry {
         mut table: toml::Table,
         env: &EnvAccess,
     ) -> Result<SinkConfig, ConfigError> {
+        if table.contains_key("dispatch") {
+            // The dispatcher's, not the sink's: read where it is applied, never dropped.
+            return Err(ConfigError::Field {
+                ty: "dispatch",
+                detail: "the [dispatch] table is read with the whole sink file \
+                         (Registry::parse_sink_file_toml), not with the sink's config alone"
+                    .into(),
+            });
+        }
         let ty = match table.remove("type") {
             Some(toml::Value::String(s)) => s,
             Some(_) => return Err(ConfigError::TypeNotString),
@@ -348,6 +380,23 @@ impl<C: Clone + fmt::Debug + Send + Sync + 'static> Erased for Parsed<C> {
     fn debug(&self) -> &dyn fmt::Debug {
         &self.config
     }
+}
+
+/// A JSON object as a table (errors name the position, never the text).
+fn json_table(text: &str) -> Result<toml::Table, ConfigError> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
+        format: "JSON",
+        detail: format!(
+            "line {}, column {}: {:?}",
+            e.line(),
+            e.column(),
+            e.classify()
+        ),
+    })?;
+    toml::Table::try_from(value).map_err(|e| ConfigError::Syntax {
+        format: "JSON",
+        detail: e.to_string(),
+    })
 }
 
 #[cfg(test)]

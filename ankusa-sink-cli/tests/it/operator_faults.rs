@@ -660,3 +660,95 @@ fn every_metric_the_alerts_name_is_on_metrics_from_the_start() {
     let out = wait_within(child, Duration::from_secs(20), "forward of no input");
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn a_sink_files_dispatch_table_sets_its_concurrency_rate_and_refuses_bad_keys() {
+    let dir = temp_file("x", "").with_file_name("");
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let fixed = write(
+        "fixed.toml",
+        "type = \"log\"\n[dispatch]\nconcurrency = 3\n",
+    );
+    let adaptive = write(
+        "adaptive.toml",
+        "type = \"log\"\n[dispatch]\nconcurrency = \"adaptive\"\nmax_concurrency = 40\n",
+    );
+    let addr = free_addr();
+    let mut child = bin()
+        .args(["forward", "--json", "--metrics-addr", &addr.to_string()])
+        .arg("--sink")
+        .arg(&fixed)
+        .arg("--sink")
+        .arg(&adaptive)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut m = String::new();
+    wait_until(Duration::from_secs(20), "a scrape", || {
+        m = scrape(addr).unwrap_or_default();
+        !m.is_empty()
+    });
+    assert_eq!(
+        metric(&m, "ankusa_dispatch_concurrency_limit", "fixed"),
+        Some(3.0)
+    );
+    assert_eq!(
+        metric(&m, "ankusa_dispatch_concurrency_limit", "adaptive"),
+        Some(1.0),
+        "an adaptive limit starts at 1"
+    );
+    drop(stdin);
+    wait_within(child, Duration::from_secs(20), "forward of no input");
+
+    // A rate: 12 hooks at 20 a second cannot take less than half a second.
+    let rated = write(
+        "rated.toml",
+        "type = \"log\"\n[dispatch]\nrate_per_second = 20\n",
+    );
+    let input = temp_file("hooks.jsonl", &hooks(12));
+    let t = std::time::Instant::now();
+    let out = bin()
+        .args(["forward", "--json", "--input"])
+        .arg(&input)
+        .arg("--sink")
+        .arg(&rated)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(json_lines(&out.stdout).len(), 12);
+    assert!(
+        t.elapsed() >= Duration::from_millis(480),
+        "{:?}",
+        t.elapsed()
+    );
+
+    // A bad key or value: exit 2, the key named, nothing delivered.
+    let bad = write(
+        "bad.toml",
+        "type = \"log\"\n[dispatch]\nconcurrency = \"fast\"\n",
+    );
+    let out = bin()
+        .args(["forward", "--json", "--input"])
+        .arg(&input)
+        .arg("--sink")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("concurrency"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    // The other commands read the same file.
+    let out = bin().args(["info", "--sink"]).arg(&fixed).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}

@@ -1,0 +1,178 @@
+//! A sink file's `[dispatch]` table: how the dispatcher runs this sink, for any `type`.
+//! The registry reads it beside the sink's own keys ([`Registry::parse_sink_file_toml`]);
+//! the dispatcher-wide flags of the CLI stay the defaults for what it leaves out.
+//!
+//! [`Registry::parse_sink_file_toml`]: crate::Registry::parse_sink_file_toml
+
+use crate::config::ConfigError;
+use serde::Deserialize;
+use std::num::{NonZeroU32, NonZeroUsize};
+
+/// The sink's own concurrency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConcurrencySetting {
+    /// `concurrency = N`: at most N attempts in flight.
+    Fixed(NonZeroUsize),
+    /// `concurrency = "adaptive"`: a limit that adapts, up to `max_concurrency` (default
+    /// [`DEFAULT_MAX_CONCURRENCY`]).
+    Adaptive {
+        /// The most it grows to.
+        max: NonZeroUsize,
+    },
+}
+
+/// `max_concurrency`'s default for `concurrency = "adaptive"` (the specification's).
+pub const DEFAULT_MAX_CONCURRENCY: NonZeroUsize = NonZeroUsize::new(256).expect("not zero");
+
+/// A sink file's `[dispatch]` table, checked. Every key is optional.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct DispatchTable {
+    /// `concurrency = N | "adaptive"` (with `max_concurrency` for adaptive).
+    pub concurrency: Option<ConcurrencySetting>,
+    /// `rate_per_second`: attempts started per second, at most (a token bucket: a hook over
+    /// the rate waits, it is not a failure). Positive.
+    pub rate_per_second: Option<f64>,
+    /// `tenant_concurrency`: attempts of one tenant in flight on this sink (0: no cap).
+    pub tenant_concurrency: Option<u32>,
+    /// `breaker_failures`: consecutive counted failures that open this sink's breaker.
+    pub breaker_failures: Option<NonZeroU32>,
+    /// `breaker_open_seconds`: how long it stays open before one probe.
+    pub breaker_open_seconds: Option<u64>,
+}
+
+/// The keys as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Repr {
+    concurrency: Option<Concurrency>,
+    max_concurrency: Option<NonZeroUsize>,
+    rate_per_second: Option<f64>,
+    tenant_concurrency: Option<u32>,
+    breaker_failures: Option<NonZeroU32>,
+    breaker_open_seconds: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Concurrency {
+    Fixed(NonZeroUsize),
+    Mode(String),
+}
+
+fn bad(detail: &str) -> ConfigError {
+    ConfigError::Field {
+        ty: "dispatch",
+        detail: detail.to_owned(),
+    }
+}
+
+impl DispatchTable {
+    /// Check a `[dispatch]` table (its `${VAR}` references already expanded).
+    pub(crate) fn parse(value: toml::Value) -> Result<Self, ConfigError> {
+        let r: Repr = crate::config::options("dispatch", value)?;
+        let concurrency = match (r.concurrency, r.max_concurrency) {
+            (None, None) => None,
+            (Some(Concurrency::Fixed(n)), None) => Some(ConcurrencySetting::Fixed(n)),
+            (Some(Concurrency::Mode(m)), max) if m == "adaptive" => {
+                Some(ConcurrencySetting::Adaptive {
+                    max: max.unwrap_or(DEFAULT_MAX_CONCURRENCY),
+                })
+            }
+            (Some(Concurrency::Mode(_)), _) => {
+                return Err(bad("key `concurrency`: a positive number, or \"adaptive\""));
+            }
+            (_, Some(_)) => {
+                return Err(bad(
+                    "key `max_concurrency` goes with concurrency = \"adaptive\"",
+                ));
+            }
+        };
+        if let Some(r) = r.rate_per_second
+            && !(r.is_finite() && r > 0.0)
+        {
+            return Err(bad("key `rate_per_second`: a positive number"));
+        }
+        Ok(DispatchTable {
+            concurrency,
+            rate_per_second: r.rate_per_second,
+            tenant_concurrency: r.tenant_concurrency,
+            breaker_failures: r.breaker_failures,
+            breaker_open_seconds: r.breaker_open_seconds,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Registry;
+
+    fn table(text: &str) -> Result<DispatchTable, String> {
+        Registry::builtin()
+            .parse_sink_file_toml(&format!("type = \"log\"\n[dispatch]\n{text}"))
+            .map(|(_, d)| d)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_key_of_the_dispatch_table() {
+        let d = table(
+            "concurrency = \"adaptive\"\nmax_concurrency = 64\nrate_per_second = 12.5\n\
+             tenant_concurrency = 3\nbreaker_failures = 2\nbreaker_open_seconds = 9",
+        )
+        .unwrap();
+        assert_eq!(
+            d.concurrency,
+            Some(ConcurrencySetting::Adaptive {
+                max: NonZeroUsize::new(64).unwrap()
+            })
+        );
+        assert_eq!(d.rate_per_second, Some(12.5));
+        assert_eq!(d.tenant_concurrency, Some(3));
+        assert_eq!(d.breaker_failures, NonZeroU32::new(2));
+        assert_eq!(d.breaker_open_seconds, Some(9));
+        assert_eq!(
+            table("concurrency = 8").unwrap().concurrency,
+            Some(ConcurrencySetting::Fixed(NonZeroUsize::new(8).unwrap()))
+        );
+        assert_eq!(
+            table("concurrency = \"adaptive\"").unwrap().concurrency,
+            Some(ConcurrencySetting::Adaptive {
+                max: DEFAULT_MAX_CONCURRENCY
+            })
+        );
+        // No table: nothing of its own.
+        let (_, none) = Registry::builtin()
+            .parse_sink_file_toml("type = \"log\"")
+            .unwrap();
+        assert_eq!(none, DispatchTable::default());
+    }
+
+    #[test]
+    fn bad_values_are_config_errors_that_name_the_key() {
+        for (text, key) in [
+            ("concurrency = \"fast\"", "concurrency"),
+            ("concurrency = 0", "concurrency"),
+            ("max_concurrency = 9", "max_concurrency"),
+            ("concurrency = 4\nmax_concurrency = 9", "max_concurrency"),
+            ("rate_per_second = 0", "rate_per_second"),
+            ("rate_per_second = -1.5", "rate_per_second"),
+            ("breaker_failures = 0", "breaker_failures"),
+            ("retries = 3", "retries"),
+        ] {
+            let e = table(text).unwrap_err();
+            assert!(e.contains(key), "{text}: {e}");
+            assert!(e.contains("dispatch"), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_sink_config_alone_refuses_a_dispatch_table_instead_of_dropping_it() {
+        let e = crate::SinkConfig::from_toml_str("type = \"log\"\n[dispatch]\nconcurrency = 2")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("parse_sink_file_toml"), "{e}");
+    }
+}
