@@ -619,20 +619,66 @@ fn an_undecodable_record_whose_dead_letter_cannot_be_written_is_held_not_looped(
     );
 }
 
-#[test]
-fn every_metric_the_alerts_name_is_on_metrics_from_the_start() {
-    let rules = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/prometheus/ankusa-alerts.yml"
-    ))
-    .unwrap();
-    let mut names: Vec<&str> = rules
+/// The `ankusa_*` metric names in `text` (a histogram's `_sum` and `_count` series named
+/// by their metric).
+fn metric_names(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = text
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .filter(|w| w.starts_with("ankusa_"))
+        .map(|w| {
+            let w = w
+                .strip_suffix("_sum")
+                .or_else(|| w.strip_suffix("_count"))
+                .unwrap_or(w);
+            w.to_owned()
+        })
         .collect();
     names.sort_unstable();
     names.dedup();
+    names
+}
+
+#[test]
+fn every_metric_the_alerts_and_the_dashboard_name_is_on_metrics_from_the_start() {
+    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy");
+    let rules = std::fs::read_to_string(format!("{deploy}/prometheus/ankusa-alerts.yml")).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{deploy}/grafana/ankusa-dispatch.json")).unwrap(),
+    )
+    .unwrap();
+    // Every query of every panel, and the variables' queries.
+    let mut queries = String::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().unwrap() {
+            queries.push_str(t["expr"].as_str().unwrap());
+            queries.push('\n');
+        }
+    }
+    for v in dashboard["templating"]["list"].as_array().unwrap() {
+        if let Some(q) = v["definition"].as_str() {
+            queries.push_str(q);
+        }
+    }
+    let from_dashboard = metric_names(&queries);
+    assert!(from_dashboard.len() >= 9, "{from_dashboard:?}");
+    for wanted in [
+        "ankusa_dispatch_outcomes_total",
+        "ankusa_dispatch_attempt_duration_seconds",
+        "ankusa_dispatch_breaker_open",
+        "ankusa_dispatch_waiting_retry",
+        "ankusa_dispatch_concurrency_limit",
+        "ankusa_dispatch_tenants_waiting",
+    ] {
+        assert!(
+            from_dashboard.iter().any(|n| n == wanted),
+            "the dashboard shows {wanted}"
+        );
+    }
+    let mut names = metric_names(&rules);
     assert!(names.len() >= 6, "{names:?}");
+    names.extend(from_dashboard);
+    names.sort_unstable();
+    names.dedup();
     let addr = free_addr();
     let mut child = bin()
         .args(["forward", "--json", "--sink", "log", "--metrics-addr"])
@@ -652,9 +698,12 @@ fn every_metric_the_alerts_name_is_on_metrics_from_the_start() {
     for name in &names {
         let series = scraped
             .lines()
-            .find(|l| !l.starts_with('#') && l.starts_with(name))
+            .find(|l| !l.starts_with('#') && l.starts_with(name.as_str()))
             .unwrap_or_else(|| panic!("{name} is not on /metrics at the start:\n{scraped}"));
-        assert!(series.ends_with(" 0"), "{series}");
+        // At zero until it moves (a gauge of limits holds its limit).
+        if name != "ankusa_dispatch_concurrency_limit" {
+            assert!(series.ends_with(" 0"), "{series}");
+        }
     }
     drop(stdin);
     let out = wait_within(child, Duration::from_secs(20), "forward of no input");
