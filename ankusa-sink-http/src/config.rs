@@ -147,6 +147,8 @@ struct Repr {
     proxy: Option<Value>,
     format: Option<Format>,
     cloudevents_type: Option<String>,
+    #[serde(default)]
+    status_classes: BTreeMap<String, crate::StatusClass>,
 }
 
 impl Repr {
@@ -165,6 +167,7 @@ impl Repr {
             proxy: None,
             format: None,
             cloudevents_type: None,
+            status_classes: BTreeMap::new(),
         }
     }
 }
@@ -197,6 +200,8 @@ pub struct HttpConfig {
     pub(crate) insecure: Option<String>,
     /// CloudEvents instead of the raw body (`format`, `cloudevents_type`).
     pub(crate) cloudevents: Option<CloudEvents>,
+    /// The operator's classes for statuses (`[status_classes]`).
+    pub(crate) status_classes: crate::StatusClasses,
 }
 
 impl TryFrom<Repr> for HttpConfig {
@@ -232,6 +237,7 @@ impl TryFrom<Repr> for HttpConfig {
         let cloudevents =
             CloudEvents::from_keys(r.format.unwrap_or_default(), r.cloudevents_type.as_deref())
                 .map_err(ConfigError::CloudEventsType)?;
+        let status_classes = crate::StatusClasses::new(r.status_classes)?;
         Ok(HttpConfig {
             url,
             method: r.method,
@@ -247,6 +253,7 @@ impl TryFrom<Repr> for HttpConfig {
             proxy,
             insecure,
             cloudevents,
+            status_classes,
         })
     }
 }
@@ -255,6 +262,13 @@ impl HttpConfig {
     /// A config for `url` with every other option at its default; fails as `TryFrom` would.
     pub fn new(url: impl Into<Secret>) -> Result<Self, ConfigError> {
         Repr::new(Value::Plain(url.into())).try_into()
+    }
+
+    /// The operator's classes for answer statuses (`[status_classes]`): the most specific
+    /// key wins over the sink's own table.
+    pub fn with_status_classes(mut self, classes: crate::StatusClasses) -> Self {
+        self.status_classes = classes;
+        self
     }
 
     /// Send CloudEvents instead of the raw body (`None`: the raw body, the default): the
@@ -684,6 +698,9 @@ pub enum ConfigError {
     /// A timeout or cap of zero.
     #[error("{0} must be greater than zero")]
     Zero(&'static str),
+    /// A `[status_classes]` key is not a status or a range.
+    #[error(transparent)]
+    StatusKey(#[from] crate::BadStatusKey),
     /// A CA file could not be read.
     #[error("tls ca file {path:?} could not be read")]
     CaFile {

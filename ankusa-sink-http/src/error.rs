@@ -22,6 +22,16 @@ pub enum HttpError {
         /// The pause the endpoint asked for, when it sent a valid `Retry-After`.
         retry_after_ms: Option<u64>,
     },
+    /// The endpoint answered a status the operator classed (`[status_classes]`).
+    #[error("endpoint answered HTTP {}{} (classed {} by status_classes)", Status(*.status), RetryAfterText(*.retry_after_ms), .class.as_str())]
+    Classed {
+        /// The status code.
+        status: u16,
+        /// The pause the endpoint asked for, when it sent a valid `Retry-After`.
+        retry_after_ms: Option<u64>,
+        /// The operator's class (never `ok`: that one is a delivery).
+        class: crate::StatusClass,
+    },
     /// The endpoint moved permanently (301/308); redirects are never followed.
     #[error(
         "endpoint answered HTTP {} and moved to {location}; redirects are not followed, update the sink url",
@@ -170,12 +180,26 @@ impl HttpError {
     /// The error of an answer: `None` for 2xx. `retry_after` is the parsed `Retry-After`
     /// (`None` when absent or malformed); `location` the redacted, resolved `Location` of a
     /// 301/308 (its control characters are escaped here).
+    /// `classes` are the operator's (`[status_classes]`): the most specific key wins over
+    /// the table below, and `ok` is a delivery whatever the status.
     pub(crate) fn from_answer(
         status: StatusCode,
         retry_after: Option<NonZeroU64>,
         location: Option<String>,
+        classes: &crate::StatusClasses,
     ) -> Option<HttpError> {
         let status = status.as_u16();
+        match classes.class_of(status) {
+            Some(crate::StatusClass::Ok) => return None,
+            Some(class) => {
+                return Some(HttpError::Classed {
+                    status,
+                    retry_after_ms: retry_after.map(NonZeroU64::get),
+                    class,
+                });
+            }
+            None => {}
+        }
         Some(match status {
             200..=299 => return None,
             301 | 308 => HttpError::Moved {
@@ -225,8 +249,22 @@ impl HttpError {
 /// | other 1xx/3xx/4xx/5xx, timeouts, resets, refused connections | transient |
 /// | TLS certificate rejected | config |
 /// | a hook value that cannot be a header value | permanent |
+/// | a status `[status_classes]` names | its class; `retry_after` honours a valid `Retry-After`, else throttled |
 pub(crate) fn classify(err: &HttpError) -> Class {
     match err {
+        HttpError::Classed {
+            class,
+            retry_after_ms,
+            ..
+        } => match class {
+            crate::StatusClass::Permanent => Class::Permanent,
+            crate::StatusClass::Config => Class::Config,
+            crate::StatusClass::RetryAfter => retry_after_ms
+                .and_then(NonZeroU64::new)
+                .map_or(Class::Throttled, Class::RetryAfter),
+            // `ok` is never an error (see `from_answer`).
+            crate::StatusClass::Transient | crate::StatusClass::Ok => Class::Transient,
+        },
         HttpError::Status {
             status,
             retry_after_ms,
@@ -263,7 +301,9 @@ pub(crate) fn landed(err: &HttpError) -> Option<bool> {
         // 501 and 503 say the server did not process the request (RFC 9110 §15.6.2 and
         // §15.6.4: it does not support it, or cannot handle it now); another 5xx may come
         // after the application acted.
-        HttpError::Status { status, .. } => Some(*status >= 500 && !matches!(status, 501 | 503)),
+        HttpError::Status { status, .. } | HttpError::Classed { status, .. } => {
+            Some(*status >= 500 && !matches!(status, 501 | 503))
+        }
         HttpError::Moved { .. }
         | HttpError::Certificate(_)
         | HttpError::HeaderValue(_)
@@ -335,6 +375,7 @@ mod tests {
             StatusCode::from_u16(status).unwrap(),
             ra,
             location.map(str::to_owned),
+            &crate::StatusClasses::default(),
         )
     }
 

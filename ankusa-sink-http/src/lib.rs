@@ -5,6 +5,7 @@ mod config;
 mod error;
 mod outgoing;
 mod sink;
+mod status_classes;
 
 /// Standard Webhooks signing, shared with every Message v1 sink (core's).
 pub use ankusa_sink_core::signing::{MIN_SECRET_BYTES, Signer};
@@ -14,3 +15,4 @@ pub use config::{
 };
 pub use error::{HttpError, TransportKind};
 pub use sink::{DEFAULT_CONTENT_TYPE, HttpSink, USER_AGENT};
+pub use status_classes::{BadStatusKey, StatusClass, StatusClasses};

@@ -42,6 +42,8 @@ pub struct HttpSink {
     redacted_proxy: Option<String>,
     /// What `check` connects to: the proxy when one is set, else the endpoint.
     reach: Reach,
+    /// The operator's classes for statuses (`[status_classes]`).
+    status_classes: crate::StatusClasses,
 }
 
 /// A TCP destination for [`HttpSink::check`].
@@ -116,6 +118,7 @@ impl HttpSink {
             connect_timeout: Duration::from_millis(config.connect_timeout_ms.get()),
             show_path: config.show_path,
             reach,
+            status_classes: config.status_classes,
         })
     }
 
@@ -241,7 +244,7 @@ impl Sink for HttpSink {
             attempt = ctx.attempt(),
             "http sink answer"
         );
-        match HttpError::from_answer(status, retry_after, location) {
+        match HttpError::from_answer(status, retry_after, location, &self.status_classes) {
             None => Ok(()),
             Some(e) => Err(e.into()),
         }

@@ -187,3 +187,76 @@ async fn answers_say_whether_the_hook_may_have_landed() {
         }
     }
 }
+
+/// A sink to `server` with the operator's `[status_classes]` (as a sink file writes them).
+fn with_classes(server: &Server, classes: serde_json::Value) -> ankusa_sink_http::HttpSink {
+    let config: ankusa_sink_http::HttpConfig = serde_json::from_value(serde_json::json!({
+        "url": server.url("/hooks"),
+        "status_classes": classes,
+    }))
+    .unwrap();
+    ankusa_sink_http::HttpSink::new(config).unwrap()
+}
+
+#[tokio::test]
+async fn status_classes_override_the_table_the_most_specific_key_winning() {
+    let classes = serde_json::json!({
+        "409": "ok", "404": "transient", "4xx": "permanent",
+        "5xx": "permanent", "503": "retry_after", "2xx": "transient"
+    });
+    for (reply, want) in [
+        (Reply::status(409), None),
+        (Reply::status(404), Some(Class::Transient)),
+        (Reply::status(418), Some(Class::Permanent)),
+        (Reply::status(401), Some(Class::Permanent)),
+        (Reply::status(500), Some(Class::Permanent)),
+        (Reply::with_header(503, "retry-after", "7"), Some(ra(7000))),
+        (Reply::status(503), Some(Class::Throttled)),
+        (Reply::status(204), Some(Class::Transient)),
+        // Not named: the sink's own table.
+        (Reply::status(302), Some(Class::Transient)),
+    ] {
+        let status = reply.final_status().unwrap();
+        let server = Server::start(always(reply)).await;
+        let sink = with_classes(&server, classes.clone());
+        let r = deliver(&sink, &envelope(b"{}")).await;
+        match want {
+            None => assert!(r.is_ok(), "{status}: {r:?}"),
+            Some(c) => {
+                assert_eq!(class_of(&r), c, "{status}");
+                if status != 302 {
+                    assert!(
+                        r.unwrap_err().to_string().contains("status_classes"),
+                        "{status}: the reason says who classed it"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_retry_after_status_class_honours_a_retry_after_on_any_status() {
+    // 409 has no pause in the sink's own table; the operator made it one.
+    let server = Server::start(always(Reply::with_header(409, "retry-after", "3"))).await;
+    let sink = with_classes(&server, serde_json::json!({"409": "retry_after"}));
+    let r = deliver(&sink, &envelope(b"{}")).await;
+    assert_eq!(class_of(&r), ra(3000));
+}
+
+#[test]
+fn status_classes_with_a_bad_key_or_value_are_config_errors() {
+    for (classes, names) in [
+        (serde_json::json!({"600": "ok"}), "600"),
+        (serde_json::json!({"4x": "ok"}), "4x"),
+        (serde_json::json!({"409": "maybe"}), "maybe"),
+    ] {
+        let e = serde_json::from_value::<ankusa_sink_http::HttpConfig>(serde_json::json!({
+            "url": "https://hooks.example/in",
+            "status_classes": classes,
+        }))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(names) || e.contains("status_classes"), "{e}");
+    }
+}
