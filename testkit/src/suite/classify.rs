@@ -58,6 +58,19 @@ pub(super) async fn warm_unacknowledged<H: Harness>(cx: &mut Cx<'_, H>) -> CaseR
     classify_warm(cx, Fault::Unacknowledged).await
 }
 
+/// How long a warm sink may answer transient (the connections the fault cut) before the
+/// fault's own class: the sink reconnects and meets the changed destination.
+const RETRY_WARM_WITHIN: Duration = Duration::from_secs(10);
+
+/// The warm faults a sink meets through a reconnect, whose first answer may be the cut
+/// connection's.
+fn retried_warm(fault: Fault) -> bool {
+    matches!(
+        fault,
+        Fault::MissingDestination | Fault::RefusedCredential | Fault::Throttled
+    )
+}
+
 /// Whether the sink had delivered through the same instance before the fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Temp {
@@ -134,9 +147,26 @@ async fn judge<H: Harness>(
         usize::try_from(limit).ok()?.checked_add(1)
     });
     let env = fault_envelope(fault, body_size, setup.sink.inline_max_bytes())?;
-    let ctx = Ctx::for_envelope(&env);
     let started = Instant::now();
-    let res = cx.deliver(&setup.sink, &env, &ctx).await;
+    let mut ctx = Ctx::for_envelope(&env);
+    let mut res = cx.deliver(&setup.sink, &env, &ctx).await;
+    // A warm sink may first meet the connection the fault cut (a server that came back
+    // refusing the credential): transient, as dispatch retries it. The fault's own class
+    // must follow within RETRY_WARM_WITHIN, as dispatch's next attempts would see it.
+    let mut transient_first = 0;
+    if temp == Temp::Warm && retried_warm(fault) {
+        while let Err(f) = &res {
+            if f.class() != Class::Transient || started.elapsed() >= RETRY_WARM_WITHIN {
+                break;
+            }
+            transient_first += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            ctx = ctx
+                .clone()
+                .with_attempt(ctx.attempt.get().saturating_add(1));
+            res = cx.deliver(&setup.sink, &env, &ctx).await;
+        }
+    }
     let elapsed = started.elapsed();
     let warm = if temp == Temp::Warm {
         format!(" after {WARM_DELIVERIES} successful deliveries on the same sink")
@@ -168,9 +198,12 @@ async fn judge<H: Harness>(
         // unacknowledging one would only make check() wait.
         Fault::Throttled | Fault::Oversized | Fault::Unacknowledged => String::new(),
     };
-    let what = match temp {
-        Temp::Cold => String::new(),
-        Temp::Warm => format!("warm ({WARM_DELIVERIES} Ok first): "),
+    let what = match (temp, transient_first) {
+        (Temp::Cold, _) => String::new(),
+        (Temp::Warm, 0) => format!("warm ({WARM_DELIVERIES} Ok first): "),
+        (Temp::Warm, n) => {
+            format!("warm ({WARM_DELIVERIES} Ok first, then {n} transient on the cut connection): ")
+        }
     };
     Ok(Outcome::Pass(format!(
         "{what}{} in {} ms{checked}: {f}",
