@@ -375,6 +375,16 @@ pub trait Harness: Send + Sync + 'static {
         false
     }
 
+    /// Why this harness does not run `case` at all, or `None` (the default): the case is
+    /// then a **not provided** skip with this reason, without a destination being made.
+    /// For a destination that cannot serve a case in reasonable time (an emulator far too
+    /// slow for `volume`), said with the figure that shows it. A certifying case declined
+    /// here keeps the report from saying "certified", as any not provided one does.
+    fn not_provided(&self, case: Case) -> Option<String> {
+        let _ = case;
+        None
+    }
+
     /// How many hooks the `volume` case delivers and reads back: at least
     /// [`VOLUME`](crate::VOLUME) (5,000; a smaller answer is raised to it). Raise it for a
     /// sink whose losses would hide in 5,000.

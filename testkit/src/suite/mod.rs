@@ -185,7 +185,22 @@ pub async fn run_case<H: Harness>(harness: &H, case: Case) -> Outcome {
         leaks: Mutex::new(Vec::new()),
         inspected: AtomicUsize::new(0),
     };
-    let found = match AssertUnwindSafe(dispatch(&mut cx)).catch_unwind().await {
+    let declined = AssertUnwindSafe(async { harness.not_provided(case) })
+        .catch_unwind()
+        .await;
+    let run = async {
+        match declined {
+            Ok(Some(why)) => Ok(Outcome::NotProvided(format!(
+                "the harness does not run this case: {why}"
+            ))),
+            Ok(None) => dispatch(&mut cx).await,
+            Err(payload) => Err(format!(
+                "the harness's not_provided() panicked: {}",
+                util::panic_text(&*payload)
+            )),
+        }
+    };
+    let found = match AssertUnwindSafe(run).catch_unwind().await {
         Ok(Ok(outcome)) => outcome,
         Ok(Err(why)) => Outcome::Fail(why),
         Err(payload) => Outcome::Fail(format!(

@@ -344,6 +344,8 @@ struct Partial {
     declined: Vec<Fault>,
     /// `fault_impossible` names these.
     impossible: Vec<Fault>,
+    /// `not_provided` names these.
+    cases: Vec<Case>,
 }
 
 impl Partial {
@@ -352,6 +354,7 @@ impl Partial {
             inner: MemoryHarness::new(),
             declined: declined.to_vec(),
             impossible: impossible.to_vec(),
+            cases: Vec::new(),
         }
     }
 }
@@ -378,6 +381,11 @@ impl Harness for Partial {
         self.impossible
             .contains(&fault)
             .then(|| "this broker has no throttle".to_owned())
+    }
+    fn not_provided(&self, case: Case) -> Option<String> {
+        self.cases
+            .contains(&case)
+            .then(|| "the emulator takes minutes for it".to_owned())
     }
     fn check_detects(&self, fault: Fault) -> bool {
         self.inner.check_detects(fault)
@@ -483,4 +491,31 @@ async fn a_case_whose_logs_cannot_be_heard_fails() {
         matches!(&o, Outcome::Fail(why) if why.contains("logs could not be searched")),
         "{o:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_case_the_harness_declines_is_not_provided_without_a_destination() {
+    let mut h = Partial::new(&[], &[]);
+    h.cases = vec![Case::Volume, Case::ClassifyWarmThrottled];
+    let report = run_all_with(&h, Output::Quiet).await;
+    report.assert_passed();
+    for case in [Case::Volume, Case::ClassifyWarmThrottled] {
+        let o = report.outcome(case).unwrap();
+        assert_eq!(
+            o,
+            &Outcome::NotProvided(
+                "the harness does not run this case: the emulator takes minutes for it".into()
+            ),
+            "{case}"
+        );
+    }
+    // Volume does not certify; the warm throttle does.
+    assert_eq!(
+        report.verdict(),
+        Verdict::Passed {
+            unprovided: vec![Case::ClassifyWarmThrottled]
+        }
+    );
+    // Every queue the other cases made was torn down.
+    assert!(h.inner.broker().queue_names().is_empty());
 }
