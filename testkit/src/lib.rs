@@ -52,7 +52,7 @@ macro_rules! __with_cases {
     ($callback:path; $($args:tt)*) => {
         $callback! { [$($args)*]
             contract => Contract: contract::run,
-                "Capabilities answer without panicking; planted secrets appear in no describe, Debug or failure, and describe holds no URL userinfo; no secrets planted is a skip, or a failure when the sink takes credentials.";
+                "Capabilities answer without panicking; planted secrets appear in no describe, Debug or failure, and describe holds no URL userinfo; a fault produced a failure to search (else nothing was checked: a failure); no secrets planted is a skip, or a failure when the sink takes credentials.";
             round_trip => RoundTrip: round_trip::run,
                 "Varied envelopes all return Ok and read back exactly; a replay of an already-delivered hook arrives as a second copy carrying its replay id; duplicates are counted.";
             inline_boundary => InlineBoundary: inline::run,
