@@ -32,10 +32,12 @@ enum Mock {
     TopicRefused(rdkafka::types::RDKafkaRespErr),
 }
 
+/// Where the mock cluster's thread takes its next [`Mock`] command (`None` ends it).
+type MockControl = std::sync::mpsc::Sender<Option<Mock>>;
+
 /// librdkafka's in-process mock cluster, on a thread of its own (it is not `Send`), with
-/// `UNACKED_TOPIC`: its bootstrap servers, and where to send what it does next (`None`
-/// ends it).
-fn slow_mock_broker() -> Result<(String, std::sync::mpsc::Sender<Option<Mock>>), BoxError> {
+/// `UNACKED_TOPIC`: its bootstrap servers, and its control.
+fn slow_mock_broker() -> Result<(String, MockControl), BoxError> {
     let (servers_tx, servers_rx) = std::sync::mpsc::channel();
     let (control, commands) = std::sync::mpsc::channel::<Option<Mock>>();
     std::thread::spawn(move || {
@@ -117,7 +119,7 @@ impl KafkaHarness {
     fn mock_setup(
         &self,
         produce_timeout: Duration,
-    ) -> Result<(Setup<Arc<KafkaSink>>, std::sync::mpsc::Sender<Option<Mock>>), BoxError> {
+    ) -> Result<(Setup<Arc<KafkaSink>>, MockControl), BoxError> {
         let (servers, control) = slow_mock_broker()?;
         let cfg = KafkaConfig::new(&servers, UNACKED_TOPIC)?.with_produce_timeout(produce_timeout);
         let stop = control.clone();
