@@ -168,6 +168,8 @@ pub(crate) use ensure;
 ///   global subscriber ([`support::install_global`](crate::support::install_global)). A
 ///   secret found fails the case, whatever else it found; so does a capture that cannot
 ///   hear the case's thread when secrets are planted.
+/// - A case the harness declines ([`Harness::not_provided`]) is a not provided skip with
+///   its reason; nothing else of the harness is called for it.
 /// - Needs no particular runtime: it works on `#[tokio::test]`'s current-thread runtime
 ///   (with the time driver, which `#[tokio::test]` enables).
 pub async fn run_case<H: Harness>(harness: &H, case: Case) -> Outcome {
