@@ -117,6 +117,16 @@ impl ErrorClass {
     }
 }
 
+/// Every [`ErrorClass`], in a stable order: what a dead letter can be filed under (the
+/// specification's `error_classes/0`), for an operator's filter or a dashboard's legend.
+pub const fn error_classes() -> [ErrorClass; 3] {
+    [
+        ErrorClass::Permanent,
+        ErrorClass::Throttled,
+        ErrorClass::Transient,
+    ]
+}
+
 impl fmt::Display for ErrorClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -285,6 +295,32 @@ mod tests {
         assert_eq!(Class::RetryAfter(ms).error_class(), ErrorClass::Throttled);
         assert_eq!(Class::Throttled.error_class(), ErrorClass::Throttled);
         assert_eq!(Class::Transient.error_class(), ErrorClass::Transient);
+    }
+
+    #[test]
+    fn error_classes_lists_every_error_class_once() {
+        assert_eq!(
+            error_classes(),
+            [
+                ErrorClass::Permanent,
+                ErrorClass::Throttled,
+                ErrorClass::Transient
+            ]
+        );
+        // Every class's error class is listed (a new ErrorClass must join the list: the
+        // match in `as_str` names them all).
+        let ms = NonZeroU64::new(5).unwrap();
+        for class in [
+            Class::Permanent,
+            Class::Config,
+            Class::RetryAfter(ms),
+            Class::Throttled,
+            Class::Transient,
+        ] {
+            assert!(error_classes().contains(&class.error_class()), "{class}");
+        }
+        let names: Vec<&str> = error_classes().iter().map(|c| c.as_str()).collect();
+        assert_eq!(names, ["permanent", "throttled", "transient"]);
     }
 
     #[test]

@@ -31,8 +31,8 @@ pub use envelope::{
     Verification, VerificationStatus, partition_of, validate_partition, validate_tenant,
 };
 pub use failure::{
-    BoxError, Class, ErrorClass, Failure, MAX_REASON_TEXT, Reason, escape_invisible, printable,
-    socket_failure,
+    BoxError, Class, ErrorClass, Failure, MAX_REASON_TEXT, Reason, error_classes, escape_invisible,
+    printable, socket_failure,
 };
 pub use secret::{Secret, SecretEnvError};
 pub use sink::{

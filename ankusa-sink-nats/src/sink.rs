@@ -11,11 +11,16 @@ use ankusa_sink_core::{
 };
 use async_nats::client::Request;
 use async_nats::connection::State;
-use async_nats::{Client, ConnectOptions, RequestErrorKind};
+use async_nats::{Client, ConnectErrorKind, ConnectOptions, RequestErrorKind};
 use serde::Deserialize;
 use std::fmt;
 use std::num::NonZeroUsize;
-use tokio::sync::OnceCell;
+use std::time::{Duration, Instant};
+use tokio::sync::{Mutex, OnceCell};
+
+/// How long a finding of [`NatsSink::why_not_connected`] stands: an outage costs one
+/// connection attempt per interval, not one per delivery.
+const DIAGNOSIS_FOR: Duration = Duration::from_secs(1);
 
 /// A NATS JetStream sink.
 ///
@@ -23,11 +28,15 @@ use tokio::sync::OnceCell;
 /// request whose reply is the JetStream publish ack: `Ok` only once a stream stored the
 /// message (or had it already: a `duplicate` ack). One connection, made on the first
 /// delivery (or [`check`](Sink::check)) and shared by every delivery; async-nats
-/// reconnects it, and while it is down deliveries fail transient at once.
+/// reconnects it, and while it is down deliveries fail transient at once, unless the
+/// server now refuses the credentials (config).
 pub struct NatsSink {
     config: NatsConfig,
     layout: Layout,
     client: OnceCell<Client>,
+    /// When the shared client was last found down, and the refusal a connection of the
+    /// sink's own met then (`None`: none).
+    diagnosis: Mutex<Option<(Instant, Option<ConnectErrorKind>)>>,
 }
 
 impl fmt::Debug for NatsSink {
@@ -80,6 +89,7 @@ impl NatsSink {
             config,
             layout,
             client: OnceCell::new(),
+            diagnosis: Mutex::new(None),
         }
     }
 
@@ -92,9 +102,40 @@ impl NatsSink {
     async fn client(&self) -> Result<&Client, NatsError> {
         let client = self.client.get_or_try_init(|| self.connect()).await?;
         if client.connection_state() != State::Connected {
-            return Err(NatsError::NotConnected);
+            return Err(self.why_not_connected().await);
         }
         Ok(client)
+    }
+
+    /// Why the shared client is down. async-nats reconnects in the background and says
+    /// why it cannot only in an event's text; a connection of the sink's own gets the
+    /// typed answer. A server that now refuses the credentials (rotated, revoked) is the
+    /// `Connect` error that says so (config), not a reconnect to wait for; anything else
+    /// is [`NatsError::NotConnected`]. One attempt per [`DIAGNOSIS_FOR`], shared by the
+    /// deliveries waiting meanwhile.
+    async fn why_not_connected(&self) -> NatsError {
+        let mut last = self.diagnosis.lock().await;
+        let refused = match *last {
+            Some((at, refused)) if at.elapsed() < DIAGNOSIS_FOR => refused,
+            _ => {
+                let refused = match connect(&self.config, ConnectOptions::new()).await {
+                    Err(NatsError::Connect { kind, .. }) if refuses_credentials(kind) => Some(kind),
+                    // Connected (the shared client is about to be too), or down for
+                    // another reason: the probe connection closes when dropped.
+                    _ => None,
+                };
+                *last = Some((Instant::now(), refused));
+                refused
+            }
+        };
+        match refused {
+            Some(kind) => NatsError::Connect {
+                host: host_port(&self.config.url).unwrap_or_default(),
+                kind,
+                source: async_nats::ConnectError::new(kind),
+            },
+            None => NatsError::NotConnected,
+        }
     }
 
     async fn connect(&self) -> Result<Client, NatsError> {
@@ -236,6 +277,14 @@ pub(crate) async fn connect(c: &NatsConfig, base: ConnectOptions) -> Result<Clie
             ms: c.connect_timeout_ms.get(),
         }),
     }
+}
+
+/// Whether a connect error is the server refusing the credentials.
+fn refuses_credentials(kind: ConnectErrorKind) -> bool {
+    matches!(
+        kind,
+        ConnectErrorKind::AuthorizationViolation | ConnectErrorKind::Authentication
+    )
 }
 
 fn api_error(e: ApiError) -> NatsError {

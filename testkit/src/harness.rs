@@ -196,6 +196,18 @@ pub enum Fault {
     Unacknowledged,
 }
 
+impl Fault {
+    /// Every fault, in the suite's order.
+    pub const ALL: [Fault; 6] = [
+        Fault::MissingDestination,
+        Fault::RefusedCredential,
+        Fault::Unreachable,
+        Fault::Throttled,
+        Fault::Oversized,
+        Fault::Unacknowledged,
+    ];
+}
+
 /// Expected outcome of one entry in a [`MixedBatch`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
@@ -214,11 +226,90 @@ pub struct MixedBatch<S> {
     pub envelopes: Vec<(Envelope, Expect)>,
 }
 
+/// What makes a warm destination show its fault: see [`WarmFault::new`].
+type Provoke = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
+
+/// A destination that works, and shows a [`Fault`] once the sink has delivered to it: what
+/// [`Harness::warm_fault`] returns.
+///
+/// The suite delivers [`WARM_DELIVERIES`](crate::WARM_DELIVERIES) small hooks through the
+/// sink (each must return `Ok`, and reach the probe when there is one), then awaits the
+/// provocation, then delivers the fault's hook through **the same sink** and judges it as
+/// it judges the cold fault. A sink that is honest only while it connects (errors from its
+/// first request, `Ok` from every later one) fails here.
+pub struct WarmFault<S> {
+    /// The sink, its probe and teardown, on a destination that works until provoked.
+    pub setup: Setup<S>,
+    provoke: Option<Provoke>,
+}
+
+impl<S> WarmFault<S> {
+    /// `setup` works until `provoke` is awaited, which makes the destination show the
+    /// fault: delete the queue, revoke the credential (and cut the connections, so the sink
+    /// must log in again: [`TcpProxy::redirect`](crate::support::TcpProxy::redirect) to a
+    /// server that refuses it), stop the destination ([`TcpProxy::stop`](crate::support::TcpProxy::stop)),
+    /// start throttling, go silent on the sink's open connections
+    /// ([`TcpProxy::blackhole`](crate::support::TcpProxy::blackhole)).
+    ///
+    /// # Behavior
+    /// - Awaited once, after the warm-up deliveries, time-limited by
+    ///   [`Harness::harness_timeout`]; an error fails the case.
+    /// - Whatever it stops or redirects is the setup's to clean up: its teardown runs after
+    ///   the case whether or not `provoke` ran.
+    pub fn new<F, Fut>(setup: Setup<S>, provoke: F) -> Self
+    where
+        F: FnOnce() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        WarmFault {
+            setup,
+            provoke: Some(Box::new(move || Box::pin(provoke()))),
+        }
+    }
+
+    /// `setup` shows the fault from the start for the fault's own hook and takes the
+    /// warm-up's small ones: a destination (or a sink limit) that refuses the oversized
+    /// body ([`Setup::body_size`], or the sink's own `max_message`) and nothing smaller.
+    pub fn standing(setup: Setup<S>) -> Self {
+        WarmFault {
+            setup,
+            provoke: None,
+        }
+    }
+
+    /// The same warm fault around another sink (`Arc::new`, a wrapper).
+    pub fn map_sink<T>(self, f: impl FnOnce(S) -> T) -> WarmFault<T> {
+        WarmFault {
+            setup: self.setup.map_sink(f),
+            provoke: self.provoke,
+        }
+    }
+
+    pub(crate) fn into_parts(self) -> (Setup<S>, Option<Provoke>) {
+        (self.setup, self.provoke)
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for WarmFault<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WarmFault")
+            .field("setup", &self.setup)
+            .field("provoke", &self.provoke.is_some())
+            .finish()
+    }
+}
+
 /// How to build the sink under test. Implement it in your crate's tests.
 ///
 /// Only [`destination`](Harness::destination) is required. Every other method has a
-/// default that makes the matching case a printed skip (or, for
-/// [`takes_credentials`](Harness::takes_credentials), a failure until secrets are planted).
+/// default that makes the matching case a printed skip: **not provided** for a fault the
+/// harness does not provoke ([`fault`](Harness::fault), [`warm_fault`](Harness::warm_fault))
+/// or a restart it does not do ([`can_restart`](Harness::can_restart)), which keeps the
+/// report from saying "certified"; **impossible** only where the harness says the protocol
+/// has no such fault ([`fault_impossible`](Harness::fault_impossible),
+/// [`restart_impossible`](Harness::restart_impossible)). For
+/// [`takes_credentials`](Harness::takes_credentials) the default is a failure until secrets
+/// are planted.
 ///
 /// A harness may be built once per case (what [`conformance_suite!`](crate::conformance_suite)
 /// does, optionally with a per-case constructor) or once for a whole
@@ -235,18 +326,70 @@ pub trait Harness: Send + Sync + 'static {
     /// own. Attach a [`Setup::with_teardown`] that deletes what you made.
     async fn destination(&self, case: Case) -> Result<Setup<Self::Sink>, BoxError>;
 
-    /// A sink configured so that the destination produces `fault`, or `None` if this
-    /// harness cannot provoke it (the case is then a printed skip).
+    /// A sink configured so that the destination produces `fault` from its first delivery
+    /// (a cold sink), or `None` if this harness does not provoke it: the case is then a
+    /// **not provided** skip, unless [`fault_impossible`](Harness::fault_impossible) says
+    /// the fault cannot exist.
     async fn fault(&self, fault: Fault) -> Result<Option<Setup<Self::Sink>>, BoxError> {
         let _ = fault;
         Ok(None)
     }
 
-    /// Why this harness cannot provoke `fault`, printed in the case's skip when
-    /// [`fault`](Harness::fault) returns `None` (e.g. "the broker has no throttle").
+    /// A working destination and a sink that will deliver to it, and how to make the
+    /// destination show `fault` afterwards (a warm sink: the `classify_warm_*` cases), or
+    /// `None` if this harness does not: a **not provided** skip, unless
+    /// [`fault_impossible`](Harness::fault_impossible) says the fault cannot exist. See
+    /// [`WarmFault`].
+    async fn warm_fault(&self, fault: Fault) -> Result<Option<WarmFault<Self::Sink>>, BoxError> {
+        let _ = fault;
+        Ok(None)
+    }
+
+    /// Why `fault` cannot exist for this destination's protocol (a log has no credential, a
+    /// broker that has no throttle), or `None` (the default) when it can. When
+    /// [`fault`](Harness::fault) or [`warm_fault`](Harness::warm_fault) returns `None`, the
+    /// case is an **impossible** skip with this reason instead of a **not provided** one.
+    /// Say it only of the protocol, never of a harness that could do more: an impossible
+    /// skip still certifies.
+    fn fault_impossible(&self, fault: Fault) -> Option<String> {
+        let _ = fault;
+        None
+    }
+
+    /// Why this harness does not provoke `fault`, printed in the case's **not provided**
+    /// skip when [`fault`](Harness::fault) or [`warm_fault`](Harness::warm_fault) returns
+    /// `None` (e.g. "a shared server must not be pushed over its memory limit").
     fn fault_skip_reason(&self, fault: Fault) -> Option<String> {
         let _ = fault;
         None
+    }
+
+    /// Whether the sink's [`check()`](ankusa_sink_core::Sink::check) can tell `fault`
+    /// ([`Fault::MissingDestination`], [`Fault::RefusedCredential`]) without delivering:
+    /// then the suite requires a config failure from it under that fault, cold and warm.
+    /// Default `false`: `check()` may then also answer `Reachable` or `Unsupported` (never
+    /// `Passed`). Whatever this says, `check()` must never answer `Passed` or `Reachable`
+    /// where nothing listens ([`Fault::Unreachable`]).
+    fn check_detects(&self, fault: Fault) -> bool {
+        let _ = fault;
+        false
+    }
+
+    /// Why this harness does not run `case` at all, or `None` (the default): the case is
+    /// then a **not provided** skip with this reason, without a destination being made.
+    /// For a destination that cannot serve a case in reasonable time (an emulator far too
+    /// slow for `volume`), said with the figure that shows it. A certifying case declined
+    /// here keeps the report from saying "certified", as any not provided one does.
+    fn not_provided(&self, case: Case) -> Option<String> {
+        let _ = case;
+        None
+    }
+
+    /// How many hooks the `volume` case delivers and reads back: at least
+    /// [`VOLUME`](crate::VOLUME) (5,000; a smaller answer is raised to it). Raise it for a
+    /// sink whose losses would hide in 5,000.
+    fn volume(&self) -> usize {
+        crate::VOLUME
     }
 
     /// For batching sinks: one batch whose entries the destination answers differently.
@@ -275,10 +418,18 @@ pub trait Harness: Send + Sync + 'static {
     }
 
     /// Whether [`stop`](Harness::stop) and [`start`](Harness::start) work. `false` (the
-    /// default) makes `recovery` a printed skip: the way to opt out for a destination too
-    /// heavy or too shared to restart.
+    /// default) makes `recovery` a **not provided** skip (a destination too heavy or too
+    /// shared to restart), or an impossible one with
+    /// [`restart_impossible`](Harness::restart_impossible).
     fn can_restart(&self) -> bool {
         false
+    }
+
+    /// Why the destination cannot be down at all (a log, the process's own stdout), or
+    /// `None` (the default): with [`can_restart`](Harness::can_restart) `false`, `recovery`
+    /// is then an **impossible** skip with this reason.
+    fn restart_impossible(&self) -> Option<String> {
+        None
     }
 
     /// Stop the destination (broker, server). Must leave it stoppable and startable again.

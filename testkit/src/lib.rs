@@ -6,7 +6,9 @@ pub mod memory;
 mod suite;
 pub mod support;
 
-pub use harness::{Expect, Fault, Harness, MixedBatch, Probe, Received, Setup, Teardown};
+pub use harness::{
+    Expect, Fault, Harness, MixedBatch, Probe, Received, Setup, Teardown, WarmFault,
+};
 pub use suite::{Case, Outcome, run_case};
 
 /// The core crate this testkit is built on, so a harness needs one dependency.
@@ -27,6 +29,17 @@ use std::time::Duration;
 /// destination has the hook.
 pub const DURABILITY_BOUND: Duration = Duration::from_secs(2);
 
+/// How many hooks the `volume` case delivers at least: 5,000 (a harness may raise it with
+/// [`Harness::volume`]). A sink losing one delivery in 500 loses ten here, while the
+/// project's adapters deliver and read back 5,000 against their local brokers in seconds
+/// (figures in the testkit README).
+pub const VOLUME: usize = 5_000;
+
+/// How many small hooks a `classify_warm_*` case delivers through the sink, each `Ok`,
+/// before the harness provokes the fault: enough for a client to have connected, learned
+/// its metadata and pipelined (see [`WarmFault`]).
+pub const WARM_DELIVERIES: usize = 5;
+
 /// The one list of conformance cases, handed to `$callback!` after `[$($args)*]`.
 ///
 /// Each entry: `test_name => Variant: runner_path, "one-line doc";`. Everything that
@@ -39,7 +52,7 @@ macro_rules! __with_cases {
     ($callback:path; $($args:tt)*) => {
         $callback! { [$($args)*]
             contract => Contract: contract::run,
-                "Capabilities answer without panicking; planted secrets appear in no describe, Debug or failure, and describe holds no URL userinfo; no secrets planted is a skip, or a failure when the sink takes credentials.";
+                "Capabilities answer without panicking; planted secrets appear in no describe, Debug or failure, and describe holds no URL userinfo; a fault produced a failure to search (else nothing was checked: a failure); no secrets planted is a skip, or a failure when the sink takes credentials.";
             round_trip => RoundTrip: round_trip::run,
                 "Varied envelopes all return Ok and read back exactly; a replay of an already-delivered hook arrives as a second copy carrying its replay id; duplicates are counted.";
             inline_boundary => InlineBoundary: inline::run,
@@ -56,8 +69,22 @@ macro_rules! __with_cases {
                 "A body the destination never takes is permanent, and nothing is delivered.";
             classify_unacknowledged => ClassifyUnacknowledged: classify::unacknowledged,
                 "A destination that takes the write but never acknowledges it never gets an Ok: the sink answers a retryable failure within the deadline.";
+            classify_warm_missing_destination => ClassifyWarmMissingDestination: classify::warm_missing_destination,
+                "After deliveries that succeeded, the same sink meets a destination that went missing: config, and check() never passes.";
+            classify_warm_refused_credential => ClassifyWarmRefusedCredential: classify::warm_refused_credential,
+                "After deliveries that succeeded, the same sink meets a credential the destination now refuses: config, and check() never passes.";
+            classify_warm_unreachable => ClassifyWarmUnreachable: classify::warm_unreachable,
+                "After deliveries that succeeded, the same sink meets a destination that went away: transient within the deadline, and check() neither passes nor says reachable.";
+            classify_warm_throttled => ClassifyWarmThrottled: classify::warm_throttled,
+                "After deliveries that succeeded, the same sink meets a throttle: retry-after with 0 < ms <= 1 h, or throttled.";
+            classify_warm_oversized => ClassifyWarmOversized: classify::warm_oversized,
+                "After deliveries that succeeded, the same sink meets a body the destination never takes: permanent, and nothing is delivered.";
+            classify_warm_unacknowledged => ClassifyWarmUnacknowledged: classify::warm_unacknowledged,
+                "After deliveries that succeeded, the destination goes silent on the sink's open connections: never an Ok, a retryable failure within the deadline.";
             concurrency => Concurrency: concurrency::run,
                 "200 concurrent deliveries all return Ok and all read back.";
+            volume => Volume: volume::run,
+                "At least 5,000 deliveries (VOLUME, or Harness::volume) all return Ok and every one reads back exactly: nothing lost; duplicates counted.";
             durability => Durability: durability::run,
                 "A durable sink's every Ok is readable within DURABILITY_BOUND of the ack.";
             panic_safety => PanicSafety: panic_safety::run,
@@ -95,7 +122,7 @@ pub async fn run_all<H: Harness>(harness: &H) -> Report {
     run_all_with(harness, Output::Stderr).await
 }
 
-/// Run every case, in order, printing per `output`.
+/// Run every case, in order, printing per `output` (the verdict last).
 pub async fn run_all_with<H: Harness>(harness: &H, output: Output) -> Report {
     let name = harness.name();
     let mut outcomes = Vec::new();
@@ -106,9 +133,62 @@ pub async fn run_all_with<H: Harness>(harness: &H, output: Output) -> Report {
         }
         outcomes.push((case, outcome));
     }
-    Report {
+    let report = Report {
         harness: name,
         outcomes,
+    };
+    if output == Output::Stderr {
+        let _ = writeln!(
+            std::io::stderr(),
+            "ankusa-testkit [{}]: {}",
+            report.harness,
+            report.verdict()
+        );
+    }
+    report
+}
+
+/// What a whole run says of the sink: see [`Report::verdict`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// No case failed, and every case that [`certifies`](Case::certifies) ran or was an
+    /// impossible skip.
+    Certified,
+    /// No case failed, but these cases that certify were not provided by the harness.
+    Passed {
+        /// The certifying cases the harness did not provide.
+        unprovided: Vec<Case>,
+    },
+    /// These cases failed.
+    Failed {
+        /// The failed cases.
+        failures: Vec<Case>,
+    },
+}
+
+impl fmt::Display for Verdict {
+    /// `certified`, `passed with N unprovided cases (a, b)`, `FAILED N cases (a, b)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |cases: &[Case]| {
+            cases
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            Verdict::Certified => f.write_str("certified"),
+            Verdict::Passed { unprovided } => write!(
+                f,
+                "passed with {} unprovided cases ({}): not certified",
+                unprovided.len(),
+                list(unprovided)
+            ),
+            Verdict::Failed { failures } => {
+                write!(f, "FAILED {} cases ({})", failures.len(), list(failures))
+            }
+        }
     }
 }
 
@@ -137,7 +217,7 @@ impl Report {
             .map(|(c, _)| *c)
             .collect()
     }
-    /// The skipped cases, each with its reason.
+    /// The skipped cases of both kinds (impossible and not provided), each with its reason.
     pub fn skips(&self) -> Vec<(Case, &str)> {
         self.outcomes
             .iter()
@@ -145,7 +225,40 @@ impl Report {
             .map(|(c, o)| (*c, o.text()))
             .collect()
     }
-    /// Panic, listing every failure, unless no case failed.
+    /// The **not provided** skips (any case), each with its reason.
+    pub fn unprovided(&self) -> Vec<(Case, &str)> {
+        self.outcomes
+            .iter()
+            .filter(|(_, o)| o.is_not_provided())
+            .map(|(c, o)| (*c, o.text()))
+            .collect()
+    }
+    /// What the run says of the sink: failed when a case failed; else certified when no
+    /// case that [`certifies`](Case::certifies) (the fault cases and `recovery`) is a
+    /// **not provided** skip; else passed with that many unprovided cases.
+    pub fn verdict(&self) -> Verdict {
+        let failures = self.failures();
+        if !failures.is_empty() {
+            return Verdict::Failed { failures };
+        }
+        let unprovided: Vec<Case> = self
+            .outcomes
+            .iter()
+            .filter(|(c, o)| c.certifies() && o.is_not_provided())
+            .map(|(c, _)| *c)
+            .collect();
+        if unprovided.is_empty() {
+            Verdict::Certified
+        } else {
+            Verdict::Passed { unprovided }
+        }
+    }
+    /// Whether the verdict is [`Verdict::Certified`].
+    pub fn is_certified(&self) -> bool {
+        self.verdict() == Verdict::Certified
+    }
+    /// Panic, listing every failure, unless no case failed; otherwise print the verdict on
+    /// stderr: `certified`, or `passed with N unprovided cases (...)`.
     pub fn assert_passed(&self) {
         let failed: Vec<String> = self
             .outcomes
@@ -159,15 +272,39 @@ impl Report {
             self.harness,
             failed.join("\n")
         );
+        let _ = writeln!(
+            std::io::stderr(),
+            "ankusa-testkit [{}]: {}",
+            self.harness,
+            self.verdict()
+        );
+    }
+    /// Panic unless the verdict is [`Verdict::Certified`]: listing every failure and every
+    /// case that certifies the harness did not provide, with its reason.
+    pub fn assert_certified(&self) {
+        let verdict = self.verdict();
+        let wrong: Vec<String> = self
+            .outcomes
+            .iter()
+            .filter(|(c, o)| o.is_fail() || (c.certifies() && o.is_not_provided()))
+            .map(|(c, o)| format!("{c}: {o}"))
+            .collect();
+        assert!(
+            verdict == Verdict::Certified,
+            "{} is not certified: {verdict}\n{}",
+            self.harness,
+            wrong.join("\n")
+        );
     }
 }
 
 impl fmt::Display for Report {
+    /// One line per case, then the verdict.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (case, outcome) in &self.outcomes {
-            writeln!(f, "[{}] {case:<30} {outcome}", self.harness)?;
+            writeln!(f, "[{}] {case:<34} {outcome}", self.harness)?;
         }
-        Ok(())
+        writeln!(f, "[{}] {}", self.harness, self.verdict())
     }
 }
 

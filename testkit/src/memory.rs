@@ -10,7 +10,7 @@
 //! against it, and against deliberately broken variants.
 
 use crate::Case;
-use crate::harness::{Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
+use crate::harness::{Expect, Fault, Harness, MixedBatch, Probe, Received, Setup, WarmFault};
 use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, encode};
 use ankusa_sink_core::{
     BatchConfig, BatchSend, Batcher, BoxError, Check, Class, Ctx, Description, Envelope, Failure,
@@ -521,12 +521,14 @@ impl Probe for MemoryProbe {
     }
 }
 
-/// The harness for [`MemorySink`]: every fault provokable, restartable; every queue it
-/// makes is deleted by its setup's teardown.
+/// The harness for [`MemorySink`]: every fault provokable on a cold and on a warm sink,
+/// restartable; every queue it makes is deleted by its setup's teardown.
 #[derive(Debug, Clone)]
 pub struct MemoryHarness {
     broker: MemoryBroker,
     token: String,
+    /// The planted wrong token of the refused-credential fault.
+    wrong_token: String,
     batched: bool,
 }
 
@@ -535,9 +537,6 @@ impl Default for MemoryHarness {
         Self::new()
     }
 }
-
-/// The planted wrong token of the refused-credential fault.
-const WRONG_TOKEN: &str = "planted-wrong-token";
 
 impl MemoryHarness {
     /// A broker requiring a random token; a fresh deduplicating queue per destination.
@@ -548,6 +547,7 @@ impl MemoryHarness {
         MemoryHarness {
             broker,
             token,
+            wrong_token: format!("planted-wrong-token-{}", ulid::Ulid::new()),
             batched: false,
         }
     }
@@ -619,9 +619,10 @@ impl Harness for MemoryHarness {
                     .with_token(self.token.clone());
                 Setup::new(sink)
             }
-            Fault::RefusedCredential => {
-                Self::setup_of(self.sink_on(&self.broker).with_token(WRONG_TOKEN))
-            }
+            Fault::RefusedCredential => Self::setup_of(
+                self.sink_on(&self.broker)
+                    .with_token(self.wrong_token.clone()),
+            ),
             Fault::Unreachable => {
                 let down = self.broker_with_token();
                 down.set_down(true);
@@ -679,8 +680,49 @@ impl Harness for MemoryHarness {
         }))
     }
 
+    /// Each on a broker of its own, after the warm-up: the queue deleted, the token
+    /// rotated, the broker down, throttling, or stalled; the oversized one refuses 900-byte
+    /// bodies (over 1024 bytes as Message v1) from the start and takes the small ones.
+    async fn warm_fault(&self, fault: Fault) -> Result<Option<WarmFault<MemorySink>>, BoxError> {
+        let b = self.broker_with_token();
+        if fault == Fault::Oversized {
+            b.set_max_message_bytes(1024);
+            return Ok(Some(WarmFault::standing(
+                self.setup_on(&b).with_body_size(900),
+            )));
+        }
+        let sink = self.sink_on(&b);
+        let sink = if fault == Fault::Unacknowledged {
+            sink.with_ack_timeout(Duration::from_millis(300))
+        } else {
+            sink
+        };
+        let queue = sink.queue().to_owned();
+        let setup = Self::setup_of(sink);
+        Ok(Some(WarmFault::new(setup, move || async move {
+            match fault {
+                Fault::MissingDestination => {
+                    b.delete_queue(&queue);
+                }
+                Fault::RefusedCredential => {
+                    b.require_token(format!("rotated-{}", ulid::Ulid::new()))
+                }
+                Fault::Unreachable => b.set_down(true),
+                Fault::Throttled => b.set_throttled(true),
+                Fault::Unacknowledged => b.set_stalled(true),
+                Fault::Oversized => unreachable!("a standing fault"),
+            }
+            Ok(())
+        })))
+    }
+
+    /// `check()` asks the broker for the queue with the sink's token.
+    fn check_detects(&self, fault: Fault) -> bool {
+        matches!(fault, Fault::MissingDestination | Fault::RefusedCredential)
+    }
+
     fn secrets(&self) -> Vec<String> {
-        vec![self.token.clone(), WRONG_TOKEN.into()]
+        vec![self.token.clone(), self.wrong_token.clone()]
     }
 
     fn can_restart(&self) -> bool {

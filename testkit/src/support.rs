@@ -2,7 +2,10 @@
 //! run uses ([`unique_name`]), a capture of what code logs through `tracing`
 //! ([`LogCapture`]), to check that a warning is given and that no secret reaches a log, and
 //! many deliveries in flight at once ([`deliver_all`], [`current_thread_runtime`]), and an
-//! outage of a destination on demand ([`TcpProxy`], [`free_port`]).
+//! outage of a destination on demand ([`TcpProxy`], [`free_port`]). Every conformance case
+//! searches the logs of every thread for the planted secrets through the global
+//! subscriber of [`install_global`]; a test binary with a global subscriber of its own adds
+//! [`global_layer`] to it.
 //!
 //! ```
 //! use ankusa_sink_testkit::support::{LogCapture, unique_name};
@@ -18,7 +21,10 @@
 //! assert!(logs.warnings()[0].starts_with("WARN message=sending in cleartext queue=orders-"));
 //! ```
 
+mod global;
 mod net;
+pub(crate) use global::SecretScan;
+pub use global::{GlobalGuard, GlobalLayer, global_layer, install_global};
 pub use net::{TcpProxy, free_port};
 
 use ankusa_sink_core::{Ctx, Envelope, Sink};
@@ -283,7 +289,12 @@ struct Fields<'a> {
     map: Option<&'a mut BTreeMap<String, String>>,
 }
 
-impl Fields<'_> {
+impl<'a> Fields<'a> {
+    /// Fields written onto `line` only.
+    fn line(line: &'a mut String) -> Self {
+        Fields { line, map: None }
+    }
+
     fn put(&mut self, field: &Field, value: String) {
         let sep = if self.line.is_empty() { "" } else { " " };
         let _ = write!(self.line, "{sep}{}={value}", field.name());

@@ -8,15 +8,16 @@
 use crate::common::*;
 use ankusa_sink_amqp::{AmqpConfig, AmqpSink};
 use ankusa_sink_core::{BoxError, async_trait};
-use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
+use ankusa_sink_testkit::support::TcpProxy;
+use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup, WarmFault};
 use lapin::options::{
-    BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
-    QueueDeclareOptions, QueueDeleteOptions,
+    BasicAckOptions, BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions,
+    QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -112,10 +113,23 @@ impl Declared {
 
     /// `sink` with a probe on the queue and a teardown deleting queue and exchange.
     fn setup(self, sink: AmqpSink) -> Setup<AmqpSink> {
+        self.setup_then(sink, || async { Ok(()) })
+    }
+
+    /// [`setup`](Self::setup), the teardown doing `more` first (stop a proxy, delete a
+    /// user or a queue).
+    fn setup_then<F, Fut>(self, sink: AmqpSink, more: F) -> Setup<AmqpSink>
+    where
+        F: FnOnce() -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
         let probe = QueueProbe::new(self.queue.clone());
         Setup::new(sink)
             .with_probe(probe)
-            .with_teardown(move || self.delete())
+            .with_teardown(move || async move {
+                more().await?;
+                self.delete().await
+            })
     }
 
     async fn delete(self) -> Result<(), BoxError> {
@@ -136,7 +150,9 @@ impl Declared {
 }
 
 /// Drains the queue with basic.get and remembers everything; reconnects after a broker
-/// restart.
+/// restart. Each message is acked (all at once, `multiple`) only after it is remembered:
+/// a get cut short by a timeout or a restart leaves its message unacked, and the broker
+/// gives it back when the connection goes, where a `no_ack` get would lose it.
 struct QueueProbe {
     queue: String,
     conn: tokio::sync::Mutex<Option<(Connection, Channel)>>,
@@ -159,12 +175,32 @@ impl QueueProbe {
             *slot = Some((conn, ch));
         }
         let (_, ch) = slot.as_ref().expect("just connected");
-        while let Some(msg) = ch
-            .basic_get(self.queue.as_str().into(), BasicGetOptions { no_ack: true })
-            .await?
-        {
+        // What has arrived so far, in bounded time: the rest is read by the next call.
+        let until = std::time::Instant::now() + Duration::from_secs(1);
+        let mut last = None;
+        while std::time::Instant::now() < until {
+            let Some(msg) = ch
+                .basic_get(
+                    self.queue.as_str().into(),
+                    BasicGetOptions { no_ack: false },
+                )
+                .await?
+            else {
+                break;
+            };
             let r = Received::from_message_bytes(&msg.delivery.data)?;
             self.got.lock().unwrap().push(r);
+            let tag = msg.delivery.delivery_tag;
+            last = Some(tag);
+            if tag % 100 == 0 {
+                ch.basic_ack(tag, BasicAckOptions { multiple: true })
+                    .await?;
+                last = None;
+            }
+        }
+        if let Some(tag) = last {
+            ch.basic_ack(tag, BasicAckOptions { multiple: true })
+                .await?;
         }
         Ok(())
     }
@@ -174,7 +210,7 @@ impl QueueProbe {
 impl Probe for QueueProbe {
     async fn received(&self) -> Result<Vec<Received>, BoxError> {
         let mut slot = self.conn.lock().await;
-        if let Err(e) = tokio::time::timeout(Duration::from_secs(2), self.drain(&mut slot))
+        if let Err(e) = tokio::time::timeout(Duration::from_secs(5), self.drain(&mut slot))
             .await
             .unwrap_or_else(|_| Err("probe timed out".into()))
         {
@@ -325,6 +361,23 @@ async fn serve_never_confirming(mut s: TcpStream) -> std::io::Result<()> {
     }
 }
 
+/// `d`'s exchange reached through a proxy of its own (stopped by the teardown), with this
+/// publisher-confirm timeout.
+async fn proxied(
+    d: Declared,
+    confirm_timeout: Duration,
+) -> Result<(Setup<AmqpSink>, Arc<TcpProxy>), BoxError> {
+    let proxy = Arc::new(TcpProxy::start(broker_addr()).await?);
+    let via = format!("amqp://guest:guest@{}/%2f", proxy.addr());
+    let cfg = AmqpConfig::new(&via, &d.exchange)?.with_confirm_timeout(confirm_timeout);
+    let keep = Arc::clone(&proxy);
+    let setup = d.setup_then(AmqpSink::new(cfg), move || async move {
+        keep.stop().await;
+        Ok(())
+    });
+    Ok((setup, proxy))
+}
+
 #[async_trait]
 impl Harness for AmqpHarness {
     fn reports_landing(&self) -> bool {
@@ -390,6 +443,113 @@ impl Harness for AmqpHarness {
             }
         };
         Ok(Some(setup))
+    }
+
+    async fn warm_fault(&self, fault: Fault) -> Result<Option<WarmFault<AmqpSink>>, BoxError> {
+        let d = Declared::new(&format!("warm-{fault:?}"), &[]).await?;
+        let exchange = d.exchange.clone();
+        Ok(Some(match fault {
+            // The exchange is deleted: the next publish's channel is closed 404.
+            Fault::MissingDestination => {
+                let sink = AmqpSink::new(AmqpConfig::new(&url(), &exchange)?);
+                WarmFault::new(d.setup(sink), move || async move {
+                    let conn = Connection::connect(&url(), ConnectionProperties::default()).await?;
+                    let ch = conn.create_channel().await?;
+                    ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+                        .await?;
+                    let _ = conn.close(200, "OK".into()).await;
+                    Ok(())
+                })
+            }
+            // A user of its own whose password is changed, then every connection cut: the
+            // sink's next login is refused.
+            Fault::RefusedCredential => {
+                let user = unique("warm-user");
+                rabbitmqctl(&["add_user", &user, PLANTED]).await;
+                rabbitmqctl(&["set_permissions", "-p", "/", &user, ".*", ".*", ".*"]).await;
+                let proxy = Arc::new(TcpProxy::start(broker_addr()).await?);
+                let via = format!("amqp://{user}:{PLANTED}@{}/%2f", proxy.addr());
+                let sink = AmqpSink::new(AmqpConfig::new(&via, &exchange)?);
+                let (keep, gone) = (Arc::clone(&proxy), user.clone());
+                let setup = d.setup_then(sink, move || async move {
+                    keep.stop().await;
+                    rabbitmqctl(&["delete_user", &gone]).await;
+                    Ok(())
+                });
+                WarmFault::new(setup, move || async move {
+                    rabbitmqctl(&["change_password", &user, "another-password-than-planted"]).await;
+                    proxy.redirect(broker_addr()).await;
+                    Ok(())
+                })
+            }
+            Fault::Unreachable => {
+                let (setup, proxy) = proxied(d, Duration::from_secs(5)).await?;
+                WarmFault::new(setup, move || async move {
+                    proxy.stop().await;
+                    Ok(())
+                })
+            }
+            // A full queue that rejects publishes is bound to the exchange: the broker
+            // nacks every publish routed to it.
+            Fault::Throttled => {
+                let full = unique("warm-full.q");
+                let conn = Connection::connect(&url(), ConnectionProperties::default()).await?;
+                let ch = conn.create_channel().await?;
+                let mut args = FieldTable::default();
+                args.insert("x-expires".into(), AMQPValue::LongInt(120_000));
+                args.insert("x-max-length".into(), AMQPValue::LongInt(0));
+                args.insert(
+                    "x-overflow".into(),
+                    AMQPValue::LongString("reject-publish".into()),
+                );
+                ch.queue_declare(full.as_str().into(), QueueDeclareOptions::default(), args)
+                    .await?;
+                let _ = conn.close(200, "OK".into()).await;
+                let sink = AmqpSink::new(AmqpConfig::new(&url(), &exchange)?);
+                let gone = full.clone();
+                let setup = d.setup_then(sink, move || async move {
+                    let conn = Connection::connect(&url(), ConnectionProperties::default()).await?;
+                    let ch = conn.create_channel().await?;
+                    ch.queue_delete(gone.as_str().into(), QueueDeleteOptions::default())
+                        .await?;
+                    let _ = conn.close(200, "OK".into()).await;
+                    Ok(())
+                });
+                WarmFault::new(setup, move || async move {
+                    let conn = Connection::connect(&url(), ConnectionProperties::default()).await?;
+                    let ch = conn.create_channel().await?;
+                    ch.queue_bind(
+                        full.as_str().into(),
+                        exchange.as_str().into(),
+                        "#".into(),
+                        QueueBindOptions::default(),
+                        FieldTable::default(),
+                    )
+                    .await?;
+                    let _ = conn.close(200, "OK".into()).await;
+                    Ok(())
+                })
+            }
+            // The sink's own limit, as cold: the warm-up's small hooks pass.
+            Fault::Oversized => {
+                let cfg = AmqpConfig::new(&url(), &exchange)?
+                    .with_max_message_bytes(std::num::NonZeroUsize::new(4096).ok_or("zero")?);
+                WarmFault::standing(d.setup(AmqpSink::new(cfg)))
+            }
+            // Silent on the connection the sink holds: the publish is taken, never confirmed.
+            Fault::Unacknowledged => {
+                let (setup, proxy) = proxied(d, Duration::from_secs(1)).await?;
+                WarmFault::new(setup, move || async move {
+                    proxy.blackhole();
+                    Ok(())
+                })
+            }
+        }))
+    }
+
+    /// `check()` declares the exchange passively after logging in.
+    fn check_detects(&self, fault: Fault) -> bool {
+        matches!(fault, Fault::MissingDestination | Fault::RefusedCredential)
     }
 
     fn secrets(&self) -> Vec<String> {

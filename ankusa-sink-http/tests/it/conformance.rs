@@ -1,9 +1,9 @@
 //! The testkit's conformance suite against real capture servers on 127.0.0.1.
 
-use crate::server::{Captured, Reply, Server, always};
+use crate::server::{Captured, Reply, Script, Server, always};
 use ankusa_sink_core::{BoxError, Bytes, async_trait};
 use ankusa_sink_http::HttpSink;
-use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
+use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup, WarmFault};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -67,7 +67,12 @@ pub(crate) struct HttpHarness {
 impl HttpHarness {
     /// A capture server answering `reply`; the setup's teardown stops it.
     async fn endpoint(&self, reply: Reply) -> Result<Setup<HttpSink>, BoxError> {
-        let server = Server::start(always(reply)).await;
+        self.scripted(always(reply)).await
+    }
+
+    /// A capture server answering per `script`; the setup's teardown stops it.
+    async fn scripted(&self, script: Script) -> Result<Setup<HttpSink>, BoxError> {
+        let server = Server::start(script).await;
         let addr = server.addr();
         let dest = Arc::new(Mutex::new(Dest {
             addr,
@@ -149,6 +154,45 @@ impl Harness for HttpHarness {
                 setup.map_sink(|_| sink)
             }
         }))
+    }
+
+    /// An endpoint that answers 200 until provoked, then answers the fault's status (404,
+    /// 401, 429, 413), never answers (the sink's 2 s timeout; the keep-alive connection it
+    /// delivered on stays open), or is stopped (unreachable).
+    async fn warm_fault(&self, fault: Fault) -> Result<Option<WarmFault<HttpSink>>, BoxError> {
+        let reply = Arc::new(Mutex::new(Reply::status(200)));
+        let current = Arc::clone(&reply);
+        let script: Script = Arc::new(move |_| current.lock().unwrap().clone());
+        let mut setup = self.scripted(script).await?;
+        let dest = self.last()?;
+        let then = match fault {
+            Fault::MissingDestination => Reply::status(404),
+            Fault::RefusedCredential => Reply::status(401),
+            Fault::Throttled => Reply::status(429),
+            Fault::Oversized => {
+                setup = setup.with_body_size(1 << 20);
+                Reply::status(413)
+            }
+            Fault::Unacknowledged => {
+                let addr = dest.lock().unwrap().addr;
+                let sink = builder_for(addr).timeout(Duration::from_secs(2)).build()?;
+                setup = setup.map_sink(|_| sink);
+                Reply::Slow(Duration::from_secs(3600), Box::new(Reply::status(200)))
+            }
+            Fault::Unreachable => {
+                return Ok(Some(WarmFault::new(setup, move || async move {
+                    let server = dest.lock().unwrap().live.take();
+                    if let Some(server) = server {
+                        server.stop().await;
+                    }
+                    Ok(())
+                })));
+            }
+        };
+        Ok(Some(WarmFault::new(setup, move || async move {
+            *reply.lock().unwrap() = then;
+            Ok(())
+        })))
     }
 
     fn secrets(&self) -> Vec<String> {

@@ -251,15 +251,26 @@ pub(crate) struct Tansu {
     pub(crate) port: u16,
     child: Option<Child>,
     extra: Vec<String>,
+    /// `host:port` clients are told to connect to; its own address unless it sits behind a
+    /// proxy.
+    advertised: Option<String>,
 }
 
 impl Tansu {
     /// Start one on a free port and wait until it accepts connections.
     pub(crate) fn start(extra: &[&str]) -> Tansu {
+        Self::start_advertising(extra, None)
+    }
+
+    /// Start one that tells clients (in its metadata) to connect to `advertised`, a proxy
+    /// in front of it, instead of its own address: clients then reach it only through
+    /// the proxy, which a test can stop, silence or point at another broker.
+    pub(crate) fn start_advertising(extra: &[&str], advertised: Option<String>) -> Tansu {
         let mut t = Tansu {
             port: closed_port(),
             child: None,
             extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            advertised,
         };
         t.spawn();
         t
@@ -271,13 +282,17 @@ impl Tansu {
 
     fn spawn(&mut self) {
         let url = format!("tcp://{}", self.addr());
+        let advertised = match &self.advertised {
+            Some(a) => format!("tcp://{a}"),
+            None => url.clone(),
+        };
         let child = Command::new(tansu_bin())
             .args([
                 "broker",
                 "--listener-url",
                 &url,
                 "--advertised-listener-url",
-                &url,
+                &advertised,
             ])
             .args(["--storage-engine", "memory://tansu/"])
             .args(&self.extra)
@@ -324,17 +339,25 @@ static CAPTURE: LazyLock<LogCapture> =
     LazyLock::new(|| LogCapture::for_targets(&["librdkafka", "ankusa_sink_kafka"]));
 
 /// Install the test subscriber (once per process): it prints what `RUST_LOG` asks for and
-/// captures this crate's and librdkafka's events for [`lines_with`].
+/// captures this crate's and librdkafka's events for [`lines_with`]. It carries the
+/// testkit's global layer, so the conformance cases in this binary search every log line
+/// for their planted secrets. When a conformance case ran first, the testkit's subscriber
+/// is the global one: the capture is attached to it instead (without the `RUST_LOG` print).
 pub(crate) fn trace() {
     use tracing_subscriber::prelude::*;
-    let _ = tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_test_writer()
-                .with_filter(tracing_subscriber::EnvFilter::from_default_env()),
-        )
-        .with(CAPTURE.clone())
-        .try_init();
+    static ATTACHED: OnceLock<Option<ankusa_sink_testkit::support::GlobalGuard>> = OnceLock::new();
+    ATTACHED.get_or_init(|| {
+        let installed = tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_test_writer()
+                    .with_filter(tracing_subscriber::EnvFilter::from_default_env()),
+            )
+            .with(CAPTURE.clone())
+            .with(ankusa_sink_testkit::support::global_layer())
+            .try_init();
+        installed.err().map(|_| CAPTURE.attach_global())
+    });
 }
 
 /// The captured lines whose text contains `needle` (a sink's unique `client_id`).

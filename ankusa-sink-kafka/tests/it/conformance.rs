@@ -1,10 +1,14 @@
 //! The shared conformance suite (`ankusa-sink-testkit`) against a private tansu broker per
 //! case, so the recovery case can stop and restart it without disturbing other tests.
+//! Warm faults run against a tansu of their own behind a proxy it advertises (so every
+//! connection of the client goes through the proxy): stopped, silent, or pointed at a
+//! tansu that requires authentication.
 
 use crate::common::*;
 use ankusa_sink_core::{BoxError, Ctx, Sink, async_trait};
 use ankusa_sink_kafka::{KafkaConfig, KafkaSink, SaslConfig, SaslMechanism};
-use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
+use ankusa_sink_testkit::support::TcpProxy;
+use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup, WarmFault};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -18,12 +22,24 @@ const PLANTED_PASSWORD: &str = "planted-kafka-password-8c1f";
 /// The mock cluster's topic for the unacknowledged fault.
 const UNACKED_TOPIC: &str = "ankusa.unacked";
 
+/// What the thread owning the mock cluster does next.
+enum Mock {
+    /// Hold every answer this long.
+    Rtt(Duration),
+    /// Answer the next produce requests with this error, and say it of `UNACKED_TOPIC` in
+    /// every metadata answer: what a broker says of a topic the producer may no longer
+    /// write to, or that is gone.
+    TopicRefused(rdkafka::types::RDKafkaRespErr),
+}
+
+/// Where the mock cluster's thread takes its next [`Mock`] command (`None` ends it).
+type MockControl = std::sync::mpsc::Sender<Option<Mock>>;
+
 /// librdkafka's in-process mock cluster, on a thread of its own (it is not `Send`), with
-/// `UNACKED_TOPIC`: its bootstrap servers, and where to send a round-trip time for every
-/// answer (`None` ends it).
-fn slow_mock_broker() -> Result<(String, std::sync::mpsc::Sender<Option<Duration>>), BoxError> {
+/// `UNACKED_TOPIC`: its bootstrap servers, and its control.
+fn slow_mock_broker() -> Result<(String, MockControl), BoxError> {
     let (servers_tx, servers_rx) = std::sync::mpsc::channel();
-    let (control, commands) = std::sync::mpsc::channel::<Option<Duration>>();
+    let (control, commands) = std::sync::mpsc::channel::<Option<Mock>>();
     std::thread::spawn(move || {
         let cluster =
             match rdkafka::mocking::MockCluster::<rdkafka::producer::DefaultProducerContext>::new(1)
@@ -39,8 +55,16 @@ fn slow_mock_broker() -> Result<(String, std::sync::mpsc::Sender<Option<Duration
             return;
         }
         let _ = servers_tx.send(Ok(cluster.bootstrap_servers()));
-        while let Ok(Some(rtt)) = commands.recv() {
-            let _ = cluster.broker_round_trip_time(1, rtt);
+        while let Ok(Some(command)) = commands.recv() {
+            match command {
+                Mock::Rtt(rtt) => {
+                    let _ = cluster.broker_round_trip_time(1, rtt);
+                }
+                Mock::TopicRefused(error) => {
+                    let _ = cluster.topic_error(UNACKED_TOPIC, error);
+                    cluster.request_errors(rdkafka::types::RDKafkaApiKey::Produce, &[error; 100]);
+                }
+            }
         }
     });
     let servers = servers_rx.recv()??;
@@ -91,6 +115,21 @@ impl KafkaHarness {
         topic
     }
 
+    /// A sink on librdkafka's mock cluster (no probe), and its control.
+    fn mock_setup(
+        &self,
+        produce_timeout: Duration,
+    ) -> Result<(Setup<Arc<KafkaSink>>, MockControl), BoxError> {
+        let (servers, control) = slow_mock_broker()?;
+        let cfg = KafkaConfig::new(&servers, UNACKED_TOPIC)?.with_produce_timeout(produce_timeout);
+        let stop = control.clone();
+        let setup = Setup::new(Arc::new(KafkaSink::new(cfg)?)).with_teardown(move || async move {
+            let _ = stop.send(None);
+            Ok(())
+        });
+        Ok((setup, control))
+    }
+
     /// `sink` with a probe on `topic` and a teardown deleting the topic.
     fn setup(&self, topic: &str, sink: KafkaSink) -> Result<Setup<Arc<KafkaSink>>, BoxError> {
         let probe = TopicProbe::new(&self.addr(), topic, Arc::clone(&self.restarts))?;
@@ -104,6 +143,55 @@ impl KafkaHarness {
             .with_teardown(move || async move {
                 topics.lock().unwrap().retain(|t| *t != topic);
                 delete_topic(&brokers, &topic).await;
+                Ok(())
+            }))
+    }
+}
+
+/// A tansu of its own behind a proxy it advertises, with one topic; the setup's teardown
+/// stops the proxy and every broker put in its slot.
+struct Behind {
+    proxy: Arc<TcpProxy>,
+    topic: String,
+    /// The brokers to kill at teardown: this one, and any a fault started.
+    brokers: Arc<Mutex<Vec<Tansu>>>,
+}
+
+impl Behind {
+    async fn start(extra: &[&str]) -> Result<Behind, BoxError> {
+        // The proxy's address is what the broker advertises: make the proxy first.
+        let proxy = Arc::new(TcpProxy::start("127.0.0.1:1").await?);
+        let advertised = proxy.addr().to_string();
+        let extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        let tansu = tokio::task::spawn_blocking(move || {
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            Tansu::start_advertising(&extra, Some(advertised))
+        })
+        .await?;
+        proxy.redirect(tansu.addr()).await;
+        let topic = unique_topic("warm");
+        create_topic(&proxy.addr().to_string(), &topic, 1).await;
+        Ok(Behind {
+            proxy,
+            topic,
+            brokers: Arc::new(Mutex::new(vec![tansu])),
+        })
+    }
+
+    fn addr(&self) -> String {
+        self.proxy.addr().to_string()
+    }
+
+    /// `sink` on the topic, read back through the proxy, torn down with the brokers.
+    fn setup(&self, sink: KafkaSink) -> Result<Setup<Arc<KafkaSink>>, BoxError> {
+        let probe = TopicProbe::new(&self.addr(), &self.topic, Arc::default())?;
+        let (proxy, brokers) = (Arc::clone(&self.proxy), Arc::clone(&self.brokers));
+        Ok(Setup::new(Arc::new(sink))
+            .with_probe(probe)
+            .with_teardown(move || async move {
+                proxy.stop().await;
+                let brokers = std::mem::take(&mut *brokers.lock().unwrap());
+                tokio::task::spawn_blocking(move || drop(brokers)).await?;
                 Ok(())
             }))
     }
@@ -200,6 +288,33 @@ impl Probe for TopicProbe {
     }
 }
 
+/// Enqueue records through `sink` until `n` of them wait (for a broker that answers
+/// nothing): each delivery enqueues on its first poll, which is done here, then it waits
+/// on a task of its own. A delivery refused at once (a slot not freed yet) is tried again.
+async fn fill_local_queue(sink: &Arc<KafkaSink>, n: usize) -> Result<(), BoxError> {
+    use std::task::Poll;
+    let mut held = 0;
+    for _ in 0..100 {
+        let holder = Arc::clone(sink);
+        let mut wait = Box::pin(async move {
+            let env = envelope(&unique_topic("queue-holder"), "{}");
+            holder.deliver(&env, &Ctx::for_envelope(&env)).await
+        });
+        let first = std::future::poll_fn(|cx| Poll::Ready(wait.as_mut().poll(cx))).await;
+        match first {
+            Poll::Pending => {
+                tokio::spawn(wait);
+                held += 1;
+                if held == n {
+                    return Ok(());
+                }
+            }
+            Poll::Ready(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    Err(format!("only {held} of {n} records could be left waiting in the local queue").into())
+}
+
 #[async_trait]
 impl Harness for KafkaHarness {
     fn reports_landing(&self) -> bool {
@@ -278,7 +393,7 @@ impl Harness for KafkaHarness {
                 let sink = Arc::new(KafkaSink::new(cfg)?);
                 let warm = envelope("unacked-warm-up", "{}");
                 sink.deliver(&warm, &Ctx::for_envelope(&warm)).await?;
-                control.send(Some(Duration::from_secs(10)))?;
+                control.send(Some(Mock::Rtt(Duration::from_secs(10))))?;
                 Setup::new(sink).with_teardown(move || async move {
                     let _ = control.send(None);
                     Ok(())
@@ -286,6 +401,84 @@ impl Harness for KafkaHarness {
             }
         };
         Ok(Some(setup))
+    }
+
+    async fn warm_fault(&self, fault: Fault) -> Result<Option<WarmFault<Self::Sink>>, BoxError> {
+        let short = Duration::from_secs(3);
+        Ok(Some(match fault {
+            // librdkafka's mock cluster, warmed up, then saying the topic is gone (tansu
+            // takes records for a topic deleted under a producer that knows it: it is no
+            // missing destination there).
+            Fault::MissingDestination => {
+                let (setup, control) = self.mock_setup(short)?;
+                WarmFault::new(setup, move || async move {
+                    let gone =
+                        rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+                    control.send(Some(Mock::TopicRefused(gone)))?;
+                    Ok(())
+                })
+            }
+            // librdkafka's mock cluster, warmed up, then refusing the producer's
+            // authorization for the topic (tansu keeps no SCRAM user across the restart
+            // that would turn on authentication: its storage is memory).
+            Fault::RefusedCredential => {
+                let (setup, control) = self.mock_setup(short)?;
+                WarmFault::new(setup, move || async move {
+                    let refused =
+                        rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
+                    control.send(Some(Mock::TopicRefused(refused)))?;
+                    Ok(())
+                })
+            }
+            Fault::Unreachable => {
+                let b = Behind::start(&[]).await?;
+                let cfg = KafkaConfig::new(b.addr(), &b.topic)?.with_produce_timeout(short);
+                let setup = b.setup(KafkaSink::new(cfg)?)?;
+                WarmFault::new(setup, move || async move {
+                    b.proxy.stop().await;
+                    Ok(())
+                })
+            }
+            // The broker goes silent and records fill the two-record local queue:
+            // librdkafka's own back-pressure. (Two: a record's slot is freed a moment
+            // after its delivery report, so one slot would refuse a warm-up delivery.)
+            Fault::Throttled => {
+                let b = Behind::start(&[]).await?;
+                let cfg = KafkaConfig::new(b.addr(), &b.topic)?
+                    .with_produce_timeout(Duration::from_secs(20))
+                    .with_property("queue.buffering.max.messages", "2")?;
+                let setup = b.setup(KafkaSink::new(cfg)?)?;
+                let sink = Arc::clone(&setup.sink);
+                WarmFault::new(setup, move || async move {
+                    b.proxy.blackhole();
+                    fill_local_queue(&sink, 2).await
+                })
+            }
+            // The sink's own record limit, as cold: the warm-up's small hooks pass.
+            Fault::Oversized => {
+                let topic = self.new_topic("warm-oversized").await;
+                let cfg = self
+                    .config(&topic)
+                    .with_inline_max_bytes(NonZeroUsize::new(1 << 20).unwrap())
+                    .with_max_record_bytes(NonZeroUsize::new(10_000).unwrap())?;
+                WarmFault::standing(self.setup(&topic, KafkaSink::new(cfg)?)?)
+            }
+            // Silent on the connections the producer holds: records are taken, never acked.
+            Fault::Unacknowledged => {
+                let b = Behind::start(&[]).await?;
+                let cfg = KafkaConfig::new(b.addr(), &b.topic)?.with_produce_timeout(short);
+                let setup = b.setup(KafkaSink::new(cfg)?)?;
+                WarmFault::new(setup, move || async move {
+                    b.proxy.blackhole();
+                    Ok(())
+                })
+            }
+        }))
+    }
+
+    /// `check()` fetches the topic's metadata with the configured credentials.
+    fn check_detects(&self, fault: Fault) -> bool {
+        matches!(fault, Fault::MissingDestination | Fault::RefusedCredential)
     }
 
     fn secrets(&self) -> Vec<String> {

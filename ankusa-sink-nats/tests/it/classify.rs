@@ -242,6 +242,41 @@ async fn a_lost_connection_is_transient_then_recovers() {
     }
 }
 
+/// A connected sink whose server comes back wanting another token (rotated): once the
+/// cut connection's transient answers are past, deliveries and `check()` are config, not a
+/// reconnect to wait for forever.
+#[tokio::test(flavor = "multi_thread")]
+async fn credentials_refused_after_a_reconnect_are_config() {
+    let (_, subject) = names("rotated");
+    let (stream, _) = names("rotated_stream");
+    create_stream(SHARED_URL, &stream, &subject, Limits::default()).await;
+    let proxy = ankusa_sink_testkit::support::TcpProxy::start("127.0.0.1:4222")
+        .await
+        .unwrap();
+    let sink = sink(&format!("nats://{}", proxy.addr()), &subject);
+    deliver(&sink, &env("rot1", 10)).await.unwrap();
+    let rotated = private("authorization { token: rotated-token-2 }").await;
+    proxy.redirect(format!("127.0.0.1:{}", rotated.port)).await;
+    let mut transient = 0;
+    let f = loop {
+        let f = deliver(&sink, &env("rot2", 10)).await.unwrap_err();
+        if f.class() != Class::Transient {
+            break f;
+        }
+        transient += 1;
+        assert!(
+            transient < 100,
+            "still transient while the server refuses: {f}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(f.class(), Class::Config, "{f}");
+    assert_eq!(f.may_have_landed(), Some(false));
+    no_secret(&f, PLANTED_TOKEN);
+    assert_eq!(sink.check().await.unwrap_err().class(), Class::Config);
+    delete_stream(SHARED_URL, &stream).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_hooks_value_that_breaks_the_subject_is_permanent() {
     let (stream, subject) = names("tmpl");

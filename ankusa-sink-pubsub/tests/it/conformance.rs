@@ -5,7 +5,10 @@ use crate::common::{Admin, PrivateEmulator, TestTopic, config_at, envelope, free
 use crate::scripted::{self, Script};
 use ankusa_sink_core::{BoxError, async_trait};
 use ankusa_sink_pubsub::PubSubSink;
-use ankusa_sink_testkit::{Case, Expect, Fault, Harness, MixedBatch, Probe, Received, Setup};
+use ankusa_sink_testkit::support::TcpProxy;
+use ankusa_sink_testkit::{
+    Case, Expect, Fault, Harness, MixedBatch, Probe, Received, Setup, WarmFault,
+};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,10 +29,19 @@ struct PullProbe {
 
 #[async_trait]
 impl Probe for PullProbe {
+    /// Pulls until nothing is waiting, for at most 2 s: the emulator hands out at most a
+    /// few hundred messages per pull, and `volume` leaves 5,000.
     async fn received(&self) -> Result<Vec<Received>, BoxError> {
         let mut seen = self.seen.lock().await;
-        for m in self.admin.pull_once(&self.sub).await? {
-            seen.push(Received::from_message_bytes(&m.data)?);
+        let until = std::time::Instant::now() + Duration::from_secs(2);
+        while std::time::Instant::now() < until {
+            let pulled = self.admin.pull_once(&self.sub).await?;
+            if pulled.is_empty() {
+                break;
+            }
+            for m in pulled {
+                seen.push(Received::from_message_bytes(&m.data)?);
+            }
         }
         Ok(seen.clone())
     }
@@ -88,6 +100,38 @@ impl PubSubHarness {
                 t.delete().await;
                 Ok(())
             })
+    }
+
+    /// A fresh topic and subscription, the sink (with `timeout`) reaching the emulator
+    /// through a proxy of its own, which the teardown stops.
+    async fn proxied(
+        &self,
+        timeout: Duration,
+    ) -> Result<(Setup<PubSubSink>, Arc<TcpProxy>, TestTopic), BoxError> {
+        let t = self.topic().await?;
+        let upstream = t.admin.endpoint().trim_start_matches("http://").to_owned();
+        let proxy = Arc::new(TcpProxy::start(upstream).await?);
+        let via = format!("http://{}", proxy.addr());
+        let sink = PubSubSink::new(
+            config_at(t.topic.clone(), via)
+                .with_timeout(timeout)
+                .unwrap(),
+        )
+        .await?;
+        let (created, topic, keep) = (Arc::clone(&self.created), t.clone(), Arc::clone(&proxy));
+        let setup = Setup::new(sink)
+            .with_probe(PullProbe {
+                admin: t.admin.clone(),
+                sub: t.sub.clone(),
+                seen: tokio::sync::Mutex::new(Vec::new()),
+            })
+            .with_teardown(move || async move {
+                keep.stop().await;
+                created.lock().unwrap().retain(|c| c.topic != topic.topic);
+                topic.delete().await;
+                Ok(())
+            });
+        Ok((setup, proxy, t))
     }
 
     async fn small_limit_sink(t: &TestTopic) -> Result<PubSubSink, BoxError> {
@@ -161,6 +205,59 @@ impl Harness for PubSubHarness {
                 Setup::new(sink)
             }
         }))
+    }
+
+    async fn warm_fault(&self, fault: Fault) -> Result<Option<WarmFault<PubSubSink>>, BoxError> {
+        if fault == Fault::Oversized {
+            // The sink's own limit, as cold: the warm-up's small hooks pass.
+            let t = self.topic().await?;
+            let sink = Self::small_limit_sink(&t).await?;
+            return Ok(Some(WarmFault::standing(self.setup(&t, sink))));
+        }
+        let timeout = Duration::from_secs(if fault == Fault::Unacknowledged { 2 } else { 5 });
+        let (setup, proxy, t) = self.proxied(timeout).await?;
+        Ok(Some(match fault {
+            // The topic is deleted under the sink.
+            Fault::MissingDestination => WarmFault::new(setup, move || async move {
+                t.delete().await;
+                Ok(())
+            }),
+            // The proxy comes back as the scripted server refusing the caller.
+            Fault::RefusedCredential => {
+                let server = scripted::start(Script::Fail(Code::PermissionDenied, None)).await;
+                WarmFault::new(setup, move || async move {
+                    proxy.redirect(server.addr.to_string()).await;
+                    Ok(())
+                })
+            }
+            Fault::Unreachable => WarmFault::new(setup, move || async move {
+                proxy.stop().await;
+                Ok(())
+            }),
+            // The proxy comes back as the scripted server out of quota, with a retry delay.
+            Fault::Throttled => {
+                let server = scripted::start(Script::Fail(
+                    Code::ResourceExhausted,
+                    Some(Duration::from_secs(3)),
+                ))
+                .await;
+                WarmFault::new(setup, move || async move {
+                    proxy.redirect(server.addr.to_string()).await;
+                    Ok(())
+                })
+            }
+            // Silent on the connection the sink holds (2 s timeout).
+            Fault::Unacknowledged => WarmFault::new(setup, move || async move {
+                proxy.blackhole();
+                Ok(())
+            }),
+            Fault::Oversized => unreachable!("returned above"),
+        }))
+    }
+
+    /// `check()` gets the topic (and its subscriptions) from the service.
+    fn check_detects(&self, fault: Fault) -> bool {
+        matches!(fault, Fault::MissingDestination | Fault::RefusedCredential)
     }
 
     /// Small hooks are published; hooks over `max_message_bytes` are refused before the

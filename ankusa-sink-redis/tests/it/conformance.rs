@@ -1,15 +1,17 @@
 //! The whole conformance suite: stream-mode sinks on the shared Redis through a stoppable
 //! proxy (for `recovery`), a private `redis-server` over `maxmemory` for the throttle, a
 //! channel nobody subscribes to for the missing destination, and a scripted RESP server
-//! that never answers the `XADD` (unacknowledged).
+//! that never answers the `XADD` (unacknowledged). Warm: a channel whose one subscriber
+//! leaves, a proxy that comes back as a server wanting another password, stops, or goes
+//! silent, and a private server that reaches `maxmemory`.
 
-use crate::common::{Script, Scripted, Server, del, entries, free_port, shared_addr};
+use crate::common::{Script, Scripted, Server, admin, del, entries, free_port, shared_addr};
 use ankusa_sink_core::{BoxError, Secret, async_trait};
 use ankusa_sink_redis::{MESSAGE_FIELD, RedisConfig, RedisSink};
 use ankusa_sink_testkit::support::{TcpProxy, unique_name};
-use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
+use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup, WarmFault};
 use std::num::NonZeroUsize;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A password planted in every sink. Redis's `default` user is `nopass` on the shared
@@ -51,6 +53,9 @@ fn stream_sink(addr: &str, stream: &str) -> Result<RedisSink, BoxError> {
     Ok(RedisSink::new(cfg)?)
 }
 
+/// A private server a warm fault started, stopped by the setup's teardown.
+type Slot = Arc<Mutex<Option<Server>>>;
+
 /// Builds sinks for fresh streams on the shared Redis, through a proxy it can stop.
 pub(crate) struct RedisHarness {
     proxy: tokio::sync::OnceCell<TcpProxy>,
@@ -63,6 +68,35 @@ impl RedisHarness {
             proxy: tokio::sync::OnceCell::new(),
             keep: Mutex::new((Vec::new(), Vec::new())),
         }
+    }
+
+    /// A stream-mode sink on a fresh stream of the shared Redis through a proxy of its own,
+    /// read back directly, and a slot for a server the fault starts; the teardown deletes
+    /// the stream and stops both.
+    async fn proxied(
+        &self,
+        tag: &str,
+    ) -> Result<(Setup<RedisSink>, Arc<TcpProxy>, Slot), BoxError> {
+        let proxy = Arc::new(TcpProxy::start(shared_addr()).await?);
+        let stream = unique_name(&format!("tk-warm-{tag}"));
+        let sink = stream_sink(&proxy.addr().to_string(), &stream)?;
+        let url = format!("redis://{}", shared_addr());
+        let slot = Slot::default();
+        let (keep, started) = (Arc::clone(&proxy), Arc::clone(&slot));
+        let setup = Setup::new(sink)
+            .with_probe(StreamProbe {
+                url: url.clone(),
+                stream: stream.clone(),
+            })
+            .with_teardown(move || async move {
+                keep.stop().await;
+                let server = started.lock().unwrap().take();
+                if let Some(mut server) = server {
+                    server.stop().await;
+                }
+                del(&url, &stream).await
+            });
+        Ok((setup, proxy, slot))
     }
 
     async fn proxy(&self) -> Result<&TcpProxy, BoxError> {
@@ -147,6 +181,106 @@ impl Harness for RedisHarness {
             }
         };
         Ok(Some(setup))
+    }
+
+    async fn warm_fault(&self, fault: Fault) -> Result<Option<WarmFault<RedisSink>>, BoxError> {
+        let shared = format!("redis://{}", shared_addr());
+        let warm = match fault {
+            // A channel whose one subscriber leaves: PUBLISH then reaches nobody.
+            Fault::MissingDestination => {
+                let channel = unique_name("tk-warm-nobody");
+                let client = redis::Client::open(shared.as_str())?;
+                let mut subscriber = client.get_async_pubsub().await?;
+                subscriber.subscribe(&channel).await?;
+                let cfg = RedisConfig::channel(shared.clone(), &channel)?
+                    .with_user("default", Secret::new(PLANTED))
+                    .with_timeout(Duration::from_secs(2));
+                let setup = Setup::new(RedisSink::new(cfg)?);
+                WarmFault::new(setup, move || async move {
+                    drop(subscriber);
+                    // The server drops the subscription once it sees the connection close.
+                    let mut conn = admin(&shared).await?;
+                    loop {
+                        let counts: Vec<(String, u64)> = redis::cmd("PUBSUB")
+                            .arg("NUMSUB")
+                            .arg(&channel)
+                            .query_async(&mut conn)
+                            .await?;
+                        if counts.iter().all(|(_, n)| *n == 0) {
+                            return Ok(());
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                })
+            }
+            // The proxy comes back as a server whose default user wants another password:
+            // the sink's next login is refused.
+            Fault::RefusedCredential => {
+                let (setup, proxy, slot) = self.proxied("refused").await?;
+                WarmFault::new(setup, move || async move {
+                    let server =
+                        Server::start(&["--requirepass", "another-password-than-planted"]).await;
+                    proxy.redirect(server.addr()).await;
+                    *slot.lock().unwrap() = Some(server);
+                    Ok(())
+                })
+            }
+            Fault::Unreachable => {
+                let (setup, proxy, _) = self.proxied("gone").await?;
+                WarmFault::new(setup, move || async move {
+                    proxy.stop().await;
+                    Ok(())
+                })
+            }
+            // A private server that reaches maxmemory: every write is refused with OOM.
+            Fault::Throttled => {
+                let server = Server::start(&["--maxmemory-policy", "noeviction"]).await;
+                let stream = unique_name("tk-warm-oom");
+                let sink = stream_sink(&server.addr(), &stream)?;
+                let url = server.url();
+                let keep = Arc::new(tokio::sync::Mutex::new(server));
+                let setup = Setup::new(sink)
+                    .with_probe(StreamProbe {
+                        url: url.clone(),
+                        stream,
+                    })
+                    .with_teardown(move || async move {
+                        keep.lock().await.stop().await;
+                        Ok(())
+                    });
+                WarmFault::new(setup, move || async move {
+                    let _: () = redis::cmd("CONFIG")
+                        .arg("SET")
+                        .arg("maxmemory")
+                        .arg("1")
+                        .query_async(&mut admin(&url).await?)
+                        .await?;
+                    Ok(())
+                })
+            }
+            // The sink's own proto-max-bulk-len, as cold: small hooks pass, the big one not.
+            Fault::Oversized => {
+                let stream = unique_name("tk-warm-oversized");
+                let cfg = RedisConfig::stream(shared.clone(), &stream)?
+                    .with_user("default", Secret::new(PLANTED))
+                    .with_max_message_bytes(NonZeroUsize::new(4096).unwrap());
+                WarmFault::standing(setup(shared, stream, RedisSink::new(cfg)?))
+            }
+            // Silent on the connection the sink holds: the XADD is taken, never answered.
+            Fault::Unacknowledged => {
+                let (setup, proxy, _) = self.proxied("silent").await?;
+                WarmFault::new(setup, move || async move {
+                    proxy.blackhole();
+                    Ok(())
+                })
+            }
+        };
+        Ok(Some(warm))
+    }
+
+    /// `check()` sends `TYPE` (stream) or `PUBSUB NUMSUB` (channel) after logging in.
+    fn check_detects(&self, fault: Fault) -> bool {
+        matches!(fault, Fault::MissingDestination | Fault::RefusedCredential)
     }
 
     fn secrets(&self) -> Vec<String> {

@@ -77,7 +77,7 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
         .map(|(e, _)| e.id())
         .collect();
     let Some(probe) = setup.probe.as_deref() else {
-        return Ok(Outcome::Skip(format!(
+        return Ok(Outcome::NotProvided(format!(
             "no probe: {} batched deliveries had their own results, re-sends cannot be seen",
             plan.len()
         )));

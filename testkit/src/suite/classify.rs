@@ -1,8 +1,12 @@
-//! `classify_*`: each fault the harness can provoke gets the class dispatch needs.
+//! `classify_*`: each fault the harness can provoke gets the class dispatch needs, on a
+//! cold sink (the fault is there from its first delivery) and on a warm one
+//! (`classify_warm_*`: the same sink instance delivered successfully first, then the
+//! destination showed the fault).
 
-use super::util::{check_failure_secrets, envelope, is_panic, is_timeout};
+use super::util::{envelope, is_panic, is_timeout};
 use super::{CaseResult, Cx, Outcome, ensure};
-use crate::harness::{Fault, Harness, Probe};
+use crate::WARM_DELIVERIES;
+use crate::harness::{Fault, Harness, Probe, Setup};
 use ankusa_sink_core::{Check, Class, Ctx, Envelope, Failure, Sink, resolve_capabilities};
 use std::time::{Duration, Instant};
 
@@ -30,16 +34,109 @@ pub(super) async fn unacknowledged<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult
     classify(cx, Fault::Unacknowledged).await
 }
 
+pub(super) async fn warm_missing_destination<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+    classify_warm(cx, Fault::MissingDestination).await
+}
+
+pub(super) async fn warm_refused_credential<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+    classify_warm(cx, Fault::RefusedCredential).await
+}
+
+pub(super) async fn warm_unreachable<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+    classify_warm(cx, Fault::Unreachable).await
+}
+
+pub(super) async fn warm_throttled<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+    classify_warm(cx, Fault::Throttled).await
+}
+
+pub(super) async fn warm_oversized<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+    classify_warm(cx, Fault::Oversized).await
+}
+
+pub(super) async fn warm_unacknowledged<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
+    classify_warm(cx, Fault::Unacknowledged).await
+}
+
+/// How long a warm sink may answer transient (the connections the fault cut) before the
+/// fault's own class: the sink reconnects and meets the changed destination.
+const RETRY_WARM_WITHIN: Duration = Duration::from_secs(10);
+
+/// The warm faults a sink meets through a reconnect, whose first answer may be the cut
+/// connection's.
+fn retried_warm(fault: Fault) -> bool {
+    matches!(
+        fault,
+        Fault::MissingDestination | Fault::RefusedCredential | Fault::Throttled
+    )
+}
+
+/// Whether the sink had delivered through the same instance before the fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Temp {
+    Cold,
+    Warm,
+}
+
+/// The skip for a fault the harness did not set up: impossible when the harness says the
+/// protocol has no such fault, not provided otherwise.
+fn unprovided<H: Harness>(cx: &Cx<'_, H>, fault: Fault, method: &str) -> Outcome {
+    if let Some(why) = cx.h.fault_impossible(fault) {
+        return Outcome::Skip(format!("{fault:?} cannot exist here: {why}"));
+    }
+    let why =
+        cx.h.fault_skip_reason(fault)
+            .unwrap_or_else(|| format!("Harness::{method} returned None"));
+    Outcome::NotProvided(format!("the harness does not provoke {fault:?}: {why}"))
+}
+
 async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
-    let secrets = cx.h.secrets();
     let Some(setup) = cx.fault(fault).await? else {
-        let why =
-            cx.h.fault_skip_reason(fault)
-                .unwrap_or_else(|| "Harness::fault returned None".to_owned());
-        return Ok(Outcome::Skip(format!(
-            "the harness cannot provoke {fault:?}: {why}"
-        )));
+        return Ok(unprovided(cx, fault, "fault"));
     };
+    judge(cx, fault, &setup, Temp::Cold).await
+}
+
+async fn classify_warm<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
+    let Some(warm) = cx.warm_fault(fault).await? else {
+        return Ok(unprovided(cx, fault, "warm_fault"));
+    };
+    let (setup, provoke) = warm.into_parts();
+    let mut ids = Vec::with_capacity(WARM_DELIVERIES);
+    let mut warm_up = Vec::with_capacity(WARM_DELIVERIES);
+    for i in 0..WARM_DELIVERIES {
+        warm_up.push(envelope("warm", format!("{{\"warm\":{i}}}")));
+    }
+    for (i, env) in warm_up.iter().enumerate() {
+        cx.deliver(&setup.sink, env, &Ctx::for_envelope(env))
+            .await
+            .map_err(|f| {
+                format!(
+                    "warm-up delivery {} of {WARM_DELIVERIES} failed before {fault:?} was \
+                     provoked (the destination of Harness::warm_fault must work until then): {f}",
+                    i + 1
+                )
+            })?;
+        ids.push(env.id());
+    }
+    if let Some(probe) = setup.probe.as_deref() {
+        cx.read_until(probe, &ids).await?;
+    }
+    if let Some(provoke) = provoke {
+        let what = format!("provoking {fault:?} (WarmFault::new's closure)");
+        cx.limit(&what, provoke()).await?;
+    }
+    judge(cx, fault, &setup, Temp::Warm).await
+}
+
+/// Deliver the fault's hook through `setup`'s sink and judge the failure: its class, how
+/// soon it came, what it says of landing, and what `check()` says under the fault.
+async fn judge<H: Harness>(
+    cx: &mut Cx<'_, H>,
+    fault: Fault,
+    setup: &Setup<H::Sink>,
+    temp: Temp,
+) -> CaseResult {
     let body_size = setup.body_size.or_else(|| {
         // The sink's own limit, when it states one: one byte more than the limit travels
         // inline if the threshold allows, and its Message v1 is larger still.
@@ -50,30 +147,66 @@ async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
         usize::try_from(limit).ok()?.checked_add(1)
     });
     let env = fault_envelope(fault, body_size, setup.sink.inline_max_bytes())?;
-    let ctx = Ctx::for_envelope(&env);
     let started = Instant::now();
-    let res = cx.deliver(&setup.sink, &env, &ctx).await;
+    let mut ctx = Ctx::for_envelope(&env);
+    let mut res = cx.deliver(&setup.sink, &env, &ctx).await;
+    // A warm sink may first meet the connection the fault cut (a server that came back
+    // refusing the credential): transient, as dispatch retries it. The fault's own class
+    // must follow within RETRY_WARM_WITHIN, as dispatch's next attempts would see it.
+    let mut transient_first = 0;
+    if temp == Temp::Warm && retried_warm(fault) {
+        while let Err(f) = &res {
+            if f.class() != Class::Transient || started.elapsed() >= RETRY_WARM_WITHIN {
+                break;
+            }
+            transient_first += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            ctx = ctx
+                .clone()
+                .with_attempt(ctx.attempt.get().saturating_add(1));
+            res = cx.deliver(&setup.sink, &env, &ctx).await;
+        }
+    }
     let elapsed = started.elapsed();
+    let warm = if temp == Temp::Warm {
+        format!(" after {WARM_DELIVERIES} successful deliveries on the same sink")
+    } else {
+        String::new()
+    };
     let Err(f) = res else {
         if fault == Fault::Unacknowledged {
-            return Err(
-                "the destination never acknowledged the write, yet the sink returned \
+            return Err(format!(
+                "the destination never acknowledged the write{warm}, yet the sink returned \
                  Ok: it acked a hook nobody stored (fire and forget, no publisher confirm, \
                  acks=0, or Ok on its own timeout)"
-                    .into(),
-            );
+            ));
         }
-        return Err(format!("{fault:?}: delivery returned Ok"));
+        return Err(format!("{fault:?}{warm}: delivery returned Ok"));
     };
-    check_failure_secrets(&secrets, &f)?;
-    ensure!(!is_panic(&f), "{fault:?}: the sink panicked: {f}");
-    expect_class(cx, fault, &f, setup.probe.as_deref(), env.id()).await?;
-    expect_landing(cx.h.reports_landing(), fault, &f)?;
-    if matches!(fault, Fault::MissingDestination | Fault::RefusedCredential) {
-        check_says_config(cx, fault, &setup.sink, &secrets).await?;
-    }
+    ensure!(!is_panic(&f), "{fault:?}{warm}: the sink panicked: {f}");
+    expect_class(cx, fault, &f, setup.probe.as_deref(), env.id())
+        .await
+        .map_err(|why| format!("{why}{warm}"))?;
+    expect_landing(cx.h.reports_landing(), fault, temp, &f)
+        .map_err(|why| format!("{why}{warm}"))?;
+    let checked = match fault {
+        Fault::MissingDestination | Fault::RefusedCredential => {
+            check_says_config(cx, fault, &setup.sink).await?
+        }
+        Fault::Unreachable => check_not_reachable(cx, &setup.sink).await?,
+        // A throttle or a limit says nothing of whether the destination is there; an
+        // unacknowledging one would only make check() wait.
+        Fault::Throttled | Fault::Oversized | Fault::Unacknowledged => String::new(),
+    };
+    let what = match (temp, transient_first) {
+        (Temp::Cold, _) => String::new(),
+        (Temp::Warm, 0) => format!("warm ({WARM_DELIVERIES} Ok first): "),
+        (Temp::Warm, n) => {
+            format!("warm ({WARM_DELIVERIES} Ok first, then {n} transient on the cut connection): ")
+        }
+    };
     Ok(Outcome::Pass(format!(
-        "{} in {} ms: {f}",
+        "{what}{} in {} ms{checked}: {f}",
         f.class(),
         elapsed.as_millis()
     )))
@@ -81,11 +214,15 @@ async fn classify<H: Harness>(cx: &mut Cx<'_, H>, fault: Fault) -> CaseResult {
 
 /// What `f` says of whether the message landed fits `fault`: never a wrong claim, and with
 /// `strict` ([`Harness::reports_landing`]) the claim itself.
-fn expect_landing(strict: bool, fault: Fault, f: &Failure) -> Result<(), String> {
-    let want = match fault {
-        Fault::Unreachable | Fault::Oversized => Some(false),
-        Fault::Unacknowledged => Some(true),
-        Fault::MissingDestination | Fault::RefusedCredential | Fault::Throttled => None,
+///
+/// A warm sink whose destination went away may have written into a connection the outage
+/// cut before it saw the cut: it cannot know that nothing landed, so any answer is right.
+fn expect_landing(strict: bool, fault: Fault, temp: Temp, f: &Failure) -> Result<(), String> {
+    let want = match (fault, temp) {
+        (Fault::Unreachable, Temp::Warm) => None,
+        (Fault::Unreachable | Fault::Oversized, _) => Some(false),
+        (Fault::Unacknowledged, _) => Some(true),
+        (Fault::MissingDestination | Fault::RefusedCredential | Fault::Throttled, _) => None,
     };
     let Some(want) = want else {
         return Ok(());
@@ -206,26 +343,53 @@ async fn expect_class<H: Harness>(
 }
 
 /// `check()` on a sink facing a missing destination or refused credentials must not pass,
-/// and a failure it returns must be config.
+/// a failure it returns must be config, and where the harness says the sink can tell
+/// ([`Harness::check_detects`]) it must be that failure.
 async fn check_says_config<H: Harness, S: Sink + ?Sized>(
     cx: &mut Cx<'_, H>,
     fault: Fault,
     sink: &S,
-    secrets: &[String],
-) -> Result<(), String> {
+) -> Result<String, String> {
+    let detects = cx.h.check_detects(fault);
     match cx.check(sink).await? {
         Err(cf) => {
-            check_failure_secrets(secrets, &cf)?;
             ensure!(
                 cf.class() == Class::Config,
                 "check() for {fault:?} must be config, got {cf}"
             );
+            Ok("; check() config".to_owned())
         }
-        Ok(Check::Passed) => {
-            return Err(format!("check() passed although {fault:?}"));
+        Ok(Check::Passed) => Err(format!("check() passed although {fault:?}")),
+        Ok(other) => {
+            ensure!(
+                !detects,
+                "check() answered {other:?} for {fault:?}, but the harness says the sink's \
+                 check() can tell (Harness::check_detects): it must fail config"
+            );
+            // Reachable or no preflight: neither claims the destination is usable.
+            Ok(format!("; check() {other:?}"))
         }
-        // Reachable or no preflight: neither claims the destination is usable.
-        Ok(_) => {}
     }
-    Ok(())
+}
+
+/// `check()` where nothing listens must not say the destination is there or reachable; a
+/// failure it returns must be transient.
+async fn check_not_reachable<H: Harness, S: Sink + ?Sized>(
+    cx: &mut Cx<'_, H>,
+    sink: &S,
+) -> Result<String, String> {
+    match cx.check(sink).await? {
+        Err(cf) => {
+            ensure!(
+                cf.class() == Class::Transient,
+                "check() where nothing listens must fail transient, got {cf}"
+            );
+            Ok("; check() transient".to_owned())
+        }
+        Ok(Check::Unsupported) => Ok("; check() unsupported".to_owned()),
+        Ok(other) => Err(format!(
+            "check() answered {other:?} where nothing listens: it must fail (transient), or \
+             say Unsupported when the sink has no preflight"
+        )),
+    }
 }

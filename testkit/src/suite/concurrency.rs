@@ -31,7 +31,7 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
         failed[0]
     );
     let Some(probe) = setup.probe.as_deref() else {
-        return Ok(Outcome::Skip(format!(
+        return Ok(Outcome::NotProvided(format!(
             "no probe: {N} concurrent deliveries returned Ok, none can be read back"
         )));
     };

@@ -19,7 +19,7 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
         ));
     }
     let Some(probe) = setup.probe.as_deref() else {
-        return Ok(Outcome::Skip(
+        return Ok(Outcome::NotProvided(
             "no probe: durability after the ack cannot be observed".into(),
         ));
     };

@@ -44,7 +44,7 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
         .await
         .map_err(|f| format!("a body of inline_max_bytes + 1 with ctx.claim failed: {f}"))?;
     let Some(probe) = setup.probe.as_deref() else {
-        return Ok(Outcome::Skip(
+        return Ok(Outcome::NotProvided(
             "no probe: both deliveries returned Ok, what travelled cannot be read back".into(),
         ));
     };

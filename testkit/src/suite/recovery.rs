@@ -19,8 +19,13 @@ const RECOVER_WITHIN: Duration = Duration::from_secs(60);
 
 pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
     if !cx.h.can_restart() {
-        return Ok(Outcome::Skip(
-            "the harness cannot stop and restart its destination (can_restart() is false)".into(),
+        if let Some(why) = cx.h.restart_impossible() {
+            return Ok(Outcome::Skip(format!(
+                "the destination cannot be down: {why}"
+            )));
+        }
+        return Ok(Outcome::NotProvided(
+            "the harness does not stop and restart its destination (can_restart() is false)".into(),
         ));
     }
     let setup = cx.destination().await?;

@@ -44,10 +44,32 @@ pub(crate) fn check_secret(secrets: &[String], what: &str, text: &str) -> Result
     Ok(())
 }
 
-/// Fail when any planted secret appears in the failure's Display or Debug.
-pub(crate) fn check_failure_secrets(secrets: &[String], f: &Failure) -> Result<(), String> {
-    check_secret(secrets, "a failure's Display", &format!("{f} / {f:#}"))?;
-    check_secret(secrets, "a failure's Debug", &format!("{f:?}"))
+/// Every text a failure shows anyone, each with where it comes from: the failure's
+/// `Display`, alternate `Display` and `Debug` (plain and alternate), its reason's `Debug`
+/// (which the failure's own `Debug` does not print), and each source of the reason's chain,
+/// its `Display` and its `Debug`.
+pub(crate) fn failure_texts(f: &Failure) -> Vec<(String, String)> {
+    let mut out = vec![
+        ("the Display".to_owned(), format!("{f}")),
+        ("the alternate Display".to_owned(), format!("{f:#}")),
+        ("the Debug".to_owned(), format!("{f:?}")),
+        ("the alternate Debug".to_owned(), format!("{f:#?}")),
+        ("the reason's Display".to_owned(), format!("{}", f.reason())),
+        ("the reason's Debug".to_owned(), format!("{:?}", f.reason())),
+        (
+            "the reason's alternate Debug".to_owned(),
+            format!("{:#?}", f.reason()),
+        ),
+    ];
+    let mut next = f.reason().source();
+    let mut depth = 1;
+    while let Some(err) = next {
+        out.push((format!("source {depth}'s Display"), err.to_string()));
+        out.push((format!("source {depth}'s Debug"), format!("{err:?}")));
+        next = err.source();
+        depth += 1;
+    }
+    out
 }
 
 /// Whether any string in the JSON value is a URL with userinfo.

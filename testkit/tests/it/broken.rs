@@ -7,7 +7,8 @@ use ankusa_sink_core::{
 };
 use ankusa_sink_testkit::memory::{MemoryError, MemoryHarness, MemorySink, Publish};
 use ankusa_sink_testkit::{
-    Case, Fault, Harness, MixedBatch, Outcome, Probe, Received, Setup, run_all_with, run_case,
+    Case, Fault, Harness, MixedBatch, Outcome, Probe, Received, Setup, WarmFault, run_all_with,
+    run_case,
 };
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -262,6 +263,16 @@ impl Harness for BrokenHarness {
     async fn fault(&self, fault: Fault) -> Result<Option<Setup<Broken>>, BoxError> {
         Ok(self.inner.fault(fault).await?.map(|s| self.wrap(s)))
     }
+    async fn warm_fault(&self, fault: Fault) -> Result<Option<WarmFault<Broken>>, BoxError> {
+        Ok(self.inner.warm_fault(fault).await?.map(|w| {
+            let (defect, setup) = (self.defect, w);
+            setup.map_sink(|inner| Broken {
+                inner,
+                defect,
+                count: AtomicU64::new(0),
+            })
+        }))
+    }
     fn secrets(&self) -> Vec<String> {
         self.inner.secrets()
     }
@@ -358,6 +369,16 @@ async fn secret_in_describe_is_caught() {
 async fn missing_destination_as_transient_is_caught() {
     let why = caught(Defect::MissingIsTransient, Case::ClassifyMissingDestination).await;
     assert!(why.contains("must be config"), "{why}");
+    // Warm, transient answers are taken for the cut connection only for a while.
+    let why = caught(
+        Defect::MissingIsTransient,
+        Case::ClassifyWarmMissingDestination,
+    )
+    .await;
+    assert!(
+        why.contains("must be config, got transient") && why.contains("after 5 successful"),
+        "{why}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

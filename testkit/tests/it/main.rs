@@ -2,6 +2,7 @@
 //! broken sink is caught by the case named for its defect.
 
 mod broken;
+mod lies;
 
 use ankusa_sink_core::{BoxError, Sink, async_trait};
 use ankusa_sink_testkit::memory::{MemoryHarness, MemorySink};
@@ -13,7 +14,7 @@ use std::sync::Arc;
 async fn reference_sink_passes_every_case() {
     let h = MemoryHarness::new();
     let report = run_all_with(&h, Output::Quiet).await;
-    report.assert_passed();
+    report.assert_certified();
     assert_eq!(report.harness, "MemoryHarness");
     // The plain reference sink does not batch: the one honest skip, with its reason.
     let skips = report.skips();
@@ -32,7 +33,7 @@ async fn reference_sink_passes_every_case() {
 async fn batched_reference_sink_passes_everything_without_a_skip() {
     let h = MemoryHarness::new().batched();
     let report = run_all_with(&h, Output::Quiet).await;
-    report.assert_passed();
+    report.assert_certified();
     assert!(report.skips().is_empty(), "{report}");
     let batching = report.outcome(Case::Batching).unwrap().text().to_owned();
     assert!(
@@ -116,6 +117,7 @@ async fn skips_are_skips_not_passes() {
     }
     let report = run_all_with(&Bare, Output::Quiet).await;
     report.assert_passed();
+    let kinds: Vec<(Case, &Outcome)> = report.outcomes.iter().map(|(c, o)| (*c, o)).collect();
     let skipped: HashSet<Case> = report.skips().into_iter().map(|(c, _)| c).collect();
     for case in [
         Case::Contract,
@@ -126,7 +128,14 @@ async fn skips_are_skips_not_passes() {
         Case::ClassifyThrottled,
         Case::ClassifyOversized,
         Case::ClassifyUnacknowledged,
+        Case::ClassifyWarmMissingDestination,
+        Case::ClassifyWarmRefusedCredential,
+        Case::ClassifyWarmUnreachable,
+        Case::ClassifyWarmThrottled,
+        Case::ClassifyWarmOversized,
+        Case::ClassifyWarmUnacknowledged,
         Case::Concurrency,
+        Case::Volume,
         Case::Durability,
         Case::Batching,
         Case::Recovery,
@@ -136,6 +145,32 @@ async fn skips_are_skips_not_passes() {
     for (case, why) in report.skips() {
         assert!(!why.is_empty(), "{case} skipped without a reason");
     }
+    // What the harness did not give is "not provided": every fault, the restart, the probe.
+    // What the sink does not claim (credentials, batching) is "impossible".
+    for (case, outcome) in kinds {
+        let not_provided = case.certifies()
+            || matches!(
+                case,
+                Case::RoundTrip
+                    | Case::InlineBoundary
+                    | Case::Concurrency
+                    | Case::Volume
+                    | Case::Durability
+            );
+        if outcome.is_skip() {
+            assert_eq!(outcome.is_not_provided(), not_provided, "{case}: {outcome}");
+        }
+    }
+    // Passing is not certifying: 13 cases that certify were not provided.
+    assert!(!report.is_certified());
+    assert!(
+        report
+            .verdict()
+            .to_string()
+            .starts_with("passed with 13 unprovided cases (classify_"),
+        "{}",
+        report.verdict()
+    );
 }
 
 #[test]
@@ -166,6 +201,18 @@ async fn run_case_works_on_a_current_thread_runtime() {
         let outcome = run_case(&h, case).await;
         assert!(matches!(outcome, Outcome::Pass(_)), "{case}: {outcome:?}");
     }
+    // The certifying cases are the fault cases, cold and warm, and recovery.
+    let certifying: Vec<&str> = Case::ALL
+        .iter()
+        .filter(|c| c.certifies())
+        .map(|c| c.name())
+        .collect();
+    assert_eq!(certifying.len(), 13, "{certifying:?}");
+    assert!(
+        certifying
+            .iter()
+            .all(|n| n.starts_with("classify_") || *n == "recovery")
+    );
 }
 
 mod generated {

@@ -1,15 +1,17 @@
 //! The whole conformance suite against the real Redis on 127.0.0.1:6379 (`ANKUSA_REDIS_URL`
 //! to change it), with a stoppable proxy in front of it for `recovery` and a scripted
-//! loopback server speaking RESP for the two faults a shared Redis cannot show safely.
+//! loopback server speaking RESP for the faults a shared Redis cannot show safely. Warm
+//! faults: the stream deleted, and a proxy of each setup's own that stops, goes silent, or
+//! comes back as the scripted server refusing the login or throttling.
 
 use ankusa_sink_testkit::ankusa_sink_core::{BoxError, async_trait};
 use ankusa_sink_testkit::support::{TcpProxy, free_port};
-use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup};
+use ankusa_sink_testkit::{Case, Fault, Harness, Probe, Received, Setup, WarmFault};
 use redis_stream_sink::{FIELD, RedisStreamConfig, RedisStreamSink};
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -107,6 +109,8 @@ enum Script {
     NeverAnswer,
     /// Answer this RESP error line.
     Refuse(&'static str),
+    /// Refuse the login: `AUTH` (and `HELLO`) answered `WRONGPASS`.
+    RefuseLogin,
 }
 
 /// A loopback server speaking RESP: it answers the connection's setup commands (`AUTH`,
@@ -169,8 +173,15 @@ async fn serve_scripted(sock: TcpStream, script: Script) -> std::io::Result<()> 
     loop {
         let cmd = read_command(&mut r).await?;
         let is_xadd = cmd.first().is_some_and(|c| c.eq_ignore_ascii_case(b"XADD"));
+        let is_login = cmd
+            .first()
+            .is_some_and(|c| c.eq_ignore_ascii_case(b"AUTH") || c.eq_ignore_ascii_case(b"HELLO"));
         let reply = match (is_xadd, script) {
+            (false, Script::RefuseLogin) if is_login => {
+                "-WRONGPASS invalid username-password pair or user is disabled.\r\n".to_owned()
+            }
             (false, _) => "+OK\r\n".to_owned(),
+            (true, Script::RefuseLogin) => "-NOAUTH Authentication required.\r\n".to_owned(),
             (true, Script::Refuse(line)) => format!("-{line}\r\n"),
             (true, Script::NeverAnswer) => {
                 // Taken; read (and drop) whatever comes next, answer nothing.
@@ -203,6 +214,39 @@ impl RedisHarness {
             .proxy
             .get_or_try_init(|| TcpProxy::start(redis_addr()))
             .await?)
+    }
+
+    /// A sink on a fresh stream of the real Redis through a proxy of its own, read back
+    /// directly; the teardown deletes the stream and stops the proxy.
+    async fn proxied(
+        &self,
+        tag: &str,
+    ) -> Result<(Setup<RedisStreamSink>, Arc<TcpProxy>, String), BoxError> {
+        let stream = unique(tag);
+        create_stream(&stream).await?;
+        let proxy = Arc::new(TcpProxy::start(redis_addr()).await?);
+        let cfg = RedisStreamConfig::new(url_via(&proxy.addr().to_string()), &stream)
+            .with_timeout(Duration::from_secs(2));
+        let (keep, gone) = (Arc::clone(&proxy), stream.clone());
+        let setup = Setup::new(RedisStreamSink::new(cfg))
+            .with_probe(StreamProbe(stream.clone()))
+            .with_teardown(move || async move {
+                keep.stop().await;
+                let _: () = redis::cmd("DEL")
+                    .arg(&gone)
+                    .query_async(&mut admin().await?)
+                    .await?;
+                Ok(())
+            });
+        Ok((setup, proxy, stream))
+    }
+
+    /// A scripted server kept alive as long as the harness: its address.
+    async fn scripted_addr(&self, script: Script) -> Result<String, BoxError> {
+        let server = Scripted::start(script).await?;
+        let addr = server.addr.to_string();
+        self.scripted.lock().unwrap().push(server);
+        Ok(addr)
     }
 
     /// A sink on a scripted server, kept alive as long as the harness.
@@ -271,6 +315,67 @@ impl Harness for RedisHarness {
         Ok(Some(setup))
     }
 
+    async fn warm_fault(
+        &self,
+        fault: Fault,
+    ) -> Result<Option<WarmFault<RedisStreamSink>>, BoxError> {
+        if fault == Fault::Oversized {
+            // The sink's own limit, as cold: the warm-up's small hooks pass.
+            let stream = unique("warm-oversized");
+            create_stream(&stream).await?;
+            let cfg = RedisStreamConfig::new(url_via(&redis_addr()), &stream)
+                .with_max_message_bytes(NonZeroUsize::new(4096).unwrap());
+            let warm = setup(stream, RedisStreamSink::new(cfg)).with_body_size(8192);
+            return Ok(Some(WarmFault::standing(warm)));
+        }
+        let (warm, proxy, stream) = self.proxied(&format!("warm-{fault:?}")).await?;
+        Ok(Some(match fault {
+            // The stream is deleted: `XADD ... NOMKSTREAM` answers nil.
+            Fault::MissingDestination => WarmFault::new(warm, move || async move {
+                let _: () = redis::cmd("DEL")
+                    .arg(&stream)
+                    .query_async(&mut admin().await?)
+                    .await?;
+                Ok(())
+            }),
+            // The proxy comes back as a server refusing the login.
+            Fault::RefusedCredential => {
+                let refusing = self.scripted_addr(Script::RefuseLogin).await?;
+                WarmFault::new(warm, move || async move {
+                    proxy.redirect(refusing).await;
+                    Ok(())
+                })
+            }
+            Fault::Unreachable => WarmFault::new(warm, move || async move {
+                proxy.stop().await;
+                Ok(())
+            }),
+            // The proxy comes back as a server over its memory limit.
+            Fault::Throttled => {
+                let full = self
+                    .scripted_addr(Script::Refuse(
+                        "OOM command not allowed when used memory > 'maxmemory'.",
+                    ))
+                    .await?;
+                WarmFault::new(warm, move || async move {
+                    proxy.redirect(full).await;
+                    Ok(())
+                })
+            }
+            // Silent on the connection the sink holds (2 s timeout).
+            Fault::Unacknowledged => WarmFault::new(warm, move || async move {
+                proxy.blackhole();
+                Ok(())
+            }),
+            Fault::Oversized => unreachable!("returned above"),
+        }))
+    }
+
+    /// `check()` is `EXISTS` on the stream after logging in.
+    fn check_detects(&self, fault: Fault) -> bool {
+        matches!(fault, Fault::MissingDestination | Fault::RefusedCredential)
+    }
+
     fn secrets(&self) -> Vec<String> {
         vec![PLANTED.to_owned()]
     }
@@ -303,7 +408,8 @@ async fn whole_suite_on_the_default_test_runtime() {
     let report =
         ankusa_sink_testkit::run_all_with(&RedisHarness::new(), ankusa_sink_testkit::Output::Quiet)
             .await;
-    report.assert_passed();
+    // Every fault, cold and warm, and the restart are provided: certified.
+    report.assert_certified();
     // The sink does not batch: the one skip, with its reason.
     let skips = report.skips();
     assert_eq!(skips.len(), 1, "{report}");
