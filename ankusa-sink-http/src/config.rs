@@ -149,6 +149,10 @@ struct Repr {
     cloudevents_type: Option<String>,
     #[serde(default)]
     status_classes: BTreeMap<String, crate::StatusClass>,
+    #[serde(default)]
+    deny_private: bool,
+    #[serde(default)]
+    allow_cidrs: Vec<String>,
 }
 
 impl Repr {
@@ -168,6 +172,8 @@ impl Repr {
             format: None,
             cloudevents_type: None,
             status_classes: BTreeMap::new(),
+            deny_private: false,
+            allow_cidrs: Vec::new(),
         }
     }
 }
@@ -202,6 +208,8 @@ pub struct HttpConfig {
     pub(crate) cloudevents: Option<CloudEvents>,
     /// The operator's classes for statuses (`[status_classes]`).
     pub(crate) status_classes: crate::StatusClasses,
+    /// `deny_private`: the addresses the sink may connect to.
+    pub(crate) guard: Option<std::sync::Arc<crate::AddressGuard>>,
 }
 
 impl TryFrom<Repr> for HttpConfig {
@@ -238,6 +246,7 @@ impl TryFrom<Repr> for HttpConfig {
             CloudEvents::from_keys(r.format.unwrap_or_default(), r.cloudevents_type.as_deref())
                 .map_err(ConfigError::CloudEventsType)?;
         let status_classes = crate::StatusClasses::new(r.status_classes)?;
+        let guard = address_guard(r.deny_private, &r.allow_cidrs, &url, proxy.as_ref())?;
         Ok(HttpConfig {
             url,
             method: r.method,
@@ -254,14 +263,73 @@ impl TryFrom<Repr> for HttpConfig {
             insecure,
             cloudevents,
             status_classes,
+            guard,
         })
     }
+}
+
+/// `deny_private` and `allow_cidrs`, checked: a literal address in the URL is refused here;
+/// a name is checked on every connect (the resolver). Behind a proxy the destination is
+/// resolved by the proxy, where no guard of ours can see it: refused, not ignored.
+fn address_guard(
+    deny: bool,
+    allow: &[String],
+    url: &Url,
+    proxy: Option<&Url>,
+) -> Result<Option<std::sync::Arc<crate::AddressGuard>>, ConfigError> {
+    if !deny {
+        return match allow.is_empty() {
+            true => Ok(None),
+            false => Err(ConfigError::AllowWithoutDeny),
+        };
+    }
+    if proxy.is_some() {
+        return Err(ConfigError::DenyPrivateBehindProxy);
+    }
+    let nets = allow
+        .iter()
+        .map(|c| crate::guard::parse_cidr(c).ok_or_else(|| ConfigError::Cidr(c.clone())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let guard = crate::AddressGuard::new(nets);
+    let literal = match url.host() {
+        Some(url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
+        Some(url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
+        _ => None,
+    };
+    if let Some(ip) = literal
+        && guard.refuses(ip)
+    {
+        return Err(ConfigError::PrivateDestination(ip.to_string()));
+    }
+    Ok(Some(std::sync::Arc::new(guard)))
 }
 
 impl HttpConfig {
     /// A config for `url` with every other option at its default; fails as `TryFrom` would.
     pub fn new(url: impl Into<Secret>) -> Result<Self, ConfigError> {
         Repr::new(Value::Plain(url.into())).try_into()
+    }
+
+    /// Refuse destinations on private addresses (`deny_private`), but for `allow`. For a
+    /// sink built from a URL you did not write (a tenant's): a literal private address is
+    /// refused here, a name on every connect. Fails as the sink file would.
+    pub fn with_deny_private(mut self, allow: Vec<ipnet::IpNet>) -> Result<Self, ConfigError> {
+        if self.proxy.is_some() {
+            return Err(ConfigError::DenyPrivateBehindProxy);
+        }
+        let guard = crate::AddressGuard::new(allow);
+        let literal = match self.url.host() {
+            Some(url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
+            _ => None,
+        };
+        if let Some(ip) = literal
+            && guard.refuses(ip)
+        {
+            return Err(ConfigError::PrivateDestination(ip.to_string()));
+        }
+        self.guard = Some(std::sync::Arc::new(guard));
+        Ok(self)
     }
 
     /// The operator's classes for answer statuses (`[status_classes]`): the most specific
@@ -592,6 +660,25 @@ impl HttpSinkBuilder {
         self
     }
 
+    /// Refuse destinations on loopback, private, link-local, CGNAT, unique-local or
+    /// unspecified addresses (see the sink file's `deny_private`): for URLs you did not
+    /// write.
+    pub fn deny_private(mut self, deny: bool) -> Self {
+        self.repr.deny_private = deny;
+        self
+    }
+
+    /// With [`deny_private`](Self::deny_private): networks (`10.0.0.0/8`) or addresses let
+    /// through anyway.
+    pub fn allow_cidrs<I, S>(mut self, cidrs: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.repr.allow_cidrs = cidrs.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Show the URL's path in `Debug`, `describe`, logs and failure reasons.
     pub fn show_path(mut self, show: bool) -> Self {
         self.repr.show_path = show;
@@ -701,6 +788,18 @@ pub enum ConfigError {
     /// A `[status_classes]` key is not a status or a range.
     #[error(transparent)]
     StatusKey(#[from] crate::BadStatusKey),
+    /// `deny_private` refuses the URL's literal address.
+    #[error("url address {0} is private and deny_private is set (allow_cidrs can let it through)")]
+    PrivateDestination(String),
+    /// An `allow_cidrs` entry is not a network or an address.
+    #[error("allow_cidrs entry {0:?} is not a network (10.0.0.0/8) or an address")]
+    Cidr(String),
+    /// `allow_cidrs` without `deny_private` would change nothing.
+    #[error("allow_cidrs goes with deny_private = true")]
+    AllowWithoutDeny,
+    /// Behind a proxy the destination's address is the proxy's to resolve.
+    #[error("deny_private cannot check a destination behind a proxy: remove one of them")]
+    DenyPrivateBehindProxy,
     /// A CA file could not be read.
     #[error("tls ca file {path:?} could not be read")]
     CaFile {

@@ -32,6 +32,10 @@ pub enum HttpError {
         /// The operator's class (never `ok`: that one is a delivery).
         class: crate::StatusClass,
     },
+    /// `deny_private`: every address the destination resolved to is refused; nothing was
+    /// sent.
+    #[error("{0}")]
+    PrivateDestination(String),
     /// The endpoint moved permanently (301/308); redirects are never followed.
     #[error(
         "endpoint answered HTTP {} and moved to {location}; redirects are not followed, update the sink url",
@@ -225,6 +229,9 @@ impl HttpError {
     /// Reads typed errors in reqwest's source chain, never error text; drops the URL.
     pub(crate) fn from_transport(err: reqwest::Error) -> HttpError {
         let err = err.without_url();
+        if let Some(refused) = crate::guard::refused_text(&err) {
+            return HttpError::PrivateDestination(refused);
+        }
         if certificate_rejected(&err) {
             return HttpError::Certificate(err);
         }
@@ -250,6 +257,7 @@ impl HttpError {
 /// | TLS certificate rejected | config |
 /// | a hook value that cannot be a header value | permanent |
 /// | a status `[status_classes]` names | its class; `retry_after` honours a valid `Retry-After`, else throttled |
+/// | `deny_private`: every address the name resolved to is refused | config, nothing sent |
 pub(crate) fn classify(err: &HttpError) -> Class {
     match err {
         HttpError::Classed {
@@ -275,7 +283,9 @@ pub(crate) fn classify(err: &HttpError) -> Class {
             (429, None) => Class::Throttled,
             _ => Class::Transient,
         },
-        HttpError::Moved { .. } | HttpError::Certificate(_) => Class::Config,
+        HttpError::Moved { .. } | HttpError::Certificate(_) | HttpError::PrivateDestination(_) => {
+            Class::Config
+        }
         HttpError::HeaderValue(_) => Class::Permanent,
         HttpError::Transport { .. } | HttpError::Unreachable { .. } => Class::Transient,
     }
@@ -305,6 +315,7 @@ pub(crate) fn landed(err: &HttpError) -> Option<bool> {
             Some(*status >= 500 && !matches!(status, 501 | 503))
         }
         HttpError::Moved { .. }
+        | HttpError::PrivateDestination(_)
         | HttpError::Certificate(_)
         | HttpError::HeaderValue(_)
         | HttpError::Unreachable { .. } => Some(false),

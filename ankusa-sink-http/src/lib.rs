@@ -3,6 +3,7 @@
 
 mod config;
 mod error;
+mod guard;
 mod outgoing;
 mod sink;
 mod status_classes;
@@ -14,5 +15,6 @@ pub use config::{
     HttpMethod, HttpSinkBuilder,
 };
 pub use error::{HttpError, TransportKind};
+pub use guard::AddressGuard;
 pub use sink::{DEFAULT_CONTENT_TYPE, HttpSink, USER_AGENT};
 pub use status_classes::{BadStatusKey, StatusClass, StatusClasses};

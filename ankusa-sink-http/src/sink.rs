@@ -46,9 +46,10 @@ pub struct HttpSink {
     status_classes: crate::StatusClasses,
 }
 
-/// A TCP destination for [`HttpSink::check`].
+/// A TCP destination for [`HttpSink::check`] (behind `deny_private`'s guard, if set).
 #[derive(Debug, Clone)]
 struct Reach {
+    guard: Option<std::sync::Arc<crate::AddressGuard>>,
     host: url::Host<String>,
     port: u16,
     /// `"endpoint"` or `"proxy"`, for the failure reason.
@@ -58,6 +59,7 @@ struct Reach {
 impl Reach {
     fn of(url: &Url, to: &'static str) -> Option<Reach> {
         Some(Reach {
+            guard: None,
             host: url.host()?.to_owned(),
             port: url.port_or_known_default()?,
             to,
@@ -73,9 +75,24 @@ impl Reach {
             url::Host::Ipv6(ip) => {
                 tokio::net::TcpStream::connect(SocketAddr::new(IpAddr::V6(*ip), self.port)).await
             }
-            url::Host::Domain(name) => {
-                tokio::net::TcpStream::connect((name.as_str(), self.port)).await
-            }
+            url::Host::Domain(name) => match &self.guard {
+                None => tokio::net::TcpStream::connect((name.as_str(), self.port)).await,
+                // The addresses a delivery would connect to: the refused ones dropped.
+                Some(guard) => {
+                    let allowed: Vec<std::net::SocketAddr> =
+                        tokio::net::lookup_host((name.as_str(), self.port))
+                            .await?
+                            .filter(|a| !guard.refuses(a.ip()))
+                            .collect();
+                    if allowed.is_empty() {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::PermissionDenied,
+                            crate::guard::refused_error(name),
+                        ));
+                    }
+                    tokio::net::TcpStream::connect(allowed.as_slice()).await
+                }
+            },
         }
     }
 }
@@ -92,11 +109,12 @@ impl HttpSink {
     pub fn new(config: HttpConfig) -> Result<Self, ConfigError> {
         let client = build_client(&config)?;
         let target = target(&client, &config)?;
-        let reach = match &config.proxy {
+        let mut reach = match &config.proxy {
             Some(p) => Reach::of(p, "proxy"),
             None => Reach::of(&target.url, "endpoint"),
         }
         .ok_or(ConfigError::NoHost)?;
+        reach.guard = config.guard.clone();
         let redacted_url = config.redacted_url();
         if let Some(what) = &config.insecure {
             tracing::warn!(
@@ -160,6 +178,9 @@ fn build_client(config: &HttpConfig) -> Result<reqwest::Client, ConfigError> {
     // Only the configured proxy, never one from HTTP(S)_PROXY/NO_PROXY: `proxy()` turns
     // reqwest's system-proxy lookup off, and a proxy built from a URL reads no
     // environment.
+    if let Some(guard) = &config.guard {
+        builder = builder.dns_resolver(crate::guard::GuardedResolver(guard.clone()));
+    }
     builder = match &config.proxy {
         Some(p) => builder.proxy(reqwest::Proxy::all(p.as_str()).map_err(client_error)?),
         None => builder.no_proxy(),
@@ -299,6 +320,9 @@ impl Sink for HttpSink {
             Ok(Ok(stream)) => {
                 drop(stream);
                 Ok(Check::Reachable)
+            }
+            Ok(Err(e)) if e.get_ref().is_some_and(|r| r.is::<crate::guard::Refused>()) => {
+                Err(HttpError::PrivateDestination(e.to_string()).into())
             }
             Ok(Err(e)) => Err(unreachable(connect_kind(e.kind()), Some(e))),
             Err(_) => Err(unreachable(TransportKind::Timeout, None)),

@@ -5,6 +5,7 @@ mod config;
 mod conformance;
 mod delivery;
 mod forwarding;
+mod guard;
 mod proxy;
 mod server;
 mod tls;
