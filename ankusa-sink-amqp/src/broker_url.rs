@@ -1,7 +1,7 @@
 //! The broker URL: parsed once, its password kept apart as a core [`Secret`], printed only
 //! as `scheme://host:port/<vhost>`.
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 use ankusa_sink_core::{Secret, is_loopback_host};
 use lapin::uri::{AMQPScheme, AMQPUri};
 use lapin::{Connection, ConnectionProperties};

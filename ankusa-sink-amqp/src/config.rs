@@ -2,7 +2,8 @@
 //! always-valid [`AmqpConfig`], with `with_*` builders that re-check what they change.
 
 use crate::broker_url::BrokerUrl;
-use ankusa_sink_core::cloudevents::{self, CloudEvents, Format};
+use crate::config_error::ConfigError;
+use ankusa_sink_core::cloudevents::{CloudEvents, Format};
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
@@ -28,46 +29,6 @@ const DEFAULT_MAX_INFLIGHT: NonZeroUsize = NonZeroUsize::new(4096).unwrap();
 const DEFAULT_ROUTING_KEY_TEMPLATE: &str = "ankusa.{source_id}";
 /// AMQP short strings (exchange names, routing keys) hold at most 255 bytes.
 pub(crate) const MAX_SHORT_STRING: usize = 255;
-
-/// Why a configuration was refused. Never contains the URL or its credentials.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// `cloudevents_type` cannot name an event type.
-    #[error(transparent)]
-    CloudEvents(cloudevents::TypeError),
-    /// The URL is not an absolute `amqp://` or `amqps://` URL with a host.
-    #[error("url: not a valid amqp:// or amqps:// URL with a host ({0})")]
-    Url(&'static str),
-    /// The exchange name is too long or has control characters.
-    #[error("exchange: {0}")]
-    Exchange(&'static str),
-    /// The source's queue name is empty, too long or has control characters.
-    #[error("queue: {0}")]
-    Queue(&'static str),
-    /// The exchange type is not one of topic, direct, fanout, headers.
-    #[error("exchange_type: {0:?} is not one of topic, direct, fanout, headers")]
-    ExchangeType(String),
-    /// The default exchange (`""`) cannot be declared.
-    #[error("declare_exchange: the default exchange \"\" cannot be declared")]
-    DeclareDefaultExchange,
-    /// A bad static routing key or template.
-    #[error("routing_key: {0}")]
-    RoutingKey(String),
-    /// Both a static routing key and a template were given.
-    #[error("routing_key and routing_key_template are exclusive")]
-    RoutingKeyAndTemplate,
-    /// A zero where a positive number is required.
-    #[error("{0} must be positive")]
-    Zero(&'static str),
-    /// `amqp://` to a host that is not this machine: the login (user and password; a URL
-    /// without them logs in as guest/guest) would cross the network unencrypted.
-    #[error(
-        "url: amqp:// sends the user name and password unencrypted to a host that is not \
-         loopback; use amqps://, or set allow_insecure = true to accept that"
-    )]
-    Insecure,
-}
 
 /// The AMQP exchange type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

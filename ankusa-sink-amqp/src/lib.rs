@@ -3,6 +3,7 @@
 
 mod broker_url;
 mod config;
+mod config_error;
 mod driver;
 mod error;
 mod outgoing;
@@ -10,7 +11,8 @@ mod sink;
 #[cfg(feature = "source")]
 mod source;
 
-pub use config::{AmqpConfig, ConfigError, ExchangeType};
+pub use config::{AmqpConfig, ExchangeType};
+pub use config_error::ConfigError;
 pub use error::{AmqpError, ClientError, Stage};
 pub use sink::AmqpSink;
 #[cfg(feature = "source")]

@@ -3,7 +3,8 @@
 //! requeue) when it was not finished.
 
 use crate::broker_url::BrokerUrl;
-use crate::config::{ConfigError, short_string};
+use crate::config::short_string;
+use crate::config_error::ConfigError;
 use crate::error::{AmqpError, Stage, classify, lapin_text, printable, reply_code};
 use ankusa_sink_core::{Class, timeout_ms};
 use ankusa_source::{Ack, Record, Settle, Settlement, Source, SourceError, SourceOptions, Window};

@@ -1,6 +1,7 @@
 //! `deliver` and `forward`: hooks through an `ankusa-dispatch` dispatcher to one sink or
 //! several (fan-out), one outcome line per (hook, sink).
 
+use crate::hooks::{NamedSink, Stop, hook_of};
 use crate::lines::{Parsed, spawn_reader};
 use crate::output::{Output, escape_control};
 use crate::{
@@ -14,7 +15,7 @@ use ankusa_dispatch::{
     split_record,
 };
 use ankusa_sink_core::message::push_json_str;
-use ankusa_sink_core::{Class, Envelope, Failure, Sink};
+use ankusa_sink_core::{Class, Envelope, Failure};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::process::ExitCode;
@@ -22,23 +23,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt as _;
 use tokio::sync::{mpsc, watch};
-
-/// Why a run stopped taking new hooks before its input ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stop {
-    /// SIGINT or SIGTERM (the signal number).
-    Signal(i32),
-    /// Outcome lines can no longer be written: delivering more would report nothing.
-    Output,
-}
-
-/// A sink of the run, under its name (the config file's stem, or `log`).
-pub(crate) struct NamedSink {
-    pub(crate) name: String,
-    pub(crate) sink: Arc<dyn Sink>,
-    /// Its sink file's `[dispatch]` table.
-    pub(crate) dispatch: ankusa_sinks::DispatchTable,
-}
 
 /// A sink file's `[dispatch]` table as the dispatcher's settings for that sink; what it
 /// leaves out stays the flags' (the breaker's other half included).
@@ -534,20 +518,6 @@ async fn read_source<F, Fut>(
                 record.ack.release();
             }
         }
-    }
-}
-
-/// The hook of an envelope: attempts join the trace of the `traceparent` header the hook
-/// arrived with, if it carries a well-formed one.
-pub(crate) fn hook_of(env: impl Into<Arc<Envelope>>) -> Hook {
-    let env = env.into();
-    let tp = env
-        .header("traceparent")
-        .filter(|t| ankusa_dispatch::trace_id_of(t).is_some())
-        .map(str::to_owned);
-    match tp {
-        Some(tp) => Hook::new(env).traceparent(tp),
-        None => Hook::new(env),
     }
 }
 
@@ -1186,6 +1156,7 @@ pub(crate) async fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_sink_core::Sink;
 
     #[test]
     fn lines_without_a_failure_are_the_bytes_serde_writes() {

@@ -3,7 +3,7 @@
 //! every sink has delivered it or dead-lettered it.
 
 use crate::UsageError;
-use crate::deliver::NamedSink;
+use crate::hooks::{NamedSink, Stop, hook_of};
 use ankusa_claimcheck::ClaimStore;
 use ankusa_dispatch::{DeadLetter, Hook};
 use ankusa_sink_core::message::{self, MessageBody};
@@ -99,7 +99,7 @@ pub(crate) async fn decode(payload: &[u8], claims: Option<&ClaimStore>) -> Decod
     // Fast path, no JSON tree: an envelope refuses unknown keys, so a Message v1 (its
     // `"v"`) never parses as one and what does parse is what the slow path would find.
     if let Ok(env) = serde_json::from_slice::<Envelope>(payload) {
-        return Decoded::Hook(Box::new(crate::deliver::hook_of(env)));
+        return Decoded::Hook(Box::new(hook_of(env)));
     }
     let value: serde_json::Value = match serde_json::from_slice(payload) {
         Ok(v) => v,
@@ -115,7 +115,7 @@ pub(crate) async fn decode(payload: &[u8], claims: Option<&ClaimStore>) -> Decod
     let is_message = value.get("v").is_some() && value.get("idempotency_key").is_some();
     if !is_message {
         return match ankusa_sinks::from_json_value::<Envelope>(value) {
-            Ok(env) => Decoded::Hook(Box::new(crate::deliver::hook_of(env))),
+            Ok(env) => Decoded::Hook(Box::new(hook_of(env))),
             Err(e) => Decoded::Invalid(format!("neither an envelope nor a Message v1: {e}")),
         };
     }
@@ -156,7 +156,7 @@ pub(crate) async fn decode(payload: &[u8], claims: Option<&ClaimStore>) -> Decod
         Ok(env) => env,
         Err(e) => return Decoded::Invalid(format!("not a valid hook: {e}")),
     };
-    let mut hook = crate::deliver::hook_of(env);
+    let mut hook = hook_of(env);
     if let Some(r) = m.replay_id {
         hook = hook.replay_id(r);
     }
@@ -198,7 +198,7 @@ struct RawInfo<'a> {
 pub(crate) async fn dead_letter_invalid(
     dl: Option<&DeadLetter>,
     record: InvalidRecord,
-    mut stop: tokio::sync::watch::Receiver<Option<crate::deliver::Stop>>,
+    mut stop: tokio::sync::watch::Receiver<Option<Stop>>,
 ) {
     let InvalidRecord {
         position,

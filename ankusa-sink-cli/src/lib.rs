@@ -7,6 +7,7 @@ mod asyncapi;
 mod deliver;
 mod from_source;
 mod gen_cmd;
+mod hooks;
 mod lines;
 mod logging;
 mod metrics_server;
@@ -275,8 +276,8 @@ async fn load_sinks(
     registry: &Registry,
     specs: &[String],
     json: bool,
-) -> Result<Vec<deliver::NamedSink>, UsageError> {
-    let mut sinks: Vec<deliver::NamedSink> = Vec::new();
+) -> Result<Vec<hooks::NamedSink>, UsageError> {
+    let mut sinks: Vec<hooks::NamedSink> = Vec::new();
     for spec in specs {
         let name = if spec == "log" {
             "log".to_owned()
@@ -294,7 +295,7 @@ async fn load_sinks(
         }
         let (config, dispatch, sink) = load_sink_file(registry, spec).await?;
         refuse_mixed_stdout(&config, json)?;
-        sinks.push(deliver::NamedSink {
+        sinks.push(hooks::NamedSink {
             name,
             sink,
             dispatch,
@@ -408,9 +409,9 @@ fn init_logging() {
         .try_init();
 }
 
-/// Turn SIGINT and SIGTERM into a [`deliver::Stop`]: stop taking hooks, finish what is in
+/// Turn SIGINT and SIGTERM into a [`hooks::Stop`]: stop taking hooks, finish what is in
 /// flight, report every hook read.
-fn watch_signals() -> Arc<tokio::sync::watch::Sender<Option<deliver::Stop>>> {
+fn watch_signals() -> Arc<tokio::sync::watch::Sender<Option<hooks::Stop>>> {
     let (tx, _) = tokio::sync::watch::channel(None);
     let tx = Arc::new(tx);
     let sender = tx.clone();
@@ -426,7 +427,7 @@ fn watch_signals() -> Arc<tokio::sync::watch::Sender<Option<deliver::Stop>>> {
             _ = int.recv() => 2,
             _ = term.recv() => 15,
         };
-        sender.send_replace(Some(deliver::Stop::Signal(sig)));
+        sender.send_replace(Some(hooks::Stop::Signal(sig)));
     });
     tx
 }

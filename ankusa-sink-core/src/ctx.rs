@@ -73,6 +73,19 @@ impl fmt::Debug for Extensions {
     }
 }
 
+/// Default [`Ctx::max_headers`]: at most 100 forwarded header names.
+///
+/// Declared next to [`Ctx`], which applies it; public as `message::DEFAULT_MAX_HEADERS`
+/// (a re-export, the path it always had).
+pub const DEFAULT_MAX_HEADERS: NonZeroUsize = NonZeroUsize::new(100).unwrap();
+
+/// Default [`Ctx::forward_headers_max_bytes`]: at most 16 KiB of forwarded names plus
+/// values.
+///
+/// Declared next to [`Ctx`], which applies it; public as
+/// `message::DEFAULT_FORWARD_HEADERS_MAX_BYTES` (a re-export, the path it always had).
+pub const DEFAULT_FORWARD_HEADERS_MAX_BYTES: NonZeroUsize = NonZeroUsize::new(16 * 1024).unwrap();
+
 /// The instance a context names until [`Ctx::with_instance`] sets one.
 const DEFAULT_INSTANCE: &str = "default";
 
@@ -122,8 +135,8 @@ impl Ctx {
             replay_id: None,
             forward_headers: ForwardHeaders::Default,
             batch: false,
-            max_headers: Some(crate::message::DEFAULT_MAX_HEADERS),
-            forward_headers_max_bytes: Some(crate::message::DEFAULT_FORWARD_HEADERS_MAX_BYTES),
+            max_headers: Some(DEFAULT_MAX_HEADERS),
+            forward_headers_max_bytes: Some(DEFAULT_FORWARD_HEADERS_MAX_BYTES),
             extensions: Extensions::default(),
         }
     }
@@ -154,14 +167,13 @@ impl Ctx {
         self
     }
     /// Cap the forwarded header count (default
-    /// [`DEFAULT_MAX_HEADERS`](crate::message::DEFAULT_MAX_HEADERS), 100).
+    /// [`DEFAULT_MAX_HEADERS`], 100).
     pub fn with_max_headers(mut self, max: NonZeroUsize) -> Self {
         self.max_headers = Some(max);
         self
     }
     /// Cap the forwarded header bytes, names plus values (default
-    /// [`DEFAULT_FORWARD_HEADERS_MAX_BYTES`](crate::message::DEFAULT_FORWARD_HEADERS_MAX_BYTES),
-    /// 16 KiB).
+    /// [`DEFAULT_FORWARD_HEADERS_MAX_BYTES`], 16 KiB).
     pub fn with_forward_headers_max_bytes(mut self, max: NonZeroUsize) -> Self {
         self.forward_headers_max_bytes = Some(max);
         self

@@ -40,12 +40,9 @@ use std::time::SystemTime;
 /// The default inline threshold of queue sinks: 64 KiB.
 pub const DEFAULT_INLINE_MAX_BYTES: NonZeroUsize = NonZeroUsize::new(65_536).unwrap();
 
-/// Default [`Ctx::max_headers`]: at most 100 forwarded header names.
-pub const DEFAULT_MAX_HEADERS: NonZeroUsize = NonZeroUsize::new(100).unwrap();
-
-/// Default [`Ctx::forward_headers_max_bytes`]: at most 16 KiB of forwarded names plus
-/// values.
-pub const DEFAULT_FORWARD_HEADERS_MAX_BYTES: NonZeroUsize = NonZeroUsize::new(16 * 1024).unwrap();
+// The forwarding caps' defaults are declared with `Ctx`, which applies them, and
+// re-exported here: `message::` is, and stays, their public path.
+pub use crate::ctx::{DEFAULT_FORWARD_HEADERS_MAX_BYTES, DEFAULT_MAX_HEADERS};
 
 // Whoever can POST to a catch URL chooses the hook's headers, and forwarded headers reach
 // outbound HTTP requests and every Message v1. So three classes never leave: credentials

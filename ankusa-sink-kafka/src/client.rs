@@ -4,7 +4,7 @@
 
 use crate::config::KafkaConfig;
 use crate::error::{KafkaError, is_config_code};
-use crate::properties::scrub;
+use crate::property_rules::scrub;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};

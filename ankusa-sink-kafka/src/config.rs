@@ -1,15 +1,17 @@
 //! The Kafka sink's configuration: the operator's keys ([`Repr`]), validated once into an
 //! always-valid [`KafkaConfig`], with `with_*` builders that re-check what they change.
-//! The librdkafka properties it becomes are in `properties.rs`.
+//! The librdkafka properties it becomes are in `properties.rs`; the rules on extra
+//! properties it enforces, in `property_rules.rs`.
 
-use crate::properties::{
-    MAX_MESSAGE_MAX_BYTES, OWNED_PROPERTIES, RECORD_OVERHEAD, check_properties,
-    is_sensitive_property, is_unsafe_property,
+use crate::property_rules::{
+    MAX_MESSAGE_MAX_BYTES, OWNED_PROPERTIES, RECORD_OVERHEAD, is_sensitive_property,
+    is_unsafe_property, scrub,
 };
 use ankusa_sink_core::cloudevents::{self, CloudEvents, Format};
 use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::{REDACTED, Secret};
+use rdkafka::error::KafkaError as RdKafkaError;
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -283,6 +285,20 @@ impl TryFrom<Repr> for KafkaConfig {
 
 fn parse_key(template: &str) -> Result<KeyTemplate, ConfigError> {
     Ok(KeyTemplate::parse(template, AbsentTenant::Empty)?)
+}
+
+/// Let librdkafka judge every property (names and values) without creating a client, so a
+/// refused one is named; its value never reaches the error.
+fn check_properties(config: &KafkaConfig) -> Result<(), ConfigError> {
+    let secrets = config.secrets();
+    match config.client_config().create_native_config() {
+        Ok(_) => Ok(()),
+        Err(RdKafkaError::ClientConfig(_, why, name, _value)) => Err(ConfigError::Property {
+            why: (!is_sensitive_property(&name)).then(|| scrub(&secrets, &why)),
+            name,
+        }),
+        Err(e) => Err(ConfigError::Client(scrub(&secrets, &e.to_string()))),
+    }
 }
 
 impl fmt::Debug for KafkaConfig {
@@ -629,6 +645,10 @@ pub enum ConfigError {
 mod tests {
     use super::*;
 
+    fn base() -> KafkaConfig {
+        KafkaConfig::new("h:1", "t").unwrap()
+    }
+
     #[test]
     fn the_default_key_is_tenant_slash_source_and_empty_without_a_tenant() {
         let cfg = KafkaConfig::new("h:1", "t").unwrap();
@@ -819,5 +839,55 @@ mod tests {
         }))
         .unwrap_err();
         assert!(bad.to_string().contains("set by the sink"), "{bad}");
+    }
+
+    #[test]
+    fn properties_that_weaken_tls_or_load_code_are_refused_by_name() {
+        for name in [
+            "enable.ssl.certificate.verification",
+            "ssl.ca.pem",
+            "ssl.ca.certificate.stores",
+            "plugin.library.paths",
+            "ssl.engine.location",
+            "ssl.providers",
+            "ssl_engine_id",
+            "ssl.engine.id",
+            "SSL.CA.PEM",
+            "https.ca.pem",
+            "sasl.kerberos.kinit.cmd",
+        ] {
+            let err = base().with_property(name, "planted-value-77").unwrap_err();
+            assert_eq!(err, ConfigError::UnsafeProperty(name.into()), "{name}");
+            let text = err.to_string();
+            assert!(text.contains(name), "{text}");
+            assert!(!text.contains("planted-value-77"), "{text}");
+        }
+        // Owned ones stay owned (their own message); tuning and client identity pass.
+        for name in OWNED_PROPERTIES {
+            let err = base().with_property(*name, "x");
+            assert!(matches!(err, Err(ConfigError::OwnedProperty(_))), "{name}");
+        }
+        for (name, value) in [
+            ("ssl.crl.location", "x"),
+            ("ssl.keystore.location", "x"),
+            ("linger.ms", "5"),
+        ] {
+            base().with_property(name, value).unwrap();
+        }
+    }
+
+    #[test]
+    fn librdkafka_judges_values_and_names_without_quoting_secrets() {
+        let err = base().with_property("linger.ms", "soon").unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Property { name, why: Some(_) } if name == "linger.ms"),
+            "{err:?}"
+        );
+        let err = base().with_property("no.such.property", "1").unwrap_err();
+        assert!(err.to_string().contains("no.such.property"), "{err}");
+        let err = base()
+            .with_property("sasl.oauthbearer.client.secret.x", "planted-s3")
+            .unwrap_err();
+        assert!(!format!("{err} {err:?}").contains("planted-s3"), "{err}");
     }
 }

@@ -6,6 +6,7 @@ mod config;
 mod error;
 mod outgoing;
 mod properties;
+mod property_rules;
 mod sink;
 #[cfg(feature = "source")]
 mod source;

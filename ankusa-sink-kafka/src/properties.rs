@@ -1,106 +1,10 @@
-//! The librdkafka side of a [`KafkaConfig`]: the properties the sink owns or refuses, the
-//! producer's `ClientConfig`, and the secrets to scrub from what librdkafka says.
+//! The librdkafka side of a [`KafkaConfig`]: the producer's (and a source's consumer's)
+//! `ClientConfig`, and the secrets to scrub from what librdkafka says. The properties the
+//! sink owns or refuses are in `property_rules.rs`.
 
-use crate::config::{ConfigError, KafkaConfig};
+use crate::config::KafkaConfig;
+use crate::property_rules::{RECORD_OVERHEAD, is_sensitive_property};
 use rdkafka::ClientConfig;
-use rdkafka::error::KafkaError as RdKafkaError;
-
-/// librdkafka properties the sink sets itself; `properties` refuses them.
-pub(crate) const OWNED_PROPERTIES: &[&str] = &[
-    "bootstrap.servers",
-    "metadata.broker.list",
-    "client.id",
-    "acks",
-    "request.required.acks",
-    "enable.idempotence",
-    "transactional.id",
-    "partitioner",
-    "message.timeout.ms",
-    "delivery.timeout.ms",
-    "request.timeout.ms",
-    "message.max.bytes",
-    "compression.codec",
-    "compression.type",
-    "allow.auto.create.topics",
-    "security.protocol",
-    "sasl.mechanism",
-    "sasl.mechanisms",
-    "sasl.username",
-    "sasl.password",
-    "ssl.ca.location",
-    "ssl.certificate.location",
-    "ssl.key.location",
-    "ssl.key.password",
-    "ssl.endpoint.identification.algorithm",
-];
-
-/// librdkafka properties refused because they would weaken TLS or load native code: broker
-/// certificate verification and trust roots are set only through the `tls` options, and no
-/// plugin, engine or provider library is ever loaded. Compared ignoring case, with `_` read
-/// as `.`.
-const UNSAFE_PROPERTIES: &[&str] = &[
-    "enable.ssl.certificate.verification",
-    "ssl.ca.pem",
-    "ssl.ca.certificate.stores",
-    "ssl.ca.location",
-    "ssl.endpoint.identification.algorithm",
-    "ssl.engine.location",
-    "ssl.engine.id",
-    "ssl.providers",
-    "plugin.library.paths",
-    "https.ca.location",
-    "https.ca.pem",
-    "sasl.kerberos.kinit.cmd",
-];
-
-/// Room for headers and record framing on top of `max_record_bytes` in `message.max.bytes`.
-pub(crate) const RECORD_OVERHEAD: usize = 65_536;
-/// librdkafka's ceiling for `message.max.bytes`.
-pub(crate) const MAX_MESSAGE_MAX_BYTES: usize = 1_000_000_000;
-
-/// Whether the extra property `name` is refused for weakening TLS or loading native code.
-pub(crate) fn is_unsafe_property(name: &str) -> bool {
-    let n = name.to_ascii_lowercase().replace('_', ".");
-    UNSAFE_PROPERTIES.contains(&n.as_str())
-}
-
-/// Whether a property's value must never be printed: its name mentions a password, a
-/// secret, a key, a token, a credential or a JAAS/OAUTHBEARER config.
-pub(crate) fn is_sensitive_property(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    [
-        "password",
-        "secret",
-        "key",
-        "token",
-        "credential",
-        "jaas",
-        "oauthbearer",
-    ]
-    .iter()
-    .any(|w| n.contains(w))
-}
-
-/// `text` with every secret replaced.
-pub(crate) fn scrub<S: AsRef<str>>(secrets: &[S], text: &str) -> String {
-    secrets.iter().fold(text.to_owned(), |t, s| {
-        t.replace(s.as_ref(), ankusa_sink_core::REDACTED)
-    })
-}
-
-/// Let librdkafka judge every property (names and values) without creating a client, so a
-/// refused one is named; its value never reaches the error.
-pub(crate) fn check_properties(config: &KafkaConfig) -> Result<(), ConfigError> {
-    let secrets = config.secrets();
-    match config.client_config().create_native_config() {
-        Ok(_) => Ok(()),
-        Err(RdKafkaError::ClientConfig(_, why, name, _value)) => Err(ConfigError::Property {
-            why: (!is_sensitive_property(&name)).then(|| scrub(&secrets, &why)),
-            name,
-        }),
-        Err(e) => Err(ConfigError::Client(scrub(&secrets, &e.to_string()))),
-    }
-}
 
 impl KafkaConfig {
     /// The librdkafka configuration of the sink's producer.
@@ -223,10 +127,6 @@ mod tests {
     use crate::{Compression, SaslConfig, SaslMechanism};
     use std::time::Duration;
 
-    fn base() -> KafkaConfig {
-        KafkaConfig::new("h:1", "t").unwrap()
-    }
-
     #[test]
     fn client_config_owns_the_delivery_guarantees() {
         let cfg = KafkaConfig::new("h:1,h:2", "t")
@@ -269,80 +169,6 @@ mod tests {
         assert_eq!(
             cfg.client_config().get("enable.sparse.connections"),
             Some("true")
-        );
-    }
-
-    #[test]
-    fn properties_that_weaken_tls_or_load_code_are_refused_by_name() {
-        for name in [
-            "enable.ssl.certificate.verification",
-            "ssl.ca.pem",
-            "ssl.ca.certificate.stores",
-            "plugin.library.paths",
-            "ssl.engine.location",
-            "ssl.providers",
-            "ssl_engine_id",
-            "ssl.engine.id",
-            "SSL.CA.PEM",
-            "https.ca.pem",
-            "sasl.kerberos.kinit.cmd",
-        ] {
-            let err = base().with_property(name, "planted-value-77").unwrap_err();
-            assert_eq!(err, ConfigError::UnsafeProperty(name.into()), "{name}");
-            let text = err.to_string();
-            assert!(text.contains(name), "{text}");
-            assert!(!text.contains("planted-value-77"), "{text}");
-        }
-        // Owned ones stay owned (their own message); tuning and client identity pass.
-        for name in OWNED_PROPERTIES {
-            let err = base().with_property(*name, "x");
-            assert!(matches!(err, Err(ConfigError::OwnedProperty(_))), "{name}");
-        }
-        for (name, value) in [
-            ("ssl.crl.location", "x"),
-            ("ssl.keystore.location", "x"),
-            ("linger.ms", "5"),
-        ] {
-            base().with_property(name, value).unwrap();
-        }
-    }
-
-    #[test]
-    fn sensitive_property_names() {
-        for name in [
-            "sasl.oauthbearer.client.secret",
-            "ssl.keystore.password",
-            "ssl_key_x",
-            "sasl.jaas.config",
-            "x.token",
-        ] {
-            assert!(is_sensitive_property(name), "{name}");
-        }
-        for name in ["linger.ms", "batch.size", "ssl.crl.location"] {
-            assert!(!is_sensitive_property(name), "{name}");
-        }
-    }
-
-    #[test]
-    fn librdkafka_judges_values_and_names_without_quoting_secrets() {
-        let err = base().with_property("linger.ms", "soon").unwrap_err();
-        assert!(
-            matches!(&err, ConfigError::Property { name, why: Some(_) } if name == "linger.ms"),
-            "{err:?}"
-        );
-        let err = base().with_property("no.such.property", "1").unwrap_err();
-        assert!(err.to_string().contains("no.such.property"), "{err}");
-        let err = base()
-            .with_property("sasl.oauthbearer.client.secret.x", "planted-s3")
-            .unwrap_err();
-        assert!(!format!("{err} {err:?}").contains("planted-s3"), "{err}");
-    }
-
-    #[test]
-    fn scrub_replaces_every_secret() {
-        assert_eq!(
-            scrub(&["pw1", "pw2"], "a pw1 b pw2 c pw1"),
-            "a REDACTED b REDACTED c REDACTED"
         );
     }
 }

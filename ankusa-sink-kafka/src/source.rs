@@ -589,7 +589,7 @@ impl Source for KafkaSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::properties::is_sensitive_property;
+    use crate::property_rules::is_sensitive_property;
 
     #[test]
     fn commits_stop_at_the_lowest_unfinished_record() {

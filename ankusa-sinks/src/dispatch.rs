@@ -4,7 +4,7 @@
 //!
 //! [`Registry::parse_sink_file_toml`]: crate::Registry::parse_sink_file_toml
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 use serde::Deserialize;
 use std::num::{NonZeroU32, NonZeroUsize};
 

@@ -1,6 +1,6 @@
 //! `${ENV_VAR}` references in string values, and which variables a config may read.
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 
 /// Which environment variables a config may read, through `${VAR}` references in any
 /// string and the HTTP sink's `{ env = "VAR" }` secrets.

@@ -2,13 +2,15 @@
 #![deny(missing_docs)]
 
 mod config;
+mod config_error;
 mod dispatch;
 mod env;
 mod registry;
 mod scrub;
 mod source;
 
-pub use config::{ConfigError, KNOWN_TYPES, SinkConfig};
+pub use config::{KNOWN_TYPES, SinkConfig};
+pub use config_error::ConfigError;
 pub use dispatch::{ConcurrencySetting, DEFAULT_MAX_CONCURRENCY, DispatchTable};
 pub use env::EnvAccess;
 pub use registry::{RegisterError, RegisteredConfig, Registry};

@@ -1,6 +1,7 @@
 //! The open registry: the built-in sink types plus those other crates register.
 
-use crate::config::{ConfigError, KNOWN_TYPES, SinkConfig, built, options, syntax};
+use crate::config::{KNOWN_TYPES, SinkConfig, built, options, syntax};
+use crate::config_error::ConfigError;
 use crate::env::EnvAccess;
 use ankusa_sink_core::Sink;
 use serde::de::DeserializeOwned;

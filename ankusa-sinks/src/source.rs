@@ -2,7 +2,8 @@
 
 #[cfg(any(feature = "kafka", feature = "amqp", feature = "nats"))]
 use crate::config::options;
-use crate::config::{ConfigError, syntax};
+use crate::config::syntax;
+use crate::config_error::ConfigError;
 use crate::env::EnvAccess;
 use ankusa_source::{Source, SourceError, SourceOptions};
 

@@ -1,0 +1,38 @@
+//! What a run's two inputs share: `deliver`/`forward` (deliver.rs) and `forward --from`
+//! (from_source.rs) both hold the run's sinks by name, stop for the same reasons and make a
+//! hook of an envelope the same way. Its own module so that neither imports the other for it.
+
+use ankusa_dispatch::Hook;
+use ankusa_sink_core::{Envelope, Sink};
+use std::sync::Arc;
+
+/// Why a run stopped taking new hooks before its input ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// SIGINT or SIGTERM (the signal number).
+    Signal(i32),
+    /// Outcome lines can no longer be written: delivering more would report nothing.
+    Output,
+}
+
+/// A sink of the run, under its name (the config file's stem, or `log`).
+pub(crate) struct NamedSink {
+    pub(crate) name: String,
+    pub(crate) sink: Arc<dyn Sink>,
+    /// Its sink file's `[dispatch]` table.
+    pub(crate) dispatch: ankusa_sinks::DispatchTable,
+}
+
+/// The hook of an envelope: attempts join the trace of the `traceparent` header the hook
+/// arrived with, if it carries a well-formed one.
+pub(crate) fn hook_of(env: impl Into<Arc<Envelope>>) -> Hook {
+    let env = env.into();
+    let tp = env
+        .header("traceparent")
+        .filter(|t| ankusa_dispatch::trace_id_of(t).is_some())
+        .map(str::to_owned);
+    match tp {
+        Some(tp) => Hook::new(env).traceparent(tp),
+        None => Hook::new(env),
+    }
+}
