@@ -11,23 +11,12 @@
 use ankusa_dispatch::{BreakerConfig, Concurrency, DispatchConfig, Dispatcher, Hook, Outcome};
 use ankusa_sink_core::{Ctx, Envelope, Failure, Sink, async_trait};
 use ankusa_sink_http::HttpSink;
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+mod endpoint;
+
+use endpoint::{Server, serve};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
-
-#[derive(Default)]
-struct Server {
-    in_flight: AtomicUsize,
-    requests: AtomicU64,
-    refused: AtomicU64,
-    /// Arrival times in the last second (the 429 server).
-    recent: Mutex<VecDeque<Instant>>,
-}
-
-/// What a request gets: after how long, and whether it is refused.
-type Answer = fn(&Server) -> (Duration, bool);
 
 /// 10 ms up to 32 in flight, then linearly more.
 fn queueing(s: &Server) -> (Duration, bool) {
@@ -50,60 +39,6 @@ fn rate_limited(s: &Server) -> (Duration, bool) {
     }
     recent.push_back(now);
     (Duration::from_millis(10), false)
-}
-
-async fn serve(answer: Answer) -> (String, Arc<Server>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
-    let server = Arc::new(Server::default());
-    let s = server.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let s = s.clone();
-            tokio::spawn(async move {
-                let (r, mut w) = stream.into_split();
-                let mut r = BufReader::new(r);
-                loop {
-                    let mut len = 0usize;
-                    loop {
-                        let mut line = String::new();
-                        if r.read_line(&mut line).await.unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let lower = line.to_ascii_lowercase();
-                        if let Some(v) = lower.strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
-                    let mut body = vec![0; len];
-                    if r.read_exact(&mut body).await.is_err() {
-                        return;
-                    }
-                    s.requests.fetch_add(1, Ordering::SeqCst);
-                    s.in_flight.fetch_add(1, Ordering::SeqCst);
-                    let (wait, refuse) = answer(&s);
-                    tokio::time::sleep(wait).await;
-                    s.in_flight.fetch_sub(1, Ordering::SeqCst);
-                    let reply: &[u8] = if refuse {
-                        s.refused.fetch_add(1, Ordering::SeqCst);
-                        b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\ncontent-length: 0\r\n\r\n"
-                    } else {
-                        b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
-                    };
-                    if w.write_all(reply).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (url, server)
 }
 
 /// The HTTP sink, each attempt's round trip recorded while `recording`.

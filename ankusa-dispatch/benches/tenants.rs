@@ -8,51 +8,8 @@ use ankusa_sink_core::Envelope;
 use ankusa_sink_http::HttpSink;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 
-/// An HTTP/1.1 endpoint on 127.0.0.1 answering every request 200 after `latency`, keeping
-/// connections alive.
-async fn slow_endpoint(latency: Duration) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            tokio::spawn(async move {
-                let (r, mut w) = stream.into_split();
-                let mut r = BufReader::new(r);
-                loop {
-                    let mut len = 0usize;
-                    loop {
-                        let mut line = String::new();
-                        if r.read_line(&mut line).await.unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let lower = line.to_ascii_lowercase();
-                        if let Some(v) = lower.strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
-                    let mut body = vec![0; len];
-                    if r.read_exact(&mut body).await.is_err() {
-                        return;
-                    }
-                    tokio::time::sleep(latency).await;
-                    let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
-                    if w.write_all(ok).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    url
-}
+mod endpoint;
 
 fn hook(tenant: &str, i: usize) -> Hook {
     let env = Envelope::builder(format!("{tenant}-{i}"), "bench", vec![b'x'; 256])
@@ -117,7 +74,7 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let url = slow_endpoint(Duration::from_millis(50)).await;
+        let (url, _) = endpoint::serve(|_| (Duration::from_millis(50), false)).await;
         // Warm the connection pool once.
         b_finishes(&url, 0, 64).await;
         let mut alone = Vec::new();

@@ -290,7 +290,15 @@ fn address_guard(
         .iter()
         .map(|c| crate::guard::parse_cidr(c).ok_or_else(|| ConfigError::Cidr(c.clone())))
         .collect::<Result<Vec<_>, _>>()?;
-    let guard = crate::AddressGuard::new(nets);
+    guarding(url, crate::AddressGuard::new(nets)).map(Some)
+}
+
+/// `guard` for a sink to `url`: a literal address in it that the guard refuses is a config
+/// error now (no resolver ever sees it).
+fn guarding(
+    url: &Url,
+    guard: crate::AddressGuard,
+) -> Result<std::sync::Arc<crate::AddressGuard>, ConfigError> {
     let literal = match url.host() {
         Some(url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
         Some(url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
@@ -301,7 +309,7 @@ fn address_guard(
     {
         return Err(ConfigError::PrivateDestination(ip.to_string()));
     }
-    Ok(Some(std::sync::Arc::new(guard)))
+    Ok(std::sync::Arc::new(guard))
 }
 
 impl HttpConfig {
@@ -317,18 +325,7 @@ impl HttpConfig {
         if self.proxy.is_some() {
             return Err(ConfigError::DenyPrivateBehindProxy);
         }
-        let guard = crate::AddressGuard::new(allow);
-        let literal = match self.url.host() {
-            Some(url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
-            Some(url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
-            _ => None,
-        };
-        if let Some(ip) = literal
-            && guard.refuses(ip)
-        {
-            return Err(ConfigError::PrivateDestination(ip.to_string()));
-        }
-        self.guard = Some(std::sync::Arc::new(guard));
+        self.guard = Some(guarding(&self.url, crate::AddressGuard::new(allow))?);
         Ok(self)
     }
 
