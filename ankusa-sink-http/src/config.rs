@@ -4,7 +4,7 @@
 use ankusa_sink_core::cloudevents::{CloudEvents, Format};
 use ankusa_sink_core::signing::{Signer, SigningError};
 use ankusa_sink_core::{Secret, SecretEnvError, is_loopback_host, timeout_ms};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -153,6 +153,18 @@ struct Repr {
     deny_private: bool,
     #[serde(default)]
     allow_cidrs: Vec<String>,
+    oauth2: Option<OAuth2Repr>,
+}
+
+/// `[oauth2]` in the sink file.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OAuth2Repr {
+    token_url: Value,
+    client_id: String,
+    client_secret: Value,
+    scope: Option<String>,
+    audience: Option<String>,
 }
 
 impl Repr {
@@ -174,6 +186,7 @@ impl Repr {
             status_classes: BTreeMap::new(),
             deny_private: false,
             allow_cidrs: Vec::new(),
+            oauth2: None,
         }
     }
 }
@@ -210,6 +223,8 @@ pub struct HttpConfig {
     pub(crate) status_classes: crate::StatusClasses,
     /// `deny_private`: the addresses the sink may connect to.
     pub(crate) guard: Option<std::sync::Arc<crate::AddressGuard>>,
+    /// `[oauth2]`: client credentials traded for bearer tokens.
+    pub(crate) oauth2: Option<crate::oauth2::OAuth2Config>,
 }
 
 impl TryFrom<Repr> for HttpConfig {
@@ -247,6 +262,10 @@ impl TryFrom<Repr> for HttpConfig {
                 .map_err(ConfigError::CloudEventsType)?;
         let status_classes = crate::StatusClasses::new(r.status_classes)?;
         let guard = address_guard(r.deny_private, &r.allow_cidrs, &url, proxy.as_ref())?;
+        let oauth2 = r
+            .oauth2
+            .map(|o| oauth2_config(o, &url, proxy.as_ref(), &headers, r.allow_insecure))
+            .transpose()?;
         Ok(HttpConfig {
             url,
             method: r.method,
@@ -264,8 +283,57 @@ impl TryFrom<Repr> for HttpConfig {
             cloudevents,
             status_classes,
             guard,
+            oauth2,
         })
     }
+}
+
+/// `[oauth2]`, checked: an `http`/`https` token URL with a host, one source of
+/// `Authorization` only, and neither the client secret nor the bearer token in cleartext
+/// unless `allow_insecure`.
+fn oauth2_config(
+    o: OAuth2Repr,
+    url: &Url,
+    proxy: Option<&Url>,
+    headers: &HeaderMap,
+    allow_insecure: bool,
+) -> Result<crate::oauth2::OAuth2Config, ConfigError> {
+    let token_url = http_url(
+        o.token_url,
+        "oauth2.token_url",
+        ConfigError::InvalidTokenUrl,
+    )?;
+    if !matches!(token_url.scheme(), "http" | "https") {
+        return Err(ConfigError::UnsupportedScheme(
+            token_url.scheme().to_owned(),
+        ));
+    }
+    let token_url = has_host(token_url, ConfigError::NoHost)?;
+    if headers.contains_key(AUTHORIZATION) || has_userinfo(url) {
+        return Err(ConfigError::TwoAuthorizations);
+    }
+    let clear = |u: &Url| u.scheme() == "http" && (cleartext(u) || proxy.is_some_and(cleartext));
+    if !allow_insecure {
+        if clear(&token_url) {
+            return Err(ConfigError::Insecure("the oauth2 client secret".into()));
+        }
+        if clear(url) {
+            return Err(ConfigError::Insecure("the oauth2 bearer token".into()));
+        }
+    }
+    let (client_secret, _) = o
+        .client_secret
+        .resolve(|| "oauth2.client_secret".to_owned())?;
+    if o.client_id.is_empty() || client_secret.expose().is_empty() {
+        return Err(ConfigError::Zero("oauth2 client_id and client_secret"));
+    }
+    Ok(crate::oauth2::OAuth2Config {
+        token_url,
+        client_id: o.client_id,
+        client_secret,
+        scope: o.scope,
+        audience: o.audience,
+    })
 }
 
 /// `deny_private` and `allow_cidrs`, checked: a literal address in the URL is refused here;
@@ -791,6 +859,12 @@ pub enum ConfigError {
     /// An `allow_cidrs` entry is not a network or an address.
     #[error("allow_cidrs entry {0:?} is not a network (10.0.0.0/8) or an address")]
     Cidr(String),
+    /// `oauth2.token_url` is not a valid absolute URL.
+    #[error("oauth2.token_url is not a valid absolute URL: {0}")]
+    InvalidTokenUrl(url::ParseError),
+    /// `[oauth2]` and another `Authorization` (a header, URL userinfo) both set.
+    #[error("[oauth2] sets Authorization: remove the authorization header or the URL's userinfo")]
+    TwoAuthorizations,
     /// `allow_cidrs` without `deny_private` would change nothing.
     #[error("allow_cidrs goes with deny_private = true")]
     AllowWithoutDeny,

@@ -32,6 +32,9 @@ pub enum HttpError {
         /// The operator's class (never `ok`: that one is a delivery).
         class: crate::StatusClass,
     },
+    /// `[oauth2]`: no access token could be had; nothing was sent.
+    #[error("oauth2: {0}")]
+    Token(crate::TokenError),
     /// `deny_private`: every address the destination resolved to is refused; nothing was
     /// sent.
     #[error("{0}")]
@@ -258,6 +261,8 @@ impl HttpError {
 /// | a hook value that cannot be a header value | permanent |
 /// | a status `[status_classes]` names | its class; `retry_after` honours a valid `Retry-After`, else throttled |
 /// | `deny_private`: every address the name resolved to is refused | config, nothing sent |
+/// | `[oauth2]`: the token endpoint refuses the client (400/401/403) or answers no token | config, nothing sent |
+/// | `[oauth2]`: the token endpoint is unreachable or answers another error | transient, nothing sent |
 pub(crate) fn classify(err: &HttpError) -> Class {
     match err {
         HttpError::Classed {
@@ -287,6 +292,10 @@ pub(crate) fn classify(err: &HttpError) -> Class {
             Class::Config
         }
         HttpError::HeaderValue(_) => Class::Permanent,
+        HttpError::Token(t) => match t {
+            crate::TokenError::Refused { .. } | crate::TokenError::Malformed => Class::Config,
+            _ => Class::Transient,
+        },
         HttpError::Transport { .. } | HttpError::Unreachable { .. } => Class::Transient,
     }
 }
@@ -315,6 +324,7 @@ pub(crate) fn landed(err: &HttpError) -> Option<bool> {
             Some(*status >= 500 && !matches!(status, 501 | 503))
         }
         HttpError::Moved { .. }
+        | HttpError::Token(_)
         | HttpError::PrivateDestination(_)
         | HttpError::Certificate(_)
         | HttpError::HeaderValue(_)

@@ -4,6 +4,7 @@
 mod config;
 mod error;
 mod guard;
+mod oauth2;
 mod outgoing;
 mod sink;
 mod status_classes;
@@ -16,5 +17,6 @@ pub use config::{
 };
 pub use error::{HttpError, TransportKind};
 pub use guard::AddressGuard;
+pub use oauth2::TokenError;
 pub use sink::{DEFAULT_CONTENT_TYPE, HttpSink, USER_AGENT};
 pub use status_classes::{BadStatusKey, StatusClass, StatusClasses};

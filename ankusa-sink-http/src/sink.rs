@@ -10,7 +10,7 @@ use ankusa_sink_core::{
     redact_url,
 };
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, LOCATION, RETRY_AFTER};
-use reqwest::{Method, Response, Url};
+use reqwest::{Method, Response, StatusCode, Url};
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -44,6 +44,8 @@ pub struct HttpSink {
     reach: Reach,
     /// The operator's classes for statuses (`[status_classes]`).
     status_classes: crate::StatusClasses,
+    /// `[oauth2]`: bearer tokens, cached.
+    oauth2: Option<crate::oauth2::OAuth2>,
 }
 
 /// A TCP destination for [`HttpSink::check`] (behind `deny_private`'s guard, if set).
@@ -137,6 +139,9 @@ impl HttpSink {
             show_path: config.show_path,
             reach,
             status_classes: config.status_classes,
+            oauth2: config.oauth2.map(|o| {
+                crate::oauth2::OAuth2::new(o, Duration::from_millis(config.timeout_ms.get()))
+            }),
         })
     }
 
@@ -242,11 +247,14 @@ impl Sink for HttpSink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
         let out = Outgoing::new(env, ctx, &self.layout)?;
         let req = outgoing::to_request(out, &self.target, unix_seconds(SystemTime::now()))?;
-        let resp = self
-            .client
-            .execute(req)
-            .await
-            .map_err(HttpError::from_transport)?;
+        let resp = match &self.oauth2 {
+            None => self
+                .client
+                .execute(req)
+                .await
+                .map_err(HttpError::from_transport)?,
+            Some(oauth2) => self.with_token(oauth2, req).await?,
+        };
         let status = resp.status();
         let retry_after = resp
             .headers()
@@ -369,6 +377,36 @@ impl Sink for HttpSink {
         }
         d.computed = computed.into_iter().map(str::to_owned).collect();
         Some(d)
+    }
+}
+
+impl HttpSink {
+    /// Send `req` with the bearer token; a 401 gets a new token and one more try (the token
+    /// may have been revoked or rotated before it expired).
+    async fn with_token(
+        &self,
+        oauth2: &crate::oauth2::OAuth2,
+        mut req: reqwest::Request,
+    ) -> Result<reqwest::Response, HttpError> {
+        let again = req.try_clone();
+        let bearer = oauth2.bearer(&self.client).await?;
+        req.headers_mut().insert(AUTHORIZATION, bearer.clone());
+        let resp = self
+            .client
+            .execute(req)
+            .await
+            .map_err(HttpError::from_transport)?;
+        let Some(mut again) = again.filter(|_| resp.status() == StatusCode::UNAUTHORIZED) else {
+            return Ok(resp);
+        };
+        drop(resp);
+        oauth2.refused(&bearer).await;
+        let bearer = oauth2.bearer(&self.client).await?;
+        again.headers_mut().insert(AUTHORIZATION, bearer);
+        self.client
+            .execute(again)
+            .await
+            .map_err(HttpError::from_transport)
     }
 }
 

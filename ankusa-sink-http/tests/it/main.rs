@@ -6,6 +6,7 @@ mod conformance;
 mod delivery;
 mod forwarding;
 mod guard;
+mod oauth2;
 mod proxy;
 mod server;
 mod tls;
