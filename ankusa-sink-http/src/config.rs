@@ -223,8 +223,9 @@ pub struct HttpConfig {
     pub(crate) status_classes: crate::StatusClasses,
     /// `deny_private`: the addresses the sink may connect to.
     pub(crate) guard: Option<std::sync::Arc<crate::AddressGuard>>,
-    /// `[oauth2]`: client credentials traded for bearer tokens.
-    pub(crate) oauth2: Option<crate::oauth2::OAuth2Config>,
+    /// `[oauth2]`: client credentials traded for bearer tokens (boxed: most sinks have
+    /// none, and a sink config is a variant of the registry's `SinkConfig`).
+    pub(crate) oauth2: Option<Box<crate::oauth2::OAuth2Config>>,
 }
 
 impl TryFrom<Repr> for HttpConfig {
@@ -265,7 +266,8 @@ impl TryFrom<Repr> for HttpConfig {
         let oauth2 = r
             .oauth2
             .map(|o| oauth2_config(o, &url, proxy.as_ref(), &headers, r.allow_insecure))
-            .transpose()?;
+            .transpose()?
+            .map(Box::new);
         Ok(HttpConfig {
             url,
             method: r.method,

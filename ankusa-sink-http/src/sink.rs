@@ -140,7 +140,7 @@ impl HttpSink {
             reach,
             status_classes: config.status_classes,
             oauth2: config.oauth2.map(|o| {
-                crate::oauth2::OAuth2::new(o, Duration::from_millis(config.timeout_ms.get()))
+                crate::oauth2::OAuth2::new(*o, Duration::from_millis(config.timeout_ms.get()))
             }),
         })
     }
