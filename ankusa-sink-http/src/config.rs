@@ -122,6 +122,8 @@ struct TlsRepr {
     ca_files: Vec<PathBuf>,
     ca_pem: Vec<String>,
     only: bool,
+    client_cert_file: Option<PathBuf>,
+    client_key_file: Option<PathBuf>,
 }
 
 /// The operator's keys, exactly as written in a sink file (`type` already removed).
@@ -223,6 +225,9 @@ pub struct HttpConfig {
     pub(crate) status_classes: crate::StatusClasses,
     /// `deny_private`: the addresses the sink may connect to.
     pub(crate) guard: Option<std::sync::Arc<crate::AddressGuard>>,
+    /// `tls.client_cert_file` + `tls.client_key_file`: the client certificate chain and its
+    /// key, PEM, for mutual TLS (a secret: never printed).
+    pub(crate) client_identity: Option<Secret>,
     /// `[oauth2]`: client credentials traded for bearer tokens (boxed: most sinks have
     /// none, and a sink config is a variant of the registry's `SinkConfig`).
     pub(crate) oauth2: Option<Box<crate::oauth2::OAuth2Config>>,
@@ -252,6 +257,7 @@ impl TryFrom<Repr> for HttpConfig {
             Some(what) => return Err(ConfigError::Insecure(what)),
         };
         let ca_pems = load_pems(&r.tls)?;
+        let client_identity = client_identity(&r.tls)?;
         if r.tls.only && ca_pems.is_empty() {
             return Err(ConfigError::NoRoots);
         }
@@ -277,6 +283,7 @@ impl TryFrom<Repr> for HttpConfig {
             signer,
             max_response_bytes,
             ca_pems,
+            client_identity,
             tls_only: r.tls.only,
             show_path: r.show_path,
             allow_insecure: r.allow_insecure,
@@ -477,6 +484,7 @@ impl fmt::Debug for HttpConfig {
             .field("secrets", &self.signer.as_ref().map_or(0, Signer::len))
             .field("max_response_bytes", &self.max_response_bytes)
             .field("ca_sources", &self.ca_pems.len())
+            .field("client_certificate", &self.client_identity.is_some())
             .field("tls_only", &self.tls_only)
             .field("show_path", &self.show_path)
             .field("allow_insecure", &self.allow_insecure)
@@ -615,6 +623,36 @@ fn cleartext_credentials(
         exposed.push("the proxy's userinfo (basic auth)".to_owned());
     }
     (!exposed.is_empty()).then(|| exposed.join(", "))
+}
+
+/// The client certificate chain and key for mutual TLS, read and checked (PEM, the chain
+/// then the key), or `None` without them. Both or neither.
+fn client_identity(tls: &TlsRepr) -> Result<Option<Secret>, ConfigError> {
+    let (cert, key) = match (&tls.client_cert_file, &tls.client_key_file) {
+        (None, None) => return Ok(None),
+        (Some(c), Some(k)) => (c, k),
+        _ => {
+            return Err(ConfigError::ClientIdentity(
+                "give both client_cert_file and client_key_file".into(),
+            ));
+        }
+    };
+    let read = |path: &PathBuf| {
+        std::fs::read(path).map_err(|source| ConfigError::CaFile {
+            path: path.clone(),
+            source,
+        })
+    };
+    let mut pem = read(cert)?;
+    pem.push(b'\n');
+    pem.extend(read(key)?);
+    let pem = String::from_utf8(pem)
+        .map_err(|_| ConfigError::ClientIdentity("the files are not PEM text".into()))?;
+    // Checked now, so a bad pair is a config error at build, not a failure per delivery.
+    reqwest::Identity::from_pem(pem.as_bytes()).map_err(|_| {
+        ConfigError::ClientIdentity("the files hold no certificate and private key in PEM".into())
+    })?;
+    Ok(Some(Secret::from(pem)))
 }
 
 /// Each CA source's PEM text, read and checked to hold at least one certificate.
@@ -885,6 +923,10 @@ pub enum ConfigError {
     /// A CA PEM holds no certificate or does not parse.
     #[error("tls {0} holds no valid PEM certificate")]
     CaPem(String),
+    /// `tls.client_cert_file`/`client_key_file` cannot make a client identity (the files'
+    /// contents are never shown).
+    #[error("tls client certificate: {0}")]
+    ClientIdentity(String),
     /// `tls.only` without any CA certificate would trust nothing.
     #[error("tls.only is set but no ca_files or ca_pem are configured")]
     NoRoots,

@@ -50,6 +50,10 @@ pub enum HttpError {
         /// The `Location`, resolved against the sink's URL and redacted.
         location: String,
     },
+    /// The endpoint refused the client certificate (mutual TLS): none was configured, or
+    /// the endpoint does not trust it (its TLS alert).
+    #[error("endpoint refused the client certificate (TLS alert {0})")]
+    ClientCertificate(String),
     /// The endpoint's TLS certificate was rejected.
     #[error("endpoint's TLS certificate was rejected")]
     Certificate(#[source] reqwest::Error),
@@ -235,6 +239,9 @@ impl HttpError {
         if let Some(refused) = crate::guard::refused_text(&err) {
             return HttpError::PrivateDestination(refused);
         }
+        if let Some(alert) = client_certificate_refused(&err) {
+            return HttpError::ClientCertificate(alert);
+        }
         if certificate_rejected(&err) {
             return HttpError::Certificate(err);
         }
@@ -258,6 +265,7 @@ impl HttpError {
 /// | 429 without a valid `Retry-After` | throttled: dispatch draws [`throttle_after_ms`](ankusa_sink_core::throttle_after_ms)`(attempt)` |
 /// | other 1xx/3xx/4xx/5xx, timeouts, resets, refused connections | transient |
 /// | TLS certificate rejected | config |
+/// | the endpoint refuses the client certificate (a TLS alert: bad, unknown CA, required, expired, revoked, access denied) | config |
 /// | a hook value that cannot be a header value | permanent |
 /// | a status `[status_classes]` names | its class; `retry_after` honours a valid `Retry-After`, else throttled |
 /// | `deny_private`: every address the name resolved to is refused | config, nothing sent |
@@ -288,9 +296,10 @@ pub(crate) fn classify(err: &HttpError) -> Class {
             (429, None) => Class::Throttled,
             _ => Class::Transient,
         },
-        HttpError::Moved { .. } | HttpError::Certificate(_) | HttpError::PrivateDestination(_) => {
-            Class::Config
-        }
+        HttpError::Moved { .. }
+        | HttpError::Certificate(_)
+        | HttpError::ClientCertificate(_)
+        | HttpError::PrivateDestination(_) => Class::Config,
         HttpError::HeaderValue(_) => Class::Permanent,
         HttpError::Token(t) => match t {
             crate::TokenError::Refused { .. } | crate::TokenError::Malformed => Class::Config,
@@ -324,6 +333,7 @@ pub(crate) fn landed(err: &HttpError) -> Option<bool> {
             Some(*status >= 500 && !matches!(status, 501 | 503))
         }
         HttpError::Moved { .. }
+        | HttpError::ClientCertificate(_)
         | HttpError::Token(_)
         | HttpError::PrivateDestination(_)
         | HttpError::Certificate(_)
@@ -348,6 +358,25 @@ fn chain<'a>(
             Some(inner) => Some(inner as &(dyn StdError + 'static)),
             None => e.source(),
         }
+    })
+}
+
+/// The TLS alert with which the endpoint refused our client certificate, if it did (typed:
+/// rustls's received alert in reqwest's chain).
+fn client_certificate_refused(err: &reqwest::Error) -> Option<String> {
+    use rustls::AlertDescription as A;
+    chain(err).find_map(|e| match e.downcast_ref::<rustls::Error>() {
+        Some(rustls::Error::AlertReceived(
+            alert @ (A::BadCertificate
+            | A::UnknownCA
+            | A::CertificateRequired
+            | A::UnsupportedCertificate
+            | A::CertificateRevoked
+            | A::CertificateExpired
+            | A::CertificateUnknown
+            | A::AccessDenied),
+        )) => Some(format!("{alert:?}")),
+        _ => None,
     })
 }
 

@@ -194,6 +194,11 @@ fn build_client(config: &HttpConfig) -> Result<reqwest::Client, ConfigError> {
     for pem in &config.ca_pems {
         roots.extend(reqwest::Certificate::from_pem_bundle(pem).map_err(client_error)?);
     }
+    if let Some(pem) = &config.client_identity {
+        let identity =
+            reqwest::Identity::from_pem(pem.expose().as_bytes()).map_err(client_error)?;
+        builder = builder.identity(identity);
+    }
     if config.tls_only {
         builder = builder.tls_certs_only(roots);
     } else if !roots.is_empty() {

@@ -88,3 +88,85 @@ async fn only_the_configured_roots() {
     assert_eq!(class_of(&r), Class::Config, "{r:?}");
     assert!(server.captured().is_empty());
 }
+
+/// A server that requires a client certificate signed by the test client CA.
+fn mutual_acceptor() -> Tls {
+    let certs = CertificateDer::pem_file_iter(fixture("server.pem"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(fixture("server.key")).unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(fixture("client-ca.pem")).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .unwrap();
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
+/// A sink to a mutual-TLS server, trusting the test CA, with the client certificate
+/// `cert`/`key` (fixtures), if any.
+async fn mutual(cert_key: Option<(&str, &str)>) -> (Server, Result<(), ankusa_sink_core::Failure>) {
+    let server = Server::start_on(
+        "127.0.0.1:0".parse().unwrap(),
+        always(Reply::status(200)),
+        Some(mutual_acceptor()),
+    )
+    .await;
+    let url = format!("https://127.0.0.1:{}/hooks", server.addr().port());
+    let mut tls = serde_json::json!({"ca_files": [fixture("ca.pem")]});
+    if let Some((cert, key)) = cert_key {
+        tls["client_cert_file"] = serde_json::json!(fixture(cert));
+        tls["client_key_file"] = serde_json::json!(fixture(key));
+    }
+    let config: ankusa_sink_http::HttpConfig =
+        serde_json::from_value(serde_json::json!({"url": url, "tls": tls})).unwrap();
+    assert!(!format!("{config:?}").contains("PRIVATE KEY"), "{config:?}");
+    let sink = HttpSink::new(config).unwrap();
+    let r = deliver(&sink, &envelope(b"{\"mtls\":1}")).await;
+    (server, r)
+}
+
+#[tokio::test]
+async fn mutual_tls_delivers_with_the_right_client_certificate() {
+    let (server, r) = mutual(Some(("client.pem", "client.key"))).await;
+    r.unwrap();
+    assert_eq!(server.captured()[0].body, b"{\"mtls\":1}");
+}
+
+#[tokio::test]
+async fn a_client_certificate_the_server_rejects_or_none_is_config() {
+    for cert_key in [Some(("stranger.pem", "stranger.key")), None] {
+        let (server, r) = mutual(cert_key).await;
+        assert_eq!(class_of(&r), Class::Config, "{cert_key:?}: {r:?}");
+        assert!(server.captured().is_empty());
+    }
+}
+
+#[test]
+fn a_client_certificate_without_its_key_or_unreadable_is_a_config_error() {
+    for tls in [
+        serde_json::json!({"client_cert_file": fixture("client.pem")}),
+        serde_json::json!({"client_cert_file": fixture("client.pem"), "client_key_file": fixture("ca.pem")}),
+    ] {
+        let e = serde_json::from_value::<ankusa_sink_http::HttpConfig>(serde_json::json!({
+            "url": "https://hooks.example/in", "tls": tls
+        }))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("client"), "{e}");
+        assert!(!e.contains("BEGIN"), "{e}");
+    }
+}
