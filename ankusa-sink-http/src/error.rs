@@ -236,8 +236,8 @@ impl HttpError {
     /// Reads typed errors in reqwest's source chain, never error text; drops the URL.
     pub(crate) fn from_transport(err: reqwest::Error) -> HttpError {
         let err = err.without_url();
-        if let Some(refused) = crate::guard::refused_text(&err) {
-            return HttpError::PrivateDestination(refused);
+        if let Some(refused) = chain(&err).find_map(|e| e.downcast_ref::<crate::guard::Refused>()) {
+            return HttpError::PrivateDestination(refused.to_string());
         }
         if let Some(alert) = client_certificate_refused(&err) {
             return HttpError::ClientCertificate(alert);

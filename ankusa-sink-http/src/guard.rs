@@ -113,18 +113,6 @@ impl reqwest::dns::Resolve for GuardedResolver {
     }
 }
 
-/// The text of a [`Refused`] in `err`'s chain, if there is one (typed, never by text).
-pub(crate) fn refused_text(err: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut e = Some(err);
-    while let Some(x) = e {
-        if let Some(r) = x.downcast_ref::<Refused>() {
-            return Some(r.to_string());
-        }
-        e = x.source();
-    }
-    None
-}
-
 /// Parse `allow_cidrs` entries: a network (`10.0.0.0/8`) or one address.
 pub(crate) fn parse_cidr(s: &str) -> Option<IpNet> {
     s.parse::<IpNet>()

@@ -9,9 +9,10 @@ use super::hardening::{hooks, signal, wait_within};
 use super::http::{GONE, http_sink, serve};
 use super::{bin, free_addr, json_lines, metric, scrape, temp_file, text};
 use ankusa_sink_testkit::support::unique_name;
+use std::ffi::OsStr;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, ChildStdin, Output, Stdio};
 use std::time::Duration;
 
 fn dev_full() -> std::fs::File {
@@ -380,7 +381,7 @@ fn from_a_durable_source_an_unwritable_dead_letter_holds_its_hook_and_pauses_int
     let addr = free_addr();
     let err = temp_file("forward.err", "");
     let out = err.with_file_name("forward.out");
-    let mut child: Child = bin()
+    let child: Child = bin()
         .env("RUST_LOG", "info")
         .args(["forward", "--json", "--retry", "--from"])
         .arg(&source)
@@ -421,8 +422,8 @@ fn from_a_durable_source_an_unwritable_dead_letter_holds_its_hook_and_pauses_int
     );
     // Stopped: what was held goes back to the queue; nothing was acknowledged.
     signal(&child, "-TERM");
-    let status = wait_within_child(&mut child, Duration::from_secs(30));
-    assert_eq!(status, Some(143));
+    let out = wait_within(child, Duration::from_secs(30), "forward after SIGTERM");
+    assert_eq!(out.status.code(), Some(143));
     wait_until(
         Duration::from_secs(10),
         "the forwarder left the queue",
@@ -435,18 +436,28 @@ fn from_a_durable_source_an_unwritable_dead_letter_holds_its_hook_and_pauses_int
     );
 }
 
-fn wait_within_child(child: &mut Child, limit: Duration) -> Option<i32> {
-    let t0 = std::time::Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s.code();
-        }
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            panic!("still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+/// `forward --json --metrics-addr` to `sinks`, its stdin held open (nothing delivered),
+/// and its first `/metrics`.
+fn first_scrape(sinks: &[&OsStr]) -> (Child, ChildStdin, String) {
+    let addr = free_addr();
+    let mut c = bin();
+    c.args(["forward", "--json", "--metrics-addr", &addr.to_string()]);
+    for s in sinks {
+        c.arg("--sink").arg(s);
     }
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut scraped = String::new();
+    wait_until(Duration::from_secs(20), "a first scrape", || {
+        scraped = scrape(addr).unwrap_or_default();
+        !scraped.is_empty()
+    });
+    (child, stdin, scraped)
 }
 
 /// `hooks` as dead-letter records naming `sink` (a replay delivers each to that sink).
@@ -579,7 +590,7 @@ fn an_undecodable_record_whose_dead_letter_cannot_be_written_is_held_not_looped(
     let source = queue.source_file("");
     let healthy = Collector::start();
     let out = temp_file("forward.out", "");
-    let mut child = bin()
+    let child = bin()
         .args(["forward", "--json", "--retry", "--from"])
         .arg(&source)
         .arg("--sink")
@@ -603,10 +614,8 @@ fn an_undecodable_record_whose_dead_letter_cannot_be_written_is_held_not_looped(
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(invalid(), 1, "held, not redelivered");
     signal(&child, "-TERM");
-    assert_eq!(
-        wait_within_child(&mut child, Duration::from_secs(30)),
-        Some(143)
-    );
+    let out = wait_within(child, Duration::from_secs(30), "forward after SIGTERM");
+    assert_eq!(out.status.code(), Some(143));
     wait_until(
         Duration::from_secs(10),
         "the forwarder left the queue",
@@ -679,22 +688,8 @@ fn every_metric_the_alerts_and_the_dashboard_name_is_on_metrics_from_the_start()
     names.extend(from_dashboard);
     names.sort_unstable();
     names.dedup();
-    let addr = free_addr();
-    let mut child = bin()
-        .args(["forward", "--json", "--sink", "log", "--metrics-addr"])
-        .arg(addr.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take().unwrap();
     // Nothing delivered yet: every series is there, at zero.
-    let mut scraped = String::new();
-    wait_until(Duration::from_secs(20), "a first scrape", || {
-        scraped = scrape(addr).unwrap_or_default();
-        !scraped.is_empty()
-    });
+    let (child, stdin, scraped) = first_scrape(&[OsStr::new("log")]);
     for name in &names {
         let series = scraped
             .lines()
@@ -726,24 +721,7 @@ fn a_sink_files_dispatch_table_sets_its_concurrency_rate_and_refuses_bad_keys() 
         "adaptive.toml",
         "type = \"log\"\n[dispatch]\nconcurrency = \"adaptive\"\nmax_concurrency = 40\n",
     );
-    let addr = free_addr();
-    let mut child = bin()
-        .args(["forward", "--json", "--metrics-addr", &addr.to_string()])
-        .arg("--sink")
-        .arg(&fixed)
-        .arg("--sink")
-        .arg(&adaptive)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let mut m = String::new();
-    wait_until(Duration::from_secs(20), "a scrape", || {
-        m = scrape(addr).unwrap_or_default();
-        !m.is_empty()
-    });
+    let (child, stdin, m) = first_scrape(&[fixed.as_os_str(), adaptive.as_os_str()]);
     assert_eq!(
         metric(&m, "ankusa_dispatch_concurrency_limit", "fixed"),
         Some(3.0)
