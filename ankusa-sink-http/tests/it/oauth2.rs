@@ -104,11 +104,7 @@ async fn a_token_is_renewed_30_s_before_it_expires() {
         2,
         "30 s left: renewed at once, then kept"
     );
-    let used: Vec<_> = dest
-        .captured()
-        .iter()
-        .map(|c| authorization(c).map(str::to_owned))
-        .collect();
+    let used = bearers(&dest);
     assert_eq!(
         used,
         [
@@ -126,11 +122,7 @@ async fn a_401_refreshes_once_and_retries_that_delivery_once() {
     let sink = sink(&dest, &tokens.url("/token"));
     deliver(&sink, &envelope(b"{}")).await.unwrap();
     assert_eq!(tokens.requests(), 2);
-    let used: Vec<_> = dest
-        .captured()
-        .iter()
-        .map(|c| authorization(c).map(str::to_owned))
-        .collect();
+    let used = bearers(&dest);
     assert_eq!(
         used,
         [Some("Bearer tok-1".into()), Some("Bearer tok-2".into())]
@@ -145,6 +137,14 @@ async fn a_401_refreshes_once_and_retries_that_delivery_once() {
 
 fn sink_with(dest: &Server, tokens: &Server) -> HttpSink {
     sink(dest, &tokens.url("/token"))
+}
+
+/// The `Authorization` of each request `dest` received, in order.
+fn bearers(dest: &Server) -> Vec<Option<String>> {
+    dest.captured()
+        .iter()
+        .map(|c| authorization(c).map(str::to_owned))
+        .collect()
 }
 
 #[tokio::test]
