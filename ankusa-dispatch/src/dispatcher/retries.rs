@@ -8,7 +8,6 @@ impl Scheduler {
     /// retries), so holding them would only wait for a probe per `open_for` while the
     /// destination stays down: they fail now, as that attempt most likely would.
     pub(super) fn expire_held(&mut self, sink: usize) {
-        let horizon = i64::try_from(self.config.policy.max_elapsed.as_millis()).unwrap_or(i64::MAX);
         let now = self.clock.now_ms();
         let queue = self.ready[sink].take_all();
         for job in queue {
@@ -16,6 +15,7 @@ impl Scheduler {
                 .first_ms
                 .or_else(|| self.hooks.get(&job.hook).map(|h| h.submitted_ms))
                 .unwrap_or(now);
+            // `decide` ends a job at its horizon too: one check covers both.
             let last_chance = matches!(
                 decide(
                     Class::Transient,
@@ -28,7 +28,7 @@ impl Scheduler {
                 .action,
                 Action::DeadLetter { .. }
             );
-            if last_chance || now.saturating_sub(start) >= horizon {
+            if last_chance {
                 let failure = job.last_failure.as_ref().map_or_else(
                     || {
                         Failure::transient(Reason(
