@@ -1,6 +1,6 @@
 //! One delivery attempt inside the `ankusa.dispatch.attempt` tracing span.
 
-use ankusa_sink_core::{Class, Ctx, Envelope, Failure};
+use ankusa_sink_core::{Class, Ctx, Envelope, Failure, TraceContext};
 use futures_util::FutureExt as _;
 use std::future::Future;
 use tracing::Instrument as _;
@@ -73,6 +73,7 @@ fn attempt_span(sink: &str, env: &Envelope, ctx: &Ctx, trace_id: Option<&str>) -
         sink = sink,
         attempt = ctx.attempt.get(),
         trace_id = trace_id,
+        span_id = tracing::field::Empty,
         replay_id = ctx.replay_id.as_deref(),
         class = tracing::field::Empty,
         config = tracing::field::Empty,
@@ -83,7 +84,7 @@ fn attempt_span(sink: &str, env: &Envelope, ctx: &Ctx, trace_id: Option<&str>) -
 /// `fut` once as its argument and again as the future it awaits, and `attempt_in_trace`
 /// around it a third time; every attempt in flight holds this future (with a sink's
 /// `safe_deliver` inside, 760 bytes as `async fn`s).
-fn run<T, F>(span: tracing::Span, fut: F) -> impl Future<Output = Result<T, Failure>>
+pub(crate) fn run<T, F>(span: tracing::Span, fut: F) -> impl Future<Output = Result<T, Failure>>
 where
     F: Future<Output = Result<T, Failure>>,
 {
@@ -143,6 +144,79 @@ where
         }
     }
     run(span, fut)
+}
+
+/// The span of an attempt dispatch runs, and its context carrying the attempt's W3C
+/// trace context ([`Ctx::trace`]): the same trace id and span id as the span, a child of
+/// the hook's stored `parent` (its `tracestate` kept), or a new trace without one. The
+/// span records them as `trace_id` and `span_id`. With the `otel` feature and an
+/// OpenTelemetry layer installed, the ids are the exported span's own.
+pub(crate) fn traced(
+    sink: &str,
+    env: &Envelope,
+    ctx: Ctx,
+    parent: Option<&TraceContext>,
+) -> (tracing::Span, Ctx) {
+    let span = attempt_span(sink, env, &ctx, None);
+    let trace = span_trace(&span, parent);
+    if !span.is_disabled() {
+        span.record("trace_id", trace.trace_id_hex());
+        span.record("span_id", trace.span_id_hex());
+    }
+    (span, ctx.with_trace(trace))
+}
+
+/// The trace context of `span`: the OpenTelemetry span's ids when one is recording it,
+/// else ids of our own in the same shape.
+fn span_trace(span: &tracing::Span, parent: Option<&TraceContext>) -> TraceContext {
+    #[cfg(feature = "otel")]
+    {
+        use opentelemetry::trace::TraceContextExt as _;
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        if let Some(sc) = parent.map(span_context) {
+            let _ =
+                span.set_parent(opentelemetry::Context::new().with_remote_span_context(sc.clone()));
+            span.add_link(sc);
+        }
+        let cx = span.context();
+        let sc = cx.span().span_context().clone();
+        let own = sc.is_valid().then(|| {
+            TraceContext::new(
+                sc.trace_id().to_bytes(),
+                sc.span_id().to_bytes(),
+                sc.trace_flags().to_u8(),
+            )
+        });
+        if let Some(t) = own.flatten() {
+            return match parent.and_then(TraceContext::tracestate) {
+                Some(state) => t.with_tracestate(state),
+                None => t,
+            };
+        }
+    }
+    #[cfg(not(feature = "otel"))]
+    let _ = span;
+    match parent {
+        Some(p) => TraceContext::child_of(p),
+        None => TraceContext::root(),
+    }
+}
+
+/// A trace context as OpenTelemetry's remote span context.
+#[cfg(feature = "otel")]
+fn span_context(t: &TraceContext) -> opentelemetry::trace::SpanContext {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+    let state = t
+        .tracestate()
+        .and_then(|s| s.parse::<TraceState>().ok())
+        .unwrap_or_default();
+    SpanContext::new(
+        TraceId::from_bytes(t.trace_id()),
+        SpanId::from_bytes(t.span_id()),
+        TraceFlags::new(t.flags()),
+        true,
+        state,
+    )
 }
 
 /// Parse a W3C `traceparent` (`00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`).
@@ -296,5 +370,63 @@ mod tests {
                 .is_none()
         );
         assert!(super::parse_traceparent("garbage").is_none());
+    }
+
+    /// What a sink sends is the exported span's own ids: a child of the stored trace with
+    /// its state, or a root when the hook has none.
+    #[cfg(feature = "otel")]
+    #[tokio::test]
+    async fn the_context_a_sink_sends_names_the_exported_span() {
+        use opentelemetry::trace::TracerProvider as _;
+        use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+        use tracing_subscriber::layer::SubscriberExt;
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("test"));
+        let _g = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+        let parent = TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+            .unwrap()
+            .with_tracestate("congo=t61rcWkgMzE");
+        let e = env();
+        let mut sent = Vec::new();
+        for p in [Some(&parent), None] {
+            let (span, ctx) = super::traced("http", &e, Ctx::for_envelope(&e), p);
+            let trace = ctx.trace().cloned().expect("set");
+            let _: Result<(), Failure> = super::run(span, async { Ok(()) }).await;
+            sent.push(trace);
+        }
+        provider.force_flush().unwrap();
+        let spans = exporter.get_finished_spans().unwrap();
+        assert_eq!(spans.len(), 2);
+        for (s, t) in spans.iter().zip(&sent) {
+            assert_eq!(s.span_context.trace_id().to_string(), t.trace_id_hex());
+            assert_eq!(s.span_context.span_id().to_string(), t.span_id_hex());
+        }
+        assert_eq!(sent[0].trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(spans[0].parent_span_id.to_string(), "00f067aa0ba902b7");
+        assert_eq!(sent[0].tracestate(), Some("congo=t61rcWkgMzE"));
+        assert_ne!(sent[1].trace_id(), parent.trace_id());
+        assert_eq!(sent[1].tracestate(), None);
+    }
+
+    /// Without an OpenTelemetry layer the ids are ours, recorded on the span.
+    #[tokio::test]
+    async fn without_otel_the_span_records_the_ids_it_sends() {
+        let cap = LogCapture::new();
+        let _g = cap.set_default();
+        let e = env();
+        let parent =
+            TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").unwrap();
+        let (span, ctx) = super::traced("kafka", &e, Ctx::for_envelope(&e), Some(&parent));
+        let _: Result<(), Failure> = super::run(span, async { Ok(()) }).await;
+        let trace = ctx.trace().unwrap();
+        assert_eq!(trace.trace_id(), parent.trace_id());
+        assert_ne!(trace.span_id(), parent.span_id());
+        assert_eq!(trace.flags(), 0);
+        let spans = cap.spans();
+        assert_eq!(spans[0].fields["trace_id"], trace.trace_id_hex());
+        assert_eq!(spans[0].fields["span_id"], trace.span_id_hex());
     }
 }

@@ -1,15 +1,15 @@
 //! The dispatcher: one scheduler task owns every (hook, sink) job; attempts run in tasks of
 //! their own and report back.
 
-use crate::attempt::attempt_in_trace;
+use crate::attempt;
 use crate::breaker::{Breaker, BreakerConfig, State as BreakerState};
 use crate::dead_letter::{DeadLetter, DeadLetterInfo, dead_letter_backoff};
 use crate::metrics as m;
 use crate::policy::{Action, DispatchPolicy, decide, record};
 use ankusa_claimcheck::{ClaimStore, needs_claim};
 use ankusa_sink_core::{
-    Claim, Class, Ctx, Envelope, ErrorClass, Failure, InFlight, Reason, Sink, resolve_batched,
-    resolve_in_flight, resolve_inline_max_bytes, safe_deliver,
+    Claim, Class, Ctx, Envelope, ErrorClass, Failure, InFlight, Reason, Sink, TraceContext,
+    resolve_batched, resolve_in_flight, resolve_inline_max_bytes, safe_deliver,
 };
 use ankusa_source::{Ack, Settlement};
 use std::cmp::Reverse;

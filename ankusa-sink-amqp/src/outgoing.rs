@@ -21,7 +21,8 @@ pub(crate) struct Publish {
 /// Properties: `delivery_mode` 2 (persistent), `content_type` `application/json`,
 /// `message_id` the hook id, `timestamp` `received_at` in seconds, and as longstr headers
 /// `ankusa_idempotency_key` (always), `ankusa_dedupe_key` and `ankusa_replay_id` (when set),
-/// and when signing `webhook-id`, `webhook-timestamp` and `webhook-signature`.
+/// when signing `webhook-id`, `webhook-timestamp` and `webhook-signature`, and the
+/// attempt's `traceparent` (and `tracestate`) when it has a trace context.
 pub(crate) fn to_publish(out: Outgoing<'_>, received_at: i64) -> Publish {
     let mut headers = FieldTable::default();
     let mut properties = BasicProperties::default()
@@ -36,7 +37,9 @@ pub(crate) fn to_publish(out: Outgoing<'_>, received_at: i64) -> Publish {
             | Attr::ReplayId
             | Attr::WebhookId
             | Attr::WebhookTimestamp
-            | Attr::WebhookSignature => {
+            | Attr::WebhookSignature
+            | Attr::TraceParent
+            | Attr::TraceState => {
                 headers.insert(
                     attr.as_attr().into(),
                     AMQPValue::LongString(value.as_ref().into()),

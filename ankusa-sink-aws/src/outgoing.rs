@@ -68,8 +68,8 @@ pub(crate) const MAX_ATTRIBUTES: usize = 10;
 
 /// Attributes left out, in this order, while a message has more than [`MAX_ATTRIBUTES`]:
 /// each value is also inside the Message v1 body (`v`, `replay_id`, `dedupe_key`,
-/// `source_id`). Only a signed message can have more than 10 (8 + 3); the signature's
-/// three always go.
+/// `source_id`). Only a signed message can have more than 10 (up to 8 + 3 signing + 2
+/// trace context); the signature's three and the trace context always go.
 pub(crate) const DROPPED_WHEN_OVER_LIMIT: [Attr; 4] = [
     Attr::MessageVersion,
     Attr::ReplayId,
@@ -262,5 +262,26 @@ mod tests {
             to_entry(Outgoing::new(&env, &ctx, &signed).unwrap(), Ids::default());
         assert_eq!(e.attributes.len(), 10, "7 + 3");
         assert!(e.attributes.contains_key("ankusa_message_version"));
+
+        // With the whole trace context too (8 + 3 + 2): the message version, replay id and
+        // dedupe key go, in that order; the trace context and the signature stay.
+        let trace = ankusa_sink_core::TraceContext::root().with_tracestate("a=1");
+        let ctx = Ctx::for_envelope(&env)
+            .with_replay_id("r-9")
+            .with_trace(trace.clone());
+        let e: Entry<MessageAttributeValue> =
+            to_entry(Outgoing::new(&env, &ctx, &signed).unwrap(), Ids::default());
+        assert_eq!(e.attributes.len(), MAX_ATTRIBUTES);
+        for gone in [
+            "ankusa_message_version",
+            "ankusa_replay_id",
+            "ankusa_dedupe_key",
+        ] {
+            assert!(!e.attributes.contains_key(gone), "{gone}");
+        }
+        let value = |k: &str| e.attributes[k].string_value().unwrap().to_owned();
+        assert_eq!(value("traceparent"), trace.traceparent());
+        assert_eq!(value("tracestate"), "a=1");
+        assert!(e.attributes.contains_key("webhook-signature"));
     }
 }

@@ -1260,6 +1260,7 @@ mod tests {
             breaker_open: 30,
             tenant_concurrency: 0,
             drain_timeout: 30,
+            otlp_endpoint: None,
         };
         let r = RetryArgs {
             retry,

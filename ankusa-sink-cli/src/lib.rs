@@ -11,6 +11,7 @@ mod hooks;
 mod lines;
 mod logging;
 mod metrics_server;
+mod otlp;
 mod output;
 
 use ankusa_sink_core::{Check, Sink, Subject, resolve_describe};
@@ -100,6 +101,10 @@ struct DispatchArgs {
     /// On SIGINT or SIGTERM: seconds to let attempts in flight finish.
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     drain_timeout: u64,
+    /// Export every attempt span over OTLP/HTTP (protobuf) to this collector URL
+    /// (`http://HOST:4318` gets `/v1/traces`; headers from OTEL_EXPORTER_OTLP_HEADERS).
+    #[arg(long, value_name = "URL")]
+    otlp_endpoint: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -393,20 +398,52 @@ fn wants_attempt_spans(spec: &str) -> bool {
     })
 }
 
-fn init_logging() {
+/// The log on stderr, and with `otlp` the attempt spans exported as well (whatever
+/// `RUST_LOG` says of them: each layer has its own filter then).
+fn init_logging(otlp: Option<&otlp::Otlp>) {
+    use tracing_subscriber::prelude::*;
     let spec = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned());
     let filter = tracing_subscriber::EnvFilter::try_new(log_directives(&spec))
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(log_directives("info")))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let _ = match otlp {
+        // One global filter: a span no layer wants costs a branch.
+        None => tracing_subscriber::registry()
+            .with(filter)
+            .with(log_layer())
+            .try_init(),
+        Some(o) => tracing_subscriber::registry()
+            .with(log_layer().with_filter(filter))
+            .with(
+                tracing_opentelemetry::layer()
+                    .with_tracer(o.tracer())
+                    .with_filter(tracing_subscriber::filter::filter_fn(otlp::exported)),
+            )
+            .try_init(),
+    };
+}
+
+/// The log lines on stderr (through [`logging::Stderr`]'s writer thread).
+fn log_layer<S>() -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    tracing_subscriber::fmt::layer()
         .with_writer(logging::Stderr::start())
         // Its report of a failed write is an `eprintln!`, which panics when stderr is
         // what failed: failed writes are counted by the writer instead.
         .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
-        .try_init();
+}
+
+/// The `--otlp-endpoint` of a command that dispatches.
+fn otlp_endpoint(cli: &Cli) -> Option<&str> {
+    match &cli.command {
+        Command::Deliver(a) => a.dispatch.otlp_endpoint.as_deref(),
+        Command::Forward(a) => a.dispatch.otlp_endpoint.as_deref(),
+        _ => None,
+    }
 }
 
 /// Turn SIGINT and SIGTERM into a [`hooks::Stop`]: stop taking hooks, finish what is in
@@ -463,12 +500,18 @@ async fn run(cli: Cli, registry: &Registry) -> Result<ExitCode, UsageError> {
         Command::Deliver(a) => {
             serve_metrics(a.dispatch.metrics_addr)?;
             logging::register_metrics();
+            if a.dispatch.otlp_endpoint.is_some() {
+                otlp::register_metrics();
+            }
             let sinks = load_sinks(registry, &a.sink.sinks, a.retry.json).await?;
             deliver::deliver_one(&a, sinks, watch_signals()).await
         }
         Command::Forward(a) => {
             serve_metrics(a.dispatch.metrics_addr)?;
             logging::register_metrics();
+            if a.dispatch.otlp_endpoint.is_some() {
+                otlp::register_metrics();
+            }
             let sinks = load_sinks(registry, &a.sink.sinks, a.retry.json).await?;
             deliver::forward(&a, sinks, watch_signals()).await
         }
@@ -595,7 +638,17 @@ where
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(EXIT_USAGE));
         }
     };
-    init_logging();
+    let otlp = match otlp_endpoint(&cli)
+        .map(|raw| otlp::endpoint(raw).and_then(|e| otlp::Otlp::start(&e)))
+    {
+        None => None,
+        Some(Ok(o)) => Some(o),
+        Some(Err(msg)) => {
+            output::note(&format!("ankusa-sink: {}", output::escape_control(&msg)));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    init_logging(otlp.as_ref());
     // One thread runs every task: a delivery is a handful of short steps (submit, schedule,
     // publish, report) handed between tasks, and on one thread those hand-offs are queue
     // pushes rather than wake-ups of another thread. Input parsing has a thread of its own
@@ -619,6 +672,9 @@ where
     };
     // A read of stdin may still be blocked on its thread after a stop: don't wait for it.
     rt.shutdown_background();
+    if let Some(o) = otlp {
+        o.shutdown();
+    }
     logging::flush(std::time::Duration::from_millis(500));
     code
 }

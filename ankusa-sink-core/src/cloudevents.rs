@@ -13,6 +13,8 @@
 //! | `ankusatenant` | the tenant, when the hook has one |
 //! | `ankusaidempotencykey` | [`Envelope::idempotency_key`] |
 //! | `ankusareplayid` | the replay id, for a replay |
+//! | `traceparent` | the attempt's W3C `traceparent` ([`Ctx::trace`]; the Distributed Tracing extension) |
+//! | `tracestate` | the hook's W3C `tracestate`, when it had a valid one |
 //!
 //! Structured mode puts the body in `data` as a JSON value when the content type is JSON
 //! (`application/json` or a `+json` type) and the body parses, else in `data_base64`.
@@ -136,7 +138,7 @@ impl CloudEvents {
         ctx: &'a Ctx,
         idempotency_key: Cow<'a, str>,
     ) -> Vec<(&'static str, Cow<'a, str>)> {
-        let mut out = Vec::with_capacity(9);
+        let mut out = Vec::with_capacity(11);
         out.push((
             "id",
             match ctx.replay_id.as_deref().filter(|r| !r.is_empty()) {
@@ -158,6 +160,12 @@ impl CloudEvents {
         out.push(("ankusaidempotencykey", idempotency_key));
         if let Some(r) = ctx.replay_id.as_deref().filter(|r| !r.is_empty()) {
             out.push(("ankusareplayid", Cow::Borrowed(r)));
+        }
+        if let Some(trace) = ctx.trace() {
+            out.push(("traceparent", Cow::Borrowed(trace.traceparent())));
+            if let Some(state) = trace.tracestate() {
+                out.push(("tracestate", Cow::Borrowed(state)));
+            }
         }
         out
     }

@@ -2,6 +2,7 @@
 
 use crate::claim::Claim;
 use crate::envelope::Envelope;
+use crate::trace::TraceContext;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
@@ -122,6 +123,8 @@ pub struct Ctx {
     forward_headers_max_bytes: Option<NonZeroUsize>,
     /// Values for sinks that know them.
     extensions: Extensions,
+    /// This attempt's W3C Trace Context (dispatch sets it; sinks send it).
+    trace: Option<TraceContext>,
 }
 
 impl Ctx {
@@ -138,6 +141,7 @@ impl Ctx {
             max_headers: Some(DEFAULT_MAX_HEADERS),
             forward_headers_max_bytes: Some(DEFAULT_FORWARD_HEADERS_MAX_BYTES),
             extensions: Extensions::default(),
+            trace: None,
         }
     }
 
@@ -188,6 +192,16 @@ impl Ctx {
     pub fn with_extension<T: std::any::Any + Send + Sync>(mut self, value: T) -> Self {
         self.extensions.insert(value);
         self
+    }
+    /// Set this attempt's W3C Trace Context: every sink sends it beside the message
+    /// (`traceparent`, `tracestate`). Dispatch sets it on every attempt.
+    pub fn with_trace(mut self, trace: TraceContext) -> Self {
+        self.trace = Some(trace);
+        self
+    }
+    /// This attempt's W3C Trace Context, when dispatch (or the caller) set one.
+    pub fn trace(&self) -> Option<&TraceContext> {
+        self.trace.as_ref()
     }
     /// Set the instance name.
     pub fn with_instance(mut self, instance: impl Into<String>) -> Self {

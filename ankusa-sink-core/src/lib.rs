@@ -17,6 +17,7 @@ mod sink;
 mod subscribers;
 pub mod template;
 mod throttle;
+mod trace;
 
 pub use batcher::{BatchConfig, BatchError, BatchSend, Batcher};
 pub use capabilities::{BatchLimits, Capabilities, LimitSource, OkMeans, Ordering, SizeLimit};
@@ -45,6 +46,7 @@ pub use subscribers::{
     subscriber_check_interval,
 };
 pub use throttle::{throttle_after_ms, throttle_after_ms_with};
+pub use trace::{MAX_TRACESTATE_BYTES, TraceContext};
 
 /// Re-exported so sink authors use the same `async_trait` the trait is declared with.
 pub use async_trait::async_trait;

@@ -26,6 +26,8 @@ use std::num::NonZeroUsize;
 /// | `WebhookId` | `webhook-id` | `webhook-id` | signing: the hook id, or `<id>:replay:<replay_id>` |
 /// | `WebhookTimestamp` | `webhook-timestamp` | `webhook-timestamp` | signing: Unix seconds of this attempt |
 /// | `WebhookSignature` | `webhook-signature` | `webhook-signature` | signing: `v1,<base64>` per key |
+/// | `TraceParent` | `traceparent` | `traceparent` | the attempt's W3C `traceparent` ([`Ctx::trace`]) |
+/// | `TraceState` | `tracestate` | `tracestate` | the hook's W3C `tracestate`, when it had a valid one |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Attr {
@@ -51,6 +53,10 @@ pub enum Attr {
     WebhookTimestamp,
     /// The signatures (Standard Webhooks `webhook-signature`).
     WebhookSignature,
+    /// The attempt's W3C `traceparent`.
+    TraceParent,
+    /// The hook's W3C `tracestate`.
+    TraceState,
 }
 
 impl Attr {
@@ -69,6 +75,8 @@ impl Attr {
             Attr::WebhookId => WEBHOOK_ID,
             Attr::WebhookTimestamp => WEBHOOK_TIMESTAMP,
             Attr::WebhookSignature => WEBHOOK_SIGNATURE,
+            Attr::TraceParent => TRACEPARENT,
+            Attr::TraceState => TRACESTATE,
         }
     }
 
@@ -86,9 +94,16 @@ impl Attr {
             Attr::WebhookId => WEBHOOK_ID,
             Attr::WebhookTimestamp => WEBHOOK_TIMESTAMP,
             Attr::WebhookSignature => WEBHOOK_SIGNATURE,
+            Attr::TraceParent => TRACEPARENT,
+            Attr::TraceState => TRACESTATE,
         }
     }
 }
+
+/// The W3C Trace Context header (and attribute, field and CloudEvents extension) names: the
+/// same in every transport (W3C Trace Context and its messaging guidance).
+const TRACEPARENT: &str = "traceparent";
+const TRACESTATE: &str = "tracestate";
 
 /// What becomes of an Ankusa attribute whose value is empty: in practice
 /// [`Attr::TenantId`] of a hook without a tenant (the id, source id and idempotency key of
@@ -237,7 +252,7 @@ impl std::fmt::Debug for Body {
 }
 
 /// At most this many attributes: every [`Attr`] once.
-const MAX_ATTRS: usize = 11;
+const MAX_ATTRS: usize = 13;
 /// The prefix a CloudEvents binding puts before an attribute name, counted in
 /// [`Outgoing::attribute_bytes`] (`ce-` for HTTP, AMQP and Pub/Sub, `ce_` for Kafka).
 const CE_PREFIX_BYTES: usize = 3;
@@ -252,6 +267,8 @@ const CE_PREFIX_BYTES: usize = 3;
 ///   (`application/json`), then `DedupeKey` and `ReplayId` when set and not empty, then,
 ///   with [`Layout::with_signer`], `WebhookId`, `WebhookTimestamp` (now, Unix seconds: a
 ///   retry is signed afresh) and `WebhookSignature` over the exact body bytes.
+/// - With a trace context in the [`Ctx`] ([`Ctx::trace`], which dispatch sets on every
+///   attempt), every layout ends with `TraceParent`, then `TraceState` when there is one.
 /// - [`Layout::raw_body`]: the body is the hook's own; attributes in this order: `Id`,
 ///   `SourceId`, `ContentType` (the hook's content type as it came, else
 ///   `application/octet-stream`), `TenantId`, `IdempotencyKey`, then `DedupeKey` and
@@ -368,6 +385,12 @@ impl<'a> Outgoing<'a> {
             out.push(Attr::WebhookId, id.into());
             out.push(Attr::WebhookTimestamp, now.to_string().into());
             out.push(Attr::WebhookSignature, signature.into());
+        }
+        if let Some(trace) = ctx.trace() {
+            out.push(Attr::TraceParent, trace.traceparent().into());
+            if let Some(state) = trace.tracestate() {
+                out.push(Attr::TraceState, state.into());
+            }
         }
         Ok(out)
     }
@@ -696,6 +719,50 @@ mod tests {
             assert!(h == "content-type" || h.starts_with("x-ankusa-"), "{h}");
             assert!(a.as_attr() == "content_type" || a.as_attr().starts_with("ankusa_"));
             assert_eq!(h, h.to_ascii_lowercase());
+        }
+        for a in [Attr::TraceParent, Attr::TraceState] {
+            assert_eq!(a.as_attr(), a.as_http_header());
+        }
+    }
+
+    #[test]
+    fn the_trace_context_ends_every_layout_and_joins_cloudevents() {
+        use crate::TraceContext;
+        use crate::cloudevents::{CloudEvents, Mode};
+        use crate::signing::Signer;
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let trace = TraceContext::parse(tp).unwrap();
+        let signer = Signer::new(["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]).unwrap();
+        let message = Layout::message(None, EmptyValues::Drop).with_signer(signer);
+        let binary = Layout::raw_body(EmptyValues::Drop)
+            .with_cloudevents(CloudEvents::new(Mode::Binary, "t").unwrap());
+        for (env, ctx) in envelopes() {
+            for (t, state) in [
+                (trace.clone(), None),
+                (trace.clone().with_tracestate("a=1"), Some("a=1")),
+            ] {
+                let ctx = ctx.clone().with_trace(t);
+                for layout in [&message, &binary] {
+                    let out = Outgoing::new(&env, &ctx, layout).unwrap();
+                    let names: Vec<Attr> = out.attributes().iter().map(|(a, _)| *a).collect();
+                    let tail: &[Attr] = if state.is_some() {
+                        &[Attr::TraceParent, Attr::TraceState]
+                    } else {
+                        &[Attr::TraceParent]
+                    };
+                    assert!(names.ends_with(tail), "{names:?}");
+                    assert_eq!(out.get(Attr::TraceParent), Some(tp));
+                    assert_eq!(out.get(Attr::TraceState), state);
+                }
+                let out = Outgoing::new(&env, &ctx, &binary).unwrap();
+                let ce = out.cloudevent_attributes();
+                let get = |n: &str| ce.iter().find(|(k, _)| *k == n).map(|(_, v)| &**v);
+                assert_eq!(get("traceparent"), Some(tp));
+                assert_eq!(get("tracestate"), state);
+            }
+            // Without one, nothing: a library caller's own deliveries are unchanged.
+            let out = Outgoing::new(&env, &ctx, &message).unwrap();
+            assert_eq!(out.get(Attr::TraceParent), None);
         }
     }
 }

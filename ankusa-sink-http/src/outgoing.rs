@@ -88,7 +88,14 @@ pub(crate) fn to_request(
         // A hook's own `ce-*` headers would make the request read as a CloudEvent: one
         // nobody made in raw mode, or attributes of ours in CloudEvents mode.
         let event_header = name.as_str().starts_with("ce-");
-        if h.contains_key(&name) || (target.signer.is_some() && signature_header) || event_header {
+        // The trace context is the attempt's (sent above when dispatch set one): a hook's
+        // own would name a span that is not this request's, or carry an unchecked state.
+        let trace_header = name == "traceparent" || name == "tracestate";
+        if h.contains_key(&name)
+            || (target.signer.is_some() && signature_header)
+            || event_header
+            || trace_header
+        {
             continue;
         }
         h.insert(name, v);

@@ -10,7 +10,10 @@ SDK: HTTP with `bindings.http`, Kafka with `bindings.kafka`, RabbitMQ with
 `bindings.rabbitmq` (AMQP 0-9-1), Pub/Sub with `bindings.http` (the Pub/Sub binding names
 attributes as the HTTP binding names headers). Each event must carry the hook's id, source,
 type, time, data content type, extensions and data; the `x-ankusa-*` metadata must still go
-out beside it.
+out beside it. The JSON hook arrives with a W3C `traceparent` and `tracestate`: its event
+must carry the Distributed Tracing extension, a child span in the hook's trace with the
+hook's state; the binary hook's, a new trace. The protocol's own `traceparent` header (or
+attribute) must carry the same value.
 
 Prints one JSON object (target -> mode -> events as the SDK parsed them); exit status 0
 only when every check passed, failed checks on stderr.
@@ -21,6 +24,8 @@ only when every check passed, failed checks on stderr.
 import argparse
 import json
 import os
+import re
+import secrets
 import subprocess
 import tempfile
 import threading
@@ -39,6 +44,11 @@ JSON_HOOK = f"ce-json-{RUN}"
 BINARY_HOOK = f"ce-bin-{RUN}"
 JSON_BODY = {"event": "charge.succeeded", "amount": 4200}
 BINARY_BODY = bytes(range(256))
+TRACE_ID = secrets.token_hex(16)
+PARENT_SPAN = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{TRACE_ID}-{PARENT_SPAN}-01"
+TRACESTATE = "congo=t61rcWkgMzE"
+W3C = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 
 
 class Http:
@@ -129,6 +139,16 @@ def check(target, mode, event, headers, problems):
         fail(f"extensions {ext}")
     elif not ext["ankusaidempotencykey"]:
         fail("no ankusaidempotencykey")
+    tp, ts = event.get_extension("traceparent"), event.get_extension("tracestate")
+    m = W3C.fullmatch(tp or "")
+    if not m:
+        fail(f"traceparent extension {tp!r}")
+    elif json_hook and (m[1] != TRACE_ID or m[2] == PARENT_SPAN or ts != TRACESTATE):
+        fail(f"not a child of the hook's trace: {tp!r} {ts!r}")
+    elif not json_hook and (m[1] == TRACE_ID or ts is not None):
+        fail(f"not a trace of its own: {tp!r} {ts!r}")
+    if headers.get("traceparent") != tp:
+        fail(f"protocol traceparent {headers.get('traceparent')!r} != extension {tp!r}")
     data = event.get_data()
     if isinstance(data, (bytes, bytearray)) and json_hook:
         data = json.loads(data)
@@ -164,7 +184,9 @@ def main():
                     JSON_HOOK,
                     json.dumps(JSON_BODY).encode(),
                     ["--tenant", "acme", "--dedupe-key", "evt_1", "--replay-id", "r1"]
-                    + ["--content-type", "application/json"],
+                    + ["--content-type", "application/json"]
+                    + ["--header", f"traceparent: {TRACEPARENT}"]
+                    + ["--header", f"tracestate: {TRACESTATE}"],
                 ),
                 (BINARY_HOOK, BINARY_BODY, ["--content-type", "application/octet-stream"]),
             ]:

@@ -10,6 +10,10 @@ one as part of a replay), and reads both back. Each message must verify under ev
 `<id>:replay:<replay_id>`) in `webhook-id`, and fail verification when its body is altered
 by one byte or when the verifier's clock is ten minutes later (stale timestamp).
 
+Each message also carries the attempt's W3C trace context: the plain hook arrives with a
+`traceparent` and a `tracestate`, and its message must carry a child span in that trace
+with that state; the replay arrives without one, and its message must carry a new trace.
+
 Prints one JSON object: broker -> list of {"headers": {...}, "body_b64": ...} as read, for
 the caller to verify again (the Rust test uses `message::verify`). Exit status 0 only when
 every check passed; a failed check is printed on stderr.
@@ -22,6 +26,8 @@ The brokers are brokers.py's (its environment variables name them).
 import argparse
 import base64
 import os
+import re
+import secrets
 import subprocess
 import tempfile
 from datetime import datetime, timedelta
@@ -31,6 +37,11 @@ from brokers import AWS_ENV, BROKERS, RUN, cleanup_all, finish
 
 HOOK = f"signed-{RUN}"
 REPLAY = "replay-7"
+TRACE_ID = secrets.token_hex(16)
+PARENT_SPAN = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{TRACE_ID}-{PARENT_SPAN}-01"
+TRACESTATE = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+W3C = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-01")
 
 
 # ---- verification ----
@@ -82,6 +93,18 @@ def verify(broker, headers, body, secrets, want_id, problems):
         swh.datetime = real
 
 
+def verify_trace(broker, headers, want_id, problems):
+    tp, ts = headers.get("traceparent"), headers.get("tracestate")
+    m = W3C.fullmatch(tp or "")
+    if not m:
+        problems.append(f"{broker} {want_id}: traceparent {tp!r}")
+    elif ":replay:" not in want_id:
+        if m[1] != TRACE_ID or m[2] == PARENT_SPAN or ts != TRACESTATE:
+            problems.append(f"{broker} {want_id}: not a child of the hook's trace: {tp!r} {ts!r}")
+    elif m[1] == TRACE_ID or ts is not None:
+        problems.append(f"{broker} {want_id}: not a trace of its own: {tp!r} {ts!r}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -105,7 +128,8 @@ def main():
                 f.write(b.toml() + signing)
             sinks += ["--sink", path]
         env = dict(os.environ, **AWS_ENV)
-        for extra in ([], ["--replay-id", REPLAY]):
+        traced = ["--header", f"traceparent: {TRACEPARENT}", "--header", f"tracestate: {TRACESTATE}"]
+        for extra in (traced, ["--replay-id", REPLAY]):
             cmd = [a.cli, "deliver", *sinks, "--id", HOOK, "--tenant", "acme", "--json", *extra]
             cmd += ["--dedupe-key", "evt_1", "--header", "x-provider: p", "--body", "-"]
             r = subprocess.run(cmd, input=b'{"signed":true}', capture_output=True, env=env, timeout=120)
@@ -117,6 +141,7 @@ def main():
                 problems.append(f"{name}: read {len(got)} messages, want 2")
             for (headers, body, _), want in zip(got, [HOOK, f"{HOOK}:replay:{REPLAY}"]):
                 verify(name, headers, body, a.secret, want, problems)
+                verify_trace(name, headers, want, problems)
             out[name] = [
                 {"headers": h, "body_b64": base64.b64encode(body).decode()} for h, body, _ in got
             ]

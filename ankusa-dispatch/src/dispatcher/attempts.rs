@@ -20,7 +20,7 @@ impl Scheduler {
         let env = h.env.clone();
         let sink = slot.sink.clone();
         let name = slot.name.clone();
-        let traceparent = h.traceparent.clone();
+        let parent = h.parent.clone();
         // No attempt runs past the horizon: it could only dead-letter after it.
         let horizon = self.config.policy.max_elapsed;
         let elapsed = Duration::from_millis(
@@ -57,14 +57,8 @@ impl Scheduler {
         // would otherwise copy several times on the way in and again when it completes.
         let handle = self.tasks.spawn(Box::pin(async move {
             let started = Instant::now();
-            let result = attempt_in_trace(
-                &name,
-                &env,
-                &ctx,
-                traceparent.as_deref(),
-                safe_deliver(&*sink, &env, &ctx, Some(timeout)),
-            )
-            .await;
+            let (span, ctx) = attempt::traced(&name, &env, ctx, parent.as_ref());
+            let result = attempt::run(span, safe_deliver(&*sink, &env, &ctx, Some(timeout))).await;
             let _ = tx.send(Report::Done {
                 attempt: id,
                 result,

@@ -60,7 +60,14 @@ impl Scheduler {
             HookState {
                 env: hook.envelope,
                 ctx,
-                traceparent: hook.traceparent.map(Arc::from),
+                parent: hook
+                    .traceparent
+                    .as_deref()
+                    .and_then(TraceContext::parse)
+                    .map(|t| match hook.tracestate.as_deref() {
+                        Some(state) => t.with_tracestate(state),
+                        None => t,
+                    }),
                 claim,
                 thresholds,
                 parked: Vec::new(),

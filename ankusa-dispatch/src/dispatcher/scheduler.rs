@@ -95,7 +95,8 @@ pub(super) enum ClaimPhase {
 pub(super) struct HookState {
     pub(super) env: Arc<Envelope>,
     pub(super) ctx: Ctx,
-    pub(super) traceparent: Option<Arc<str>>,
+    /// The hook's stored trace context: each attempt is a child of it.
+    pub(super) parent: Option<TraceContext>,
     pub(super) claim: ClaimPhase,
     /// The inline thresholds of every sink of the hook: a check-in retried for one job
     /// must still claim the body for the others. Empty without a claim store.

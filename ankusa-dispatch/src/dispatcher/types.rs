@@ -228,6 +228,7 @@ pub struct Hook {
     pub(super) sink: Option<String>,
     pub(super) replay_id: Option<String>,
     pub(super) traceparent: Option<String>,
+    pub(super) tracestate: Option<String>,
     pub(super) claim: Option<Claim>,
     pub(super) first_attempt: u32,
     pub(super) ack: Option<Ack>,
@@ -242,6 +243,7 @@ impl Hook {
             sink: None,
             replay_id: None,
             traceparent: None,
+            tracestate: None,
             claim: None,
             first_attempt: 1,
             ack: None,
@@ -284,9 +286,18 @@ impl Hook {
         self
     }
 
-    /// The hook's stored W3C trace context: attempts join that trace.
+    /// The hook's stored W3C trace context: attempts join that trace (each attempt is a
+    /// new span in it, which the sink sends on as `traceparent`). A malformed one is
+    /// ignored: the attempts start a trace of their own.
     pub fn traceparent(mut self, tp: impl Into<String>) -> Self {
         self.traceparent = Some(tp.into());
+        self
+    }
+
+    /// The hook's stored W3C `tracestate`, sent on beside every attempt's `traceparent`
+    /// when it is well formed (and the hook has a valid [`traceparent`](Self::traceparent)).
+    pub fn tracestate(mut self, ts: impl Into<String>) -> Self {
+        self.tracestate = Some(ts.into());
         self
     }
 

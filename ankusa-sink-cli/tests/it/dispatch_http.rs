@@ -23,13 +23,14 @@ const UNAUTHORIZED: &str =
     "HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
 const NOT_FOUND: &str = "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
 
-/// One request a [`Server`] answered: its header lines (names lowercased).
-struct Request {
+/// One request a [`Server`] answered: its header lines (names lowercased) and body.
+pub(super) struct Request {
     headers: Vec<(String, String)>,
+    pub(super) body: Vec<u8>,
 }
 
 impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
@@ -39,9 +40,9 @@ impl Request {
 
 /// A server answering every request with `response`, a thread per connection (a run may
 /// hold many connections at once), recording each request.
-struct Server {
-    url: String,
-    requests: Arc<Mutex<Vec<Request>>>,
+pub(super) struct Server {
+    pub(super) url: String,
+    pub(super) requests: Arc<Mutex<Vec<Request>>>,
 }
 
 impl Server {
@@ -50,7 +51,7 @@ impl Server {
     }
 }
 
-fn server_on(listener: TcpListener, response: &'static str) -> Server {
+pub(super) fn server_on(listener: TcpListener, response: &'static str) -> Server {
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let requests = Arc::new(Mutex::new(Vec::new()));
     let seen = requests.clone();
@@ -105,7 +106,7 @@ fn read_request(stream: &TcpStream, seen: &Mutex<Vec<Request>>) -> bool {
     if reader.read_exact(&mut body).is_err() {
         return false;
     }
-    seen.lock().unwrap().push(Request { headers });
+    seen.lock().unwrap().push(Request { headers, body });
     true
 }
 

@@ -20,6 +20,7 @@ mod operator_faults;
 mod pubsub;
 mod redis_sink;
 mod signed;
+mod trace_context;
 
 use ankusa_sink_testkit::support::unique_name;
 use async_nats::jetstream::{self, stream};

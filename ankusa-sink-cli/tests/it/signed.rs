@@ -2,7 +2,9 @@
 //! sink, each message read back by its broker's own Python client and verified with the
 //! Standard Webhooks reference library (`scripts/interop/signed_messages.py`, which also
 //! proves a tampered body and a stale timestamp fail), then verified again here with
-//! `message::verify`, under each key of the rotation.
+//! `message::verify`, under each key of the rotation. The script also checks each message's
+//! W3C trace context: a child of the hook's `traceparent` with its `tracestate`, or a new
+//! trace for a hook without one.
 
 use ankusa_sink_core::message::{self, VerifiedError};
 use ankusa_sink_core::signing::{Signer, VerifyError};
@@ -96,12 +98,20 @@ fn every_message_v1_sink_signs_what_python_consumers_verify() {
             );
         }
     }
-    // SQS and SNS stay within 10 attributes: the signed replay (8 + 3) lost its message
-    // version, which the body carries.
+    // SQS and SNS stay within 10 attributes, leaving out values the body carries: the
+    // traced hook (7 + 3 signing + traceparent and tracestate) its message version and
+    // dedupe key, the replay (8 + 3 + traceparent) its message version and replay id.
     for broker in ["sqs", "sns"] {
-        let replayed = &read[broker][1]["headers"];
-        assert_eq!(replayed.as_object().unwrap().len(), 10, "{broker}");
-        assert!(replayed.get("ankusa_message_version").is_none(), "{broker}");
-        assert_eq!(read[broker][0]["headers"]["ankusa_message_version"], "1");
+        for (m, gone) in read[broker].as_array().unwrap().iter().zip([
+            ["ankusa_message_version", "ankusa_dedupe_key"],
+            ["ankusa_message_version", "ankusa_replay_id"],
+        ]) {
+            let headers = m["headers"].as_object().unwrap();
+            assert_eq!(headers.len(), 10, "{broker}: {headers:?}");
+            assert!(headers.contains_key("traceparent"), "{broker}");
+            for g in gone {
+                assert!(!headers.contains_key(g), "{broker}: {g}");
+            }
+        }
     }
 }
