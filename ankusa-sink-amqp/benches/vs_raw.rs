@@ -5,7 +5,7 @@
 
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
 use ankusa_sink_amqp::{AmqpConfig, AmqpSink};
-use ankusa_sink_core::{Ctx, Envelope, message};
+use ankusa_sink_core::{Envelope, message};
 use lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
     QueueDeclareOptions, QueueDeleteOptions, QueuePurgeOptions,
@@ -135,7 +135,7 @@ impl VsRawBench for Amqp {
 
     /// The sink's exact bytes and properties, encoded once.
     fn raw_op(&self, env: &Arc<Envelope>) -> Op {
-        let ctx = Ctx::for_envelope(env);
+        let ctx = ankusa_bench_support::vs_raw::raw_ctx(env);
         let bytes = Arc::new(message::encode(env, &ctx, sink_inline()).unwrap());
         let props = raw_properties(env);
         let raw = Arc::clone(&self.raw);
@@ -147,7 +147,10 @@ impl VsRawBench for Amqp {
 
     /// The same publish, its Message v1 and properties made per delivery.
     fn raw_encode_op(&self, env: &Arc<Envelope>) -> Option<Op> {
-        let (env, ctx) = (Arc::clone(env), Arc::new(Ctx::for_envelope(env)));
+        let (env, ctx) = (
+            Arc::clone(env),
+            Arc::new(ankusa_bench_support::vs_raw::raw_ctx(env)),
+        );
         let raw = Arc::clone(&self.raw);
         Some(Arc::new(move || {
             let (env, ctx, raw) = (Arc::clone(&env), Arc::clone(&ctx), Arc::clone(&raw));

@@ -23,7 +23,7 @@ use ankusa_bench_support::indexed::{
 use ankusa_bench_support::{Mode, only_mode_arg, print_vm_hwm, write_results};
 use ankusa_sink_aws::{AwsOptions, SnsConfig, SnsSink, SqsConfig, SqsSink, StaticCredentials};
 use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::{Ctx, Envelope, Sink};
+use ankusa_sink_core::{Envelope, Sink};
 use ankusa_sink_testkit::support::unique_name;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -188,7 +188,7 @@ fn layout() -> Layout {
 
 fn workload(body_bytes: usize) -> Workload {
     let env = envelope(body_bytes);
-    let ctx = Ctx::for_envelope(&env);
+    let ctx = ankusa_bench_support::vs_raw::raw_ctx(&env);
     let out = Outgoing::new(&env, &ctx, &layout()).unwrap();
     let attrs = out
         .attributes()
@@ -544,7 +544,7 @@ fn batching_gain(runs: &[Value]) -> Value {
 /// (sha256 of the body, base64, JSON), the attributes, and the MD5 the SQS sink checks.
 fn sink_cpu_us(body_bytes: usize) -> Value {
     let w = workload(body_bytes);
-    let ctx = Ctx::for_envelope(&w.env);
+    let ctx = ankusa_bench_support::vs_raw::raw_ctx(&w.env);
     let layout = layout();
     let encode = cpu_us(body_bytes, || {
         std::hint::black_box(Outgoing::new(&w.env, &ctx, &layout).unwrap());

@@ -5,8 +5,8 @@
 
 use ankusa_bench_support::http::request_head;
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
+use ankusa_sink_core::Envelope;
 use ankusa_sink_core::message::forwarded_headers;
-use ankusa_sink_core::{Ctx, Envelope};
 use ankusa_sink_http::{HttpSink, USER_AGENT};
 use bytes::{Buf, BytesMut};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -15,9 +15,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// Exactly the headers the sink sends for `env` (unsigned), built once for the raw client.
+/// The headers the sink sends for `env` (unsigned), built once for the raw client.
 fn raw_headers(env: &Envelope) -> HeaderMap {
-    let ctx = Ctx::for_envelope(env);
+    let ctx = ankusa_bench_support::vs_raw::raw_ctx(env);
     let mut h = HeaderMap::new();
     let put = |h: &mut HeaderMap, name: &str, value: &str| {
         h.insert(
@@ -32,6 +32,13 @@ fn raw_headers(env: &Envelope) -> HeaderMap {
     put(&mut h, "user-agent", USER_AGENT);
     put(&mut h, "x-ankusa-idempotency-key", &env.idempotency_key());
     put(&mut h, "x-ankusa-dedupe-key", env.dedupe_key().unwrap());
+    // The sink sends the attempt's trace context; a raw client propagating one sends the
+    // same header (one fixed value here: the raw side pays no id generation).
+    put(
+        &mut h,
+        "traceparent",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    );
     for (name, v) in forwarded_headers(env, &ctx) {
         if !h.contains_key(&*name) {
             put(&mut h, &name, &v);

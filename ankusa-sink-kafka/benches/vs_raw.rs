@@ -5,7 +5,7 @@
 
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::{Ctx, Envelope, Sink};
+use ankusa_sink_core::{Envelope, Sink};
 use ankusa_sink_kafka::{
     DEFAULT_MAX_RECORD_BYTES, DEFAULT_PRODUCE_TIMEOUT_MS, KafkaConfig, KafkaSink,
 };
@@ -120,7 +120,7 @@ impl VsRawBench for Kafka {
     }
 
     fn raw_op(&self, env: &Arc<Envelope>) -> Op {
-        let ctx = Ctx::for_envelope(env);
+        let ctx = ankusa_bench_support::vs_raw::raw_ctx(env);
         let out = Outgoing::new(env, &ctx, &self.layout()).unwrap();
         let p = Arc::new(Prepared {
             key: out.key().unwrap_or_default().to_owned(),
@@ -147,7 +147,10 @@ impl VsRawBench for Kafka {
 
     /// The same record, its Message v1 and headers encoded per delivery.
     fn raw_encode_op(&self, env: &Arc<Envelope>) -> Option<Op> {
-        let (env, ctx) = (Arc::clone(env), Arc::new(Ctx::for_envelope(env)));
+        let (env, ctx) = (
+            Arc::clone(env),
+            Arc::new(ankusa_bench_support::vs_raw::raw_ctx(env)),
+        );
         let layout = Arc::new(self.layout());
         let (raw, topic) = (Arc::clone(&self.raw), self.topic.clone());
         Some(Arc::new(move || {

@@ -5,7 +5,7 @@
 
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
 use ankusa_sink_core::message::{Attr, EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::{Ctx, Envelope, Sink};
+use ankusa_sink_core::{Envelope, Sink};
 use ankusa_sink_nats::{NatsConfig, NatsSink};
 use ankusa_sink_testkit::support::unique_name;
 use async_nats::jetstream::{self, stream};
@@ -77,7 +77,7 @@ impl VsRawBench for Nats {
     }
 
     fn raw_op(&self, env: &Arc<Envelope>) -> Op {
-        let ctx = Ctx::for_envelope(env);
+        let ctx = ankusa_bench_support::vs_raw::raw_ctx(env);
         let (headers, payload) = publish(Outgoing::new(env, &ctx, &self.layout()).unwrap());
         let (js, subject) = (self.js.clone(), self.subject.clone());
         Arc::new(move || {
@@ -94,7 +94,10 @@ impl VsRawBench for Nats {
 
     /// The same publish, its Message v1 encoded per delivery.
     fn raw_encode_op(&self, env: &Arc<Envelope>) -> Option<Op> {
-        let (env, ctx) = (Arc::clone(env), Arc::new(Ctx::for_envelope(env)));
+        let (env, ctx) = (
+            Arc::clone(env),
+            Arc::new(ankusa_bench_support::vs_raw::raw_ctx(env)),
+        );
         let layout = Arc::new(self.layout());
         let (js, subject) = (self.js.clone(), self.subject.clone());
         Some(Arc::new(move || {

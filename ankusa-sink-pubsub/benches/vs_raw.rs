@@ -55,7 +55,7 @@ struct Workload {
 
 fn workload(body_bytes: usize) -> Workload {
     let env = envelope(body_bytes);
-    let ctx = Ctx::for_envelope(&env);
+    let ctx = ankusa_bench_support::vs_raw::raw_ctx(&env);
     let msg = to_message(&env, &ctx);
     Workload {
         env: Arc::new(env),
@@ -126,7 +126,13 @@ async fn raw_op(topic: &str, w: &Workload, batched: bool, encode: bool) -> Op {
     };
     let publisher = Arc::new(publisher);
     let msg = w.msg.clone();
-    let encode = encode.then(|| (Arc::clone(&w.env), Ctx::for_envelope(&w.env), layout()));
+    let encode = encode.then(|| {
+        (
+            Arc::clone(&w.env),
+            ankusa_bench_support::vs_raw::raw_ctx(&w.env),
+            layout(),
+        )
+    });
     Arc::new(move |_| {
         let msg = match &encode {
             Some((env, ctx, layout)) => to_message_with(env, ctx, layout),
@@ -190,7 +196,7 @@ fn pubsub_specs() -> Vec<Spec> {
 /// (sha256 of the body, base64, JSON) plus the attributes and the `Message`.
 fn sink_cpu_us(body_bytes: usize) -> Value {
     let w = workload(body_bytes);
-    let ctx = Ctx::for_envelope(&w.env);
+    let ctx = ankusa_bench_support::vs_raw::raw_ctx(&w.env);
     let us = cpu_us(body_bytes, || {
         std::hint::black_box(to_message(&w.env, &ctx));
     });

@@ -4,8 +4,8 @@
 #![allow(missing_docs)]
 
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
+use ankusa_sink_core::Envelope;
 use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::{Ctx, Envelope};
 use ankusa_sink_redis::{MESSAGE_FIELD, RedisConfig, RedisSink};
 use redis::aio::ConnectionManager;
 use std::sync::Arc;
@@ -70,7 +70,7 @@ impl VsRawBench for Redis {
 
     /// The sink's exact command (`XADD`, the Message v1 bytes, the same fields), built once.
     fn raw_op(&self, env: &Arc<Envelope>) -> Op {
-        let ctx = Ctx::for_envelope(env);
+        let ctx = ankusa_bench_support::vs_raw::raw_ctx(env);
         let cmd = Arc::new(xadd(&Outgoing::new(env, &ctx, &layout()).unwrap()));
         let conn = self.raw.clone();
         Arc::new(move || {
@@ -81,7 +81,10 @@ impl VsRawBench for Redis {
 
     /// The same command, its Message v1 encoded per delivery.
     fn raw_encode_op(&self, env: &Arc<Envelope>) -> Option<Op> {
-        let (env, ctx) = (Arc::clone(env), Arc::new(Ctx::for_envelope(env)));
+        let (env, ctx) = (
+            Arc::clone(env),
+            Arc::new(ankusa_bench_support::vs_raw::raw_ctx(env)),
+        );
         let layout = Arc::new(layout());
         let conn = self.raw.clone();
         Some(Arc::new(move || {

@@ -13,7 +13,7 @@ use crate::{
     Mode, child_peak_rss, child_peak_rss_of, median, only_child_arg, pct, print_vm_hwm,
     write_results,
 };
-use ankusa_sink_core::{Ctx, Envelope, Sink, safe_deliver};
+use ankusa_sink_core::{Ctx, Envelope, Sink, TraceContext, safe_deliver};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -99,14 +99,24 @@ pub fn envelope(size: usize) -> Envelope {
         .unwrap()
 }
 
-/// The sink side of every workload: a fresh `Ctx` and `safe_deliver` with dispatch's
-/// deadline per delivery, as a dispatcher calls a sink.
+/// The context a raw client's message is made from, once: a trace context like the one
+/// the sink sends on every delivery, so both sides send the same attributes (the raw side
+/// a fixed value: it pays no id generation).
+pub fn raw_ctx(env: &Envelope) -> Ctx {
+    let trace = TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        .expect("a valid traceparent");
+    Ctx::for_envelope(env).with_trace(trace)
+}
+
+/// The sink side of every workload: a fresh `Ctx` with a new trace context and
+/// `safe_deliver` with dispatch's deadline per delivery, as a dispatcher calls a sink (the
+/// sink sends the `traceparent` as dispatch's attempts make it send one).
 fn sink_op<S: Sink + 'static>(sink: &Arc<S>, env: &Arc<Envelope>) -> Op {
     let (sink, env) = (Arc::clone(sink), Arc::clone(env));
     Arc::new(move || {
         let (sink, env) = (Arc::clone(&sink), Arc::clone(&env));
         Box::pin(async move {
-            let ctx = Ctx::for_envelope(&env);
+            let ctx = Ctx::for_envelope(&env).with_trace(TraceContext::root());
             safe_deliver(&*sink, &env, &ctx, Some(DEADLINE))
                 .await
                 .is_ok()
