@@ -1,0 +1,415 @@
+//! Shared fixtures: the shared Mosquitto, private `mosquitto` processes with a generated
+//! config (passwords, ACLs, limits), a subscriber that reads messages back, and a scripted
+//! MQTT 5 broker for the reason codes Mosquitto does not send on demand.
+
+use ankusa_sink_core::{BoxError, Ctx, Envelope, Failure, Sink};
+use bytes::BytesMut;
+use rumqttc::v5::mqttbytes::v5::{
+    ConnAck, ConnectReturnCode, Disconnect, DisconnectReasonCode, Packet,
+    PubAck, PubAckReason, Publish,
+};
+use rumqttc::v5::mqttbytes::{Error as WireError, QoS};
+use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::process::{Child, Command};
+
+pub(crate) use ankusa_sink_testkit::support::{free_port, unique_name};
+
+/// `host:port` of the shared Mosquitto (`ANKUSA_MQTT_ADDR`, default 127.0.0.1:1883).
+pub(crate) fn shared_addr() -> String {
+    std::env::var("ANKUSA_MQTT_ADDR").unwrap_or_else(|_| "127.0.0.1:1883".into())
+}
+
+/// `mqtt://<shared>`.
+pub(crate) fn shared_url() -> String {
+    format!("mqtt://{}", shared_addr())
+}
+
+/// A hook with a tenant, a dedupe key and a header.
+pub(crate) fn env(id: &str) -> Envelope {
+    Envelope::builder(id, "stripe", &br#"{"type":"ping"}"#[..])
+        .tenant_id("acme")
+        .content_type("application/json")
+        .dedupe_key("evt_1")
+        .header("User-Agent", "Stripe/1.0")
+        .received_at(1_700_000_000_123)
+        .build()
+        .unwrap()
+}
+
+/// Deliver a fresh hook through `sink`.
+pub(crate) async fn deliver(sink: &impl Sink) -> Result<(), Failure> {
+    let e = env(&unique_name("h"));
+    sink.deliver(&e, &Ctx::for_envelope(&e)).await
+}
+
+/// One message as a subscriber received it.
+#[derive(Debug, Clone)]
+pub(crate) struct Got {
+    pub(crate) topic: String,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) content_type: Option<String>,
+    pub(crate) user_properties: Vec<(String, String)>,
+    pub(crate) retain: bool,
+}
+
+/// An MQTT 5 subscriber (QoS 1) on `addr`, collecting what arrives; subscribed once
+/// [`Subscriber::start`] returns. Dropping it ends its connection.
+pub(crate) struct Subscriber {
+    got: Arc<Mutex<Vec<Got>>>,
+    task: tokio::task::JoinHandle<()>,
+    client: AsyncClient,
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Subscriber {
+    pub(crate) async fn start(addr: &str, filter: &str) -> Result<Subscriber, BoxError> {
+        Self::start_as(addr, filter, None).await
+    }
+
+    pub(crate) async fn start_as(
+        addr: &str,
+        filter: &str,
+        login: Option<(&str, &str)>,
+    ) -> Result<Subscriber, BoxError> {
+        let (host, port) = addr.rsplit_once(':').ok_or("host:port")?;
+        let mut opts = MqttOptions::new(unique_name("sub"), host, port.parse()?);
+        opts.set_keep_alive(Duration::from_secs(30));
+        if let Some((u, p)) = login {
+            opts.set_credentials(u, p);
+        }
+        let (client, mut eventloop) = AsyncClient::new(opts, 64);
+        client.subscribe(filter, QoS::AtLeastOnce).await?;
+        // Until the SUBACK: a publish before it would reach nobody.
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), eventloop.poll()).await?? {
+                Event::Incoming(Packet::SubAck(_)) => break,
+                _ => continue,
+            }
+        }
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&got);
+        let task = tokio::spawn(async move {
+            while let Ok(event) = eventloop.poll().await {
+                if let Event::Incoming(Packet::Publish(p)) = event {
+                    let props = p.properties.unwrap_or_default();
+                    sink.lock().unwrap().push(Got {
+                        topic: String::from_utf8_lossy(&p.topic).into_owned(),
+                        payload: p.payload.to_vec(),
+                        content_type: props.content_type,
+                        user_properties: props.user_properties,
+                        retain: p.retain,
+                    });
+                }
+            }
+        });
+        Ok(Subscriber { got, task, client })
+    }
+
+    /// What arrived so far.
+    pub(crate) fn got(&self) -> Vec<Got> {
+        self.got.lock().unwrap().clone()
+    }
+
+    /// Waits until `n` messages arrived (bounded), and returns them.
+    pub(crate) async fn wait_for(&self, n: usize) -> Vec<Got> {
+        for _ in 0..1000 {
+            if self.got.lock().unwrap().len() >= n {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.got()
+    }
+
+    /// Unsubscribes and disconnects (the broker drops the subscription).
+    pub(crate) async fn leave(self) {
+        let _ = self.client.disconnect().await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A private `mosquitto` on a free loopback port with a generated config, killed on drop.
+pub(crate) struct Broker {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+}
+
+/// What a private broker is made with.
+#[derive(Default)]
+pub(crate) struct BrokerConfig<'a> {
+    /// `(user, password)`: a password file, no anonymous access.
+    pub(crate) users: &'a [(&'a str, &'a str)],
+    /// ACL file lines (`user hooks`, `topic write allowed/#`).
+    pub(crate) acl: &'a [&'a str],
+    /// Any other config lines (`max_packet_size 8192`, ...).
+    pub(crate) lines: &'a [&'a str],
+}
+
+impl Broker {
+    pub(crate) async fn start(config: BrokerConfig<'_>) -> Broker {
+        let dir = std::env::temp_dir().join(unique_name("mosquitto"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = free_port();
+        let mut conf = format!("listener {port} 127.0.0.1\npersistence false\n");
+        if config.users.is_empty() {
+            conf.push_str("allow_anonymous true\n");
+        } else {
+            let file = dir.join("passwords");
+            for (i, (user, password)) in config.users.iter().enumerate() {
+                let mut cmd = std::process::Command::new("mosquitto_passwd");
+                if i == 0 {
+                    cmd.arg("-c");
+                }
+                let ok = cmd
+                    .args(["-b", file.to_str().unwrap(), user, password])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .expect("mosquitto_passwd is installed (scripts/services/mosquitto.sh)")
+                    .success();
+                assert!(ok, "mosquitto_passwd");
+            }
+            conf.push_str(&format!(
+                "allow_anonymous false\npassword_file {}\n",
+                file.display()
+            ));
+        }
+        if !config.acl.is_empty() {
+            let file = dir.join("acl");
+            std::fs::write(&file, config.acl.join("\n") + "\n").unwrap();
+            conf.push_str(&format!("acl_file {}\n", file.display()));
+        }
+        for line in config.lines {
+            conf.push_str(line);
+            conf.push('\n');
+        }
+        std::fs::write(dir.join("mosquitto.conf"), conf).unwrap();
+        let mut b = Broker {
+            child: None,
+            port,
+            dir,
+        };
+        b.spawn().await;
+        b
+    }
+
+    async fn spawn(&mut self) {
+        let bin = if std::path::Path::new("/usr/sbin/mosquitto").exists() {
+            "/usr/sbin/mosquitto"
+        } else {
+            "mosquitto"
+        };
+        let child = Command::new(bin)
+            .arg("-c")
+            .arg(self.dir.join("mosquitto.conf"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("mosquitto is installed (scripts/services/mosquitto.sh)");
+        self.child = Some(child);
+        for _ in 0..200 {
+            if TcpStream::connect(("127.0.0.1", self.port)).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("mosquitto on port {} did not listen", self.port);
+    }
+
+    /// `host:port`.
+    pub(crate) fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `mqtt://host:port`.
+    pub(crate) fn url(&self) -> String {
+        format!("mqtt://{}", self.addr())
+    }
+
+    /// Kills the broker (every connection drops).
+    pub(crate) async fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill().await;
+        }
+    }
+
+    /// Starts it again on the same port, with the same config.
+    pub(crate) async fn restart(&mut self) {
+        self.stop().await;
+        self.spawn().await;
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.start_kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What the scripted broker answers a QoS 1 PUBLISH.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Reply {
+    /// A PUBACK with this reason.
+    Ack(PubAckReason),
+    /// Nothing, ever (the publish was taken).
+    Silent,
+    /// A DISCONNECT with this reason, then the connection closes.
+    Disconnect(DisconnectReasonCode),
+}
+
+/// How the scripted broker behaves.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Script {
+    /// The CONNACK's reason (`Success` to accept).
+    pub(crate) connack: ConnectReturnCode,
+    /// The answer to each PUBLISH until [`Scripted::switch`] is called.
+    pub(crate) before: Reply,
+    /// The answer after it.
+    pub(crate) after: Reply,
+}
+
+impl Script {
+    /// Accepts the connection and answers every PUBLISH with `reply`.
+    pub(crate) fn always(reply: Reply) -> Script {
+        Script {
+            connack: ConnectReturnCode::Success,
+            before: reply,
+            after: reply,
+        }
+    }
+
+    /// Refuses the connection with `code`.
+    pub(crate) fn refuse(code: ConnectReturnCode) -> Script {
+        Script {
+            connack: code,
+            before: Reply::Silent,
+            after: Reply::Silent,
+        }
+    }
+}
+
+/// A loopback MQTT 5 broker answering by a script, for what Mosquitto cannot be made to
+/// answer (CONNACK 0x86 and 0x89, PUBACK 0x97, a DISCONNECT with Server busy, a PUBACK that
+/// never comes). It reads the client's packets with rumqttc's own MQTT 5 parser and
+/// writes real packets; the sink's client parses them. Dropping it stops accepting.
+pub(crate) struct Scripted {
+    pub(crate) addr: SocketAddr,
+    switched: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Scripted {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Scripted {
+    pub(crate) async fn start(script: Script) -> std::io::Result<Scripted> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let switched = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&switched);
+        let task = tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                tokio::spawn(serve(sock, script, Arc::clone(&flag)));
+            }
+        });
+        Ok(Scripted {
+            addr,
+            switched,
+            task,
+        })
+    }
+
+    /// `mqtt://addr`.
+    pub(crate) fn url(&self) -> String {
+        format!("mqtt://{}", self.addr)
+    }
+
+    /// From now on, answer by the script's `after`.
+    pub(crate) fn switch(&self) {
+        self.switched.store(true, Ordering::SeqCst);
+    }
+}
+
+async fn serve(mut sock: TcpStream, script: Script, switched: Arc<AtomicBool>) {
+    let mut buf = BytesMut::new();
+    loop {
+        let packet = match Packet::read(&mut buf, None) {
+            Ok(p) => p,
+            Err(WireError::InsufficientBytes(_)) => {
+                match sock.read_buf(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => continue,
+                }
+            }
+            Err(_) => return,
+        };
+        let reply = match packet {
+            Packet::Connect(..) => Some(Packet::ConnAck(ConnAck {
+                session_present: false,
+                code: script.connack,
+                properties: None,
+            })),
+            Packet::Publish(Publish { pkid, .. }) => {
+                let answer = if switched.load(Ordering::SeqCst) {
+                    script.after
+                } else {
+                    script.before
+                };
+                match answer {
+                    Reply::Ack(reason) => Some(Packet::PubAck(PubAck {
+                        pkid,
+                        reason,
+                        properties: None,
+                    })),
+                    Reply::Silent => None,
+                    Reply::Disconnect(reason_code) => {
+                        let mut out = BytesMut::new();
+                        let d = Packet::Disconnect(Disconnect {
+                            reason_code,
+                            properties: None,
+                        });
+                        d.write(&mut out, None).unwrap();
+                        let _ = sock.write_all(&out).await;
+                        return;
+                    }
+                }
+            }
+            Packet::PingReq(_) => Some(Packet::PingResp(rumqttc::v5::mqttbytes::v5::PingResp)),
+            Packet::Disconnect(_) => return,
+            _ => None,
+        };
+        if let Some(reply) = reply {
+            let mut out = BytesMut::new();
+            reply.write(&mut out, None).unwrap();
+            if sock.write_all(&out).await.is_err() {
+                return;
+            }
+            if script.connack != ConnectReturnCode::Success {
+                // A refused CONNACK ends the connection.
+                return;
+            }
+        }
+    }
+}
