@@ -5,7 +5,7 @@
 use ankusa_sink_core::{BoxError, Ctx, Envelope, Failure, Sink};
 use bytes::BytesMut;
 use rumqttc::v5::mqttbytes::v5::{
-    ConnAck, ConnectReturnCode, Disconnect, DisconnectReasonCode, Packet,
+    ConnAck, ConnectReturnCode, Disconnect, DisconnectProperties, DisconnectReasonCode, Packet,
     PubAck, PubAckReason, Publish,
 };
 use rumqttc::v5::mqttbytes::{Error as WireError, QoS};
@@ -13,7 +13,7 @@ use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -64,13 +64,15 @@ pub(crate) struct Got {
 /// [`Subscriber::start`] returns. Dropping it ends its connection.
 pub(crate) struct Subscriber {
     got: Arc<Mutex<Vec<Got>>>,
-    task: tokio::task::JoinHandle<()>,
+    task: Option<tokio::task::JoinHandle<()>>,
     client: AsyncClient,
 }
 
 impl Drop for Subscriber {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
     }
 }
 
@@ -115,7 +117,16 @@ impl Subscriber {
                 }
             }
         });
-        Ok(Subscriber { got, task, client })
+        Ok(Subscriber {
+            got,
+            task: Some(task),
+            client,
+        })
+    }
+
+    /// What arrives, shared (for a probe).
+    pub(crate) fn handle(&self) -> Arc<Mutex<Vec<Got>>> {
+        Arc::clone(&self.got)
     }
 
     /// What arrived so far.
@@ -134,10 +145,53 @@ impl Subscriber {
         self.got()
     }
 
-    /// Unsubscribes and disconnects (the broker drops the subscription).
-    pub(crate) async fn leave(self) {
+    /// Disconnects (a clean session: the broker drops the subscription) and waits
+    /// (bounded) until the connection has ended.
+    pub(crate) async fn leave(mut self) {
         let _ = self.client.disconnect().await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+    }
+}
+
+/// Waits (bounded) until a QoS 1 publish to `topic` on `addr` is answered "No matching
+/// subscribers": the broker has dropped every subscription to it.
+pub(crate) async fn wait_without_subscribers(addr: &str, topic: &str) -> Result<(), BoxError> {
+    let (host, port) = addr.rsplit_once(':').ok_or("host:port")?;
+    let opts = MqttOptions::new(unique_name("nosub"), host, port.parse()?);
+    let (client, mut eventloop) = AsyncClient::new(opts, 8);
+    for _ in 0..500 {
+        client
+            .publish(topic, QoS::AtLeastOnce, false, &b"probe"[..])
+            .await?;
+        let reason = loop {
+            match tokio::time::timeout(Duration::from_secs(10), eventloop.poll()).await?? {
+                Event::Incoming(Packet::PubAck(ack)) => break ack.reason,
+                _ => continue,
+            }
+        };
+        if reason == PubAckReason::NoMatchingSubscribers {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Err(format!("{topic} kept a subscriber").into())
+}
+
+/// Deletes the retained message of `topic` on `addr` (an empty retained publish).
+pub(crate) async fn clear_retained(addr: &str, topic: &str) -> Result<(), BoxError> {
+    let (host, port) = addr.rsplit_once(':').ok_or("host:port")?;
+    let opts = MqttOptions::new(unique_name("clear"), host, port.parse()?);
+    let (client, mut eventloop) = AsyncClient::new(opts, 8);
+    client
+        .publish(topic, QoS::AtLeastOnce, true, Vec::<u8>::new())
+        .await?;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), eventloop.poll()).await?? {
+            Event::Incoming(Packet::PubAck(_)) => return Ok(()),
+            _ => continue,
+        }
     }
 }
 
@@ -314,6 +368,7 @@ impl Script {
 pub(crate) struct Scripted {
     pub(crate) addr: SocketAddr,
     switched: Arc<AtomicBool>,
+    publishes: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -328,15 +383,17 @@ impl Scripted {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let switched = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&switched);
+        let publishes = Arc::new(AtomicUsize::new(0));
+        let (flag, count) = (Arc::clone(&switched), Arc::clone(&publishes));
         let task = tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
-                tokio::spawn(serve(sock, script, Arc::clone(&flag)));
+                tokio::spawn(serve(sock, script, Arc::clone(&flag), Arc::clone(&count)));
             }
         });
         Ok(Scripted {
             addr,
             switched,
+            publishes,
             task,
         })
     }
@@ -346,13 +403,29 @@ impl Scripted {
         format!("mqtt://{}", self.addr)
     }
 
+    /// Waits (bounded) until `n` PUBLISH packets arrived.
+    pub(crate) async fn wait_for_publishes(&self, n: usize) {
+        for _ in 0..1000 {
+            if self.publishes.load(Ordering::SeqCst) >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("the scripted broker never got {n} publishes");
+    }
+
     /// From now on, answer by the script's `after`.
     pub(crate) fn switch(&self) {
         self.switched.store(true, Ordering::SeqCst);
     }
 }
 
-async fn serve(mut sock: TcpStream, script: Script, switched: Arc<AtomicBool>) {
+async fn serve(
+    mut sock: TcpStream,
+    script: Script,
+    switched: Arc<AtomicBool>,
+    publishes: Arc<AtomicUsize>,
+) {
     let mut buf = BytesMut::new();
     loop {
         let packet = match Packet::read(&mut buf, None) {
@@ -372,6 +445,7 @@ async fn serve(mut sock: TcpStream, script: Script, switched: Arc<AtomicBool>) {
                 properties: None,
             })),
             Packet::Publish(Publish { pkid, .. }) => {
+                publishes.fetch_add(1, Ordering::SeqCst);
                 let answer = if switched.load(Ordering::SeqCst) {
                     script.after
                 } else {
@@ -386,9 +460,16 @@ async fn serve(mut sock: TcpStream, script: Script, switched: Arc<AtomicBool>) {
                     Reply::Silent => None,
                     Reply::Disconnect(reason_code) => {
                         let mut out = BytesMut::new();
+                        // With a reason string: rumqttc 0.25 parses no DISCONNECT whose
+                        // reason code comes without properties (remaining length 1).
                         let d = Packet::Disconnect(Disconnect {
                             reason_code,
-                            properties: None,
+                            properties: Some(DisconnectProperties {
+                                session_expiry_interval: None,
+                                reason_string: Some("scripted".into()),
+                                user_properties: Vec::new(),
+                                server_reference: None,
+                            }),
                         });
                         d.write(&mut out, None).unwrap();
                         let _ = sock.write_all(&out).await;

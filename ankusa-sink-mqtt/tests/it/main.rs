@@ -3,3 +3,5 @@
 //! reason codes Mosquitto does not send on demand.
 
 mod common;
+mod classify;
+mod conformance;
