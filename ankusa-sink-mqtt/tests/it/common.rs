@@ -88,7 +88,9 @@ impl Subscriber {
     ) -> Result<Subscriber, BoxError> {
         let (host, port) = addr.rsplit_once(':').ok_or("host:port")?;
         let mut opts = MqttOptions::new(unique_name("sub"), host, port.parse()?);
-        opts.set_keep_alive(Duration::from_secs(30));
+        // rumqttc takes 10 KiB at most by default: a 64 KiB hook's message is larger.
+        opts.set_keep_alive(Duration::from_secs(30))
+            .set_max_packet_size(Some(16 << 20));
         if let Some((u, p)) = login {
             opts.set_credentials(u, p);
         }
