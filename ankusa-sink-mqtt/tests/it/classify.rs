@@ -47,9 +47,13 @@ async fn no_matching_subscribers_is_config_by_default_transient_or_ok_as_configu
     deliver(&sink(cfg.clone().with_no_subscriber(NoSubscriber::Ok)))
         .await
         .unwrap();
-    // A retained message is kept even when nobody subscribes: it may have landed.
+    // A retained message is kept even when nobody subscribes: it may have landed, and a
+    // subscriber that comes later gets it.
     let s = sink(cfg.with_retain(true));
     assert_eq!(outcome(&s).await, (Class::Config, Some(true)));
+    let later = Subscriber::start(&shared_addr(), &topic).await.unwrap();
+    let got = later.wait_for(1).await;
+    assert!(got.len() == 1 && got[0].retain, "{got:?}");
     clear_retained(&shared_addr(), &topic).await.unwrap();
 }
 

@@ -202,6 +202,7 @@ pub(crate) struct Broker {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
+    tls: bool,
 }
 
 /// What a private broker is made with.
@@ -213,6 +214,9 @@ pub(crate) struct BrokerConfig<'a> {
     pub(crate) acl: &'a [&'a str],
     /// Any other config lines (`max_packet_size 8192`, ...).
     pub(crate) lines: &'a [&'a str],
+    /// A TLS-only listener whose certificate (for `127.0.0.1`) a fresh CA signed: its PEM
+    /// is [`Broker::ca_file`].
+    pub(crate) tls: bool,
 }
 
 impl Broker {
@@ -244,6 +248,16 @@ impl Broker {
                 file.display()
             ));
         }
+        if config.tls {
+            make_certificates(&dir);
+            let file = |f: &str| dir.join(f).display().to_string();
+            conf.push_str(&format!(
+                "cafile {}\ncertfile {}\nkeyfile {}\n",
+                file("ca.crt"),
+                file("srv.crt"),
+                file("srv.key")
+            ));
+        }
         if !config.acl.is_empty() {
             let file = dir.join("acl");
             std::fs::write(&file, config.acl.join("\n") + "\n").unwrap();
@@ -258,6 +272,7 @@ impl Broker {
             child: None,
             port,
             dir,
+            tls: config.tls,
         };
         b.spawn().await;
         b
@@ -293,9 +308,15 @@ impl Broker {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// `mqtt://host:port`.
+    /// `mqtt://host:port` (`mqtts://` for a TLS broker).
     pub(crate) fn url(&self) -> String {
-        format!("mqtt://{}", self.addr())
+        let scheme = if self.tls { "mqtts" } else { "mqtt" };
+        format!("{scheme}://{}", self.addr())
+    }
+
+    /// The PEM file of the CA that signed a TLS broker's certificate.
+    pub(crate) fn ca_file(&self) -> PathBuf {
+        self.dir.join("ca.crt")
     }
 
     /// Kills the broker (every connection drops).
@@ -319,6 +340,27 @@ impl Drop for Broker {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A CA and a server certificate for `127.0.0.1` it signed, in `dir` (`ca.crt`, `srv.crt`,
+/// `srv.key`), readable by the broker after it drops root.
+fn make_certificates(dir: &std::path::Path) {
+    let sh = r#"set -e
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.crt -days 2 -subj "/CN=ankusa test CA"
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout srv.key -out srv.csr -subj "/CN=127.0.0.1"
+printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n' > ext
+openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 -extfile ext
+chmod 644 ca.crt srv.crt srv.key
+"#;
+    let ok = std::process::Command::new("sh")
+        .args(["-c", sh])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "openssl made the test certificates");
 }
 
 /// What the scripted broker answers a QoS 1 PUBLISH.

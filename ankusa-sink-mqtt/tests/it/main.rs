@@ -5,3 +5,5 @@
 mod common;
 mod classify;
 mod conformance;
+mod tls;
+mod wire;
