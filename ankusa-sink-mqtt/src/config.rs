@@ -485,8 +485,10 @@ mod tests {
         assert_eq!(c.cloudevents().unwrap().event_type(), "t.x");
         let c = parse(serde_json::json!({"url": "mqtt://[::1]:1884", "topic": "t"})).unwrap();
         assert_eq!(c.url(), "mqtt://[::1]:1884");
-        let c = parse(serde_json::json!({"url": "mqtt://h", "topic": "t", "no_subscriber": "transient"}))
-            .unwrap();
+        let c = parse(
+            serde_json::json!({"url": "mqtt://h", "topic": "t", "no_subscriber": "transient"}),
+        )
+        .unwrap();
         assert_eq!(c.no_subscriber(), NoSubscriber::Transient);
     }
 
@@ -511,17 +513,35 @@ mod tests {
     fn refusals_name_the_key_never_the_value() {
         for (v, want) in [
             (serde_json::json!({"url": "http://h", "topic": "t"}), "url"),
-            (serde_json::json!({"url": "mqtt://u:s3cret@h", "topic": "t"}), "url"),
-            (serde_json::json!({"url": "mqtt://h/path", "topic": "t"}), "url"),
+            (
+                serde_json::json!({"url": "mqtt://u:s3cret@h", "topic": "t"}),
+                "url",
+            ),
+            (
+                serde_json::json!({"url": "mqtt://h/path", "topic": "t"}),
+                "url",
+            ),
             (serde_json::json!({"url": "mqtt://h"}), "exactly one"),
             (
                 serde_json::json!({"url": "mqtt://h", "topic": "t", "topic_template": "t"}),
                 "exactly one",
             ),
-            (serde_json::json!({"url": "mqtt://h", "topic": ""}), "topic: empty"),
-            (serde_json::json!({"url": "mqtt://h", "topic": "a/+/b"}), "wildcard"),
-            (serde_json::json!({"url": "mqtt://h", "topic": "a/#"}), "wildcard"),
-            (serde_json::json!({"url": "mqtt://h", "topic": "$SYS/x"}), "$"),
+            (
+                serde_json::json!({"url": "mqtt://h", "topic": ""}),
+                "topic: empty",
+            ),
+            (
+                serde_json::json!({"url": "mqtt://h", "topic": "a/+/b"}),
+                "wildcard",
+            ),
+            (
+                serde_json::json!({"url": "mqtt://h", "topic": "a/#"}),
+                "wildcard",
+            ),
+            (
+                serde_json::json!({"url": "mqtt://h", "topic": "$SYS/x"}),
+                "$",
+            ),
             (
                 serde_json::json!({"url": "mqtt://h", "topic_template": "a/+/{id}"}),
                 "topic_template",
@@ -534,8 +554,14 @@ mod tests {
                 serde_json::json!({"url": "mqtt://h", "topic_template": "{nope}"}),
                 "topic_template",
             ),
-            (serde_json::json!({"url": "mqtt://h", "topic": "t", "qos": 0}), "qos"),
-            (serde_json::json!({"url": "mqtt://h", "topic": "t", "qos": 2}), "qos"),
+            (
+                serde_json::json!({"url": "mqtt://h", "topic": "t", "qos": 0}),
+                "qos",
+            ),
+            (
+                serde_json::json!({"url": "mqtt://h", "topic": "t", "qos": 2}),
+                "qos",
+            ),
             (
                 serde_json::json!({"url": "mqtt://h", "topic": "t", "username": "u"}),
                 "username",
@@ -560,7 +586,10 @@ mod tests {
                 serde_json::json!({"url": "mqtt://h", "topic": "t", "format": "cloudevents", "cloudevents_type": "a b"}),
                 "cloudevents_type",
             ),
-            (serde_json::json!({"url": "mqtt://h", "topic": "t", "bogus": 1}), "bogus"),
+            (
+                serde_json::json!({"url": "mqtt://h", "topic": "t", "bogus": 1}),
+                "bogus",
+            ),
         ] {
             let e = parse(v.clone()).unwrap_err();
             assert!(e.contains(want), "{v}: {e}");

@@ -297,12 +297,17 @@ mod tests {
                 },
                 Class::Transient,
             ),
-            (MqttError::AckTimeout { ms: 1, sent: true }, Class::Transient),
+            (
+                MqttError::AckTimeout { ms: 1, sent: true },
+                Class::Transient,
+            ),
             (disconnected(None), Class::Transient),
         ] {
             assert_eq!(classify(&e), want, "{e}");
         }
-        for code in [0x84, 0x85, 0x86, 0x87, 0x8A, 0x8C, 0x95, 0x9A, 0x9B, 0x9C, 0x9D] {
+        for code in [
+            0x84, 0x85, 0x86, 0x87, 0x8A, 0x8C, 0x95, 0x9A, 0x9B, 0x9C, 0x9D,
+        ] {
             assert_eq!(classify(&refused(code)), Class::Config, "{code:#x}");
         }
         for code in [0x89, 0x97, 0x9F] {
@@ -312,7 +317,11 @@ mod tests {
             assert_eq!(classify(&refused(code)), Class::Transient, "{code:#x}");
         }
         for code in [0x87, 0x9A, 0x9B, 0x9C, 0x9D] {
-            assert_eq!(classify(&disconnected(Some(code))), Class::Config, "{code:#x}");
+            assert_eq!(
+                classify(&disconnected(Some(code))),
+                Class::Config,
+                "{code:#x}"
+            );
         }
         for code in [0x89, 0x96, 0x97] {
             assert_eq!(
@@ -366,7 +375,11 @@ mod tests {
     fn text_names_the_code() {
         let e = puback(0x97, NoSubscriber::Config);
         assert_eq!(e.to_string(), "mqtt PUBACK 0x97 (Quota exceeded)");
-        assert!(refused(0x86).to_string().contains("Bad User Name or Password"));
+        assert!(
+            refused(0x86)
+                .to_string()
+                .contains("Bad User Name or Password")
+        );
         assert!(
             disconnected(Some(0x89))
                 .to_string()

@@ -116,9 +116,8 @@ mod tests {
     /// The size this sink computes is the size rumqttc encodes, for every shape it sends.
     #[test]
     fn the_packet_size_is_the_clients() {
-        let signed = layout().with_signer(
-            Signer::new(["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]).unwrap(),
-        );
+        let signed =
+            layout().with_signer(Signer::new(["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]).unwrap());
         let ce = layout().with_cloudevents(CloudEvents::new(Mode::Binary, "t.x").unwrap());
         let e = env();
         let ctx = Ctx::for_envelope(&e).with_replay_id("r1");
@@ -163,7 +162,10 @@ mod tests {
         let p = to_publish(out);
         assert_eq!(p.topic, "hooks/acme/stripe");
         assert_eq!(p.payload, body);
-        assert_eq!(p.properties.content_type.as_deref(), Some("application/json"));
+        assert_eq!(
+            p.properties.content_type.as_deref(),
+            Some("application/json")
+        );
         assert_eq!(p.properties.user_properties, want);
         assert!(want.iter().any(|(k, v)| k == "ankusa_id" && v == "h1"));
     }

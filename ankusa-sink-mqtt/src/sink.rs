@@ -15,8 +15,8 @@ use crate::error::MqttError;
 use crate::outgoing::{self, Publish};
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
-    Capabilities, Check, Ctx, Description, Envelope, Failure, InFlight, OkMeans, Ordering,
-    Payload, Sink, Subject, async_trait, host_port, printable,
+    Capabilities, Check, Ctx, Description, Envelope, Failure, InFlight, OkMeans, Ordering, Payload,
+    Sink, Subject, async_trait, host_port, printable,
 };
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{ConnAck, ConnectReturnCode, Packet, PubAckReason};
@@ -417,12 +417,12 @@ async fn drive(mut eventloop: EventLoop, shared: Arc<Shared>) {
             Err(e) => break ended(e),
         }
     };
-    let unsent = {
+    // A delivery that abandoned the connection already said why: its reason stands.
+    let (unsent, end) = {
         let mut q = shared.queue.lock().expect("not poisoned");
         let end = q.closed.get_or_insert(end).clone();
         (std::mem::take(&mut q.unsent), end)
     };
-    let (unsent, end) = unsent;
     shared.room.close();
     for w in unsent.into_iter().chain(inflight.into_values()) {
         let _ = w.tx.send(Outcome::Ended(end.clone()));
@@ -438,10 +438,8 @@ fn ended(e: ConnectionError) -> Ended {
             reason_string,
         }) => Ended {
             code: Some(reason_code as u8),
-            detail: reason_string.map_or_else(
-                || "the broker disconnected".to_owned(),
-                |r| printable(&r),
-            ),
+            detail: reason_string
+                .map_or_else(|| "the broker disconnected".to_owned(), |r| printable(&r)),
         },
         other => Ended {
             code: None,
@@ -655,10 +653,15 @@ mod tests {
 
     #[test]
     fn describe_names_the_topic_and_never_the_password() {
-        let c = MqttConfig::with_template("mqtts://broker.example:8883", "hooks/{tenant_id}/{source_id}")
-            .unwrap()
-            .with_credentials("u", ankusa_sink_core::Secret::new("describe-pa55"));
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let c = MqttConfig::with_template(
+            "mqtts://broker.example:8883",
+            "hooks/{tenant_id}/{source_id}",
+        )
+        .unwrap()
+        .with_credentials("u", ankusa_sink_core::Secret::new("describe-pa55"));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         let _in = rt.enter();
         let sink = MqttSink::new(c.with_tls_ca_file("/nonexistent").unwrap());
         assert!(matches!(sink, Err(MqttError::Tls(_))));

@@ -3,8 +3,8 @@
 
 use super::signed::python;
 use super::{
-    assert_describe_hides, bin, check_then_deliver, deliver_says_config, run, run_with,
-    temp_file, text,
+    assert_describe_hides, bin, check_then_deliver, deliver_says_config, run, run_with, temp_file,
+    text,
 };
 use ankusa_sink_testkit::support::unique_name;
 use base64::Engine as _;
@@ -84,7 +84,10 @@ fn mqtt_from_a_config_file_read_back_by_paho() {
         assert_eq!(m["content_type"], "application/json");
         let body = STANDARD.decode(m["payload_b64"].as_str().unwrap()).unwrap();
         let msg = ankusa_sink_core::message::decode(&body).expect("Message v1");
-        assert_eq!(m["user_properties"][0], serde_json::json!(["ankusa_id", msg.id]));
+        assert_eq!(
+            m["user_properties"][0],
+            serde_json::json!(["ankusa_id", msg.id])
+        );
         ids.push(msg.id);
     }
     assert!(ids.contains(&"m-1".to_owned()), "{ids:?}");

@@ -311,7 +311,8 @@ async fn a_rendered_topic_with_a_wildcard_or_dollar_is_permanent_and_nothing_is_
     let sub = Subscriber::start(&shared_addr(), &format!("{topic}/#"))
         .await
         .unwrap();
-    let s = sink(MqttConfig::with_template(&shared_url(), &format!("{topic}/{{dedupe_key}}")).unwrap());
+    let s =
+        sink(MqttConfig::with_template(&shared_url(), &format!("{topic}/{{dedupe_key}}")).unwrap());
     // (A NUL cannot come from a hook: the envelope refuses control characters.)
     for key in ["a+b", "a#"] {
         let e = Envelope::builder(unique_name("h"), "src", &b"{}"[..])
@@ -327,7 +328,10 @@ async fn a_rendered_topic_with_a_wildcard_or_dollar_is_permanent_and_nothing_is_
         .dedupe_key("$SYS")
         .build()
         .unwrap();
-    let f = dollar.deliver(&e, &Ctx::for_envelope(&e)).await.unwrap_err();
+    let f = dollar
+        .deliver(&e, &Ctx::for_envelope(&e))
+        .await
+        .unwrap_err();
     assert_eq!(f.class(), Class::Permanent, "{f}");
     // A fine key goes through; nothing else arrived.
     let e = Envelope::builder(unique_name("h"), "src", &b"{}"[..])
@@ -349,7 +353,9 @@ async fn connection_refused_is_transient_and_nothing_landed() {
 
 #[tokio::test]
 async fn no_puback_in_time_is_transient_and_may_have_landed() {
-    let s = Scripted::start(Script::always(Reply::Silent)).await.unwrap();
+    let s = Scripted::start(Script::always(Reply::Silent))
+        .await
+        .unwrap();
     let sink = MqttSink::new(
         MqttConfig::new(&s.url(), "t")
             .unwrap()
@@ -358,7 +364,11 @@ async fn no_puback_in_time_is_transient_and_may_have_landed() {
     .unwrap();
     for _ in 0..2 {
         let f = failure(&sink).await;
-        assert_eq!((f.class(), f.may_have_landed()), (Class::Transient, Some(true)), "{f}");
+        assert_eq!(
+            (f.class(), f.may_have_landed()),
+            (Class::Transient, Some(true)),
+            "{f}"
+        );
     }
 }
 

@@ -474,12 +474,10 @@ async fn serve(
     loop {
         let packet = match Packet::read(&mut buf, None) {
             Ok(p) => p,
-            Err(WireError::InsufficientBytes(_)) => {
-                match sock.read_buf(&mut buf).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => continue,
-                }
-            }
+            Err(WireError::InsufficientBytes(_)) => match sock.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            },
             Err(_) => return,
         };
         let reply = match packet {

@@ -89,10 +89,7 @@ impl MqttHarness {
 
     /// A sink on a fresh topic of the shared broker through a proxy of its own, read back
     /// directly, and a slot for a broker the fault starts; the teardown stops both.
-    async fn proxied(
-        &self,
-        tag: &str,
-    ) -> Result<(Setup<MqttSink>, Arc<TcpProxy>, Slot), BoxError> {
+    async fn proxied(&self, tag: &str) -> Result<(Setup<MqttSink>, Arc<TcpProxy>, Slot), BoxError> {
         let proxy = Arc::new(TcpProxy::start(shared_addr()).await?);
         let topic = unique_name(&format!("tk-warm-{tag}"));
         let sink = sink(&proxy.addr().to_string(), &topic)?;
@@ -159,9 +156,10 @@ impl Harness for MqttHarness {
                 self.keep.lock().unwrap().1.push(broker);
                 Setup::new(s)
             }
-            Fault::Unreachable => {
-                Setup::new(sink(&format!("127.0.0.1:{}", free_port()), "tk-unreachable")?)
-            }
+            Fault::Unreachable => Setup::new(sink(
+                &format!("127.0.0.1:{}", free_port()),
+                "tk-unreachable",
+            )?),
             // Mosquitto sends no Quota exceeded on demand: a scripted broker does.
             Fault::Throttled => {
                 let s = Scripted::start(Script::always(Reply::Ack(PubAckReason::QuotaExceeded)))

@@ -2,8 +2,8 @@
 //! `mosquitto` processes for logins, ACLs and limits, and a scripted MQTT 5 broker for the
 //! reason codes Mosquitto does not send on demand.
 
-mod common;
 mod classify;
+mod common;
 mod conformance;
 mod tls;
 mod wire;

@@ -58,7 +58,12 @@ impl Reader {
     }
 
     async fn messages(mut self) -> Vec<Value> {
-        let line = self.lines.next_line().await.unwrap().expect("one JSON line");
+        let line = self
+            .lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("one JSON line");
         assert!(self.child.wait().await.unwrap().success(), "{line}");
         serde_json::from_str::<Value>(&line)
             .unwrap()
@@ -137,7 +142,10 @@ async fn paho_reads_the_message_its_content_type_and_the_kafka_header_names() {
         .content_type("text/plain")
         .build()
         .unwrap();
-    ce_sink.deliver(&raw, &Ctx::for_envelope(&raw)).await.unwrap();
+    ce_sink
+        .deliver(&raw, &Ctx::for_envelope(&raw))
+        .await
+        .unwrap();
 
     let got = reader.messages().await;
     assert_eq!(got.len(), 3, "{got:?}");
