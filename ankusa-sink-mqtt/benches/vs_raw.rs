@@ -34,7 +34,10 @@ struct Raw {
 impl Raw {
     async fn connect() -> Raw {
         let mut opts = MqttOptions::new("ankusa-bench-raw", "127.0.0.1", 1883);
-        opts.set_outgoing_inflight_upper_limit(1024);
+        let mut net = rumqttc::NetworkOptions::new();
+        net.set_tcp_nodelay(true);
+        opts.set_network_options(net)
+            .set_outgoing_inflight_upper_limit(1024);
         let (client, mut eventloop) = AsyncClient::new(opts, 1024);
         loop {
             match eventloop

@@ -21,7 +21,7 @@ use ankusa_sink_core::{
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{ConnAck, ConnectReturnCode, Packet, PubAckReason};
 use rumqttc::v5::{AsyncClient, ConnectionError, Event, EventLoop, MqttOptions, StateError};
-use rumqttc::{Outgoing as Sent, TlsConfiguration, Transport};
+use rumqttc::{NetworkOptions, Outgoing as Sent, TlsConfiguration, Transport};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -232,7 +232,12 @@ impl MqttSink {
     async fn connect(&self) -> Result<Arc<Link>, MqttError> {
         let c = &self.config;
         let mut opts = MqttOptions::new(self.client_id.clone(), c.host.clone(), c.port);
-        opts.set_keep_alive(KEEP_ALIVE)
+        let mut net = NetworkOptions::new();
+        // Publishes are pipelined: Nagle would hold each small one for the previous ACK.
+        net.set_tcp_nodelay(true);
+        net.set_connection_timeout(c.connect_timeout().as_secs().max(1));
+        opts.set_network_options(net)
+            .set_keep_alive(KEEP_ALIVE)
             .set_clean_start(true)
             // Its own bound is whole seconds; ours, below, is the configured one.
             .set_connection_timeout(c.connect_timeout().as_secs().max(1) + 1)
