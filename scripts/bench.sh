@@ -27,7 +27,7 @@ for svc in scripts/services/*.sh; do
 done
 
 adapters=()
-for a in ${BENCH_ADAPTERS:-http amqp kafka aws pubsub nats redis}; do
+for a in ${BENCH_ADAPTERS:-http amqp kafka aws pubsub nats redis mqtt}; do
   if [ -f "ankusa-sink-$a/benches/vs_raw.rs" ]; then
     adapters+=("$a")
   else

@@ -109,6 +109,8 @@ sinks! {
         |c| infallible(ankusa_sink_nats::NatsSink::new(c));
     "redis" => Redis(ankusa_sink_redis::RedisConfig), feature "redis",
         |c| ankusa_sink_redis::RedisSink::new(c);
+    "mqtt" => Mqtt(ankusa_sink_mqtt::MqttConfig), feature "mqtt",
+        |c| ankusa_sink_mqtt::MqttSink::new(c);
 }
 
 /// A constructor that cannot fail, in the `Result` shape the registry's `build` takes.
@@ -241,7 +243,7 @@ mod tests {
         assert_eq!(
             KNOWN_TYPES,
             [
-                "log", "http", "kafka", "amqp", "sqs", "sns", "pubsub", "nats", "redis"
+                "log", "http", "kafka", "amqp", "sqs", "sns", "pubsub", "nats", "redis", "mqtt"
             ]
         );
         for ty in KNOWN_TYPES {
@@ -347,6 +349,7 @@ mod tests {
             ("sns", "region = \"us-east-1\"", "topic_arn"),
             ("pubsub", "topic = \"t\"", "project"),
             ("redis", "stream = \"s\"", "url"),
+            ("mqtt", "topic = \"t\"", "url"),
         ] {
             let e = err(&format!("type = \"{ty}\"\n{required}"));
             assert!(
@@ -379,6 +382,10 @@ mod tests {
             (
                 "redis",
                 "url = \"redis://u:p@127.0.0.1:6379\"\nstream = \"s\"",
+            ),
+            (
+                "mqtt",
+                "url = \"mqtt://127.0.0.1:1883\"\ntopic = \"t\"\nusername = \"u\"\npassword = \"u:p@\"",
             ),
         ] {
             let c = SinkConfig::from_toml_str(&format!("type = \"{ty}\"\n{text}")).unwrap();

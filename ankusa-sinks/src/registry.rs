@@ -74,7 +74,7 @@ type ParseFn = dyn Fn(toml::Value) -> Result<RegisteredConfig, ConfigError> + Se
 /// // Built-in types parse as they always did; an unknown type lists every registered one.
 /// assert_eq!(registry.parse_toml_str("type = \"log\"").unwrap().kind(), "log");
 /// let err = registry.parse_toml_str("type = \"nul\"").unwrap_err().to_string();
-/// assert!(err.ends_with("pubsub, nats, redis, null)"), "{err}");
+/// assert!(err.ends_with("pubsub, nats, redis, mqtt, null)"), "{err}");
 /// # }
 /// ```
 #[derive(Clone, Default)]
@@ -460,7 +460,7 @@ mod tests {
         Registry::builtin().register("example", build).unwrap()
     }
 
-    const ALL: &str = "log, http, kafka, amqp, sqs, sns, pubsub, nats, redis, example";
+    const ALL: &str = "log, http, kafka, amqp, sqs, sns, pubsub, nats, redis, mqtt, example";
 
     #[tokio::test]
     async fn a_registered_type_builds_from_toml_and_json() {
@@ -621,7 +621,7 @@ mod tests {
         let e = SinkConfig::from_toml_str("type = \"example\"").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown sink type `example` (known: log, http, kafka, amqp, sqs, sns, pubsub, nats, redis)"
+            "unknown sink type `example` (known: log, http, kafka, amqp, sqs, sns, pubsub, nats, redis, mqtt)"
         );
     }
 

@@ -6,10 +6,18 @@ sink file's keys, `read(n)` up to `n` messages as `(headers, body, content_type)
 or attributes as text; `content_type` the AMQP property, else `None`), `cleanup()`.
 
 Env: ANKUSA_KAFKA_BROKERS, ANKUSA_AMQP_URL, ANKUSA_MOTO_ENDPOINT, ANKUSA_PUBSUB_EMULATOR_HOST,
-ANKUSA_NATS_URL, ANKUSA_REDIS_URL (defaults: the brokers scripts/services start).
+ANKUSA_NATS_URL, ANKUSA_REDIS_URL, ANKUSA_MQTT_ADDR (defaults: the brokers scripts/services
+start).
+
+Run as a script, `brokers.py mqtt-read --topic T --count N` subscribes to T with MQTT 5
+(paho-mqtt), prints `ready` once the broker granted the subscription, then one JSON line:
+the messages that arrived (topic, payload_b64, content_type, user_properties as [name, value]
+pairs in order, retain), after N of them or the deadline (used by ankusa-sink-mqtt's
+wire-format test).
 """
 
 import asyncio
+import base64
 import json
 import os
 import sys
@@ -23,6 +31,7 @@ MOTO = os.environ.get("ANKUSA_MOTO_ENDPOINT", "127.0.0.1:4566")
 PUBSUB = os.environ.get("ANKUSA_PUBSUB_EMULATOR_HOST", "127.0.0.1:8085")
 NATS = os.environ.get("ANKUSA_NATS_URL", "nats://127.0.0.1:4222")
 REDIS = os.environ.get("ANKUSA_REDIS_URL", "redis://127.0.0.1:6379")
+MQTT = os.environ.get("ANKUSA_MQTT_ADDR", "127.0.0.1:1883")
 AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -278,6 +287,66 @@ class Redis:
         self.r.delete(self.key)
 
 
+class Mqtt:
+    """A topic with an MQTT 5 subscriber (paho-mqtt, QoS 1) made before anything is
+    published: MQTT keeps nothing for a subscriber that comes later."""
+
+    def __init__(self, tag="signed", topic=None):
+        import threading
+
+        import paho.mqtt.client as mqtt
+
+        self.topic = topic or f"{tag}/{RUN}"
+        self.got = []
+        subscribed = threading.Event()
+        host, port = MQTT.rsplit(":", 1)
+        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+
+        def on_connect(client, _userdata, _flags, _rc, _props):
+            client.subscribe(self.topic, qos=1)
+
+        def on_subscribe(_client, _userdata, _mid, _codes, _props):
+            subscribed.set()
+
+        def on_message(_client, _userdata, m):
+            props = getattr(m, "properties", None)
+            self.got.append(
+                {
+                    "topic": m.topic,
+                    "payload": bytes(m.payload),
+                    "content_type": getattr(props, "ContentType", None),
+                    "user_properties": [list(p) for p in getattr(props, "UserProperty", [])],
+                    "retain": bool(m.retain),
+                }
+            )
+
+        c.on_connect, c.on_subscribe, c.on_message = on_connect, on_subscribe, on_message
+        c.connect(host, int(port))
+        c.loop_start()
+        self.client = c
+        if not subscribed.wait(DEADLINE_S):
+            raise RuntimeError(f"no SUBACK for {self.topic}")
+
+    def toml(self):
+        return f'type = "mqtt"\nurl = "mqtt://{MQTT}"\ntopic = "{self.topic}"\n'
+
+    def messages(self, n):
+        end = time.time() + DEADLINE_S
+        while len(self.got) < n and time.time() < end:
+            time.sleep(0.02)
+        return self.got[:n]
+
+    def read(self, n):
+        return [
+            ({k: v for k, v in m["user_properties"]}, m["payload"], m["content_type"])
+            for m in self.messages(n)
+        ]
+
+    def cleanup(self):
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
 BROKERS = {
     "kafka": Kafka,
     "amqp": Amqp,
@@ -286,6 +355,7 @@ BROKERS = {
     "pubsub": PubSub,
     "nats": Nats,
     "redis": Redis,
+    "mqtt": Mqtt,
 }
 
 
@@ -305,3 +375,28 @@ def finish(out, problems):
     for p in problems:
         print(p, file=sys.stderr)
     sys.exit(1 if problems else 0)
+
+
+def mqtt_read(argv):
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="brokers.py mqtt-read")
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--count", type=int, required=True)
+    a = ap.parse_args(argv)
+    m = Mqtt(topic=a.topic)
+    print("ready", flush=True)
+    got = m.messages(a.count)
+    m.cleanup()
+    for g in got:
+        g["payload_b64"] = base64.b64encode(g.pop("payload")).decode()
+    print(json.dumps(got), flush=True)
+    sys.exit(0 if len(got) == a.count else 1)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["mqtt-read"]:
+        mqtt_read(sys.argv[2:])
+    else:
+        print("usage: brokers.py mqtt-read --topic T --count N", file=sys.stderr)
+        sys.exit(2)

@@ -2,9 +2,9 @@
 """Signed broker messages, read back by each broker's own Python client and verified with
 the Standard Webhooks reference library (`standardwebhooks` on PyPI).
 
-For every Message v1 sink (Kafka, AMQP, SQS, SNS, Pub/Sub, NATS JetStream, Redis streams)
-this makes a fresh destination on the local broker, writes a sink file with a `[signing]`
-table of the given secrets, delivers two hooks through the `ankusa-sink` binary (one plain,
+For every Message v1 sink (Kafka, AMQP, SQS, SNS, Pub/Sub, NATS JetStream, Redis streams,
+MQTT) this makes a fresh destination on the local broker, writes a sink file with a
+`[signing]` table of the given secrets, delivers two hooks through the `ankusa-sink` binary (one plain,
 one as part of a replay), and reads both back. Each message must verify under every secret
 (a rotation: the header carries one signature per key), name the hook (or
 `<id>:replay:<replay_id>`) in `webhook-id`, and fail verification when its body is altered

@@ -15,8 +15,9 @@ PKGS=(
   "nats-py==2.16.0"
   "redis==8.1.0"
   "cloudevents==2.2.0"
+  "paho-mqtt==2.1.0"
 )
-CHECK='import standardwebhooks, confluent_kafka, pika, boto3, google.cloud.pubsub_v1, nats, redis, cloudevents.core.bindings.rabbitmq'
+CHECK='import standardwebhooks, confluent_kafka, pika, boto3, google.cloud.pubsub_v1, nats, redis, cloudevents.core.bindings.rabbitmq, paho.mqtt.client'
 
 if "$VENV/bin/python" -c "$CHECK" >/dev/null 2>&1; then
   echo "interop.sh: $VENV has the clients"

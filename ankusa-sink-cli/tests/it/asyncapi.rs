@@ -106,6 +106,10 @@ fn describe_of_every_message_sink_is_a_valid_asyncapi_3_document() {
             "type = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\nstream = \"hooks\"\n",
         ),
         (
+            "mqtt.toml",
+            "type = \"mqtt\"\nurl = \"mqtt://127.0.0.1:1883\"\ntopic_template = \"hooks/{source_id}\"\n",
+        ),
+        (
             "http.toml",
             "type = \"http\"\nurl = \"https://example.com/hook\"\n",
         ),
@@ -136,7 +140,7 @@ fn describe_of_every_message_sink_is_a_valid_asyncapi_3_document() {
     // Every Message v1 sink has a channel; HTTP (raw body) and log have none; the two
     // Kafka sinks on one broker share one server.
     let channels = doc["channels"].as_object().unwrap();
-    assert_eq!(channels.len(), 9, "{:?}", channels.keys());
+    assert_eq!(channels.len(), 10, "{:?}", channels.keys());
     assert!(
         channels
             .keys()
@@ -147,7 +151,13 @@ fn describe_of_every_message_sink_is_a_valid_asyncapi_3_document() {
         doc["channels"]["kafka1"]["servers"]
     );
     let servers = doc["servers"].as_object().unwrap();
-    assert_eq!(servers.len(), 7, "{:?}", servers.keys());
+    assert_eq!(servers.len(), 8, "{:?}", servers.keys());
+    assert_eq!(doc["servers"]["mqtt7"]["protocol"], "mqtt");
+    assert_eq!(doc["channels"]["mqtt9"]["address"], "hooks/stripe");
+    assert_eq!(
+        doc["operations"]["publish_mqtt9"]["bindings"]["mqtt"]["qos"], 1,
+        "{doc:#}"
+    );
     assert_eq!(
         doc["channels"]["kafka0"]["bindings"]["kafka"]["topic"],
         "hooks"

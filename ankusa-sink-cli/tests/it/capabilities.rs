@@ -173,6 +173,7 @@ fn the_readme_table_is_what_info_reports() {
         ("pubsub", "type = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\nendpoint = \"http://127.0.0.1:8085\"\n".to_owned()),
         ("nats", "type = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nsubject = \"s\"\n".to_owned()),
         ("redis", "type = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\nstream = \"s\"\n".to_owned()),
+        ("mqtt", "type = \"mqtt\"\nurl = \"mqtt://127.0.0.1:1883\"\ntopic = \"t\"\n".to_owned()),
         ("http", "type = \"http\"\nurl = \"http://127.0.0.1:9/in\"\n".to_owned()),
     ];
     for (sink, toml) in defaults {

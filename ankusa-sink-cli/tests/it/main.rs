@@ -15,6 +15,7 @@ mod hardening;
 mod http;
 mod log_sink;
 mod metrics_listener;
+mod mqtt_sink;
 mod nats;
 mod operator_faults;
 mod pubsub;

@@ -60,7 +60,7 @@ fn every_message_v1_sink_signs_what_python_consumers_verify() {
     );
     let read: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     let brokers = read.as_object().unwrap();
-    assert_eq!(brokers.len(), 7, "{:?}", brokers.keys());
+    assert_eq!(brokers.len(), 8, "{:?}", brokers.keys());
 
     let (both, only_old, only_new) = (
         Signer::new([&old, &new]).unwrap(),

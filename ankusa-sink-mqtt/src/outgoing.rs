@@ -1,0 +1,207 @@
+//! One function from core's [`Outgoing`] to the MQTT 5 PUBLISH the client sends.
+
+use ankusa_sink_core::message::{Attr, Outgoing};
+use bytes::Bytes;
+use rumqttc::v5::mqttbytes::v5::PublishProperties;
+
+/// What one QoS 1 PUBLISH carries.
+#[derive(Debug)]
+pub(crate) struct Publish {
+    /// The rendered topic.
+    pub(crate) topic: String,
+    /// The Message v1 bytes (or the CloudEvent's body).
+    pub(crate) payload: Bytes,
+    /// Content Type and the user properties.
+    pub(crate) properties: PublishProperties,
+    /// The whole PUBLISH packet's size in bytes, as the client encodes it (for the
+    /// broker's Maximum Packet Size).
+    pub(crate) packet_size: usize,
+}
+
+/// The PUBLISH of `out`: the body as the payload, the `ContentType` attribute as the MQTT 5
+/// Content Type property, every other attribute of `out` (in its order, named by
+/// `as_attr()`: `ankusa_id`, ..., and the `webhook-*` signature when signed) as a user
+/// property. A binary-mode CloudEvent adds its attributes as the CloudEvents MQTT binding
+/// names them for MQTT 5: one user property per attribute under its own name (`id`,
+/// `source`, `specversion`, ...), `datacontenttype` being the Content Type already.
+pub(crate) fn to_publish(out: Outgoing<'_>) -> Publish {
+    let attributes = out.attributes();
+    let mut user_properties =
+        Vec::with_capacity(attributes.len() + out.cloudevent_attributes().len());
+    let mut content_type = None;
+    for (attr, value) in attributes {
+        if *attr == Attr::ContentType {
+            content_type = Some(value.as_ref().to_owned());
+        } else {
+            user_properties.push((attr.as_attr().to_owned(), value.as_ref().to_owned()));
+        }
+    }
+    for (name, value) in out.cloudevent_attributes() {
+        if *name != "datacontenttype" {
+            user_properties.push(((*name).to_owned(), value.as_ref().to_owned()));
+        }
+    }
+    let topic = out.key().unwrap_or_default().to_owned();
+    let payload = out.into_body().into_bytes();
+    let properties = PublishProperties {
+        content_type,
+        user_properties,
+        ..PublishProperties::default()
+    };
+    let packet_size = packet_size(&topic, &payload, &properties);
+    Publish {
+        topic,
+        payload,
+        properties,
+        packet_size,
+    }
+}
+
+/// Bytes of a Variable Byte Integer holding `n`.
+fn varint_len(n: usize) -> usize {
+    match n {
+        0..=127 => 1,
+        128..=16_383 => 2,
+        16_384..=2_097_151 => 3,
+        _ => 4,
+    }
+}
+
+/// The size of a QoS 1 PUBLISH of these parts: fixed header, topic, packet id, properties
+/// (Content Type and user properties, the only ones this sink sets), payload.
+fn packet_size(topic: &str, payload: &[u8], p: &PublishProperties) -> usize {
+    let properties = p.content_type.as_ref().map_or(0, |c| 1 + 2 + c.len())
+        + p.user_properties
+            .iter()
+            .map(|(k, v)| 1 + 2 + k.len() + 2 + v.len())
+            .sum::<usize>();
+    let remaining = 2 + topic.len() + 2 + varint_len(properties) + properties + payload.len();
+    1 + varint_len(remaining) + remaining
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ankusa_sink_core::cloudevents::{CloudEvents, Mode};
+    use ankusa_sink_core::message::{EmptyValues, Layout};
+    use ankusa_sink_core::signing::Signer;
+    use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
+    use ankusa_sink_core::{Ctx, Envelope};
+    use rumqttc::v5::mqttbytes::QoS;
+
+    fn layout() -> Layout {
+        Layout::message(None, EmptyValues::Keep).with_key(
+            KeyTemplate::parse("hooks/{tenant_id}/{source_id}", AbsentTenant::Default).unwrap(),
+        )
+    }
+
+    fn env() -> Envelope {
+        Envelope::builder("h1", "stripe", r#"{"a":1}"#)
+            .tenant_id("acme")
+            .content_type("application/json")
+            .dedupe_key("evt_1")
+            .build()
+            .unwrap()
+    }
+
+    /// The bytes rumqttc writes for `p`.
+    fn written(p: rumqttc::v5::mqttbytes::v5::Publish) -> usize {
+        let mut buf = bytes::BytesMut::new();
+        rumqttc::v5::mqttbytes::v5::Packet::Publish(p)
+            .write(&mut buf, None)
+            .unwrap();
+        buf.len()
+    }
+
+    /// The size this sink computes is the size rumqttc encodes, for every shape it sends.
+    #[test]
+    fn the_packet_size_is_the_clients() {
+        let signed =
+            layout().with_signer(Signer::new(["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]).unwrap());
+        let ce = layout().with_cloudevents(CloudEvents::new(Mode::Binary, "t.x").unwrap());
+        let e = env();
+        let ctx = Ctx::for_envelope(&e).with_replay_id("r1");
+        for layout in [layout(), signed, ce] {
+            let p = to_publish(Outgoing::new(&e, &ctx, &layout).unwrap());
+            let mut client = rumqttc::v5::mqttbytes::v5::Publish::new(
+                p.topic.clone(),
+                QoS::AtLeastOnce,
+                p.payload.clone(),
+                Some(p.properties.clone()),
+            );
+            // On the wire, with the packet id its event loop assigns.
+            client.pkid = 1;
+            assert_eq!(p.packet_size, written(client));
+        }
+        for n in [0, 100, 127, 128, 16_383, 16_384, 70_000, 2_100_000] {
+            let p = PublishProperties::default();
+            let payload = vec![b'x'; n];
+            let mut client = rumqttc::v5::mqttbytes::v5::Publish::new(
+                "t",
+                QoS::AtLeastOnce,
+                payload.clone(),
+                Some(p.clone()),
+            );
+            client.pkid = 7;
+            assert_eq!(packet_size("t", &payload, &p), written(client), "{n}");
+        }
+    }
+
+    #[test]
+    fn attributes_become_user_properties_and_the_content_type_property() {
+        let e = env();
+        let ctx = Ctx::for_envelope(&e);
+        let out = Outgoing::new(&e, &ctx, &layout()).unwrap();
+        let want: Vec<(String, String)> = out
+            .attributes()
+            .iter()
+            .filter(|(a, _)| *a != Attr::ContentType)
+            .map(|(a, v)| (a.as_attr().to_owned(), v.to_string()))
+            .collect();
+        let body = out.body().to_vec();
+        let p = to_publish(out);
+        assert_eq!(p.topic, "hooks/acme/stripe");
+        assert_eq!(p.payload, body);
+        assert_eq!(
+            p.properties.content_type.as_deref(),
+            Some("application/json")
+        );
+        assert_eq!(p.properties.user_properties, want);
+        assert!(want.iter().any(|(k, v)| k == "ankusa_id" && v == "h1"));
+    }
+
+    #[test]
+    fn cloudevents_by_the_mqtt_binding() {
+        let e = Envelope::builder("h1", "stripe", "raw bytes")
+            .tenant_id("acme")
+            .content_type("text/plain")
+            .build()
+            .unwrap();
+        let ctx = Ctx::for_envelope(&e).with_replay_id("r1");
+        let binary = layout().with_cloudevents(CloudEvents::new(Mode::Binary, "t.x").unwrap());
+        let p = to_publish(Outgoing::new(&e, &ctx, &binary).unwrap());
+        let get = |name: &str| {
+            p.properties
+                .user_properties
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(&p.payload[..], b"raw bytes", "binary mode: the raw body");
+        assert_eq!(p.properties.content_type.as_deref(), Some("text/plain"));
+        assert_eq!(get("id"), Some("h1:replay:r1"));
+        assert_eq!(get("type"), Some("t.x"));
+        assert_eq!(get("specversion"), Some("1.0"));
+        assert_eq!(get("source"), Some("/sources/stripe"));
+        assert_eq!(get("datacontenttype"), None, "it is the Content Type");
+        assert_eq!(get("ankusa_id"), Some("h1"), "ours still go");
+        let structured =
+            layout().with_cloudevents(CloudEvents::new(Mode::Structured, "t.x").unwrap());
+        let p = to_publish(Outgoing::new(&e, &ctx, &structured).unwrap());
+        assert_eq!(
+            p.properties.content_type.as_deref(),
+            Some("application/cloudevents+json")
+        );
+        assert!(!p.properties.user_properties.iter().any(|(k, _)| k == "id"));
+    }
+}
