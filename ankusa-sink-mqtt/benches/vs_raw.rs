@@ -7,9 +7,9 @@
 #![allow(missing_docs)]
 
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
+use ankusa_sink_core::Envelope;
 use ankusa_sink_core::message::{Attr, DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
-use ankusa_sink_core::{Ctx, Envelope};
 use ankusa_sink_mqtt::{MqttConfig, MqttSink, NoSubscriber};
 use bytes::Bytes;
 use rumqttc::v5::mqttbytes::QoS;
@@ -138,7 +138,7 @@ impl VsRawBench for Mqtt {
 
     /// The sink's exact PUBLISH (payload, Content Type, user properties), built once.
     fn raw_op(&self, env: &Arc<Envelope>) -> Op {
-        let ctx = Ctx::for_envelope(env);
+        let ctx = ankusa_bench_support::vs_raw::raw_ctx(env);
         let (payload, props) = publish_of(Outgoing::new(env, &ctx, &layout()).unwrap());
         let raw = Arc::clone(&self.raw);
         Arc::new(move || {
@@ -149,7 +149,10 @@ impl VsRawBench for Mqtt {
 
     /// The same PUBLISH, its Message v1 encoded per delivery.
     fn raw_encode_op(&self, env: &Arc<Envelope>) -> Option<Op> {
-        let (env, ctx) = (Arc::clone(env), Arc::new(Ctx::for_envelope(env)));
+        let (env, ctx) = (
+            Arc::clone(env),
+            Arc::new(ankusa_bench_support::vs_raw::raw_ctx(env)),
+        );
         let layout = Arc::new(layout());
         let raw = Arc::clone(&self.raw);
         Some(Arc::new(move || {
