@@ -11,9 +11,9 @@ mod sdk;
 mod streams;
 
 pub use destination::{SnsConfig, SqsConfig};
-pub use streams::{EventBridgeConfig, KinesisConfig};
 #[cfg(feature = "kinesis")]
 pub(crate) use streams::KINESIS_MAX_PARTITION_KEY_CHARS;
+pub use streams::{EventBridgeConfig, KinesisConfig};
 
 use ankusa_sink_core::Secret;
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;

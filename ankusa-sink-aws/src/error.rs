@@ -634,7 +634,11 @@ mod tests {
             }
         }
         // A request-level throttle with the server's pause.
-        let e = refused(Some("ProvisionedThroughputExceededException"), Some(400), Some(900));
+        let e = refused(
+            Some("ProvisionedThroughputExceededException"),
+            Some(400),
+            Some(900),
+        );
         assert_eq!(classify(&e).retry_after_ms(), Some(900));
         // Over the service's limit, counted as it counts: refused here, never sent.
         let big = AwsError::EntryTooLarge {

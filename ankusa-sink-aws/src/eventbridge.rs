@@ -166,10 +166,7 @@ impl RecordPublisher for EventBridgePublisher {
 
     /// EventBridge has no single-event call: a `PutEvents` of one.
     async fn publish(&self, e: Event) -> Result<(), AwsError> {
-        self.put(vec![e])
-            .await
-            .pop()
-            .expect("one result per entry")
+        self.put(vec![e]).await.pop().expect("one result per entry")
     }
 
     async fn publish_batch(&self, events: Vec<Event>) -> Vec<Result<(), AwsError>> {

@@ -47,7 +47,10 @@ impl KinesisSink {
     /// A sink with a client built from [`KinesisConfig::sdk_config`].
     pub async fn new(config: KinesisConfig) -> Result<Self, ConfigError> {
         let sdk = config.sdk_config().await?;
-        Ok(Self::from_client(config, aws_sdk_kinesis::Client::new(&sdk)))
+        Ok(Self::from_client(
+            config,
+            aws_sdk_kinesis::Client::new(&sdk),
+        ))
     }
 
     /// A sink using `client` (its region, endpoint, credentials and interceptors); the
@@ -103,7 +106,10 @@ impl fmt::Debug for KinesisPublisher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KinesisPublisher")
             .field("stream", &self.stream)
-            .field("partition_key_template", &self.key.as_ref().map(KeyTemplate::as_str))
+            .field(
+                "partition_key_template",
+                &self.key.as_ref().map(KeyTemplate::as_str),
+            )
             .finish_non_exhaustive()
     }
 }

@@ -139,7 +139,10 @@ fn partition_key(key: &str) -> String {
     if key.chars().count() <= crate::config::KINESIS_MAX_PARTITION_KEY_CHARS {
         return key.to_owned();
     }
-    format!("sha256:{}", hex::encode(sha2::Sha256::digest(key.as_bytes())))
+    format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(key.as_bytes()))
+    )
 }
 
 #[cfg(feature = "kinesis")]
@@ -246,7 +249,10 @@ mod record_tests {
         let r = to_record(Outgoing::new(&bare, &ctx, &keyed).unwrap());
         assert_eq!(r.partition_key, "default/gh");
         let text = format!("{r:?}");
-        assert!(!text.contains("default/gh") && !text.contains("\"v\""), "{text}");
+        assert!(
+            !text.contains("default/gh") && !text.contains("\"v\""),
+            "{text}"
+        );
     }
 
     #[test]
@@ -260,10 +266,18 @@ mod record_tests {
         let a = to_record(Outgoing::new(&env, &ctx, &layout()).unwrap());
         let b = to_record(Outgoing::new(&env, &ctx, &layout()).unwrap());
         assert_eq!(a.partition_key, b.partition_key);
-        assert!(a.partition_key.starts_with("sha256:"), "{}", a.partition_key);
+        assert!(
+            a.partition_key.starts_with("sha256:"),
+            "{}",
+            a.partition_key
+        );
         assert_eq!(a.partition_key.len(), 71);
         let edge = "é".repeat(256);
-        assert_eq!(partition_key(&edge), edge, "256 characters, 512 bytes: kept");
+        assert_eq!(
+            partition_key(&edge),
+            edge,
+            "256 characters, 512 bytes: kept"
+        );
     }
 
     #[test]
@@ -273,7 +287,11 @@ mod record_tests {
         let body = encode(&env, &ctx, Some(DEFAULT_INLINE_MAX_BYTES)).unwrap();
         let e = to_event(Outgoing::new(&env, &ctx, &layout()).unwrap(), "app", "Hook");
         assert_eq!(e.detail.as_bytes(), &body[..]);
-        assert!(serde_json::from_str::<serde_json::Value>(&e.detail).unwrap().is_object());
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&e.detail)
+                .unwrap()
+                .is_object()
+        );
         assert_eq!(e.size, body.len() + 3 + 4);
         assert_eq!(format!("{e:?}"), format!("Event {{ size: {} }}", e.size));
     }

@@ -7,8 +7,8 @@ use crate::config::AwsOptions;
 use crate::error::AwsError;
 use ankusa_sink_core::message::{Layout, Outgoing};
 use ankusa_sink_core::{
-    BatchConfig, BatchLimits, BatchSend, Batcher, Capabilities, Check, Ctx, Description,
-    Envelope, Failure, InFlight, Ordering, Subject, async_trait,
+    BatchConfig, BatchLimits, BatchSend, Batcher, Capabilities, Check, Ctx, Description, Envelope,
+    Failure, InFlight, Ordering, Subject, async_trait,
 };
 use std::fmt;
 use std::num::NonZeroUsize;

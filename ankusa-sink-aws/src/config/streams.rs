@@ -3,9 +3,7 @@
 //! they cannot honour (`message_group_id`, `[signing]`).
 
 use super::destination::refuse_unknown;
-use super::{
-    AwsOptions, ConfigError, EVENTBRIDGE_MAX_ENTRY_BYTES, KINESIS_MAX_RECORD_BYTES,
-};
+use super::{AwsOptions, ConfigError, EVENTBRIDGE_MAX_ENTRY_BYTES, KINESIS_MAX_RECORD_BYTES};
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, Placeholder};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -132,9 +130,13 @@ impl KinesisConfig {
         let key = KeyTemplate::parse(template, AbsentTenant::Default)
             .map_err(ConfigError::PartitionKeyTemplate)?;
         let never_empty = !key.literal_text().is_empty()
-            || [Placeholder::TenantId, Placeholder::SourceId, Placeholder::Id]
-                .into_iter()
-                .any(|p| key.uses(p));
+            || [
+                Placeholder::TenantId,
+                Placeholder::SourceId,
+                Placeholder::Id,
+            ]
+            .into_iter()
+            .any(|p| key.uses(p));
         if !never_empty {
             return Err(ConfigError::Invalid {
                 field: "partition_key_template",
@@ -382,7 +384,16 @@ mod tests {
             assert!(e.to_string().starts_with("stream is invalid"), "{bad}: {e}");
         }
         let e = KinesisConfig::new("s".repeat(129), opts()).unwrap_err();
-        assert!(matches!(e, ConfigError::TooLarge { field: "stream", .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                ConfigError::TooLarge {
+                    field: "stream",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let lower = opts().with_max_message_bytes(NonZeroUsize::new(500_000).unwrap());
         assert_eq!(
             KinesisConfig::new("s", lower).unwrap().max_message_bytes(),
@@ -457,7 +468,14 @@ mod tests {
         let big = opts().with_max_message_bytes(NonZeroUsize::new(300_000).unwrap());
         let e = EventBridgeConfig::new("app", big).unwrap_err();
         assert!(
-            matches!(e, ConfigError::TooLarge { field: "max_message_bytes", max: 262_144, .. }),
+            matches!(
+                e,
+                ConfigError::TooLarge {
+                    field: "max_message_bytes",
+                    max: 262_144,
+                    ..
+                }
+            ),
             "{e}"
         );
     }
@@ -494,13 +512,29 @@ mod tests {
             .unwrap()
             .with_detail_type("d".repeat(129))
             .unwrap_err();
-        assert!(matches!(e, ConfigError::TooLarge { field: "detail_type", .. }), "{e}");
-        for bad in ["arn:aws:events:r:1:rule/x", "arn:aws:sqs:r:1:event-bus/x", "arn:"] {
+        assert!(
+            matches!(
+                e,
+                ConfigError::TooLarge {
+                    field: "detail_type",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        for bad in [
+            "arn:aws:events:r:1:rule/x",
+            "arn:aws:sqs:r:1:event-bus/x",
+            "arn:",
+        ] {
             let e = EventBridgeConfig::new("app", opts())
                 .unwrap()
                 .with_event_bus_name(bad)
                 .unwrap_err();
-            assert!(e.to_string().starts_with("event_bus_name is invalid"), "{bad}: {e}");
+            assert!(
+                e.to_string().starts_with("event_bus_name is invalid"),
+                "{bad}: {e}"
+            );
         }
     }
 
@@ -515,7 +549,10 @@ mod tests {
         assert_eq!(c.endpoint(), Some("http://127.0.0.1:4566"));
         assert_eq!(c.partition_key_template().unwrap().as_str(), "{tenant_id}");
         let dbg = format!("{c:?}");
-        assert!(!dbg.contains("s3cr3t-value") && !dbg.contains("AKIAX"), "{dbg}");
+        assert!(
+            !dbg.contains("s3cr3t-value") && !dbg.contains("AKIAX"),
+            "{dbg}"
+        );
         let c: EventBridgeConfig = serde_json::from_value(serde_json::json!({
             "event_bus_name": "orders", "source": "com.example", "detail_type": "Hook",
             "region": "us-east-1"
@@ -527,14 +564,23 @@ mod tests {
         );
         for (json, says) in [
             (serde_json::json!({"stream": "s", "strem": 1}), "strem"),
-            (serde_json::json!({"stream": "s", "format": "cloudevents"}), "format"),
-            (serde_json::json!({"stream": "s", "queue_url": "x"}), "queue_url"),
+            (
+                serde_json::json!({"stream": "s", "format": "cloudevents"}),
+                "format",
+            ),
+            (
+                serde_json::json!({"stream": "s", "queue_url": "x"}),
+                "queue_url",
+            ),
         ] {
             let e = serde_json::from_value::<KinesisConfig>(json).unwrap_err();
             assert!(e.to_string().contains(says), "{e}");
         }
         for (json, says) in [
-            (serde_json::json!({"source": "a", "format": "cloudevents"}), "format"),
+            (
+                serde_json::json!({"source": "a", "format": "cloudevents"}),
+                "format",
+            ),
             (serde_json::json!({"source": "aws.x"}), "reserved"),
             (serde_json::json!({"event_bus_name": "b"}), "source"),
             (

@@ -397,7 +397,10 @@ pub(crate) struct StreamRecord {
 }
 
 /// Every record of every shard of `stream`, from the start, in sequence order per shard.
-pub(crate) async fn read_stream(admin: &aws_sdk_kinesis::Client, stream: &str) -> Vec<StreamRecord> {
+pub(crate) async fn read_stream(
+    admin: &aws_sdk_kinesis::Client,
+    stream: &str,
+) -> Vec<StreamRecord> {
     use aws_sdk_kinesis::types::ShardIteratorType;
     let shards = admin
         .list_shards()
@@ -423,7 +426,7 @@ pub(crate) async fn read_stream(admin: &aws_sdk_kinesis::Client, stream: &str) -
                 break;
             }
             out.extend(page.records().iter().map(|r| StreamRecord {
-                partition_key: r.partition_key().to_owned(),
+                partition_key: r.partition_key().unwrap_or_default().to_owned(),
                 data: r.data().as_ref().to_vec(),
             }));
             iterator = page.next_shard_iterator().map(str::to_owned);
@@ -473,7 +476,12 @@ pub(crate) async fn delete_bus(name: &str) {
         .ids("queue")
         .send()
         .await;
-    let _ = events.delete_rule().name(name).event_bus_name(name).send().await;
+    let _ = events
+        .delete_rule()
+        .name(name)
+        .event_bus_name(name)
+        .send()
+        .await;
     let _ = events.delete_event_bus().name(name).send().await;
 }
 

@@ -6,8 +6,8 @@
 use crate::common::*;
 use crate::scripted::{Resp, Scripted};
 use ankusa_sink_aws::{
-    AwsOptions, EventBridgeConfig, EventBridgeSink, KinesisConfig, KinesisSink, SnsConfig,
-    SnsSink, SqsConfig, SqsSink, StaticCredentials,
+    AwsOptions, EventBridgeConfig, EventBridgeSink, KinesisConfig, KinesisSink, SnsConfig, SnsSink,
+    SqsConfig, SqsSink, StaticCredentials,
 };
 use ankusa_sink_core::{BoxError, Sink, async_trait};
 use ankusa_sink_testkit::support::TcpProxy;
@@ -116,7 +116,12 @@ impl Probe for StreamProbe {
     async fn received(&self) -> Result<Vec<Received>, BoxError> {
         let mut next = self.next.lock().await;
         if next.is_none() {
-            let shards = self.admin.list_shards().stream_name(&self.stream).send().await?;
+            let shards = self
+                .admin
+                .list_shards()
+                .stream_name(&self.stream)
+                .send()
+                .await?;
             let shard = shards.shards().first().ok_or("the stream has no shard")?;
             let it = self
                 .admin
@@ -744,7 +749,9 @@ impl Service for Kinesis {
         .await;
         let endpoint = server.endpoint();
         keep.servers.lock().unwrap().push(server);
-        let sink = self.sink("scripted", planted().with_endpoint(&endpoint)).await?;
+        let sink = self
+            .sink("scripted", planted().with_endpoint(&endpoint))
+            .await?;
         Ok(Setup::new(sink).with_body_size(SCRIPTED_LIMIT))
     }
 }
@@ -830,7 +837,10 @@ impl Service for EventBridge {
     /// request with an entry over [`SCRIPTED_LIMIT`] bytes and takes the others.
     async fn oversized(&self, keep: &Keep) -> Result<Setup<EventBridgeSink>, BoxError> {
         let server = Scripted::start(|req| {
-            let entries = req.json()["Entries"].as_array().cloned().unwrap_or_default();
+            let entries = req.json()["Entries"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             let size = |e: &serde_json::Value| {
                 ["Detail", "Source", "DetailType"]
                     .iter()
@@ -848,7 +858,9 @@ impl Service for EventBridge {
         .await;
         let endpoint = server.endpoint();
         keep.servers.lock().unwrap().push(server);
-        let sink = self.sink("scripted", planted().with_endpoint(&endpoint)).await?;
+        let sink = self
+            .sink("scripted", planted().with_endpoint(&endpoint))
+            .await?;
         Ok(Setup::new(sink).with_body_size(SCRIPTED_LIMIT))
     }
 }

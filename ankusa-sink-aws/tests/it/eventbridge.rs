@@ -47,7 +47,10 @@ async fn round_trip_detail_source_and_detail_type() {
     let expected: serde_json::Value = serde_json::from_slice(&expected).unwrap();
     assert_eq!(event["detail"], expected);
     let m = message::decode(&event_detail(&got[0].body)).unwrap();
-    assert_eq!((m.id.as_str(), m.tenant_id.as_deref()), ("h-eb1", Some("acme")));
+    assert_eq!(
+        (m.id.as_str(), m.tenant_id.as_deref()),
+        ("h-eb1", Some("acme"))
+    );
     delete_bus(&bus).await;
     delete_queue(&sqs, &url).await;
 }
@@ -264,7 +267,11 @@ async fn each_entry_error_code_of_the_table_fails_its_delivery() {
         assert_class(&res, class);
         let f = res.unwrap_err();
         assert_eq!(f.may_have_landed(), Some(false), "{code}: {f}");
-        assert!(f.to_string().starts_with(&format!("eventbridge PutEvents: {code}")), "{f}");
+        assert!(
+            f.to_string()
+                .starts_with(&format!("eventbridge PutEvents: {code}")),
+            "{f}"
+        );
     }
 }
 
@@ -299,17 +306,35 @@ async fn a_partial_put_events_fails_only_the_entries_with_an_error_code() {
     assert_class(&results[2], Class::Transient);
     // No event id and no error: not confirmed, and it may have been put.
     assert_class(&results[3], Class::Transient);
-    assert_eq!(results[3].as_ref().unwrap_err().may_have_landed(), Some(true));
+    assert_eq!(
+        results[3].as_ref().unwrap_err().may_have_landed(),
+        Some(true)
+    );
 }
 
 #[tokio::test]
 async fn request_level_errors_classify_every_entry() {
     for (resp, class) in [
-        (Resp::json11_error(400, "ThrottlingException"), Class::Throttled),
-        (Resp::json11_error(400, "AccessDeniedException"), Class::Config),
-        (Resp::json11_error(400, "ResourceNotFoundException"), Class::Config),
-        (Resp::json11_error(400, "ValidationException"), Class::Permanent),
-        (Resp::json11_error(500, "InternalException"), Class::Transient),
+        (
+            Resp::json11_error(400, "ThrottlingException"),
+            Class::Throttled,
+        ),
+        (
+            Resp::json11_error(400, "AccessDeniedException"),
+            Class::Config,
+        ),
+        (
+            Resp::json11_error(400, "ResourceNotFoundException"),
+            Class::Config,
+        ),
+        (
+            Resp::json11_error(400, "ValidationException"),
+            Class::Permanent,
+        ),
+        (
+            Resp::json11_error(500, "InternalException"),
+            Class::Transient,
+        ),
     ] {
         let server = Scripted::start(move |_| resp.clone()).await;
         let batch = AwsBatch::default().with_linger(Duration::from_millis(300));
@@ -321,8 +346,11 @@ async fn request_level_errors_classify_every_entry() {
     }
     let resp = Resp::json11_error(400, "ThrottlingException").header("x-amz-retry-after", "1500");
     assert_eq!(assert_retry_after(&scripted_result(resp).await), 1_500);
-    let xml = Resp::new(403, "<ErrorResponse><Error><Code>AccessDenied</Code></Error></ErrorResponse>")
-        .header("content-type", "text/xml");
+    let xml = Resp::new(
+        403,
+        "<ErrorResponse><Error><Code>AccessDenied</Code></Error></ErrorResponse>",
+    )
+    .header("content-type", "text/xml");
     assert_class(&scripted_result(xml).await, Class::Config);
 }
 
@@ -352,5 +380,8 @@ async fn hangs_refusals_and_short_answers_are_transient() {
     let s = sink("b", options(&endpoint)).await;
     let f = s.deliver(&e, &ctx(&e)).await.unwrap_err();
     assert_eq!(f.class(), Class::Transient);
-    assert_eq!(f.reason_chain(), "eventbridge PutEvents: connection refused");
+    assert_eq!(
+        f.reason_chain(),
+        "eventbridge PutEvents: connection refused"
+    );
 }

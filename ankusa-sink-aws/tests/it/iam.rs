@@ -6,8 +6,8 @@
 
 use crate::common::*;
 use ankusa_sink_aws::{
-    EventBridgeConfig, EventBridgeSink, KinesisConfig, KinesisSink, SnsConfig, SnsSink,
-    SqsConfig, SqsSink, StaticCredentials,
+    EventBridgeConfig, EventBridgeSink, KinesisConfig, KinesisSink, SnsConfig, SnsSink, SqsConfig,
+    SqsSink, StaticCredentials,
 };
 use ankusa_sink_core::{Class, Sink};
 use std::io::{Read, Write};

@@ -48,8 +48,14 @@ async fn round_trip_data_and_partition_key() {
     let got = read_stream(&kinesis_admin(&moto()).await, &stream).await;
     assert_eq!(got.len(), 3, "{got:?}");
     let expected = message::encode(&e, &c, Some(message::DEFAULT_INLINE_MAX_BYTES)).unwrap();
-    assert_eq!(got[0].data, expected, "the record is the Message v1 body, byte for byte");
-    assert_eq!(got[0].partition_key, "acme:stripe:evt_h-k1", "the idempotency key");
+    assert_eq!(
+        got[0].data, expected,
+        "the record is the Message v1 body, byte for byte"
+    );
+    assert_eq!(
+        got[0].partition_key, "acme:stripe:evt_h-k1",
+        "the idempotency key"
+    );
     assert_eq!(got[1].data, expected);
     assert_eq!(got[1].partition_key, "acme/stripe");
     assert_eq!(got[2].partition_key, "default/gh");
@@ -117,7 +123,11 @@ async fn check_passes_and_writes_nothing() {
     let stream = moto_stream().await;
     let s = sink(&stream, options(&moto())).await;
     assert_eq!(s.check().await.unwrap(), Check::Passed);
-    assert!(read_stream(&kinesis_admin(&moto()).await, &stream).await.is_empty());
+    assert!(
+        read_stream(&kinesis_admin(&moto()).await, &stream)
+            .await
+            .is_empty()
+    );
     delete_stream(&moto(), &stream).await;
 }
 
@@ -139,7 +149,8 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
     assert_eq!(f.class(), Class::Permanent, "{f}");
     assert_eq!(f.may_have_landed(), Some(false));
     assert!(
-        f.to_string().contains("(data + partition key) exceeds max_message_bytes 8192"),
+        f.to_string()
+            .contains("(data + partition key) exceeds max_message_bytes 8192"),
         "{f}"
     );
     let got = read_stream(&kinesis_admin(&moto()).await, &stream).await;
@@ -248,7 +259,11 @@ async fn a_partial_put_records_fails_only_the_records_with_an_error_code() {
         ("r4", Some("AccessDeniedException"), Some(Class::Config)),
         ("r5", Some("KMSAccessDeniedException"), Some(Class::Config)),
         ("r6", Some("ResourceNotFoundException"), Some(Class::Config)),
-        ("r7", Some("InvalidArgumentException"), Some(Class::Permanent)),
+        (
+            "r7",
+            Some("InvalidArgumentException"),
+            Some(Class::Permanent),
+        ),
         // No sequence number and no error: not confirmed.
         ("r8", Some(""), Some(Class::Transient)),
         ("r9", None, None),
@@ -334,11 +349,17 @@ async fn config_codes_from_the_wire() {
         "KMSOptInRequired",
         "UnrecognizedClientException",
     ] {
-        assert_class(&scripted_result(Resp::json11_error(400, code)).await, Class::Config);
+        assert_class(
+            &scripted_result(Resp::json11_error(400, code)).await,
+            Class::Config,
+        );
     }
     // A 403 whose body is not JSON (moto's IAM answers are XML): config by status.
-    let xml = Resp::new(403, "<ErrorResponse><Error><Code>AccessDenied</Code></Error></ErrorResponse>")
-        .header("content-type", "text/xml");
+    let xml = Resp::new(
+        403,
+        "<ErrorResponse><Error><Code>AccessDenied</Code></Error></ErrorResponse>",
+    )
+    .header("content-type", "text/xml");
     assert_class(&scripted_result(xml).await, Class::Config);
 }
 
@@ -358,7 +379,10 @@ async fn throttles_from_the_wire_with_and_without_a_pause() {
         "KMSThrottlingException",
         "LimitExceededException",
     ] {
-        assert_class(&scripted_result(Resp::json11_error(400, code)).await, Class::Throttled);
+        assert_class(
+            &scripted_result(Resp::json11_error(400, code)).await,
+            Class::Throttled,
+        );
     }
     let resp = Resp::json11_error(400, "ProvisionedThroughputExceededException")
         .header("retry-after", "3");
@@ -371,7 +395,9 @@ async fn server_errors_unconfirmed_answers_timeouts_and_refusals_are_transient()
         Resp::json11_error(500, "InternalFailure"),
         Resp::json11_error(503, "ServiceUnavailable"),
         Resp::new(502, "bad gateway"),
-        Resp::json11_ok(serde_json::json!({"SequenceNumber": "", "ShardId": "shardId-000000000000"})),
+        Resp::json11_ok(
+            serde_json::json!({"SequenceNumber": "", "ShardId": "shardId-000000000000"}),
+        ),
     ] {
         assert_class(&scripted_result(resp).await, Class::Transient);
     }

@@ -98,6 +98,14 @@ fn describe_of_every_message_sink_is_a_valid_asyncapi_3_document() {
             "type = \"sns\"\ntopic_arn = \"arn:aws:sns:us-east-1:000000000000:t\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\n",
         ),
         (
+            "kinesis.toml",
+            "type = \"kinesis\"\nstream = \"hooks\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\n",
+        ),
+        (
+            "eventbridge.toml",
+            "type = \"eventbridge\"\nsource = \"com.example\"\nevent_bus_name = \"hooks\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\n",
+        ),
+        (
             "nats.toml",
             "type = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nsubject = \"hooks.{source_id}\"\n",
         ),
@@ -136,7 +144,7 @@ fn describe_of_every_message_sink_is_a_valid_asyncapi_3_document() {
     // Every Message v1 sink has a channel; HTTP (raw body) and log have none; the two
     // Kafka sinks on one broker share one server.
     let channels = doc["channels"].as_object().unwrap();
-    assert_eq!(channels.len(), 9, "{:?}", channels.keys());
+    assert_eq!(channels.len(), 11, "{:?}", channels.keys());
     assert!(
         channels
             .keys()
@@ -147,7 +155,7 @@ fn describe_of_every_message_sink_is_a_valid_asyncapi_3_document() {
         doc["channels"]["kafka1"]["servers"]
     );
     let servers = doc["servers"].as_object().unwrap();
-    assert_eq!(servers.len(), 7, "{:?}", servers.keys());
+    assert_eq!(servers.len(), 9, "{:?}", servers.keys());
     assert_eq!(
         doc["channels"]["kafka0"]["bindings"]["kafka"]["topic"],
         "hooks"
