@@ -268,7 +268,7 @@ async fn each_entry_error_code_of_the_table_fails_its_delivery() {
         let f = res.unwrap_err();
         assert_eq!(f.may_have_landed(), Some(false), "{code}: {f}");
         assert!(
-            f.to_string()
+            f.reason_chain()
                 .starts_with(&format!("eventbridge PutEvents: {code}")),
             "{f}"
         );

@@ -120,6 +120,7 @@ async fn iam_denials_are_config_for_kinesis_and_eventbridge() {
             let f = res.expect_err(name);
             assert_eq!(f.class(), Class::Config, "{why} {name}: {f}");
             assert_eq!(f.may_have_landed(), Some(false), "{why} {name}: {f}");
+            assert!(f.to_string().contains("HTTP 403"), "{why} {name}: {f}");
         }
     }
     drop(moto);
