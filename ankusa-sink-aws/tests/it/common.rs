@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 pub(crate) use ankusa_sink_testkit::support::free_port;
 
 pub(crate) use crate::request_counter::RequestCounter;
+pub(crate) use crate::serial::kinesis_moto;
 
 /// moto's endpoint: `ANKUSA_MOTO_ENDPOINT`, default `http://127.0.0.1:4566`
 /// (`scripts/services/moto.sh` starts it).

@@ -191,12 +191,11 @@ fn dropping_topic<S>(setup: Setup<S>, arn: String, url: String) -> Setup<S> {
 }
 
 impl Keep {
-    /// moto, through the proxy.
-    async fn endpoint(&self) -> String {
+    /// `upstream` (a moto), through the proxy.
+    async fn endpoint(&self, upstream: &str) -> String {
         let proxy = self
             .proxy
             .get_or_init(|| async {
-                let upstream = moto();
                 let upstream = upstream.trim_start_matches("http://");
                 TcpProxy::start(upstream).await.expect("a loopback proxy")
             })
@@ -218,9 +217,9 @@ impl Keep {
             .await?)
     }
 
-    /// A proxy of its own in front of the shared moto, kept to the end.
-    async fn own_proxy(&self) -> Result<Arc<TcpProxy>, BoxError> {
-        let upstream = moto().trim_start_matches("http://").to_owned();
+    /// A proxy of its own in front of `upstream` (a moto), kept to the end.
+    async fn own_proxy(&self, upstream: &str) -> Result<Arc<TcpProxy>, BoxError> {
+        let upstream = upstream.trim_start_matches("http://").to_owned();
         let proxy = Arc::new(TcpProxy::start(upstream).await?);
         self.proxies.lock().unwrap().push(Arc::clone(&proxy));
         Ok(proxy)
@@ -297,6 +296,11 @@ trait Service: Default + Send + Sync + 'static {
     /// The service's answer to a throttled request.
     fn throttled(&self) -> Resp;
 
+    /// The moto the sinks under test write to. Default: the shared one.
+    fn upstream(&self) -> String {
+        moto()
+    }
+
     /// Delete destination `name` on the shared moto (a warm missing destination).
     async fn delete(&self, name: &str, url: &str);
 
@@ -329,7 +333,7 @@ impl<S: Service> AwsHarness<S> {
     /// A fresh destination behind a proxy of its own, the sink timing out after `timeout`.
     async fn warm(&self, prefix: &str, timeout: Duration) -> Result<Warm<S>, BoxError> {
         let (name, url) = self.service.read_back(prefix).await;
-        let proxy = self.keep.own_proxy().await?;
+        let proxy = self.keep.own_proxy(&self.service.upstream()).await?;
         let via = format!("http://{}", proxy.addr());
         let opts = planted().with_endpoint(&via).with_timeout(timeout);
         let sink = self
@@ -373,7 +377,7 @@ impl<S: Service> Harness for AwsHarness<S> {
     async fn destination(&self, case: Case) -> Result<Setup<S::Sink>, BoxError> {
         let prefix = format!("kit-{}", case.name().replace('_', "-"));
         let (name, url) = self.service.read_back(&prefix).await;
-        let via = self.keep.endpoint().await;
+        let via = self.keep.endpoint(&self.service.upstream()).await;
         let opts = planted()
             .with_endpoint(&via)
             // See common::options: moto under load.
@@ -690,20 +694,20 @@ impl Service for Kinesis {
     /// The stream itself is read back: no queue.
     async fn read_back(&self, prefix: &str) -> (String, String) {
         let name = unique(prefix);
-        create_stream(&moto(), &name).await;
+        create_stream(&kinesis_moto(), &name).await;
         (name, String::new())
     }
 
     fn dropping(&self, setup: Setup<KinesisSink>, name: String, _: String) -> Setup<KinesisSink> {
         setup.with_teardown(move || async move {
-            delete_stream(&moto(), &name).await;
+            delete_stream(&kinesis_moto(), &name).await;
             Ok(())
         })
     }
 
     async fn probe(&self, name: &str, _: &str) -> Boxed {
         Boxed(Box::new(StreamProbe {
-            admin: kinesis_admin(&moto()).await,
+            admin: kinesis_admin(&kinesis_moto()).await,
             stream: name.to_owned(),
             next: tokio::sync::Mutex::new(None),
             seen: Mutex::new(Vec::new()),
@@ -719,8 +723,14 @@ impl Service for Kinesis {
         Resp::json11_error(400, "ProvisionedThroughputExceededException")
     }
 
+    /// moto one request at a time (`serial.rs`: moto's Kinesis loses records written to one
+    /// shard concurrently).
+    fn upstream(&self) -> String {
+        kinesis_moto()
+    }
+
     async fn delete(&self, name: &str, _: &str) {
-        delete_stream(&moto(), name).await;
+        delete_stream(&kinesis_moto(), name).await;
     }
 
     /// A scripted stream that refuses, as Kinesis refuses a record over its limit, any

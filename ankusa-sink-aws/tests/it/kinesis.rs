@@ -1,4 +1,5 @@
-//! Kinesis against moto, and against the scripted server (the real AWS JSON 1.1 shapes,
+//! Kinesis against moto (through `serial.rs`: one request at a time, see there why), and
+//! against the scripted server (the real AWS JSON 1.1 shapes,
 //! parsed by aws-sdk-kinesis) for what moto cannot produce: per-record failures of a
 //! `PutRecords`, throttles, KMS errors, 5xx, hangs.
 
@@ -19,20 +20,20 @@ async fn sink(stream: &str, options: AwsOptions) -> KinesisSink {
 /// A fresh one-shard stream on the shared moto.
 async fn moto_stream() -> String {
     let name = unique("ks");
-    create_stream(&moto(), &name).await;
+    create_stream(&kinesis_moto(), &name).await;
     name
 }
 
 #[tokio::test]
 async fn round_trip_data_and_partition_key() {
     let stream = moto_stream().await;
-    let s = sink(&stream, options(&moto())).await;
+    let s = sink(&stream, options(&kinesis_moto())).await;
     let e = env("h-k1", br#"{"type":"charge.succeeded"}"#);
     let c = ctx(&e);
     s.deliver(&e, &c).await.unwrap();
     // A partition key template: `{tenant_id}` of a tenantless hook is `default`.
     let keyed = KinesisSink::new(
-        KinesisConfig::new(&stream, options(&moto()))
+        KinesisConfig::new(&stream, options(&kinesis_moto()))
             .unwrap()
             .with_partition_key_template("{tenant_id}/{source_id}")
             .unwrap(),
@@ -45,7 +46,7 @@ async fn round_trip_data_and_partition_key() {
         .unwrap();
     keyed.deliver(&bare, &ctx(&bare)).await.unwrap();
 
-    let got = read_stream(&kinesis_admin(&moto()).await, &stream).await;
+    let got = read_stream(&kinesis_admin(&kinesis_moto()).await, &stream).await;
     assert_eq!(got.len(), 3, "{got:?}");
     let expected = message::encode(&e, &c, Some(message::DEFAULT_INLINE_MAX_BYTES)).unwrap();
     assert_eq!(
@@ -60,7 +61,7 @@ async fn round_trip_data_and_partition_key() {
     assert_eq!(got[1].partition_key, "acme/stripe");
     assert_eq!(got[2].partition_key, "default/gh");
     assert_eq!(message::decode(&got[2].data).unwrap().id, "h-k2");
-    delete_stream(&moto(), &stream).await;
+    delete_stream(&kinesis_moto(), &stream).await;
 }
 
 /// A sink on `stream` whose client counts its HTTP requests.
@@ -79,13 +80,13 @@ async fn counted(stream: &str, options: AwsOptions) -> (KinesisSink, RequestCoun
 async fn batched_deliveries_share_put_records_and_all_arrive() {
     let stream = moto_stream().await;
     let batch = AwsBatch::default().with_linger(Duration::from_millis(200));
-    let (s, counter) = counted(&stream, options(&moto()).with_batch(batch)).await;
+    let (s, counter) = counted(&stream, options(&kinesis_moto()).with_batch(batch)).await;
     let s = Arc::new(s);
     assert!(s.batched());
     let results = deliver_batched(&s, (0..40).map(|i| env(&format!("kb{i}"), b"{}"))).await;
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     assert!(counter.count() <= 4, "{} requests for 40", counter.count());
-    let got = read_stream(&kinesis_admin(&moto()).await, &stream).await;
+    let got = read_stream(&kinesis_admin(&kinesis_moto()).await, &stream).await;
     let mut ids: Vec<String> = got
         .iter()
         .map(|r| message::decode(&r.data).unwrap().id)
@@ -99,12 +100,12 @@ async fn batched_deliveries_share_put_records_and_all_arrive() {
     let e = env("kb-single", b"{}");
     s.deliver(&e, &ctx(&e)).await.unwrap();
     assert_eq!(counter.count(), before + 1);
-    delete_stream(&moto(), &stream).await;
+    delete_stream(&kinesis_moto(), &stream).await;
 }
 
 #[tokio::test]
 async fn missing_stream_is_config_on_delivery_and_check() {
-    let s = sink(&unique("absent"), options(&moto())).await;
+    let s = sink(&unique("absent"), options(&kinesis_moto())).await;
     let e = env("h-missing", b"{}");
     let res = s.deliver(&e, &ctx(&e)).await;
     assert_class(&res, Class::Config);
@@ -121,20 +122,20 @@ async fn missing_stream_is_config_on_delivery_and_check() {
 #[tokio::test]
 async fn check_passes_and_writes_nothing() {
     let stream = moto_stream().await;
-    let s = sink(&stream, options(&moto())).await;
+    let s = sink(&stream, options(&kinesis_moto())).await;
     assert_eq!(s.check().await.unwrap(), Check::Passed);
     assert!(
-        read_stream(&kinesis_admin(&moto()).await, &stream)
+        read_stream(&kinesis_admin(&kinesis_moto()).await, &stream)
             .await
             .is_empty()
     );
-    delete_stream(&moto(), &stream).await;
+    delete_stream(&kinesis_moto(), &stream).await;
 }
 
 #[tokio::test]
 async fn over_max_message_bytes_is_permanent_and_not_sent() {
     let stream = moto_stream().await;
-    let opts = options(&moto())
+    let opts = options(&kinesis_moto())
         .with_max_message_bytes(NonZeroUsize::new(8192).unwrap())
         .with_inline_max_bytes(NonZeroUsize::new(100).unwrap());
     let s = sink(&stream, opts).await;
@@ -153,9 +154,9 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
             .contains("(data + partition key) exceeds max_message_bytes 8192"),
         "{f}"
     );
-    let got = read_stream(&kinesis_admin(&moto()).await, &stream).await;
+    let got = read_stream(&kinesis_admin(&kinesis_moto()).await, &stream).await;
     assert_eq!(got.len(), 1, "only the small record was written");
-    delete_stream(&moto(), &stream).await;
+    delete_stream(&kinesis_moto(), &stream).await;
 }
 
 #[tokio::test]
@@ -163,11 +164,11 @@ async fn describe_and_capabilities_name_the_stream_never_credentials() {
     let planted =
         ankusa_sink_aws::StaticCredentials::new("AKIAPLANTEDKEYID0000", "planted-secret-value")
             .with_session_token("planted-session-token");
-    let s = sink("orders", options(&moto()).with_credentials(planted)).await;
+    let s = sink("orders", options(&kinesis_moto()).with_credentials(planted)).await;
     let d = s.describe(&Subject::new("stripe", None)).unwrap();
     assert_eq!(d.protocol, "kinesis");
     assert_eq!(d.address.as_deref(), Some("orders"));
-    assert_eq!(d.host.as_deref(), moto().strip_prefix("http://"));
+    assert_eq!(d.host.as_deref(), kinesis_moto().strip_prefix("http://"));
     let caps = s.capabilities();
     let max = caps.max_message.as_ref().unwrap();
     assert_eq!((max.bytes, max.counts), (1_048_576, "data + partition key"));
@@ -184,7 +185,7 @@ async fn describe_and_capabilities_name_the_stream_never_credentials() {
     }
     // Unbatched with a key template: ordered per key; batched (PutRecords) promises none.
     let ordered = KinesisSink::new(
-        KinesisConfig::new("orders", options(&moto()).with_batching(false))
+        KinesisConfig::new("orders", options(&kinesis_moto()).with_batching(false))
             .unwrap()
             .with_partition_key_template("{tenant_id}")
             .unwrap(),

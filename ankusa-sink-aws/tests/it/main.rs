@@ -9,5 +9,6 @@ mod iam;
 mod kinesis;
 mod request_counter;
 mod scripted;
+mod serial;
 mod sns;
 mod sqs;
