@@ -458,6 +458,7 @@ pub(crate) async fn bus_to_queue(name: &str, source: &str) -> String {
             aws_sdk_eventbridge::types::Target::builder()
                 .id("queue")
                 .arn(format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"))
+                .input_transformer(whole_event())
                 .build()
                 .unwrap(),
         )
@@ -465,6 +466,18 @@ pub(crate) async fn bus_to_queue(name: &str, source: &str) -> String {
         .await
         .unwrap();
     url
+}
+
+/// The whole event, as a target without a transformer receives it. moto transforms every
+/// event, with eight JSONPath expressions by default, and compiles the JSONPath grammar for
+/// each: about 0.7 s an event; one path (unused) makes it about 0.1 s, and 200 concurrent
+/// puts then finish within a call timeout.
+pub(crate) fn whole_event() -> aws_sdk_eventbridge::types::InputTransformer {
+    aws_sdk_eventbridge::types::InputTransformer::builder()
+        .input_paths_map("id", "$.id")
+        .input_template("<aws.events.event.json>")
+        .build()
+        .unwrap()
 }
 
 /// Delete the bus `name`, its rule and targets (best effort); the queue stays.
