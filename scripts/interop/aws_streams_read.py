@@ -42,8 +42,8 @@ def check_message(name, headers, body, problems):
         problems.append(f"{name}: not a Message v1: {sorted(m)}")
         return None
     if m.get("id") == HOOK:
-        if base64.b64decode(m.get("body", "")) != BODY:
-            problems.append(f"{name}: body {m.get('body')!r}")
+        if base64.b64decode(m.get("body_base64", "")) != BODY:
+            problems.append(f"{name}: body {m.get('body_base64')!r}")
         if m.get("tenant_id") != "acme" or m.get("dedupe_key") != "evt_1":
             problems.append(f"{name}: tenant/dedupe {m.get('tenant_id')!r} {m.get('dedupe_key')!r}")
         if name == "kinesis" and headers.get("partition_key") != "acme:stripe:evt_1":
