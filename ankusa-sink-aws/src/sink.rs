@@ -283,6 +283,7 @@ macro_rules! forward_sink {
 pub(crate) use forward_sink;
 
 /// Lowercase hex MD5 of a body, as SQS reports it.
+#[cfg(feature = "sqs")]
 pub(crate) fn body_md5(body: &str) -> String {
     hex::encode(<md5::Md5 as md5::Digest>::digest(body.as_bytes()))
 }

@@ -10,6 +10,7 @@ use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
 
 /// Kinesis: the longest partition key, in Unicode characters.
+#[cfg(feature = "kinesis")]
 pub(crate) const KINESIS_MAX_PARTITION_KEY_CHARS: usize = 256;
 /// EventBridge: the longest `DetailType`, in characters.
 const EVENTBRIDGE_MAX_DETAIL_TYPE: usize = 128;
