@@ -59,6 +59,20 @@ fn kinesis_and_eventbridge_deliver_what_boto3_reads_back() {
     }
 }
 
+/// The example files parse and build (nothing is contacted).
+#[test]
+fn the_example_files_build() {
+    for ty in ["kinesis", "eventbridge"] {
+        let example =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../examples/sinks/{ty}.toml"));
+        let out = run(&["info", "--sink", example.to_str().unwrap(), "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{ty}: {}", text(&out.stderr));
+        let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(info["type"], ty);
+        assert_eq!(info["batched"], true, "{info}");
+    }
+}
+
 #[test]
 fn a_missing_stream_or_bus_is_config_and_signing_is_refused() {
     let stream = temp_file(
