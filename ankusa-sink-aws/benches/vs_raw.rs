@@ -1,8 +1,13 @@
-//! SqsSink / SnsSink vs raw aws-sdk-sqs / aws-sdk-sns (same SDK config: region, endpoint,
-//! credentials, retries off, timeouts) against moto on 127.0.0.1:4566.
+//! SqsSink / SnsSink / KinesisSink / EventBridgeSink vs raw aws-sdk-sqs / aws-sdk-sns /
+//! aws-sdk-kinesis / aws-sdk-eventbridge (same SDK config: region, endpoint, credentials,
+//! retries off, timeouts) against moto on 127.0.0.1:4566.
 //!
-//! `cargo bench -p ankusa-sink-aws --bench vs_raw [-- sqs|sns]`; JSON to
-//! `$BENCH_OUT_DIR/{sqs,sns}.json` (default `target/bench-results/`). moto slows down as one
+//! `cargo bench -p ankusa-sink-aws --bench vs_raw [-- sqs|sns|kinesis|eventbridge]`; JSON
+//! to `$BENCH_OUT_DIR/{sqs,sns,kinesis,eventbridge}.json` (default `target/bench-results/`).
+//! Kinesis and EventBridge run smaller workloads (`stream_specs`): the raw side sends the
+//! same Message v1 as the record's data (keyed by the idempotency key) or the event's
+//! `Detail`, its batches are 10 records or entries (`PutRecords`, `PutEvents`), and the
+//! event buses have no rule (moto routes an event to a target in about 0.1 s). moto slows down as one
 //! queue fills, so every run creates fresh queues/topics of at most 50 messages and deletes
 //! them afterwards. The raw side sends the same wire bytes (a Message v1 body encoded once,
 //! the same attributes); the sink encodes, sizes and (SQS) MD5-checks per delivery.
@@ -21,7 +26,10 @@ use ankusa_bench_support::indexed::{
     specs,
 };
 use ankusa_bench_support::{Mode, only_mode_arg, print_vm_hwm, write_results};
-use ankusa_sink_aws::{AwsOptions, SnsConfig, SnsSink, SqsConfig, SqsSink, StaticCredentials};
+use ankusa_sink_aws::{
+    AwsOptions, EventBridgeConfig, EventBridgeSink, KinesisConfig, KinesisSink, SnsConfig, SnsSink,
+    SqsConfig, SqsSink, StaticCredentials,
+};
 use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Envelope, Sink};
 use ankusa_sink_testkit::support::unique_name;
@@ -52,10 +60,15 @@ const PER_DEST_BATCHED: usize = 500;
 /// then straddle ~6 sinks, each flushing a partial batch after linger (see `one_queue`).
 const PER_DEST_BATCHED_SQS: usize = 50;
 
+/// The events' `Source` (the buses have no rule: nothing matches it).
+const BENCH_SOURCE: &str = "com.example.bench";
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Service {
     Sqs,
     Sns,
+    Kinesis,
+    EventBridge,
 }
 
 impl Service {
@@ -63,6 +76,8 @@ impl Service {
         match self {
             Service::Sqs => "sqs",
             Service::Sns => "sns",
+            Service::Kinesis => "kinesis",
+            Service::EventBridge => "eventbridge",
         }
     }
 }
@@ -88,11 +103,13 @@ fn options() -> AwsOptions {
         .with_timeout(Duration::from_secs(30))
 }
 
-/// One client pair (SQS, SNS) with the sink's SDK config and a request counter.
+/// One client per service with the sink's SDK config, all counting into one counter.
 #[derive(Clone)]
 struct Clients {
     sqs: aws_sdk_sqs::Client,
     sns: aws_sdk_sns::Client,
+    kinesis: aws_sdk_kinesis::Client,
+    eventbridge: aws_sdk_eventbridge::Client,
     counter: RequestCounter,
 }
 
@@ -113,7 +130,33 @@ async fn clients(counter: Option<RequestCounter>) -> Clients {
             .interceptor(counter.clone())
             .build(),
     );
-    Clients { sqs, sns, counter }
+    let sdk = KinesisConfig::new("x", options())
+        .unwrap()
+        .sdk_config()
+        .await
+        .unwrap();
+    let kinesis = aws_sdk_kinesis::Client::from_conf(
+        aws_sdk_kinesis::config::Builder::from(&sdk)
+            .interceptor(counter.clone())
+            .build(),
+    );
+    let sdk = EventBridgeConfig::new(BENCH_SOURCE, options())
+        .unwrap()
+        .sdk_config()
+        .await
+        .unwrap();
+    let eventbridge = aws_sdk_eventbridge::Client::from_conf(
+        aws_sdk_eventbridge::config::Builder::from(&sdk)
+            .interceptor(counter.clone())
+            .build(),
+    );
+    Clients {
+        sqs,
+        sns,
+        kinesis,
+        eventbridge,
+        counter,
+    }
 }
 
 /// Create `k` queues (URLs) or topics (ARNs).
@@ -144,6 +187,25 @@ async fn create(admin: &Clients, svc: Service, k: usize) -> Vec<String> {
                     .topic_arn()
                     .unwrap()
                     .to_owned(),
+                Service::Kinesis => {
+                    a.kinesis
+                        .create_stream()
+                        .stream_name(&name)
+                        .shard_count(1)
+                        .send()
+                        .await
+                        .unwrap();
+                    name
+                }
+                Service::EventBridge => {
+                    a.eventbridge
+                        .create_event_bus()
+                        .name(&name)
+                        .send()
+                        .await
+                        .unwrap();
+                    name
+                }
             };
             (i, d)
         });
@@ -167,6 +229,12 @@ async fn delete(admin: &Clients, svc: Service, dests: Vec<String>) {
                 }
                 Service::Sns => {
                     let _ = a.sns.delete_topic().topic_arn(d).send().await;
+                }
+                Service::Kinesis => {
+                    let _ = a.kinesis.delete_stream().stream_name(d).send().await;
+                }
+                Service::EventBridge => {
+                    let _ = a.eventbridge.delete_event_bus().name(d).send().await;
                 }
             }
         });
@@ -216,6 +284,17 @@ fn sinks(c: &Clients, svc: Service, dests: &[String]) -> Vec<Arc<dyn Sink>> {
                 Service::Sns => Arc::new(SnsSink::from_client(
                     SnsConfig::new(d, options()).unwrap(),
                     c.sns.clone(),
+                )),
+                Service::Kinesis => Arc::new(KinesisSink::from_client(
+                    KinesisConfig::new(d, options()).unwrap(),
+                    c.kinesis.clone(),
+                )),
+                Service::EventBridge => Arc::new(EventBridgeSink::from_client(
+                    EventBridgeConfig::new(BENCH_SOURCE, options())
+                        .unwrap()
+                        .with_event_bus_name(d)
+                        .unwrap(),
+                    c.eventbridge.clone(),
                 )),
             }
         })
@@ -364,6 +443,103 @@ fn no_check<T>(_: &T, _: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Kinesis as the sink writes it: the Message v1 as the data, keyed by the idempotency key.
+impl Raw for aws_sdk_kinesis::Client {
+    /// The partition key.
+    type Attributes = String;
+
+    fn attributes(w: &Workload) -> String {
+        w.env.idempotency_key()
+    }
+
+    async fn send(&self, dest: &str, body: &str, key: &String) -> Result<(), String> {
+        let out = self
+            .put_record()
+            .stream_name(dest)
+            .data(aws_sdk_kinesis::primitives::Blob::new(body.as_bytes()))
+            .partition_key(key)
+            .send()
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        match out.sequence_number().is_empty() {
+            false => Ok(()),
+            true => Err("no sequence number".into()),
+        }
+    }
+
+    async fn send_ten(&self, dest: &str, body: &str, key: &String) -> Result<(), String> {
+        let records = (0..10)
+            .map(|_| {
+                aws_sdk_kinesis::types::PutRecordsRequestEntry::builder()
+                    .data(aws_sdk_kinesis::primitives::Blob::new(body.as_bytes()))
+                    .partition_key(key)
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        let out = self
+            .put_records()
+            .stream_name(dest)
+            .set_records(Some(records))
+            .send()
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        match out.failed_record_count() {
+            Some(0) | None => Ok(()),
+            Some(n) => Err(format!("{n} of 10 failed")),
+        }
+    }
+}
+
+/// EventBridge as the sink puts it: the Message v1 as `Detail`.
+impl Raw for aws_sdk_eventbridge::Client {
+    type Attributes = ();
+
+    fn attributes(_: &Workload) {}
+
+    async fn send(&self, dest: &str, body: &str, _: &()) -> Result<(), String> {
+        put_events(self, dest, body, 1).await
+    }
+
+    async fn send_ten(&self, dest: &str, body: &str, _: &()) -> Result<(), String> {
+        put_events(self, dest, body, 10).await
+    }
+}
+
+/// `n` events of `body` on bus `dest`, each answered with an event id.
+async fn put_events(
+    c: &aws_sdk_eventbridge::Client,
+    dest: &str,
+    body: &str,
+    n: usize,
+) -> Result<(), String> {
+    let entries = (0..n)
+        .map(|_| {
+            aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+                .event_bus_name(dest)
+                .source(BENCH_SOURCE)
+                .detail_type("ankusa.message.v1")
+                .detail(body)
+                .build()
+        })
+        .collect();
+    let out = c
+        .put_events()
+        .set_entries(Some(entries))
+        .send()
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    let ok = out
+        .entries()
+        .iter()
+        .filter(|e| e.event_id().is_some())
+        .count();
+    match ok == n {
+        true => Ok(()),
+        false => Err(format!("{ok} of {n} put")),
+    }
+}
+
 /// The raw op: one message per unit, or (batched) a batch of ten per unit.
 fn raw_op<R: Raw>(
     client: &R,
@@ -434,12 +610,16 @@ impl Aws {
         let per_dest = per_dest.unwrap_or(match (s.batched, svc) {
             // The fast server does not slow down as a destination fills: one per run.
             _ if self.fast.is_some() => s.deliveries,
+            // A bus without rules keeps nothing: one per run.
+            (_, Service::EventBridge) => s.deliveries,
+            // Kinesis too: moto lists a shard's records on every put, so small streams.
             (false, _) => PER_DEST,
             (true, Service::Sqs) => std::env::var("BENCH_SQS_PER_DEST_BATCHED")
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(PER_DEST_BATCHED_SQS),
             (true, Service::Sns) => PER_DEST_BATCHED,
+            (true, Service::Kinesis) => PER_DEST_BATCHED,
         });
         let dests = create(&self.admin, svc, s.deliveries.div_ceil(per_dest)).await;
         let raw_batched = mode == Mode::Raw && s.batched;
@@ -447,6 +627,10 @@ impl Aws {
             (Mode::Sink, _) => sink_op(sinks(c, svc, &dests), per_dest, &w.env, s.batched),
             (Mode::Raw, Service::Sqs) => raw_op(&c.sqs, &dests, &w, s.batched, per_dest),
             (Mode::Raw, Service::Sns) => raw_op(&c.sns, &dests, &w, s.batched, per_dest),
+            (Mode::Raw, Service::Kinesis) => raw_op(&c.kinesis, &dests, &w, s.batched, per_dest),
+            (Mode::Raw, Service::EventBridge) => {
+                raw_op(&c.eventbridge, &dests, &w, s.batched, per_dest)
+            }
         };
         // A raw batch carries 10 deliveries; as many messages in flight as the sink may have,
         // at most the sink's 16 batch requests.
@@ -488,6 +672,18 @@ fn aws_specs() -> Vec<Spec> {
             (65_536, [(1, 100), (16, 300), (256, 500)]),
         ],
         [(16, 1000), (256, 2000)],
+        |x| (x / 50).max(1) * 50,
+    )
+}
+
+/// Kinesis and EventBridge: the same shapes, smaller (counts are multiples of 50).
+fn stream_specs() -> Vec<Spec> {
+    specs(
+        [
+            (1024, [(1, 100), (16, 500), (256, 500)]),
+            (65_536, [(1, 50), (16, 100), (256, 200)]),
+        ],
+        [(16, 500), (256, 1000)],
         |x| (x / 50).max(1) * 50,
     )
 }
@@ -556,6 +752,34 @@ fn sink_cpu_us(body_bytes: usize) -> Value {
            "encode_us": (encode * 10.0).round() / 10.0, "md5_us": (md5 * 10.0).round() / 10.0})
 }
 
+/// What the JSON says about how `svc` was measured.
+fn notes(svc: Service) -> &'static str {
+    match svc {
+        Service::Sqs | Service::Sns => {
+            "moto, not the client, bounds the absolute figures (a few hundred to a few \
+             thousand requests/s on this 2-core machine); compare sink and raw side by \
+             side. Fresh queues/topics of at most 50 messages per run (moto slows as one \
+             queue fills). Raw sends the same Message v1 body and attributes, encoded \
+             once; raw batched = 10-entry batch requests, ceil(concurrency/10) (max 16) \
+             in flight. Batched runs: SNS topics of 500 messages (one sink's batcher sees the \
+             window); SQS queues of 50 (moto rescans a queue on every send), so the 256 \
+             in flight straddle ~6 sinks and each flushes a partial batch after linger: \
+             one_destination_batched shows the batcher alone (500 to one queue/topic). \
+             Requests counted with an SDK interceptor."
+        }
+        Service::Kinesis | Service::EventBridge => {
+            "moto, not the client, bounds the absolute figures; compare sink and raw side by \
+             side. Kinesis: fresh one-shard streams of 50 records unbatched, 500 batched \
+             (moto lists a shard's records on every put); the sink's PutRecords carry up to \
+             500 records, raw batched = 10-record PutRecords, ceil(concurrency/10) (max 16) in \
+             flight. EventBridge: one fresh bus per run, without rules (moto spends ~0.1 s \
+             routing an event to a target); both sides send PutEvents of up to 10. Raw sends \
+             the same Message v1 (data keyed by the idempotency key; Detail), encoded once. \
+             Requests counted with an SDK interceptor."
+        }
+    }
+}
+
 async fn bench(svc: Service) {
     let bench = Aws::new(svc, None).await;
     println!(
@@ -564,7 +788,11 @@ async fn bench(svc: Service) {
         endpoint()
     );
     let only_batched = std::env::var("BENCH_ONLY").is_ok_and(|v| v == "batched");
-    let specs = aws_specs()
+    let all_specs = match svc {
+        Service::Sqs | Service::Sns => aws_specs(),
+        Service::Kinesis | Service::EventBridge => stream_specs(),
+    };
+    let specs = all_specs
         .into_iter()
         .filter(|s| s.batched || !only_batched)
         .collect();
@@ -598,16 +826,7 @@ async fn bench(svc: Service) {
     let doc = json!({
         "adapter": svc.name(),
         "server": format!("moto on {} (single Python process)", endpoint()),
-        "notes": "moto, not the client, bounds the absolute figures (a few hundred to a few \
-                  thousand requests/s on this 2-core machine); compare sink and raw side by \
-                  side. Fresh queues/topics of at most 50 messages per run (moto slows as one \
-                  queue fills). Raw sends the same Message v1 body and attributes, encoded \
-                  once; raw batched = 10-entry batch requests, ceil(concurrency/10) (max 16) \
-                  in flight. Batched runs: SNS topics of 500 messages (one sink's batcher sees the \
-                  window); SQS queues of 50 (moto rescans a queue on every send), so the 256 \
-                  in flight straddle ~6 sinks and each flushes a partial batch after linger: \
-                  one_destination_batched shows the batcher alone (500 to one queue/topic). \
-                  Requests counted with an SDK interceptor.",
+        "notes": notes(svc),
         "runs": all.iter().map(Run::json).collect::<Vec<_>>(),
         "peak_rss_kb": {"sink": rss_sink, "raw": rss_raw},
         "sink_cpu_per_delivery": cpu,
@@ -701,12 +920,32 @@ fn main() {
         .filter_map(|a| match a.as_str() {
             "sqs" => Some(Service::Sqs),
             "sns" => Some(Service::Sns),
+            "kinesis" => Some(Service::Kinesis),
+            "eventbridge" => Some(Service::EventBridge),
             _ => None,
         })
         .collect();
+    let fast_mode = args.iter().any(|a| a == "fast");
     if services.is_empty() {
-        services = vec![Service::Sqs, Service::Sns];
+        services = if fast_mode {
+            vec![Service::Sqs, Service::Sns]
+        } else {
+            vec![
+                Service::Sqs,
+                Service::Sns,
+                Service::Kinesis,
+                Service::EventBridge,
+            ]
+        };
     }
+    // The fast server speaks SQS and SNS only.
+    assert!(
+        !fast_mode
+            || services
+                .iter()
+                .all(|s| matches!(s, Service::Sqs | Service::Sns)),
+        "-- fast runs sqs and sns only"
+    );
     let fast = args.iter().any(|a| a == "fast").then(|| {
         let server = FastAws::start();
         FAST_ENDPOINT

@@ -1,14 +1,19 @@
-//! Options of the SQS and SNS sinks. Invalid values are a [`ConfigError`] when the config is
-//! built or deserialized, never at the first delivery.
+//! Options of the SQS, SNS, Kinesis and EventBridge sinks. Invalid values are a
+//! [`ConfigError`] when the config is built or deserialized, never at the first delivery.
 //!
-//! [`AwsOptions`] (with [`StaticCredentials`] and [`AwsBatch`]) are what both services
-//! share; [`SqsConfig`] and [`SnsConfig`] (`destination.rs`) are the always-valid configs
-//! built from a destination and those options; `sdk.rs` turns one into the SDK's config.
+//! [`AwsOptions`] (with [`StaticCredentials`] and [`AwsBatch`]) are what the services
+//! share; [`SqsConfig`] and [`SnsConfig`] (`destination.rs`), [`KinesisConfig`] and
+//! [`EventBridgeConfig`] (`streams.rs`) are the always-valid configs built from a
+//! destination and those options; `sdk.rs` turns one into the SDK's config.
 
 mod destination;
 mod sdk;
+mod streams;
 
 pub use destination::{SnsConfig, SqsConfig};
+#[cfg(feature = "kinesis")]
+pub(crate) use streams::KINESIS_MAX_PARTITION_KEY_CHARS;
+pub use streams::{EventBridgeConfig, KinesisConfig};
 
 use ankusa_sink_core::Secret;
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
@@ -27,6 +32,15 @@ pub const SQS_MAX_BATCH_BYTES: usize = 1_048_576;
 pub const SNS_MAX_MESSAGE_BYTES: usize = 262_144;
 /// The most any AWS message may be (1 MiB).
 pub const AWS_MAX_MESSAGE_BYTES: usize = 1_048_576;
+/// Kinesis: the largest record, data plus partition key (1 MiB).
+pub const KINESIS_MAX_RECORD_BYTES: usize = 1_048_576;
+/// Kinesis: the largest `PutRecords` request, all data plus partition keys (5 MiB).
+pub const KINESIS_MAX_BATCH_BYTES: usize = 5 * 1_048_576;
+/// Kinesis: the most records in one `PutRecords` request.
+pub const KINESIS_MAX_BATCH_RECORDS: usize = 500;
+/// EventBridge: the largest `PutEvents` entry, and request (256 KiB), counted as AWS
+/// counts it (`Detail`, `Source`, `DetailType`).
+pub const EVENTBRIDGE_MAX_ENTRY_BYTES: usize = 262_144;
 
 /// An invalid option. Names the option, never a credential.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -85,6 +99,27 @@ pub enum ConfigError {
     /// No region in the options, the queue URL or ARN, or the environment.
     #[error("no AWS region: set `region` (or AWS_REGION)")]
     NoRegion,
+    /// A value the service would refuse.
+    #[error("{field} is invalid: {why}")]
+    Invalid {
+        /// The option.
+        field: &'static str,
+        /// What is wrong, in words.
+        why: &'static str,
+    },
+    /// A shared option this sink cannot honour (refused, never ignored).
+    #[error("`{option}` is not supported by the {sink} sink: {why}")]
+    Unsupported {
+        /// The option.
+        option: &'static str,
+        /// The sink type (`kinesis`, `eventbridge`).
+        sink: &'static str,
+        /// Why it cannot be honoured.
+        why: &'static str,
+    },
+    /// `partition_key_template` does not parse.
+    #[error("partition_key_template: {0}")]
+    PartitionKeyTemplate(ankusa_sink_core::template::TemplateError),
 }
 
 /// Static credentials. Every part is a [`Secret`]: `Debug` shows none of them.

@@ -1,21 +1,27 @@
-//! [`AwsError`]: why a delivery to SQS or SNS failed, and [`classify`], the one pure
-//! function from it to a [`Class`].
+//! [`AwsError`]: why a delivery to SQS, SNS, Kinesis or EventBridge failed, and
+//! [`classify`], the one pure function from it to a [`Class`].
 //!
 //! `from_sdk.rs` turns the SDK's errors into an [`AwsError`] (the modeled error's name, the
 //! error code, the HTTP status, the server's requested pause), in words, never by the SDK's
-//! `Debug`. Nothing is decided on error text.
+//! `Debug`. Nothing is decided on error text. A failed entry of a batch (an SQS or SNS
+//! `Failed` entry, a Kinesis record's `ErrorCode`, an EventBridge entry's `ErrorCode`) goes
+//! through the same code table.
 //!
 //! | Error | Class |
 //! | --- | --- |
 //! | an SNS topic without a confirmed subscription (`check()`, and deliveries with `require_subscriber`); nothing is published | `Config` |
-//! | AccessDenied, KmsAccessDenied, KmsDisabled, KmsNotFound (and the other KMS key errors), InvalidClientTokenId, SignatureDoesNotMatch, UnrecognizedClientException, QueueDoesNotExist / AWS.SimpleQueueService.NonExistentQueue, InvalidAddress, InvalidSecurity, SNS AuthorizationError, NotFound, **any 403 without a known code** (moto's XML IAM answers) | `Config` |
-//! | InvalidMessageContents, InvalidParameterValue(s), MessageTooLong, SNS InvalidParameter, InvalidAttributeName/Value, over `max_message_bytes` (not sent) | `Permanent` |
-//! | Throttling, ThrottlingException, RequestThrottled, KmsThrottled, SNS Throttled, KMSThrottling, a bare 429, with `x-amz-retry-after` (ms) or `Retry-After` (s) | `RetryAfter(ms)` |
-//! | the same throttles without a stated pause | `Throttled` |
-//! | 5xx, InternalError, InternalFailure, ServiceUnavailable, ExpiredToken (credentials being refreshed), timeouts, connection errors, unknown codes, an MD5 mismatch, no message id | `Transient` |
+//! | AccessDenied, AccessDeniedException, KmsAccessDenied, KmsDisabled, KmsNotFound (and the other KMS key errors, Kinesis's KMSAccessDeniedException, KMSDisabledException, KMSNotFoundException, KMSInvalidStateException), InvalidClientTokenId, SignatureDoesNotMatch, UnrecognizedClientException, QueueDoesNotExist / AWS.SimpleQueueService.NonExistentQueue, InvalidAddress, InvalidSecurity, SNS AuthorizationError, NotFound, ResourceNotFoundException (a missing stream or event bus), EventBridge NotAuthorizedForSourceException / NotAuthorizedForDetailTypeException, **any 403 without a known code** (moto's XML IAM answers) | `Config` |
+//! | InvalidMessageContents, InvalidParameterValue(s), MessageTooLong, SNS InvalidParameter, InvalidAttributeName/Value, ValidationException, Kinesis InvalidArgumentException, EventBridge InvalidArgument / MalformedDetail, over `max_message_bytes` (not sent) | `Permanent` |
+//! | Throttling, ThrottlingException, RequestThrottled, KmsThrottled, SNS Throttled, KMSThrottling, Kinesis ProvisionedThroughputExceededException / KMSThrottlingException / LimitExceededException, a bare 429, with `x-amz-retry-after` (ms) or `Retry-After` (s) | `RetryAfter(ms)` |
+//! | the same throttles without a stated pause (a per-entry throttle never states one) | `Throttled` |
+//! | 5xx, InternalError, InternalFailure, InternalFailureException, EventBridge InternalException, ConcurrentModificationException, ServiceUnavailable, ExpiredToken (credentials being refreshed), timeouts, connection errors, unknown codes, an MD5 mismatch, no message id / sequence number / event id | `Transient` |
 
 mod from_sdk;
 
+#[cfg(feature = "eventbridge")]
+pub(crate) use from_sdk::eventbridge;
+#[cfg(feature = "kinesis")]
+pub(crate) use from_sdk::kinesis;
 #[cfg(feature = "sns")]
 pub(crate) use from_sdk::sns;
 #[cfg(feature = "sqs")]
@@ -25,7 +31,8 @@ use ankusa_sink_core::{Class, Failure, printable};
 use std::fmt;
 use std::num::NonZeroU64;
 
-/// Why a call to SQS or SNS failed, or why its answer did not confirm the message.
+/// Why a call to SQS, SNS, Kinesis or EventBridge failed, or why its answer did not confirm
+/// the message.
 ///
 /// Text never holds a credential (AWS error messages name key ids at most, and request
 /// signatures are not kept). Text the server chose (code, message, a returned MD5) is
@@ -35,7 +42,7 @@ use std::num::NonZeroU64;
 pub enum AwsError {
     /// The service answered the call (or one entry of a batch) with an error.
     Refused {
-        /// `sqs` or `sns`.
+        /// `sqs`, `sns`, `kinesis` or `eventbridge`.
         service: &'static str,
         /// The operation: `SendMessage`, `PublishBatch`, `GetQueueAttributes`, ...
         operation: &'static str,
@@ -55,7 +62,7 @@ pub enum AwsError {
     /// The call got no answer: a timeout, a connection failure, a request that could not
     /// be built.
     NoResponse {
-        /// `sqs` or `sns`.
+        /// `sqs`, `sns`, `kinesis` or `eventbridge`.
         service: &'static str,
         /// The operation.
         operation: &'static str,
@@ -74,6 +81,18 @@ pub enum AwsError {
         /// The limit.
         max: usize,
     },
+    /// A Kinesis record or EventBridge entry over `max_message_bytes`, counted as the
+    /// service counts it; nothing was sent.
+    EntryTooLarge {
+        /// `kinesis` or `eventbridge`.
+        service: &'static str,
+        /// What counts toward the limit (`data + partition key`, ...).
+        counts: &'static str,
+        /// The entry's size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
     /// The service's MD5 of the body is not the body's: it got something else.
     Md5Mismatch {
         /// `sqs`.
@@ -83,9 +102,10 @@ pub enum AwsError {
         /// The MD5 the service computed.
         got: String,
     },
-    /// The service answered without a message id (or MD5): not confirmed.
+    /// The service answered without a message id (or MD5, sequence number, event id): not
+    /// confirmed.
     Unconfirmed {
-        /// `sqs` or `sns`.
+        /// `sqs`, `sns`, `kinesis` or `eventbridge`.
         service: &'static str,
         /// The operation.
         operation: &'static str,
@@ -96,9 +116,10 @@ pub enum AwsError {
         /// The topic's name.
         topic: String,
     },
-    /// A batch answer named neither success nor failure for this entry.
+    /// A batch answer named neither success nor failure for this entry (or, for Kinesis and
+    /// EventBridge, whose results come by position, did not answer one result per entry).
     NoEntryResult {
-        /// `sqs` or `sns`.
+        /// `sqs`, `sns`, `kinesis` or `eventbridge`.
         service: &'static str,
         /// The operation.
         operation: &'static str,
@@ -159,6 +180,15 @@ impl fmt::Display for AwsError {
                 f,
                 "message of {size} bytes (body plus attributes) exceeds max_message_bytes {max}"
             ),
+            AwsError::EntryTooLarge {
+                service,
+                counts,
+                size,
+                max,
+            } => write!(
+                f,
+                "{service} entry of {size} bytes ({counts}) exceeds max_message_bytes {max}"
+            ),
             AwsError::Md5Mismatch {
                 service,
                 expected,
@@ -209,7 +239,7 @@ pub(crate) fn classify(err: &AwsError) -> Class {
                 other => other,
             }
         }
-        AwsError::MessageTooLarge { .. } => Class::Permanent,
+        AwsError::MessageTooLarge { .. } | AwsError::EntryTooLarge { .. } => Class::Permanent,
         AwsError::NoSubscriber { .. } => Class::Config,
         AwsError::NoResponse { .. }
         | AwsError::Md5Mismatch { .. }
@@ -231,13 +261,15 @@ impl From<AwsError> for Failure {
 /// | Error | May have landed |
 /// | --- | --- |
 /// | the service answered an error other than a `5xx` (a failed batch entry included), `503`; over `max_message_bytes`; an SNS topic without a subscriber; no response because the request was never sent | `Some(false)` |
-/// | a `5xx` other than `503` (the service may have stored it); no response after the request may have been sent; a body MD5 mismatch; no message id; no entry result | `Some(true)` |
+/// | a `5xx` other than `503` (the service may have stored it); no response after the request may have been sent; a body MD5 mismatch; no message id, sequence number or event id; no entry result | `Some(true)` |
 /// | no response, and the SDK does not say whether the request left | `None` |
 pub(crate) fn landed(err: &AwsError) -> Option<bool> {
     match err {
         AwsError::Refused { status, .. } => Some(status.is_some_and(|s| s >= 500 && s != 503)),
         AwsError::NoResponse { sent, .. } => *sent,
-        AwsError::MessageTooLarge { .. } | AwsError::NoSubscriber { .. } => Some(false),
+        AwsError::MessageTooLarge { .. }
+        | AwsError::EntryTooLarge { .. }
+        | AwsError::NoSubscriber { .. } => Some(false),
         AwsError::Md5Mismatch { .. }
         | AwsError::Unconfirmed { .. }
         | AwsError::NoEntryResult { .. } => Some(true),
@@ -245,7 +277,8 @@ pub(crate) fn landed(err: &AwsError) -> Option<bool> {
 }
 
 /// The shared table of AWS error codes and modeled error names (SQS JSON/query codes, SNS
-/// query codes, IAM and signing codes, KMS codes). `None`: not in the table. A throttle is
+/// query codes, Kinesis and EventBridge JSON codes and per-entry codes, IAM and signing
+/// codes, KMS codes). `None`: not in the table. A throttle is
 /// [`Class::Throttled`] here; [`classify`] gives it the server's pause when it stated one.
 fn class_of_code(code: &str) -> Option<Class> {
     let class = match code {
@@ -287,7 +320,16 @@ fn class_of_code(code: &str) -> Option<Class> {
         | "AuthorizationError"
         | "AuthorizationErrorException"
         | "NotFound"
-        | "NotFoundException" => Class::Config,
+        | "NotFoundException"
+        // Kinesis (a missing stream, its KMS key) and EventBridge (a missing bus, a source
+        // or detail type the caller may not put).
+        | "ResourceNotFoundException"
+        | "KMSAccessDeniedException"
+        | "KMSDisabledException"
+        | "KMSNotFoundException"
+        | "KMSInvalidStateException"
+        | "NotAuthorizedForSourceException"
+        | "NotAuthorizedForDetailTypeException" => Class::Config,
         // The message itself is refused.
         "InvalidMessageContents"
         | "InvalidParameterValue"
@@ -299,7 +341,10 @@ fn class_of_code(code: &str) -> Option<Class> {
         | "InvalidAttributeName"
         | "InvalidAttributeValue"
         | "ValidationError"
-        | "ValidationException" => Class::Permanent,
+        | "ValidationException"
+        | "InvalidArgumentException"
+        | "InvalidArgument"
+        | "MalformedDetail" => Class::Permanent,
         // Throttles.
         "Throttling"
         | "ThrottlingException"
@@ -311,11 +356,18 @@ fn class_of_code(code: &str) -> Option<Class> {
         | "Throttled"
         | "ThrottledException"
         | "TooManyRequestsException"
-        | "RequestLimitExceeded" => Class::Throttled,
+        | "RequestLimitExceeded"
+        // Kinesis: a shard's write limit, the KMS key's, the stream's request rate.
+        | "ProvisionedThroughputExceededException"
+        | "KMSThrottlingException"
+        | "LimitExceededException" => Class::Throttled,
         // The service's trouble, or credentials about to be refreshed.
         "InternalError"
         | "InternalFailure"
         | "InternalErrorException"
+        | "InternalFailureException"
+        | "InternalException"
+        | "ConcurrentModificationException"
         | "ServiceUnavailable"
         | "ServiceUnavailableException"
         | "RequestTimeout"
@@ -525,6 +577,82 @@ mod tests {
         }
         let entry = AwsError::entry("sqs", "SendMessageBatch", "Unknown", None);
         assert_eq!(classify(&entry), Class::Transient);
+    }
+
+    /// The Kinesis and EventBridge codes of each row, as a request's answer and as a
+    /// failed batch entry (a `PutRecords` record's or a `PutEvents` entry's `ErrorCode`).
+    #[test]
+    fn rows_of_the_kinesis_and_eventbridge_codes() {
+        let entry = |service, code| classify(&AwsError::entry(service, "Put", code, None));
+        for (codes, want) in [
+            (
+                &[
+                    "ResourceNotFoundException",
+                    "AccessDeniedException",
+                    "KMSAccessDeniedException",
+                    "KMSDisabledException",
+                    "KMSNotFoundException",
+                    "KMSInvalidStateException",
+                    "KMSOptInRequired",
+                    "NotAuthorizedForSourceException",
+                    "NotAuthorizedForDetailTypeException",
+                ][..],
+                Class::Config,
+            ),
+            (
+                &[
+                    "ValidationException",
+                    "InvalidArgumentException",
+                    "InvalidArgument",
+                    "MalformedDetail",
+                ][..],
+                Class::Permanent,
+            ),
+            (
+                &[
+                    "ProvisionedThroughputExceededException",
+                    "KMSThrottlingException",
+                    "LimitExceededException",
+                    "ThrottlingException",
+                ][..],
+                Class::Throttled,
+            ),
+            (
+                &[
+                    "InternalFailure",
+                    "InternalFailureException",
+                    "InternalException",
+                    "ConcurrentModificationException",
+                ][..],
+                Class::Transient,
+            ),
+        ] {
+            for c in codes {
+                assert_eq!(code(c), want, "{c}");
+                assert_eq!(entry("kinesis", c), want, "kinesis entry {c}");
+                assert_eq!(entry("eventbridge", c), want, "eventbridge entry {c}");
+            }
+        }
+        // A request-level throttle with the server's pause.
+        let e = refused(
+            Some("ProvisionedThroughputExceededException"),
+            Some(400),
+            Some(900),
+        );
+        assert_eq!(classify(&e).retry_after_ms(), Some(900));
+        // Over the service's limit, counted as it counts: refused here, never sent.
+        let big = AwsError::EntryTooLarge {
+            service: "kinesis",
+            counts: "data + partition key",
+            size: 9,
+            max: 8,
+        };
+        assert_eq!(classify(&big), Class::Permanent);
+        assert_eq!(landed(&big), Some(false));
+        assert_eq!(
+            big.to_string(),
+            "kinesis entry of 9 bytes (data + partition key) exceeds max_message_bytes 8"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
-// With neither service enabled only the config types remain; the shared machinery idles.
+// With neither SQS nor SNS enabled their generic sink idles (Kinesis and EventBridge share
+// only its helpers); with no service at all, only the config types remain.
 #![cfg_attr(
     not(any(feature = "sqs", feature = "sns")),
     allow(dead_code, unused_macros, unused_imports)
@@ -8,7 +9,13 @@
 
 mod config;
 mod error;
+#[cfg(feature = "eventbridge")]
+mod eventbridge;
+#[cfg(feature = "kinesis")]
+mod kinesis;
 mod outgoing;
+#[cfg(any(feature = "kinesis", feature = "eventbridge"))]
+mod records;
 mod sink;
 #[cfg(feature = "sns")]
 mod sns;
@@ -16,10 +23,16 @@ mod sns;
 mod sqs;
 
 pub use config::{
-    AWS_MAX_MESSAGE_BYTES, AwsBatch, AwsOptions, ConfigError, SNS_MAX_MESSAGE_BYTES,
-    SQS_MAX_BATCH_BYTES, SQS_MAX_MESSAGE_BYTES, SnsConfig, SqsConfig, StaticCredentials,
+    AWS_MAX_MESSAGE_BYTES, AwsBatch, AwsOptions, ConfigError, EVENTBRIDGE_MAX_ENTRY_BYTES,
+    EventBridgeConfig, KINESIS_MAX_BATCH_BYTES, KINESIS_MAX_BATCH_RECORDS,
+    KINESIS_MAX_RECORD_BYTES, KinesisConfig, SNS_MAX_MESSAGE_BYTES, SQS_MAX_BATCH_BYTES,
+    SQS_MAX_MESSAGE_BYTES, SnsConfig, SqsConfig, StaticCredentials,
 };
 pub use error::AwsError;
+#[cfg(feature = "eventbridge")]
+pub use eventbridge::EventBridgeSink;
+#[cfg(feature = "kinesis")]
+pub use kinesis::KinesisSink;
 #[cfg(feature = "sns")]
 pub use sns::SnsSink;
 #[cfg(feature = "sqs")]

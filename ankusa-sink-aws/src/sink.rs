@@ -1,4 +1,5 @@
-//! The one generic sink both services share, over the private [`Publisher`] trait.
+//! The one generic sink SQS and SNS share, over the private [`Publisher`] trait, and the
+//! helpers every service uses (confirmation, batch results by entry).
 
 use crate::config::AwsOptions;
 use crate::error::AwsError;
@@ -282,6 +283,7 @@ macro_rules! forward_sink {
 pub(crate) use forward_sink;
 
 /// Lowercase hex MD5 of a body, as SQS reports it.
+#[cfg(feature = "sqs")]
 pub(crate) fn body_md5(body: &str) -> String {
     hex::encode(<md5::Md5 as md5::Digest>::digest(body.as_bytes()))
 }
@@ -337,6 +339,22 @@ impl BatchResults {
         {
             *slot = Some(result(i));
         }
+    }
+
+    /// Record the result of the entry at position `i` (Kinesis and EventBridge answer by
+    /// position); a position out of range or repeated is ignored.
+    #[cfg(any(feature = "kinesis", feature = "eventbridge"))]
+    pub(crate) fn set_at(&mut self, i: usize, result: Result<(), AwsError>) {
+        if let Some(slot @ None) = self.slots.get_mut(i) {
+            *slot = Some(result);
+        }
+    }
+
+    /// Record the entry at position `i` as failed with the code the service reported.
+    #[cfg(any(feature = "kinesis", feature = "eventbridge"))]
+    pub(crate) fn failed_at(&mut self, i: usize, code: &str, message: Option<&str>) {
+        let err = AwsError::entry(self.service, self.operation, code, message);
+        self.set_at(i, Err(err));
     }
 
     /// Record a failed entry as the service reported it.

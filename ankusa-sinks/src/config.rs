@@ -103,6 +103,10 @@ sinks! {
         |c| ankusa_sink_aws::SqsSink::new(c).await;
     "sns" => Sns(ankusa_sink_aws::SnsConfig), feature "sns",
         |c| ankusa_sink_aws::SnsSink::new(c).await;
+    "kinesis" => Kinesis(ankusa_sink_aws::KinesisConfig), feature "kinesis",
+        |c| ankusa_sink_aws::KinesisSink::new(c).await;
+    "eventbridge" => EventBridge(ankusa_sink_aws::EventBridgeConfig), feature "eventbridge",
+        |c| ankusa_sink_aws::EventBridgeSink::new(c).await;
     "pubsub" => Pubsub(ankusa_sink_pubsub::PubSubConfig), feature "pubsub",
         |c| ankusa_sink_pubsub::PubSubSink::new(c).await;
     "nats" => Nats(ankusa_sink_nats::NatsConfig), feature "nats",
@@ -243,7 +247,18 @@ mod tests {
         assert_eq!(
             KNOWN_TYPES,
             [
-                "log", "http", "kafka", "amqp", "sqs", "sns", "pubsub", "nats", "redis", "mqtt"
+                "log",
+                "http",
+                "kafka",
+                "amqp",
+                "sqs",
+                "sns",
+                "kinesis",
+                "eventbridge",
+                "pubsub",
+                "nats",
+                "redis",
+                "mqtt"
             ]
         );
         for ty in KNOWN_TYPES {
@@ -347,6 +362,8 @@ mod tests {
             ("amqp", "url = \"amqp://127.0.0.1\"", "exchange"),
             ("sqs", "region = \"us-east-1\"", "queue_url"),
             ("sns", "region = \"us-east-1\"", "topic_arn"),
+            ("kinesis", "region = \"us-east-1\"", "stream"),
+            ("eventbridge", "region = \"us-east-1\"", "source"),
             ("pubsub", "topic = \"t\"", "project"),
             ("redis", "stream = \"s\"", "url"),
             ("mqtt", "topic = \"t\"", "url"),
@@ -374,6 +391,14 @@ mod tests {
             (
                 "pubsub",
                 "project = \"p\"\ntopic = \"t\"\nendpoint = \"http://127.0.0.1:8085\"",
+            ),
+            (
+                "kinesis",
+                "stream = \"hooks\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\npartition_key_template = \"{tenant_id}\"",
+            ),
+            (
+                "eventbridge",
+                "event_bus_name = \"hooks\"\nsource = \"com.example\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"",
             ),
             (
                 "nats",

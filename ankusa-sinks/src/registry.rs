@@ -460,7 +460,8 @@ mod tests {
         Registry::builtin().register("example", build).unwrap()
     }
 
-    const ALL: &str = "log, http, kafka, amqp, sqs, sns, pubsub, nats, redis, mqtt, example";
+    const ALL: &str =
+        "log, http, kafka, amqp, sqs, sns, kinesis, eventbridge, pubsub, nats, redis, mqtt, example";
 
     #[tokio::test]
     async fn a_registered_type_builds_from_toml_and_json() {
@@ -621,7 +622,7 @@ mod tests {
         let e = SinkConfig::from_toml_str("type = \"example\"").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown sink type `example` (known: log, http, kafka, amqp, sqs, sns, pubsub, nats, redis, mqtt)"
+            "unknown sink type `example` (known: log, http, kafka, amqp, sqs, sns, kinesis, eventbridge, pubsub, nats, redis, mqtt)"
         );
     }
 

@@ -5,6 +5,11 @@ Each class: `Broker(tag)` makes the destination (names unique per run and tag), 
 sink file's keys, `read(n)` up to `n` messages as `(headers, body, content_type)` (headers
 or attributes as text; `content_type` the AMQP property, else `None`), `cleanup()`.
 
+`BROKERS` are the sinks whose messages carry attributes (headers), so signing applies;
+`STREAMS` are Kinesis and EventBridge, whose messages are the Message v1 body alone: their
+"headers" are what the service adds (the record's partition key; the event's source and
+detail type).
+
 Env: ANKUSA_KAFKA_BROKERS, ANKUSA_AMQP_URL, ANKUSA_MOTO_ENDPOINT, ANKUSA_PUBSUB_EMULATOR_HOST,
 ANKUSA_NATS_URL, ANKUSA_REDIS_URL, ANKUSA_MQTT_ADDR (defaults: the brokers scripts/services
 start).
@@ -345,6 +350,101 @@ class Mqtt:
     def cleanup(self):
         self.client.disconnect()
         self.client.loop_stop()
+
+
+class Kinesis:
+    """Read back from the stream's one shard, from its start (reads do not consume)."""
+
+    def __init__(self, tag="streams"):
+        self.k = aws("kinesis")
+        self.name = f"{tag}-{RUN}"
+        self.k.create_stream(StreamName=self.name, ShardCount=1)
+        self.k.get_waiter("stream_exists").wait(
+            StreamName=self.name, WaiterConfig={"Delay": 1, "MaxAttempts": DEADLINE_S}
+        )
+
+    def toml(self):
+        return (
+            f'type = "kinesis"\nstream = "{self.name}"\nregion = "us-east-1"\n'
+            f'endpoint = "http://{MOTO}"\n'
+        )
+
+    def read(self, n):
+        shard = self.k.list_shards(StreamName=self.name)["Shards"][0]["ShardId"]
+        it = self.k.get_shard_iterator(
+            StreamName=self.name, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        got, end = [], time.time() + DEADLINE_S
+        while it and len(got) < n and time.time() < end:
+            r = self.k.get_records(ShardIterator=it, Limit=1000)
+            for rec in r["Records"]:
+                got.append(({"partition_key": rec["PartitionKey"]}, rec["Data"], None))
+            it = r.get("NextShardIterator")
+            if not r["Records"]:
+                time.sleep(0.1)
+        return got
+
+    def cleanup(self):
+        self.k.delete_stream(StreamName=self.name, EnforceConsumerDeletion=True)
+
+
+class EventBridge:
+    """Read back through a rule on the bus whose target is an SQS queue: each message is the
+    event, whose `detail` is the Message v1 (EventBridge re-serializes it: the same JSON
+    value, returned here as compact JSON bytes)."""
+
+    SOURCE = "com.example.interop"
+
+    def __init__(self, tag="streams"):
+        self.sqs, self.events = aws("sqs"), aws("events")
+        self.name = f"{tag}-eb-{RUN}"
+        self.events.create_event_bus(Name=self.name)
+        self.url = self.sqs.create_queue(QueueName=self.name)["QueueUrl"]
+        self.events.put_rule(
+            Name=self.name,
+            EventBusName=self.name,
+            EventPattern=json.dumps({"source": [self.SOURCE]}),
+        )
+        self.events.put_targets(
+            Rule=self.name,
+            EventBusName=self.name,
+            Targets=[
+                {
+                    "Id": "queue",
+                    "Arn": f"arn:aws:sqs:us-east-1:123456789012:{self.name}",
+                    # The whole event, as without a transformer: moto compiles a JSONPath
+                    # grammar per path per event, eight by default (~0.7 s an event).
+                    "InputTransformer": {
+                        "InputPathsMap": {"id": "$.id"},
+                        "InputTemplate": "<aws.events.event.json>",
+                    },
+                }
+            ],
+        )
+
+    def toml(self):
+        return (
+            f'type = "eventbridge"\nevent_bus_name = "{self.name}"\nsource = "{self.SOURCE}"\n'
+            f'region = "us-east-1"\nendpoint = "http://{MOTO}"\n'
+        )
+
+    def read(self, n):
+        got = []
+        for _attrs, body, _ in sqs_read(self.sqs, self.url, n):
+            event = json.loads(body)
+            headers = {"source": event["source"], "detail-type": event["detail-type"]}
+            detail = json.dumps(event["detail"], separators=(",", ":")).encode()
+            got.append((headers, detail, None))
+        return got
+
+    def cleanup(self):
+        self.events.remove_targets(Rule=self.name, EventBusName=self.name, Ids=["queue"])
+        self.events.delete_rule(Name=self.name, EventBusName=self.name)
+        self.events.delete_event_bus(Name=self.name)
+        self.sqs.delete_queue(QueueUrl=self.url)
+
+
+STREAMS = {"kinesis": Kinesis, "eventbridge": EventBridge}
 
 
 BROKERS = {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start moto (AWS SQS/SNS/S3 emulator) on 127.0.0.1, idempotently, for the aws sink's tests.
+# Start moto (AWS SQS/SNS/Kinesis/EventBridge/S3 emulator) on 127.0.0.1, idempotently, for the aws sink's tests.
 #
 #   scripts/services/moto.sh          # moto on 127.0.0.1:4566 (ANKUSA_MOTO_PORT)
 #

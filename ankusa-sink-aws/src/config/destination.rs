@@ -12,7 +12,7 @@ use std::num::NonZeroU64;
 use std::time::Duration;
 
 /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
-fn refuse_unknown(unknown: &BTreeMap<String, IgnoredAny>) -> Result<(), ConfigError> {
+pub(super) fn refuse_unknown(unknown: &BTreeMap<String, IgnoredAny>) -> Result<(), ConfigError> {
     match unknown.keys().next() {
         Some(k) => Err(ConfigError::UnknownOption(k.clone())),
         None => Ok(()),

@@ -203,6 +203,24 @@ from_service!(
     ]
 );
 
+from_service!(
+    /// A Kinesis error of `operation`.
+    "kinesis", kinesis, aws_sdk_kinesis, [
+        ResourceNotFoundException, AccessDeniedException, KmsAccessDeniedException,
+        KmsDisabledException, KmsInvalidStateException, KmsNotFoundException, KmsOptInRequired,
+        KmsThrottlingException, ProvisionedThroughputExceededException,
+        InvalidArgumentException, LimitExceededException, InternalFailureException,
+        ValidationException,
+    ]
+);
+
+from_service!(
+    /// An EventBridge error of `operation`.
+    "eventbridge", eventbridge, aws_sdk_eventbridge, [
+        ResourceNotFoundException, InternalException,
+    ]
+);
+
 #[cfg(test)]
 mod tests {
     //! The SDK's own error values become the `AwsError` the table classifies.
@@ -375,6 +393,90 @@ mod tests {
                 "{text}"
             );
             assert!(text.chars().count() < 2 * ankusa_sink_core::MAX_REASON_TEXT + 100);
+        }
+    }
+
+    #[cfg(feature = "kinesis")]
+    mod kinesis {
+        use super::*;
+        use aws_sdk_kinesis::operation::put_records::PutRecordsError as E;
+        use aws_sdk_kinesis::types::error as t;
+
+        fn class(e: E, status: u16) -> Class {
+            classify(&super::super::kinesis(
+                "PutRecords",
+                SdkError::service_error(e, resp(status, &[])),
+            ))
+        }
+
+        #[test]
+        fn typed_errors_are_classified_by_their_model() {
+            // The code is none the table knows: the modeled error decides.
+            let m = || meta("Odd");
+            for e in [
+                E::ResourceNotFoundException(
+                    t::ResourceNotFoundException::builder().meta(m()).build(),
+                ),
+                E::AccessDeniedException(t::AccessDeniedException::builder().meta(m()).build()),
+                E::KmsAccessDeniedException(
+                    t::KmsAccessDeniedException::builder().meta(m()).build(),
+                ),
+                E::KmsDisabledException(t::KmsDisabledException::builder().meta(m()).build()),
+                E::KmsNotFoundException(t::KmsNotFoundException::builder().meta(m()).build()),
+            ] {
+                assert_eq!(class(e, 400), Class::Config);
+            }
+            let e = E::InvalidArgumentException(
+                t::InvalidArgumentException::builder().meta(m()).build(),
+            );
+            assert_eq!(class(e, 400), Class::Permanent);
+            for e in [
+                E::ProvisionedThroughputExceededException(
+                    t::ProvisionedThroughputExceededException::builder()
+                        .meta(m())
+                        .build(),
+                ),
+                E::KmsThrottlingException(t::KmsThrottlingException::builder().meta(m()).build()),
+            ] {
+                assert_eq!(class(e, 400), Class::Throttled);
+            }
+            let e = E::InternalFailureException(
+                t::InternalFailureException::builder().meta(m()).build(),
+            );
+            assert_eq!(class(e, 500), Class::Transient);
+            // Kinesis's JSON codes arrive as codes too.
+            assert_eq!(
+                class(E::generic(meta("KMSThrottlingException")), 400),
+                Class::Throttled
+            );
+        }
+    }
+
+    #[cfg(feature = "eventbridge")]
+    mod eventbridge {
+        use super::*;
+        use aws_sdk_eventbridge::operation::put_events::PutEventsError as E;
+        use aws_sdk_eventbridge::types::error as t;
+
+        fn class(e: E, status: u16) -> Class {
+            classify(&super::super::eventbridge(
+                "PutEvents",
+                SdkError::service_error(e, resp(status, &[])),
+            ))
+        }
+
+        #[test]
+        fn typed_and_coded_errors_are_classified() {
+            let e = E::InternalException(t::InternalException::builder().meta(meta("Odd")).build());
+            assert_eq!(class(e, 500), Class::Transient);
+            for (code, want) in [
+                ("ResourceNotFoundException", Class::Config),
+                ("AccessDeniedException", Class::Config),
+                ("ThrottlingException", Class::Throttled),
+                ("ValidationException", Class::Permanent),
+            ] {
+                assert_eq!(class(E::generic(meta(code)), 400), want, "{code}");
+            }
         }
     }
 

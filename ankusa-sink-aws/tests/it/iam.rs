@@ -1,8 +1,14 @@
 //! IAM denial from a real moto: a dedicated moto (its own loopback port) started with
-//! `INITIAL_NO_AUTH_ACTION_COUNT`, so after the setup calls every request is checked.
+//! `INITIAL_NO_AUTH_ACTION_COUNT`, so after the setup calls every request is checked. Kinesis
+//! and EventBridge are JSON services: moto answers their denials as a 403 with an XML body,
+//! config by status (the same answer real AWS gives as `AccessDeniedException` JSON, tested
+//! by code against the scripted server).
 
 use crate::common::*;
-use ankusa_sink_aws::{SnsConfig, SnsSink, SqsConfig, SqsSink, StaticCredentials};
+use ankusa_sink_aws::{
+    EventBridgeConfig, EventBridgeSink, KinesisConfig, KinesisSink, SnsConfig, SnsSink, SqsConfig,
+    SqsSink, StaticCredentials,
+};
 use ankusa_sink_core::{Class, Sink};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -39,6 +45,87 @@ fn between<'a>(text: &'a str, open: &str, close: &str) -> &'a str {
     &text[start..end]
 }
 
+/// A user without a policy on the moto at `addr`: its access key id and secret.
+fn user_without_policy(addr: &str) -> (String, String) {
+    let (st, _) = post(
+        addr,
+        "iam",
+        "Action=CreateUser&UserName=nopolicy&Version=2010-05-08",
+    );
+    assert_eq!(st, 200);
+    let (st, body) = post(
+        addr,
+        "iam",
+        "Action=CreateAccessKey&UserName=nopolicy&Version=2010-05-08",
+    );
+    assert_eq!(st, 200, "{body}");
+    (
+        between(&body, "<AccessKeyId>", "</AccessKeyId>").to_owned(),
+        between(&body, "<SecretAccessKey>", "</SecretAccessKey>").to_owned(),
+    )
+}
+
+/// The three refusals: an unknown key, a wrong secret, a user without a policy.
+fn refusals(key_id: String, secret: String) -> [(&'static str, StaticCredentials); 3] {
+    [
+        (
+            "InvalidClientTokenId",
+            StaticCredentials::new("AKIAUNKNOWNKEY000000", "whatever"),
+        ),
+        (
+            "SignatureDoesNotMatch",
+            StaticCredentials::new(key_id.clone(), "not-the-secret"),
+        ),
+        ("AccessDenied", StaticCredentials::new(key_id, secret)),
+    ]
+}
+
+#[tokio::test]
+async fn iam_denials_are_config_for_kinesis_and_eventbridge() {
+    // Four unauthenticated actions: CreateStream, CreateEventBus, CreateUser, CreateAccessKey.
+    let moto = tokio::task::spawn_blocking(|| start_moto(4)).await.unwrap();
+    let ep = moto.endpoint.clone();
+    let addr = ep.trim_start_matches("http://").to_owned();
+    create_stream(&ep, "denied").await;
+    events_admin(&ep)
+        .await
+        .create_event_bus()
+        .name("denied")
+        .send()
+        .await
+        .unwrap();
+    let (key_id, secret) = tokio::task::spawn_blocking(move || user_without_policy(&addr))
+        .await
+        .unwrap();
+    for (why, creds) in refusals(key_id, secret) {
+        let opts = options(&ep).with_credentials(creds);
+        let kinesis = KinesisSink::new(KinesisConfig::new("denied", opts.clone()).unwrap())
+            .await
+            .unwrap();
+        let events = EventBridgeSink::new(
+            EventBridgeConfig::new("com.example", opts)
+                .unwrap()
+                .with_event_bus_name("denied")
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        let e = env("h-iam", b"{}");
+        for (name, res) in [
+            ("kinesis deliver", kinesis.deliver(&e, &ctx(&e)).await),
+            ("kinesis check", kinesis.check().await.map(|_| ())),
+            ("eventbridge deliver", events.deliver(&e, &ctx(&e)).await),
+            ("eventbridge check", events.check().await.map(|_| ())),
+        ] {
+            let f = res.expect_err(name);
+            assert_eq!(f.class(), Class::Config, "{why} {name}: {f}");
+            assert_eq!(f.may_have_landed(), Some(false), "{why} {name}: {f}");
+            assert!(f.to_string().contains("HTTP 403"), "{why} {name}: {f}");
+        }
+    }
+    drop(moto);
+}
+
 #[tokio::test]
 async fn iam_denials_are_config_for_sqs_and_sns() {
     // Four unauthenticated actions: CreateQueue, CreateTopic, CreateUser, CreateAccessKey.
@@ -57,39 +144,11 @@ async fn iam_denials_are_config_for_sqs_and_sns() {
         .topic_arn()
         .unwrap()
         .to_owned();
-    let (key_id, secret) = tokio::task::spawn_blocking(move || {
-        let (st, _) = post(
-            &addr,
-            "iam",
-            "Action=CreateUser&UserName=nopolicy&Version=2010-05-08",
-        );
-        assert_eq!(st, 200);
-        let (st, body) = post(
-            &addr,
-            "iam",
-            "Action=CreateAccessKey&UserName=nopolicy&Version=2010-05-08",
-        );
-        assert_eq!(st, 200, "{body}");
-        (
-            between(&body, "<AccessKeyId>", "</AccessKeyId>").to_owned(),
-            between(&body, "<SecretAccessKey>", "</SecretAccessKey>").to_owned(),
-        )
-    })
-    .await
-    .unwrap();
+    let (key_id, secret) = tokio::task::spawn_blocking(move || user_without_policy(&addr))
+        .await
+        .unwrap();
 
-    let cases = [
-        (
-            "InvalidClientTokenId",
-            StaticCredentials::new("AKIAUNKNOWNKEY000000", "whatever"),
-        ),
-        (
-            "SignatureDoesNotMatch",
-            StaticCredentials::new(key_id.clone(), "not-the-secret"),
-        ),
-        ("AccessDenied", StaticCredentials::new(key_id, secret)),
-    ];
-    for (why, creds) in cases {
+    for (why, creds) in refusals(key_id, secret) {
         let opts = options(&ep).with_credentials(creds);
         let sqs = SqsSink::new(SqsConfig::new(&queue_url, opts.clone()).unwrap())
             .await

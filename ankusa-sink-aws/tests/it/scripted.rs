@@ -1,5 +1,6 @@
 //! A scripted HTTP/1.1 server on 127.0.0.1 answering in the real AWS error shapes, for
-//! what moto cannot produce (throttling, 5xx, per-entry batch failures, bad MD5s, hangs).
+//! what moto cannot produce (throttling, 5xx, per-entry batch failures, bad MD5s, hangs),
+//! parsed by the real SDKs: SQS and Kinesis/EventBridge JSON, SNS query/XML.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,12 @@ impl Req {
     }
     pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+    /// The operation, from `x-amz-target` (`Kinesis_20131202.PutRecords` -> `PutRecords`).
+    pub(crate) fn operation(&self) -> &str {
+        self.header("x-amz-target")
+            .and_then(|t| t.rsplit('.').next())
+            .unwrap_or_default()
     }
 }
 
@@ -72,6 +79,21 @@ impl Resp {
     pub(crate) fn sqs_ok(body: serde_json::Value) -> Self {
         Resp::new(200, body.to_string())
             .header("content-type", "application/x-amz-json-1.0")
+            .header("x-amzn-requestid", "scripted-request")
+    }
+
+    /// A Kinesis or EventBridge (AWS JSON 1.1 protocol) error: `__type` and message.
+    pub(crate) fn json11_error(status: u16, code: &str) -> Self {
+        let body = serde_json::json!({"__type": code, "message": format!("scripted {code}")});
+        Resp::new(status, body.to_string())
+            .header("content-type", "application/x-amz-json-1.1")
+            .header("x-amzn-requestid", "scripted-request")
+    }
+
+    /// A Kinesis or EventBridge (AWS JSON 1.1) success body.
+    pub(crate) fn json11_ok(body: serde_json::Value) -> Self {
+        Resp::new(200, body.to_string())
+            .header("content-type", "application/x-amz-json-1.1")
             .header("x-amzn-requestid", "scripted-request")
     }
 

@@ -98,6 +98,14 @@ fn describe_of_every_message_sink_is_a_valid_asyncapi_3_document() {
             "type = \"sns\"\ntopic_arn = \"arn:aws:sns:us-east-1:000000000000:t\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\n",
         ),
         (
+            "kinesis.toml",
+            "type = \"kinesis\"\nstream = \"hooks\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\n",
+        ),
+        (
+            "eventbridge.toml",
+            "type = \"eventbridge\"\nsource = \"com.example\"\nevent_bus_name = \"hooks\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"\n",
+        ),
+        (
             "nats.toml",
             "type = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nsubject = \"hooks.{source_id}\"\n",
         ),
@@ -140,7 +148,7 @@ fn describe_of_every_message_sink_is_a_valid_asyncapi_3_document() {
     // Every Message v1 sink has a channel; HTTP (raw body) and log have none; the two
     // Kafka sinks on one broker share one server.
     let channels = doc["channels"].as_object().unwrap();
-    assert_eq!(channels.len(), 10, "{:?}", channels.keys());
+    assert_eq!(channels.len(), 12, "{:?}", channels.keys());
     assert!(
         channels
             .keys()
@@ -151,11 +159,11 @@ fn describe_of_every_message_sink_is_a_valid_asyncapi_3_document() {
         doc["channels"]["kafka1"]["servers"]
     );
     let servers = doc["servers"].as_object().unwrap();
-    assert_eq!(servers.len(), 8, "{:?}", servers.keys());
-    assert_eq!(doc["servers"]["mqtt7"]["protocol"], "mqtt");
-    assert_eq!(doc["channels"]["mqtt9"]["address"], "hooks/stripe");
+    assert_eq!(servers.len(), 10, "{:?}", servers.keys());
+    assert_eq!(doc["servers"]["mqtt9"]["protocol"], "mqtt");
+    assert_eq!(doc["channels"]["mqtt11"]["address"], "hooks/stripe");
     assert_eq!(
-        doc["operations"]["publish_mqtt9"]["bindings"]["mqtt"]["qos"], 1,
+        doc["operations"]["publish_mqtt11"]["bindings"]["mqtt"]["qos"], 1,
         "{doc:#}"
     );
     assert_eq!(

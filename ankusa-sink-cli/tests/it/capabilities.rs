@@ -93,6 +93,35 @@ fn every_sink_type_states_its_capabilities() {
     assert_eq!(c["auth"], json!(["default_credential_chain"]));
 
     let c = caps(
+        "kinesis.toml",
+        &format!(
+            "type = \"kinesis\"\nstream = \"s\"\n{AWS}partition_key_template = \"{{tenant_id}}\"\n\
+             batching = false\n\
+             credentials = {{ access_key_id = \"AKIAX\", secret_access_key = \"{PLANTED}\" }}\n"
+        ),
+    );
+    assert_eq!(
+        c["max_message"],
+        json!({"bytes": 1_048_576, "counts": "data + partition key", "source": "destination_default"})
+    );
+    assert_eq!(
+        c["ordering"],
+        json!({"kind": "per_key", "key": "{tenant_id}"})
+    );
+    assert_eq!(c["batch"], Value::Null);
+    assert_eq!(c["auth"], json!(["static_credentials"]));
+    let c = caps(
+        "eventbridge.toml",
+        &format!("type = \"eventbridge\"\nsource = \"com.example\"\n{AWS}"),
+    );
+    assert_eq!(c["max_message"]["bytes"], 262_144);
+    assert_eq!(c["ordering"]["kind"], "none");
+    assert_eq!(
+        c["batch"],
+        json!({"max_messages": 10, "max_bytes": 262_144, "linger_ms": 10})
+    );
+
+    let c = caps(
         "pubsub.toml",
         "type = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\nendpoint = \"http://127.0.0.1:8085\"\n\
          ordering_key = \"{tenant_id}\"\n",
@@ -170,6 +199,8 @@ fn the_readme_table_is_what_info_reports() {
         ("amqp", "type = \"amqp\"\nurl = \"amqp://127.0.0.1:5672/%2f\"\nexchange = \"x\"\n".to_owned()),
         ("sqs", format!("type = \"sqs\"\nqueue_url = \"http://127.0.0.1:4566/123456789012/q\"\n{AWS}")),
         ("sns", format!("type = \"sns\"\ntopic_arn = \"arn:aws:sns:us-east-1:123456789012:t\"\n{AWS}")),
+        ("kinesis", format!("type = \"kinesis\"\nstream = \"s\"\n{AWS}")),
+        ("eventbridge", format!("type = \"eventbridge\"\nsource = \"com.example\"\n{AWS}")),
         ("pubsub", "type = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\nendpoint = \"http://127.0.0.1:8085\"\n".to_owned()),
         ("nats", "type = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nsubject = \"s\"\n".to_owned()),
         ("redis", "type = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\nstream = \"s\"\n".to_owned()),

@@ -1,6 +1,7 @@
 //! End to end through the `ankusa-sink` binary.
 
 mod asyncapi;
+mod aws_streams;
 mod brokers;
 mod capabilities;
 mod cloudevents;

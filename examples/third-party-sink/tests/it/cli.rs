@@ -139,7 +139,7 @@ fn sink_file_errors_name_the_type_and_key_never_the_password() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains(
-            "unknown sink type `exampel` (known: log, http, kafka, amqp, sqs, sns, pubsub, nats, redis, mqtt, example)"
+            "unknown sink type `exampel` (known: log, http, kafka, amqp, sqs, sns, kinesis, eventbridge, pubsub, nats, redis, mqtt, example)"
         ),
         "{}",
         text(&out.stderr)
