@@ -460,8 +460,7 @@ mod tests {
         Registry::builtin().register("example", build).unwrap()
     }
 
-    const ALL: &str =
-        "log, http, kafka, amqp, sqs, sns, kinesis, eventbridge, pubsub, nats, redis, mqtt, example";
+    const ALL: &str = "log, http, kafka, amqp, sqs, sns, kinesis, eventbridge, pubsub, nats, redis, mqtt, example";
 
     #[tokio::test]
     async fn a_registered_type_builds_from_toml_and_json() {
