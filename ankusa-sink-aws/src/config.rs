@@ -266,6 +266,31 @@ impl Default for AwsOptions {
 }
 
 impl AwsOptions {
+    /// Where the credentials come from, as [`Capabilities::with_auth`] names it.
+    ///
+    /// [`Capabilities::with_auth`]: ankusa_sink_core::Capabilities::with_auth
+    pub(crate) fn credential_source(&self) -> &'static str {
+        if self.credentials.is_some() {
+            "static_credentials"
+        } else {
+            "default_credential_chain"
+        }
+    }
+
+    /// A batching sink's limits: `max_messages` and `max_bytes` per request, these options'
+    /// linger.
+    pub(crate) fn batch_limits(
+        &self,
+        max_messages: usize,
+        max_bytes: usize,
+    ) -> ankusa_sink_core::BatchLimits {
+        ankusa_sink_core::BatchLimits {
+            max_messages: max_messages as u64,
+            max_bytes: max_bytes as u64,
+            linger_ms: u64::try_from(self.batch().linger().as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
     /// Set the region.
     pub fn with_region(mut self, region: impl Into<String>) -> Self {
         self.region = Some(region.into());

@@ -7,8 +7,8 @@ use crate::config::AwsOptions;
 use crate::error::AwsError;
 use ankusa_sink_core::message::{Layout, Outgoing};
 use ankusa_sink_core::{
-    BatchConfig, BatchLimits, BatchSend, Batcher, Capabilities, Check, Ctx, Description, Envelope,
-    Failure, InFlight, Ordering, Subject, async_trait,
+    BatchConfig, BatchSend, Batcher, Capabilities, Check, Ctx, Description, Envelope, Failure,
+    InFlight, Ordering, Subject, async_trait,
 };
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -182,19 +182,11 @@ impl<P: RecordPublisher> RecordSink<P> {
             )
             .with_ordering(self.publisher.ordering(self.batched()));
         if self.batcher.is_some() {
-            c = c.with_batch(Some(BatchLimits {
-                max_messages: l.max_entries as u64,
-                max_bytes: l.max_batch_bytes as u64,
-                linger_ms: u64::try_from(self.options.batch().linger().as_millis())
-                    .unwrap_or(u64::MAX),
-            }));
+            c = c.with_batch(Some(
+                self.options.batch_limits(l.max_entries, l.max_batch_bytes),
+            ));
         }
-        let auth = if self.options.credentials.is_some() {
-            "static_credentials"
-        } else {
-            "default_credential_chain"
-        };
-        c.with_auth([auth])
+        c.with_auth([self.options.credential_source()])
     }
 
     pub(crate) async fn check(&self) -> Result<Check, Failure> {

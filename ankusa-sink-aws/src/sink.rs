@@ -9,7 +9,7 @@ use ankusa_sink_core::{
     BatchConfig, BatchSend, Batcher, Check, Ctx, Description, Envelope, Failure, InFlight, Subject,
     async_trait,
 };
-use ankusa_sink_core::{BatchLimits, Capabilities, Ordering};
+use ankusa_sink_core::{Capabilities, Ordering};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -219,19 +219,9 @@ impl<P: Publisher> AwsSink<P> {
                 .with_dedupe_window_s(FIFO_DEDUPE_WINDOW_S);
         }
         if self.batcher.is_some() {
-            c = c.with_batch(Some(BatchLimits {
-                max_messages: 10,
-                max_bytes: self.max_batch_bytes as u64,
-                linger_ms: u64::try_from(self.options.batch().linger().as_millis())
-                    .unwrap_or(u64::MAX),
-            }));
+            c = c.with_batch(Some(self.options.batch_limits(10, self.max_batch_bytes)));
         }
-        let auth = if self.options.credentials.is_some() {
-            "static_credentials"
-        } else {
-            "default_credential_chain"
-        };
-        c.with_auth([auth])
+        c.with_auth([self.options.credential_source()])
     }
 
     pub(crate) async fn check(&self) -> Result<Check, Failure> {
