@@ -134,14 +134,8 @@ where
 {
     let span = attempt_span(sink, env, ctx, traceparent.and_then(trace_id_of));
     #[cfg(feature = "otel")]
-    {
-        use opentelemetry::trace::TraceContextExt as _;
-        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-        if let Some(sc) = traceparent.and_then(parse_traceparent) {
-            let _ =
-                span.set_parent(opentelemetry::Context::new().with_remote_span_context(sc.clone()));
-            span.add_link(sc);
-        }
+    if let Some(sc) = traceparent.and_then(parse_traceparent) {
+        join(&span, sc);
     }
     run(span, fut)
 }
@@ -174,9 +168,7 @@ fn span_trace(span: &tracing::Span, parent: Option<&TraceContext>) -> TraceConte
         use opentelemetry::trace::TraceContextExt as _;
         use tracing_opentelemetry::OpenTelemetrySpanExt as _;
         if let Some(sc) = parent.map(span_context) {
-            let _ =
-                span.set_parent(opentelemetry::Context::new().with_remote_span_context(sc.clone()));
-            span.add_link(sc);
+            join(span, sc);
         }
         let cx = span.context();
         let sc = cx.span().span_context().clone();
@@ -200,6 +192,16 @@ fn span_trace(span: &tracing::Span, parent: Option<&TraceContext>) -> TraceConte
         Some(p) => TraceContext::child_of(p),
         None => TraceContext::root(),
     }
+}
+
+/// Make `span` a child of the remote span `sc`, and link it: every attempt of a hook, however
+/// late, is in the hook's trace.
+#[cfg(feature = "otel")]
+fn join(span: &tracing::Span, sc: opentelemetry::trace::SpanContext) {
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(sc.clone()));
+    span.add_link(sc);
 }
 
 /// A trace context as OpenTelemetry's remote span context.
