@@ -251,9 +251,7 @@ pub(crate) async fn dead_letter_invalid(
 /// disk fails every one, and the log may be on it.
 fn log_unstored(position: &str, error: &str) {
     static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
-    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
-    if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
-        *last = Some(std::time::Instant::now());
+    if crate::logging::due(&LAST, Duration::from_secs(60)) {
         tracing::error!(
             position,
             error,

@@ -140,3 +140,15 @@ impl<'a> MakeWriter<'a> for Stderr {
         }
     }
 }
+
+/// Whether a report limited by `last` may be logged now, at most once per `every`; when it
+/// may, `last` becomes now. For errors that repeat on every record or batch (a full disk, a
+/// collector that is down), whose log may itself be what is failing.
+pub(crate) fn due(last: &std::sync::Mutex<Option<Instant>>, every: Duration) -> bool {
+    let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+    let due = last.is_none_or(|t| t.elapsed() >= every);
+    if due {
+        *last = Some(Instant::now());
+    }
+    due
+}

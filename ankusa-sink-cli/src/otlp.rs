@@ -12,8 +12,8 @@ use opentelemetry_otlp::{Protocol, WithExportConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// How long one export may take before it is abandoned.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -112,8 +112,8 @@ pub(crate) fn endpoint(raw: &str) -> Result<String, String> {
 #[derive(Debug)]
 struct Counted(opentelemetry_otlp::SpanExporter);
 
-/// Unix seconds of the last export failure logged.
-static LAST_LOGGED: AtomicU64 = AtomicU64::new(0);
+/// When an export failure was last logged.
+static LAST_LOGGED: Mutex<Option<Instant>> = Mutex::new(None);
 
 impl SpanExporter for Counted {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
@@ -123,15 +123,7 @@ impl SpanExporter for Counted {
             Ok(()) => metrics::counter!(EXPORTED).increment(n),
             Err(e) => {
                 metrics::counter!(EXPORT_ERRORS).increment(1);
-                let now = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
-                let last = LAST_LOGGED.load(Ordering::Relaxed);
-                if now >= last + 60
-                    && LAST_LOGGED
-                        .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok()
-                {
+                if crate::logging::due(&LAST_LOGGED, Duration::from_secs(60)) {
                     tracing::warn!(
                         error = %e,
                         spans = n,
