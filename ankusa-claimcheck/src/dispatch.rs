@@ -2,7 +2,7 @@
 
 use crate::error::ClaimError;
 use crate::store::{ClaimItem, ClaimStore};
-use ankusa_sink_core::message::{BodyMode, body_mode};
+use ankusa_sink_core::{BodyMode, body_mode};
 use ankusa_sink_core::{Claim, Ctx, Envelope, Sink, resolve_inline_max_bytes};
 use std::num::NonZeroUsize;
 

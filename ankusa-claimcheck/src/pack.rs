@@ -13,7 +13,7 @@
 //! `index.bin` comes first, the row of claim `i` sits at object offset `39 + 8 i`.
 
 use crate::error::ClaimError;
-use ankusa_sink_core::message::sha256_hex;
+use ankusa_message::sha256_hex;
 use bytes::{BufMut, Bytes, BytesMut};
 use chrono::{DateTime, NaiveDate};
 use object_store::path::Path;

@@ -4,7 +4,7 @@ use crate::config::{ClaimConfig, ConfigError, SweeperConfig};
 use crate::error::{ClaimError, Op, StoreError, classify};
 use crate::pack::{self, IndexRow, MAX_PACK_BYTES, MAX_PACK_CLAIMS, PackEntry, PackId};
 use crate::sweeper::Sweeper;
-use ankusa_sink_core::message::{Message, MessageBody, sha256_hex};
+use ankusa_message::{Message, MessageBody, sha256_hex};
 use ankusa_sink_core::{Claim, ClaimRef, Envelope, partition_of, validate_partition};
 use bytes::Bytes;
 use futures_util::StreamExt as _;

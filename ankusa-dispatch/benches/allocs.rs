@@ -4,7 +4,7 @@
 mod shared;
 
 use ankusa_dispatch::{BreakerConfig, DispatchConfig, DispatchPolicy, Dispatcher, Hook, attempt};
-use ankusa_sink_core::{Ctx, Envelope, Failure, Reason, Sink, async_trait, message, safe_deliver};
+use ankusa_sink_core::{Ctx, Envelope, Failure, Reason, Sink, async_trait, safe_deliver};
 use ankusa_sink_testkit::support::current_thread_runtime;
 use shared::{Noop, decide_each_class, silent_subscriber};
 
@@ -170,7 +170,7 @@ fn main() {
         row(
             &format!("message_v1_encode {size} B"),
             per_op(1000, || {
-                std::hint::black_box(message::encode(env, &ctx, None).unwrap());
+                std::hint::black_box(ankusa_message::encode(env, &ctx, None).unwrap());
             }),
         );
         row(

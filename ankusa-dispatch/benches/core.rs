@@ -5,7 +5,7 @@ mod shared;
 
 use ankusa_bench_support::vs_raw::envelope;
 use ankusa_dispatch::{DispatchPolicy, attempt};
-use ankusa_sink_core::{Ctx, Failure, Reason, message, safe_deliver};
+use ankusa_sink_core::{Ctx, Failure, Reason, safe_deliver};
 use ankusa_sink_testkit::support::current_thread_runtime;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use shared::{Noop, decide_each_class, silent_subscriber};
@@ -18,7 +18,7 @@ fn encoding(c: &mut Criterion) {
         let ctx = Ctx::for_envelope(&env);
         g.throughput(Throughput::Bytes(size as u64));
         g.bench_with_input(BenchmarkId::from_parameter(size), &env, |b, env| {
-            b.iter(|| message::encode(black_box(env), &ctx, None).unwrap())
+            b.iter(|| ankusa_message::encode(black_box(env), &ctx, None).unwrap())
         });
     }
     g.finish();
@@ -66,7 +66,7 @@ fn delivery(c: &mut Criterion) {
     c.bench_function("core_path_1kib", |b| {
         b.to_async(&rt).iter(|| async {
             attempt("noop", &env, &ctx, async {
-                black_box(message::encode(&env, &ctx, None)?);
+                black_box(ankusa_message::encode(&env, &ctx, None)?);
                 safe_deliver(&Noop, &env, &ctx, None).await
             })
             .await

@@ -5,7 +5,7 @@
 
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
 use ankusa_sink_amqp::{AmqpConfig, AmqpSink};
-use ankusa_sink_core::{Envelope, message};
+use ankusa_sink_core::Envelope;
 use lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
     QueueDeclareOptions, QueueDeleteOptions, QueuePurgeOptions,
@@ -136,7 +136,7 @@ impl VsRawBench for Amqp {
     /// The sink's exact bytes and properties, encoded once.
     fn raw_op(&self, env: &Arc<Envelope>) -> Op {
         let ctx = ankusa_bench_support::vs_raw::raw_ctx(env);
-        let bytes = Arc::new(message::encode(env, &ctx, sink_inline()).unwrap());
+        let bytes = Arc::new(ankusa_message::encode(env, &ctx, sink_inline()).unwrap());
         let props = raw_properties(env);
         let raw = Arc::clone(&self.raw);
         Arc::new(move || {
@@ -155,7 +155,7 @@ impl VsRawBench for Amqp {
         Some(Arc::new(move || {
             let (env, ctx, raw) = (Arc::clone(&env), Arc::clone(&ctx), Arc::clone(&raw));
             Box::pin(async move {
-                let Ok(bytes) = message::encode(&env, &ctx, sink_inline()) else {
+                let Ok(bytes) = ankusa_message::encode(&env, &ctx, sink_inline()) else {
                     return false;
                 };
                 raw.publish(&bytes, raw_properties(&env)).await
@@ -184,7 +184,7 @@ fn main() {
 
 /// The sink's default inline threshold (what `AmqpSink::inline_max_bytes` returns).
 fn sink_inline() -> Option<std::num::NonZeroUsize> {
-    Some(message::DEFAULT_INLINE_MAX_BYTES)
+    Some(ankusa_message::DEFAULT_INLINE_MAX_BYTES)
 }
 
 /// The properties the sink sends, written by hand as a raw lapin user would: persistent,

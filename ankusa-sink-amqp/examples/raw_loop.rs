@@ -25,8 +25,8 @@
 mod declare;
 
 use ankusa_bench_support::raw_loop::{self, Encoder, Lines};
+use ankusa_message::{Attr, Body, EmptyValues, Outgoing};
 use ankusa_sink_core::Envelope;
-use ankusa_sink_core::message::{Attr, Body, EmptyValues, Outgoing};
 use lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, ExchangeDeleteOptions,
     QueueDeleteOptions,

@@ -3,12 +3,14 @@
 
 use crate::broker_url::BrokerUrl;
 use crate::config_error::ConfigError;
-use ankusa_sink_core::cloudevents::{CloudEvents, Format};
-use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
-use ankusa_sink_core::signing::Signer;
-use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
+use ankusa_message::MessageOptions;
+use ankusa_message::cloudevents::CloudEvents;
+use ankusa_message::signing::Signer;
+use ankusa_message::template::{AbsentTenant, KeyTemplate};
 use ankusa_sink_core::timeout_ms;
 use serde::Deserialize;
+use serde::de::IgnoredAny;
+use std::collections::BTreeMap;
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::str::FromStr;
 use std::time::Duration;
@@ -108,7 +110,6 @@ fn check_short(what: &str, s: &str) -> Result<(), String> {
 
 /// The operator's keys, exactly as written in a sink file (`type` already removed).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Repr {
     url: String,
     exchange: String,
@@ -121,8 +122,6 @@ struct Repr {
     #[serde(default)]
     routing_key_template: Option<String>,
     #[serde(default)]
-    inline_max_bytes: Option<usize>,
-    #[serde(default)]
     max_message_bytes: Option<usize>,
     #[serde(default)]
     confirm_timeout_ms: Option<u64>,
@@ -132,12 +131,12 @@ struct Repr {
     connect_timeout_ms: Option<u64>,
     #[serde(default)]
     allow_insecure: bool,
-    #[serde(default)]
-    signing: Option<Signer>,
-    #[serde(default)]
-    format: Format,
-    #[serde(default)]
-    cloudevents_type: Option<String>,
+    /// `format`, `cloudevents_type`, `[signing]`, `inline_max_bytes`.
+    #[serde(flatten)]
+    message: MessageOptions,
+    /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
+    #[serde(flatten)]
+    unknown: BTreeMap<String, IgnoredAny>,
 }
 
 /// A valid AMQP sink configuration: [`AmqpConfig::new`] and the `with_*` builders, or
@@ -154,20 +153,21 @@ pub struct AmqpConfig {
     pub(crate) exchange_type: ExchangeType,
     pub(crate) declare_exchange: bool,
     pub(crate) routing_key: KeyTemplate,
-    pub(crate) inline_max_bytes: NonZeroUsize,
     pub(crate) max_message_bytes: NonZeroUsize,
     pub(crate) confirm_timeout_ms: NonZeroU64,
     pub(crate) max_inflight: NonZeroUsize,
     pub(crate) connect_timeout_ms: NonZeroU64,
     pub(crate) allow_insecure: bool,
-    pub(crate) signing: Option<Signer>,
-    pub(crate) cloudevents: Option<CloudEvents>,
+    pub(crate) message: MessageOptions,
 }
 
 impl TryFrom<Repr> for AmqpConfig {
     type Error = ConfigError;
 
     fn try_from(r: Repr) -> Result<Self, ConfigError> {
+        if let Some(k) = r.unknown.keys().next() {
+            return Err(ConfigError::UnknownField(k.clone()));
+        }
         let mut c = AmqpConfig::create(&r.url, &r.exchange, r.allow_insecure)?
             .with_exchange_type(r.exchange_type)
             .with_declare_exchange(r.declare_exchange)?;
@@ -195,16 +195,13 @@ impl TryFrom<Repr> for AmqpConfig {
             None => Ok(default),
             Some(n) => NonZeroUsize::new(n).ok_or(ConfigError::Zero(what)),
         };
-        c.inline_max_bytes = nz(r.inline_max_bytes, c.inline_max_bytes, "inline_max_bytes")?;
         c.max_message_bytes = nz(
             r.max_message_bytes,
             c.max_message_bytes,
             "max_message_bytes",
         )?;
         c.max_inflight = nz(r.max_inflight, c.max_inflight, "max_inflight")?;
-        c.signing = r.signing;
-        c.cloudevents = CloudEvents::from_keys(r.format, r.cloudevents_type.as_deref())
-            .map_err(ConfigError::CloudEvents)?;
+        c.message = r.message;
         Ok(c)
     }
 }
@@ -249,41 +246,51 @@ impl AmqpConfig {
             exchange_type: ExchangeType::default(),
             declare_exchange: false,
             routing_key: key_template(DEFAULT_ROUTING_KEY_TEMPLATE)?,
-            inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             confirm_timeout_ms: DEFAULT_CONFIRM_TIMEOUT_MS,
             max_inflight: DEFAULT_MAX_INFLIGHT,
             connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
             allow_insecure,
-            signing: None,
-            cloudevents: None,
+            message: MessageOptions::new(),
         })
     }
 
     /// Sign every message the Standard Webhooks way over the exact Message v1 bytes
     /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` as message headers): the `[signing]`
-    /// table. Consumers check it with `ankusa_sink_core::message::verify`.
+    /// table. Consumers check it with `ankusa_message::verify`.
     pub fn with_signing(mut self, signer: Signer) -> Self {
-        self.signing = Some(signer);
+        self.message = self.message.with_signing(signer);
         self
     }
 
     /// The signer, when messages are signed.
     pub fn signing(&self) -> Option<&Signer> {
-        self.signing.as_ref()
+        self.message.signing()
     }
 
     /// Send CloudEvents instead of Message v1 (`None`: Message v1, the default): the
     /// `format` (`cloudevents` binary, `cloudevents-structured`) and `cloudevents_type`
     /// keys. CloudEvents travel inline: the sink asks for no claim check.
     pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
-        self.cloudevents = events;
+        self.message = self.message.with_cloudevents(events);
         self
     }
 
     /// The CloudEvents the sink sends, if any.
     pub fn cloudevents(&self) -> Option<&CloudEvents> {
-        self.cloudevents.as_ref()
+        self.message.cloudevents()
+    }
+
+    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
+    /// `inline_max_bytes`).
+    pub fn with_message(mut self, message: MessageOptions) -> Self {
+        self.message = message;
+        self
+    }
+
+    /// The message options.
+    pub fn message(&self) -> &MessageOptions {
+        &self.message
     }
 
     /// Set the exchange type (default topic); used when declaring and in descriptions.
@@ -328,7 +335,7 @@ impl AmqpConfig {
 
     /// Bodies larger than this travel by `ctx.claim` (default 64 KiB).
     pub fn with_inline_max_bytes(mut self, n: NonZeroUsize) -> Self {
-        self.inline_max_bytes = n;
+        self.message = self.message.with_inline_max_bytes(n);
         self
     }
 
@@ -376,7 +383,7 @@ impl AmqpConfig {
     }
     /// The inline threshold of Message v1.
     pub fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.inline_max_bytes
+        self.message.inline_max_bytes()
     }
     /// The largest encoded message sent; larger ones fail permanently, unsent.
     pub fn max_message_bytes(&self) -> NonZeroUsize {
@@ -407,8 +414,8 @@ impl AmqpConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_message::template::Placeholder;
     use ankusa_sink_core::Envelope;
-    use ankusa_sink_core::template::Placeholder;
     use ankusa_sink_testkit::support::LogCapture;
 
     const URL: &str = "amqp://user:s3cr3t@127.0.0.1:5672/%2f";

@@ -2,15 +2,13 @@
 //! Its own module so that `config` and `broker_url`, which both return it, need not import
 //! each other for it. Public as `ankusa_sink_amqp::ConfigError`, as it always was.
 
-use ankusa_sink_core::cloudevents;
-
 /// Why a configuration was refused. Never contains the URL or its credentials.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// `cloudevents_type` cannot name an event type.
-    #[error(transparent)]
-    CloudEvents(cloudevents::TypeError),
+    /// A key the sink does not know.
+    #[error("unknown field `{0}`")]
+    UnknownField(String),
     /// The URL is not an absolute `amqp://` or `amqps://` URL with a host.
     #[error("url: not a valid amqp:// or amqps:// URL with a host ({0})")]
     Url(&'static str),

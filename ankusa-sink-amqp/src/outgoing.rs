@@ -1,6 +1,6 @@
 //! The one mapping from core's [`Outgoing`] to what lapin publishes.
 
-use ankusa_sink_core::message::{Attr, Body, Outgoing};
+use ankusa_message::{Attr, Body, Outgoing};
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable};
 
@@ -70,8 +70,8 @@ pub(crate) fn to_publish(out: Outgoing<'_>, received_at: i64) -> Publish {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_sink_core::message::{EmptyValues, Layout};
-    use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
+    use ankusa_message::template::{AbsentTenant, KeyTemplate};
+    use ankusa_message::{EmptyValues, Layout};
     use ankusa_sink_core::{Ctx, Envelope};
 
     fn publish(env: &Envelope, ctx: &Ctx) -> Publish {
@@ -115,7 +115,7 @@ mod tests {
         assert_eq!(m.routing_key, "k.t");
         assert_eq!(
             m.body.as_bytes(),
-            ankusa_sink_core::message::encode(&env, &ctx, None).unwrap()
+            ankusa_message::encode(&env, &ctx, None).unwrap()
         );
 
         let env = Envelope::builder("h1", "s", "{}").build().unwrap();
@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn cloudevents_headers_by_the_rabbitmq_binding() {
-        use ankusa_sink_core::cloudevents::{CloudEvents, Mode};
+        use ankusa_message::cloudevents::{CloudEvents, Mode};
         let env = Envelope::builder("h1", "stripe", "raw")
             .content_type("text/plain")
             .build()

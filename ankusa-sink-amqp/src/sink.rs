@@ -6,8 +6,8 @@ use crate::config::{AmqpConfig, ExchangeType, MAX_SHORT_STRING};
 use crate::driver::Driver;
 use crate::error::{AmqpError, Stage, printable};
 use crate::outgoing::{self, Publish};
+use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::Capabilities;
-use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
 };
@@ -121,10 +121,10 @@ impl AmqpSink {
     pub fn new(cfg: AmqpConfig) -> Self {
         let endpoint = cfg.redacted_url();
         let inflight = Arc::new(Semaphore::new(cfg.max_inflight().get()));
-        let layout = Layout::message(Some(cfg.inline_max_bytes()), EmptyValues::Drop)
-            .with_key(cfg.routing_key().clone())
-            .with_signer(cfg.signing.clone())
-            .with_cloudevents(cfg.cloudevents.clone());
+        let layout = cfg
+            .message
+            .layout(Payload::Message, EmptyValues::Drop)
+            .with_key(cfg.routing_key().clone());
         AmqpSink {
             cfg: Arc::new(cfg),
             layout,
@@ -551,10 +551,7 @@ impl Sink for AmqpSink {
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
         let url = &self.cfg.url;
-        let payload = match self.cfg.cloudevents {
-            Some(_) => Payload::CloudEvent,
-            None => Payload::Message,
-        };
+        let payload = self.layout.payload();
         let mut d = Description::new(url.scheme(), payload);
         d.host = Some(url.host_port.clone());
         d.pathname = match url.vhost() {

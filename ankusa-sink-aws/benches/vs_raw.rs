@@ -26,11 +26,11 @@ use ankusa_bench_support::indexed::{
     specs,
 };
 use ankusa_bench_support::{Mode, only_mode_arg, print_vm_hwm, write_results};
+use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_aws::{
     AwsOptions, EventBridgeConfig, EventBridgeSink, KinesisConfig, KinesisSink, SnsConfig, SnsSink,
     SqsConfig, SqsSink, StaticCredentials,
 };
-use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Envelope, Sink};
 use ankusa_sink_testkit::support::unique_name;
 use serde_json::{Value, json};

@@ -26,7 +26,7 @@
 //! (never the instance metadata service).
 
 use ankusa_bench_support::raw_loop::{self, Encoder, Lines};
-use ankusa_sink_core::message::{EmptyValues, Outgoing};
+use ankusa_message::{EmptyValues, Outgoing};
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_sns::types::PublishBatchRequestEntry;
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};

@@ -15,9 +15,9 @@ pub use destination::{SnsConfig, SqsConfig};
 pub(crate) use streams::KINESIS_MAX_PARTITION_KEY_CHARS;
 pub use streams::{EventBridgeConfig, KinesisConfig};
 
+use ankusa_message::signing::Signer;
+use ankusa_message::{MessageOption, MessageOptions};
 use ankusa_sink_core::Secret;
-use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
-use ankusa_sink_core::signing::Signer;
 use serde::Deserialize;
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::time::Duration;
@@ -119,7 +119,7 @@ pub enum ConfigError {
     },
     /// `partition_key_template` does not parse.
     #[error("partition_key_template: {0}")]
-    PartitionKeyTemplate(ankusa_sink_core::template::TemplateError),
+    PartitionKeyTemplate(ankusa_message::template::TemplateError),
 }
 
 /// Static credentials. Every part is a [`Secret`]: `Debug` shows none of them.
@@ -233,8 +233,6 @@ pub struct AwsOptions {
     /// Message group id. Default on FIFO destinations: `<tenant>/<source>` (`/<source>`
     /// with no tenant); none on standard ones.
     pub(crate) message_group_id: Option<String>,
-    /// Bodies up to this size travel inline; larger ones by claim. Default 64 KiB.
-    pub(crate) inline_max_bytes: NonZeroUsize,
     /// The largest message, body plus attributes, checked before sending. Default: the
     /// service's limit (SQS 1 MiB, SNS 256 KiB).
     pub(crate) max_message_bytes: Option<NonZeroUsize>,
@@ -244,8 +242,12 @@ pub struct AwsOptions {
     pub(crate) batching: bool,
     /// Batching limits.
     pub(crate) batch: AwsBatch,
-    /// Standard Webhooks signing of the Message v1 body (the `[signing]` table).
-    pub(crate) signing: Option<Signer>,
+    /// `[signing]` and `inline_max_bytes` (bodies up to it travel inline, larger ones by
+    /// claim; default 64 KiB). A sink file's keys are read by each sink's own config,
+    /// flattened beside these options; no AWS sink sends CloudEvents, so `format` is
+    /// refused by [`validate`](Self::validate).
+    #[serde(skip)]
+    pub(crate) message: MessageOptions,
 }
 
 impl Default for AwsOptions {
@@ -255,12 +257,11 @@ impl Default for AwsOptions {
             endpoint: None,
             credentials: None,
             message_group_id: None,
-            inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
             max_message_bytes: None,
             timeout_ms: NonZeroU64::new(5_000).expect("non-zero"),
             batching: true,
             batch: AwsBatch::default(),
-            signing: None,
+            message: MessageOptions::new(),
         }
     }
 }
@@ -313,7 +314,7 @@ impl AwsOptions {
     }
     /// Set the inline threshold.
     pub fn with_inline_max_bytes(mut self, n: NonZeroUsize) -> Self {
-        self.inline_max_bytes = n;
+        self.message = self.message.with_inline_max_bytes(n);
         self
     }
     /// Set the message size limit.
@@ -338,14 +339,24 @@ impl AwsOptions {
     }
     /// Sign every message the Standard Webhooks way over the exact Message v1 body
     /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` message attributes): the
-    /// `[signing]` table. Consumers check it with `ankusa_sink_core::message::verify`.
+    /// `[signing]` table. Consumers check it with `ankusa_message::verify`.
     pub fn with_signing(mut self, signer: Signer) -> Self {
-        self.signing = Some(signer);
+        self.message = self.message.with_signing(signer);
         self
     }
     /// The signer, when messages are signed.
     pub fn signing(&self) -> Option<&Signer> {
-        self.signing.as_ref()
+        self.message.signing()
+    }
+    /// Set every message option at once (`[signing]`, `inline_max_bytes`; `format` is
+    /// refused when a config is built: no AWS sink sends CloudEvents).
+    pub fn with_message(mut self, message: MessageOptions) -> Self {
+        self.message = message;
+        self
+    }
+    /// The message options.
+    pub fn message(&self) -> &MessageOptions {
+        &self.message
     }
     /// The timeout as a duration.
     pub fn timeout(&self) -> Duration {
@@ -353,7 +364,7 @@ impl AwsOptions {
     }
     /// The inline threshold.
     pub fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.inline_max_bytes
+        self.message.inline_max_bytes()
     }
     /// Whether batching is on.
     pub fn batching(&self) -> bool {
@@ -367,6 +378,10 @@ impl AwsOptions {
     /// Check the shared options against the service's message limit; answers the
     /// resolved `max_message_bytes`.
     fn validate(&self, service_max: usize) -> Result<usize, ConfigError> {
+        // No AWS sink sends CloudEvents: the keys stay unknown options, as they always were.
+        if let Some(k) = self.message.key_set(MessageOption::Format) {
+            return Err(ConfigError::UnknownOption(k.to_owned()));
+        }
         if let Some(r) = &self.region
             && r.trim().is_empty()
         {
@@ -400,7 +415,7 @@ impl AwsOptions {
                 max: AWS_MAX_MESSAGE_BYTES,
             });
         }
-        let inline = self.inline_max_bytes.get();
+        let inline = self.inline_max_bytes().get();
         // base64 grows by 4/3; the other fields and attributes fit in 4 KiB unless the
         // forwarded headers are large (those are checked per message).
         let encoded = inline.div_ceil(3) * 4 + 4096;

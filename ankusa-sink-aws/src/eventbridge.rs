@@ -5,7 +5,7 @@ use crate::error::{self, AwsError};
 use crate::outgoing::{self, Event};
 use crate::records::{Limits, RecordPublisher, RecordSink};
 use crate::sink::{BatchResults, fail_all, forward_sink};
-use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
+use ankusa_message::{EmptyValues, Outgoing};
 use ankusa_sink_core::{Description, Ordering, Payload, Subject, async_trait, host_port};
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use std::fmt;
@@ -60,7 +60,9 @@ impl EventBridgeSink {
                 .map(|r| format!("events.{r}.amazonaws.com")),
         };
         let options = config.options().clone();
-        let layout = Layout::message(Some(options.inline_max_bytes()), EmptyValues::Drop);
+        let layout = options
+            .message()
+            .layout(Payload::Message, EmptyValues::Drop);
         let publisher = EventBridgePublisher {
             client,
             bus: config.event_bus_name().to_owned(),

@@ -8,8 +8,8 @@ use crate::error::{self, AwsError};
 use crate::outgoing::{self, Record};
 use crate::records::{Limits, RecordPublisher, RecordSink};
 use crate::sink::{BatchResults, fail_all, forward_sink};
-use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::template::KeyTemplate;
+use ankusa_message::template::KeyTemplate;
+use ankusa_message::{EmptyValues, Outgoing};
 use ankusa_sink_core::{Description, Ordering, Payload, Subject, async_trait, host_port};
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
@@ -64,7 +64,9 @@ impl KinesisSink {
                 .map(|r| format!("kinesis.{r}.amazonaws.com")),
         };
         let options = config.options().clone();
-        let mut layout = Layout::message(Some(options.inline_max_bytes()), EmptyValues::Drop);
+        let mut layout = options
+            .message()
+            .layout(Payload::Message, EmptyValues::Drop);
         if let Some(key) = config.partition_key_template() {
             layout = layout.with_key(key.clone());
         }

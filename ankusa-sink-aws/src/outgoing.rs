@@ -4,7 +4,7 @@
 //! an EventBridge entry ([`to_event`]) carry: the Message v1 body alone, which holds
 //! everything the attributes would (id, tenant, headers, idempotency key).
 
-use ankusa_sink_core::message::{Attr, Body, Outgoing};
+use ankusa_message::{Attr, Body, Outgoing};
 use std::collections::HashMap;
 use std::fmt;
 
@@ -217,8 +217,8 @@ impl<A> fmt::Debug for Entry<A> {
 #[cfg(all(test, feature = "kinesis", feature = "eventbridge"))]
 mod record_tests {
     use super::*;
-    use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, encode};
-    use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
+    use ankusa_message::template::{AbsentTenant, KeyTemplate};
+    use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, encode};
     use ankusa_sink_core::{Ctx, Envelope};
 
     fn layout() -> Layout {
@@ -300,7 +300,7 @@ mod record_tests {
 #[cfg(all(test, feature = "sqs"))]
 mod tests {
     use super::*;
-    use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, encode};
+    use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, encode};
     use ankusa_sink_core::{Ctx, Envelope};
     use aws_sdk_sqs::types::MessageAttributeValue;
 
@@ -375,7 +375,7 @@ mod tests {
 
     #[test]
     fn a_signed_message_keeps_ten_attributes_and_its_signature() {
-        use ankusa_sink_core::signing::Signer;
+        use ankusa_message::signing::Signer;
         let signer = Signer::new(["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]).unwrap();
         let signed = layout().with_signer(signer.clone());
         let env = Envelope::builder("h1", "stripe", &b"{}"[..])
@@ -413,7 +413,7 @@ mod tests {
             e.body.len() + attr_bytes,
             "the dropped one is not counted"
         );
-        let msg = ankusa_sink_core::message::verify(
+        let msg = ankusa_message::verify(
             &signer,
             &id,
             &value("webhook-timestamp"),

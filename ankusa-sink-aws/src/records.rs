@@ -5,7 +5,7 @@
 
 use crate::config::AwsOptions;
 use crate::error::AwsError;
-use ankusa_sink_core::message::{Layout, Outgoing};
+use ankusa_message::{Layout, Outgoing};
 use ankusa_sink_core::{
     BatchConfig, BatchSend, Batcher, Capabilities, Check, Ctx, Description, Envelope, Failure,
     InFlight, Ordering, Subject, async_trait,

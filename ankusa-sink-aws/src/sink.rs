@@ -4,12 +4,12 @@
 use crate::config::AwsOptions;
 use crate::error::AwsError;
 use crate::outgoing::{self, AttributeValue, Entry, Ids};
-use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
+use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
     BatchConfig, BatchSend, Batcher, Check, Ctx, Description, Envelope, Failure, InFlight, Subject,
     async_trait,
 };
-use ankusa_sink_core::{Capabilities, Ordering};
+use ankusa_sink_core::{Capabilities, Ordering, Payload};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -109,8 +109,9 @@ impl<P: Publisher> AwsSink<P> {
         });
         // SQS refuses empty attribute values: a hook without a tenant has no tenant
         // attribute (SNS follows SQS, its subscribers are often queues).
-        let layout = Layout::message(Some(options.inline_max_bytes()), EmptyValues::Drop)
-            .with_signer(options.signing.clone());
+        let layout = options
+            .message()
+            .layout(Payload::Message, EmptyValues::Drop);
         AwsSink {
             publisher,
             options,

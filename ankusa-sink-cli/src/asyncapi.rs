@@ -106,7 +106,7 @@ pub(crate) fn document(
         "components": {
             "messages": messages,
             "schemas": {
-                "SinkMessageV1": ankusa_sink_core::message::json_schema(),
+                "SinkMessageV1": ankusa_message::json_schema(),
             }
         }
     })

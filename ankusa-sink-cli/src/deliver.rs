@@ -14,7 +14,7 @@ use ankusa_dispatch::{
     DispatchPolicy, Dispatcher, Exponential, Hook, Outcome, SinkDispatch, SubmitError,
     split_record,
 };
-use ankusa_sink_core::message::push_json_str;
+use ankusa_message::push_json_str;
 use ankusa_sink_core::{Class, Envelope, Failure};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};

@@ -6,7 +6,7 @@ use crate::UsageError;
 use crate::hooks::{NamedSink, Stop, hook_of};
 use ankusa_claimcheck::ClaimStore;
 use ankusa_dispatch::{DeadLetter, Hook};
-use ankusa_sink_core::message::{self, MessageBody};
+use ankusa_message::MessageBody;
 use ankusa_sink_core::{Claim, Envelope};
 use ankusa_sinks::SourceConfig;
 use ankusa_source::{Ack, Record, Source, SourceOptions};
@@ -119,7 +119,7 @@ pub(crate) async fn decode(payload: &[u8], claims: Option<&ClaimStore>) -> Decod
             Err(e) => Decoded::Invalid(format!("neither an envelope nor a Message v1: {e}")),
         };
     }
-    let m = match message::decode(payload) {
+    let m = match ankusa_message::decode(payload) {
         Ok(m) => m,
         Err(e) => return Decoded::Invalid(format!("not a valid Message v1: {e}")),
     };
@@ -325,7 +325,7 @@ mod tests {
         };
         assert_eq!(h.envelope().id(), "h1");
         let ctx = ankusa_sink_core::Ctx::for_envelope(&env).with_replay_id("r9");
-        let msg = message::encode(&env, &ctx, None).unwrap();
+        let msg = ankusa_message::encode(&env, &ctx, None).unwrap();
         let Decoded::Hook(h) = decode(&msg, None).await else {
             panic!("a Message v1")
         };

@@ -2,6 +2,7 @@
 
 use crate::envelope::validate_partition;
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::str::FromStr;
 
 const PREFIX: &str = "urn:ankusa:claim:v1:";
@@ -132,6 +133,24 @@ impl fmt::Debug for Claim {
         f.debug_struct("Claim")
             .field("tenant", &self.reference.tenant)
             .finish_non_exhaustive()
+    }
+}
+
+/// How the body travels in a Message v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyMode {
+    /// In `body_base64`.
+    Inline,
+    /// By `claim`.
+    Claim,
+}
+
+/// Whether a body of `size` bytes goes inline under threshold `max` (`None`: always).
+/// Inclusive: exactly `max` bytes is inline.
+pub fn body_mode(size: u64, max: Option<NonZeroUsize>) -> BodyMode {
+    match max {
+        Some(max) if size > max.get() as u64 => BodyMode::Claim,
+        _ => BodyMode::Inline,
     }
 }
 

@@ -4,25 +4,23 @@
 mod batcher;
 mod capabilities;
 mod claim;
-pub mod cloudevents;
 mod ctx;
 mod describe;
 mod envelope;
 mod failure;
-pub mod message;
-mod outgoing;
+mod forwarding;
 mod secret;
-pub mod signing;
 mod sink;
 mod subscribers;
-pub mod template;
 mod throttle;
 mod trace;
 
 pub use batcher::{BatchConfig, BatchError, BatchSend, Batcher};
 pub use capabilities::{BatchLimits, Capabilities, LimitSource, OkMeans, Ordering, SizeLimit};
-pub use claim::{Claim, ClaimRef, ClaimRefError, parse_claim_id};
-pub use ctx::{Ctx, Extensions, ForwardHeaders};
+pub use claim::{BodyMode, Claim, ClaimRef, ClaimRefError, body_mode, parse_claim_id};
+pub use ctx::{
+    Ctx, DEFAULT_FORWARD_HEADERS_MAX_BYTES, DEFAULT_MAX_HEADERS, Extensions, ForwardHeaders,
+};
 pub use describe::{
     Description, Payload, REDACTED, Subject, host_port, is_loopback_host, redact_url,
     redact_url_keep_path, redacted_path,
@@ -34,6 +32,10 @@ pub use envelope::{
 pub use failure::{
     BoxError, Class, ErrorClass, Failure, MAX_REASON_TEXT, Reason, error_classes, escape_invisible,
     printable, socket_failure,
+};
+pub use forwarding::{
+    NEVER_FORWARDED, NEVER_FORWARDED_PATTERNS, NEVER_FORWARDED_PREFIXES, forwarded_headers,
+    is_forwardable,
 };
 pub use secret::{Secret, SecretEnvError};
 pub use sink::{
@@ -52,8 +54,3 @@ pub use trace::{MAX_TRACESTATE_BYTES, TraceContext};
 pub use async_trait::async_trait;
 /// Re-exported: envelope bodies are [`bytes::Bytes`].
 pub use bytes::Bytes;
-
-/// The workspace README's examples, compiled and run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;

@@ -1,10 +1,19 @@
 //! Options of the HTTP sink: the operator's keys (`Repr`), checked once by `TryFrom` into an
-//! always-valid [`HttpConfig`]; [`HttpSinkBuilder`] collects the same keys in code.
+//! always-valid [`HttpConfig`]; [`HttpSinkBuilder`] (`builder.rs`) collects the same keys
+//! in code; [`ConfigError`] (`error.rs`) says why a config was refused.
 
-use ankusa_sink_core::cloudevents::{CloudEvents, Format};
-use ankusa_sink_core::signing::{Signer, SigningError};
+mod builder;
+mod error;
+
+pub use builder::HttpSinkBuilder;
+pub use error::ConfigError;
+
+use ankusa_message::cloudevents::{CloudEvents, Format};
+use ankusa_message::signing::Signer;
+use ankusa_message::{MessageOption, MessageOptions};
 use ankusa_sink_core::{Secret, SecretEnvError, is_loopback_host, timeout_ms};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -128,7 +137,6 @@ struct TlsRepr {
 
 /// The operator's keys, exactly as written in a sink file (`type` already removed).
 #[derive(Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Repr {
     url: Value,
     #[serde(default)]
@@ -137,6 +145,7 @@ struct Repr {
     headers: BTreeMap<String, Value>,
     timeout_ms: Option<u64>,
     connect_timeout_ms: Option<u64>,
+    /// The older spelling of `[signing] secrets` (values may be `{ env = "VAR" }`).
     #[serde(default)]
     secrets: Vec<Value>,
     max_response_bytes: Option<usize>,
@@ -147,8 +156,6 @@ struct Repr {
     #[serde(default)]
     allow_insecure: bool,
     proxy: Option<Value>,
-    format: Option<Format>,
-    cloudevents_type: Option<String>,
     #[serde(default)]
     status_classes: BTreeMap<String, crate::StatusClass>,
     #[serde(default)]
@@ -156,6 +163,17 @@ struct Repr {
     #[serde(default)]
     allow_cidrs: Vec<String>,
     oauth2: Option<OAuth2Repr>,
+    /// `format`, `cloudevents_type`, `[signing]` (`inline_max_bytes` is refused: the raw
+    /// body always travels inline).
+    #[serde(flatten)]
+    message: MessageOptions,
+    /// `format` and `cloudevents_type` set by [`HttpSinkBuilder::cloudevents`], checked
+    /// with the rest.
+    #[serde(skip)]
+    built_format: Option<(Format, Option<String>)>,
+    /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
+    #[serde(flatten)]
+    unknown: BTreeMap<String, IgnoredAny>,
 }
 
 /// `[oauth2]` in the sink file.
@@ -183,12 +201,13 @@ impl Repr {
             show_path: false,
             allow_insecure: false,
             proxy: None,
-            format: None,
-            cloudevents_type: None,
             status_classes: BTreeMap::new(),
             deny_private: false,
             allow_cidrs: Vec::new(),
             oauth2: None,
+            message: MessageOptions::new(),
+            built_format: None,
+            unknown: BTreeMap::new(),
         }
     }
 }
@@ -209,7 +228,6 @@ pub struct HttpConfig {
     pub(crate) headers: HeaderMap,
     pub(crate) timeout_ms: NonZeroU64,
     pub(crate) connect_timeout_ms: NonZeroU64,
-    pub(crate) signer: Option<Signer>,
     pub(crate) max_response_bytes: NonZeroUsize,
     /// Each CA source's PEM text (checked to hold certificates).
     pub(crate) ca_pems: Vec<Vec<u8>>,
@@ -219,8 +237,9 @@ pub struct HttpConfig {
     pub(crate) proxy: Option<Url>,
     /// What `allow_insecure` lets travel in cleartext, for the one warning at build.
     pub(crate) insecure: Option<String>,
-    /// CloudEvents instead of the raw body (`format`, `cloudevents_type`).
-    pub(crate) cloudevents: Option<CloudEvents>,
+    /// CloudEvents instead of the raw body (`format`, `cloudevents_type`) and the signer
+    /// (`[signing]`, or `secrets`).
+    pub(crate) message: MessageOptions,
     /// The operator's classes for statuses (`[status_classes]`).
     pub(crate) status_classes: crate::StatusClasses,
     /// `deny_private`: the addresses the sink may connect to.
@@ -237,9 +256,31 @@ impl TryFrom<Repr> for HttpConfig {
     type Error = ConfigError;
 
     fn try_from(r: Repr) -> Result<Self, ConfigError> {
+        if let Some(k) = r.unknown.keys().next() {
+            return Err(ConfigError::UnknownField(k.clone()));
+        }
+        // The raw body always travels inline: no claim check to size.
+        if let Some(k) = r.message.key_set(MessageOption::InlineMaxBytes) {
+            return Err(ConfigError::UnknownField(k.to_owned()));
+        }
         let url = parse_url(r.url)?;
         let proxy = r.proxy.map(parse_proxy).transpose()?;
-        let signer = signer(r.secrets)?;
+        let mut message = match r.built_format {
+            Some((format, event_type)) => r
+                .message
+                .with_format(format, event_type.as_deref())
+                .map_err(ConfigError::CloudEventsType)?,
+            None => r.message,
+        };
+        if message.format() == Some(Format::MessageV1) {
+            return Err(ConfigError::Format);
+        }
+        match (signer(r.secrets)?, message.signing()) {
+            (Some(_), Some(_)) => return Err(ConfigError::SecretsAndSigning),
+            (Some(from_secrets), None) => message = message.with_signing(from_secrets),
+            (None, _) => {}
+        }
+        let signer = message.signing();
         let (headers, marked) = operator_headers(r.headers)?;
         let timeout_ms = positive_ms(r.timeout_ms, DEFAULT_TIMEOUT, "timeout_ms")?;
         let connect_timeout_ms = positive_ms(
@@ -261,12 +302,6 @@ impl TryFrom<Repr> for HttpConfig {
         if r.tls.only && ca_pems.is_empty() {
             return Err(ConfigError::NoRoots);
         }
-        if r.format == Some(Format::MessageV1) {
-            return Err(ConfigError::Format);
-        }
-        let cloudevents =
-            CloudEvents::from_keys(r.format.unwrap_or_default(), r.cloudevents_type.as_deref())
-                .map_err(ConfigError::CloudEventsType)?;
         let status_classes = crate::StatusClasses::new(r.status_classes)?;
         let guard = address_guard(r.deny_private, &r.allow_cidrs, &url, proxy.as_ref())?;
         let oauth2 = r
@@ -280,7 +315,6 @@ impl TryFrom<Repr> for HttpConfig {
             headers,
             timeout_ms,
             connect_timeout_ms,
-            signer,
             max_response_bytes,
             ca_pems,
             client_identity,
@@ -289,7 +323,7 @@ impl TryFrom<Repr> for HttpConfig {
             allow_insecure: r.allow_insecure,
             proxy,
             insecure,
-            cloudevents,
+            message,
             status_classes,
             guard,
             oauth2,
@@ -418,13 +452,18 @@ impl HttpConfig {
     /// `cloudevents-structured`: one `application/cloudevents+json` document) and
     /// `cloudevents_type` keys. The `x-ankusa-*` headers and the signature go out as always.
     pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
-        self.cloudevents = events;
+        self.message = self.message.with_cloudevents(events);
         self
     }
 
     /// The CloudEvents the sink sends, if any.
     pub fn cloudevents(&self) -> Option<&CloudEvents> {
-        self.cloudevents.as_ref()
+        self.message.cloudevents()
+    }
+
+    /// The message options: CloudEvents and the signer (`[signing]`, or `secrets`).
+    pub fn message(&self) -> &MessageOptions {
+        &self.message
     }
 
     /// Set the request method.
@@ -481,7 +520,7 @@ impl fmt::Debug for HttpConfig {
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("timeout_ms", &self.timeout_ms)
             .field("connect_timeout_ms", &self.connect_timeout_ms)
-            .field("secrets", &self.signer.as_ref().map_or(0, Signer::len))
+            .field("secrets", &self.message.signing().map_or(0, Signer::len))
             .field("max_response_bytes", &self.max_response_bytes)
             .field("ca_sources", &self.ca_pems.len())
             .field("client_certificate", &self.client_identity.is_some())
@@ -490,7 +529,7 @@ impl fmt::Debug for HttpConfig {
             .field("allow_insecure", &self.allow_insecure)
             // A proxy's path means nothing; its userinfo is a secret.
             .field("proxy", &self.proxy.as_ref().map(|p| shown(p, false)))
-            .field("cloudevents", &self.cloudevents)
+            .field("cloudevents", &self.message.cloudevents())
             .finish()
     }
 }
@@ -675,266 +714,6 @@ fn load_pems(tls: &TlsRepr) -> Result<Vec<Vec<u8>>, ConfigError> {
     Ok(pems)
 }
 
-/// Collects the options of an [`HttpConfig`] in code; [`build`](Self::build) checks them
-/// as a sink file's would be and builds the sink. Start with
-/// [`HttpSink::builder`](crate::HttpSink::builder).
-#[derive(Clone)]
-pub struct HttpSinkBuilder {
-    repr: Repr,
-}
-
-impl fmt::Debug for HttpSinkBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Nothing is checked yet: header names only.
-        f.debug_struct("HttpSinkBuilder")
-            .field("headers", &self.repr.headers.keys().collect::<Vec<_>>())
-            .field("secrets", &self.repr.secrets.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl HttpSinkBuilder {
-    /// Start from `url`.
-    pub(crate) fn new(url: Secret) -> Self {
-        HttpSinkBuilder {
-            repr: Repr::new(Value::Plain(url)),
-        }
-    }
-
-    /// The request method.
-    pub fn method(mut self, method: HttpMethod) -> Self {
-        self.repr.method = method;
-        self
-    }
-
-    /// A static header (replaces an earlier one of the same name).
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<Secret>) -> Self {
-        self.repr
-            .headers
-            .insert(name.into(), Value::Plain(value.into()));
-        self
-    }
-
-    /// A static header whose value is a credential whatever its name (as a sink file's
-    /// `{ env = "VAR" }`): refused over cleartext unless [`allow_insecure`](Self::allow_insecure).
-    pub fn secret_header(mut self, name: impl Into<String>, value: Secret) -> Self {
-        self.repr.headers.insert(name.into(), Value::Marked(value));
-        self
-    }
-
-    /// The whole-request timeout (zero is refused by [`build`](Self::build)).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.repr.timeout_ms = Some(timeout.as_millis().try_into().unwrap_or(u64::MAX));
-        self
-    }
-
-    /// The connect (TCP + TLS) timeout (zero is refused by [`build`](Self::build)).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.repr.connect_timeout_ms = Some(timeout.as_millis().try_into().unwrap_or(u64::MAX));
-        self
-    }
-
-    /// Add a signing secret (after any earlier ones).
-    pub fn secret(mut self, secret: impl Into<Secret>) -> Self {
-        self.repr.secrets.push(Value::Plain(secret.into()));
-        self
-    }
-
-    /// The response read cap in bytes (zero is refused by [`build`](Self::build)).
-    pub fn max_response_bytes(mut self, max: usize) -> Self {
-        self.repr.max_response_bytes = Some(max);
-        self
-    }
-
-    /// Trust the CA certificates in this PEM text (in addition to the platform's, unless
-    /// [`tls_roots_only`](Self::tls_roots_only)).
-    pub fn ca_pem(mut self, pem: impl Into<String>) -> Self {
-        self.repr.tls.ca_pem.push(pem.into());
-        self
-    }
-
-    /// Trust the CA certificates in this PEM file.
-    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.repr.tls.ca_files.push(path.into());
-        self
-    }
-
-    /// Trust only the configured CA certificates, not the platform's roots.
-    pub fn tls_roots_only(mut self, only: bool) -> Self {
-        self.repr.tls.only = only;
-        self
-    }
-
-    /// Refuse destinations on loopback, private, link-local, CGNAT, unique-local or
-    /// unspecified addresses (see the sink file's `deny_private`): for URLs you did not
-    /// write.
-    pub fn deny_private(mut self, deny: bool) -> Self {
-        self.repr.deny_private = deny;
-        self
-    }
-
-    /// With [`deny_private`](Self::deny_private): networks (`10.0.0.0/8`) or addresses let
-    /// through anyway.
-    pub fn allow_cidrs<I, S>(mut self, cidrs: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.repr.allow_cidrs = cidrs.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Show the URL's path in `Debug`, `describe`, logs and failure reasons.
-    pub fn show_path(mut self, show: bool) -> Self {
-        self.repr.show_path = show;
-        self
-    }
-
-    /// Accept credentials over cleartext `http://` to a non-loopback host (warned at build).
-    pub fn allow_insecure(mut self, allow: bool) -> Self {
-        self.repr.allow_insecure = allow;
-        self
-    }
-
-    /// Send every request through this egress proxy (`http` or `https` URL; userinfo is
-    /// the proxy's basic auth).
-    pub fn proxy(mut self, proxy: impl Into<Secret>) -> Self {
-        self.repr.proxy = Some(Value::Plain(proxy.into()));
-        self
-    }
-
-    /// Send CloudEvents (`format`: binary or structured) of this `type` (the
-    /// `cloudevents_type` key; `None`: `ankusa.hook.received`).
-    pub fn cloudevents(mut self, format: Format, event_type: Option<&str>) -> Self {
-        self.repr.format = Some(format);
-        self.repr.cloudevents_type = event_type.map(str::to_owned);
-        self
-    }
-
-    /// Check every option, as a sink file's are checked, into a config.
-    pub fn build_config(self) -> Result<HttpConfig, ConfigError> {
-        self.repr.try_into()
-    }
-
-    /// Check every option and build the sink.
-    pub fn build(self) -> Result<crate::HttpSink, ConfigError> {
-        crate::HttpSink::new(self.build_config()?)
-    }
-}
-
-/// Why a config was refused. Never holds a secret, a header value or a URL's userinfo.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The URL does not parse (the parser's reason; the URL is not repeated).
-    #[error("url is not a valid absolute URL: {0}")]
-    InvalidUrl(url::ParseError),
-    /// The URL's scheme is not `http` or `https`.
-    #[error("url scheme {0:?} is not http or https")]
-    UnsupportedScheme(String),
-    /// The URL has no host.
-    #[error("url has no host")]
-    NoHost,
-    /// An environment variable named for a value (`{ env = "VAR" }`) is not set.
-    #[error("{what}: environment variable {var} is not set")]
-    MissingEnv {
-        /// Which option.
-        what: String,
-        /// The variable.
-        var: String,
-    },
-    /// An environment variable named for a value is not UTF-8.
-    #[error("{what}: environment variable {var} is not valid UTF-8")]
-    NotUnicodeEnv {
-        /// Which option.
-        what: String,
-        /// The variable.
-        var: String,
-    },
-    /// The signing secrets were refused (empty, bad `whsec_` base64, too short); the
-    /// message names the secret by position, never its value.
-    #[error(transparent)]
-    Signing(#[from] SigningError),
-    /// `format = "message-v1"`: the HTTP sink sends the raw body, or a CloudEvent.
-    #[error(
-        "format: the HTTP sink sends the raw body (no format) or a CloudEvent (\"cloudevents\", \"cloudevents-structured\"), never Message v1"
-    )]
-    Format,
-    /// `cloudevents_type` cannot name an event type.
-    #[error(transparent)]
-    CloudEventsType(ankusa_sink_core::cloudevents::TypeError),
-    /// The proxy URL does not parse (the parser's reason; the URL is not repeated).
-    #[error("proxy is not a valid absolute URL: {0}")]
-    InvalidProxy(url::ParseError),
-    /// The proxy URL's scheme is not `http` or `https`.
-    #[error("proxy scheme {0:?} is not http or https")]
-    UnsupportedProxyScheme(String),
-    /// The proxy URL has no host.
-    #[error("proxy has no host")]
-    NoProxyHost,
-    /// Credentials would cross the network in cleartext and `allow_insecure` is not set.
-    /// Names what (e.g. `header "authorization"`), never a value.
-    #[error(
-        "{0} would be sent in cleartext (http:// to a host that is not loopback); use https, or set allow_insecure = true"
-    )]
-    Insecure(String),
-    /// A static header name is not a valid HTTP header name.
-    #[error("header name {0:?} is not a valid HTTP header name")]
-    InvalidHeaderName(String),
-    /// A static header value is not a valid HTTP header value (the value is not shown).
-    #[error("the value of header {0:?} is not a valid HTTP header value")]
-    InvalidHeaderValue(String),
-    /// A static header name belongs to the sink or to HTTP framing.
-    #[error("header {0:?} is set by the sink or by HTTP framing and cannot be configured")]
-    ReservedHeader(String),
-    /// A timeout or cap of zero.
-    #[error("{0} must be greater than zero")]
-    Zero(&'static str),
-    /// A `[status_classes]` key is not a status or a range.
-    #[error(transparent)]
-    StatusKey(#[from] crate::BadStatusKey),
-    /// `deny_private` refuses the URL's literal address.
-    #[error("url address {0} is private and deny_private is set (allow_cidrs can let it through)")]
-    PrivateDestination(String),
-    /// An `allow_cidrs` entry is not a network or an address.
-    #[error("allow_cidrs entry {0:?} is not a network (10.0.0.0/8) or an address")]
-    Cidr(String),
-    /// `oauth2.token_url` is not a valid absolute URL.
-    #[error("oauth2.token_url is not a valid absolute URL: {0}")]
-    InvalidTokenUrl(url::ParseError),
-    /// `[oauth2]` and another `Authorization` (a header, URL userinfo) both set.
-    #[error("[oauth2] sets Authorization: remove the authorization header or the URL's userinfo")]
-    TwoAuthorizations,
-    /// `allow_cidrs` without `deny_private` would change nothing.
-    #[error("allow_cidrs goes with deny_private = true")]
-    AllowWithoutDeny,
-    /// Behind a proxy the destination's address is the proxy's to resolve.
-    #[error("deny_private cannot check a destination behind a proxy: remove one of them")]
-    DenyPrivateBehindProxy,
-    /// A CA file could not be read.
-    #[error("tls ca file {path:?} could not be read")]
-    CaFile {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A CA PEM holds no certificate or does not parse.
-    #[error("tls {0} holds no valid PEM certificate")]
-    CaPem(String),
-    /// `tls.client_cert_file`/`client_key_file` cannot make a client identity (the files'
-    /// contents are never shown).
-    #[error("tls client certificate: {0}")]
-    ClientIdentity(String),
-    /// `tls.only` without any CA certificate would trust nothing.
-    #[error("tls.only is set but no ca_files or ca_pem are configured")]
-    NoRoots,
-    /// The HTTP client could not be built.
-    #[error("http client could not be built")]
-    Client(#[source] reqwest::Error),
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -955,7 +734,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.headers["x-plain"], "ops");
         assert_eq!(c.headers["x-from-env"], path.as_str());
-        assert_eq!(c.signer.as_ref().map(Signer::len), Some(2));
+        assert_eq!(c.message.signing().map(Signer::len), Some(2));
         let from_env = parse(serde_json::json!({ "url": { "env": "PATH" } }));
         // PATH is no URL: the error names the option, never the value.
         let e = from_env.unwrap_err();
@@ -1012,5 +791,31 @@ mod tests {
         assert_eq!(c.max_response_bytes, NonZeroUsize::MIN);
         assert_eq!(c.redacted_url(), "http://127.0.0.1:9/in");
         assert!(HttpConfig::new("ftp://x/").is_err());
+    }
+
+    #[test]
+    fn signing_is_read_as_secrets_or_the_signing_table_never_both() {
+        const KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let old =
+            parse(serde_json::json!({ "url": "http://127.0.0.1/", "secrets": [KEY] })).unwrap();
+        let table = parse(
+            serde_json::json!({ "url": "http://127.0.0.1/", "signing": { "secrets": [KEY] } }),
+        )
+        .unwrap();
+        assert_eq!(old, table, "`secrets` is `[signing] secrets`");
+        assert_eq!(table.message().signing().map(Signer::len), Some(1));
+        let e = parse(serde_json::json!({
+            "url": "http://127.0.0.1/", "secrets": [KEY], "signing": { "secrets": [KEY] }
+        }))
+        .unwrap_err();
+        assert_eq!(e, ConfigError::SecretsAndSigning.to_string());
+        assert!(!e.contains("MfKQ9r8"), "{e}");
+        // The raw body always travels inline: nothing to size, the key stays unknown.
+        let e = parse(serde_json::json!({ "url": "http://127.0.0.1/", "inline_max_bytes": 10 }))
+            .unwrap_err();
+        assert_eq!(e, "unknown field `inline_max_bytes`");
+        let e =
+            parse(serde_json::json!({ "url": "http://127.0.0.1/", "methodd": "put" })).unwrap_err();
+        assert_eq!(e, "unknown field `methodd`");
     }
 }

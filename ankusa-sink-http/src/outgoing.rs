@@ -2,9 +2,9 @@
 
 use crate::config::{SIGNATURE_HEADERS, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use crate::error::HttpError;
-use ankusa_sink_core::cloudevents;
-use ankusa_sink_core::message::{Attr, Outgoing};
-use ankusa_sink_core::signing::Signer;
+use ankusa_message::cloudevents;
+use ankusa_message::signing::Signer;
+use ankusa_message::{Attr, Outgoing};
 use bytes::{Bytes, BytesMut};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, Url};

@@ -3,8 +3,8 @@
 use crate::config::{ConfigError, HttpConfig, HttpSinkBuilder, shown};
 use crate::error::{HttpError, TransportKind, connect_kind, parse_retry_after};
 use crate::outgoing::{self, Target};
-use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::signing::Signer;
+use ankusa_message::signing::Signer;
+use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, Payload, Secret, Sink, Subject, async_trait,
     redact_url,
@@ -128,8 +128,10 @@ impl HttpSink {
         Ok(HttpSink {
             client,
             target,
+            // No signer in the layout: the sink signs the request itself (its `webhook-id` is
+            // the hook id, and the headers are its own).
             layout: Layout::raw_body(EmptyValues::Drop)
-                .with_cloudevents(config.cloudevents.clone()),
+                .with_cloudevents(config.message.cloudevents().cloned()),
             redacted_url,
             redacted_proxy: config.proxy.as_ref().map(|p| redact_url(p.as_str())),
             headers: config.headers,
@@ -238,7 +240,7 @@ fn target(client: &reqwest::Client, config: &HttpConfig) -> Result<Target, Confi
         url: template.url().clone(),
         base,
         operator_content_type: config.headers.contains_key(CONTENT_TYPE),
-        signer: config.signer.clone(),
+        signer: config.message.signing().cloned(),
     })
 }
 

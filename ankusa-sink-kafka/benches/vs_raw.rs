@@ -4,7 +4,7 @@
 #![allow(missing_docs)]
 
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
-use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
+use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Envelope, Sink};
 use ankusa_sink_kafka::{
     DEFAULT_MAX_RECORD_BYTES, DEFAULT_PRODUCE_TIMEOUT_MS, KafkaConfig, KafkaSink,

@@ -17,9 +17,9 @@
 //! `$ANKUSA_KAFKA_BROKERS`, default `127.0.0.1:9092` (as the script).
 
 use ankusa_bench_support::raw_loop::{self, Encoder, Lines};
+use ankusa_message::template::{AbsentTenant, KeyTemplate};
+use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::Envelope;
-use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
 use rdkafka::ClientConfig;
 use rdkafka::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};

@@ -7,11 +7,13 @@ use crate::property_rules::{
     MAX_MESSAGE_MAX_BYTES, OWNED_PROPERTIES, RECORD_OVERHEAD, is_sensitive_property,
     is_unsafe_property, scrub,
 };
-use ankusa_sink_core::cloudevents::{self, CloudEvents, Format};
-use ankusa_sink_core::signing::Signer;
-use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
+use ankusa_message::MessageOptions;
+use ankusa_message::cloudevents::CloudEvents;
+use ankusa_message::signing::Signer;
+use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::{REDACTED, Secret};
 use rdkafka::error::KafkaError as RdKafkaError;
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -183,14 +185,12 @@ impl TlsConfig {
 
 /// The operator's keys, exactly as written in a sink file (`type` already removed).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Repr {
     /// Also accepted as `brokers`, the key the sink registry documents.
     #[serde(deserialize_with = "servers", alias = "brokers")]
     bootstrap_servers: Vec<String>,
     topic: String,
     key: Option<String>,
-    inline_max_bytes: Option<NonZeroUsize>,
     max_record_bytes: Option<NonZeroUsize>,
     produce_timeout_ms: Option<NonZeroU64>,
     #[serde(default)]
@@ -202,10 +202,12 @@ struct Repr {
     properties: BTreeMap<String, String>,
     #[serde(default)]
     allow_insecure: bool,
-    signing: Option<Signer>,
-    #[serde(default)]
-    format: Format,
-    cloudevents_type: Option<String>,
+    /// `format`, `cloudevents_type`, `[signing]`, `inline_max_bytes`.
+    #[serde(flatten)]
+    message: MessageOptions,
+    /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
+    #[serde(flatten)]
+    unknown: BTreeMap<String, IgnoredAny>,
 }
 
 pub(crate) fn servers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
@@ -243,7 +245,6 @@ pub struct KafkaConfig {
     pub(crate) bootstrap_servers: Vec<String>,
     pub(crate) topic: String,
     pub(crate) key: KeyTemplate,
-    pub(crate) inline_max_bytes: NonZeroUsize,
     pub(crate) max_record_bytes: NonZeroUsize,
     pub(crate) produce_timeout_ms: NonZeroU64,
     pub(crate) compression: Compression,
@@ -252,21 +253,20 @@ pub struct KafkaConfig {
     pub(crate) sasl: Option<SaslConfig>,
     pub(crate) properties: BTreeMap<String, String>,
     pub(crate) allow_insecure: bool,
-    pub(crate) signing: Option<Signer>,
-    pub(crate) cloudevents: Option<CloudEvents>,
+    pub(crate) message: MessageOptions,
 }
 
 impl TryFrom<Repr> for KafkaConfig {
     type Error = ConfigError;
 
     fn try_from(r: Repr) -> Result<Self, ConfigError> {
+        if let Some(k) = r.unknown.keys().next() {
+            return Err(ConfigError::UnknownField(k.clone()));
+        }
         let config = KafkaConfig {
             bootstrap_servers: r.bootstrap_servers,
             topic: r.topic,
             key: parse_key(r.key.as_deref().unwrap_or(DEFAULT_KEY))?,
-            inline_max_bytes: r
-                .inline_max_bytes
-                .unwrap_or(ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES),
             max_record_bytes: r.max_record_bytes.unwrap_or(DEFAULT_MAX_RECORD_BYTES),
             produce_timeout_ms: r.produce_timeout_ms.unwrap_or(DEFAULT_PRODUCE_TIMEOUT_MS),
             compression: r.compression,
@@ -275,9 +275,7 @@ impl TryFrom<Repr> for KafkaConfig {
             sasl: r.sasl,
             properties: r.properties,
             allow_insecure: r.allow_insecure,
-            signing: r.signing,
-            cloudevents: CloudEvents::from_keys(r.format, r.cloudevents_type.as_deref())
-                .map_err(ConfigError::CloudEvents)?,
+            message: r.message,
         };
         config.checked()
     }
@@ -319,7 +317,6 @@ impl fmt::Debug for KafkaConfig {
             .field("bootstrap_servers", &self.bootstrap_servers)
             .field("topic", &self.topic)
             .field("key", &self.key.as_str())
-            .field("inline_max_bytes", &self.inline_max_bytes)
             .field("max_record_bytes", &self.max_record_bytes)
             .field("produce_timeout_ms", &self.produce_timeout_ms)
             .field("compression", &self.compression)
@@ -328,8 +325,7 @@ impl fmt::Debug for KafkaConfig {
             .field("sasl", &self.sasl)
             .field("properties", &props)
             .field("allow_insecure", &self.allow_insecure)
-            .field("signing", &self.signing)
-            .field("cloudevents", &self.cloudevents)
+            .field("message", &self.message)
             .finish()
     }
 }
@@ -339,26 +335,38 @@ impl KafkaConfig {
     /// `format` (`cloudevents` binary, `cloudevents-structured`) and `cloudevents_type`
     /// keys. CloudEvents travel inline: the sink asks for no claim check.
     pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
-        self.cloudevents = events;
+        self.message = self.message.with_cloudevents(events);
         self
     }
 
     /// The CloudEvents the sink sends, if any.
     pub fn cloudevents(&self) -> Option<&CloudEvents> {
-        self.cloudevents.as_ref()
+        self.message.cloudevents()
+    }
+
+    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
+    /// `inline_max_bytes`).
+    pub fn with_message(mut self, message: MessageOptions) -> Self {
+        self.message = message;
+        self
+    }
+
+    /// The message options.
+    pub fn message(&self) -> &MessageOptions {
+        &self.message
     }
 
     /// Sign every message the Standard Webhooks way over the exact Message v1 bytes
     /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` as record headers): the `[signing]`
-    /// table. Consumers check it with `ankusa_sink_core::message::verify`.
+    /// table. Consumers check it with `ankusa_message::verify`.
     pub fn with_signing(mut self, signer: Signer) -> Self {
-        self.signing = Some(signer);
+        self.message = self.message.with_signing(signer);
         self
     }
 
     /// The signer, when messages are signed.
     pub fn signing(&self) -> Option<&Signer> {
-        self.signing.as_ref()
+        self.message.signing()
     }
 
     /// A configuration for `topic` on `bootstrap_servers` (`"host:port"`, or several joined
@@ -371,7 +379,6 @@ impl KafkaConfig {
             bootstrap_servers: split_servers(bootstrap_servers.as_ref()),
             topic: topic.into(),
             key: parse_key(DEFAULT_KEY)?,
-            inline_max_bytes: ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             produce_timeout_ms: DEFAULT_PRODUCE_TIMEOUT_MS,
             compression: Compression::None,
@@ -380,8 +387,7 @@ impl KafkaConfig {
             sasl: None,
             properties: BTreeMap::new(),
             allow_insecure: false,
-            signing: None,
-            cloudevents: None,
+            message: MessageOptions::new(),
         }
         .checked()
     }
@@ -394,7 +400,7 @@ impl KafkaConfig {
     }
     /// Set the inline threshold.
     pub fn with_inline_max_bytes(mut self, max: NonZeroUsize) -> Self {
-        self.inline_max_bytes = max;
+        self.message = self.message.with_inline_max_bytes(max);
         self
     }
     /// Set the record size limit (value + key), at most 999,934,464.
@@ -586,9 +592,9 @@ pub(crate) fn validate_topic(topic: &str) -> Result<(), ConfigError> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// `cloudevents_type` cannot name an event type.
-    #[error(transparent)]
-    CloudEvents(cloudevents::TypeError),
+    /// A key the sink does not know.
+    #[error("unknown field `{0}`")]
+    UnknownField(String),
     /// No broker given.
     #[error("bootstrap_servers must name at least one host:port")]
     NoBootstrapServers,

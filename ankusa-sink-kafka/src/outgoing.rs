@@ -1,6 +1,6 @@
 //! One function from core's [`Outgoing`] to the record librdkafka produces.
 
-use ankusa_sink_core::message::{Attr, Outgoing};
+use ankusa_message::{Attr, Outgoing};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
 use rdkafka::util::IntoOpaque;
@@ -50,8 +50,8 @@ pub(crate) fn to_record<'a, D: IntoOpaque>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_sink_core::message::{EmptyValues, Layout};
-    use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
+    use ankusa_message::template::{AbsentTenant, KeyTemplate};
+    use ankusa_message::{EmptyValues, Layout};
     use ankusa_sink_core::{Ctx, Envelope};
     use rdkafka::message::Headers;
 
@@ -93,7 +93,7 @@ mod tests {
 
     #[test]
     fn cloudevents_headers_by_the_kafka_binding() {
-        use ankusa_sink_core::cloudevents::{CloudEvents, Mode};
+        use ankusa_message::cloudevents::{CloudEvents, Mode};
         let env = Envelope::builder("h1", "stripe", "raw bytes")
             .tenant_id("acme")
             .content_type("text/plain")

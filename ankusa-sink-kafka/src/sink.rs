@@ -7,8 +7,8 @@ use crate::error::{
     KafkaError, Renewal, TopicState, asks_for_the_topic, may_be_explained, renewal,
 };
 use crate::outgoing::to_record;
-use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::template::{KeyTemplate, Placeholder, TemplateFields};
+use ankusa_message::template::{KeyTemplate, Placeholder, TemplateFields};
+use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Capabilities, Ordering};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
@@ -97,10 +97,10 @@ impl KafkaSink {
         let monitor = Arc::new(Monitor::new(&config));
         let producer = create_producer(&config, &monitor)?;
         monitor.set_current(&producer);
-        let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
-            .with_key(config.key.clone())
-            .with_signer(config.signing.clone())
-            .with_cloudevents(config.cloudevents.clone());
+        let layout = config
+            .message
+            .layout(Payload::Message, EmptyValues::Keep)
+            .with_key(config.key.clone());
         Ok(KafkaSink {
             config,
             layout,
@@ -350,10 +350,7 @@ impl Sink for KafkaSink {
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
-        let payload = match self.config.cloudevents {
-            Some(_) => Payload::CloudEvent,
-            None => Payload::Message,
-        };
+        let payload = self.layout.payload();
         let mut d = Description::new("kafka", payload);
         d.host = Some(self.config.bootstrap_servers.join(","));
         d.address = Some(self.config.topic.clone());
@@ -461,7 +458,7 @@ fn regex_escape(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::config::DEFAULT_KEY;
-    use ankusa_sink_core::template::AbsentTenant;
+    use ankusa_message::template::AbsentTenant;
 
     fn key(template: &str) -> KeyTemplate {
         KeyTemplate::parse(template, AbsentTenant::Empty).unwrap()

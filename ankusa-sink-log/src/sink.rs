@@ -2,7 +2,7 @@
 
 use crate::config::LogConfig;
 use crate::error::LogError;
-use ankusa_sink_core::message::{Body, EmptyValues, Layout, Outgoing};
+use ankusa_message::{Body, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Ctx, Envelope, Failure, Sink, async_trait};
 use std::io::Write as _;
 

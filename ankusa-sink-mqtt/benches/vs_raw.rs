@@ -7,9 +7,9 @@
 #![allow(missing_docs)]
 
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
+use ankusa_message::template::{AbsentTenant, KeyTemplate};
+use ankusa_message::{Attr, DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::Envelope;
-use ankusa_sink_core::message::{Attr, DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
 use ankusa_sink_mqtt::{MqttConfig, MqttSink, NoSubscriber};
 use bytes::Bytes;
 use rumqttc::v5::mqttbytes::QoS;

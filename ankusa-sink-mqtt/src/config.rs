@@ -1,11 +1,13 @@
 //! The sink file's keys (`Repr`), validated once into an always-valid [`MqttConfig`].
 
-use ankusa_sink_core::cloudevents::{self, CloudEvents, Format};
-use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
-use ankusa_sink_core::signing::Signer;
-use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
+use ankusa_message::MessageOptions;
+use ankusa_message::cloudevents::CloudEvents;
+use ankusa_message::signing::Signer;
+use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::{Secret, timeout_ms};
 use serde::Deserialize;
+use serde::de::IgnoredAny;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::{Path, PathBuf};
@@ -20,7 +22,6 @@ pub const MAX_TOPIC_BYTES: usize = 65_535;
 
 /// The operator's keys, exactly as written in a sink file (`type` already removed).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Repr {
     url: String,
     topic: Option<String>,
@@ -35,11 +36,12 @@ struct Repr {
     tls_ca_file: Option<PathBuf>,
     timeout_ms: Option<NonZeroU64>,
     connect_timeout_ms: Option<NonZeroU64>,
-    inline_max_bytes: Option<NonZeroUsize>,
-    signing: Option<Signer>,
-    #[serde(default)]
-    format: Format,
-    cloudevents_type: Option<String>,
+    /// `format`, `cloudevents_type`, `[signing]`, `inline_max_bytes`.
+    #[serde(flatten)]
+    message: MessageOptions,
+    /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
+    #[serde(flatten)]
+    unknown: BTreeMap<String, IgnoredAny>,
 }
 
 /// What a PUBACK with reason "No matching subscribers" (0x10) is.
@@ -79,9 +81,7 @@ pub struct MqttConfig {
     pub(crate) tls_ca_file: Option<PathBuf>,
     pub(crate) timeout_ms: NonZeroU64,
     pub(crate) connect_timeout_ms: NonZeroU64,
-    pub(crate) inline_max_bytes: NonZeroUsize,
-    pub(crate) signing: Option<Signer>,
-    pub(crate) cloudevents: Option<CloudEvents>,
+    pub(crate) message: MessageOptions,
 }
 
 impl fmt::Debug for MqttConfig {
@@ -98,9 +98,7 @@ impl fmt::Debug for MqttConfig {
             .field("tls_ca_file", &self.tls_ca_file)
             .field("timeout_ms", &self.timeout_ms)
             .field("connect_timeout_ms", &self.connect_timeout_ms)
-            .field("inline_max_bytes", &self.inline_max_bytes)
-            .field("signing", &self.signing)
-            .field("cloudevents", &self.cloudevents)
+            .field("message", &self.message)
             .finish()
     }
 }
@@ -138,15 +136,18 @@ pub enum ConfigError {
     /// An empty `client_id`, or one over 65,535 bytes.
     #[error("client_id must be 1 to 65535 bytes")]
     ClientId,
-    /// `cloudevents_type` cannot name an event type.
-    #[error("cloudevents_type: {0}")]
-    CloudEvents(#[from] cloudevents::TypeError),
+    /// A key the sink does not know.
+    #[error("unknown field `{0}`")]
+    UnknownField(String),
 }
 
 impl TryFrom<Repr> for MqttConfig {
     type Error = ConfigError;
 
     fn try_from(r: Repr) -> Result<Self, ConfigError> {
+        if let Some(k) = r.unknown.keys().next() {
+            return Err(ConfigError::UnknownField(k.clone()));
+        }
         let topic = match (r.topic, r.topic_template) {
             (Some(t), None) => literal_topic(&t)?,
             (None, Some(t)) => template_topic(&t)?,
@@ -165,9 +166,7 @@ impl TryFrom<Repr> for MqttConfig {
         c.tls_ca_file = r.tls_ca_file;
         c.timeout_ms = r.timeout_ms.unwrap_or(c.timeout_ms);
         c.connect_timeout_ms = r.connect_timeout_ms.unwrap_or(c.connect_timeout_ms);
-        c.inline_max_bytes = r.inline_max_bytes.unwrap_or(c.inline_max_bytes);
-        c.signing = r.signing;
-        c.cloudevents = CloudEvents::from_keys(r.format, r.cloudevents_type.as_deref())?;
+        c.message = r.message;
         c.validate()?;
         Ok(c)
     }
@@ -294,9 +293,7 @@ impl MqttConfig {
             tls_ca_file: None,
             timeout_ms: timeout_ms(DEFAULT_TIMEOUT),
             connect_timeout_ms: timeout_ms(DEFAULT_CONNECT_TIMEOUT),
-            inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
-            signing: None,
-            cloudevents: None,
+            message: MessageOptions::new(),
         })
     }
 
@@ -379,15 +376,15 @@ impl MqttConfig {
 
     /// Set the inline threshold of Message v1 bodies.
     pub fn with_inline_max_bytes(mut self, max: NonZeroUsize) -> Self {
-        self.inline_max_bytes = max;
+        self.message = self.message.with_inline_max_bytes(max);
         self
     }
 
     /// Sign every message the Standard Webhooks way over the exact body bytes
     /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` user properties): the
-    /// `[signing]` table. Consumers check it with `ankusa_sink_core::message::verify`.
+    /// `[signing]` table. Consumers check it with `ankusa_message::verify`.
     pub fn with_signing(mut self, signer: Signer) -> Self {
-        self.signing = Some(signer);
+        self.message = self.message.with_signing(signer);
         self
     }
 
@@ -395,7 +392,7 @@ impl MqttConfig {
     /// `format` (`cloudevents` binary, `cloudevents-structured`) and `cloudevents_type`
     /// keys. CloudEvents travel inline: the sink asks for no claim check.
     pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
-        self.cloudevents = events;
+        self.message = self.message.with_cloudevents(events);
         self
     }
 
@@ -421,12 +418,24 @@ impl MqttConfig {
 
     /// The signer, when messages are signed.
     pub fn signing(&self) -> Option<&Signer> {
-        self.signing.as_ref()
+        self.message.signing()
     }
 
     /// The CloudEvents the sink sends, if any.
     pub fn cloudevents(&self) -> Option<&CloudEvents> {
-        self.cloudevents.as_ref()
+        self.message.cloudevents()
+    }
+
+    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
+    /// `inline_max_bytes`).
+    pub fn with_message(mut self, message: MessageOptions) -> Self {
+        self.message = message;
+        self
+    }
+
+    /// The message options.
+    pub fn message(&self) -> &MessageOptions {
+        &self.message
     }
 
     /// The class of a PUBACK "No matching subscribers".
@@ -467,7 +476,10 @@ mod tests {
         assert_eq!(c.url(), "mqtt://127.0.0.1:1883");
         assert_eq!(c.timeout(), DEFAULT_TIMEOUT);
         assert_eq!(c.connect_timeout(), DEFAULT_CONNECT_TIMEOUT);
-        assert_eq!(c.inline_max_bytes, DEFAULT_INLINE_MAX_BYTES);
+        assert_eq!(
+            c.message.inline_max_bytes(),
+            ankusa_message::DEFAULT_INLINE_MAX_BYTES
+        );
         assert_eq!(c.no_subscriber(), NoSubscriber::Config);
         assert!(!c.retain && !c.durable && !c.is_tls());
         let c = parse(serde_json::json!({

@@ -1,6 +1,6 @@
 //! One function from core's [`Outgoing`] to the MQTT 5 PUBLISH the client sends.
 
-use ankusa_sink_core::message::{Attr, Outgoing};
+use ankusa_message::{Attr, Outgoing};
 use bytes::Bytes;
 use rumqttc::v5::mqttbytes::v5::PublishProperties;
 
@@ -82,10 +82,10 @@ fn packet_size(topic: &str, payload: &[u8], p: &PublishProperties) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_sink_core::cloudevents::{CloudEvents, Mode};
-    use ankusa_sink_core::message::{EmptyValues, Layout};
-    use ankusa_sink_core::signing::Signer;
-    use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
+    use ankusa_message::cloudevents::{CloudEvents, Mode};
+    use ankusa_message::signing::Signer;
+    use ankusa_message::template::{AbsentTenant, KeyTemplate};
+    use ankusa_message::{EmptyValues, Layout};
     use ankusa_sink_core::{Ctx, Envelope};
     use rumqttc::v5::mqttbytes::QoS;
 

@@ -13,7 +13,7 @@
 use crate::config::{MqttConfig, NoSubscriber, topic_problem};
 use crate::error::MqttError;
 use crate::outgoing::{self, Publish};
-use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
+use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
     Capabilities, Check, Ctx, Description, Envelope, Failure, InFlight, OkMeans, Ordering, Payload,
     Sink, Subject, async_trait, host_port, printable,
@@ -161,10 +161,10 @@ impl MqttSink {
     /// usable system roots.
     pub fn new(config: MqttConfig) -> Result<Self, MqttError> {
         let tls = config.tls.then(|| tls_config(&config)).transpose()?;
-        let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
-            .with_key(config.topic.clone())
-            .with_signer(config.signing.clone())
-            .with_cloudevents(config.cloudevents.clone());
+        let layout = config
+            .message
+            .layout(Payload::Message, EmptyValues::Keep)
+            .with_key(config.topic.clone());
         let client_id = config
             .client_id
             .clone()
@@ -624,10 +624,7 @@ impl Sink for MqttSink {
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
         let c = &self.config;
-        let payload = match c.cloudevents {
-            Some(_) => Payload::CloudEvent,
-            None => Payload::Message,
-        };
+        let payload = self.layout.payload();
         let mut d = Description::new(if c.tls { "secure-mqtt" } else { "mqtt" }, payload);
         d.host = Some(self.host());
         let address = c

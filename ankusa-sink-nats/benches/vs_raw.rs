@@ -4,7 +4,7 @@
 #![allow(missing_docs)]
 
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
-use ankusa_sink_core::message::{Attr, EmptyValues, Layout, Outgoing};
+use ankusa_message::{Attr, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Envelope, Sink};
 use ankusa_sink_nats::{NatsConfig, NatsSink};
 use ankusa_sink_testkit::support::unique_name;

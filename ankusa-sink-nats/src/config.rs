@@ -1,10 +1,12 @@
 //! The operator's keys (`Repr`), validated once into an always-valid [`NatsConfig`].
 
-use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
-use ankusa_sink_core::signing::Signer;
-use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
+use ankusa_message::signing::Signer;
+use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
+use ankusa_message::{MessageOption, MessageOptions};
 use ankusa_sink_core::{Secret, timeout_ms};
 use serde::Deserialize;
+use serde::de::IgnoredAny;
+use std::collections::BTreeMap;
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,7 +18,6 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The operator's keys, exactly as written in a sink file (`type` already removed).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Repr {
     url: String,
     subject: Option<String>,
@@ -30,8 +31,12 @@ struct Repr {
     client_name: Option<String>,
     timeout_ms: Option<NonZeroU64>,
     connect_timeout_ms: Option<NonZeroU64>,
-    inline_max_bytes: Option<NonZeroUsize>,
-    signing: Option<Signer>,
+    /// `[signing]`, `inline_max_bytes` (and `format`, refused: see `try_from`).
+    #[serde(flatten)]
+    message: MessageOptions,
+    /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
+    #[serde(flatten)]
+    unknown: BTreeMap<String, IgnoredAny>,
 }
 
 /// The connection keys a sink file and a source file share: where, who, TLS, timeouts.
@@ -102,14 +107,16 @@ pub struct NatsConfig {
     pub(crate) client_name: Option<String>,
     pub(crate) timeout_ms: NonZeroU64,
     pub(crate) connect_timeout_ms: NonZeroU64,
-    pub(crate) inline_max_bytes: NonZeroUsize,
-    pub(crate) signing: Option<Signer>,
+    pub(crate) message: MessageOptions,
 }
 
 /// Why a configuration was refused: names the option, never a secret value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// A key the sink does not know.
+    #[error("unknown field `{0}`")]
+    UnknownField(String),
     /// The URL is not a `nats://` or `tls://` URL with a host.
     #[error("url: not a nats:// or tls:// URL with a host ({0})")]
     Url(&'static str),
@@ -156,16 +163,20 @@ impl TryFrom<Repr> for NatsConfig {
     type Error = ConfigError;
 
     fn try_from(r: Repr) -> Result<Self, ConfigError> {
+        if let Some(k) = r.unknown.keys().next() {
+            return Err(ConfigError::UnknownField(k.clone()));
+        }
+        // No CloudEvents here: `format` and `cloudevents_type` stay unknown keys.
+        if let Some(k) = r.message.key_set(MessageOption::Format) {
+            return Err(ConfigError::UnknownField(k.to_owned()));
+        }
         let mut c = NatsConfig::from_conn_keys(conn_keys!(r))?;
         c.subject = match (r.subject, r.subject_template) {
             (Some(s), None) => literal_subject(&s)?,
             (None, Some(t)) => template_subject(&t)?,
             _ => return Err(ConfigError::Subject),
         };
-        if let Some(n) = r.inline_max_bytes {
-            c.inline_max_bytes = n;
-        }
-        c.signing = r.signing;
+        c.message = r.message;
         Ok(c)
     }
 }
@@ -182,15 +193,27 @@ impl NatsConfig {
 
     /// Sign every message the Standard Webhooks way over the exact Message v1 bytes
     /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` as message headers): the `[signing]`
-    /// table. Consumers check it with `ankusa_sink_core::message::verify`.
+    /// table. Consumers check it with `ankusa_message::verify`.
     pub fn with_signing(mut self, signer: Signer) -> Self {
-        self.signing = Some(signer);
+        self.message = self.message.with_signing(signer);
         self
     }
 
     /// The signer, when messages are signed.
     pub fn signing(&self) -> Option<&Signer> {
-        self.signing.as_ref()
+        self.message.signing()
+    }
+
+    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
+    /// `inline_max_bytes`).
+    pub fn with_message(mut self, message: MessageOptions) -> Self {
+        self.message = message;
+        self
+    }
+
+    /// The message options.
+    pub fn message(&self) -> &MessageOptions {
+        &self.message
     }
 
     /// The connection part of a sink or source file, validated (the subject a
@@ -259,8 +282,7 @@ impl NatsConfig {
             client_name: None,
             timeout_ms: timeout_ms(DEFAULT_PUBLISH_TIMEOUT),
             connect_timeout_ms: timeout_ms(DEFAULT_CONNECT_TIMEOUT),
-            inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
-            signing: None,
+            message: MessageOptions::new(),
         };
         c.with_auth(auth)
     }
@@ -357,7 +379,7 @@ impl NatsConfig {
 
     /// Set the largest body sent inline (default 65,536 bytes), used as it is.
     pub fn with_inline_max_bytes(mut self, n: NonZeroUsize) -> Self {
-        self.inline_max_bytes = n;
+        self.message = self.message.with_inline_max_bytes(n);
         self
     }
 
@@ -383,7 +405,7 @@ impl NatsConfig {
 
     /// The largest body sent inline.
     pub fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.inline_max_bytes
+        self.message.inline_max_bytes()
     }
 
     /// The CA file trusted for `tls://`, if any.
@@ -574,5 +596,27 @@ mod tests {
             .with_nkey_seed(Secret::new(seed.clone()))
             .unwrap();
         assert!(!format!("{c:?}").contains(&seed));
+    }
+
+    #[test]
+    fn message_keys_are_read_and_cloudevents_stay_unknown() {
+        let c = parse(
+            r#"{"url": "nats://127.0.0.1", "subject": "s", "inline_max_bytes": 10,
+                "signing": {"secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.inline_max_bytes().get(), 10);
+        assert_eq!(c.message().signing().map(Signer::len), Some(1));
+        for (key, pair) in [
+            ("format", r#""format": "cloudevents""#),
+            ("cloudevents_type", r#""cloudevents_type": "t.x""#),
+            ("bogus", r#""bogus": 1"#),
+        ] {
+            let e = parse(&format!(
+                r#"{{"url": "nats://127.0.0.1", "subject": "s", {pair}}}"#
+            ))
+            .unwrap_err();
+            assert!(e.contains(&format!("unknown field `{key}`")), "{e}");
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! One function from core's `Outgoing` to what a JetStream publish carries.
 
 use crate::error::NatsError;
-use ankusa_sink_core::message::{Attr, Outgoing};
+use ankusa_message::{Attr, Outgoing};
 use async_nats::{HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
 use std::str::FromStr as _;

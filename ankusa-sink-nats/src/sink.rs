@@ -3,8 +3,8 @@
 use crate::config::{Auth, NatsConfig, subject_problem};
 use crate::error::NatsError;
 use crate::outgoing::{self, Publish};
+use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::Capabilities;
-use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, host_port,
     printable,
@@ -82,9 +82,10 @@ struct StreamNames {
 impl NatsSink {
     /// Builds the sink from a valid config; connects on first use, validates nothing.
     pub fn new(config: NatsConfig) -> Self {
-        let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
-            .with_key(config.subject.clone())
-            .with_signer(config.signing.clone());
+        let layout = config
+            .message
+            .layout(Payload::Message, EmptyValues::Keep)
+            .with_key(config.subject.clone());
         NatsSink {
             config,
             layout,
@@ -321,7 +322,7 @@ impl Sink for NatsSink {
     }
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        Some(self.config.inline_max_bytes)
+        Some(self.config.inline_max_bytes())
     }
 
     /// Stored (a JetStream ack). The size limit is the server's `max_payload` (and the

@@ -15,7 +15,7 @@ use ankusa_bench_support::indexed::{
     sink_op, specs,
 };
 use ankusa_bench_support::{Mode, only_child_arg, print_vm_hwm, write_results};
-use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
+use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Ctx, Envelope};
 use ankusa_sink_pubsub::{Auth, PubSubConfig, PubSubSink};
 use ankusa_sink_testkit::support::unique_name;

@@ -23,7 +23,7 @@
 //! `127.0.0.1:8085` (as the tests), anonymous credentials.
 
 use ankusa_bench_support::raw_loop::{self, Encoder, Lines};
-use ankusa_sink_core::message::{EmptyValues, Outgoing};
+use ankusa_message::{EmptyValues, Outgoing};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use google_cloud_pubsub::client::Publisher;

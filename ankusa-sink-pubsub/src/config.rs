@@ -1,12 +1,14 @@
 //! The Pub/Sub sink's configuration: the operator's keys ([`Repr`]), validated once into an
 //! always-valid [`PubSubConfig`] with `with_*` builders that re-check what they change.
 
-use ankusa_sink_core::cloudevents::{CloudEvents, Format};
-use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
-use ankusa_sink_core::signing::Signer;
-use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
+use ankusa_message::MessageOptions;
+use ankusa_message::cloudevents::CloudEvents;
+use ankusa_message::signing::Signer;
+use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::{DEFAULT_SUBSCRIBER_CHECK_INTERVAL, subscriber_check_interval};
 use serde::Deserialize;
+use serde::de::IgnoredAny;
+use std::collections::BTreeMap;
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::time::Duration;
 
@@ -159,14 +161,12 @@ impl PubSubBatch {
 
 /// The operator's keys, exactly as written in a sink file (`type` already removed).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Repr {
     project: String,
     topic: String,
     endpoint: Option<String>,
     auth: Option<Auth>,
     ordering_key: Option<String>,
-    inline_max_bytes: Option<NonZeroUsize>,
     max_message_bytes: Option<NonZeroUsize>,
     timeout_ms: Option<NonZeroU64>,
     batch: Option<PubSubBatch>,
@@ -175,10 +175,12 @@ struct Repr {
     #[serde(default)]
     require_subscriber: bool,
     subscriber_check_interval_s: Option<NonZeroU64>,
-    signing: Option<Signer>,
-    #[serde(default)]
-    format: Format,
-    cloudevents_type: Option<String>,
+    /// `format`, `cloudevents_type`, `[signing]`, `inline_max_bytes`.
+    #[serde(flatten)]
+    message: MessageOptions,
+    /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
+    #[serde(flatten)]
+    unknown: BTreeMap<String, IgnoredAny>,
 }
 
 /// A valid Pub/Sub sink configuration.
@@ -196,28 +198,28 @@ pub struct PubSubConfig {
     pub(crate) endpoint: Option<String>,
     pub(crate) auth: Option<Auth>,
     pub(crate) ordering_key: Option<KeyTemplate>,
-    pub(crate) inline_max_bytes: NonZeroUsize,
     pub(crate) max_message_bytes: NonZeroUsize,
     pub(crate) timeout_ms: NonZeroU64,
     pub(crate) batch: PubSubBatch,
     pub(crate) allow_insecure: bool,
     pub(crate) require_subscriber: bool,
     pub(crate) subscriber_check_interval_s: NonZeroU64,
-    pub(crate) signing: Option<Signer>,
-    pub(crate) cloudevents: Option<CloudEvents>,
+    pub(crate) message: MessageOptions,
 }
 
 impl TryFrom<Repr> for PubSubConfig {
     type Error = ConfigError;
 
     fn try_from(r: Repr) -> Result<Self, ConfigError> {
+        if let Some(k) = r.unknown.keys().next() {
+            return Err(ConfigError::UnknownField(k.clone()));
+        }
         PubSubConfig {
             project: r.project,
             topic: r.topic,
             endpoint: r.endpoint,
             auth: r.auth,
             ordering_key: r.ordering_key.as_deref().map(parse_key).transpose()?,
-            inline_max_bytes: r.inline_max_bytes.unwrap_or(DEFAULT_INLINE_MAX_BYTES),
             max_message_bytes: r.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
             timeout_ms: r.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
             batch: r.batch.unwrap_or_default(),
@@ -226,13 +228,7 @@ impl TryFrom<Repr> for PubSubConfig {
             subscriber_check_interval_s: r
                 .subscriber_check_interval_s
                 .unwrap_or(DEFAULT_SUBSCRIBER_CHECK_S),
-            signing: r.signing,
-            cloudevents: CloudEvents::from_keys(r.format, r.cloudevents_type.as_deref()).map_err(
-                |_| ConfigError::Value {
-                    option: "cloudevents_type",
-                    why: "must be non-empty printable text without whitespace",
-                },
-            )?,
+            message: r.message,
         }
         .checked()
     }
@@ -257,15 +253,13 @@ impl PubSubConfig {
             endpoint: None,
             auth: None,
             ordering_key: None,
-            inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             timeout_ms: DEFAULT_TIMEOUT_MS,
             batch: PubSubBatch::default(),
             allow_insecure: false,
             require_subscriber: false,
             subscriber_check_interval_s: DEFAULT_SUBSCRIBER_CHECK_S,
-            signing: None,
-            cloudevents: None,
+            message: MessageOptions::new(),
         }
         .checked()
     }
@@ -304,7 +298,7 @@ impl PubSubConfig {
 
     /// Set the inline threshold: larger bodies travel by `ctx.claim`.
     pub fn with_inline_max_bytes(mut self, max: NonZeroUsize) -> Self {
-        self.inline_max_bytes = max;
+        self.message = self.message.with_inline_max_bytes(max);
         self
     }
 
@@ -359,28 +353,40 @@ impl PubSubConfig {
 
     /// Sign every message the Standard Webhooks way over the exact Message v1 bytes
     /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` as attributes): the `[signing]`
-    /// table. Consumers check it with `ankusa_sink_core::message::verify`.
+    /// table. Consumers check it with `ankusa_message::verify`.
     pub fn with_signing(mut self, signer: Signer) -> Self {
-        self.signing = Some(signer);
+        self.message = self.message.with_signing(signer);
         self
     }
 
     /// The signer, when messages are signed.
     pub fn signing(&self) -> Option<&Signer> {
-        self.signing.as_ref()
+        self.message.signing()
     }
 
     /// Send CloudEvents instead of Message v1 (`None`: Message v1, the default): the
     /// `format` (`cloudevents` binary, `cloudevents-structured`) and `cloudevents_type`
     /// keys. CloudEvents travel inline: the sink asks for no claim check.
     pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
-        self.cloudevents = events;
+        self.message = self.message.with_cloudevents(events);
         self
     }
 
     /// The CloudEvents the sink sends, if any.
     pub fn cloudevents(&self) -> Option<&CloudEvents> {
-        self.cloudevents.as_ref()
+        self.message.cloudevents()
+    }
+
+    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
+    /// `inline_max_bytes`).
+    pub fn with_message(mut self, message: MessageOptions) -> Self {
+        self.message = message;
+        self
+    }
+
+    /// The message options.
+    pub fn message(&self) -> &MessageOptions {
+        &self.message
     }
 
     /// Whether deliveries require a subscription on the topic.
@@ -410,7 +416,7 @@ impl PubSubConfig {
 
     /// The inline threshold.
     pub fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.inline_max_bytes
+        self.message.inline_max_bytes()
     }
 
     /// The message size limit (data + attributes + ordering key).
@@ -556,6 +562,9 @@ fn validate_segment(option: &'static str, value: &str) -> Result<(), ConfigError
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// A key the sink does not know.
+    #[error("unknown field `{0}`")]
+    UnknownField(String),
     /// An option out of range or malformed.
     #[error("{option} {why}")]
     Value {
@@ -599,7 +608,7 @@ mod tests {
         assert_eq!(c.endpoint(), GOOGLE_ENDPOINT);
         assert_eq!(c.auth(), Auth::ApplicationDefault);
         assert_eq!(c.topic_name(), "projects/proj/topics/hooks");
-        assert_eq!(c.inline_max_bytes.get(), 65_536);
+        assert_eq!(c.inline_max_bytes().get(), 65_536);
         assert_eq!(c.max_message_bytes.get(), 10_000_000);
         assert_eq!(c.timeout(), Duration::from_secs(10));
         assert_eq!(c.batch, PubSubBatch::default());

@@ -1,6 +1,6 @@
 //! The one mapping from core [`Outgoing`] to the client's message.
 
-use ankusa_sink_core::message::{Attr, Outgoing};
+use ankusa_message::{Attr, Outgoing};
 use google_cloud_pubsub::model::Message;
 use std::borrow::Cow;
 
@@ -33,8 +33,8 @@ pub(crate) fn to_message(out: Outgoing<'_>) -> Message {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_sink_core::cloudevents::{CloudEvents, Mode};
-    use ankusa_sink_core::message::{EmptyValues, Layout};
+    use ankusa_message::cloudevents::{CloudEvents, Mode};
+    use ankusa_message::{EmptyValues, Layout};
     use ankusa_sink_core::{Ctx, Envelope};
 
     #[test]

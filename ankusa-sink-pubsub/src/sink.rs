@@ -5,8 +5,8 @@ use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::config::{Auth, PubSubConfig};
 use crate::error::PubSubError;
 use crate::outgoing;
-use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::template::KeyTemplate;
+use ankusa_message::template::KeyTemplate;
+use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{BatchLimits, Capabilities, Ordering};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, SubscriberCache,
@@ -30,7 +30,7 @@ const PAUSED_RETRIES: usize = 3;
 ///
 /// # Behavior
 /// - `data` is the Message v1 JSON; `attributes` are core's
-///   ([`Outgoing::attributes`], by [`Attr::as_attr`](ankusa_sink_core::message::Attr::as_attr),
+///   ([`Outgoing::attributes`], by [`Attr::as_attr`](ankusa_message::Attr::as_attr),
 ///   an empty tenant left out); the ordering key is the configured template's rendering
 ///   (`{tenant_id}` is `""` without a tenant), none when it is absent or renders empty.
 /// - `Ok` only once the server answered with this message's id.
@@ -69,7 +69,7 @@ impl fmt::Debug for PubSubSink {
                 "ordering_key",
                 &self.config.ordering_key.as_ref().map(KeyTemplate::as_str),
             )
-            .field("inline_max_bytes", &self.config.inline_max_bytes)
+            .field("inline_max_bytes", &self.config.inline_max_bytes())
             .field("max_message_bytes", &self.config.max_message_bytes)
             .field("timeout_ms", &self.config.timeout_ms)
             .field("batch", &self.config.batch)
@@ -94,9 +94,7 @@ impl PubSubSink {
                  go to the endpoint unencrypted (http://); use https:// to protect them"
             );
         }
-        let mut layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Drop)
-            .with_signer(config.signing.clone())
-            .with_cloudevents(config.cloudevents.clone());
+        let mut layout = config.message.layout(Payload::Message, EmptyValues::Drop);
         if let Some(key) = &config.ordering_key {
             layout = layout.with_key(key.clone());
         }
@@ -291,10 +289,7 @@ impl Sink for PubSubSink {
     }
 
     fn describe(&self, _subject: &Subject) -> Option<Description> {
-        let payload = match self.config.cloudevents {
-            Some(_) => Payload::CloudEvent,
-            None => Payload::Message,
-        };
+        let payload = self.layout.payload();
         let mut d = Description::new("googlepubsub", payload);
         d.host = host_port(self.config.endpoint());
         d.address = Some(self.topic_name.clone());

@@ -4,8 +4,8 @@
 #![allow(missing_docs)]
 
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
+use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::Envelope;
-use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_redis::{MESSAGE_FIELD, RedisConfig, RedisSink};
 use redis::aio::ConnectionManager;
 use std::sync::Arc;

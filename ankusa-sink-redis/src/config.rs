@@ -1,10 +1,12 @@
 //! The sink file's keys (`Repr`), validated once into an always-valid [`RedisConfig`].
 
-use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
-use ankusa_sink_core::signing::Signer;
-use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
+use ankusa_message::signing::Signer;
+use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
+use ankusa_message::{MessageOption, MessageOptions};
 use ankusa_sink_core::{Secret, redact_url, timeout_ms};
 use serde::Deserialize;
+use serde::de::IgnoredAny;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
@@ -18,7 +20,6 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: NonZeroUsize = NonZeroUsize::new(512 * 1024
 
 /// The operator's keys, exactly as written in a sink file (`type` already removed).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Repr {
     url: String,
     username: Option<String>,
@@ -30,9 +31,13 @@ struct Repr {
     no_subscriber: Option<NoSubscriber>,
     tls_ca_file: Option<PathBuf>,
     timeout_ms: Option<NonZeroU64>,
-    inline_max_bytes: Option<NonZeroUsize>,
     max_message_bytes: Option<NonZeroUsize>,
-    signing: Option<Signer>,
+    /// `[signing]`, `inline_max_bytes` (and `format`, refused: see `try_from`).
+    #[serde(flatten)]
+    message: MessageOptions,
+    /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
+    #[serde(flatten)]
+    unknown: BTreeMap<String, IgnoredAny>,
 }
 
 /// What a `PUBLISH` that reached no subscriber is: never a success.
@@ -92,9 +97,8 @@ pub struct RedisConfig {
     pub(crate) target: Target,
     pub(crate) tls_ca_file: Option<PathBuf>,
     pub(crate) timeout_ms: NonZeroU64,
-    pub(crate) inline_max_bytes: NonZeroUsize,
     pub(crate) max_message_bytes: NonZeroUsize,
-    pub(crate) signing: Option<Signer>,
+    pub(crate) message: MessageOptions,
 }
 
 impl fmt::Debug for RedisConfig {
@@ -106,9 +110,8 @@ impl fmt::Debug for RedisConfig {
             .field("target", &self.target)
             .field("tls_ca_file", &self.tls_ca_file)
             .field("timeout_ms", &self.timeout_ms)
-            .field("inline_max_bytes", &self.inline_max_bytes)
             .field("max_message_bytes", &self.max_message_bytes)
-            .field("signing", &self.signing)
+            .field("message", &self.message)
             .finish()
     }
 }
@@ -117,6 +120,9 @@ impl fmt::Debug for RedisConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// A key the sink does not know.
+    #[error("unknown field `{0}`")]
+    UnknownField(String),
     /// The URL is not a `redis://` or `rediss://` URL with a host (the URL is not printed).
     #[error("url: not a redis:// or rediss:// URL with a host")]
     Url,
@@ -147,6 +153,13 @@ impl TryFrom<Repr> for RedisConfig {
     type Error = ConfigError;
 
     fn try_from(r: Repr) -> Result<Self, ConfigError> {
+        if let Some(k) = r.unknown.keys().next() {
+            return Err(ConfigError::UnknownField(k.clone()));
+        }
+        // No CloudEvents here: `format` and `cloudevents_type` stay unknown keys.
+        if let Some(k) = r.message.key_set(MessageOption::Format) {
+            return Err(ConfigError::UnknownField(k.to_owned()));
+        }
         let target = match (r.stream, r.channel) {
             (Some(stream), None) => {
                 if r.no_subscriber.is_some() {
@@ -179,9 +192,8 @@ impl TryFrom<Repr> for RedisConfig {
             target,
             tls_ca_file: r.tls_ca_file,
             timeout_ms: r.timeout_ms.unwrap_or(timeout_ms(DEFAULT_TIMEOUT)),
-            inline_max_bytes: r.inline_max_bytes.unwrap_or(DEFAULT_INLINE_MAX_BYTES),
             max_message_bytes: r.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
-            signing: r.signing,
+            message: r.message,
         };
         config.validate()?;
         Ok(config)
@@ -239,9 +251,8 @@ impl RedisConfig {
             target,
             tls_ca_file: None,
             timeout_ms: timeout_ms(DEFAULT_TIMEOUT),
-            inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
-            signing: None,
+            message: MessageOptions::new(),
         };
         config.validate()?;
         Ok(config)
@@ -256,7 +267,7 @@ impl RedisConfig {
             return Err(ConfigError::UsernameWithoutPassword);
         }
         // A channel message is the bare body: nowhere to put the signature.
-        if self.signing.is_some() && matches!(self.target, Target::Channel { .. }) {
+        if self.message.signing().is_some() && matches!(self.target, Target::Channel { .. }) {
             return Err(ConfigError::WrongMode("signing", "stream"));
         }
         Ok(())
@@ -264,19 +275,37 @@ impl RedisConfig {
 
     /// Sign every stream entry the Standard Webhooks way over the exact Message v1 bytes
     /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` fields beside `message`): the
-    /// `[signing]` table. Consumers check it with `ankusa_sink_core::message::verify`.
+    /// `[signing]` table. Consumers check it with `ankusa_message::verify`.
     ///
     /// # Errors
     /// [`ConfigError::WrongMode`] for a channel: a `PUBLISH` carries the body alone.
     pub fn with_signing(mut self, signer: Signer) -> Result<Self, ConfigError> {
-        self.signing = Some(signer);
+        self.message = self.message.with_signing(signer);
         self.validate()?;
         Ok(self)
     }
 
     /// The signer, when stream entries are signed.
     pub fn signing(&self) -> Option<&Signer> {
-        self.signing.as_ref()
+        self.message.signing()
+    }
+
+    /// Set every message option at once (`[signing]`, `inline_max_bytes`).
+    ///
+    /// # Errors
+    /// As [`with_signing`](Self::with_signing); `format` is an unknown field here.
+    pub fn with_message(mut self, message: MessageOptions) -> Result<Self, ConfigError> {
+        if let Some(k) = message.key_set(MessageOption::Format) {
+            return Err(ConfigError::UnknownField(k.to_owned()));
+        }
+        self.message = message;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// The message options.
+    pub fn message(&self) -> &MessageOptions {
+        &self.message
     }
 
     /// Log in as ACL `username` with `password` (over any userinfo in the URL).
@@ -338,7 +367,7 @@ impl RedisConfig {
 
     /// Set the inline threshold of Message v1 bodies.
     pub fn with_inline_max_bytes(mut self, max: NonZeroUsize) -> Self {
-        self.inline_max_bytes = max;
+        self.message = self.message.with_inline_max_bytes(max);
         self
     }
 
@@ -380,7 +409,10 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(c.timeout(), DEFAULT_TIMEOUT);
-        assert_eq!(c.inline_max_bytes, DEFAULT_INLINE_MAX_BYTES);
+        assert_eq!(
+            c.message.inline_max_bytes(),
+            ankusa_message::DEFAULT_INLINE_MAX_BYTES
+        );
         match c.target() {
             Target::Stream {
                 key,
@@ -522,5 +554,23 @@ mod tests {
         for secret in ["pa55w0rd", "admin", "acl-user-name", "other-s3cret"] {
             assert!(!d.contains(secret), "{d}");
         }
+    }
+
+    #[test]
+    fn cloudevents_keys_stay_unknown() {
+        for (key, value) in [("format", "cloudevents"), ("cloudevents_type", "t.x")] {
+            let mut json = serde_json::json!({"url": "redis://127.0.0.1:6379", "stream": "s"});
+            json[key] = value.into();
+            let e = parse(json).unwrap_err();
+            assert!(e.contains(&format!("unknown field `{key}`")), "{e}");
+        }
+        let with_format = MessageOptions::new()
+            .with_format(ankusa_message::cloudevents::Format::CloudEvents, None)
+            .unwrap();
+        let c = RedisConfig::stream("redis://127.0.0.1:6379", "s").unwrap();
+        assert!(matches!(
+            c.with_message(with_format),
+            Err(ConfigError::UnknownField(k)) if k == "format"
+        ));
     }
 }

@@ -1,7 +1,7 @@
 //! One function from core's `Outgoing` to the Redis command.
 
 use crate::config::Target;
-use ankusa_sink_core::message::Outgoing;
+use ankusa_message::Outgoing;
 
 /// The stream entry field that carries the Message v1 bytes.
 pub const MESSAGE_FIELD: &str = "message";

@@ -5,7 +5,7 @@ use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::config::{RedisConfig, Target};
 use crate::error::{Op, RedisError};
 use crate::outgoing;
-use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
+use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Capabilities, OkMeans, Ordering};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
@@ -69,9 +69,10 @@ impl RedisSink {
             .set_max_delay(Duration::from_millis(200));
         let conn = ConnectionManager::new_lazy_with_config(client, manager)
             .map_err(|e| RedisError::Build(format!("{:?}", e.kind())))?;
-        let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
-            .with_key(config.target.key().clone())
-            .with_signer(config.signing.clone());
+        let layout = config
+            .message
+            .layout(Payload::Message, EmptyValues::Keep)
+            .with_key(config.target.key().clone());
         Ok(RedisSink {
             conn,
             layout,
@@ -219,7 +220,7 @@ impl Sink for RedisSink {
     }
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        Some(self.config.inline_max_bytes)
+        Some(self.config.message.inline_max_bytes())
     }
 
     /// A stream entry is stored (`XADD` answered; durable only as configured), in order

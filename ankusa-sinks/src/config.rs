@@ -3,6 +3,7 @@
 use crate::config_error::ConfigError;
 use crate::env::EnvAccess;
 use crate::registry::{RegisteredConfig, Registry};
+use ankusa_message::MessageOption::{self, Format, InlineMaxBytes, Signing};
 use ankusa_sink_core::Sink;
 use ankusa_sink_log::LogConfig;
 use serde::de::DeserializeOwned;
@@ -10,9 +11,14 @@ use std::sync::Arc;
 
 /// The registry: one line per sink `type`, in the order [`KNOWN_TYPES`] lists them,
 ///
-/// `"type" => Variant(ConfigType), feature "cargo-feature" (or `always`), |config| build;`
+/// `"type" => Variant(ConfigType), feature "cargo-feature" (or `always`),
+///     messages [options], |config| build;`
 ///
-/// where `build` makes the sink from the adapter's config (it may `.await`) as a
+/// where `messages` lists the [`MessageOption`]s the adapter honours (`Format`: `format` and
+/// `cloudevents_type`; `Signing`: `[signing]`; `InlineMaxBytes`), so that a sink file
+/// setting any other is refused here, in one place, before the adapter reads it (an
+/// option an adapter cannot honour is never a silent no-op); and `build` makes the sink
+/// from the adapter's config (it may `.await`) as a
 /// `Result<impl Sink, impl Error>`; a constructor that cannot fail is wrapped in
 /// [`infallible`]. [`KNOWN_TYPES`], [`SinkConfig`], its parsing, `kind` and `build` all come
 /// from this table: adding a type is one line here, plus its optional dependency and its
@@ -21,7 +27,7 @@ use std::sync::Arc;
 /// [`SinkConfig::Registered`].
 macro_rules! sinks {
     ($($ty:literal => $variant:ident($config:ty), $(feature $feature:literal)? $(always)?,
-        |$c:ident| $build:expr;)*) => {
+        messages [$($option:ident),*], |$c:ident| $build:expr;)*) => {
         /// Every sink `type` this crate knows, compiled in or not.
         pub const KNOWN_TYPES: [&str; [$($ty),*].len()] = [$($ty),*];
 
@@ -38,6 +44,15 @@ macro_rules! sinks {
             Registered(RegisteredConfig),
         }
 
+        /// The message options a built-in `ty` honours (`None`: not one of
+        /// [`KNOWN_TYPES`]).
+        pub fn message_options(ty: &str) -> Option<&'static [MessageOption]> {
+            match ty {
+                $($ty => Some(&[$($option),*]),)*
+                _ => None,
+            }
+        }
+
         impl SinkConfig {
             /// The adapter's options for `ty`, one of [`KNOWN_TYPES`], from the rest of the
             /// table.
@@ -45,7 +60,10 @@ macro_rules! sinks {
                 match ty.as_str() {
                     $(
                         $(#[cfg(feature = $feature)])?
-                        $ty => Ok(SinkConfig::$variant(options($ty, value)?)),
+                        $ty => {
+                            refuse_unsupported($ty, &value, &[$($option),*])?;
+                            Ok(SinkConfig::$variant(options($ty, value)?))
+                        }
                     )*
                     $($(
                         #[cfg(not(feature = $feature))]
@@ -91,30 +109,61 @@ macro_rules! sinks {
 }
 
 sinks! {
-    "log" => Log(ankusa_sink_log::LogConfig), always,
+    "log" => Log(ankusa_sink_log::LogConfig), always, messages [],
         |c| infallible(ankusa_sink_log::LogSink::new(c));
-    "http" => Http(ankusa_sink_http::HttpConfig), feature "http",
+    "http" => Http(ankusa_sink_http::HttpConfig), feature "http", messages [Format, Signing],
         |c| ankusa_sink_http::HttpSink::new(c);
     "kafka" => Kafka(ankusa_sink_kafka::KafkaConfig), feature "kafka",
+        messages [Format, Signing, InlineMaxBytes],
         |c| ankusa_sink_kafka::KafkaSink::new(c);
     "amqp" => Amqp(ankusa_sink_amqp::AmqpConfig), feature "amqp",
+        messages [Format, Signing, InlineMaxBytes],
         |c| infallible(ankusa_sink_amqp::AmqpSink::new(c));
-    "sqs" => Sqs(ankusa_sink_aws::SqsConfig), feature "sqs",
+    "sqs" => Sqs(ankusa_sink_aws::SqsConfig), feature "sqs", messages [Signing, InlineMaxBytes],
         |c| ankusa_sink_aws::SqsSink::new(c).await;
-    "sns" => Sns(ankusa_sink_aws::SnsConfig), feature "sns",
+    "sns" => Sns(ankusa_sink_aws::SnsConfig), feature "sns", messages [Signing, InlineMaxBytes],
         |c| ankusa_sink_aws::SnsSink::new(c).await;
     "kinesis" => Kinesis(ankusa_sink_aws::KinesisConfig), feature "kinesis",
+        messages [InlineMaxBytes],
         |c| ankusa_sink_aws::KinesisSink::new(c).await;
     "eventbridge" => EventBridge(ankusa_sink_aws::EventBridgeConfig), feature "eventbridge",
+        messages [InlineMaxBytes],
         |c| ankusa_sink_aws::EventBridgeSink::new(c).await;
     "pubsub" => Pubsub(ankusa_sink_pubsub::PubSubConfig), feature "pubsub",
+        messages [Format, Signing, InlineMaxBytes],
         |c| ankusa_sink_pubsub::PubSubSink::new(c).await;
-    "nats" => Nats(ankusa_sink_nats::NatsConfig), feature "nats",
+    "nats" => Nats(ankusa_sink_nats::NatsConfig), feature "nats", messages [Signing, InlineMaxBytes],
         |c| infallible(ankusa_sink_nats::NatsSink::new(c));
     "redis" => Redis(ankusa_sink_redis::RedisConfig), feature "redis",
+        messages [Signing, InlineMaxBytes],
         |c| ankusa_sink_redis::RedisSink::new(c);
     "mqtt" => Mqtt(ankusa_sink_mqtt::MqttConfig), feature "mqtt",
+        messages [Format, Signing, InlineMaxBytes],
         |c| ankusa_sink_mqtt::MqttSink::new(c);
+}
+
+/// Refuse a message option the type does not honour: the one place, and the one message,
+/// for every built-in type (the key is named as written; values are never read here).
+fn refuse_unsupported(
+    ty: &'static str,
+    value: &toml::Value,
+    supported: &[MessageOption],
+) -> Result<(), ConfigError> {
+    let Some(table) = value.as_table() else {
+        return Ok(());
+    };
+    for key in table.keys() {
+        if let Some(option) = MessageOption::of_key(key)
+            && !supported.contains(&option)
+        {
+            return Err(ConfigError::UnsupportedMessageOption {
+                ty,
+                key: key.clone(),
+                supported: supported.iter().map(|o| o.key()).collect(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A constructor that cannot fail, in the `Result` shape the registry's `build` takes.
@@ -440,6 +489,131 @@ mod tests {
             assert!(e.contains(&format!("`{key}`")) || e.contains(key), "names the key: {e}");
             assert!(e.contains("wrong type"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_log_sink_takes_no_message_options() {
+        assert_eq!(message_options("log"), Some(&[][..]));
+        assert_eq!(message_options("carrier-pigeon"), None);
+        let e = SinkConfig::from_toml_str("type = \"log\"\ninline_max_bytes = 10").unwrap_err();
+        assert!(
+            matches!(e, ConfigError::UnsupportedMessageOption { ty: "log", ref key, .. } if key == "inline_max_bytes"),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "log sink config: `inline_max_bytes` is not supported by the log sink \
+             (it takes no message options)"
+        );
+    }
+
+    /// Each type's message options, as its `sinks!` line states them.
+    const MESSAGE_OPTIONS: [(&str, &[&str]); 12] = [
+        ("log", &[]),
+        ("http", &["format", "signing"]),
+        ("kafka", &["format", "signing", "inline_max_bytes"]),
+        ("amqp", &["format", "signing", "inline_max_bytes"]),
+        ("sqs", &["signing", "inline_max_bytes"]),
+        ("sns", &["signing", "inline_max_bytes"]),
+        ("kinesis", &["inline_max_bytes"]),
+        ("eventbridge", &["inline_max_bytes"]),
+        ("pubsub", &["format", "signing", "inline_max_bytes"]),
+        ("nats", &["signing", "inline_max_bytes"]),
+        ("redis", &["signing", "inline_max_bytes"]),
+        ("mqtt", &["format", "signing", "inline_max_bytes"]),
+    ];
+
+    #[test]
+    fn every_type_states_its_message_options() {
+        for (ty, keys) in MESSAGE_OPTIONS {
+            let stated: Vec<&str> = message_options(ty)
+                .unwrap()
+                .iter()
+                .map(|o| o.key())
+                .collect();
+            assert_eq!(stated, keys, "{ty}");
+        }
+        assert_eq!(MESSAGE_OPTIONS.map(|(ty, _)| ty), KNOWN_TYPES);
+    }
+
+    /// A message option a type cannot honour is refused by the registry, with one message,
+    /// before the adapter reads the file: every (type, key) pair the table leaves out.
+    #[cfg(feature = "all")]
+    #[test]
+    fn message_options_a_type_cannot_honour_are_refused_in_one_place() {
+        let keys = [
+            ("format", "format = \"cloudevents\""),
+            (
+                "cloudevents_type",
+                "cloudevents_type = \"com.example.hook\"",
+            ),
+            ("inline_max_bytes", "inline_max_bytes = 1024"),
+            (
+                "signing",
+                "[signing]\nsecrets = [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]",
+            ),
+        ];
+        let mut refused = Vec::new();
+        for (ty, supported) in MESSAGE_OPTIONS {
+            for (key, text) in keys {
+                let option = MessageOption::of_key(key).unwrap();
+                if supported.contains(&option.key()) {
+                    continue;
+                }
+                // Nothing else is needed: the refusal comes before the adapter's own keys.
+                let e = SinkConfig::from_toml_str(&format!("type = \"{ty}\"\n{text}")).unwrap_err();
+                let ConfigError::UnsupportedMessageOption { ty: t, key: k, .. } = &e else {
+                    panic!("{ty} {key}: {e}");
+                };
+                assert_eq!((*t, k.as_str()), (ty, key));
+                let takes = if supported.is_empty() {
+                    "it takes no message options".to_owned()
+                } else {
+                    format!("its message options: {}", supported.join(", "))
+                };
+                assert_eq!(
+                    e.to_string(),
+                    format!(
+                        "{ty} sink config: `{key}` is not supported by the {ty} sink ({takes})"
+                    )
+                );
+                assert!(!e.to_string().contains("MfKQ9r8"), "{e}");
+                refused.push(format!("{ty}.{key}"));
+            }
+        }
+        assert_eq!(
+            refused,
+            [
+                "log.format",
+                "log.cloudevents_type",
+                "log.inline_max_bytes",
+                "log.signing",
+                "http.inline_max_bytes",
+                "sqs.format",
+                "sqs.cloudevents_type",
+                "sns.format",
+                "sns.cloudevents_type",
+                "kinesis.format",
+                "kinesis.cloudevents_type",
+                "kinesis.signing",
+                "eventbridge.format",
+                "eventbridge.cloudevents_type",
+                "eventbridge.signing",
+                "nats.format",
+                "nats.cloudevents_type",
+                "redis.format",
+                "redis.cloudevents_type",
+            ]
+        );
+        // A supported option passes through to the adapter, which reads it.
+        let c = SinkConfig::from_toml_str(
+            "type = \"kafka\"\nbrokers = [\"127.0.0.1:9092\"]\ntopic = \"t\"\nformat = \"cloudevents\"",
+        )
+        .unwrap();
+        let SinkConfig::Kafka(k) = c else {
+            panic!("not kafka")
+        };
+        assert!(k.cloudevents().is_some());
     }
 
     #[test]

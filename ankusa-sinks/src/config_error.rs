@@ -49,6 +49,24 @@ pub enum ConfigError {
         /// The key path and what is wrong (the kind of value found, never the value).
         detail: String,
     },
+    /// A message option (`format`, `cloudevents_type`, `[signing]`, `inline_max_bytes`)
+    /// the sink type cannot honour.
+    #[error(
+        "{ty} sink config: `{key}` is not supported by the {ty} sink ({})",
+        if supported.is_empty() {
+            "it takes no message options".to_owned()
+        } else {
+            format!("its message options: {}", supported.join(", "))
+        }
+    )]
+    UnsupportedMessageOption {
+        /// The sink type.
+        ty: &'static str,
+        /// The key as written.
+        key: String,
+        /// The message options the type takes, by key.
+        supported: Vec<&'static str>,
+    },
     /// A `${VAR}` reference could not be resolved.
     #[error("sink config key {path}: {detail}")]
     Env {

@@ -9,7 +9,7 @@ mod registry;
 mod scrub;
 mod source;
 
-pub use config::{KNOWN_TYPES, SinkConfig};
+pub use config::{KNOWN_TYPES, SinkConfig, message_options};
 pub use config_error::ConfigError;
 pub use dispatch::{ConcurrencySetting, DEFAULT_MAX_CONCURRENCY, DispatchTable};
 pub use env::EnvAccess;

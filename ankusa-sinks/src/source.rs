@@ -82,6 +82,11 @@ impl From<ConfigError> for SourceConfigError {
             ConfigError::NotCompiled { ty, feature } => {
                 SourceConfigError::NotCompiled { ty, feature }
             }
+            // Sink files only; kept as its text should a source ever be refused so.
+            ConfigError::UnsupportedMessageOption { ty, .. } => SourceConfigError::Field {
+                ty,
+                detail: e.to_string(),
+            },
         }
     }
 }

@@ -2,7 +2,7 @@
 //! by `scripts/bench_pipeline.py`) share: the input's lines, the Message v1 a loop sends
 //! with `--encode`, and the process around `run`.
 
-use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
+use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Ctx, Envelope};
 use std::fmt::Display;
 use std::fs::File;

@@ -68,7 +68,7 @@ pub trait VsRawBench {
     /// (mode `raw_encode`) split the sink's gap to `raw` into the format's own cost and the
     /// sink's overhead beyond it. `None` (the default): not measured.
     ///
-    /// [`Outgoing::new`]: ankusa_sink_core::message::Outgoing::new
+    /// [`Outgoing::new`]: ankusa_message::Outgoing::new
     /// [`raw_op`]: VsRawBench::raw_op
     fn raw_encode_op(&self, _env: &Arc<Envelope>) -> Option<Op> {
         None

@@ -37,8 +37,8 @@ pub struct Received {
 
 impl Received {
     /// Everything a Message v1 carries.
-    pub fn from_message(m: ankusa_sink_core::message::Message) -> Self {
-        use ankusa_sink_core::message::MessageBody;
+    pub fn from_message(m: ankusa_message::Message) -> Self {
+        use ankusa_message::MessageBody;
         let (body, claim) = match m.body {
             MessageBody::Inline(b) => (Some(b), None),
             MessageBody::Claim(r) => (None, Some(r.to_string())),
@@ -58,9 +58,7 @@ impl Received {
 
     /// Decode Message v1 bytes (verifying size and digest) into what they carry.
     pub fn from_message_bytes(bytes: &[u8]) -> Result<Self, BoxError> {
-        Ok(Self::from_message(ankusa_sink_core::message::decode(
-            bytes,
-        )?))
+        Ok(Self::from_message(ankusa_message::decode(bytes)?))
     }
 }
 

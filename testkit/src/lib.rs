@@ -11,6 +11,8 @@ pub use harness::{
 };
 pub use suite::{Case, Outcome, run_case};
 
+/// Re-exported so a harness builds messages with the same wire crate the adapters use.
+pub use ankusa_message;
 /// The core crate this testkit is built on, so a harness needs one dependency.
 pub use ankusa_sink_core;
 

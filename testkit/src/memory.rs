@@ -11,7 +11,7 @@
 
 use crate::Case;
 use crate::harness::{Expect, Fault, Harness, MixedBatch, Probe, Received, Setup, WarmFault};
-use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, encode};
+use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, encode};
 use ankusa_sink_core::{
     BatchConfig, BatchSend, Batcher, BoxError, Check, Class, Ctx, Description, Envelope, Failure,
     Payload, Sink, Subject, async_trait,

@@ -4,7 +4,7 @@
 
 use crate::{Counting, body};
 use ankusa_claimcheck::{ClaimConfig, ClaimError, ClaimItem, ClaimStore, DEFAULT_TENANT};
-use ankusa_sink_core::message::{self, MessageBody};
+use ankusa_message::MessageBody;
 use ankusa_sink_core::{Class, Ctx, Envelope, EnvelopeError, TENANTLESS};
 use object_store::memory::InMemory;
 use object_store::path::Path;
@@ -96,8 +96,8 @@ async fn redeem_message_reads_for_the_messages_tenant_size_and_digest() {
         .prepare_with_thresholds(&env, Ctx::for_envelope(&env), [NonZeroUsize::new(100)])
         .await
         .unwrap();
-    let wire = message::encode(&env, &ctx, NonZeroUsize::new(100)).unwrap();
-    let msg = message::decode(&wire).unwrap();
+    let wire = ankusa_message::encode(&env, &ctx, NonZeroUsize::new(100)).unwrap();
+    let msg = ankusa_message::decode(&wire).unwrap();
     assert!(matches!(msg.body, MessageBody::Claim(_)));
     assert_eq!(store.redeem_message(&msg).await.unwrap(), body(3, 4000));
 
@@ -122,8 +122,10 @@ async fn redeem_message_reads_for_the_messages_tenant_size_and_digest() {
         "{err:?}"
     );
     // An inline message needs no store.
-    let inline =
-        message::decode(&message::encode(&env, &Ctx::for_envelope(&env), None).unwrap()).unwrap();
+    let inline = ankusa_message::decode(
+        &ankusa_message::encode(&env, &Ctx::for_envelope(&env), None).unwrap(),
+    )
+    .unwrap();
     assert_eq!(store.redeem_message(&inline).await.unwrap(), body(3, 4000));
 }
 

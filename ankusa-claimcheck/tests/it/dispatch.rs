@@ -3,7 +3,7 @@
 
 use crate::{Counting, body};
 use ankusa_claimcheck::{ClaimStore, sink_thresholds};
-use ankusa_sink_core::message::{self, MessageBody};
+use ankusa_message::MessageBody;
 use ankusa_sink_core::{Class, Ctx, Envelope, Failure, Reason, Sink, async_trait, safe_deliver};
 use object_store::memory::InMemory;
 use std::num::NonZeroUsize;
@@ -28,12 +28,12 @@ impl QueueSink {
         })
     }
 
-    fn messages(&self) -> Vec<message::Message> {
+    fn messages(&self) -> Vec<ankusa_message::Message> {
         self.sent
             .lock()
             .unwrap()
             .iter()
-            .map(|b| message::decode(b).unwrap())
+            .map(|b| ankusa_message::decode(b).unwrap())
             .collect()
     }
 }
@@ -41,7 +41,7 @@ impl QueueSink {
 #[async_trait]
 impl Sink for QueueSink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
-        let wire = message::encode(env, ctx, self.max)?;
+        let wire = ankusa_message::encode(env, ctx, self.max)?;
         if self
             .fail_first
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -66,7 +66,7 @@ fn envelope(len: usize) -> Envelope {
 }
 
 /// What a consumer does with a message: the inline body, or the redeemed claim.
-async fn consume(store: &ClaimStore, msg: &message::Message) -> Vec<u8> {
+async fn consume(store: &ClaimStore, msg: &ankusa_message::Message) -> Vec<u8> {
     store.redeem_message(msg).await.unwrap().to_vec()
 }
 

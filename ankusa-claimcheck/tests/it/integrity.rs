@@ -3,7 +3,8 @@
 
 use crate::body;
 use ankusa_claimcheck::{ClaimConfig, ClaimError, ClaimItem, ClaimRef, ClaimStore};
-use ankusa_sink_core::{Class, Failure, message::sha256_hex};
+use ankusa_message::sha256_hex;
+use ankusa_sink_core::{Class, Failure};
 use object_store::ObjectStoreExt as _;
 use object_store::path::Path;
 use std::io::{Seek as _, SeekFrom, Write as _};

@@ -1,8 +1,8 @@
 //! What reaches the broker: body, properties, headers, routing keys, claims, concurrency.
 
 use crate::common::*;
+use ankusa_message::{Attr, EmptyValues, Layout, MessageBody, Outgoing};
 use ankusa_sink_amqp::{AmqpConfig, AmqpError, AmqpSink};
-use ankusa_sink_core::message::{self, Attr, EmptyValues, Layout, MessageBody, Outgoing};
 use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Envelope, Sink};
 use ankusa_sink_testkit::support::{current_thread_runtime, deliver_all};
 use lapin::ExchangeKind;
@@ -62,7 +62,7 @@ async fn round_trip_body_properties_and_headers() {
     assert_eq!(p.headers().as_ref().unwrap().inner().len(), 3);
 
     // The body is exactly Message v1 and decodes.
-    let expected = message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap();
+    let expected = ankusa_message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap();
     assert_eq!(d.data, expected);
     // Body, id and headers are core's Outgoing for the same envelope.
     let layout = Layout::message(sink.inline_max_bytes(), EmptyValues::Drop);
@@ -82,7 +82,7 @@ async fn round_trip_body_properties_and_headers() {
     for (name, value) in headers {
         assert_eq!(header(p, name).as_deref(), Some(value), "{name}");
     }
-    let msg = message::decode(&d.data).unwrap();
+    let msg = ankusa_message::decode(&d.data).unwrap();
     assert_eq!(msg.id, "hook-rt-1");
     assert_eq!(msg.replay_id.as_deref(), Some("replay-7"));
     assert_eq!(msg.body, MessageBody::Inline(env.body().clone()));
@@ -164,14 +164,14 @@ async fn body_over_threshold_carries_the_claim() {
     assert_eq!(err.class(), Class::Config, "{err}");
 
     let reference = ClaimRef::new("acme", ulid::Ulid::new()).unwrap();
-    let claim = Claim::new(reference.clone(), message::sha256_hex(&body)).unwrap();
+    let claim = Claim::new(reference.clone(), ankusa_message::sha256_hex(&body)).unwrap();
     let ctx = Ctx::for_envelope(&env).with_claim(claim);
     bounded(sink.deliver(&env, &ctx)).await.unwrap();
     let got = admin.get(&q).await;
-    let msg = message::decode(&got.delivery.data).unwrap();
+    let msg = ankusa_message::decode(&got.delivery.data).unwrap();
     assert_eq!(msg.body, MessageBody::Claim(reference));
     assert_eq!(msg.size, 100);
-    assert_eq!(msg.sha256, message::sha256_hex(&body));
+    assert_eq!(msg.sha256, ankusa_message::sha256_hex(&body));
     assert!(!String::from_utf8_lossy(&got.delivery.data).contains("body_base64"));
     // Exactly at the threshold is inline.
     let edge = Envelope::builder("hook-edge", "s3", vec![b'y'; 16])
@@ -180,7 +180,7 @@ async fn body_over_threshold_carries_the_claim() {
     bounded(sink.deliver(&edge, &Ctx::for_envelope(&edge)))
         .await
         .unwrap();
-    let msg = message::decode(&admin.get(&q).await.delivery.data).unwrap();
+    let msg = ankusa_message::decode(&admin.get(&q).await.delivery.data).unwrap();
     assert!(matches!(msg.body, MessageBody::Inline(_)));
     assert_eq!(admin.count(&q).await, 0);
     admin.cleanup().await;

@@ -2,6 +2,7 @@
 //! taken apart once, plus the shared [`AwsOptions`].
 
 use super::{AwsOptions, ConfigError, SNS_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES};
+use ankusa_message::MessageOptions;
 use ankusa_sink_core::{
     DEFAULT_SUBSCRIBER_CHECK_INTERVAL, redact_url, redact_url_keep_path, subscriber_check_interval,
 };
@@ -96,6 +97,10 @@ struct SqsRepr {
     queue_url: String,
     #[serde(flatten)]
     options: AwsOptions,
+    /// `[signing]`, `inline_max_bytes` (beside `options`: a flattened struct inside a
+    /// flattened struct would leave its keys to `unknown` as well).
+    #[serde(flatten)]
+    message: MessageOptions,
     #[serde(flatten)]
     unknown: BTreeMap<String, IgnoredAny>,
 }
@@ -104,7 +109,7 @@ impl TryFrom<SqsRepr> for SqsConfig {
     type Error = ConfigError;
     fn try_from(r: SqsRepr) -> Result<Self, ConfigError> {
         refuse_unknown(&r.unknown)?;
-        SqsConfig::new(r.queue_url, r.options)
+        SqsConfig::new(r.queue_url, r.options.with_message(r.message))
     }
 }
 
@@ -203,6 +208,10 @@ struct SnsRepr {
     subscriber_check_interval_s: Option<NonZeroU64>,
     #[serde(flatten)]
     options: AwsOptions,
+    /// `[signing]`, `inline_max_bytes` (beside `options`: a flattened struct inside a
+    /// flattened struct would leave its keys to `unknown` as well).
+    #[serde(flatten)]
+    message: MessageOptions,
     #[serde(flatten)]
     unknown: BTreeMap<String, IgnoredAny>,
 }
@@ -211,8 +220,8 @@ impl TryFrom<SnsRepr> for SnsConfig {
     type Error = ConfigError;
     fn try_from(r: SnsRepr) -> Result<Self, ConfigError> {
         refuse_unknown(&r.unknown)?;
-        let config =
-            SnsConfig::new(r.topic_arn, r.options)?.with_require_subscriber(r.require_subscriber);
+        let config = SnsConfig::new(r.topic_arn, r.options.with_message(r.message))?
+            .with_require_subscriber(r.require_subscriber);
         match r.subscriber_check_interval_s {
             Some(s) => config.with_subscriber_check_interval(Duration::from_secs(s.get())),
             None => Ok(config),
@@ -483,5 +492,27 @@ mod tests {
                 .contains("credentials.access_key_id"),
             "{empty_secret}"
         );
+    }
+
+    #[test]
+    fn message_keys_sit_beside_the_shared_options() {
+        let c: SqsConfig = serde_json::from_value(serde_json::json!({
+            "queue_url": "http://127.0.0.1:4566/000000000000/q", "region": "us-east-1",
+            "inline_max_bytes": 1000,
+            "signing": {"secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]}
+        }))
+        .unwrap();
+        assert_eq!(c.options().inline_max_bytes().get(), 1000);
+        assert!(c.options().signing().is_some());
+        for key in ["format", "cloudevents_type"] {
+            let e = serde_json::from_value::<SnsConfig>(serde_json::json!({
+                "topic_arn": "arn:aws:sns:us-east-1:000000000000:t", key: "cloudevents"
+            }))
+            .unwrap_err();
+            assert!(
+                e.to_string().contains(&format!("unknown option `{key}`")),
+                "{e}"
+            );
+        }
     }
 }

@@ -4,7 +4,8 @@
 
 use super::destination::refuse_unknown;
 use super::{AwsOptions, ConfigError, EVENTBRIDGE_MAX_ENTRY_BYTES, KINESIS_MAX_RECORD_BYTES};
-use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, Placeholder};
+use ankusa_message::MessageOptions;
+use ankusa_message::template::{AbsentTenant, KeyTemplate, Placeholder};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
@@ -32,7 +33,7 @@ fn refuse_attribute_options(sink: &'static str, options: &AwsOptions) -> Result<
             why: "it has no message groups",
         });
     }
-    if options.signing.is_some() {
+    if options.message.signing().is_some() {
         return Err(ConfigError::Unsupported {
             option: "signing",
             sink,
@@ -74,6 +75,10 @@ struct KinesisRepr {
     partition_key_template: Option<String>,
     #[serde(flatten)]
     options: AwsOptions,
+    /// `[signing]`, `inline_max_bytes` (beside `options`: a flattened struct inside a
+    /// flattened struct would leave its keys to `unknown` as well).
+    #[serde(flatten)]
+    message: MessageOptions,
     #[serde(flatten)]
     unknown: BTreeMap<String, IgnoredAny>,
 }
@@ -82,7 +87,7 @@ impl TryFrom<KinesisRepr> for KinesisConfig {
     type Error = ConfigError;
     fn try_from(r: KinesisRepr) -> Result<Self, ConfigError> {
         refuse_unknown(&r.unknown)?;
-        let config = KinesisConfig::new(r.stream, r.options)?;
+        let config = KinesisConfig::new(r.stream, r.options.with_message(r.message))?;
         match r.partition_key_template {
             Some(t) => config.with_partition_key_template(&t),
             None => Ok(config),
@@ -206,6 +211,10 @@ struct EventBridgeRepr {
     detail_type: Option<String>,
     #[serde(flatten)]
     options: AwsOptions,
+    /// `[signing]`, `inline_max_bytes` (beside `options`: a flattened struct inside a
+    /// flattened struct would leave its keys to `unknown` as well).
+    #[serde(flatten)]
+    message: MessageOptions,
     #[serde(flatten)]
     unknown: BTreeMap<String, IgnoredAny>,
 }
@@ -214,7 +223,7 @@ impl TryFrom<EventBridgeRepr> for EventBridgeConfig {
     type Error = ConfigError;
     fn try_from(r: EventBridgeRepr) -> Result<Self, ConfigError> {
         refuse_unknown(&r.unknown)?;
-        let config = EventBridgeConfig::new(r.source, r.options)?;
+        let config = EventBridgeConfig::new(r.source, r.options.with_message(r.message))?;
         let config = match r.event_bus_name {
             Some(bus) => config.with_event_bus_name(bus)?,
             None => config,
@@ -363,7 +372,7 @@ impl EventBridgeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_sink_core::signing::Signer;
+    use ankusa_message::signing::Signer;
     use std::num::NonZeroUsize;
 
     fn opts() -> AwsOptions {

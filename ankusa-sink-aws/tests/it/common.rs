@@ -1,7 +1,7 @@
 //! Shared helpers: moto addresses, unique names, envelopes, readback, request counting.
 
+use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_aws::{AwsOptions, SnsConfig, SqsConfig, StaticCredentials};
-use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Class, Ctx, Envelope, Failure, Sink};
 use ankusa_sink_testkit::support::unique_name;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
@@ -180,7 +180,7 @@ pub(crate) async fn deliver_batched<S: Sink + 'static>(
 /// dropped (SQS refuses them), every value a `String`.
 pub(crate) fn wire_attributes(env: &Envelope, ctx: &Ctx) -> HashMap<String, String> {
     let layout = Layout::message(
-        Some(ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES),
+        Some(ankusa_message::DEFAULT_INLINE_MAX_BYTES),
         EmptyValues::Drop,
     );
     let out = Outgoing::new(env, ctx, &layout).unwrap();
@@ -255,11 +255,7 @@ pub(crate) async fn receive(
 pub(crate) fn hook_ids(got: &[Received]) -> Vec<String> {
     let mut ids: Vec<String> = got
         .iter()
-        .map(|m| {
-            ankusa_sink_core::message::decode(m.body.as_bytes())
-                .unwrap()
-                .id
-        })
+        .map(|m| ankusa_message::decode(m.body.as_bytes()).unwrap().id)
         .collect();
     ids.sort();
     ids

@@ -5,7 +5,7 @@
 use crate::common::*;
 use crate::scripted::{Req, Resp, Scripted};
 use ankusa_sink_aws::{AwsBatch, AwsOptions, EventBridgeConfig, EventBridgeSink};
-use ankusa_sink_core::{Check, Class, Sink, Subject, message};
+use ankusa_sink_core::{Check, Class, Sink, Subject};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,10 +43,11 @@ async fn round_trip_detail_source_and_detail_type() {
     assert_eq!(event["detail-type"], "Hook Received");
     assert_eq!(event["resources"], serde_json::json!([]));
     // EventBridge re-serializes Detail: the same JSON value, not the same bytes.
-    let expected = message::encode(&e, &c, Some(message::DEFAULT_INLINE_MAX_BYTES)).unwrap();
+    let expected =
+        ankusa_message::encode(&e, &c, Some(ankusa_message::DEFAULT_INLINE_MAX_BYTES)).unwrap();
     let expected: serde_json::Value = serde_json::from_slice(&expected).unwrap();
     assert_eq!(event["detail"], expected);
-    let m = message::decode(&event_detail(&got[0].body)).unwrap();
+    let m = ankusa_message::decode(&event_detail(&got[0].body)).unwrap();
     assert_eq!(
         (m.id.as_str(), m.tenant_id.as_deref()),
         ("h-eb1", Some("acme"))
@@ -88,7 +89,7 @@ async fn batched_deliveries_share_put_events_and_all_arrive() {
     let got = receive(&sqs, &url, 25).await;
     let mut ids: Vec<String> = got
         .iter()
-        .map(|m| message::decode(&event_detail(&m.body)).unwrap().id)
+        .map(|m| ankusa_message::decode(&event_detail(&m.body)).unwrap().id)
         .collect();
     ids.sort();
     let mut want: Vec<String> = (0..25).map(|i| format!("eb{i}")).collect();
@@ -156,7 +157,7 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
 
 fn hook_ids_of_events(got: &[Received]) -> Vec<String> {
     got.iter()
-        .map(|m| message::decode(&event_detail(&m.body)).unwrap().id)
+        .map(|m| ankusa_message::decode(&event_detail(&m.body)).unwrap().id)
         .collect()
 }
 
@@ -209,7 +210,7 @@ fn request_hooks(req: &Req) -> Vec<String> {
             assert_eq!(e["Source"], SOURCE);
             assert_eq!(e["DetailType"], "ankusa.message.v1");
             assert_eq!(e["EventBusName"], "scripted");
-            message::decode(e["Detail"].as_str().unwrap().as_bytes())
+            ankusa_message::decode(e["Detail"].as_str().unwrap().as_bytes())
                 .unwrap()
                 .id
         })

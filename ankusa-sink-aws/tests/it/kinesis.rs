@@ -6,7 +6,7 @@
 use crate::common::*;
 use crate::scripted::{Req, Resp, Scripted};
 use ankusa_sink_aws::{AwsBatch, AwsOptions, KinesisConfig, KinesisSink};
-use ankusa_sink_core::{Check, Class, Sink, Subject, message};
+use ankusa_sink_core::{Check, Class, Sink, Subject};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,7 +48,8 @@ async fn round_trip_data_and_partition_key() {
 
     let got = read_stream(&kinesis_admin(&kinesis_moto()).await, &stream).await;
     assert_eq!(got.len(), 3, "{got:?}");
-    let expected = message::encode(&e, &c, Some(message::DEFAULT_INLINE_MAX_BYTES)).unwrap();
+    let expected =
+        ankusa_message::encode(&e, &c, Some(ankusa_message::DEFAULT_INLINE_MAX_BYTES)).unwrap();
     assert_eq!(
         got[0].data, expected,
         "the record is the Message v1 body, byte for byte"
@@ -60,7 +61,7 @@ async fn round_trip_data_and_partition_key() {
     assert_eq!(got[1].data, expected);
     assert_eq!(got[1].partition_key, "acme/stripe");
     assert_eq!(got[2].partition_key, "default/gh");
-    assert_eq!(message::decode(&got[2].data).unwrap().id, "h-k2");
+    assert_eq!(ankusa_message::decode(&got[2].data).unwrap().id, "h-k2");
     delete_stream(&kinesis_moto(), &stream).await;
 }
 
@@ -89,7 +90,7 @@ async fn batched_deliveries_share_put_records_and_all_arrive() {
     let got = read_stream(&kinesis_admin(&kinesis_moto()).await, &stream).await;
     let mut ids: Vec<String> = got
         .iter()
-        .map(|r| message::decode(&r.data).unwrap().id)
+        .map(|r| ankusa_message::decode(&r.data).unwrap().id)
         .collect();
     ids.sort();
     let mut want: Vec<String> = (0..40).map(|i| format!("kb{i}")).collect();
@@ -214,7 +215,7 @@ fn request_hooks(req: &Req) -> Vec<String> {
         .iter()
         .map(|r| {
             let data = aws_smithy_types::base64::decode(r["Data"].as_str().unwrap()).unwrap();
-            message::decode(&data).unwrap().id
+            ankusa_message::decode(&data).unwrap().id
         })
         .collect()
 }

@@ -4,7 +4,7 @@
 use crate::common::*;
 use crate::scripted::{Req, Resp, Scripted};
 use ankusa_sink_aws::{AwsBatch, AwsOptions, SnsConfig, SnsSink};
-use ankusa_sink_core::{Check, Class, Sink, Subject, message};
+use ankusa_sink_core::{Check, Class, Sink, Subject};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,10 +56,11 @@ async fn round_trip_through_a_raw_sqs_subscription() {
     s.deliver(&e, &c).await.unwrap();
     let got = receive(&sqs, &url, 1).await;
     assert_eq!(got.len(), 1);
-    let expected = message::encode(&e, &c, Some(message::DEFAULT_INLINE_MAX_BYTES)).unwrap();
+    let expected =
+        ankusa_message::encode(&e, &c, Some(ankusa_message::DEFAULT_INLINE_MAX_BYTES)).unwrap();
     assert_eq!(got[0].body.as_bytes(), &expected[..]);
     assert_eq!(
-        message::decode(got[0].body.as_bytes())
+        ankusa_message::decode(got[0].body.as_bytes())
             .unwrap()
             .replay_id
             .as_deref(),

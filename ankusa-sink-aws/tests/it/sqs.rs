@@ -3,7 +3,7 @@
 use crate::common::*;
 use crate::scripted::{Req, Resp, Scripted, md5_hex};
 use ankusa_sink_aws::{AwsBatch, AwsOptions, SqsConfig, SqsSink};
-use ankusa_sink_core::{Check, Class, Sink, Subject, message};
+use ankusa_sink_core::{Check, Class, Sink, Subject};
 use aws_sdk_sqs::types::QueueAttributeName;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -38,9 +38,10 @@ async fn round_trip_body_and_attributes() {
 
     let got = receive(&admin, &url, 1).await;
     assert_eq!(got.len(), 1);
-    let expected = message::encode(&e, &c, Some(message::DEFAULT_INLINE_MAX_BYTES)).unwrap();
+    let expected =
+        ankusa_message::encode(&e, &c, Some(ankusa_message::DEFAULT_INLINE_MAX_BYTES)).unwrap();
     assert_eq!(got[0].body.as_bytes(), &expected[..]);
-    let msg = message::decode(got[0].body.as_bytes()).unwrap();
+    let msg = ankusa_message::decode(got[0].body.as_bytes()).unwrap();
     assert_eq!(msg.id, "h-rt");
     assert_eq!(msg.tenant_id.as_deref(), Some("acme"));
     assert_eq!(got[0].attributes, env_attributes("h-rt", &[]));
@@ -249,7 +250,7 @@ async fn five_thousand_batched_deliveries_none_lost() {
     let mut ids = Vec::new();
     for url in &urls {
         for m in receive(&admin, url, N / QUEUES).await {
-            ids.push(message::decode(m.body.as_bytes()).unwrap().id);
+            ids.push(ankusa_message::decode(m.body.as_bytes()).unwrap().id);
         }
     }
     ids.sort();
@@ -458,7 +459,7 @@ async fn a_batch_gives_each_delivery_its_own_entry_result() {
         for entry in req.json()["Entries"].as_array().cloned().unwrap_or_default() {
             let id = entry["Id"].as_str().unwrap().to_owned();
             let body = entry["MessageBody"].as_str().unwrap().to_owned();
-            let hook = message::decode(body.as_bytes()).unwrap().id;
+            let hook = ankusa_message::decode(body.as_bytes()).unwrap().id;
             let fail = |code: &str, sender: bool| {
                 serde_json::json!({"Id": id, "Code": code, "SenderFault": sender, "Message": "scripted"})
             };

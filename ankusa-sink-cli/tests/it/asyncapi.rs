@@ -181,7 +181,7 @@ fn describe_of_every_message_sink_is_a_valid_asyncapi_3_document() {
     );
     assert_eq!(
         doc["components"]["schemas"]["SinkMessageV1"],
-        ankusa_sink_core::message::json_schema()
+        ankusa_message::json_schema()
     );
     // Each message carries its sink's capability manifest (a specification extension).
     let caps = &kafka_message["x-ankusa-capabilities"];

@@ -1,13 +1,12 @@
 //! Kinesis and EventBridge end to end through sink files: `check`, `deliver` and a batched
 //! `forward` to moto, every record and event read back by boto3
 //! (`scripts/interop/aws_streams_read.py`, which checks each Message v1, the partition key,
-//! the event's source and detail type), then decoded again here with `message::decode`; a
+//! the event's source and detail type), then decoded again here with `ankusa_message::decode`; a
 //! missing stream or bus is config for `check` and `deliver`; a `[signing]` table, which
 //! neither service can carry, is refused when the file is read.
 
 use super::signed::python;
 use super::{check_says_config, deliver_says_config, run, temp_file, text};
-use ankusa_sink_core::message;
 use ankusa_sink_testkit::support::unique_name;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -43,7 +42,7 @@ fn kinesis_and_eventbridge_deliver_what_boto3_reads_back() {
         let mut delivered = 0;
         for m in messages {
             let body = STANDARD.decode(m["body_b64"].as_str().unwrap()).unwrap();
-            let msg = message::decode(&body).unwrap_or_else(|e| panic!("{sink}: {e}"));
+            let msg = ankusa_message::decode(&body).unwrap_or_else(|e| panic!("{sink}: {e}"));
             if msg.id.starts_with("streams-") {
                 delivered += 1;
                 assert_eq!(msg.tenant_id.as_deref(), Some("acme"), "{sink}");

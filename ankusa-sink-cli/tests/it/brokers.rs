@@ -88,7 +88,7 @@ async fn the_same_hooks_swap_to_rabbitmq_by_config_only() {
         .await
         .unwrap()
     {
-        let m = ankusa_sink_core::message::decode(&msg.delivery.data).expect("Message v1");
+        let m = ankusa_message::decode(&msg.delivery.data).expect("Message v1");
         assert_eq!(m.source_id, "gen");
         got += 1;
     }

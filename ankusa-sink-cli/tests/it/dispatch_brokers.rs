@@ -2,7 +2,7 @@
 //! SIGTERM mid-run that loses no hook.
 
 use super::{amqp_channel, amqp_queue, amqp_url, bin, json_lines, spawn_piped, temp_file, text};
-use ankusa_sink_core::message::{MessageBody, decode};
+use ankusa_message::{MessageBody, decode};
 use ankusa_sink_testkit::support::unique_name;
 use lapin::Channel;
 use lapin::options::{BasicGetOptions, QueueDeleteOptions};
@@ -26,7 +26,7 @@ async fn queue_sink(ch: &Channel, name: &str) -> (String, PathBuf) {
 }
 
 /// Every message in `queue`, decoded.
-async fn drain(ch: &Channel, queue: &str) -> Vec<ankusa_sink_core::message::Message> {
+async fn drain(ch: &Channel, queue: &str) -> Vec<ankusa_message::Message> {
     let mut out = Vec::new();
     while let Some(m) = ch
         .basic_get(queue.into(), BasicGetOptions { no_ack: true })

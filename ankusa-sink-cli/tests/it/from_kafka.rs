@@ -232,8 +232,7 @@ async fn undecodable_records_are_dead_lettered_and_committed_past_and_messages_b
         .build()
         .unwrap();
     let msg =
-        ankusa_sink_core::message::encode(&env, &ankusa_sink_core::Ctx::for_envelope(&env), None)
-            .unwrap();
+        ankusa_message::encode(&env, &ankusa_sink_core::Ctx::for_envelope(&env), None).unwrap();
     let records = vec![
         hooks[0].1.clone(),
         b"not json".to_vec(),

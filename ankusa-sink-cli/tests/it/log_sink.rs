@@ -184,7 +184,7 @@ fn forward_of_100k_hooks_stays_in_bounded_memory() {
 /// hook is there exactly once.
 #[test]
 fn messages_on_stdout_decode_as_message_v1_of_every_input_hook() {
-    use ankusa_sink_core::message::{self, MessageBody};
+    use ankusa_message::MessageBody;
     use ankusa_sink_core::{Ctx, Envelope};
     use std::collections::BTreeMap;
 
@@ -234,7 +234,7 @@ fn messages_on_stdout_decode_as_message_v1_of_every_input_hook() {
     assert!(stdout.ends_with(b"\n"));
     let mut seen = BTreeMap::new();
     for line in stdout[..stdout.len() - 1].split(|&b| b == b'\n') {
-        let m = message::decode(line)
+        let m = ankusa_message::decode(line)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(line)));
         let env = want
             .get(&m.id)
@@ -250,7 +250,7 @@ fn messages_on_stdout_decode_as_message_v1_of_every_input_hook() {
         assert_eq!(m.sha256, env.body_sha256());
         assert_eq!(m.body, MessageBody::Inline(env.body().clone()), "{}", m.id);
         let headers: Vec<(String, String)> =
-            message::forwarded_headers(env, &Ctx::for_envelope(env))
+            ankusa_sink_core::forwarded_headers(env, &Ctx::for_envelope(env))
                 .into_iter()
                 .map(|(n, v)| (n.into_owned(), v.into_owned()))
                 .collect();

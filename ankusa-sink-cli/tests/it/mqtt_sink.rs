@@ -83,7 +83,7 @@ fn mqtt_from_a_config_file_read_back_by_paho() {
     for m in &got {
         assert_eq!(m["content_type"], "application/json");
         let body = STANDARD.decode(m["payload_b64"].as_str().unwrap()).unwrap();
-        let msg = ankusa_sink_core::message::decode(&body).expect("Message v1");
+        let msg = ankusa_message::decode(&body).expect("Message v1");
         assert_eq!(
             m["user_properties"][0],
             serde_json::json!(["ankusa_id", msg.id])

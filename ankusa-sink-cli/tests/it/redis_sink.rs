@@ -61,16 +61,14 @@ async fn redis_stream_from_a_config_file_read_back() {
     assert_eq!(entries.len(), 21);
     for (_, fields) in &entries {
         assert_eq!(fields[0].0, "message");
-        let m = ankusa_sink_core::message::decode(&fields[0].1).expect("Message v1");
+        let m = ankusa_message::decode(&fields[0].1).expect("Message v1");
         assert_eq!(
             fields[1],
             ("ankusa_id".to_owned(), m.id.clone().into_bytes())
         );
     }
     assert_eq!(
-        ankusa_sink_core::message::decode(&entries[0].1[0].1)
-            .unwrap()
-            .id,
+        ankusa_message::decode(&entries[0].1[0].1).unwrap().id,
         "r-1"
     );
     // The example file passes the preflight (which writes nothing).

@@ -2,12 +2,12 @@
 //! sink, each message read back by its broker's own Python client and verified with the
 //! Standard Webhooks reference library (`scripts/interop/signed_messages.py`, which also
 //! proves a tampered body and a stale timestamp fail), then verified again here with
-//! `message::verify`, under each key of the rotation. The script also checks each message's
+//! `ankusa_message::verify`, under each key of the rotation. The script also checks each message's
 //! W3C trace context: a child of the hook's `traceparent` with its `tracestate`, or a new
 //! trace for a hook without one.
 
-use ankusa_sink_core::message::{self, VerifiedError};
-use ankusa_sink_core::signing::{Signer, VerifyError};
+use ankusa_message::VerifiedError;
+use ankusa_message::signing::{Signer, VerifyError};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
@@ -75,7 +75,7 @@ fn every_message_v1_sink_signs_what_python_consumers_verify() {
             let h = |name: &str| m["headers"][name].as_str().unwrap_or_default().to_owned();
             let body = STANDARD.decode(m["body_b64"].as_str().unwrap()).unwrap();
             let check = |signer: &Signer| {
-                message::verify(
+                ankusa_message::verify(
                     signer,
                     &h("webhook-id"),
                     &h("webhook-timestamp"),

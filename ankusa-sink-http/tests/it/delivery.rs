@@ -403,7 +403,7 @@ async fn a_replay_id_that_cannot_be_a_header_is_permanent_and_not_sent() {
 
 #[tokio::test]
 async fn cloudevents_binary_and_structured_requests() {
-    use ankusa_sink_core::cloudevents::Format;
+    use ankusa_message::cloudevents::Format;
     let server = Server::start(always(Reply::status(204))).await;
     let binary = ankusa_sink_http::HttpSink::builder(server.url("/ce"))
         .cloudevents(Format::CloudEvents, Some("com.example.hook"))

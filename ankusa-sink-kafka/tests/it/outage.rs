@@ -67,10 +67,7 @@ async fn recovers_after_a_broker_restart() {
     }
     let got = read_back(&broker.addr(), &topic, 1, Duration::from_secs(10));
     assert_eq!(got.len(), 1);
-    assert_eq!(
-        ankusa_sink_core::message::decode(&got[0].value).unwrap().id,
-        "after"
-    );
+    assert_eq!(ankusa_message::decode(&got[0].value).unwrap().id, "after");
 }
 
 /// A broker that demands authentication refuses made-up SASL credentials: config, not a

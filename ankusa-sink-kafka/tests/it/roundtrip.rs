@@ -1,7 +1,7 @@
 //! Against the real broker: what a consumer reads back, concurrency, size rules, check().
 
 use crate::common::*;
-use ankusa_sink_core::message::{self, MessageBody};
+use ankusa_message::MessageBody;
 use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Sink, Subject};
 use ankusa_sink_kafka::{KafkaConfig, KafkaSink};
 use ankusa_sink_testkit::support::{current_thread_runtime, deliver_all};
@@ -24,9 +24,9 @@ async fn round_trip_value_key_headers_timestamp() {
     assert_eq!(r.timestamp, Some(1_700_000_000_123));
     assert_eq!(
         r.value,
-        message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap()
+        ankusa_message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap()
     );
-    let msg = message::decode(&r.value).unwrap();
+    let msg = ankusa_message::decode(&r.value).unwrap();
     assert_eq!(msg.id, "h1");
     assert_eq!(msg.replay_id.as_deref(), Some("replay-7"));
     assert_eq!(msg.body, MessageBody::Inline(env.body().clone()));
@@ -114,7 +114,7 @@ async fn five_thousand_concurrent_deliveries_none_lost() {
     let got = read_back(&topic.brokers, &topic.name, N, Duration::from_secs(60));
     let mut ids: Vec<String> = got
         .iter()
-        .map(|r| message::decode(&r.value).unwrap().id)
+        .map(|r| ankusa_message::decode(&r.value).unwrap().id)
         .collect();
     ids.sort();
     ids.dedup();
@@ -142,7 +142,7 @@ async fn body_over_threshold_carries_the_claim() {
     assert_eq!(f.class(), Class::Config, "{f}");
 
     let r = ClaimRef::new("acme", ulid::Ulid::new()).unwrap();
-    let claim = Claim::new(r.clone(), message::sha256_hex(&body)).unwrap();
+    let claim = Claim::new(r.clone(), ankusa_message::sha256_hex(&body)).unwrap();
     let ctx = Ctx::for_envelope(&env).with_claim(claim);
     sink.deliver(&env, &ctx).await.unwrap();
     // Exactly at the threshold stays inline.
@@ -151,11 +151,11 @@ async fn body_over_threshold_carries_the_claim() {
 
     let got = read_back(&topic.brokers, &topic.name, 2, Duration::from_secs(20));
     assert_eq!(got.len(), 2);
-    let fat = message::decode(&got[0].value).unwrap();
+    let fat = ankusa_message::decode(&got[0].value).unwrap();
     assert_eq!(fat.body, MessageBody::Claim(r));
-    assert_eq!(fat.sha256, message::sha256_hex(&body));
+    assert_eq!(fat.sha256, ankusa_message::sha256_hex(&body));
     assert_eq!(fat.size, 17);
-    let inline = message::decode(&got[1].value).unwrap();
+    let inline = ankusa_message::decode(&got[1].value).unwrap();
     assert!(matches!(inline.body, MessageBody::Inline(_)));
     topic.cleanup().await;
 }

@@ -36,7 +36,7 @@ async fn mqtts_with_the_ca_file_delivers_and_without_it_is_refused() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].content_type.as_deref(), Some("application/json"));
     assert!(got[0].user_properties.iter().any(|(k, _)| k == "ankusa_id"));
-    ankusa_sink_core::message::decode(&got[0].payload).expect("Message v1");
+    ankusa_message::decode(&got[0].payload).expect("Message v1");
 
     // The system roots do not know this CA: refused at the handshake (transient: nothing
     // tells a passing failure from a wrong CA), the password never shows.

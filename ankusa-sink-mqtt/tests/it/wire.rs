@@ -4,9 +4,9 @@
 //! mode by the CloudEvents MQTT binding; then `describe`, `durable` and `check`.
 
 use crate::common::{shared_addr, shared_url, unique_name};
-use ankusa_sink_core::cloudevents::{CloudEvents, Mode};
-use ankusa_sink_core::message::{Attr, DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::template::{AbsentTenant, KeyTemplate};
+use ankusa_message::cloudevents::{CloudEvents, Mode};
+use ankusa_message::template::{AbsentTenant, KeyTemplate};
+use ankusa_message::{Attr, DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Check, Ctx, Envelope, Payload, Secret, Sink, Subject};
 use ankusa_sink_mqtt::{MqttConfig, MqttSink};
 use serde_json::Value;
@@ -155,7 +155,7 @@ async fn paho_reads_the_message_its_content_type_and_the_kafka_header_names() {
         assert_eq!(m["retain"], false);
         assert_eq!(&user_properties(m), props);
         assert_eq!(&payload(m), body);
-        ankusa_sink_core::message::decode(&payload(m)).expect("Message v1");
+        ankusa_message::decode(&payload(m)).expect("Message v1");
     }
     // The tenantless hook keeps ankusa_tenant_id as ""; the replay names itself.
     assert!(user_properties(&got[0]).contains(&("ankusa_tenant_id".into(), String::new())));

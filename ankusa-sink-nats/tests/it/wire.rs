@@ -2,7 +2,7 @@
 //! the Message v1 body are exactly what core's `Outgoing` makes for the same envelope.
 
 use crate::common::*;
-use ankusa_sink_testkit::ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
+use ankusa_sink_testkit::ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_testkit::ankusa_sink_core::{Ctx, Envelope, Sink, Subject};
 
 #[tokio::test]

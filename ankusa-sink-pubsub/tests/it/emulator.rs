@@ -1,7 +1,7 @@
 //! Against the official Pub/Sub emulator (scripts/services/pubsub.sh).
 
 use crate::common::{Admin, PROJECT, PrivateEmulator, config_at, envelope, unique};
-use ankusa_sink_core::message::{self, EmptyValues, Layout, MessageBody, Outgoing, sha256_hex};
+use ankusa_message::{EmptyValues, Layout, MessageBody, Outgoing, sha256_hex};
 use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Envelope, Sink};
 use ankusa_sink_pubsub::PubSubSink;
 use futures_util::future::join_all;
@@ -43,9 +43,9 @@ async fn round_trip_carries_data_attributes_and_ordering_key() {
     let m = &got[0];
     assert!(!m.message_id.is_empty());
     // data is the Message v1 JSON, byte for byte.
-    let expected = message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap();
+    let expected = ankusa_message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap();
     assert_eq!(m.data, expected);
-    let decoded = message::decode(&m.data).unwrap();
+    let decoded = ankusa_message::decode(&m.data).unwrap();
     assert_eq!(decoded.id, "rt-1");
     assert_eq!(decoded.replay_id.as_deref(), Some("replay-7"));
     assert!(matches!(decoded.body, MessageBody::Inline(ref b) if &b[..] == br#"{"ok":true}"#));
@@ -246,7 +246,7 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
     // The limit counts data + attributes + ordering key: a message that fits with a short
     // key does not fit with a long one.
     let small = envelope("small-1", b"{}");
-    let data = message::encode(&small, &Ctx::for_envelope(&small), None).unwrap();
+    let data = ankusa_message::encode(&small, &Ctx::for_envelope(&small), None).unwrap();
     let attrs: usize = outgoing_attributes(&small, &Ctx::for_envelope(&small))
         .iter()
         .map(|(k, v)| k.len() + v.len())
@@ -316,7 +316,7 @@ async fn body_over_the_threshold_carries_the_claim() {
     let by_id: HashMap<String, _> = got
         .iter()
         .map(|m| {
-            let d = message::decode(&m.data).unwrap();
+            let d = ankusa_message::decode(&m.data).unwrap();
             (d.id.clone(), d)
         })
         .collect();
@@ -362,7 +362,7 @@ async fn an_ordering_key_recovers_after_a_failure() {
     let got = t.pull(2).await;
     let ids: Vec<String> = got
         .iter()
-        .map(|m| message::decode(&m.data).unwrap().id)
+        .map(|m| ankusa_message::decode(&m.data).unwrap().id)
         .collect();
     assert_eq!(ids, ["ord-3", "ord-4"], "in order, on the key");
     assert!(got.iter().all(|m| m.ordering_key == "acme"));
@@ -437,7 +437,7 @@ async fn two_thousand_concurrent_deliveries_none_lost() {
         .unwrap();
     let ids: HashSet<String> = got
         .iter()
-        .map(|m| message::decode(&m.data).unwrap().id)
+        .map(|m| ankusa_message::decode(&m.data).unwrap().id)
         .collect();
     assert_eq!(ids.len(), 2_000, "distinct hooks read back");
     t.delete().await;
@@ -488,5 +488,5 @@ async fn emulator_stopped_is_transient_and_recovers_after_restart() {
         }
     }
     let got = t.pull(1).await;
-    assert_eq!(message::decode(&got[0].data).unwrap().id, "after");
+    assert_eq!(ankusa_message::decode(&got[0].data).unwrap().id, "after");
 }

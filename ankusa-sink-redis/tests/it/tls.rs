@@ -37,10 +37,7 @@ async fn rediss_with_the_ca_file_delivers_and_reads_back() {
     assert_eq!(entries.len(), 1);
     let (field, message) = &entries[0].1[0];
     assert_eq!(field, MESSAGE_FIELD);
-    assert_eq!(
-        ankusa_sink_core::message::decode(message).unwrap().id,
-        "tls-hook-1"
-    );
+    assert_eq!(ankusa_message::decode(message).unwrap().id, "tls-hook-1");
 
     // The system roots do not know this CA: refused, and the password never shows.
     let cfg = RedisConfig::stream(server.url(), "tls-stream")

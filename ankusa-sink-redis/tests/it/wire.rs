@@ -2,7 +2,7 @@
 //! hook, `MAXLEN ~`, the channel payload, `describe`, `durable` and `check`.
 
 use crate::common::{admin, del, entries, env, shared_url};
-use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
+use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Check, Ctx, Envelope, Payload, Sink, Subject};
 use ankusa_sink_redis::{MESSAGE_FIELD, RedisConfig, RedisSink};
 use ankusa_sink_testkit::support::unique_name;

@@ -2,9 +2,9 @@
 //! `message`) appended with `XADD` to a Redis stream that must already exist.
 //!
 //! It lives outside the `ankusa-sinks` workspace on purpose: it is what an outside author
-//! writes, depending on `ankusa-sink-core` for the sink, on `ankusa-sinks` and
-//! `ankusa-sink-cli` for its `type = "example"` in sink files and the command
-//! (`src/main.rs`, the `ankusa-sink-with-example` binary), and certified by
+//! writes, depending on `ankusa-sink-core` for the sink and `ankusa-message` for what it
+//! sends, on `ankusa-sinks` and `ankusa-sink-cli` for its `type = "example"` in sink files
+//! and the command (`src/main.rs`, the `ankusa-sink-with-example` binary), and certified by
 //! `ankusa-sink-testkit`'s conformance suite in `tests/it/conformance.rs`. See the testkit
 //! README, "Write and certify your own sink".
 //!
@@ -38,7 +38,7 @@
 //! | `max_message_bytes` | integer > 0 | 1,048,576 | the largest Message v1 sent |
 //! | `timeout_ms` | integer > 0 | 5,000 | connecting and each request |
 
-use ankusa_sink_core::message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
+use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
     Capabilities, Check, Class, Ctx, Description, Envelope, Failure, OkMeans, Payload, Sink,
     Subject, async_trait,

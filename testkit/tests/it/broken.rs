@@ -1,7 +1,7 @@
 //! Deliberately broken sinks and harnesses: each must be caught by the case named for its
 //! defect.
 
-use ankusa_sink_core::message::encode;
+use ankusa_message::encode;
 use ankusa_sink_core::{
     BoxError, Class, Ctx, Description, Envelope, Failure, Payload, Sink, Subject, async_trait,
 };

@@ -3,7 +3,7 @@
 //! reason `Debug` and judged `check()`), and the two harness lies: a `contract` that checked
 //! no failure, and a declined fault that certified. Each is caught here, by the case named.
 
-use ankusa_sink_core::message::encode;
+use ankusa_message::encode;
 use ankusa_sink_core::{
     BoxError, Check, Ctx, Description, Envelope, Failure, Sink, Subject, async_trait,
 };

@@ -2,7 +2,7 @@
 //! `type = "example"`, run as a user runs it, against the real Redis on 127.0.0.1:6379
 //! (`ANKUSA_REDIS_ADDR` to change it).
 
-use ankusa_sink_testkit::ankusa_sink_core::message;
+use ankusa_sink_testkit::ankusa_message;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -72,7 +72,7 @@ impl Scratch {
     }
 
     /// The Message v1 entries of the stream, decoded.
-    fn messages(&mut self) -> Vec<message::Message> {
+    fn messages(&mut self) -> Vec<ankusa_message::Message> {
         let entries: Vec<Entry> = redis::cmd("XRANGE")
             .arg(&self.stream)
             .arg("-")
@@ -84,7 +84,7 @@ impl Scratch {
             .flat_map(|(_, fields)| fields.iter())
             .map(|(field, bytes)| {
                 assert_eq!(field, redis_stream_sink::FIELD);
-                message::decode(bytes).unwrap()
+                ankusa_message::decode(bytes).unwrap()
             })
             .collect()
     }

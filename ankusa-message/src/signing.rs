@@ -2,7 +2,7 @@
 //! implementation for the HTTP sink (over the raw body) and every Message v1 sink (over the
 //! exact Message v1 bytes), and its verification for consumers.
 
-use crate::secret::Secret;
+use ankusa_sink_core::Secret;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, Mac};

@@ -1,10 +1,10 @@
 //! Forwarded provider headers: the credential, proxy-trust and override headers of the
-//! testkit's list never leave core, whatever the allow-list; signature headers do.
+//! testkit's list never leave, in the policy or on the wire, whatever the allow-list; signature headers do.
 
-use ankusa_sink_core::message::{
-    NEVER_FORWARDED_PATTERNS, encode, forwarded_headers, is_forwardable,
+use ankusa_message::encode;
+use ankusa_sink_core::{
+    Ctx, Envelope, ForwardHeaders, NEVER_FORWARDED_PATTERNS, forwarded_headers, is_forwardable,
 };
-use ankusa_sink_core::{Ctx, Envelope, ForwardHeaders};
 use ankusa_sink_testkit::support::UNTRUSTED_HEADERS;
 
 /// Provider signature and event headers: not secrets, they must stay.

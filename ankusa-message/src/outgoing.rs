@@ -1,12 +1,13 @@
 //! [`Outgoing`]: everything a sink sends for one delivery, built once.
 
 use crate::cloudevents::{self, CloudEvents, Mode, STRUCTURED_CONTENT_TYPE};
-use crate::ctx::Ctx;
-use crate::describe::Payload;
-use crate::envelope::Envelope;
-use crate::message::{EncodeError, encode_with, forwarded_headers};
+use crate::message::{EncodeError, encode_with};
 use crate::signing::{Signer, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP, webhook_id};
 use crate::template::KeyTemplate;
+use ankusa_sink_core::Ctx;
+use ankusa_sink_core::Envelope;
+use ankusa_sink_core::Payload;
+use ankusa_sink_core::forwarded_headers;
 use bytes::Bytes;
 use std::borrow::Cow;
 use std::num::NonZeroUsize;
@@ -130,7 +131,7 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// A Message v1 body ([`encode`](crate::message::encode)), inline up to
+    /// A Message v1 body ([`encode`](crate::encode)), inline up to
     /// `inline_max_bytes` (`None`: always inline), else by the claim dispatch checked in.
     pub fn message(inline_max_bytes: Option<NonZeroUsize>, empty_values: EmptyValues) -> Self {
         Layout {
@@ -171,11 +172,11 @@ impl Layout {
         self.cloudevents.as_ref()
     }
 
-    /// Sign every body of a [`message`](Self::message) layout (Message v1, or the
-    /// CloudEvent it sends instead): [`Outgoing`] ends its attributes with `WebhookId`,
-    /// `WebhookTimestamp` and `WebhookSignature` (Standard Webhooks over the exact body
-    /// bytes). A raw-body layout is not signed here: the HTTP sink signs its own request.
-    /// `None` (a sink without a `[signing]` table) signs nothing.
+    /// Sign every body the layout sends (Message v1, a CloudEvent, or the raw body):
+    /// [`Outgoing`] ends its attributes with `WebhookId`, `WebhookTimestamp` and
+    /// `WebhookSignature` (Standard Webhooks over the exact body bytes). `None` (a sink
+    /// without a `[signing]` table) signs nothing. A signer is never dropped: a layout
+    /// that holds one signs whatever it sends.
     pub fn with_signer(mut self, signer: impl Into<Option<Signer>>) -> Self {
         self.signer = signer.into();
         self
@@ -196,7 +197,7 @@ impl Layout {
     }
 
     /// The inline threshold a sink of this layout declares
-    /// ([`Sink::inline_max_bytes`](crate::Sink::inline_max_bytes)): the Message v1 body's,
+    /// ([`Sink::inline_max_bytes`](ankusa_sink_core::Sink::inline_max_bytes)): the Message v1 body's,
     /// `None` when the layout sends CloudEvents (they travel inline) or raw bodies.
     pub fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
         self.inline_max_bytes.filter(|_| self.cloudevents.is_none())
@@ -272,7 +273,8 @@ const CE_PREFIX_BYTES: usize = 3;
 /// - [`Layout::raw_body`]: the body is the hook's own; attributes in this order: `Id`,
 ///   `SourceId`, `ContentType` (the hook's content type as it came, else
 ///   `application/octet-stream`), `TenantId`, `IdempotencyKey`, then `DedupeKey` and
-///   `ReplayId` as above. No `MessageVersion`.
+///   `ReplayId` as above, then the signature attributes with [`Layout::with_signer`].
+///   No `MessageVersion`.
 /// - An empty `TenantId` (a hook without a tenant) follows [`EmptyValues`].
 /// - The forwarded headers are [`forwarded_headers`]; in a Message v1 they are already in
 ///   the body, and a raw-body sink sends them beside it.
@@ -375,7 +377,7 @@ impl<'a> Outgoing<'a> {
         if let Some(r) = ctx.replay_id.as_deref().filter(|r| !r.is_empty()) {
             out.push(Attr::ReplayId, r.into());
         }
-        if let (Some(signer), Payload::Message) = (&layout.signer, layout.payload) {
+        if let Some(signer) = &layout.signer {
             let id = webhook_id(env.id(), ctx.replay_id.as_deref());
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -473,7 +475,7 @@ mod tests {
     use super::*;
     use crate::message::{DEFAULT_INLINE_MAX_BYTES, encode};
     use crate::template::AbsentTenant;
-    use crate::{Claim, ClaimRef, ForwardHeaders};
+    use ankusa_sink_core::{Claim, ClaimRef, ForwardHeaders};
 
     /// Envelopes that between them take every branch of the attribute rules.
     fn envelopes() -> Vec<(Envelope, Ctx)> {
@@ -693,14 +695,14 @@ mod tests {
             Outgoing::new(&env, &ctx, &small),
             Err(EncodeError::NoClaim { size: 10, max: 4 })
         ));
-        let r = ClaimRef::new(crate::TENANTLESS, ulid::Ulid::from_parts(1, 2)).unwrap();
+        let r = ClaimRef::new(ankusa_sink_core::TENANTLESS, ulid::Ulid::from_parts(1, 2)).unwrap();
         let sha = crate::message::sha256_hex(env.body());
         let ctx = ctx
             .with_claim(Claim::new(r, sha).unwrap())
             .with_forward_headers(ForwardHeaders::Only(vec![]));
         let out = Outgoing::new(&env, &ctx, &small).unwrap();
-        let m = crate::message::decode(out.body()).unwrap();
-        assert!(matches!(m.body, crate::message::MessageBody::Claim(_)));
+        let m = crate::decode(out.body()).unwrap();
+        assert!(matches!(m.body, crate::MessageBody::Claim(_)));
     }
 
     #[test]
@@ -727,9 +729,9 @@ mod tests {
 
     #[test]
     fn the_trace_context_ends_every_layout_and_joins_cloudevents() {
-        use crate::TraceContext;
         use crate::cloudevents::{CloudEvents, Mode};
         use crate::signing::Signer;
+        use ankusa_sink_core::TraceContext;
         let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         let trace = TraceContext::parse(tp).unwrap();
         let signer = Signer::new(["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]).unwrap();

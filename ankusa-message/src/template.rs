@@ -8,7 +8,7 @@
 //! Adapters hold a [`KeyTemplate`]: parsed once, at configuration, with the adapter's
 //! [`AbsentTenant`] rule. [`Template`] is the grammar underneath.
 
-use crate::envelope::Envelope;
+use ankusa_sink_core::Envelope;
 
 /// A value a template can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -223,7 +223,7 @@ pub enum AbsentTenant {
     /// The empty string.
     #[default]
     Empty,
-    /// `default`, the name of the tenantless partition ([`TENANTLESS`](crate::TENANTLESS)).
+    /// `default`, the name of the tenantless partition ([`TENANTLESS`](ankusa_sink_core::TENANTLESS)).
     Default,
 }
 
@@ -232,7 +232,7 @@ impl AbsentTenant {
     pub const fn as_str(self) -> &'static str {
         match self {
             AbsentTenant::Empty => "",
-            AbsentTenant::Default => crate::envelope::TENANTLESS,
+            AbsentTenant::Default => ankusa_sink_core::TENANTLESS,
         }
     }
 }

@@ -19,9 +19,9 @@
 //! Structured mode puts the body in `data` as a JSON value when the content type is JSON
 //! (`application/json` or a `+json` type) and the body parses, else in `data_base64`.
 
-use crate::ctx::Ctx;
-use crate::envelope::{Envelope, MAX_RECEIVED_AT};
 use crate::signing::webhook_id;
+use ankusa_sink_core::Ctx;
+use ankusa_sink_core::{Envelope, MAX_RECEIVED_AT};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
@@ -42,9 +42,10 @@ pub const DEFAULT_DATA_CONTENT_TYPE: &str = "application/octet-stream";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[non_exhaustive]
 pub enum Format {
-    /// `message-v1`: the Message v1 JSON (the default of every queue sink).
+    /// `message-v1` (also read as `message`): the Message v1 JSON (the default of every
+    /// queue sink).
     #[default]
-    #[serde(rename = "message-v1")]
+    #[serde(rename = "message-v1", alias = "message")]
     MessageV1,
     /// `cloudevents`: a CloudEvent in binary mode.
     #[serde(rename = "cloudevents")]
