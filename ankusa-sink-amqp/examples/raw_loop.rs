@@ -15,7 +15,7 @@
 //! 100,000 publishes of 1.6 kB took 9.8 / 8.3–9.1 / 7.1–8.3 / 7.6 s at a window of 256 /
 //! 1024 / 4096 / 16384 on the 2-core bench machine; 4096 for less memory than 16384).
 //! With `--encode`, each line is parsed as an envelope and sent as the sink sends it: its
-//! Message v1 (core's `Outgoing`, the sink's default layout) as the body, `message_id`,
+//! Message v1 (`ankusa-message`'s `Outgoing`, the sink's default layout) as the body, `message_id`,
 //! `timestamp` and the `ankusa_*` headers beside it (`raw_loop::Encoder`); the format's
 //! own cost, without the dispatcher. Exits 0 only when every message was acked and none was returned;
 //! 1 otherwise. The broker: `$ANKUSA_AMQP_URL`, default

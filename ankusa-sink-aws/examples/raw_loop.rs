@@ -17,7 +17,7 @@
 //! batches in flight, 1,000 SQS sends 12.5 / 13.5 / 15.2 s at 2 / 8 / 32, on the 2-core
 //! bench machine). The SDK's defaults otherwise
 //! (standard retries). With `--encode`, each line is parsed as an envelope and sent as the
-//! sink sends it: its Message v1 (core's `Outgoing`, the sink's default layout) as the body,
+//! sink sends it: its Message v1 (`ankusa-message`'s `Outgoing`, the sink's default layout) as the body,
 //! the `ankusa_*` message attributes (`String`) beside it (`raw_loop::Encoder`); the
 //! format's own cost, without the dispatcher. Exits 0 only when every entry of every batch was accepted; 1
 //! otherwise. The server: `$ANKUSA_MOTO_ENDPOINT`, default `http://127.0.0.1:4566` (as the

@@ -10,7 +10,7 @@
 //! script does: `acks=all`, idempotence on, otherwise librdkafka's defaults; a full local
 //! queue is waited out (`poll` 100 ms), every produce is followed by `poll(0)`, then one
 //! `flush`. With `--encode`, each line is parsed as an envelope and produced as the sink
-//! produces it: its Message v1 (core's `Outgoing`, the sink's default layout) as the value,
+//! produces it: its Message v1 (`ankusa-message`'s `Outgoing`, the sink's default layout) as the value,
 //! the default key (`{tenant_id}/{source_id}`), `received_at` as the timestamp and one header
 //! per `ankusa_*` attribute (`raw_loop::Encoder`); the format's own cost, without the
 //! dispatcher. Exits 0 only when every record was acknowledged; 1 otherwise. Broker:

@@ -44,7 +44,7 @@ struct Current {
 ///   `enable.idempotence=true`, the Java client's `murmur2_random` partitioner, no topic
 ///   auto-creation. `Ok` only after the delivery report says every in-sync replica has the
 ///   record.
-/// - The record: value = Message v1 (core `Outgoing`), key from the key template
+/// - The record: value = Message v1 (`ankusa_message::Outgoing`), key from the key template
 ///   (default `<tenant>/<source>`, `/<source>` without a tenant), timestamp =
 ///   `received_at`, headers `ankusa_id`, `ankusa_source_id`, `ankusa_tenant_id` (`""`
 ///   without a tenant), `ankusa_message_version` `1`, `ankusa_idempotency_key`,

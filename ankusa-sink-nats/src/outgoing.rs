@@ -1,4 +1,4 @@
-//! One function from core's `Outgoing` to what a JetStream publish carries.
+//! One function from `ankusa-message`'s `Outgoing` to what a JetStream publish carries.
 
 use crate::error::NatsError;
 use ankusa_message::{Attr, Outgoing};

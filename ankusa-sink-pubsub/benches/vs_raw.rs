@@ -63,7 +63,7 @@ fn workload(body_bytes: usize) -> Workload {
     }
 }
 
-/// The message the sink makes for `env`: core's `Outgoing` (Message v1 body, attributes by
+/// The message the sink makes for `env`: `ankusa-message`'s `Outgoing` (Message v1 body, attributes by
 /// their attribute names), mapped as the sink maps it.
 fn to_message(env: &Envelope, ctx: &Ctx) -> Message {
     to_message_with(env, ctx, &layout())

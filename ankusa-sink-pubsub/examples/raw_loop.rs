@@ -16,7 +16,7 @@
 //! 100,000 messages took 0.64 s (batches of 1000, window 20,000), 0.67 s (500), 0.91 s
 //! (1000, window 2000), 0.99 s (the client's 100 messages / 1 MB). With `--encode`, each
 //! line is parsed as an envelope and published as the sink publishes it: its Message v1
-//! (core's `Outgoing`, the sink's default layout) as `data`, the `ankusa_*` attributes
+//! (`ankusa-message`'s `Outgoing`, the sink's default layout) as `data`, the `ankusa_*` attributes
 //! (`raw_loop::Encoder`); the format's own cost, without the dispatcher. Exits 0 only when every
 //! message got a message id; 1
 //! otherwise. The emulator: `http://$ANKUSA_PUBSUB_EMULATOR_HOST`, default

@@ -1,4 +1,4 @@
-//! One function from core's `Outgoing` to the Redis command.
+//! One function from `ankusa-message`'s `Outgoing` to the Redis command.
 
 use crate::config::Target;
 use ankusa_message::Outgoing;

@@ -64,7 +64,7 @@ async fn round_trip_body_properties_and_headers() {
     // The body is exactly Message v1 and decodes.
     let expected = ankusa_message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap();
     assert_eq!(d.data, expected);
-    // Body, id and headers are core's Outgoing for the same envelope.
+    // Body, id and headers are `ankusa-message`'s Outgoing for the same envelope.
     let layout = Layout::message(sink.inline_max_bytes(), EmptyValues::Drop);
     let out = Outgoing::new(&env, &ctx, &layout).unwrap();
     assert_eq!(d.data, out.body());

@@ -1,6 +1,6 @@
 //! What reaches an MQTT 5 subscriber, read back by an independent client (Python's
 //! `paho-mqtt`, through `scripts/interop/brokers.py mqtt-read`): the payload, Content Type
-//! and user properties against core's `Outgoing` for the same hook, a CloudEvent in binary
+//! and user properties against `ankusa-message`'s `Outgoing` for the same hook, a CloudEvent in binary
 //! mode by the CloudEvents MQTT binding; then `describe`, `durable` and `check`.
 
 use crate::common::{shared_addr, shared_url, unique_name};

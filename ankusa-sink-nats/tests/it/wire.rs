@@ -1,5 +1,5 @@
 //! The wire format read back from the stream: `Nats-Msg-Id`, the `ankusa_*` headers and
-//! the Message v1 body are exactly what core's `Outgoing` makes for the same envelope.
+//! the Message v1 body are exactly what `ankusa-message`'s `Outgoing` makes for the same envelope.
 
 use crate::common::*;
 use ankusa_sink_testkit::ankusa_message::{EmptyValues, Layout, Outgoing};

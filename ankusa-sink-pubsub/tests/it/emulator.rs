@@ -49,7 +49,7 @@ async fn round_trip_carries_data_attributes_and_ordering_key() {
     assert_eq!(decoded.id, "rt-1");
     assert_eq!(decoded.replay_id.as_deref(), Some("replay-7"));
     assert!(matches!(decoded.body, MessageBody::Inline(ref b) if &b[..] == br#"{"ok":true}"#));
-    // attributes are exactly core's Outgoing list, by attribute name ...
+    // attributes are exactly `ankusa-message`'s Outgoing list, by attribute name ...
     assert_eq!(m.attributes, outgoing_attributes(&env, &ctx));
     // ... which is, name for name and value for value, what the sink always sent.
     let idempotency_key = env.idempotency_key();

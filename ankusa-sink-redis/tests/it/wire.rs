@@ -1,4 +1,4 @@
-//! What reaches Redis: the stream entry's fields against core's `Outgoing` for the same
+//! What reaches Redis: the stream entry's fields against `ankusa-message`'s `Outgoing` for the same
 //! hook, `MAXLEN ~`, the channel payload, `describe`, `durable` and `check`.
 
 use crate::common::{admin, del, entries, env, shared_url};
