@@ -1,7 +1,6 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
-mod batcher;
 mod capabilities;
 mod claim;
 pub mod cloudevents;
@@ -14,13 +13,12 @@ mod outgoing;
 mod secret;
 pub mod signing;
 mod sink;
-mod subscribers;
 pub mod template;
-mod throttle;
 mod trace;
 
-pub use batcher::{BatchConfig, BatchError, BatchSend, Batcher};
-pub use capabilities::{BatchLimits, Capabilities, LimitSource, OkMeans, Ordering, SizeLimit};
+pub use capabilities::{
+    BatchLimits, Capabilities, InFlight, LimitSource, OkMeans, Ordering, SizeLimit,
+};
 pub use claim::{Claim, ClaimRef, ClaimRefError, parse_claim_id};
 pub use ctx::{Ctx, Extensions, ForwardHeaders};
 pub use describe::{
@@ -37,15 +35,8 @@ pub use failure::{
 };
 pub use secret::{Secret, SecretEnvError};
 pub use sink::{
-    Check, InFlight, ResolveError, Sink, SinkFault, resolve_batched, resolve_capabilities,
-    resolve_describe, resolve_durable, resolve_in_flight, resolve_inline_max_bytes, safe_deliver,
-    timeout_ms,
+    Check, Sink, SinkFault, safe_capabilities, safe_deliver, safe_describe, timeout_ms,
 };
-pub use subscribers::{
-    DEFAULT_SUBSCRIBER_CHECK_INTERVAL, MAX_SUBSCRIBER_CHECK_INTERVAL, SubscriberCache,
-    subscriber_check_interval,
-};
-pub use throttle::{throttle_after_ms, throttle_after_ms_with};
 pub use trace::{MAX_TRACESTATE_BYTES, TraceContext};
 
 /// Re-exported so sink authors use the same `async_trait` the trait is declared with.

@@ -196,7 +196,7 @@ impl Layout {
     }
 
     /// The inline threshold a sink of this layout declares
-    /// ([`Sink::inline_max_bytes`](crate::Sink::inline_max_bytes)): the Message v1 body's,
+    /// ([`Capabilities::inline_max_bytes`](crate::Capabilities::inline_max_bytes)): the Message v1 body's,
     /// `None` when the layout sends CloudEvents (they travel inline) or raw bodies.
     pub fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
         self.inline_max_bytes.filter(|_| self.cloudevents.is_none())

@@ -5,7 +5,7 @@ use ankusa_sink_core::cloudevents::{CloudEvents, Format};
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
-use ankusa_sink_core::{DEFAULT_SUBSCRIBER_CHECK_INTERVAL, subscriber_check_interval};
+use ankusa_sink_kit::{DEFAULT_SUBSCRIBER_CHECK_INTERVAL, subscriber_check_interval};
 use serde::Deserialize;
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::time::Duration;
