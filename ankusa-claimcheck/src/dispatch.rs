@@ -3,27 +3,29 @@
 use crate::error::ClaimError;
 use crate::store::{ClaimItem, ClaimStore};
 use ankusa_sink_core::{BodyMode, body_mode};
-use ankusa_sink_core::{Claim, Ctx, Envelope, Sink, resolve_inline_max_bytes};
+use ankusa_sink_core::{Capabilities, Claim, Ctx, Envelope, Sink, safe_capabilities};
 use std::num::NonZeroUsize;
 
 /// The inline thresholds of `sinks`, as dispatch uses them.
 ///
-/// A sink whose threshold cannot be resolved (its `inline_max_bytes` panicked) counts as
-/// threshold 1, so a body it might need by reference is checked in and every other sink
-/// still gets its claim; the fault is logged.
+/// A sink whose capabilities cannot be read (its `capabilities` panicked) counts as
+/// [`Capabilities::unknown`], threshold 1, so a body it might need by reference is checked
+/// in and every other sink still gets its claim; the fault is logged.
 pub fn sink_thresholds<S: Sink>(sinks: &[S]) -> Vec<Option<NonZeroUsize>> {
     sinks
         .iter()
         .map(|s| {
-            resolve_inline_max_bytes(s).unwrap_or_else(|e| {
-                tracing::warn!(
-                    target: "ankusa_claimcheck",
-                    sink = ?s,
-                    error = %e,
-                    "inline_max_bytes failed; checking the body in for this sink"
-                );
-                Some(NonZeroUsize::MIN)
-            })
+            safe_capabilities(s)
+                .unwrap_or_else(|e| {
+                    tracing::warn!(
+                        target: "ankusa_claimcheck",
+                        sink = ?s,
+                        error = %e,
+                        "capabilities() failed; checking the body in for this sink"
+                    );
+                    Capabilities::unknown()
+                })
+                .inline_threshold()
         })
         .collect()
 }

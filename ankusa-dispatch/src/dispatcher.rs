@@ -8,8 +8,8 @@ use crate::metrics as m;
 use crate::policy::{Action, DispatchPolicy, decide, record};
 use ankusa_claimcheck::{ClaimStore, needs_claim};
 use ankusa_sink_core::{
-    Claim, Class, Ctx, Envelope, ErrorClass, Failure, InFlight, Reason, Sink, TraceContext,
-    resolve_batched, resolve_in_flight, resolve_inline_max_bytes, safe_deliver,
+    Capabilities, Claim, Class, Ctx, Envelope, ErrorClass, Failure, InFlight, Reason, Sink,
+    TraceContext, safe_capabilities, safe_deliver,
 };
 use ankusa_source::{Ack, Settlement};
 use std::cmp::Reverse;
@@ -242,7 +242,17 @@ fn slots(
         if index.insert(name.clone(), i).is_some() {
             return Err(BuildError::DuplicateSink(name));
         }
-        let threshold = resolve_inline_max_bytes(&sink).unwrap_or(Some(NonZeroUsize::MIN));
+        // Read once, here: the one statement of the sink's facts.
+        let caps = safe_capabilities(&sink).unwrap_or_else(|fault| {
+            tracing::warn!(
+                target: "ankusa_dispatch",
+                sink = %name,
+                error = %fault,
+                "capabilities() failed; treating the sink as not durable, claiming every body"
+            );
+            Capabilities::unknown()
+        });
+        let threshold = caps.inline_threshold();
         let own = settings.get(&name).cloned().unwrap_or_default();
         let limit = match own.concurrency {
             None => None,
@@ -262,10 +272,7 @@ fn slots(
             Some(n) => (n > 0).then_some(n),
             None => config.tenant_concurrency,
         };
-        let window = config
-            .sink_windows
-            .then(|| resolve_in_flight(&sink))
-            .flatten();
+        let window = config.sink_windows.then_some(caps.in_flight).flatten();
         let metrics = m::SinkMetrics::new(&name);
         // What limits the sink's attempts now (the shared limit is shared with others).
         let limit_now = match (&limit, window) {
@@ -277,7 +284,7 @@ fn slots(
         slots.push(Slot {
             metrics,
             name: Arc::from(name.as_str()),
-            batched: resolve_batched(&sink),
+            batched: caps.batched,
             window,
             threshold,
             sink,

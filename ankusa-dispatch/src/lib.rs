@@ -7,6 +7,7 @@ mod dead_letter;
 mod dispatcher;
 pub mod metrics;
 mod policy;
+mod throttle;
 
 #[cfg(feature = "otel")]
 pub use attempt::parse_traceparent;
@@ -23,3 +24,4 @@ pub use policy::{
     Action, CONFIG_ERRORS_METRIC, Decision, DispatchPolicy, Exponential, RetryPolicy, decide,
     record,
 };
+pub use throttle::{throttle_after_ms, throttle_after_ms_with};

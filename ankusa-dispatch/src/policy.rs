@@ -4,7 +4,8 @@
 //! attempt's time, now and the policy. [`record`] reports the one metric the contract names,
 //! `ankusa_dispatch_config_errors_total{sink}`.
 
-use ankusa_sink_core::{Class, ErrorClass, throttle_after_ms_with};
+use crate::throttle::throttle_after_ms_with;
+use ankusa_sink_core::{Class, ErrorClass};
 use rand::{Rng, RngCore};
 use std::fmt;
 use std::time::Duration;
@@ -119,7 +120,7 @@ pub struct Decision {
     pub config_error: bool,
     /// The pause the destination asked for, capped at `max_retry_after`: the stated
     /// [`Class::RetryAfter`], or for [`Class::Throttled`] the
-    /// [`throttle_after_ms`](ankusa_sink_core::throttle_after_ms)`(attempts)` drawn here. `None` for
+    /// [`throttle_after_ms`](crate::throttle_after_ms)`(attempts)` drawn here. `None` for
     /// the other classes. Set whether the hook is retried or dead-lettered: an outcome
     /// reports it (the CLI's `retry_after_ms`).
     pub pause: Option<Duration>,
@@ -135,7 +136,7 @@ pub struct Decision {
 /// - Otherwise the retry policy: `None` dead-letters; a delay `d` retries after `d` for a
 ///   transient failure, after `max(min(ms, max_retry_after), d)` for a retry-after. A
 ///   [`Class::Throttled`] is a retry-after whose `ms` is drawn here,
-///   [`throttle_after_ms`](ankusa_sink_core::throttle_after_ms)`(attempts)` from `rng`: same cap,
+///   [`throttle_after_ms`](crate::throttle_after_ms)`(attempts)` from `rng`: same cap,
 ///   same breaker counting, dead-lettered as `throttled`.
 /// - A retry that could only start after `first_attempt_ms + max_elapsed` dead-letters
 ///   now, with the failure's error class (`throttled` when the destination asked for the

@@ -167,10 +167,10 @@ fn write_members(
     w.str(sha256);
 }
 
-/// Encode `env` as Message v1 JSON: the body alone of what [`Outgoing::new`] builds with
-/// [`Layout::message`]`(inline_max_bytes, _)`, byte for byte.
+/// Encode `env` as Message v1 JSON: the body alone of what [`Outgoing::new`](crate::Outgoing::new) builds with
+/// [`Layout::message`](crate::Layout::message)`(inline_max_bytes, _)`, byte for byte.
 ///
-/// A sink builds what it sends with [`Layout`] (once, in its constructor) and [`Outgoing`]
+/// A sink builds what it sends with [`Layout`](crate::Layout) (once, in its constructor) and [`Outgoing`](crate::Outgoing)
 /// (per delivery): the same body plus the attributes, the signature and the key, computed
 /// once. This shorthand is for code that needs only the bytes: tests comparing what a
 /// destination holds, consumers, benches.

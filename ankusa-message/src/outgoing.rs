@@ -197,7 +197,7 @@ impl Layout {
     }
 
     /// The inline threshold a sink of this layout declares
-    /// ([`Sink::inline_max_bytes`](ankusa_sink_core::Sink::inline_max_bytes)): the Message v1 body's,
+    /// ([`Capabilities::inline_max_bytes`](ankusa_sink_core::Capabilities::inline_max_bytes)): the Message v1 body's,
     /// `None` when the layout sends CloudEvents (they travel inline) or raw bodies.
     pub fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
         self.inline_max_bytes.filter(|_| self.cloudevents.is_none())

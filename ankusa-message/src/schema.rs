@@ -27,7 +27,7 @@ const JSON_SCHEMA: &str = r#"{
 }"#;
 
 /// The Message v1 JSON Schema: the module table as a schema, for AsyncAPI documents and
-/// consumers' validators. [`encode`]'s output is valid against it.
+/// consumers' validators. [`encode`](crate::encode)'s output is valid against it.
 pub fn json_schema() -> serde_json::Value {
     serde_json::from_str(JSON_SCHEMA).expect("the Message v1 schema is JSON")
 }

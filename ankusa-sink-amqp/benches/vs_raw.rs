@@ -182,7 +182,7 @@ fn main() {
     vs_raw::run(Amqp::setup());
 }
 
-/// The sink's default inline threshold (what `AmqpSink::inline_max_bytes` returns).
+/// The sink's default inline threshold (what `AmqpSink`'s capabilities state).
 fn sink_inline() -> Option<std::num::NonZeroUsize> {
     Some(ankusa_message::DEFAULT_INLINE_MAX_BYTES)
 }

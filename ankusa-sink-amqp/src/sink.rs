@@ -512,41 +512,35 @@ impl Sink for AmqpSink {
         self.publish(env, ctx).await
     }
 
-    /// `None` for CloudEvents: they travel inline.
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.layout.inline_max_bytes()
-    }
-
-    /// Stored (a publisher confirm of a persistent message); `max_message_bytes` of the
-    /// body; no order (confirms are pipelined and retries overtake); the PLAIN login, over
-    /// TLS for `amqps://`.
+    /// Stored (a publisher confirm of a persistent message); the layout's inline threshold
+    /// (`None` for CloudEvents: they travel inline); `max_message_bytes` of the body; no
+    /// order (confirms are pipelined and retries overtake); the PLAIN login, over TLS for
+    /// `amqps://`.
+    ///
+    /// The pipeline window: publishes on the confirm-mode channel are pipelined, and
+    /// RabbitMQ confirms them in batches, so many outstanding publishes keep the channel
+    /// busy; but never more than `max_inflight`: past it a delivery only waits inside the
+    /// sink for a confirm slot (holding its encoded message and a timer), where the
+    /// dispatcher would hold it for nothing. The window is `max_inflight` deliveries (more
+    /// than the 1,024 of [`InFlight::PIPELINE`]: the broker confirms per disk flush, and a
+    /// larger window makes larger flushes) and its 16 MiB of bodies.
     fn capabilities(&self) -> Capabilities {
         let max = self.cfg.max_message_bytes().get();
         let mut auth = vec!["plain"];
         if self.cfg.url.scheme() == "amqps" {
             auth.push("tls");
         }
-        Capabilities::new(true, self.inline_max_bytes())
+        Capabilities::new(true, self.layout.inline_max_bytes())
+            .with_in_flight(InFlight::new(
+                self.cfg.max_inflight(),
+                InFlight::PIPELINE.bytes,
+            ))
             .with_max_message(
                 max,
                 "body",
                 Capabilities::limit_source(max, DEFAULT_MAX_MESSAGE_BYTES.get()),
             )
             .with_auth(auth)
-    }
-
-    /// Publishes on the confirm-mode channel are pipelined, and RabbitMQ confirms them in
-    /// batches, so many outstanding publishes keep the channel busy; but never more than
-    /// `max_inflight`: past it a delivery only waits inside the sink for a confirm slot
-    /// (holding its encoded message and a timer), where the dispatcher would hold it for
-    /// nothing. The window is `max_inflight` deliveries (more than the 1,024 of
-    /// [`InFlight::PIPELINE`]: the broker confirms per disk flush, and a larger window
-    /// makes larger flushes) and its 16 MiB of bodies.
-    fn in_flight(&self) -> Option<InFlight> {
-        Some(InFlight::new(
-            self.cfg.max_inflight(),
-            InFlight::PIPELINE.bytes,
-        ))
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
@@ -667,7 +661,7 @@ mod tests {
             if let Some(m) = max {
                 c = c.with_max_inflight(NonZeroUsize::new(m).unwrap());
             }
-            let w = Sink::in_flight(&AmqpSink::new(c)).unwrap();
+            let w = AmqpSink::new(c).capabilities().in_flight.unwrap();
             assert_eq!(w.bytes.get(), 16 << 20);
             w.deliveries.get()
         };

@@ -7,9 +7,10 @@ use crate::config::AwsOptions;
 use crate::error::AwsError;
 use ankusa_message::{Layout, Outgoing};
 use ankusa_sink_core::{
-    BatchConfig, BatchSend, Batcher, Capabilities, Check, Ctx, Description, Envelope, Failure,
-    InFlight, Ordering, Subject, async_trait,
+    Capabilities, Check, Ctx, Description, Envelope, Failure, InFlight, Ordering, Subject,
+    async_trait,
 };
+use ankusa_sink_kit::{BatchConfig, BatchSend, Batcher};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -144,14 +145,10 @@ impl<P: RecordPublisher> RecordSink<P> {
         }
     }
 
-    pub(crate) fn batched(&self) -> bool {
-        self.batcher.is_some()
-    }
-
     /// With batching on, two full requests per request permit, at most `max_queued` and
     /// core's pipeline window (1,024 deliveries, 16 MiB): EventBridge 320 at the defaults,
     /// Kinesis (500 records a request) 1,024. Without it, the dispatcher's shared limit.
-    pub(crate) fn in_flight(&self) -> Option<InFlight> {
+    fn window(&self) -> Option<InFlight> {
         self.batcher.as_ref()?;
         let b = self.options.batch();
         let deliveries = b
@@ -166,25 +163,25 @@ impl<P: RecordPublisher> RecordSink<P> {
         ))
     }
 
-    pub(crate) fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.options.inline_max_bytes()
-    }
-
-    /// Stored (a sequence number, an event id); the entry limit as the service counts it;
-    /// the service's order; the batch limits; the credentials' source.
+    /// Stored (a sequence number, an event id); bodies over `inline_max_bytes` by claim;
+    /// the entry limit as the service counts it; the service's order; the batch limits and
+    /// the batcher's pipeline window; the credentials' source.
     pub(crate) fn capabilities(&self) -> Capabilities {
         let l = &self.limits;
-        let mut c = Capabilities::new(true, Some(self.inline_max_bytes()))
+        let mut c = Capabilities::new(true, Some(self.options.inline_max_bytes()))
             .with_max_message(
                 l.max_entry_bytes,
                 l.counts,
                 Capabilities::limit_source(l.max_entry_bytes, l.default_max_entry_bytes),
             )
-            .with_ordering(self.publisher.ordering(self.batched()));
+            .with_ordering(self.publisher.ordering(self.batcher.is_some()));
         if self.batcher.is_some() {
             c = c.with_batch(Some(
                 self.options.batch_limits(l.max_entries, l.max_batch_bytes),
             ));
+        }
+        if let Some(window) = self.window() {
+            c = c.with_in_flight(window);
         }
         c.with_auth([self.options.credential_source()])
     }

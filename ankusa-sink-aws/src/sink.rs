@@ -5,11 +5,11 @@ use crate::config::AwsOptions;
 use crate::error::AwsError;
 use crate::outgoing::{self, AttributeValue, Entry, Ids};
 use ankusa_message::{EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::{
-    BatchConfig, BatchSend, Batcher, Check, Ctx, Description, Envelope, Failure, InFlight, Subject,
-    async_trait,
-};
 use ankusa_sink_core::{Capabilities, Ordering, Payload};
+use ankusa_sink_core::{
+    Check, Ctx, Description, Envelope, Failure, InFlight, Subject, async_trait,
+};
+use ankusa_sink_kit::{BatchConfig, BatchSend, Batcher};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -175,14 +175,10 @@ impl<P: Publisher> AwsSink<P> {
         }
     }
 
-    pub(crate) fn batched(&self) -> bool {
-        self.batcher.is_some()
-    }
-
     /// With batching on, the batcher's pipeline: a full batch of 10 in each request in
     /// flight and as many filling behind them (at most `max_queued`), the pipeline's bytes.
     /// Without it, one request per delivery: the dispatcher's shared limit.
-    pub(crate) fn in_flight(&self) -> Option<InFlight> {
+    fn window(&self) -> Option<InFlight> {
         self.batcher.as_ref()?;
         let b = self.options.batch();
         let deliveries = b
@@ -196,20 +192,17 @@ impl<P: Publisher> AwsSink<P> {
         ))
     }
 
-    pub(crate) fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.options.inline_max_bytes()
-    }
-
-    /// Stored (a message id); `max_message_bytes` of body plus attributes; FIFO: in order
-    /// per message group, deduplicated for 5 minutes; the batch limits; the credentials'
-    /// source.
+    /// Stored (a message id); bodies over `inline_max_bytes` by claim; `max_message_bytes`
+    /// of body plus attributes; FIFO: in order per message group, deduplicated for 5
+    /// minutes; the batch limits and the batcher's pipeline window; the credentials' source.
     pub(crate) fn capabilities(&self) -> Capabilities {
         let default = self.publisher.default_max_message_bytes();
-        let mut c = Capabilities::new(true, Some(self.inline_max_bytes())).with_max_message(
-            self.max_message_bytes,
-            "body + attribute names, types and values",
-            Capabilities::limit_source(self.max_message_bytes, default),
-        );
+        let mut c = Capabilities::new(true, Some(self.options.inline_max_bytes()))
+            .with_max_message(
+                self.max_message_bytes,
+                "body + attribute names, types and values",
+                Capabilities::limit_source(self.max_message_bytes, default),
+            );
         if self.publisher.fifo() {
             let key = match &self.options.message_group_id {
                 Some(g) => g.replace('{', "{{").replace('}', "}}"),
@@ -221,6 +214,9 @@ impl<P: Publisher> AwsSink<P> {
         }
         if self.batcher.is_some() {
             c = c.with_batch(Some(self.options.batch_limits(10, self.max_batch_bytes)));
+        }
+        if let Some(window) = self.window() {
+            c = c.with_in_flight(window);
         }
         c.with_auth([self.options.credential_source()])
     }
@@ -247,17 +243,8 @@ macro_rules! forward_sink {
             ) -> Result<(), ankusa_sink_core::Failure> {
                 self.inner.deliver(env, ctx).await
             }
-            fn inline_max_bytes(&self) -> Option<std::num::NonZeroUsize> {
-                Some(self.inner.inline_max_bytes())
-            }
-            fn batched(&self) -> bool {
-                self.inner.batched()
-            }
             fn capabilities(&self) -> ankusa_sink_core::Capabilities {
                 self.inner.capabilities()
-            }
-            fn in_flight(&self) -> Option<ankusa_sink_core::InFlight> {
-                self.inner.in_flight()
             }
             fn describe(
                 &self,

@@ -4,9 +4,8 @@ use crate::config::{ConfigError, SnsConfig};
 use crate::error::{self, AwsError};
 use crate::outgoing::Entry;
 use crate::sink::{AwsSink, BatchResults, Publisher, confirm, fail_all, forward_sink};
-use ankusa_sink_core::{
-    Description, Failure, Payload, Subject, SubscriberCache, async_trait, host_port,
-};
+use ankusa_sink_core::{Description, Failure, Payload, Subject, async_trait, host_port};
+use ankusa_sink_kit::SubscriberCache;
 use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 use std::fmt;
 

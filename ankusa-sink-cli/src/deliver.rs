@@ -673,7 +673,7 @@ pub(crate) async fn forward(
         // Message v1 sinks carry the body's SHA-256: the reader thread computes it.
         let subject = ankusa_sink_core::Subject::new("forward", None);
         let digest = sinks.iter().any(|s| {
-            ankusa_sink_core::resolve_describe(&*s.sink, &subject)
+            ankusa_sink_core::safe_describe(&*s.sink, &subject)
                 .is_some_and(|d| d.payload == ankusa_sink_core::Payload::Message)
         });
         let lines = spawn_reader(

@@ -32,13 +32,13 @@ pub(crate) async fn open(
 }
 
 /// `--from` acknowledges a record once every sink took it: a sink that keeps nothing
-/// (`Sink::durable()` false: the log, a Redis channel) would make that acknowledgement
+/// (`Capabilities::durable` false: the log, a Redis channel) would make that acknowledgement
 /// remove the only stored copy. Refused (exit 2, each such sink named) unless `allow`; with
 /// it, one WARN line says which sinks.
 pub(crate) fn refuse_non_durable(sinks: &[NamedSink], allow: bool) -> Result<(), UsageError> {
     let names: Vec<&str> = sinks
         .iter()
-        .filter(|s| !ankusa_sink_core::resolve_durable(&*s.sink))
+        .filter(|s| !ankusa_sink_core::safe_capabilities(&*s.sink).is_ok_and(|c| c.durable))
         .map(|s| s.name.as_str())
         .collect();
     if names.is_empty() {

@@ -14,7 +14,7 @@ mod metrics_server;
 mod otlp;
 mod output;
 
-use ankusa_sink_core::{Check, Sink, Subject, resolve_describe};
+use ankusa_sink_core::{Check, Sink, Subject, safe_describe};
 use ankusa_sinks::{Registry, SinkConfig};
 use clap::{Args, Parser, Subcommand};
 use std::ffi::OsString;
@@ -554,14 +554,15 @@ async fn check(registry: &Registry, a: &SinkArg) -> Result<ExitCode, UsageError>
 /// `info`: what the sink says of itself.
 async fn info(registry: &Registry, a: &InfoArgs) -> Result<ExitCode, UsageError> {
     let (config, sink) = load_sink(registry, &a.sink.sink).await?;
-    let threshold =
-        ankusa_sink_core::resolve_inline_max_bytes(&sink).map_err(|e| UsageError(e.to_string()))?;
-    let capabilities = ankusa_sink_core::resolve_capabilities(&sink);
+    // The one statement of the sink's facts; the top-level fields repeat three of them
+    // (the output contract predates the manifest).
+    let capabilities = ankusa_sink_core::safe_capabilities(&sink)
+        .map_err(|e| UsageError(format!("capabilities failed: {e}")))?;
     let info = serde_json::json!({
         "type": config.kind(),
-        "durable": ankusa_sink_core::resolve_durable(&sink),
-        "inline_max_bytes": threshold.map(|n| n.get()),
-        "batched": ankusa_sink_core::resolve_batched(&sink),
+        "durable": capabilities.durable,
+        "inline_max_bytes": capabilities.inline_threshold().map(|n| n.get()),
+        "batched": capabilities.batched,
         "capabilities": capabilities,
     });
     let text = if a.json {
@@ -600,8 +601,8 @@ async fn describe(registry: &Registry, a: &DescribeArgs) -> Result<ExitCode, Usa
     let mut capabilities = Vec::new();
     for spec in &a.sink {
         let (config, sink) = load_sink(registry, spec).await?;
-        described.push((config.kind(), resolve_describe(&sink, &subject)));
-        capabilities.push(ankusa_sink_core::resolve_capabilities(&sink));
+        described.push((config.kind(), safe_describe(&sink, &subject)));
+        capabilities.push(ankusa_sink_core::safe_capabilities(&sink).ok());
     }
     let out = if let [(_, one)] = described.as_slice() {
         serde_json::to_value(one)?

@@ -1,6 +1,7 @@
 //! [`Capabilities`]: what a sink's destination takes and promises, in one manifest for
-//! operators (`ankusa-sink info --json`), the testkit (which picks boundary cases from it)
-//! and the AsyncAPI document.
+//! dispatch (which reads it once, when the sink is registered), operators
+//! (`ankusa-sink info --json`), the testkit (which picks boundary cases from it) and the
+//! AsyncAPI document.
 
 use serde::Serialize;
 use std::num::NonZeroUsize;
@@ -65,24 +66,32 @@ pub struct BatchLimits {
     pub linger_ms: u64,
 }
 
-/// What a sink's destination takes and promises.
+/// What a sink's destination takes and promises: the one statement of a sink's facts.
 ///
 /// # Behavior
-/// - [`Sink::capabilities`](crate::Sink::capabilities) returns it; the default is built
-///   from [`durable`](crate::Sink::durable), [`inline_max_bytes`](crate::Sink::inline_max_bytes)
-///   and [`batched`](crate::Sink::batched) and says nothing else. The testkit checks that
-///   the three agree with those methods.
-/// - Serialized as `ankusa-sink info --json`'s `capabilities` object.
+/// - [`Sink::capabilities`](crate::Sink::capabilities) returns it; dispatch reads it once,
+///   when the sink is registered ([`safe_capabilities`](crate::safe_capabilities)), and
+///   takes from it whether `Ok` is durable, the inline threshold, whether the sink batches
+///   and its pipeline window.
+/// - Serialized as `ankusa-sink info --json`'s `capabilities` object (the pipeline window
+///   is not part of it).
+/// - The testkit checks that it does not contradict itself (durable while `Ok` means sent,
+///   batch limits on a sink that does not batch, a zero threshold or window).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Capabilities {
-    /// Whether `Ok` means stored durably (as [`Sink::durable`](crate::Sink::durable)).
+    /// Whether `Ok` means something that outlives this process has the hook (a broker
+    /// ack, a publisher confirm, an upstream 2xx). A sink that cannot promise it (a log)
+    /// says `false`, so a dispatcher that acks providers on the sink's word keeps a
+    /// write-ahead log.
     pub durable: bool,
     /// What `Ok` means.
     pub ok_means: OkMeans,
-    /// Bodies over this travel by claim (as [`Sink::inline_max_bytes`](crate::Sink::inline_max_bytes)).
+    /// The largest body sent inline; one byte more travels by `ctx.claim`. `None`: the
+    /// sink never uses the claim check.
     pub inline_max_bytes: Option<usize>,
-    /// Whether deliveries with `ctx.batch` share requests (as [`Sink::batched`](crate::Sink::batched)).
+    /// Whether deliveries with `ctx.batch` share requests. A batching sink gives each
+    /// delivery its own result and never re-sends an entry the destination accepted.
     pub batched: bool,
     /// The largest message the destination takes, when the sink knows it.
     pub max_message: Option<SizeLimit>,
@@ -96,6 +105,47 @@ pub struct Capabilities {
     /// The authentication the sink is configured with (`none`, `tls`, `sasl_plain`,
     /// `static_credentials`, `application_default`, `signing`, ...), never a secret.
     pub auth: Vec<String>,
+    /// How many deliveries (and body bytes) the sink can usefully have outstanding at
+    /// once: its own pipeline window ([`InFlight`]). `None`: one request per delivery (an
+    /// HTTP call), so the dispatcher's shared concurrency limit applies.
+    #[serde(skip)]
+    pub in_flight: Option<InFlight>,
+}
+
+/// A sink's pipeline window: see [`Capabilities::in_flight`].
+///
+/// A sink that pipelines (a producer with its own send queue, publisher confirms) is fast
+/// when its pipeline is full: the dispatcher keeps up to `deliveries` attempts (and about
+/// `bytes` of bodies) in flight for it, outside the shared limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InFlight {
+    /// Deliveries outstanding at once, at most.
+    pub deliveries: NonZeroUsize,
+    /// Body bytes outstanding at once, at most; a single larger body still goes, alone.
+    pub bytes: NonZeroUsize,
+}
+
+impl InFlight {
+    /// The window of a client that pipelines on one connection (a producer queue,
+    /// publisher confirms, a pipelined connection): 1,024 deliveries or 16 MiB of bodies.
+    /// On the local Kafka broker 512 to 4,096 outstanding records ran equally fast (the
+    /// broker's time per request decides) while memory grew with the window; 16 MiB keeps
+    /// large bodies in check.
+    pub const PIPELINE: InFlight = InFlight::new(
+        NonZeroUsize::new(1024).expect("positive"),
+        NonZeroUsize::new(16 << 20).expect("positive"),
+    );
+
+    /// A window of `deliveries` deliveries and `bytes` body bytes.
+    pub const fn new(deliveries: NonZeroUsize, bytes: NonZeroUsize) -> Self {
+        InFlight { deliveries, bytes }
+    }
+
+    /// This window with at most `deliveries` deliveries.
+    pub fn at_most(self, deliveries: NonZeroUsize) -> Self {
+        InFlight::new(self.deliveries.min(deliveries), self.bytes)
+    }
 }
 
 impl Capabilities {
@@ -116,7 +166,28 @@ impl Capabilities {
             dedupe_window_s: None,
             batch: None,
             auth: vec!["none".to_owned()],
+            in_flight: None,
         }
+    }
+
+    /// What dispatch assumes of a sink whose [`capabilities`](crate::Sink::capabilities)
+    /// panicked: nothing durable, every body by claim (so a body it might need by
+    /// reference is checked in), no batching, the shared concurrency limit.
+    pub fn unknown() -> Self {
+        Capabilities::new(false, Some(NonZeroUsize::MIN))
+    }
+
+    /// The inline threshold as dispatch uses it: [`inline_max_bytes`](Self::inline_max_bytes),
+    /// where a zero (possible only by setting the field) counts as 1.
+    pub fn inline_threshold(&self) -> Option<NonZeroUsize> {
+        self.inline_max_bytes
+            .map(|n| NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN))
+    }
+
+    /// Set the pipeline window ([`in_flight`](Self::in_flight)).
+    pub fn with_in_flight(mut self, window: InFlight) -> Self {
+        self.in_flight = Some(window);
+        self
     }
 
     /// Set what `Ok` means.

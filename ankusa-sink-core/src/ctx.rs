@@ -9,7 +9,7 @@ use std::fmt;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
 
-/// Which provider headers a queue sink forwards (see [`forwarded_headers`](crate::message::forwarded_headers)).
+/// Which provider headers a queue sink forwards (see [`forwarded_headers`](crate::forwarded_headers)).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum ForwardHeaders {
     /// Every header except the never-forwarded list.

@@ -33,8 +33,9 @@ pub enum Class {
     RetryAfter(NonZeroU64),
     /// The destination throttled without saying for how long (a `429` without
     /// `Retry-After`, AWS `Throttling`, a broker's flow control). Dispatch pauses
-    /// `throttle_after_ms(attempt)`, drawn when it decides; everything else is as
-    /// [`RetryAfter`](Class::RetryAfter).
+    /// `throttle_after_ms(attempt)`, drawn when it decides: full jitter, uniform in
+    /// `1..=min(30_000, 500 * 2^(attempt - 1))` ms (`ankusa_dispatch::throttle_after_ms`).
+    /// Everything else is as [`RetryAfter`](Class::RetryAfter).
     Throttled,
     /// Anything else: the retry policy decides.
     Transient,

@@ -198,9 +198,9 @@ impl std::hash::Hash for Folded<'_> {
 ///   where the name first arrived (merged through a map past 16 names: linear in the
 ///   header count).
 /// - Then the limits, deterministically, in first-arrival order: an entry is kept while
-///   fewer than `ctx.max_headers` (default [`DEFAULT_MAX_HEADERS`], 100) are kept and its
+///   fewer than `ctx.max_headers` (default [`DEFAULT_MAX_HEADERS`](crate::DEFAULT_MAX_HEADERS), 100) are kept and its
 ///   name plus value bytes fit in what is left of `ctx.forward_headers_max_bytes` (default
-///   [`DEFAULT_FORWARD_HEADERS_MAX_BYTES`], 16 KiB); an entry that does not fit is dropped
+///   [`DEFAULT_FORWARD_HEADERS_MAX_BYTES`](crate::DEFAULT_FORWARD_HEADERS_MAX_BYTES), 16 KiB); an entry that does not fit is dropped
 ///   and later, smaller ones may still be kept. `None` in either field lifts that cap.
 /// - Borrowed from the envelope where it can be (a name already lowercase, a value that
 ///   was not joined): forwarding allocates only for what it changes.

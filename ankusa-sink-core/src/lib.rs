@@ -1,7 +1,6 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
-mod batcher;
 mod capabilities;
 mod claim;
 mod ctx;
@@ -11,12 +10,11 @@ mod failure;
 mod forwarding;
 mod secret;
 mod sink;
-mod subscribers;
-mod throttle;
 mod trace;
 
-pub use batcher::{BatchConfig, BatchError, BatchSend, Batcher};
-pub use capabilities::{BatchLimits, Capabilities, LimitSource, OkMeans, Ordering, SizeLimit};
+pub use capabilities::{
+    BatchLimits, Capabilities, InFlight, LimitSource, OkMeans, Ordering, SizeLimit,
+};
 pub use claim::{BodyMode, Claim, ClaimRef, ClaimRefError, body_mode, parse_claim_id};
 pub use ctx::{
     Ctx, DEFAULT_FORWARD_HEADERS_MAX_BYTES, DEFAULT_MAX_HEADERS, Extensions, ForwardHeaders,
@@ -39,15 +37,8 @@ pub use forwarding::{
 };
 pub use secret::{Secret, SecretEnvError};
 pub use sink::{
-    Check, InFlight, ResolveError, Sink, SinkFault, resolve_batched, resolve_capabilities,
-    resolve_describe, resolve_durable, resolve_in_flight, resolve_inline_max_bytes, safe_deliver,
-    timeout_ms,
+    Check, Sink, SinkFault, safe_capabilities, safe_deliver, safe_describe, timeout_ms,
 };
-pub use subscribers::{
-    DEFAULT_SUBSCRIBER_CHECK_INTERVAL, MAX_SUBSCRIBER_CHECK_INTERVAL, SubscriberCache,
-    subscriber_check_interval,
-};
-pub use throttle::{throttle_after_ms, throttle_after_ms_with};
 pub use trace::{MAX_TRACESTATE_BYTES, TraceContext};
 
 /// Re-exported so sink authors use the same `async_trait` the trait is declared with.

@@ -8,7 +8,7 @@ use crate::failure::{Failure, Reason};
 use async_trait::async_trait;
 use futures_util::FutureExt as _;
 use std::fmt;
-use std::num::{NonZeroU64, NonZeroUsize};
+use std::num::NonZeroU64;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,16 +28,16 @@ pub enum Check {
 
 /// Where a delivered hook goes.
 ///
-/// Implement [`deliver`](Sink::deliver); override the capability methods that differ from
-/// the defaults. Run `ankusa-sink-testkit` against your sink: it checks every bullet below.
+/// Implement [`deliver`](Sink::deliver), and [`capabilities`](Sink::capabilities) where
+/// the sink's facts differ from the default. Run `ankusa-sink-testkit` against your sink: it checks every bullet below.
 /// The trait is object-safe: dispatchers hold `Arc<dyn Sink>`.
 #[async_trait]
 pub trait Sink: Send + Sync + fmt::Debug {
     /// Deliver one hook, at least once.
     ///
     /// # Behavior
-    /// - `Ok(())` means the hook was accepted by the destination; when [`durable`](Sink::durable)
-    ///   is true, accepted durably (broker ack, publisher confirm, upstream 2xx), so a
+    /// - `Ok(())` means the hook was accepted by the destination; when
+    ///   [`Capabilities::durable`] is true, accepted durably (broker ack, publisher confirm, upstream 2xx), so a
     ///   consumer can read it back after `Ok`.
     /// - `Err` carries the [`Class`](crate::Class) that decides what dispatch does:
     ///   missing destination or refused credential is [`Config`](crate::Class::Config); a
@@ -48,70 +48,26 @@ pub trait Sink: Send + Sync + fmt::Debug {
     ///   [`Transient`](crate::Class::Transient) within a bounded time.
     /// - The same hook may be delivered again (a retry after a lost ack); the sink carries
     ///   `env.id()` and `env.idempotency_key()` so consumers can deduplicate.
-    /// - A body larger than [`inline_max_bytes`](Sink::inline_max_bytes) travels as
-    ///   `ctx.claim`; the sink never checks a body in itself.
-    /// - Batches only when [`batched`](Sink::batched) and `ctx.batch` are both true.
+    /// - A body larger than [`Capabilities::inline_max_bytes`] travels as `ctx.claim`;
+    ///   the sink never checks a body in itself.
+    /// - Batches only when [`Capabilities::batched`] and `ctx.batch` are both true.
     /// - Never holds a secret in a failure's reason.
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure>;
 
-    /// Does `Ok` mean something that outlives this process has the hook?
+    /// What the destination takes and promises: whether `Ok` is durable, the inline
+    /// threshold, batching, the pipeline window, its size limit and where that comes from,
+    /// ordering, a deduplication window, what `Ok` means, the configured authentication
+    /// ([`Capabilities`]). The one statement of the sink's facts.
     ///
     /// # Behavior
-    /// - Default `true`. A sink that cannot promise it (a log) says `false`, so a
-    ///   dispatcher that acks providers on the sink's word keeps a write-ahead log.
-    fn durable(&self) -> bool {
-        true
-    }
-
-    /// The largest body sent inline, or `None` if the sink never uses the claim check.
-    ///
-    /// # Behavior
-    /// - Positive by type. A body of exactly this many bytes is inline; one byte more
-    ///   travels by `ctx.claim`.
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        None
-    }
-
-    /// Does this sink batch deliveries whose `ctx.batch` is set?
-    ///
-    /// # Behavior
-    /// - Default `false`. A batching sink gives each delivery its own result and never
-    ///   re-sends an entry the destination accepted.
-    fn batched(&self) -> bool {
-        false
-    }
-
-    /// What the destination takes and promises: its size limit and where that comes
-    /// from, ordering, a deduplication window, batching limits, what `Ok` means, the
-    /// configured authentication ([`Capabilities`]).
-    ///
-    /// # Behavior
-    /// - Default: [`Capabilities::new`] from [`durable`](Sink::durable) and
-    ///   [`inline_max_bytes`](Sink::inline_max_bytes), batched when
-    ///   [`batched`](Sink::batched) is; nothing else is claimed.
-    /// - The testkit checks that `durable`, `inline_max_bytes` and `batched` agree with
-    ///   those methods, and picks its oversized body from `max_message`.
+    /// - Read once, when the sink is registered with a dispatcher; the answer must not
+    ///   change afterwards.
+    /// - Default: [`Capabilities::new`]`(true, None)`: durable, never uses the claim check,
+    ///   no batching, one request per delivery; nothing else is claimed.
+    /// - The testkit checks that it does not contradict itself and picks its oversized
+    ///   body from `max_message`.
     fn capabilities(&self) -> Capabilities {
-        let c = Capabilities::new(self.durable(), self.inline_max_bytes());
-        if self.batched() {
-            c.with_batch(None)
-        } else {
-            c
-        }
-    }
-
-    /// How many deliveries this sink can usefully have outstanding at once, and how many
-    /// bytes of bodies: its own pipeline window.
-    ///
-    /// # Behavior
-    /// - Default `None`: one request per delivery (an HTTP call), so the dispatcher's
-    ///   shared concurrency limit applies.
-    /// - `Some(window)`: the sink pipelines (a producer with its own send queue, publisher
-    ///   confirms), and a full pipeline is what makes it fast: the dispatcher keeps up to
-    ///   `window.deliveries` attempts (and about `window.bytes` of bodies) in flight for
-    ///   this sink, outside the shared limit.
-    fn in_flight(&self) -> Option<InFlight> {
-        None
+        Capabilities::new(true, None)
     }
 
     /// Where this sink publishes hooks of `subject`, for an AsyncAPI document.
@@ -144,20 +100,8 @@ macro_rules! forward_sink {
             async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
                 (**self).deliver(env, ctx).await
             }
-            fn durable(&self) -> bool {
-                (**self).durable()
-            }
-            fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-                (**self).inline_max_bytes()
-            }
-            fn batched(&self) -> bool {
-                (**self).batched()
-            }
             fn capabilities(&self) -> Capabilities {
                 (**self).capabilities()
-            }
-            fn in_flight(&self) -> Option<InFlight> {
-                (**self).in_flight()
             }
             fn describe(&self, subject: &Subject) -> Option<Description> {
                 (**self).describe(subject)
@@ -170,38 +114,6 @@ macro_rules! forward_sink {
 }
 
 forward_sink!(Arc, Box);
-
-/// A sink's pipeline window: see [`Sink::in_flight`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct InFlight {
-    /// Deliveries outstanding at once, at most.
-    pub deliveries: NonZeroUsize,
-    /// Body bytes outstanding at once, at most; a single larger body still goes, alone.
-    pub bytes: NonZeroUsize,
-}
-
-impl InFlight {
-    /// The window of a client that pipelines on one connection (a producer queue,
-    /// publisher confirms, a pipelined connection): 1,024 deliveries or 16 MiB of bodies.
-    /// On the local Kafka broker 512 to 4,096 outstanding records ran equally fast (the
-    /// broker's time per request decides) while memory grew with the window; 16 MiB keeps
-    /// large bodies in check.
-    pub const PIPELINE: InFlight = InFlight::new(
-        NonZeroUsize::new(1024).expect("positive"),
-        NonZeroUsize::new(16 << 20).expect("positive"),
-    );
-
-    /// A window of `deliveries` deliveries and `bytes` body bytes.
-    pub const fn new(deliveries: NonZeroUsize, bytes: NonZeroUsize) -> Self {
-        InFlight { deliveries, bytes }
-    }
-
-    /// This window with at most `deliveries` deliveries.
-    pub fn at_most(self, deliveries: NonZeroUsize) -> Self {
-        InFlight::new(self.deliveries.min(deliveries), self.bytes)
-    }
-}
 
 /// Why [`safe_deliver`] turned a sink's misbehaviour into a failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -262,43 +174,16 @@ pub fn timeout_ms(timeout: Duration) -> NonZeroU64 {
     NonZeroU64::new(ms).unwrap_or(NonZeroU64::MIN)
 }
 
-/// Why an inline threshold could not be resolved.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("inline_max_bytes failed: {0}")]
-pub struct ResolveError(SinkFault);
-
-/// `sink.inline_max_bytes()`, with a panic turned into an error rather than a crash.
-pub fn resolve_inline_max_bytes<S: Sink + ?Sized>(
-    sink: &S,
-) -> Result<Option<NonZeroUsize>, ResolveError> {
-    catch_unwind(AssertUnwindSafe(|| sink.inline_max_bytes()))
-        .map_err(|p| ResolveError(SinkFault::panicked(&*p)))
-}
-
-/// `sink.durable()`; a panicking sink cannot promise durability, so `false`.
-pub fn resolve_durable<S: Sink + ?Sized>(sink: &S) -> bool {
-    catch_unwind(AssertUnwindSafe(|| sink.durable())).unwrap_or(false)
-}
-
-/// `sink.batched()`; `false` for a panicking sink.
-pub fn resolve_batched<S: Sink + ?Sized>(sink: &S) -> bool {
-    catch_unwind(AssertUnwindSafe(|| sink.batched())).unwrap_or(false)
-}
-
-/// `sink.capabilities()`; `None` for a panicking sink.
-pub fn resolve_capabilities<S: Sink + ?Sized>(sink: &S) -> Option<Capabilities> {
-    catch_unwind(AssertUnwindSafe(|| sink.capabilities())).ok()
-}
-
-/// `sink.in_flight()`; `None` (the shared limit) for a panicking sink.
-pub fn resolve_in_flight<S: Sink + ?Sized>(sink: &S) -> Option<InFlight> {
-    catch_unwind(AssertUnwindSafe(|| sink.in_flight()))
-        .ok()
-        .flatten()
+/// `sink.capabilities()`, with a panic turned into a [`SinkFault`] rather than a crash.
+///
+/// Dispatch reads a sink's capabilities through this once, when the sink is registered,
+/// and takes [`Capabilities::unknown`] for a sink that panicked.
+pub fn safe_capabilities<S: Sink + ?Sized>(sink: &S) -> Result<Capabilities, SinkFault> {
+    catch_unwind(AssertUnwindSafe(|| sink.capabilities())).map_err(|p| SinkFault::panicked(&*p))
 }
 
 /// `sink.describe(subject)`; `None` for a panicking sink.
-pub fn resolve_describe<S: Sink + ?Sized>(sink: &S, subject: &Subject) -> Option<Description> {
+pub fn safe_describe<S: Sink + ?Sized>(sink: &S, subject: &Subject) -> Option<Description> {
     catch_unwind(AssertUnwindSafe(|| sink.describe(subject)))
         .ok()
         .flatten()
@@ -320,6 +205,7 @@ impl From<Reason> for Failure {
 mod tests {
     use super::*;
     use crate::Class;
+    use std::num::NonZeroUsize;
 
     #[derive(Debug)]
     struct Panicky;
@@ -329,14 +215,8 @@ mod tests {
         async fn deliver(&self, _: &Envelope, _: &Ctx) -> Result<(), Failure> {
             panic!("boom")
         }
-        fn durable(&self) -> bool {
-            panic!("durable")
-        }
-        fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-            panic!("threshold")
-        }
-        fn batched(&self) -> bool {
-            panic!("batched")
+        fn capabilities(&self) -> Capabilities {
+            panic!("capabilities")
         }
         fn describe(&self, _: &Subject) -> Option<Description> {
             panic!("describe")
@@ -382,10 +262,15 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.class(), Class::Transient);
         assert_eq!(err.to_string(), "transient: sink panicked: boom");
-        assert!(resolve_inline_max_bytes(&Panicky).is_err());
-        assert!(!resolve_durable(&Panicky));
-        assert!(!resolve_batched(&Panicky));
-        assert!(resolve_describe(&Panicky, &Subject::new("s", None)).is_none());
+        assert_eq!(
+            safe_capabilities(&Panicky),
+            Err(SinkFault::Panicked("capabilities".into()))
+        );
+        assert!(safe_describe(&Panicky, &Subject::new("s", None)).is_none());
+        // What dispatch assumes instead: not durable, every body by claim, no batching.
+        let unknown = Capabilities::unknown();
+        assert!(!unknown.durable && !unknown.batched && unknown.in_flight.is_none());
+        assert_eq!(unknown.inline_threshold(), Some(NonZeroUsize::MIN));
     }
 
     #[tokio::test(start_paused = true)]
@@ -406,9 +291,10 @@ mod tests {
     #[tokio::test]
     async fn defaults_and_dyn_forwarding() {
         let s: Arc<dyn Sink> = Arc::new(Plain);
-        assert!(resolve_durable(&s));
-        assert!(!resolve_batched(&s));
-        assert_eq!(resolve_inline_max_bytes(&s), Ok(None));
+        let caps = safe_capabilities(&s).unwrap();
+        assert!(caps.durable && !caps.batched);
+        assert_eq!(caps.inline_threshold(), None);
+        assert_eq!(caps.in_flight, None);
         assert_eq!(s.check().await.unwrap(), Check::Unsupported);
         let b: Box<dyn Sink> = Box::new(Plain);
         let e = env();
@@ -417,6 +303,6 @@ mod tests {
                 .await
                 .is_ok()
         );
-        assert!(resolve_describe(&b, &Subject::new("s", None)).is_none());
+        assert!(safe_describe(&b, &Subject::new("s", None)).is_none());
     }
 }

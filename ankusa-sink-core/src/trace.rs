@@ -17,7 +17,7 @@ const MAX_TRACESTATE_MEMBERS: usize = 32;
 ///
 /// Dispatch makes one per attempt ([`TraceContext::child_of`] the hook's stored
 /// `traceparent`, or [`TraceContext::root`] when it has none) and hands it to the sink in
-/// [`Ctx::trace`](crate::Ctx::trace); [`Outgoing`](crate::message::Outgoing) sends it as
+/// [`Ctx::trace`](crate::Ctx::trace); `ankusa_message::Outgoing` sends it as
 /// the `traceparent` (and `tracestate`) attribute, header or field, and in CloudEvents mode
 /// as the distributed-tracing extension. Both texts are checked against the W3C grammar:
 /// what a hook brought reaches a destination only when it is well formed.

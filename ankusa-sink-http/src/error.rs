@@ -262,7 +262,7 @@ impl HttpError {
 /// | 401, 403, 404, 405 | config (credential, URL or method) |
 /// | 301, 308 | config, the reason names the redacted new location |
 /// | 408, 425, 429, 500, 502, 503, 504 with a valid `Retry-After` | retry-after that long (a past date: 1 ms) |
-/// | 429 without a valid `Retry-After` | throttled: dispatch draws [`throttle_after_ms`](ankusa_sink_core::throttle_after_ms)`(attempt)` |
+/// | 429 without a valid `Retry-After` | throttled: dispatch draws `throttle_after_ms(attempt)` (`ankusa_dispatch`) |
 /// | other 1xx/3xx/4xx/5xx, timeouts, resets, refused connections | transient |
 /// | TLS certificate rejected | config |
 /// | the endpoint refuses the client certificate (a TLS alert: bad, unknown CA, required, expired, revoked, access denied) | config |

@@ -286,19 +286,10 @@ impl Sink for HttpSink {
         }
     }
 
-    /// A 2xx from the endpoint is the endpoint's acceptance.
-    fn durable(&self) -> bool {
-        true
-    }
-
-    /// Never: the raw body always travels (no claim check).
-    fn inline_max_bytes(&self) -> Option<std::num::NonZeroUsize> {
-        None
-    }
-
-    /// Stored (a 2xx is the endpoint's acceptance); no size limit but the endpoint's (a
-    /// `413` is permanent); no order; an `authorization` header (URL userinfo or the
-    /// operator's), Standard Webhooks signing, TLS for `https://`.
+    /// Stored (a 2xx is the endpoint's acceptance); the raw body always travels (no claim
+    /// check); no size limit but the endpoint's (a `413` is permanent); no order; an
+    /// `authorization` header (URL userinfo or the operator's), Standard Webhooks signing,
+    /// TLS for `https://`.
     fn capabilities(&self) -> ankusa_sink_core::Capabilities {
         let mut auth = Vec::new();
         if self

@@ -18,7 +18,6 @@ use rdkafka::metadata::Metadata;
 use rdkafka::producer::{Producer, PurgeConfig};
 use serde_json::json;
 use std::fmt;
-use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -306,14 +305,12 @@ impl Sink for KafkaSink {
         Err(err.into())
     }
 
-    /// `None` for CloudEvents: they travel inline.
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.layout.inline_max_bytes()
-    }
-
-    /// Stored (`acks=all`); `max_record_bytes` of value + key; in order per key (the Java
+    /// Stored (`acks=all`); the layout's inline threshold (`None` for CloudEvents: they
+    /// travel inline); `max_record_bytes` of value + key; in order per key (the Java
     /// partitioner sends a key to one partition, the idempotent producer keeps its order);
-    /// the SASL mechanism and TLS configured.
+    /// the SASL mechanism and TLS configured. Its pipeline window is
+    /// [`InFlight::PIPELINE`]: librdkafka batches what is queued (linger, then one produce
+    /// request per batch), so the sink is fast only when many records are outstanding.
     fn capabilities(&self) -> Capabilities {
         let c = &self.config;
         let max = c.max_record_bytes.get();
@@ -331,7 +328,8 @@ impl Sink for KafkaSink {
                 "tls".to_owned()
             });
         }
-        Capabilities::new(true, self.inline_max_bytes())
+        Capabilities::new(true, self.layout.inline_max_bytes())
+            .with_in_flight(InFlight::PIPELINE)
             .with_max_message(
                 max,
                 "value + key",
@@ -341,12 +339,6 @@ impl Sink for KafkaSink {
                 key: c.key.as_str().to_owned(),
             })
             .with_auth(auth)
-    }
-
-    /// librdkafka batches what is queued (linger, then one produce request per batch), so
-    /// the sink is fast only when many records are outstanding.
-    fn in_flight(&self) -> Option<InFlight> {
-        Some(InFlight::PIPELINE)
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {

@@ -3,7 +3,7 @@
 use crate::config::LogConfig;
 use crate::error::LogError;
 use ankusa_message::{Body, EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::{Ctx, Envelope, Failure, Sink, async_trait};
+use ankusa_sink_core::{Capabilities, Ctx, Envelope, Failure, Sink, async_trait};
 use std::io::Write as _;
 
 /// One structured `tracing` line per hook (`hook_id`, `source_id`, `tenant_id`, `attempt`,
@@ -71,7 +71,8 @@ impl Sink for LogSink {
         Ok(())
     }
 
-    fn durable(&self) -> bool {
-        false
+    /// Not durable: a line on stdout is handed over, nothing stored it.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(false, None)
     }
 }

@@ -41,8 +41,8 @@ async fn one_structured_line_per_hook() {
         .finish();
     tracing::subscriber::set_global_default(subscriber).expect("the only test of this binary");
     let sink = LogSink::default();
-    assert!(!sink.durable());
-    assert!(sink.inline_max_bytes().is_none());
+    assert!(!sink.capabilities().durable);
+    assert!(sink.capabilities().inline_threshold().is_none());
     for (n, id) in ["h-1", "h-2"].into_iter().enumerate() {
         buf.0.lock().unwrap().clear();
         let env = Envelope::builder(id, "stripe", "secret body")

@@ -338,7 +338,7 @@ impl MqttConfig {
     }
 
     /// Declare that the broker persists every message before its PUBACK: then
-    /// [`durable`](ankusa_sink_core::Sink::durable) is `true`. Mosquitto persists only
+    /// [`Capabilities::durable`](ankusa_sink_core::Capabilities::durable) is `true`. Mosquitto persists only
     /// periodically (`autosave_interval`): leave it `false` there.
     pub fn with_durable(mut self, durable: bool) -> Self {
         self.durable = durable;

@@ -24,7 +24,6 @@ use rumqttc::v5::{AsyncClient, ConnectionError, Event, EventLoop, MqttOptions, S
 use rumqttc::{NetworkOptions, Outgoing as Sent, TlsConfiguration, Transport};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -49,7 +48,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(30);
 ///   subscribers" with `no_subscriber = "ok"`).
 /// - A PUBLISH over the Maximum Packet Size of the broker's CONNACK is refused before it is
 ///   sent (permanent).
-/// - [`durable`](Sink::durable) is the config's `durable` (default `false`: a PUBACK means
+/// - [`Capabilities::durable`](ankusa_sink_core::Capabilities::durable) is the config's `durable` (default `false`: a PUBACK means
 ///   the broker holds the message in memory).
 /// - `Debug`, [`describe`](Sink::describe) and failures never show the password.
 pub struct MqttSink {
@@ -581,19 +580,14 @@ impl Sink for MqttSink {
         Ok(())
     }
 
-    fn durable(&self) -> bool {
-        self.config.durable
-    }
-
-    /// `None` for CloudEvents: they travel inline.
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.layout.inline_max_bytes()
-    }
-
     /// Stored when the config says the broker persists first (`durable`), else sent (a
     /// PUBACK from memory); in publish order per topic. The size limit is the Maximum
     /// Packet Size of the broker's CONNACK, known only once connected: not claimed here.
-    /// A username and password when configured, and TLS for `mqtts://`.
+    /// A username and password when configured, and TLS for `mqtts://`. The layout's inline
+    /// threshold (`None` for CloudEvents: they travel inline). The pipeline window is
+    /// [`InFlight::PIPELINE`]: QoS 1 publishes are pipelined on one connection (up to the
+    /// broker's Receive Maximum unacknowledged, the rest queued in the client), so many
+    /// outstanding deliveries keep it busy.
     fn capabilities(&self) -> Capabilities {
         let c = &self.config;
         let mut auth = Vec::new();
@@ -603,7 +597,8 @@ impl Sink for MqttSink {
         if c.tls {
             auth.push("tls");
         }
-        Capabilities::new(self.durable(), self.inline_max_bytes())
+        Capabilities::new(c.durable, self.layout.inline_max_bytes())
+            .with_in_flight(InFlight::PIPELINE)
             .with_ok_means(if c.durable {
                 OkMeans::Stored
             } else {
@@ -613,13 +608,6 @@ impl Sink for MqttSink {
                 key: c.topic.as_str().to_owned(),
             })
             .with_auth(auth)
-    }
-
-    /// QoS 1 publishes are pipelined on one connection (up to the broker's Receive
-    /// Maximum unacknowledged, the rest queued in the client), so many outstanding
-    /// deliveries keep it busy.
-    fn in_flight(&self) -> Option<InFlight> {
-        Some(InFlight::PIPELINE)
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
@@ -683,7 +671,7 @@ mod tests {
         assert_eq!(d.address.as_deref(), Some("hooks/{tenant_id}/{source_id}"));
         let dump = format!("{d:?} {sink:?}");
         assert!(!dump.contains("describe-pa55"), "{dump}");
-        assert!(!sink.durable());
+        assert!(!sink.capabilities().durable);
     }
 
     #[test]

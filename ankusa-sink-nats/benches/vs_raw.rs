@@ -49,7 +49,10 @@ impl Nats {
 
     /// The sink's layout.
     fn layout(&self) -> Layout {
-        Layout::message(self.sink.inline_max_bytes(), EmptyValues::Keep)
+        Layout::message(
+            self.sink.capabilities().inline_threshold(),
+            EmptyValues::Keep,
+        )
     }
 }
 

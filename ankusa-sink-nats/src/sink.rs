@@ -14,7 +14,6 @@ use async_nats::connection::State;
 use async_nats::{Client, ConnectErrorKind, ConnectOptions, RequestErrorKind};
 use serde::Deserialize;
 use std::fmt;
-use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, OnceCell};
 
@@ -321,14 +320,12 @@ impl Sink for NatsSink {
         Ok(())
     }
 
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        Some(self.config.inline_max_bytes())
-    }
-
-    /// Stored (a JetStream ack). The size limit is the server's `max_payload` (and the
+    /// Stored (a JetStream ack); bodies over `inline_max_bytes` by claim. The size limit is the server's `max_payload` (and the
     /// stream's `max_msg_size`), known only once connected, and JetStream's duplicate
     /// window for `Nats-Msg-Id` is the stream's own: neither is claimed here. The
-    /// configured authentication, and TLS for `tls://`.
+    /// configured authentication, and TLS for `tls://`. The pipeline window is
+    /// [`InFlight::PIPELINE`]: JetStream publishes are pipelined on one connection and
+    /// acked in order, so many outstanding publishes keep the connection busy.
     fn capabilities(&self) -> Capabilities {
         let mut auth = vec![match self.config.auth {
             Auth::None => "none",
@@ -340,13 +337,9 @@ impl Sink for NatsSink {
         if self.config.tls {
             auth.push("tls");
         }
-        Capabilities::new(true, self.inline_max_bytes()).with_auth(auth)
-    }
-
-    /// JetStream publishes are pipelined on one connection and acked in order, so many
-    /// outstanding publishes keep the connection busy.
-    fn in_flight(&self) -> Option<InFlight> {
-        Some(InFlight::PIPELINE)
+        Capabilities::new(true, Some(self.config.inline_max_bytes()))
+            .with_in_flight(InFlight::PIPELINE)
+            .with_auth(auth)
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {

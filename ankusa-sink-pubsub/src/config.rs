@@ -5,7 +5,7 @@ use ankusa_message::MessageOptions;
 use ankusa_message::cloudevents::CloudEvents;
 use ankusa_message::signing::Signer;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
-use ankusa_sink_core::{DEFAULT_SUBSCRIBER_CHECK_INTERVAL, subscriber_check_interval};
+use ankusa_sink_kit::{DEFAULT_SUBSCRIBER_CHECK_INTERVAL, subscriber_check_interval};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;

@@ -9,9 +9,10 @@ use ankusa_message::template::KeyTemplate;
 use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{BatchLimits, Capabilities, Ordering};
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, SubscriberCache,
-    async_trait, host_port,
+    Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
+    host_port,
 };
+use ankusa_sink_kit::SubscriberCache;
 use google_cloud_gax::options::RequestOptionsBuilder as _;
 use google_cloud_gax::retry_policy::NeverRetry;
 use google_cloud_pubsub::client::{BasePublisher, Publisher, TopicAdmin};
@@ -19,7 +20,6 @@ use google_cloud_pubsub::error::PublishError;
 use google_cloud_pubsub::model::Message;
 use serde_json::json;
 use std::fmt;
-use std::num::NonZeroUsize;
 use std::time::Duration;
 
 /// How many times one delivery re-publishes after finding its ordering key paused by an
@@ -239,18 +239,20 @@ impl Sink for PubSubSink {
         Err(err.into())
     }
 
-    /// `None` for CloudEvents: they travel inline.
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.layout.inline_max_bytes()
-    }
-
-    /// Stored (a message id); `max_message_bytes` of data, attributes and ordering key; in
-    /// order per ordering key when one is configured; the batch thresholds; Application
-    /// Default Credentials or anonymous (the emulator).
+    /// Stored (a message id); the layout's inline threshold (`None` for CloudEvents: they
+    /// travel inline); `max_message_bytes` of data, attributes and ordering key; in order
+    /// per ordering key when one is configured; batched, within the batch thresholds;
+    /// Application Default Credentials or anonymous (the emulator).
+    ///
+    /// The pipeline window is [`InFlight::PIPELINE`]: the client batches what is
+    /// outstanding (up to `batch.max_messages` per request, several requests at once), so
+    /// the sink is fast only when many deliveries are in flight: against the emulator
+    /// 1,024 outstanding ran 8x the old 32 shared slots, and 4,096 no faster.
     fn capabilities(&self) -> Capabilities {
         let c = &self.config;
         let max = c.max_message_bytes.get();
-        let mut caps = Capabilities::new(true, self.inline_max_bytes())
+        let mut caps = Capabilities::new(true, self.layout.inline_max_bytes())
+            .with_in_flight(InFlight::PIPELINE)
             .with_max_message(
                 max,
                 "data + attribute names and values + ordering key",
@@ -274,18 +276,6 @@ impl Sink for PubSubSink {
             auth.push("tls");
         }
         caps.with_auth(auth)
-    }
-
-    fn batched(&self) -> bool {
-        true
-    }
-
-    /// The client batches what is outstanding (up to `batch.max_messages` per request,
-    /// several requests at once), so the sink is fast only when many deliveries are in
-    /// flight: against the emulator 1,024 outstanding ran 8x the old 32 shared slots, and
-    /// 4,096 no faster.
-    fn in_flight(&self) -> Option<InFlight> {
-        Some(InFlight::PIPELINE)
     }
 
     fn describe(&self, _subject: &Subject) -> Option<Description> {
@@ -362,9 +352,12 @@ mod tests {
             "no channel binding: its schemaSettings is required"
         );
         assert!(d.computed.is_empty());
-        assert!(sink.batched());
-        assert!(sink.durable());
-        assert_eq!(sink.inline_max_bytes().unwrap().get(), 65_536);
+        assert!(sink.capabilities().batched);
+        assert!(sink.capabilities().durable);
+        assert_eq!(
+            sink.capabilities().inline_threshold().unwrap().get(),
+            65_536
+        );
 
         let computed = PubSubSink::new(emulator_config().with_ordering_key("{tenant_id}").unwrap())
             .await

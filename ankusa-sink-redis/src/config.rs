@@ -62,7 +62,7 @@ pub enum Target {
         /// `MAXLEN ~ N` on every `XADD`, when set.
         maxlen: Option<NonZeroU64>,
         /// The operator says the server persists every write (AOF with
-        /// `appendfsync always`): [`durable`](ankusa_sink_core::Sink::durable) is `true`.
+        /// `appendfsync always`): [`Capabilities::durable`](ankusa_sink_core::Capabilities::durable) is `true`.
         durable: bool,
     },
     /// `PUBLISH` to a channel: never durable; zero receivers is a failure.

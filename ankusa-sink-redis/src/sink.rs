@@ -14,7 +14,6 @@ use ankusa_sink_core::{
 use redis::IntoConnectionInfo;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::fmt;
-use std::num::NonZeroUsize;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -26,7 +25,7 @@ use std::time::Duration;
 ///   timeout for its reply.
 /// - `Ok` only after Redis answered: the entry's id for `XADD`; for `PUBLISH`, a count of
 ///   receivers above zero (zero is a failure of the `no_subscriber` class).
-/// - [`durable`](Sink::durable) is the config's `durable` in stream mode, `false` for a
+/// - [`Capabilities::durable`](ankusa_sink_core::Capabilities::durable) is the config's `durable` in stream mode, `false` for a
 ///   channel.
 /// - `Debug`, [`describe`](Sink::describe) and failures never show the URL's userinfo or
 ///   the password.
@@ -215,25 +214,22 @@ impl Sink for RedisSink {
         Ok(())
     }
 
-    fn durable(&self) -> bool {
-        matches!(self.config.target, Target::Stream { durable: true, .. })
-    }
-
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        Some(self.config.message.inline_max_bytes())
-    }
-
     /// A stream entry is stored (`XADD` answered; durable only as configured), in order
     /// per stream key; a channel message is only sent. `max_message_bytes` of the Message
-    /// v1; the password (with an ACL user), and TLS for `rediss://`.
+    /// v1 (bodies over `inline_max_bytes` by claim); the password (with an ACL user), and
+    /// TLS for `rediss://`. The pipeline window is [`InFlight::PIPELINE`]: commands are
+    /// pipelined on one multiplexed connection, so many outstanding deliveries keep it busy.
     fn capabilities(&self) -> Capabilities {
         let c = &self.config;
         let max = c.max_message_bytes.get();
-        let mut caps = Capabilities::new(self.durable(), self.inline_max_bytes()).with_max_message(
-            max,
-            "Message v1",
-            Capabilities::limit_source(max, DEFAULT_MAX_MESSAGE_BYTES.get()),
-        );
+        let durable = matches!(c.target, Target::Stream { durable: true, .. });
+        let mut caps = Capabilities::new(durable, Some(c.message.inline_max_bytes()))
+            .with_in_flight(InFlight::PIPELINE)
+            .with_max_message(
+                max,
+                "Message v1",
+                Capabilities::limit_source(max, DEFAULT_MAX_MESSAGE_BYTES.get()),
+            );
         caps = match &c.target {
             Target::Stream { key, .. } => {
                 caps.with_ok_means(OkMeans::Stored)
@@ -254,12 +250,6 @@ impl Sink for RedisSink {
             auth.push("tls");
         }
         caps.with_auth(auth)
-    }
-
-    /// Commands are pipelined on one multiplexed connection, so many outstanding
-    /// deliveries keep it busy.
-    fn in_flight(&self) -> Option<InFlight> {
-        Some(InFlight::PIPELINE)
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {

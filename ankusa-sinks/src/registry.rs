@@ -38,7 +38,7 @@ type ParseFn = dyn Fn(toml::Value) -> Result<RegisteredConfig, ConfigError> + Se
 /// - Unknown and missing `type` errors list [`types`](Registry::types).
 ///
 /// ```
-/// use ankusa_sink_core::{Ctx, Envelope, Failure, Sink, async_trait};
+/// use ankusa_sink_core::{Capabilities, Ctx, Envelope, Failure, Sink, async_trait};
 /// use ankusa_sinks::{Registry, SinkConfig};
 ///
 /// /// The keys of a `type = "null"` sink file.
@@ -56,8 +56,8 @@ type ParseFn = dyn Fn(toml::Value) -> Result<RegisteredConfig, ConfigError> + Se
 ///     async fn deliver(&self, _: &Envelope, _: &Ctx) -> Result<(), Failure> {
 ///         Ok(())
 ///     }
-///     fn durable(&self) -> bool {
-///         false
+///     fn capabilities(&self) -> Capabilities {
+///         Capabilities::new(false, None)
 ///     }
 /// }
 ///
@@ -69,7 +69,7 @@ type ParseFn = dyn Fn(toml::Value) -> Result<RegisteredConfig, ConfigError> + Se
 /// let config = registry.parse_toml_str("type = \"null\"\nlabel = \"x\"").unwrap();
 /// assert_eq!(config.kind(), "null");
 /// let sink = config.build().await.unwrap();
-/// assert!(!sink.durable());
+/// assert!(!sink.capabilities().durable);
 ///
 /// // Built-in types parse as they always did; an unknown type lists every registered one.
 /// assert_eq!(registry.parse_toml_str("type = \"log\"").unwrap().kind(), "log");
@@ -439,8 +439,8 @@ mod tests {
         async fn deliver(&self, _: &Envelope, _: &Ctx) -> Result<(), Failure> {
             Ok(())
         }
-        fn durable(&self) -> bool {
-            false
+        fn capabilities(&self) -> ankusa_sink_core::Capabilities {
+            ankusa_sink_core::Capabilities::new(false, None)
         }
     }
 
@@ -478,7 +478,7 @@ mod tests {
             assert_eq!(registered.config::<ExampleConfig>().unwrap().stream, "s1");
             assert!(registered.config::<String>().is_none());
             let sink = config.build().await.unwrap();
-            assert!(!sink.durable());
+            assert!(!sink.capabilities().durable);
             assert!(format!("{sink:?}").contains("s1"), "{sink:?}");
         }
     }

@@ -92,7 +92,7 @@ pub struct Setup<S> {
     pub probe: Option<Box<dyn Probe>>,
     /// For [`Fault::Oversized`]: the body size the destination refuses.
     ///
-    /// It must be **at most** the sink's [`inline_max_bytes`](Sink::inline_max_bytes), so
+    /// It must be **at most** the sink's [`inline_max_bytes`](ankusa_sink_core::Capabilities::inline_max_bytes), so
     /// that the body travels inline, while the encoded message (Message v1 adds about 500
     /// bytes and base64 grows the body by a third) is over the destination's limit. A body
     /// over the inline threshold would travel as a small claim and be accepted; the case

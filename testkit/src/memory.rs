@@ -13,9 +13,10 @@ use crate::Case;
 use crate::harness::{Expect, Fault, Harness, MixedBatch, Probe, Received, Setup, WarmFault};
 use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, encode};
 use ankusa_sink_core::{
-    BatchConfig, BatchSend, Batcher, BoxError, Check, Class, Ctx, Description, Envelope, Failure,
-    Payload, Sink, Subject, async_trait,
+    BoxError, Capabilities, Check, Class, Ctx, Description, Envelope, Failure, Payload, Sink,
+    Subject, async_trait,
 };
+use ankusa_sink_kit::{BatchConfig, BatchSend, Batcher};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -475,14 +476,13 @@ impl Sink for MemorySink {
             .expect("one result per message")
             .map_err(Failure::from)
     }
-    fn durable(&self) -> bool {
-        self.durable
-    }
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.inline_max_bytes
-    }
-    fn batched(&self) -> bool {
-        self.batched
+    fn capabilities(&self) -> Capabilities {
+        let caps = Capabilities::new(self.durable, self.inline_max_bytes);
+        if self.batched {
+            caps.with_batch(None)
+        } else {
+            caps
+        }
     }
     fn describe(&self, _subject: &Subject) -> Option<Description> {
         let mut d = Description::new("memory", Payload::Message);

@@ -4,7 +4,9 @@
 use crate::{Counting, body};
 use ankusa_claimcheck::{ClaimStore, sink_thresholds};
 use ankusa_message::MessageBody;
-use ankusa_sink_core::{Class, Ctx, Envelope, Failure, Reason, Sink, async_trait, safe_deliver};
+use ankusa_sink_core::{
+    Capabilities, Class, Ctx, Envelope, Failure, Reason, Sink, async_trait, safe_deliver,
+};
 use object_store::memory::InMemory;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -52,8 +54,8 @@ impl Sink for QueueSink {
         self.sent.lock().unwrap().push(wire);
         Ok(())
     }
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.max
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(true, self.max)
     }
 }
 
@@ -180,7 +182,7 @@ impl Sink for PanickyThreshold {
     async fn deliver(&self, _: &Envelope, _: &Ctx) -> Result<(), Failure> {
         Ok(())
     }
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
+    fn capabilities(&self) -> Capabilities {
         panic!("threshold lookup failed")
     }
 }

@@ -19,7 +19,7 @@ pub struct DispatchConfig {
     /// counted); `None` (the default): no cap. Whatever the cap, each sink serves the
     /// tenants with waiting hooks round robin.
     pub tenant_concurrency: Option<u32>,
-    /// Whether a sink that declares a pipeline window ([`Sink::in_flight`]) runs on it,
+    /// Whether a sink that declares a pipeline window ([`Capabilities::in_flight`](ankusa_sink_core::Capabilities::in_flight)) runs on it,
     /// outside `concurrency` (default `true`). `false`: every sink shares `concurrency`.
     pub sink_windows: bool,
     /// An attempt that has not answered after this long is a transient failure.

@@ -19,7 +19,9 @@ mod windows;
 use ankusa_dispatch::{
     Deliveries, Delivery, DispatchConfig, DispatchPolicy, Dispatcher, Exponential, Outcome,
 };
-use ankusa_sink_core::{Claim, Class, Ctx, Envelope, Failure, InFlight, Reason, Sink, async_trait};
+use ankusa_sink_core::{
+    Capabilities, Claim, Class, Ctx, Envelope, Failure, InFlight, Reason, Sink, async_trait,
+};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroUsize;
@@ -180,16 +182,15 @@ impl Sink for Script {
         }
     }
 
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.inline_max
-    }
-
-    fn batched(&self) -> bool {
-        self.batched
-    }
-
-    fn in_flight(&self) -> Option<InFlight> {
-        self.window
+    fn capabilities(&self) -> Capabilities {
+        let mut caps = Capabilities::new(true, self.inline_max);
+        if self.batched {
+            caps = caps.with_batch(None);
+        }
+        if let Some(window) = self.window {
+            caps = caps.with_in_flight(window);
+        }
+        caps
     }
 }
 

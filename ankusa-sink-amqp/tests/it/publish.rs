@@ -62,10 +62,11 @@ async fn round_trip_body_properties_and_headers() {
     assert_eq!(p.headers().as_ref().unwrap().inner().len(), 3);
 
     // The body is exactly Message v1 and decodes.
-    let expected = ankusa_message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap();
+    let expected =
+        ankusa_message::encode(&env, &ctx, sink.capabilities().inline_threshold()).unwrap();
     assert_eq!(d.data, expected);
     // Body, id and headers are `ankusa-message`'s Outgoing for the same envelope.
-    let layout = Layout::message(sink.inline_max_bytes(), EmptyValues::Drop);
+    let layout = Layout::message(sink.capabilities().inline_threshold(), EmptyValues::Drop);
     let out = Outgoing::new(&env, &ctx, &layout).unwrap();
     assert_eq!(d.data, out.body());
     assert_eq!(

@@ -179,7 +179,7 @@ async fn describe_and_capabilities_name_the_bus_never_credentials() {
     let batch = caps.batch.as_ref().unwrap();
     assert_eq!((batch.max_messages, batch.max_bytes), (10, 262_144));
     assert_eq!(caps.ordering, ankusa_sink_core::Ordering::None);
-    assert_eq!(s.in_flight().unwrap().deliveries.get(), 320);
+    assert_eq!(s.capabilities().in_flight.unwrap().deliveries.get(), 320);
     let printed = format!("{d:?} {} {s:?}", serde_json::to_string(&d).unwrap());
     for secret in ["AKIAPLANTEDKEYID0000", "planted-secret-value"] {
         assert!(!printed.contains(secret), "{printed}");

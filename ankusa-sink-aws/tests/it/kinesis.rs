@@ -83,7 +83,7 @@ async fn batched_deliveries_share_put_records_and_all_arrive() {
     let batch = AwsBatch::default().with_linger(Duration::from_millis(200));
     let (s, counter) = counted(&stream, options(&kinesis_moto()).with_batch(batch)).await;
     let s = Arc::new(s);
-    assert!(s.batched());
+    assert!(s.capabilities().batched);
     let results = deliver_batched(&s, (0..40).map(|i| env(&format!("kb{i}"), b"{}"))).await;
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     assert!(counter.count() <= 4, "{} requests for 40", counter.count());
@@ -200,8 +200,8 @@ async fn describe_and_capabilities_name_the_stream_never_credentials() {
         }
     );
     assert_eq!(caps.ordering, ankusa_sink_core::Ordering::None);
-    assert!(ordered.in_flight().is_none());
-    assert_eq!(s.in_flight().unwrap().deliveries.get(), 1024);
+    assert!(ordered.capabilities().in_flight.is_none());
+    assert_eq!(s.capabilities().in_flight.unwrap().deliveries.get(), 1024);
 }
 
 // ---- scripted server: what moto cannot produce ----
@@ -429,7 +429,7 @@ async fn server_errors_unconfirmed_answers_timeouts_and_refusals_are_transient()
 async fn batching_off_never_batches() {
     let server = Scripted::start(|_| put_ok()).await;
     let s = scripted_sink(&server, options(&server.endpoint()).with_batching(false)).await;
-    assert!(!s.batched());
+    assert!(!s.capabilities().batched);
     let e = env("h-nb", b"{}");
     s.deliver(&e, &ctx(&e).with_batch(true)).await.unwrap();
     assert_eq!(server.requests.lock().unwrap()[0].operation(), "PutRecord");

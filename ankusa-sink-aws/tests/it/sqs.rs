@@ -551,7 +551,7 @@ async fn batching_off_never_batches() {
         options(&server.endpoint()).with_batching(false),
     )
     .await;
-    assert!(!s.batched());
+    assert!(!s.capabilities().batched);
     let e = env("h-nb", b"{}");
     s.deliver(&e, &ctx(&e).with_batch(true)).await.unwrap();
     assert!(first_target(&server).ends_with(".SendMessage"));

@@ -18,7 +18,13 @@ fn redis_url() -> String {
 async fn conn() -> redis::aio::MultiplexedConnection {
     redis::Client::open(redis_url())
         .unwrap()
-        .get_multiplexed_async_connection()
+        // The client's default response timeout (500 ms) is shorter than a loaded machine
+        // sometimes needs to answer a test's reads.
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(std::time::Duration::from_secs(10)))
+                .set_response_timeout(Some(std::time::Duration::from_secs(10))),
+        )
         .await
         .expect("Redis is running (scripts/services/redis.sh)")
 }

@@ -342,8 +342,8 @@ fn describe_names_the_destination_and_computed_options() {
             "{computed}: {d:?}"
         );
     }
-    assert!(sink.durable());
-    assert_eq!(sink.inline_max_bytes(), None);
+    assert!(sink.capabilities().durable);
+    assert_eq!(sink.capabilities().inline_threshold(), None);
 
     let plain = HttpSink::builder("http://127.0.0.1/")
         .header("content-type", "application/json")

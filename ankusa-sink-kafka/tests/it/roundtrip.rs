@@ -24,7 +24,7 @@ async fn round_trip_value_key_headers_timestamp() {
     assert_eq!(r.timestamp, Some(1_700_000_000_123));
     assert_eq!(
         r.value,
-        ankusa_message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap()
+        ankusa_message::encode(&env, &ctx, sink.capabilities().inline_threshold()).unwrap()
     );
     let msg = ankusa_message::decode(&r.value).unwrap();
     assert_eq!(msg.id, "h1");

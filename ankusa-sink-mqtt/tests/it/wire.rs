@@ -197,7 +197,7 @@ async fn describe_durable_and_check() {
             .with_retain(true),
     )
     .unwrap();
-    assert!(sink.durable());
+    assert!(sink.capabilities().durable);
     let d = sink
         .describe(&Subject::new("stripe", Some("acme".into())))
         .unwrap();
@@ -212,5 +212,5 @@ async fn describe_durable_and_check() {
     // The shared broker takes any login: check() connects and says it is reachable.
     assert_eq!(sink.check().await.unwrap(), Check::Reachable);
     let plain = MqttSink::new(MqttConfig::new(&shared_url(), "s").unwrap()).unwrap();
-    assert!(!plain.durable());
+    assert!(!plain.capabilities().durable);
 }

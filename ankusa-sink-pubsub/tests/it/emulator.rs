@@ -43,7 +43,8 @@ async fn round_trip_carries_data_attributes_and_ordering_key() {
     let m = &got[0];
     assert!(!m.message_id.is_empty());
     // data is the Message v1 JSON, byte for byte.
-    let expected = ankusa_message::encode(&env, &ctx, sink.inline_max_bytes()).unwrap();
+    let expected =
+        ankusa_message::encode(&env, &ctx, sink.capabilities().inline_threshold()).unwrap();
     assert_eq!(m.data, expected);
     let decoded = ankusa_message::decode(&m.data).unwrap();
     assert_eq!(decoded.id, "rt-1");

@@ -212,7 +212,7 @@ async fn no_subscriber_is_config_by_default_or_transient_as_configured() {
     let sink = RedisSink::new(cfg.clone()).unwrap();
     assert_eq!(class_of(&sink).await, Class::Config);
     assert_eq!(sink.check().await.unwrap_err().class(), Class::Config);
-    assert!(!sink.durable());
+    assert!(!sink.capabilities().durable);
     let sink = RedisSink::new(cfg.with_no_subscriber(NoSubscriber::Transient).unwrap()).unwrap();
     assert_eq!(class_of(&sink).await, Class::Transient);
 }

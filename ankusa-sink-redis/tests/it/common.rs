@@ -27,7 +27,18 @@ pub(crate) fn shared_url() -> String {
 /// A plain connection to `url`.
 pub(crate) async fn admin(url: &str) -> Result<redis::aio::MultiplexedConnection, BoxError> {
     let client = redis::Client::open(url)?;
-    Ok(client.get_multiplexed_async_connection().await?)
+    Ok(client
+        .get_multiplexed_async_connection_with_config(&admin_config())
+        .await?)
+}
+
+/// The test's own connections wait up to 10 s: the client's default response timeout
+/// (500 ms) is shorter than reading back the `volume` case's 5,000 entries (about 5 MB in
+/// one `XRANGE` answer) takes on a loaded machine; it failed CI twice with "timed out".
+pub(crate) fn admin_config() -> redis::AsyncConnectionConfig {
+    redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(10)))
+        .set_response_timeout(Some(Duration::from_secs(10)))
 }
 
 /// One stream entry as `XRANGE` answers it: the id and the (field, value) list.

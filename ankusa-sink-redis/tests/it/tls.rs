@@ -31,7 +31,12 @@ async fn rediss_with_the_ca_file_delivers_and_reads_back() {
         .arg("tls-stream")
         .arg("-")
         .arg("+")
-        .query_async(&mut admin.get_multiplexed_async_connection().await.unwrap())
+        .query_async(
+            &mut admin
+                .get_multiplexed_async_connection_with_config(&crate::common::admin_config())
+                .await
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(entries.len(), 1);

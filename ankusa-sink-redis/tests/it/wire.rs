@@ -106,7 +106,7 @@ async fn describe_durable_and_check() {
             .unwrap(),
     )
     .unwrap();
-    assert!(sink.durable());
+    assert!(sink.capabilities().durable);
     let d = sink
         .describe(&Subject::new("stripe", Some("acme".into())))
         .unwrap();
@@ -122,5 +122,5 @@ async fn describe_durable_and_check() {
     assert!(!dump.contains("desc-pa55"), "{dump}");
     assert_eq!(sink.check().await.unwrap(), Check::Passed);
     let plain = RedisSink::new(RedisConfig::stream(shared_url(), "s").unwrap()).unwrap();
-    assert!(!plain.durable());
+    assert!(!plain.capabilities().durable);
 }

@@ -12,7 +12,7 @@
 //! - `Ok` only after Redis answered the `XADD` with the new entry's id (`NOMKSTREAM`: a
 //!   missing stream is an error, never created by the sink).
 //! - Redis answers once the entry is in memory; only with `appendonly yes` and
-//!   `appendfsync always` is it on disk by then. [`durable`](Sink::durable) is the
+//!   `appendfsync always` is it on disk by then. [`Capabilities::durable`] is the
 //!   config's `durable`: the operator's word for how the server is run (`true` from
 //!   [`RedisStreamConfig::new`], stated in every sink file). `Ok` means stored either
 //!   way ([`OkMeans::Stored`]): the entry is in the stream.
@@ -147,7 +147,7 @@ impl RedisStreamConfig {
         }
     }
     /// Whether the server persists an entry before answering `XADD` (`appendonly yes`,
-    /// `appendfsync always`): what [`durable`](Sink::durable) says.
+    /// `appendfsync always`): what [`Capabilities::durable`] says.
     pub fn with_durable(mut self, durable: bool) -> Self {
         self.durable = durable;
         self
@@ -351,24 +351,17 @@ impl Sink for RedisStreamSink {
         Ok(self.xadd(out.body()).await?)
     }
 
-    fn durable(&self) -> bool {
-        self.cfg.durable
-    }
-
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.cfg.inline_max_bytes
-    }
-
-    /// Stored whether or not durable: an answered `XADD` is an entry in the stream (in
-    /// memory unless the server persists first, which is what `durable` says). `password`
-    /// when the URL carries credentials.
+    /// Durable as configured; bodies over `inline_max_bytes` by claim. Stored whether or
+    /// not durable: an answered `XADD` is an entry in the stream (in memory unless the
+    /// server persists first, which is what `durable` says). `password` when the URL
+    /// carries credentials.
     fn capabilities(&self) -> Capabilities {
         let auth = if redact(&self.cfg.url) == self.cfg.url {
             "none"
         } else {
             "password"
         };
-        Capabilities::new(self.durable(), self.inline_max_bytes())
+        Capabilities::new(self.cfg.durable, self.cfg.inline_max_bytes)
             .with_ok_means(OkMeans::Stored)
             .with_auth([auth])
     }

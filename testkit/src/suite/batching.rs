@@ -4,7 +4,7 @@
 use super::util::{count_by_id, envelope};
 use super::{CaseResult, Cx, Outcome, ensure};
 use crate::harness::{Expect, Harness, Setup};
-use ankusa_sink_core::{Ctx, Envelope, resolve_batched, resolve_capabilities};
+use ankusa_sink_core::{Ctx, Envelope, safe_capabilities};
 use futures_util::future::join_all;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -17,17 +17,18 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
     let (setup, plan): (Setup<H::Sink>, Option<Plan>) = match cx.mixed_batch().await? {
         Some(m) => {
             ensure!(
-                resolve_batched(&m.setup.sink),
-                "the sink of the harness's mixed_batch() does not batch (batched() is false)"
+                safe_capabilities(&m.setup.sink).is_ok_and(|c| c.batched),
+                "the sink of the harness's mixed_batch() does not batch (capabilities().batched \
+                 is false)"
             );
             (m.setup, Some(m.envelopes))
         }
         None => {
             let setup = cx.destination().await?;
-            if !resolve_batched(&setup.sink) {
+            if !safe_capabilities(&setup.sink).is_ok_and(|c| c.batched) {
                 return Ok(Outcome::Skip(
-                    "the harness's destination() builds a sink whose batched() is false, and \
-                     it gives no mixed_batch(): nothing to batch (a batching sink's harness \
+                    "the harness's destination() builds a sink whose capabilities().batched is \
+                     false, and it gives no mixed_batch(): nothing to batch (a batching sink's harness \
                      returns a batching sink from destination() or mixed_batch())"
                         .into(),
                 ));
@@ -35,7 +36,8 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
             (setup, None)
         }
     };
-    let limit = resolve_capabilities(&setup.sink)
+    let limit = safe_capabilities(&setup.sink)
+        .ok()
         .and_then(|c| c.batch)
         .map(|b| b.max_messages);
     let plan = plan.unwrap_or_else(|| {

@@ -7,7 +7,7 @@ use super::util::{envelope, is_panic, is_timeout};
 use super::{CaseResult, Cx, Outcome, ensure};
 use crate::WARM_DELIVERIES;
 use crate::harness::{Fault, Harness, Probe, Setup};
-use ankusa_sink_core::{Check, Class, Ctx, Envelope, Failure, Sink, resolve_capabilities};
+use ankusa_sink_core::{Check, Class, Ctx, Envelope, Failure, Sink, safe_capabilities};
 use std::time::{Duration, Instant};
 
 pub(super) async fn missing_destination<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
@@ -143,10 +143,14 @@ async fn judge<H: Harness>(
         if fault != Fault::Oversized {
             return None;
         }
-        let limit = resolve_capabilities(&setup.sink)?.max_message?.bytes;
+        let limit = safe_capabilities(&setup.sink).ok()?.max_message?.bytes;
         usize::try_from(limit).ok()?.checked_add(1)
     });
-    let env = fault_envelope(fault, body_size, setup.sink.inline_max_bytes())?;
+    let env = fault_envelope(
+        fault,
+        body_size,
+        setup.sink.capabilities().inline_threshold(),
+    )?;
     let started = Instant::now();
     let mut ctx = Ctx::for_envelope(&env);
     let mut res = cx.deliver(&setup.sink, &env, &ctx).await;

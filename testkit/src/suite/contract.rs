@@ -4,8 +4,7 @@ use super::util::{check_secret, envelope, has_userinfo};
 use super::{CaseResult, Cx, Outcome, ensure};
 use crate::harness::{Fault, Harness};
 use ankusa_sink_core::{
-    Ctx, Sink, Subject, resolve_batched, resolve_capabilities, resolve_describe, resolve_durable,
-    resolve_inline_max_bytes,
+    Capabilities, Ctx, OkMeans, Sink, Subject, safe_capabilities, safe_describe,
 };
 
 pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
@@ -20,40 +19,26 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
     }
     let setup = cx.destination().await?;
     let sink = &setup.sink;
-    resolve_inline_max_bytes(sink).map_err(|e| format!("inline_max_bytes must not panic: {e}"))?;
-    let _ = resolve_durable(sink);
-    let _ = resolve_batched(sink);
-    // The resolvers hide panics; call the methods under catch_unwind to report them.
+    // Called under catch_unwind, so a panic is reported rather than hidden.
     let direct = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         (
-            sink.durable(),
-            sink.batched(),
-            sink.inline_max_bytes(),
             sink.describe(&Subject::new("testkit-src", Some("tk_tenant".into()))),
             sink.describe(&Subject::new("testkit-src", None)),
         )
     }));
-    let (durable, batched, inline, d1, d2) =
-        direct.map_err(|_| "a capability method panicked".to_owned())?;
-    let caps = resolve_capabilities(sink).ok_or("capabilities() panicked")?;
-    ensure!(
-        caps.durable == durable && caps.batched == batched,
-        "capabilities() says durable {} batched {}, the methods say {durable} and {batched}",
-        caps.durable,
-        caps.batched
-    );
-    ensure!(
-        caps.inline_max_bytes == inline.map(std::num::NonZeroUsize::get),
-        "capabilities() says inline_max_bytes {:?}, inline_max_bytes() says {inline:?}",
-        caps.inline_max_bytes
-    );
+    let (d1, d2) = direct.map_err(|_| "describe() panicked".to_owned())?;
+    let caps =
+        safe_capabilities(sink).map_err(|e| format!("capabilities() must not panic: {e}"))?;
+    if let Some(why) = contradiction(&caps) {
+        return Err(format!("capabilities() contradicts itself: {why}"));
+    }
     ensure!(
         !caps.auth.is_empty(),
         "capabilities().auth is empty: name the modes, or `none`"
     );
     let caps_json = serde_json::to_string(&caps).map_err(|e| e.to_string())?;
     check_secret(&secrets, "capabilities", &caps_json)?;
-    for d in [d1, d2, resolve_describe(sink, &Subject::new("x", None))]
+    for d in [d1, d2, safe_describe(sink, &Subject::new("x", None))]
         .into_iter()
         .flatten()
     {
@@ -109,4 +94,75 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
          log line",
         secrets.len()
     )))
+}
+
+/// What makes a manifest contradict itself, or `None`: dispatch trusts every field of it, so
+/// one that says two things cannot be acted on.
+fn contradiction(caps: &Capabilities) -> Option<String> {
+    if caps.durable && caps.ok_means == OkMeans::Sent {
+        return Some("durable is true, but ok_means says an Ok is only sent".into());
+    }
+    if caps.batch.is_some() && !caps.batched {
+        return Some("it states batch limits, but batched is false".into());
+    }
+    if caps.inline_max_bytes == Some(0) {
+        return Some("inline_max_bytes is 0: a threshold is at least 1 byte".into());
+    }
+    if let Some(b) = &caps.batch
+        && (b.max_messages == 0 || b.max_bytes == 0)
+    {
+        return Some(format!(
+            "batch limits of {} messages and {} bytes: a batch holds at least one",
+            b.max_messages, b.max_bytes
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ankusa_sink_core::BatchLimits;
+    use std::num::NonZeroUsize;
+
+    #[test]
+    fn every_contradiction_is_named_and_a_plain_manifest_has_none() {
+        let plain = Capabilities::new(true, NonZeroUsize::new(1024));
+        assert_eq!(contradiction(&plain), None);
+        assert_eq!(contradiction(&plain.clone().with_batch(None)), None);
+        // Not durable but stored (a Redis stream without fsync) is no contradiction.
+        let stored = Capabilities::new(false, None).with_ok_means(OkMeans::Stored);
+        assert_eq!(contradiction(&stored), None);
+
+        let sent = plain.clone().with_ok_means(OkMeans::Sent);
+        assert!(contradiction(&sent).unwrap().contains("ok_means"));
+        let mut limits_only = plain.clone().with_batch(Some(BatchLimits {
+            max_messages: 10,
+            max_bytes: 1 << 20,
+            linger_ms: 0,
+        }));
+        limits_only.batched = false;
+        assert!(
+            contradiction(&limits_only)
+                .unwrap()
+                .contains("batched is false")
+        );
+        let mut zero = plain.clone();
+        zero.inline_max_bytes = Some(0);
+        assert!(
+            contradiction(&zero)
+                .unwrap()
+                .contains("inline_max_bytes is 0")
+        );
+        let empty_batch = plain.with_batch(Some(BatchLimits {
+            max_messages: 0,
+            max_bytes: 1 << 20,
+            linger_ms: 0,
+        }));
+        assert!(
+            contradiction(&empty_batch)
+                .unwrap()
+                .contains("at least one")
+        );
+    }
 }

@@ -4,17 +4,17 @@ use super::util::envelope;
 use super::{CaseResult, Cx, Outcome};
 use crate::DURABILITY_BOUND;
 use crate::harness::Harness;
-use ankusa_sink_core::{Ctx, resolve_durable};
+use ankusa_sink_core::{Ctx, safe_capabilities};
 use std::time::{Duration, Instant};
 
 const HOOKS: usize = 20;
 
 pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
     let setup = cx.destination().await?;
-    if !resolve_durable(&setup.sink) {
+    if !safe_capabilities(&setup.sink).is_ok_and(|c| c.durable) {
         return Ok(Outcome::Skip(
-            "the sink declares itself not durable (durable() is false): its Ok promises \
-             nothing a consumer could read"
+            "the sink declares itself not durable (capabilities().durable is false): its Ok \
+             promises nothing a consumer could read"
                 .into(),
         ));
     }

@@ -10,7 +10,8 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
     let setup = cx.destination().await?;
     let max = setup
         .sink
-        .inline_max_bytes()
+        .capabilities()
+        .inline_threshold()
         .map_or(usize::MAX, |n| n.get());
     let set: Vec<(Envelope, Ctx)> = varied_envelopes()
         .into_iter()

@@ -8,7 +8,7 @@ use super::util::{compare, count_by_id, envelope};
 use super::{CaseResult, Cx, Outcome, ensure};
 use crate::VOLUME;
 use crate::harness::Harness;
-use ankusa_sink_core::{Ctx, Envelope, resolve_batched, resolve_in_flight};
+use ankusa_sink_core::{Capabilities, Ctx, Envelope, safe_capabilities};
 use futures_util::{StreamExt as _, stream};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -25,10 +25,12 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
             "no probe: {n} deliveries could not be read back"
         )));
     };
-    let batch = resolve_batched(&setup.sink);
+    let caps = safe_capabilities(&setup.sink).unwrap_or_else(|_| Capabilities::unknown());
+    let batch = caps.batched;
     // As the dispatcher keeps them: the sink's own window, else the shared one (twice it
     // for a batching sink, whose batcher waits for companions).
-    let window = resolve_in_flight(&setup.sink)
+    let window = caps
+        .in_flight
         .map_or(
             if batch {
                 2 * SHARED_WINDOW

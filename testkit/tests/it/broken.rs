@@ -10,7 +10,6 @@ use ankusa_sink_testkit::{
     Case, Fault, Harness, MixedBatch, Outcome, Probe, Received, Setup, WarmFault, run_all_with,
     run_case,
 };
-use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -44,7 +43,7 @@ pub(crate) enum Defect {
     ClaimsNothingLandedOnAckTimeout,
     /// Never says whether a failed message may have landed.
     SaysNothingOfLanding,
-    /// Its capability manifest contradicts `durable()`.
+    /// Its capability manifest contradicts itself (durable, yet `Ok` means only sent).
     ManifestDisagrees,
     /// Its manifest says one delivery per request; it batches more.
     BatchesPastItsLimit,
@@ -66,7 +65,7 @@ impl Broken {
         dedupe_id: String,
     ) -> Result<(), Failure> {
         let msg = Publish {
-            bytes: encode(env, ctx, self.inner.inline_max_bytes())?,
+            bytes: encode(env, ctx, self.inner.capabilities().inline_threshold())?,
             dedupe_id: Some(dedupe_id),
         };
         self.inner
@@ -192,15 +191,20 @@ impl Sink for Broken {
                 .map_err(|f| f.with_may_have_landed(None)),
         }
     }
-    fn durable(&self) -> bool {
-        self.inner.durable()
-    }
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.inner.inline_max_bytes()
-    }
     fn capabilities(&self) -> ankusa_sink_core::Capabilities {
         if self.defect == Defect::ManifestDisagrees {
-            return ankusa_sink_core::Capabilities::new(!self.durable(), self.inline_max_bytes());
+            // Durable, yet an Ok is only "sent": dispatch cannot act on both.
+            return ankusa_sink_core::Capabilities::new(
+                true,
+                self.inner.capabilities().inline_threshold(),
+            )
+            .with_ok_means(ankusa_sink_core::OkMeans::Sent);
+        }
+        if matches!(
+            self.defect,
+            Defect::ResendsAcceptedBatchItems | Defect::FakeBatching
+        ) {
+            return self.inner.capabilities().with_batch(None);
         }
         if self.defect == Defect::BatchesPastItsLimit {
             return self
@@ -213,12 +217,6 @@ impl Sink for Broken {
                 }));
         }
         self.inner.capabilities()
-    }
-    fn batched(&self) -> bool {
-        matches!(
-            self.defect,
-            Defect::ResendsAcceptedBatchItems | Defect::FakeBatching
-        ) || self.inner.batched()
     }
     fn describe(&self, subject: &Subject) -> Option<Description> {
         if self.defect == Defect::LeaksSecretInDescribe {
@@ -482,7 +480,7 @@ impl Harness for OddHarness {
         let setup = self.inner.fault(fault).await?;
         Ok(match (self.odd, fault) {
             (Odd::OversizedOverInline, Fault::Oversized) => setup.map(|s| {
-                let size = s.sink.inline_max_bytes().unwrap().get() + 1;
+                let size = s.sink.capabilities().inline_threshold().unwrap().get() + 1;
                 s.with_body_size(size)
             }),
             _ => setup,
@@ -649,7 +647,7 @@ async fn silence_on_landing_is_caught_only_where_the_harness_asks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manifest_that_contradicts_the_sink_is_caught() {
     let why = caught(Defect::ManifestDisagrees, Case::Contract).await;
-    assert!(why.contains("capabilities() says durable"), "{why}");
+    assert!(why.contains("capabilities() contradicts itself"), "{why}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

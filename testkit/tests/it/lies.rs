@@ -12,7 +12,6 @@ use ankusa_sink_testkit::{
     Case, Fault, Harness, Outcome, Output, Setup, Verdict, WarmFault, run_all_with, run_case,
 };
 use std::fmt;
-use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -83,7 +82,7 @@ impl Sink for Liar {
             Lie::HonestOnlyWhileConnecting
                 if self.delivered.load(Ordering::SeqCst) && !self.inner.broker().is_down() =>
             {
-                encode(env, ctx, self.inner.inline_max_bytes())?;
+                encode(env, ctx, self.inner.capabilities().inline_threshold())?;
                 let (sink, env, ctx) = (self.inner.clone(), env.clone(), ctx.clone());
                 tokio::spawn(async move { sink.deliver(&env, &ctx).await });
                 return Ok(());
@@ -128,11 +127,8 @@ impl Sink for Liar {
             _ => f,
         })
     }
-    fn durable(&self) -> bool {
-        self.inner.durable()
-    }
-    fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.inner.inline_max_bytes()
+    fn capabilities(&self) -> ankusa_sink_core::Capabilities {
+        self.inner.capabilities()
     }
     fn describe(&self, subject: &Subject) -> Option<Description> {
         self.inner.describe(subject)

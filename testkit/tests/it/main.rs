@@ -20,7 +20,11 @@ async fn reference_sink_passes_every_case() {
     let skips = report.skips();
     assert_eq!(skips.len(), 1, "{report}");
     assert_eq!(skips[0].0, Case::Batching);
-    assert!(skips[0].1.contains("batched() is false"), "{}", skips[0].1);
+    assert!(
+        skips[0].1.contains("capabilities().batched is false"),
+        "{}",
+        skips[0].1
+    );
     // Every case deleted every queue it made.
     assert!(
         h.broker().queue_names().is_empty(),

@@ -3,7 +3,7 @@
 
 mod limit;
 
-use crate::failure::{Class, Failure};
+use ankusa_sink_core::{Class, Failure};
 use async_trait::async_trait;
 use limit::Limit;
 use std::collections::{HashMap, VecDeque};
@@ -53,7 +53,7 @@ pub struct BatchConfig {
     /// destination, from one request up to `max_requests`: it doubles per round trip while
     /// answers come within `t` (slow start), then grows by one per round trip, and drops
     /// by a quarter on an answer slower than `t` or one that says
-    /// [`Class::Throttled`](crate::Class::Throttled). A destination that queues requests
+    /// [`Class::Throttled`](ankusa_sink_core::Class::Throttled). A destination that queues requests
     /// instead of serving them in parallel then gets as many as it answers within `t`,
     /// not enough to time out; one that serves them in parallel gets `max_requests`.
     /// A sink sets it to a quarter of its call timeout: slow start overshoots about
@@ -167,7 +167,7 @@ impl<S: BatchSend> Shared<S> {
 
 /// Groups entries into requests.
 ///
-/// A sink whose [`batched`](crate::Sink::batched) is true and that sees `ctx.batch` hands
+/// A sink whose [`Capabilities::batched`](ankusa_sink_core::Capabilities::batched) is true and that sees `ctx.batch` hands
 /// its prepared entry to [`Batcher::submit`] and awaits that entry's own result. The
 /// batcher groups waiting entries into requests and sends them through the sink's
 /// [`BatchSend`].
@@ -187,7 +187,7 @@ impl<S: BatchSend> Shared<S> {
 /// - Bounded: at most [`max_queued`](BatchConfig::max_queued) entries wait in the queue, at
 ///   most [`max_queued_per_tenant`](BatchConfig::max_queued_per_tenant) of one tenant
 ///   (no tenant is a tenant of its own), so one tenant cannot fill it. Over either cap,
-///   `submit` queues nothing and answers [`Class::Throttled`](crate::Class::Throttled)
+///   `submit` queues nothing and answers [`Class::Throttled`](ankusa_sink_core::Class::Throttled)
 ///   (dispatch draws the pause): back-pressure, like a destination's throttle. Entries
 ///   leave the queue (and free their share) when their request starts.
 /// - Each waiting delivery gets the result of its own entry: [`BatchSend::send_batch`]
@@ -274,7 +274,7 @@ impl<S: BatchSend> Batcher<S> {
     /// Queue `entry` (of `bytes` declared bytes) for `tenant` and wait for its own result.
     ///
     /// When the queue or the tenant's share is full, nothing is queued and the answer is
-    /// [`Class::Throttled`](crate::Class::Throttled). Must be called inside a Tokio runtime:
+    /// [`Class::Throttled`](ankusa_sink_core::Class::Throttled). Must be called inside a Tokio runtime:
     /// the first call starts the batcher's background task.
     pub async fn submit(
         &self,
@@ -468,7 +468,7 @@ async fn send<S: BatchSend>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::failure::{Class, Reason};
+    use ankusa_sink_core::{Class, Reason};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// Records every request; fails entries whose value is odd (permanent) and, when

@@ -2,7 +2,7 @@
 //! topic without a subscription) has anyone to read them, looked up at most once per
 //! interval.
 
-use crate::failure::{Class, Failure, Reason};
+use ankusa_sink_core::{Class, Failure, Reason};
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::Mutex;

@@ -1,7 +1,8 @@
-//! The pause for a throttle that named no duration ([`Class::Throttled`](crate::Class::Throttled)).
+//! The pause for a throttle that named no duration
+//! ([`Class::Throttled`](ankusa_sink_core::Class::Throttled)).
 //!
-//! Dispatch draws it (`ankusa_dispatch::decide`). It lives in core because the
-//! specification names it as part of the sink contract, and sinks' tests check the range.
+//! [`decide`](crate::decide) draws it. The contract states only the range (on
+//! `Class::Throttled`); the draw is dispatch's, so it lives here with its one caller.
 
 use rand::{Rng, RngCore};
 use std::num::NonZeroU64;
