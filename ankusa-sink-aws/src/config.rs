@@ -16,6 +16,7 @@ pub(crate) use streams::KINESIS_MAX_PARTITION_KEY_CHARS;
 pub use streams::{EventBridgeConfig, KinesisConfig};
 
 use ankusa_sink_core::Secret;
+use ankusa_sink_core::cloudevents::{self, CloudEvents, Format, Mode};
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::signing::Signer;
 use serde::Deserialize;
@@ -117,6 +118,9 @@ pub enum ConfigError {
         /// Why it cannot be honoured.
         why: &'static str,
     },
+    /// `cloudevents_type` is not a valid CloudEvents type.
+    #[error("cloudevents_type: {0}")]
+    CloudEvents(cloudevents::TypeError),
     /// `partition_key_template` does not parse.
     #[error("partition_key_template: {0}")]
     PartitionKeyTemplate(ankusa_sink_core::template::TemplateError),
@@ -246,6 +250,11 @@ pub struct AwsOptions {
     pub(crate) batch: AwsBatch,
     /// Standard Webhooks signing of the Message v1 body (the `[signing]` table).
     pub(crate) signing: Option<Signer>,
+    /// What is sent (`format`): Message v1 (`message-v1`, the default) or a CloudEvent
+    /// (`cloudevents`, binary mode; `cloudevents-structured`). SQS and SNS only.
+    pub(crate) format: Format,
+    /// The CloudEvents `type` (`cloudevents_type`), default `ankusa.hook.received`.
+    pub(crate) cloudevents_type: Option<String>,
 }
 
 impl Default for AwsOptions {
@@ -261,6 +270,8 @@ impl Default for AwsOptions {
             batching: true,
             batch: AwsBatch::default(),
             signing: None,
+            format: Format::MessageV1,
+            cloudevents_type: None,
         }
     }
 }
@@ -347,6 +358,30 @@ impl AwsOptions {
     pub fn signing(&self) -> Option<&Signer> {
         self.signing.as_ref()
     }
+    /// Send every hook as a CloudEvent (`format = "cloudevents"` for
+    /// [`Mode::Binary`], `"cloudevents-structured"` for [`Mode::Structured`], with
+    /// `cloudevents_type`), or Message v1 (`None`, the default). SQS and SNS only: Kinesis
+    /// and EventBridge refuse it.
+    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
+        (self.format, self.cloudevents_type) = match events {
+            Some(e) => {
+                let format = match e.mode() {
+                    Mode::Binary => Format::CloudEvents,
+                    Mode::Structured => Format::CloudEventsStructured,
+                };
+                (format, Some(e.event_type().to_owned()))
+            }
+            None => (Format::MessageV1, None),
+        };
+        self
+    }
+    /// The CloudEvents the sink sends, `None` for Message v1.
+    pub fn cloudevents(&self) -> Option<CloudEvents> {
+        // Checked when the config was built (`validate`): never a silent no-op.
+        CloudEvents::from_keys(self.format, self.cloudevents_type.as_deref())
+            .ok()
+            .flatten()
+    }
     /// The timeout as a duration.
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms.get())
@@ -375,6 +410,8 @@ impl AwsOptions {
         if let Some(e) = &self.endpoint {
             destination::check_url("endpoint", e)?;
         }
+        CloudEvents::from_keys(self.format, self.cloudevents_type.as_deref())
+            .map_err(ConfigError::CloudEvents)?;
         if let Some(c) = &self.credentials {
             c.validate()?;
         }

@@ -166,15 +166,15 @@ impl<P: RecordPublisher> RecordSink<P> {
         ))
     }
 
-    pub(crate) fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.options.inline_max_bytes()
+    pub(crate) fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
+        Some(self.options.inline_max_bytes())
     }
 
     /// Stored (a sequence number, an event id); the entry limit as the service counts it;
     /// the service's order; the batch limits; the credentials' source.
     pub(crate) fn capabilities(&self) -> Capabilities {
         let l = &self.limits;
-        let mut c = Capabilities::new(true, Some(self.inline_max_bytes()))
+        let mut c = Capabilities::new(true, self.inline_max_bytes())
             .with_max_message(
                 l.max_entry_bytes,
                 l.counts,

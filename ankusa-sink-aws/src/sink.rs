@@ -6,8 +6,8 @@ use crate::error::AwsError;
 use crate::outgoing::{self, AttributeValue, Entry, Ids};
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
-    BatchConfig, BatchSend, Batcher, Check, Ctx, Description, Envelope, Failure, InFlight, Subject,
-    async_trait,
+    BatchConfig, BatchSend, Batcher, Check, Ctx, Description, Envelope, Failure, InFlight, Payload,
+    Subject, async_trait,
 };
 use ankusa_sink_core::{Capabilities, Ordering};
 use std::fmt;
@@ -110,7 +110,8 @@ impl<P: Publisher> AwsSink<P> {
         // SQS refuses empty attribute values: a hook without a tenant has no tenant
         // attribute (SNS follows SQS, its subscribers are often queues).
         let layout = Layout::message(Some(options.inline_max_bytes()), EmptyValues::Drop)
-            .with_signer(options.signing.clone());
+            .with_signer(options.signing.clone())
+            .with_cloudevents(options.cloudevents());
         AwsSink {
             publisher,
             options,
@@ -149,7 +150,7 @@ impl<P: Publisher> AwsSink<P> {
     /// sent.
     fn prepare(&self, env: &Envelope, ctx: &Ctx) -> Result<Entry<P::Attribute>, Failure> {
         let out = Outgoing::new(env, ctx, &self.layout)?;
-        let entry = outgoing::to_entry(out, self.ids(env, ctx));
+        let entry = outgoing::to_entry(out, self.ids(env, ctx))?;
         if entry.size > self.max_message_bytes {
             return Err(AwsError::MessageTooLarge {
                 size: entry.size,
@@ -195,8 +196,14 @@ impl<P: Publisher> AwsSink<P> {
         ))
     }
 
-    pub(crate) fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.options.inline_max_bytes()
+    /// The inline threshold of Message v1; `None` with CloudEvents, which travel inline.
+    pub(crate) fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
+        self.layout.inline_max_bytes()
+    }
+
+    /// What travels: Message v1, or a CloudEvent.
+    pub(crate) fn payload(&self) -> Payload {
+        self.layout.payload()
     }
 
     /// Stored (a message id); `max_message_bytes` of body plus attributes; FIFO: in order
@@ -204,7 +211,7 @@ impl<P: Publisher> AwsSink<P> {
     /// source.
     pub(crate) fn capabilities(&self) -> Capabilities {
         let default = self.publisher.default_max_message_bytes();
-        let mut c = Capabilities::new(true, Some(self.inline_max_bytes())).with_max_message(
+        let mut c = Capabilities::new(true, self.inline_max_bytes()).with_max_message(
             self.max_message_bytes,
             "body + attribute names, types and values",
             Capabilities::limit_source(self.max_message_bytes, default),
@@ -230,7 +237,9 @@ impl<P: Publisher> AwsSink<P> {
     }
 
     pub(crate) fn describe(&self, subject: &Subject) -> Description {
-        self.publisher.describe(subject)
+        let mut d = self.publisher.describe(subject);
+        d.payload = self.payload();
+        d
     }
 }
 
@@ -247,7 +256,7 @@ macro_rules! forward_sink {
                 self.inner.deliver(env, ctx).await
             }
             fn inline_max_bytes(&self) -> Option<std::num::NonZeroUsize> {
-                Some(self.inner.inline_max_bytes())
+                self.inner.inline_max_bytes()
             }
             fn batched(&self) -> bool {
                 self.inner.batched()
