@@ -1,5 +1,6 @@
 //! The operator's keys (`Repr`), validated once into an always-valid [`NatsConfig`].
 
+use ankusa_sink_core::cloudevents::{self, CloudEvents, Format};
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
@@ -32,6 +33,9 @@ struct Repr {
     connect_timeout_ms: Option<NonZeroU64>,
     inline_max_bytes: Option<NonZeroUsize>,
     signing: Option<Signer>,
+    #[serde(default)]
+    format: Format,
+    cloudevents_type: Option<String>,
 }
 
 /// The connection keys a sink file and a source file share: where, who, TLS, timeouts.
@@ -104,6 +108,7 @@ pub struct NatsConfig {
     pub(crate) connect_timeout_ms: NonZeroU64,
     pub(crate) inline_max_bytes: NonZeroUsize,
     pub(crate) signing: Option<Signer>,
+    pub(crate) cloudevents: Option<CloudEvents>,
 }
 
 /// Why a configuration was refused: names the option, never a secret value.
@@ -150,6 +155,9 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// `cloudevents_type` is not a valid CloudEvents type.
+    #[error("cloudevents_type: {0}")]
+    CloudEvents(#[from] cloudevents::TypeError),
 }
 
 impl TryFrom<Repr> for NatsConfig {
@@ -166,6 +174,7 @@ impl TryFrom<Repr> for NatsConfig {
             c.inline_max_bytes = n;
         }
         c.signing = r.signing;
+        c.cloudevents = CloudEvents::from_keys(r.format, r.cloudevents_type.as_deref())?;
         Ok(c)
     }
 }
@@ -191,6 +200,20 @@ impl NatsConfig {
     /// The signer, when messages are signed.
     pub fn signing(&self) -> Option<&Signer> {
         self.signing.as_ref()
+    }
+
+    /// Send every hook as a CloudEvent instead of Message v1 (`format = "cloudevents"` or
+    /// `"cloudevents-structured"`, with `cloudevents_type`), by the CloudEvents NATS
+    /// binding: binary mode as `ce-` headers beside the data, structured mode as the JSON
+    /// event. `None`: Message v1.
+    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
+        self.cloudevents = events;
+        self
+    }
+
+    /// The CloudEvents the sink sends, if any.
+    pub fn cloudevents(&self) -> Option<&CloudEvents> {
+        self.cloudevents.as_ref()
     }
 
     /// The connection part of a sink or source file, validated (the subject a
@@ -261,6 +284,7 @@ impl NatsConfig {
             connect_timeout_ms: timeout_ms(DEFAULT_CONNECT_TIMEOUT),
             inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
             signing: None,
+            cloudevents: None,
         };
         c.with_auth(auth)
     }

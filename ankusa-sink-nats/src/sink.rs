@@ -6,8 +6,7 @@ use crate::outgoing::{self, Publish};
 use ankusa_sink_core::Capabilities;
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, host_port,
-    printable,
+    Check, Ctx, Description, Envelope, Failure, InFlight, Sink, Subject, host_port, printable,
 };
 use async_nats::client::Request;
 use async_nats::connection::State;
@@ -84,7 +83,8 @@ impl NatsSink {
     pub fn new(config: NatsConfig) -> Self {
         let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
             .with_key(config.subject.clone())
-            .with_signer(config.signing.clone());
+            .with_signer(config.signing.clone())
+            .with_cloudevents(config.cloudevents.clone());
         NatsSink {
             config,
             layout,
@@ -321,7 +321,8 @@ impl Sink for NatsSink {
     }
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        Some(self.config.inline_max_bytes)
+        // `None` with CloudEvents: they travel inline.
+        self.layout.inline_max_bytes()
     }
 
     /// Stored (a JetStream ack). The size limit is the server's `max_payload` (and the
@@ -349,7 +350,7 @@ impl Sink for NatsSink {
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
-        let mut d = Description::new("nats", Payload::Message);
+        let mut d = Description::new("nats", self.layout.payload());
         d.host = host_port(&self.config.url);
         let address = self
             .config
