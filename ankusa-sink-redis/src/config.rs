@@ -1,5 +1,6 @@
 //! The sink file's keys (`Repr`), validated once into an always-valid [`RedisConfig`].
 
+use ankusa_sink_core::cloudevents::{self, CloudEvents, Format, Mode};
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::signing::Signer;
 use ankusa_sink_core::template::{AbsentTenant, KeyTemplate, TemplateError};
@@ -33,6 +34,9 @@ struct Repr {
     inline_max_bytes: Option<NonZeroUsize>,
     max_message_bytes: Option<NonZeroUsize>,
     signing: Option<Signer>,
+    #[serde(default)]
+    format: Format,
+    cloudevents_type: Option<String>,
 }
 
 /// What a `PUBLISH` that reached no subscriber is: never a success.
@@ -95,6 +99,7 @@ pub struct RedisConfig {
     pub(crate) inline_max_bytes: NonZeroUsize,
     pub(crate) max_message_bytes: NonZeroUsize,
     pub(crate) signing: Option<Signer>,
+    pub(crate) cloudevents: Option<CloudEvents>,
 }
 
 impl fmt::Debug for RedisConfig {
@@ -109,6 +114,7 @@ impl fmt::Debug for RedisConfig {
             .field("inline_max_bytes", &self.inline_max_bytes)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("signing", &self.signing)
+            .field("cloudevents", &self.cloudevents)
             .finish()
     }
 }
@@ -141,6 +147,9 @@ pub enum ConfigError {
     /// `username` without `password`.
     #[error("username needs a password")]
     UsernameWithoutPassword,
+    /// `cloudevents_type` is not a valid CloudEvents type.
+    #[error("cloudevents_type: {0}")]
+    CloudEvents(#[from] cloudevents::TypeError),
 }
 
 impl TryFrom<Repr> for RedisConfig {
@@ -182,6 +191,7 @@ impl TryFrom<Repr> for RedisConfig {
             inline_max_bytes: r.inline_max_bytes.unwrap_or(DEFAULT_INLINE_MAX_BYTES),
             max_message_bytes: r.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
             signing: r.signing,
+            cloudevents: CloudEvents::from_keys(r.format, r.cloudevents_type.as_deref())?,
         };
         config.validate()?;
         Ok(config)
@@ -242,6 +252,7 @@ impl RedisConfig {
             inline_max_bytes: DEFAULT_INLINE_MAX_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             signing: None,
+            cloudevents: None,
         };
         config.validate()?;
         Ok(config)
@@ -259,7 +270,33 @@ impl RedisConfig {
         if self.signing.is_some() && matches!(self.target, Target::Channel { .. }) {
             return Err(ConfigError::WrongMode("signing", "stream"));
         }
+        // Binary mode puts the event's attributes beside the data: a channel has no beside.
+        if self.cloudevents.as_ref().map(CloudEvents::mode) == Some(Mode::Binary)
+            && matches!(self.target, Target::Channel { .. })
+        {
+            return Err(ConfigError::WrongMode("format = \"cloudevents\"", "stream"));
+        }
         Ok(())
+    }
+
+    /// Send every hook as a CloudEvent instead of Message v1 (`format = "cloudevents"` or
+    /// `"cloudevents-structured"`, with `cloudevents_type`): in binary mode the data is the
+    /// `message` field and every attribute a `ce-<name>` field beside it (stream mode only);
+    /// in structured mode the JSON event is the `message` field, or the channel message.
+    /// `None`: Message v1.
+    ///
+    /// # Errors
+    /// [`ConfigError::WrongMode`] for binary mode on a channel: a `PUBLISH` carries the
+    /// body alone.
+    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Result<Self, ConfigError> {
+        self.cloudevents = events;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// The CloudEvents the sink sends, if any.
+    pub fn cloudevents(&self) -> Option<&CloudEvents> {
+        self.cloudevents.as_ref()
     }
 
     /// Sign every stream entry the Standard Webhooks way over the exact Message v1 bytes
@@ -415,6 +452,40 @@ mod tests {
         let signer = c.signing().unwrap().clone();
         let channel = RedisConfig::channel("redis://127.0.0.1:6379", "c").unwrap();
         assert!(channel.with_signing(signer).is_err());
+    }
+
+    #[test]
+    fn cloudevents_keys_and_binary_mode_needs_a_stream() {
+        let c = parse(serde_json::json!({
+            "url": "redis://127.0.0.1:6379", "stream": "hooks",
+            "format": "cloudevents", "cloudevents_type": "t.x"
+        }))
+        .unwrap();
+        let ce = c.cloudevents().unwrap();
+        assert_eq!((ce.mode(), ce.event_type()), (Mode::Binary, "t.x"));
+        let c = parse(serde_json::json!({
+            "url": "redis://127.0.0.1:6379", "channel": "hooks",
+            "format": "cloudevents-structured"
+        }))
+        .unwrap();
+        assert_eq!(c.cloudevents().unwrap().mode(), Mode::Structured);
+        let e = parse(serde_json::json!({
+            "url": "redis://127.0.0.1:6379", "channel": "hooks", "format": "cloudevents"
+        }))
+        .unwrap_err();
+        assert!(
+            e.contains("format = \"cloudevents\" applies only to stream mode"),
+            "{e}"
+        );
+        let e = parse(serde_json::json!({
+            "url": "redis://127.0.0.1:6379", "stream": "hooks",
+            "format": "cloudevents", "cloudevents_type": "a b"
+        }))
+        .unwrap_err();
+        assert!(e.starts_with("cloudevents_type: "), "{e}");
+        let binary = CloudEvents::new(Mode::Binary, "t").unwrap();
+        let channel = RedisConfig::channel("redis://127.0.0.1:6379", "c").unwrap();
+        assert!(channel.with_cloudevents(Some(binary)).is_err());
     }
 
     #[test]

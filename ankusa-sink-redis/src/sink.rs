@@ -8,8 +8,7 @@ use crate::outgoing;
 use ankusa_sink_core::message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Capabilities, OkMeans, Ordering};
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
-    host_port,
+    Check, Ctx, Description, Envelope, Failure, InFlight, Sink, Subject, async_trait, host_port,
 };
 use redis::IntoConnectionInfo;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -71,7 +70,8 @@ impl RedisSink {
             .map_err(|e| RedisError::Build(format!("{:?}", e.kind())))?;
         let layout = Layout::message(Some(config.inline_max_bytes), EmptyValues::Keep)
             .with_key(config.target.key().clone())
-            .with_signer(config.signing.clone());
+            .with_signer(config.signing.clone())
+            .with_cloudevents(config.cloudevents.clone());
         Ok(RedisSink {
             conn,
             layout,
@@ -219,7 +219,8 @@ impl Sink for RedisSink {
     }
 
     fn inline_max_bytes(&self) -> Option<NonZeroUsize> {
-        Some(self.config.inline_max_bytes)
+        // `None` with CloudEvents: they travel inline.
+        self.layout.inline_max_bytes()
     }
 
     /// A stream entry is stored (`XADD` answered; durable only as configured), in order
@@ -263,7 +264,7 @@ impl Sink for RedisSink {
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
         let key = self.config.target.key();
-        let mut d = Description::new("redis", Payload::Message);
+        let mut d = Description::new("redis", self.layout.payload());
         d.host = host_port(&self.config.url);
         d.address = key.render_for(&subject.source_id, subject.tenant_id.as_deref());
         if !key.is_static() {
