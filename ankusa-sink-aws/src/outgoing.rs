@@ -1,9 +1,10 @@
 //! Core's [`Outgoing`] as what SQS `SendMessage` / SNS `Publish` (or a batch entry)
 //! carries: the Message v1 body (or a CloudEvent: its data in binary mode, with `ce-*`
 //! attributes; the JSON event in structured mode), the attributes as the SDK's `String`
-//! message attributes, the FIFO ids and the size AWS counts; and as what a Kinesis record ([`to_record`]) and
-//! an EventBridge entry ([`to_event`]) carry: the Message v1 body alone, which holds
-//! everything the attributes would (id, tenant, headers, idempotency key).
+//! message attributes, the FIFO ids and the size AWS counts; and as what a Kinesis record
+//! ([`to_record`]) and an EventBridge entry ([`to_event`]) carry: the Message v1 body
+//! alone, which holds everything the attributes would (id, tenant, headers, idempotency
+//! key).
 
 use crate::error::AwsError;
 use ankusa_sink_core::cloudevents::Mode;
