@@ -489,6 +489,46 @@ mod tests {
     }
 
     #[test]
+    fn cloudevents_keys_are_checked_when_the_config_is_built() {
+        let sqs = |keys: serde_json::Value| {
+            let mut v = serde_json::json!({
+                "queue_url": "http://127.0.0.1:4566/000000000000/q", "region": "us-east-1"
+            });
+            v.as_object_mut()
+                .unwrap()
+                .extend(keys.as_object().unwrap().clone());
+            serde_json::from_value::<SqsConfig>(v).map_err(|e| e.to_string())
+        };
+        let c = sqs(serde_json::json!({
+            "format": "cloudevents-structured", "cloudevents_type": "t.x"
+        }))
+        .unwrap();
+        let ce = c.options().cloudevents().unwrap();
+        assert_eq!((ce.mode(), ce.event_type()), (Mode::Structured, "t.x"));
+        let c = sqs(serde_json::json!({"format": "cloudevents"})).unwrap();
+        assert_eq!(
+            c.options().cloudevents().unwrap().event_type(),
+            cloudevents::DEFAULT_TYPE
+        );
+        assert_eq!(
+            sqs(serde_json::json!({})).unwrap().options().cloudevents(),
+            None
+        );
+        let e = sqs(serde_json::json!({"format": "cloudevents", "cloudevents_type": "a b"}))
+            .unwrap_err();
+        assert!(e.starts_with("cloudevents_type: "), "{e}");
+        assert!(sqs(serde_json::json!({"format": "cloudevent"})).is_err());
+        // The setter writes the same keys back.
+        let binary = CloudEvents::new(Mode::Binary, "t").unwrap();
+        let o = opts().with_cloudevents(Some(binary.clone()));
+        assert_eq!(
+            (o.format, o.cloudevents()),
+            (Format::CloudEvents, Some(binary))
+        );
+        assert_eq!(o.with_cloudevents(None).cloudevents(), None);
+    }
+
+    #[test]
     fn credentials_are_secrets_and_batch_keys_keep_their_names() {
         let o: AwsOptions = serde_json::from_value(serde_json::json!({
             "timeout_ms": 250,

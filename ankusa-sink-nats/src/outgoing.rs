@@ -101,7 +101,7 @@ mod tests {
         let env = Envelope::builder("h1", "stripe", body.clone())
             .tenant_id("acme")
             .dedupe_key("e 1%é")
-            .content_type("application/octet-stream")
+            .content_type("image/png")
             .build()
             .unwrap();
         let trace = TraceContext::root();
@@ -112,7 +112,7 @@ mod tests {
             to_publish(Outgoing::new(&env, &ctx, &layout(Some(Mode::Binary))).unwrap()).unwrap();
         assert_eq!(&p.payload[..], &body[..]);
         assert_eq!(p.subject, "hooks.stripe");
-        assert_eq!(header(&p, "Content-Type"), Some("application/octet-stream"));
+        assert_eq!(header(&p, "Content-Type"), Some("image/png"));
         assert_eq!(header(&p, "ce-id"), Some("h1:replay:r1"));
         assert_eq!(header(&p, "ce-source"), Some("/sources/stripe"));
         assert_eq!(header(&p, "ce-type"), Some("t.x"));

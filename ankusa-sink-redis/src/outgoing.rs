@@ -109,7 +109,7 @@ mod tests {
         let body = vec![0x00, 0xff, 0x80];
         let env = Envelope::builder("h1", "stripe", body.clone())
             .tenant_id("acme")
-            .content_type("application/octet-stream")
+            .content_type("image/png")
             .build()
             .unwrap();
         let ctx = Ctx::for_envelope(&env).with_replay_id("r1");
@@ -120,10 +120,7 @@ mod tests {
             Some(&body[..]),
             "the data, as it came"
         );
-        assert_eq!(
-            get(&f, "content_type"),
-            Some(&b"application/octet-stream"[..])
-        );
+        assert_eq!(get(&f, "content_type"), Some(&b"image/png"[..]));
         assert_eq!(get(&f, "ce-id"), Some(&b"h1:replay:r1"[..]));
         assert_eq!(get(&f, "ce-source"), Some(&b"/sources/stripe"[..]));
         assert_eq!(get(&f, "ce-type"), Some(&b"t.x"[..]));
