@@ -1,6 +1,6 @@
-//! CloudEvents 1.0 for the sinks that offer them (HTTP, Kafka, AMQP, Pub/Sub): the event of
-//! a hook, in binary mode (the body is the event's data, the attributes ride beside it) or
-//! structured mode (one `application/cloudevents+json` document).
+//! CloudEvents 1.0 for every sink that publishes a message (not Kinesis, EventBridge): the
+//! event of a hook, in binary mode (the body is the event's data, the attributes ride beside
+//! it) or structured mode (one `application/cloudevents+json` document).
 //!
 //! | Attribute | Value |
 //! | --- | --- |

@@ -15,8 +15,9 @@ pub use destination::{SnsConfig, SqsConfig};
 pub(crate) use streams::KINESIS_MAX_PARTITION_KEY_CHARS;
 pub use streams::{EventBridgeConfig, KinesisConfig};
 
+use ankusa_message::MessageOptions;
+use ankusa_message::cloudevents::CloudEvents;
 use ankusa_message::signing::Signer;
-use ankusa_message::{MessageOption, MessageOptions};
 use ankusa_sink_core::Secret;
 use serde::Deserialize;
 use std::num::{NonZeroU64, NonZeroUsize};
@@ -242,10 +243,10 @@ pub struct AwsOptions {
     pub(crate) batching: bool,
     /// Batching limits.
     pub(crate) batch: AwsBatch,
-    /// `[signing]` and `inline_max_bytes` (bodies up to it travel inline, larger ones by
-    /// claim; default 64 KiB). A sink file's keys are read by each sink's own config,
-    /// flattened beside these options; no AWS sink sends CloudEvents, so `format` is
-    /// refused by [`validate`](Self::validate).
+    /// `format` and `cloudevents_type` (SQS and SNS only: Kinesis and EventBridge refuse
+    /// them), `[signing]` and `inline_max_bytes` (bodies up to it travel inline, larger
+    /// ones by claim; default 64 KiB). A sink file's keys are read by each sink's own
+    /// config, flattened beside these options.
     #[serde(skip)]
     pub(crate) message: MessageOptions,
 }
@@ -348,8 +349,8 @@ impl AwsOptions {
     pub fn signing(&self) -> Option<&Signer> {
         self.message.signing()
     }
-    /// Set every message option at once (`[signing]`, `inline_max_bytes`; `format` is
-    /// refused when a config is built: no AWS sink sends CloudEvents).
+    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
+    /// `inline_max_bytes`; Kinesis and EventBridge refuse `format` when built).
     pub fn with_message(mut self, message: MessageOptions) -> Self {
         self.message = message;
         self
@@ -357,6 +358,18 @@ impl AwsOptions {
     /// The message options.
     pub fn message(&self) -> &MessageOptions {
         &self.message
+    }
+    /// Send every hook as a CloudEvent (`format = "cloudevents"` for
+    /// [`Mode::Binary`](ankusa_message::cloudevents::Mode::Binary), `"cloudevents-structured"` for [`Mode::Structured`](ankusa_message::cloudevents::Mode::Structured), with
+    /// `cloudevents_type`), or Message v1 (`None`, the default). SQS and SNS only: Kinesis
+    /// and EventBridge refuse it.
+    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
+        self.message = self.message.with_cloudevents(events);
+        self
+    }
+    /// The CloudEvents the sink sends, `None` for Message v1.
+    pub fn cloudevents(&self) -> Option<&CloudEvents> {
+        self.message.cloudevents()
     }
     /// The timeout as a duration.
     pub fn timeout(&self) -> Duration {
@@ -378,10 +391,6 @@ impl AwsOptions {
     /// Check the shared options against the service's message limit; answers the
     /// resolved `max_message_bytes`.
     fn validate(&self, service_max: usize) -> Result<usize, ConfigError> {
-        // No AWS sink sends CloudEvents: the keys stay unknown options, as they always were.
-        if let Some(k) = self.message.key_set(MessageOption::Format) {
-            return Err(ConfigError::UnknownOption(k.to_owned()));
-        }
         if let Some(r) = &self.region
             && r.trim().is_empty()
         {
@@ -433,6 +442,7 @@ impl AwsOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_message::cloudevents::{self, Mode};
 
     fn opts() -> AwsOptions {
         AwsOptions::default().with_region("us-east-1")
@@ -464,6 +474,43 @@ mod tests {
             opts().validate(SNS_MAX_MESSAGE_BYTES),
             Ok(SNS_MAX_MESSAGE_BYTES)
         );
+    }
+
+    #[test]
+    fn cloudevents_keys_are_checked_when_the_config_is_built() {
+        let sqs = |keys: serde_json::Value| {
+            let mut v = serde_json::json!({
+                "queue_url": "http://127.0.0.1:4566/000000000000/q", "region": "us-east-1"
+            });
+            v.as_object_mut()
+                .unwrap()
+                .extend(keys.as_object().unwrap().clone());
+            serde_json::from_value::<SqsConfig>(v).map_err(|e| e.to_string())
+        };
+        let c = sqs(serde_json::json!({
+            "format": "cloudevents-structured", "cloudevents_type": "t.x"
+        }))
+        .unwrap();
+        let ce = c.options().cloudevents().unwrap();
+        assert_eq!((ce.mode(), ce.event_type()), (Mode::Structured, "t.x"));
+        let c = sqs(serde_json::json!({"format": "cloudevents"})).unwrap();
+        assert_eq!(
+            c.options().cloudevents().unwrap().event_type(),
+            cloudevents::DEFAULT_TYPE
+        );
+        assert_eq!(
+            sqs(serde_json::json!({})).unwrap().options().cloudevents(),
+            None
+        );
+        let e = sqs(serde_json::json!({"format": "cloudevents", "cloudevents_type": "a b"}))
+            .unwrap_err();
+        assert!(e.contains("cloudevents_type"), "{e}");
+        assert!(sqs(serde_json::json!({"format": "cloudevent"})).is_err());
+        // The setter writes the same options back.
+        let binary = CloudEvents::new(Mode::Binary, "t").unwrap();
+        let o = opts().with_cloudevents(Some(binary.clone()));
+        assert_eq!(o.cloudevents(), Some(&binary));
+        assert_eq!(o.with_cloudevents(None).cloudevents(), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! | --- | --- |
 //! | an SNS topic without a confirmed subscription (`check()`, and deliveries with `require_subscriber`); nothing is published | `Config` |
 //! | AccessDenied, AccessDeniedException, KmsAccessDenied, KmsDisabled, KmsNotFound (and the other KMS key errors, Kinesis's KMSAccessDeniedException, KMSDisabledException, KMSNotFoundException, KMSInvalidStateException), InvalidClientTokenId, SignatureDoesNotMatch, UnrecognizedClientException, QueueDoesNotExist / AWS.SimpleQueueService.NonExistentQueue, InvalidAddress, InvalidSecurity, SNS AuthorizationError, NotFound, ResourceNotFoundException (a missing stream or event bus), EventBridge NotAuthorizedForSourceException / NotAuthorizedForDetailTypeException, **any 403 without a known code** (moto's XML IAM answers) | `Config` |
-//! | InvalidMessageContents, InvalidParameterValue(s), MessageTooLong, SNS InvalidParameter, InvalidAttributeName/Value, ValidationException, Kinesis InvalidArgumentException, EventBridge InvalidArgument / MalformedDetail, over `max_message_bytes` (not sent) | `Permanent` |
+//! | InvalidMessageContents, InvalidParameterValue(s), MessageTooLong, SNS InvalidParameter, InvalidAttributeName/Value, ValidationException, Kinesis InvalidArgumentException, EventBridge InvalidArgument / MalformedDetail, over `max_message_bytes` (not sent), a binary-mode CloudEvent whose data is no message body (not UTF-8, empty, or a character SQS refuses; not sent) | `Permanent` |
 //! | Throttling, ThrottlingException, RequestThrottled, KmsThrottled, SNS Throttled, KMSThrottling, Kinesis ProvisionedThroughputExceededException / KMSThrottlingException / LimitExceededException, a bare 429, with `x-amz-retry-after` (ms) or `Retry-After` (s) | `RetryAfter(ms)` |
 //! | the same throttles without a stated pause (a per-entry throttle never states one) | `Throttled` |
 //! | 5xx, InternalError, InternalFailure, InternalFailureException, EventBridge InternalException, ConcurrentModificationException, ServiceUnavailable, ExpiredToken (credentials being refreshed), timeouts, connection errors, unknown codes, an MD5 mismatch, no message id / sequence number / event id | `Transient` |
@@ -80,6 +80,14 @@ pub enum AwsError {
         size: usize,
         /// The limit.
         max: usize,
+    },
+    /// A binary-mode CloudEvent (`format = "cloudevents"`) whose data SQS and SNS cannot
+    /// carry as a message body, which must be a non-empty string of XML characters;
+    /// nothing was sent. `format = "cloudevents-structured"` carries any data (as
+    /// `data_base64` when it is not JSON).
+    BodyNotText {
+        /// What is wrong with the data: not UTF-8, empty, a character SQS refuses.
+        why: &'static str,
     },
     /// A Kinesis record or EventBridge entry over `max_message_bytes`, counted as the
     /// service counts it; nothing was sent.
@@ -180,6 +188,11 @@ impl fmt::Display for AwsError {
                 f,
                 "message of {size} bytes (body plus attributes) exceeds max_message_bytes {max}"
             ),
+            AwsError::BodyNotText { why } => write!(
+                f,
+                "a binary-mode CloudEvent's data is no SQS/SNS message body ({why}): use \
+                 format = \"cloudevents-structured\" for such hooks (nothing was sent)"
+            ),
             AwsError::EntryTooLarge {
                 service,
                 counts,
@@ -239,7 +252,9 @@ pub(crate) fn classify(err: &AwsError) -> Class {
                 other => other,
             }
         }
-        AwsError::MessageTooLarge { .. } | AwsError::EntryTooLarge { .. } => Class::Permanent,
+        AwsError::MessageTooLarge { .. }
+        | AwsError::EntryTooLarge { .. }
+        | AwsError::BodyNotText { .. } => Class::Permanent,
         AwsError::NoSubscriber { .. } => Class::Config,
         AwsError::NoResponse { .. }
         | AwsError::Md5Mismatch { .. }
@@ -260,7 +275,7 @@ impl From<AwsError> for Failure {
 ///
 /// | Error | May have landed |
 /// | --- | --- |
-/// | the service answered an error other than a `5xx` (a failed batch entry included), `503`; over `max_message_bytes`; an SNS topic without a subscriber; no response because the request was never sent | `Some(false)` |
+/// | the service answered an error other than a `5xx` (a failed batch entry included), `503`; over `max_message_bytes`; a binary-mode CloudEvent's data that is no message body; an SNS topic without a subscriber; no response because the request was never sent | `Some(false)` |
 /// | a `5xx` other than `503` (the service may have stored it); no response after the request may have been sent; a body MD5 mismatch; no message id, sequence number or event id; no entry result | `Some(true)` |
 /// | no response, and the SDK does not say whether the request left | `None` |
 pub(crate) fn landed(err: &AwsError) -> Option<bool> {
@@ -269,6 +284,7 @@ pub(crate) fn landed(err: &AwsError) -> Option<bool> {
         AwsError::NoResponse { sent, .. } => *sent,
         AwsError::MessageTooLarge { .. }
         | AwsError::EntryTooLarge { .. }
+        | AwsError::BodyNotText { .. }
         | AwsError::NoSubscriber { .. } => Some(false),
         AwsError::Md5Mismatch { .. }
         | AwsError::Unconfirmed { .. }

@@ -1,10 +1,15 @@
 //! Core's [`Outgoing`] as what SQS `SendMessage` / SNS `Publish` (or a batch entry)
-//! carries: the Message v1 body, the attributes as the SDK's `String` message attributes,
-//! the FIFO ids and the size AWS counts; and as what a Kinesis record ([`to_record`]) and
-//! an EventBridge entry ([`to_event`]) carry: the Message v1 body alone, which holds
-//! everything the attributes would (id, tenant, headers, idempotency key).
+//! carries: the Message v1 body (or a CloudEvent: its data in binary mode, with `ce-*`
+//! attributes; the JSON event in structured mode), the attributes as the SDK's `String`
+//! message attributes, the FIFO ids and the size AWS counts; and as what a Kinesis record
+//! ([`to_record`]) and an EventBridge entry ([`to_event`]) carry: the Message v1 body
+//! alone, which holds everything the attributes would (id, tenant, headers, idempotency
+//! key).
 
+use crate::error::AwsError;
+use ankusa_message::cloudevents::Mode;
 use ankusa_message::{Attr, Body, Outgoing};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -68,10 +73,12 @@ pub(crate) struct Entry<A> {
 /// The most message attributes SQS and SNS take on one message.
 pub(crate) const MAX_ATTRIBUTES: usize = 10;
 
-/// Attributes left out, in this order, while a message has more than [`MAX_ATTRIBUTES`]:
-/// each value is also inside the Message v1 body (`v`, `replay_id`, `dedupe_key`,
-/// `source_id`). Only a signed message can have more than 10 (up to 8 + 3 signing + 2
-/// trace context); the signature's three and the trace context always go.
+/// Attributes left out, in this order, while a Message v1 (or a structured-mode
+/// CloudEvent) has more than [`MAX_ATTRIBUTES`]: each value is also inside the body (`v`,
+/// `replay_id`, `dedupe_key`, `source_id` of a Message v1; a structured event holds the
+/// source, the replay id and the idempotency key the dedupe key is part of). Only a signed
+/// message can have more than 10 (up to 8 + 3 signing + 2 trace context); the signature's
+/// three and the trace context always go.
 pub(crate) const DROPPED_WHEN_OVER_LIMIT: [Attr; 4] = [
     Attr::MessageVersion,
     Attr::ReplayId,
@@ -79,35 +86,136 @@ pub(crate) const DROPPED_WHEN_OVER_LIMIT: [Attr; 4] = [
     Attr::SourceId,
 ];
 
+/// One attribute a binary-mode CloudEvent may carry: one of ours, or a CloudEvents
+/// attribute (sent as `ce-<name>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// An `ankusa_*` (or signing, trace context) attribute.
+    Ours(Attr),
+    /// A CloudEvents attribute, by its CloudEvents name.
+    Event(&'static str),
+}
+
+/// Attributes left out, in this order, while a binary-mode CloudEvent has more than
+/// [`MAX_ATTRIBUTES`] (it has 12 at least with a trace context: every CloudEvents
+/// attribute beside ours). First ours whose value the event carries too (`ankusa_replay_id`,
+/// `ankusa_source_id`, `ankusa_tenant_id`, `ankusa_idempotency_key`, `ankusa_id`, the
+/// protocol's `traceparent` and `tracestate`) and `ankusa_dedupe_key` (part of the
+/// idempotency key), then the event's optional attributes (`ce-ankusareplayid`, also in
+/// `ce-id`; `ce-tracestate`, `ce-ankusatenant`, `ce-time`, `ce-traceparent`,
+/// `ce-ankusaidempotencykey`). Never left out: `ce-id`, `ce-source`, `ce-type`,
+/// `ce-specversion` (the event's required attributes), `content_type` (its
+/// `datacontenttype`) and the signature's three: at most 8.
+pub(crate) const CE_DROPPED_WHEN_OVER_LIMIT: [Slot; 14] = [
+    Slot::Ours(Attr::ReplayId),
+    Slot::Ours(Attr::SourceId),
+    Slot::Ours(Attr::TenantId),
+    Slot::Ours(Attr::IdempotencyKey),
+    Slot::Ours(Attr::Id),
+    Slot::Ours(Attr::TraceParent),
+    Slot::Ours(Attr::TraceState),
+    Slot::Ours(Attr::DedupeKey),
+    Slot::Event("ankusareplayid"),
+    Slot::Event("tracestate"),
+    Slot::Event("ankusatenant"),
+    Slot::Event("time"),
+    Slot::Event("traceparent"),
+    Slot::Event("ankusaidempotencykey"),
+];
+
+/// Why a message cannot be an SQS or SNS body (nothing is sent): a binary-mode CloudEvent's
+/// data travels as the body itself, and both services take a non-empty string of XML
+/// characters only (SQS: `#x9 #xA #xD #x20-#xD7FF #xE000-#xFFFD #x10000-#x10FFFF`).
+fn check_text_body(body: &[u8]) -> Result<(), AwsError> {
+    let text = std::str::from_utf8(body).map_err(|_| AwsError::BodyNotText { why: "not UTF-8" })?;
+    if text.is_empty() {
+        return Err(AwsError::BodyNotText { why: "empty" });
+    }
+    let allowed = |c: char| {
+        matches!(c, '\t' | '\n' | '\r')
+            || ('\u{20}'..='\u{D7FF}').contains(&c)
+            || ('\u{E000}'..='\u{FFFD}').contains(&c)
+            || c >= '\u{10000}'
+    };
+    if !text.chars().all(allowed) {
+        return Err(AwsError::BodyNotText {
+            why: "a character SQS refuses (a control character or U+FFFE/U+FFFF)",
+        });
+    }
+    Ok(())
+}
+
 /// The entry for `out`: the one mapping from core's message to the SDK's.
-pub(crate) fn to_entry<A: AttributeValue>(out: Outgoing<'_>, ids: Ids) -> Entry<A> {
-    let all = out.attributes();
-    let over = all.len().saturating_sub(MAX_ATTRIBUTES);
-    let dropped: Vec<Attr> = DROPPED_WHEN_OVER_LIMIT
+///
+/// Message v1 and a structured-mode CloudEvent: the body, and every attribute of `out`
+/// under its `as_attr()` name, the first of [`DROPPED_WHEN_OVER_LIMIT`] left out while
+/// over [`MAX_ATTRIBUTES`]. A binary-mode CloudEvent: the event's data as the body (text
+/// only: [`AwsError::BodyNotText`] otherwise), ours beside every CloudEvents attribute as
+/// `ce-<name>` (`datacontenttype` is `content_type`), the first of
+/// [`CE_DROPPED_WHEN_OVER_LIMIT`] left out while over [`MAX_ATTRIBUTES`].
+///
+/// # Errors
+/// [`AwsError::BodyNotText`] for a binary-mode CloudEvent whose data is not text SQS takes.
+pub(crate) fn to_entry<A: AttributeValue>(
+    out: Outgoing<'_>,
+    ids: Ids,
+) -> Result<Entry<A>, AwsError> {
+    let mut slots: Vec<(Slot, Cow<'_, str>, &str)> = out
+        .attributes()
+        .iter()
+        .map(|(a, v)| (Slot::Ours(*a), Cow::Borrowed(a.as_attr()), v.as_ref()))
+        .collect();
+    let binary = out.cloudevents_mode() == Some(Mode::Binary);
+    if binary {
+        slots.extend(
+            out.cloudevent_attributes()
+                .iter()
+                .filter(|(name, _)| *name != "datacontenttype")
+                .map(|(name, v)| {
+                    (
+                        Slot::Event(name),
+                        Cow::Owned(format!("ce-{name}")),
+                        v.as_ref(),
+                    )
+                }),
+        );
+    }
+    let over = slots.len().saturating_sub(MAX_ATTRIBUTES);
+    let order: Vec<Slot> = if binary {
+        CE_DROPPED_WHEN_OVER_LIMIT.to_vec()
+    } else {
+        DROPPED_WHEN_OVER_LIMIT.map(Slot::Ours).to_vec()
+    };
+    let dropped: Vec<Slot> = order
         .into_iter()
-        .filter(|d| all.iter().any(|(a, _)| a == d))
+        .filter(|d| slots.iter().any(|(s, ..)| s == d))
         .take(over)
         .collect();
-    let attrs: Vec<&(Attr, _)> = all.iter().filter(|(a, _)| !dropped.contains(a)).collect();
-    let attributes = attrs
+    slots.retain(|(s, ..)| !dropped.contains(s));
+    let attribute_bytes: usize = slots
         .iter()
-        .map(|(attr, value)| (attr.as_attr().to_owned(), A::string(value)))
-        .collect();
-    let attribute_bytes: usize = attrs
-        .iter()
-        .map(|(a, v)| a.as_attr().len() + v.len() + DATA_TYPE.len())
+        .map(|(_, name, v)| name.len() + v.len() + DATA_TYPE.len())
         .sum();
     let size = out.body().len() + attribute_bytes;
+    if binary {
+        check_text_body(out.body())?;
+    }
+    let attributes = slots
+        .into_iter()
+        .map(|(_, name, value)| (name.into_owned(), A::string(value)))
+        .collect();
     let body = match out.into_body() {
         Body::Message(json) => String::from_utf8(json).expect("Message v1 is JSON, hence UTF-8"),
-        Body::Raw(raw) => String::from_utf8_lossy(&raw).into_owned(),
+        // A binary-mode event's data, checked above.
+        Body::Raw(raw) => String::from_utf8(raw.to_vec())
+            .map_err(|_| AwsError::BodyNotText { why: "not UTF-8" })?,
     };
-    Entry {
+    Ok(Entry {
         body,
         attributes,
         ids,
         size,
-    }
+    })
 }
 
 #[cfg(feature = "kinesis")]
@@ -317,7 +425,7 @@ mod tests {
             .unwrap();
         let ctx = Ctx::for_envelope(&env).with_replay_id("r-9");
         let out = Outgoing::new(&env, &ctx, &layout()).unwrap();
-        let e: Entry<MessageAttributeValue> = to_entry(out, Ids::default());
+        let e: Entry<MessageAttributeValue> = to_entry(out, Ids::default()).unwrap();
         let mut got: Vec<(&str, &str, &str)> = e
             .attributes
             .iter()
@@ -347,7 +455,7 @@ mod tests {
         let bare = Envelope::builder("h2", "github", "").build().unwrap();
         let ctx = Ctx::for_envelope(&bare);
         let out = Outgoing::new(&bare, &ctx, &layout()).unwrap();
-        let e: Entry<MessageAttributeValue> = to_entry(out, Ids::default());
+        let e: Entry<MessageAttributeValue> = to_entry(out, Ids::default()).unwrap();
         assert!(!e.attributes.contains_key("ankusa_tenant_id"));
         assert_eq!(e.attributes.len(), 5);
     }
@@ -364,7 +472,7 @@ mod tests {
             group: Some("acme/stripe".to_owned()),
             dedup: Some("hook-1".to_owned()),
         };
-        let e: Entry<MessageAttributeValue> = to_entry(out, ids);
+        let e: Entry<MessageAttributeValue> = to_entry(out, ids).unwrap();
         let text = format!("{e:?}");
         for secret in ["4242-secret", "evt_private", "acme/stripe", "hook-1"] {
             assert!(!text.contains(secret), "{text}");
@@ -391,7 +499,7 @@ mod tests {
             out.get(Attr::WebhookTimestamp).unwrap().to_owned(),
             out.get(Attr::WebhookSignature).unwrap().to_owned(),
         );
-        let e: Entry<MessageAttributeValue> = to_entry(out, Ids::default());
+        let e: Entry<MessageAttributeValue> = to_entry(out, Ids::default()).unwrap();
         assert_eq!(e.attributes.len(), MAX_ATTRIBUTES);
         assert!(!e.attributes.contains_key("ankusa_message_version"));
         for kept in ["ankusa_replay_id", "ankusa_dedupe_key", "ankusa_source_id"] {
@@ -430,11 +538,11 @@ mod tests {
             .unwrap();
         let ctx = Ctx::for_envelope(&bare);
         let e: Entry<MessageAttributeValue> =
-            to_entry(Outgoing::new(&bare, &ctx, &signed).unwrap(), Ids::default());
+            to_entry(Outgoing::new(&bare, &ctx, &signed).unwrap(), Ids::default()).unwrap();
         assert_eq!(e.attributes.len(), 8, "5 + 3");
         let ctx = Ctx::for_envelope(&env);
         let e: Entry<MessageAttributeValue> =
-            to_entry(Outgoing::new(&env, &ctx, &signed).unwrap(), Ids::default());
+            to_entry(Outgoing::new(&env, &ctx, &signed).unwrap(), Ids::default()).unwrap();
         assert_eq!(e.attributes.len(), 10, "7 + 3");
         assert!(e.attributes.contains_key("ankusa_message_version"));
 
@@ -445,7 +553,7 @@ mod tests {
             .with_replay_id("r-9")
             .with_trace(trace.clone());
         let e: Entry<MessageAttributeValue> =
-            to_entry(Outgoing::new(&env, &ctx, &signed).unwrap(), Ids::default());
+            to_entry(Outgoing::new(&env, &ctx, &signed).unwrap(), Ids::default()).unwrap();
         assert_eq!(e.attributes.len(), MAX_ATTRIBUTES);
         for gone in [
             "ankusa_message_version",
@@ -458,5 +566,244 @@ mod tests {
         assert_eq!(value("traceparent"), trace.traceparent());
         assert_eq!(value("tracestate"), "a=1");
         assert!(e.attributes.contains_key("webhook-signature"));
+    }
+}
+
+#[cfg(all(test, feature = "sqs"))]
+mod cloudevents_tests {
+    use super::*;
+    use ankusa_message::cloudevents::CloudEvents;
+    use ankusa_message::signing::Signer;
+    use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout};
+    use ankusa_sink_core::{Class, Ctx, Envelope, Failure, TraceContext};
+    use aws_sdk_sqs::types::MessageAttributeValue;
+
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    fn layout(mode: Mode) -> Layout {
+        Layout::message(Some(DEFAULT_INLINE_MAX_BYTES), EmptyValues::Drop)
+            .with_cloudevents(CloudEvents::new(mode, "t.x").unwrap())
+    }
+
+    fn full(body: &[u8], content_type: &str) -> Envelope {
+        Envelope::builder("h1", "stripe", body.to_vec())
+            .tenant_id("acme")
+            .dedupe_key("evt_1")
+            .content_type(content_type)
+            .build()
+            .unwrap()
+    }
+
+    fn entry(env: &Envelope, ctx: &Ctx, layout: &Layout) -> Entry<MessageAttributeValue> {
+        to_entry(Outgoing::new(env, ctx, layout).unwrap(), Ids::default()).unwrap()
+    }
+
+    fn names(e: &Entry<MessageAttributeValue>) -> Vec<&str> {
+        let mut n: Vec<&str> = e.attributes.keys().map(String::as_str).collect();
+        n.sort_unstable();
+        n
+    }
+
+    fn value<'a>(e: &'a Entry<MessageAttributeValue>, k: &str) -> Option<&'a str> {
+        e.attributes.get(k).map(|v| v.string_value().unwrap())
+    }
+
+    #[test]
+    fn binary_mode_sends_the_data_as_the_body_beside_ce_attributes() {
+        let env = Envelope::builder("h2", "stripe", "plain text ✓")
+            .content_type("text/plain; charset=utf-8")
+            .build()
+            .unwrap();
+        let ctx = Ctx::for_envelope(&env);
+        let e = entry(&env, &ctx, &layout(Mode::Binary));
+        assert_eq!(e.body, "plain text ✓", "the data, as it came");
+        // 4 of ours (no tenant: dropped, as SQS refuses empty values) + 6 of the event
+        // (`datacontenttype` is `content_type`): 10, nothing left out.
+        assert_eq!(
+            names(&e),
+            [
+                "ankusa_id",
+                "ankusa_idempotency_key",
+                "ankusa_source_id",
+                "ce-ankusaidempotencykey",
+                "ce-id",
+                "ce-source",
+                "ce-specversion",
+                "ce-time",
+                "ce-type",
+                "content_type",
+            ]
+        );
+        assert_eq!(value(&e, "content_type"), Some("text/plain; charset=utf-8"));
+        assert_eq!(value(&e, "ce-id"), Some("h2"));
+        assert_eq!(value(&e, "ce-source"), Some("/sources/stripe"));
+        assert_eq!(value(&e, "ce-type"), Some("t.x"));
+        assert_eq!(value(&e, "ce-specversion"), Some("1.0"));
+        let attr_bytes: usize = e
+            .attributes
+            .iter()
+            .map(|(k, v)| k.len() + "String".len() + v.string_value().unwrap().len())
+            .sum();
+        assert_eq!(e.size, e.body.len() + attr_bytes);
+        // A hook without a content type: the event's default.
+        let bare = Envelope::builder("h3", "s", "x").build().unwrap();
+        let ctx = Ctx::for_envelope(&bare);
+        let e = entry(&bare, &ctx, &layout(Mode::Binary));
+        assert_eq!(value(&e, "content_type"), Some("application/octet-stream"));
+    }
+
+    #[test]
+    fn binary_data_sqs_cannot_carry_is_refused_permanent_and_unsent() {
+        for (body, why) in [
+            (&[0xff_u8, 0x00, 0x80][..], "not UTF-8"),
+            (b"", "empty"),
+            (b"a\x00b", "a character SQS refuses"),
+            ("\u{FFFE}".as_bytes(), "a character SQS refuses"),
+        ] {
+            let env = full(body, "application/octet-stream");
+            let ctx = Ctx::for_envelope(&env);
+            let out = Outgoing::new(&env, &ctx, &layout(Mode::Binary)).unwrap();
+            let err = to_entry::<MessageAttributeValue>(out, Ids::default()).unwrap_err();
+            assert!(
+                matches!(err, AwsError::BodyNotText { why: w } if w.starts_with(why)),
+                "{err:?}"
+            );
+            assert!(err.to_string().contains("cloudevents-structured"), "{err}");
+            let f = Failure::from(err);
+            assert_eq!(f.class(), Class::Permanent);
+            assert_eq!(f.may_have_landed(), Some(false));
+            // Structured mode carries the same data (as `data_base64`).
+            let out = Outgoing::new(&env, &ctx, &layout(Mode::Structured)).unwrap();
+            let e = to_entry::<MessageAttributeValue>(out, Ids::default()).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&e.body).unwrap();
+            assert!(v.get("data_base64").is_some(), "{v}");
+        }
+        // Tabs, newlines and astral characters are text SQS takes.
+        let env = full("a\tb\r\nc 𝄞".as_bytes(), "text/plain");
+        let ctx = Ctx::for_envelope(&env);
+        assert_eq!(entry(&env, &ctx, &layout(Mode::Binary)).body, "a\tb\r\nc 𝄞");
+    }
+
+    #[test]
+    fn structured_mode_sends_the_event_with_our_attributes() {
+        let env = full(br#"{"a":1}"#, "application/json");
+        let ctx = Ctx::for_envelope(&env).with_replay_id("r1");
+        let e = entry(&env, &ctx, &layout(Mode::Structured));
+        let v: serde_json::Value = serde_json::from_str(&e.body).unwrap();
+        assert_eq!(v["id"], "h1:replay:r1");
+        assert_eq!(v["data"], serde_json::json!({"a": 1}));
+        assert_eq!(
+            value(&e, "content_type"),
+            Some("application/cloudevents+json")
+        );
+        assert!(!e.attributes.keys().any(|k| k.starts_with("ce-")));
+        assert!(!e.attributes.contains_key("ankusa_message_version"));
+        assert_eq!(e.attributes.len(), 7);
+    }
+
+    /// The cap, written out independently: what stays of a binary-mode event with every
+    /// attribute set (tenant, dedupe key, replay, trace context with a state), unsigned
+    /// and signed; and the signature covers the body the consumer reads.
+    #[test]
+    fn binary_mode_keeps_ten_attributes_by_the_documented_order() {
+        let env = full(br#"{"a":1}"#, "application/json");
+        let trace = TraceContext::root().with_tracestate("a=1");
+        let ctx = Ctx::for_envelope(&env)
+            .with_replay_id("r1")
+            .with_trace(trace.clone());
+        // 9 of ours + 10 of the event: the 8 of ours whose value the event carries (or the
+        // idempotency key holds) go first, then `ce-ankusareplayid` (in `ce-id`).
+        let e = entry(&env, &ctx, &layout(Mode::Binary));
+        assert_eq!(
+            names(&e),
+            [
+                "ce-ankusaidempotencykey",
+                "ce-ankusatenant",
+                "ce-id",
+                "ce-source",
+                "ce-specversion",
+                "ce-time",
+                "ce-traceparent",
+                "ce-tracestate",
+                "ce-type",
+                "content_type",
+            ]
+        );
+        assert_eq!(value(&e, "ce-traceparent"), Some(trace.traceparent()));
+        assert_eq!(value(&e, "ce-id"), Some("h1:replay:r1"));
+
+        // Signed: 22 attributes, 10 stay: the required four, the content type, the
+        // signature's three, then the idempotency key and the traceparent.
+        let signer = Signer::new([SECRET]).unwrap();
+        let signed = layout(Mode::Binary).with_signer(signer.clone());
+        let e = entry(&env, &ctx, &signed);
+        assert_eq!(
+            names(&e),
+            [
+                "ce-ankusaidempotencykey",
+                "ce-id",
+                "ce-source",
+                "ce-specversion",
+                "ce-traceparent",
+                "ce-type",
+                "content_type",
+                "webhook-id",
+                "webhook-signature",
+                "webhook-timestamp",
+            ]
+        );
+        let sig = (
+            value(&e, "webhook-id").unwrap(),
+            value(&e, "webhook-timestamp").unwrap(),
+            value(&e, "webhook-signature").unwrap(),
+        );
+        assert_eq!(sig.0, "h1:replay:r1");
+        let now = std::time::SystemTime::now();
+        let tolerance = std::time::Duration::from_secs(300);
+        assert!(
+            signer
+                .verify(sig.0, sig.1, sig.2, e.body.as_bytes(), now, tolerance)
+                .is_ok()
+        );
+
+        // Without a trace context and a replay: 6 of ours + 7 of the event, three go.
+        let ctx = Ctx::for_envelope(&env);
+        let e = entry(&env, &ctx, &layout(Mode::Binary));
+        assert_eq!(e.attributes.len(), MAX_ATTRIBUTES);
+        for gone in [
+            "ankusa_source_id",
+            "ankusa_tenant_id",
+            "ankusa_idempotency_key",
+        ] {
+            assert!(!e.attributes.contains_key(gone), "{gone}");
+        }
+        assert_eq!(value(&e, "ankusa_id"), Some("h1"));
+        assert_eq!(value(&e, "ankusa_dedupe_key"), Some("evt_1"));
+    }
+
+    #[test]
+    fn a_signed_structured_event_verifies_over_its_json() {
+        let signer = Signer::new([SECRET]).unwrap();
+        let env = full(b"\x00\xff", "application/octet-stream");
+        let ctx = Ctx::for_envelope(&env).with_trace(TraceContext::root());
+        let e = entry(
+            &env,
+            &ctx,
+            &layout(Mode::Structured).with_signer(signer.clone()),
+        );
+        assert!(e.attributes.len() <= MAX_ATTRIBUTES);
+        let v = |k: &str| value(&e, k).unwrap();
+        assert!(
+            signer
+                .verify(
+                    v("webhook-id"),
+                    v("webhook-timestamp"),
+                    v("webhook-signature"),
+                    e.body.as_bytes(),
+                    std::time::SystemTime::now(),
+                    std::time::Duration::from_secs(300),
+                )
+                .is_ok()
+        );
     }
 }

@@ -150,7 +150,7 @@ impl<P: Publisher> AwsSink<P> {
     /// sent.
     fn prepare(&self, env: &Envelope, ctx: &Ctx) -> Result<Entry<P::Attribute>, Failure> {
         let out = Outgoing::new(env, ctx, &self.layout)?;
-        let entry = outgoing::to_entry(out, self.ids(env, ctx));
+        let entry = outgoing::to_entry(out, self.ids(env, ctx))?;
         if entry.size > self.max_message_bytes {
             return Err(AwsError::MessageTooLarge {
                 size: entry.size,
@@ -192,17 +192,22 @@ impl<P: Publisher> AwsSink<P> {
         ))
     }
 
-    /// Stored (a message id); bodies over `inline_max_bytes` by claim; `max_message_bytes`
-    /// of body plus attributes; FIFO: in order per message group, deduplicated for 5
-    /// minutes; the batch limits and the batcher's pipeline window; the credentials' source.
+    /// What travels: Message v1, or a CloudEvent.
+    pub(crate) fn payload(&self) -> Payload {
+        self.layout.payload()
+    }
+
+    /// Stored (a message id); bodies over `inline_max_bytes` by claim (`None` with
+    /// CloudEvents, which travel inline); `max_message_bytes` of body plus attributes; FIFO:
+    /// in order per message group, deduplicated for 5 minutes; the batch limits and the
+    /// batcher's pipeline window; the credentials' source.
     pub(crate) fn capabilities(&self) -> Capabilities {
         let default = self.publisher.default_max_message_bytes();
-        let mut c = Capabilities::new(true, Some(self.options.inline_max_bytes()))
-            .with_max_message(
-                self.max_message_bytes,
-                "body + attribute names, types and values",
-                Capabilities::limit_source(self.max_message_bytes, default),
-            );
+        let mut c = Capabilities::new(true, self.layout.inline_max_bytes()).with_max_message(
+            self.max_message_bytes,
+            "body + attribute names, types and values",
+            Capabilities::limit_source(self.max_message_bytes, default),
+        );
         if self.publisher.fifo() {
             let key = match &self.options.message_group_id {
                 Some(g) => g.replace('{', "{{").replace('}', "}}"),
@@ -227,7 +232,9 @@ impl<P: Publisher> AwsSink<P> {
     }
 
     pub(crate) fn describe(&self, subject: &Subject) -> Description {
-        self.publisher.describe(subject)
+        let mut d = self.publisher.describe(subject);
+        d.payload = self.payload();
+        d
     }
 }
 

@@ -1,8 +1,9 @@
 //! The operator's keys (`Repr`), validated once into an always-valid [`NatsConfig`].
 
+use ankusa_message::MessageOptions;
+use ankusa_message::cloudevents::CloudEvents;
 use ankusa_message::signing::Signer;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
-use ankusa_message::{MessageOption, MessageOptions};
 use ankusa_sink_core::{Secret, timeout_ms};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -31,7 +32,7 @@ struct Repr {
     client_name: Option<String>,
     timeout_ms: Option<NonZeroU64>,
     connect_timeout_ms: Option<NonZeroU64>,
-    /// `[signing]`, `inline_max_bytes` (and `format`, refused: see `try_from`).
+    /// `format`, `cloudevents_type`, `[signing]`, `inline_max_bytes`.
     #[serde(flatten)]
     message: MessageOptions,
     /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
@@ -166,10 +167,6 @@ impl TryFrom<Repr> for NatsConfig {
         if let Some(k) = r.unknown.keys().next() {
             return Err(ConfigError::UnknownField(k.clone()));
         }
-        // No CloudEvents here: `format` and `cloudevents_type` stay unknown keys.
-        if let Some(k) = r.message.key_set(MessageOption::Format) {
-            return Err(ConfigError::UnknownField(k.to_owned()));
-        }
         let mut c = NatsConfig::from_conn_keys(conn_keys!(r))?;
         c.subject = match (r.subject, r.subject_template) {
             (Some(s), None) => literal_subject(&s)?,
@@ -214,6 +211,20 @@ impl NatsConfig {
     /// The message options.
     pub fn message(&self) -> &MessageOptions {
         &self.message
+    }
+
+    /// Send every hook as a CloudEvent instead of Message v1 (`format = "cloudevents"` or
+    /// `"cloudevents-structured"`, with `cloudevents_type`), by the CloudEvents NATS
+    /// binding: binary mode as `ce-` headers beside the data, structured mode as the JSON
+    /// event. `None`: Message v1.
+    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
+        self.message = self.message.with_cloudevents(events);
+        self
+    }
+
+    /// The CloudEvents the sink sends, if any.
+    pub fn cloudevents(&self) -> Option<&CloudEvents> {
+        self.message.cloudevents()
     }
 
     /// The connection part of a sink or source file, validated (the subject a
@@ -599,7 +610,7 @@ mod tests {
     }
 
     #[test]
-    fn message_keys_are_read_and_cloudevents_stay_unknown() {
+    fn message_keys_are_read_and_unknown_keys_refused() {
         let c = parse(
             r#"{"url": "nats://127.0.0.1", "subject": "s", "inline_max_bytes": 10,
                 "signing": {"secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]}}"#,
@@ -607,16 +618,13 @@ mod tests {
         .unwrap();
         assert_eq!(c.inline_max_bytes().get(), 10);
         assert_eq!(c.message().signing().map(Signer::len), Some(1));
-        for (key, pair) in [
-            ("format", r#""format": "cloudevents""#),
-            ("cloudevents_type", r#""cloudevents_type": "t.x""#),
-            ("bogus", r#""bogus": 1"#),
-        ] {
-            let e = parse(&format!(
-                r#"{{"url": "nats://127.0.0.1", "subject": "s", {pair}}}"#
-            ))
-            .unwrap_err();
-            assert!(e.contains(&format!("unknown field `{key}`")), "{e}");
-        }
+        let ce = parse(
+            r#"{"url": "nats://127.0.0.1", "subject": "s", "format": "cloudevents-structured",
+                "cloudevents_type": "t.x"}"#,
+        )
+        .unwrap();
+        assert_eq!(ce.cloudevents().map(CloudEvents::event_type), Some("t.x"));
+        let e = parse(r#"{"url": "nats://127.0.0.1", "subject": "s", "bogus": 1}"#).unwrap_err();
+        assert!(e.contains("unknown field `bogus`"), "{e}");
     }
 }

@@ -4,10 +4,9 @@ use crate::config::{Auth, NatsConfig, subject_problem};
 use crate::error::NatsError;
 use crate::outgoing::{self, Publish};
 use ankusa_message::{EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::Capabilities;
+use ankusa_sink_core::{Capabilities, Payload};
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, host_port,
-    printable,
+    Check, Ctx, Description, Envelope, Failure, InFlight, Sink, Subject, host_port, printable,
 };
 use async_nats::client::Request;
 use async_nats::connection::State;
@@ -320,7 +319,8 @@ impl Sink for NatsSink {
         Ok(())
     }
 
-    /// Stored (a JetStream ack); bodies over `inline_max_bytes` by claim. The size limit is the server's `max_payload` (and the
+    /// Stored (a JetStream ack); bodies over `inline_max_bytes` by claim (`None` with
+    /// CloudEvents: they travel inline). The size limit is the server's `max_payload` (and the
     /// stream's `max_msg_size`), known only once connected, and JetStream's duplicate
     /// window for `Nats-Msg-Id` is the stream's own: neither is claimed here. The
     /// configured authentication, and TLS for `tls://`. The pipeline window is
@@ -337,13 +337,13 @@ impl Sink for NatsSink {
         if self.config.tls {
             auth.push("tls");
         }
-        Capabilities::new(true, Some(self.config.inline_max_bytes()))
+        Capabilities::new(true, self.layout.inline_max_bytes())
             .with_in_flight(InFlight::PIPELINE)
             .with_auth(auth)
     }
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
-        let mut d = Description::new("nats", Payload::Message);
+        let mut d = Description::new("nats", self.layout.payload());
         d.host = host_port(&self.config.url);
         let address = self
             .config

@@ -1,8 +1,9 @@
 //! The sink file's keys (`Repr`), validated once into an always-valid [`RedisConfig`].
 
+use ankusa_message::MessageOptions;
+use ankusa_message::cloudevents::{CloudEvents, Mode};
 use ankusa_message::signing::Signer;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
-use ankusa_message::{MessageOption, MessageOptions};
 use ankusa_sink_core::{Secret, redact_url, timeout_ms};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -32,7 +33,7 @@ struct Repr {
     tls_ca_file: Option<PathBuf>,
     timeout_ms: Option<NonZeroU64>,
     max_message_bytes: Option<NonZeroUsize>,
-    /// `[signing]`, `inline_max_bytes` (and `format`, refused: see `try_from`).
+    /// `format`, `cloudevents_type`, `[signing]`, `inline_max_bytes`.
     #[serde(flatten)]
     message: MessageOptions,
     /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
@@ -156,10 +157,6 @@ impl TryFrom<Repr> for RedisConfig {
         if let Some(k) = r.unknown.keys().next() {
             return Err(ConfigError::UnknownField(k.clone()));
         }
-        // No CloudEvents here: `format` and `cloudevents_type` stay unknown keys.
-        if let Some(k) = r.message.key_set(MessageOption::Format) {
-            return Err(ConfigError::UnknownField(k.to_owned()));
-        }
         let target = match (r.stream, r.channel) {
             (Some(stream), None) => {
                 if r.no_subscriber.is_some() {
@@ -270,7 +267,33 @@ impl RedisConfig {
         if self.message.signing().is_some() && matches!(self.target, Target::Channel { .. }) {
             return Err(ConfigError::WrongMode("signing", "stream"));
         }
+        // Binary mode puts the event's attributes beside the data: a channel has no beside.
+        if self.message.cloudevents().map(CloudEvents::mode) == Some(Mode::Binary)
+            && matches!(self.target, Target::Channel { .. })
+        {
+            return Err(ConfigError::WrongMode("format = \"cloudevents\"", "stream"));
+        }
         Ok(())
+    }
+
+    /// Send every hook as a CloudEvent instead of Message v1 (`format = "cloudevents"` or
+    /// `"cloudevents-structured"`, with `cloudevents_type`): in binary mode the data is the
+    /// `message` field and every attribute a `ce-<name>` field beside it (stream mode only);
+    /// in structured mode the JSON event is the `message` field, or the channel message.
+    /// `None`: Message v1.
+    ///
+    /// # Errors
+    /// [`ConfigError::WrongMode`] for binary mode on a channel: a `PUBLISH` carries the
+    /// body alone.
+    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Result<Self, ConfigError> {
+        self.message = self.message.with_cloudevents(events);
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// The CloudEvents the sink sends, if any.
+    pub fn cloudevents(&self) -> Option<&CloudEvents> {
+        self.message.cloudevents()
     }
 
     /// Sign every stream entry the Standard Webhooks way over the exact Message v1 bytes
@@ -290,14 +313,13 @@ impl RedisConfig {
         self.message.signing()
     }
 
-    /// Set every message option at once (`[signing]`, `inline_max_bytes`).
+    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
+    /// `inline_max_bytes`).
     ///
     /// # Errors
-    /// As [`with_signing`](Self::with_signing); `format` is an unknown field here.
+    /// As [`with_signing`](Self::with_signing) and
+    /// [`with_cloudevents`](Self::with_cloudevents).
     pub fn with_message(mut self, message: MessageOptions) -> Result<Self, ConfigError> {
-        if let Some(k) = message.key_set(MessageOption::Format) {
-            return Err(ConfigError::UnknownField(k.to_owned()));
-        }
         self.message = message;
         self.validate()?;
         Ok(self)
@@ -450,6 +472,40 @@ mod tests {
     }
 
     #[test]
+    fn cloudevents_keys_and_binary_mode_needs_a_stream() {
+        let c = parse(serde_json::json!({
+            "url": "redis://127.0.0.1:6379", "stream": "hooks",
+            "format": "cloudevents", "cloudevents_type": "t.x"
+        }))
+        .unwrap();
+        let ce = c.cloudevents().unwrap();
+        assert_eq!((ce.mode(), ce.event_type()), (Mode::Binary, "t.x"));
+        let c = parse(serde_json::json!({
+            "url": "redis://127.0.0.1:6379", "channel": "hooks",
+            "format": "cloudevents-structured"
+        }))
+        .unwrap();
+        assert_eq!(c.cloudevents().unwrap().mode(), Mode::Structured);
+        let e = parse(serde_json::json!({
+            "url": "redis://127.0.0.1:6379", "channel": "hooks", "format": "cloudevents"
+        }))
+        .unwrap_err();
+        assert!(
+            e.contains("format = \"cloudevents\" applies only to stream mode"),
+            "{e}"
+        );
+        let e = parse(serde_json::json!({
+            "url": "redis://127.0.0.1:6379", "stream": "hooks",
+            "format": "cloudevents", "cloudevents_type": "a b"
+        }))
+        .unwrap_err();
+        assert!(e.starts_with("cloudevents_type: "), "{e}");
+        let binary = CloudEvents::new(Mode::Binary, "t").unwrap();
+        let channel = RedisConfig::channel("redis://127.0.0.1:6379", "c").unwrap();
+        assert!(channel.with_cloudevents(Some(binary)).is_err());
+    }
+
+    #[test]
     fn channel_defaults_to_config_on_no_subscriber() {
         let c = parse(serde_json::json!({"url": "rediss://h", "channel": "c"})).unwrap();
         assert!(c.is_tls());
@@ -557,20 +613,16 @@ mod tests {
     }
 
     #[test]
-    fn cloudevents_keys_stay_unknown() {
-        for (key, value) in [("format", "cloudevents"), ("cloudevents_type", "t.x")] {
-            let mut json = serde_json::json!({"url": "redis://127.0.0.1:6379", "stream": "s"});
-            json[key] = value.into();
-            let e = parse(json).unwrap_err();
-            assert!(e.contains(&format!("unknown field `{key}`")), "{e}");
-        }
-        let with_format = MessageOptions::new()
+    fn message_options_with_binary_cloudevents_need_a_stream() {
+        let binary = MessageOptions::new()
             .with_format(ankusa_message::cloudevents::Format::CloudEvents, None)
             .unwrap();
-        let c = RedisConfig::stream("redis://127.0.0.1:6379", "s").unwrap();
+        let stream = RedisConfig::stream("redis://127.0.0.1:6379", "s").unwrap();
+        assert!(stream.with_message(binary.clone()).is_ok());
+        let channel = RedisConfig::channel("redis://127.0.0.1:6379", "c").unwrap();
         assert!(matches!(
-            c.with_message(with_format),
-            Err(ConfigError::UnknownField(k)) if k == "format"
+            channel.with_message(binary),
+            Err(ConfigError::WrongMode(_, "stream"))
         ));
     }
 }

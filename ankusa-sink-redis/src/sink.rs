@@ -6,10 +6,9 @@ use crate::config::{RedisConfig, Target};
 use crate::error::{Op, RedisError};
 use crate::outgoing;
 use ankusa_message::{EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::{Capabilities, OkMeans, Ordering};
+use ankusa_sink_core::{Capabilities, OkMeans, Ordering, Payload};
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
-    host_port,
+    Check, Ctx, Description, Envelope, Failure, InFlight, Sink, Subject, async_trait, host_port,
 };
 use redis::IntoConnectionInfo;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -223,7 +222,7 @@ impl Sink for RedisSink {
         let c = &self.config;
         let max = c.max_message_bytes.get();
         let durable = matches!(c.target, Target::Stream { durable: true, .. });
-        let mut caps = Capabilities::new(durable, Some(c.message.inline_max_bytes()))
+        let mut caps = Capabilities::new(durable, self.layout.inline_max_bytes())
             .with_in_flight(InFlight::PIPELINE)
             .with_max_message(
                 max,
@@ -254,7 +253,7 @@ impl Sink for RedisSink {
 
     fn describe(&self, subject: &Subject) -> Option<Description> {
         let key = self.config.target.key();
-        let mut d = Description::new("redis", Payload::Message);
+        let mut d = Description::new("redis", self.layout.payload());
         d.host = host_port(&self.config.url);
         d.address = key.render_for(&subject.source_id, subject.tenant_id.as_deref());
         if !key.is_static() {

@@ -119,9 +119,11 @@ sinks! {
     "amqp" => Amqp(ankusa_sink_amqp::AmqpConfig), feature "amqp",
         messages [Format, Signing, InlineMaxBytes],
         |c| infallible(ankusa_sink_amqp::AmqpSink::new(c));
-    "sqs" => Sqs(ankusa_sink_aws::SqsConfig), feature "sqs", messages [Signing, InlineMaxBytes],
+    "sqs" => Sqs(ankusa_sink_aws::SqsConfig), feature "sqs",
+        messages [Format, Signing, InlineMaxBytes],
         |c| ankusa_sink_aws::SqsSink::new(c).await;
-    "sns" => Sns(ankusa_sink_aws::SnsConfig), feature "sns", messages [Signing, InlineMaxBytes],
+    "sns" => Sns(ankusa_sink_aws::SnsConfig), feature "sns",
+        messages [Format, Signing, InlineMaxBytes],
         |c| ankusa_sink_aws::SnsSink::new(c).await;
     "kinesis" => Kinesis(ankusa_sink_aws::KinesisConfig), feature "kinesis",
         messages [InlineMaxBytes],
@@ -132,10 +134,11 @@ sinks! {
     "pubsub" => Pubsub(ankusa_sink_pubsub::PubSubConfig), feature "pubsub",
         messages [Format, Signing, InlineMaxBytes],
         |c| ankusa_sink_pubsub::PubSubSink::new(c).await;
-    "nats" => Nats(ankusa_sink_nats::NatsConfig), feature "nats", messages [Signing, InlineMaxBytes],
+    "nats" => Nats(ankusa_sink_nats::NatsConfig), feature "nats",
+        messages [Format, Signing, InlineMaxBytes],
         |c| infallible(ankusa_sink_nats::NatsSink::new(c));
     "redis" => Redis(ankusa_sink_redis::RedisConfig), feature "redis",
-        messages [Signing, InlineMaxBytes],
+        messages [Format, Signing, InlineMaxBytes],
         |c| ankusa_sink_redis::RedisSink::new(c);
     "mqtt" => Mqtt(ankusa_sink_mqtt::MqttConfig), feature "mqtt",
         messages [Format, Signing, InlineMaxBytes],
@@ -513,13 +516,13 @@ mod tests {
         ("http", &["format", "signing"]),
         ("kafka", &["format", "signing", "inline_max_bytes"]),
         ("amqp", &["format", "signing", "inline_max_bytes"]),
-        ("sqs", &["signing", "inline_max_bytes"]),
-        ("sns", &["signing", "inline_max_bytes"]),
+        ("sqs", &["format", "signing", "inline_max_bytes"]),
+        ("sns", &["format", "signing", "inline_max_bytes"]),
         ("kinesis", &["inline_max_bytes"]),
         ("eventbridge", &["inline_max_bytes"]),
         ("pubsub", &["format", "signing", "inline_max_bytes"]),
-        ("nats", &["signing", "inline_max_bytes"]),
-        ("redis", &["signing", "inline_max_bytes"]),
+        ("nats", &["format", "signing", "inline_max_bytes"]),
+        ("redis", &["format", "signing", "inline_max_bytes"]),
         ("mqtt", &["format", "signing", "inline_max_bytes"]),
     ];
 
@@ -589,20 +592,12 @@ mod tests {
                 "log.inline_max_bytes",
                 "log.signing",
                 "http.inline_max_bytes",
-                "sqs.format",
-                "sqs.cloudevents_type",
-                "sns.format",
-                "sns.cloudevents_type",
                 "kinesis.format",
                 "kinesis.cloudevents_type",
                 "kinesis.signing",
                 "eventbridge.format",
                 "eventbridge.cloudevents_type",
                 "eventbridge.signing",
-                "nats.format",
-                "nats.cloudevents_type",
-                "redis.format",
-                "redis.cloudevents_type",
             ]
         );
         // A supported option passes through to the adapter, which reads it.

@@ -1,11 +1,11 @@
 //! The always-valid configs of the two services without message attributes: a Kinesis
 //! stream and an EventBridge event bus, plus the shared [`AwsOptions`] minus the two options
-//! they cannot honour (`message_group_id`, `[signing]`).
+//! they cannot honour (`message_group_id`, `[signing]`, a CloudEvents `format`).
 
 use super::destination::refuse_unknown;
 use super::{AwsOptions, ConfigError, EVENTBRIDGE_MAX_ENTRY_BYTES, KINESIS_MAX_RECORD_BYTES};
-use ankusa_message::MessageOptions;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, Placeholder};
+use ankusa_message::{MessageOption, MessageOptions};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
@@ -23,8 +23,9 @@ const DEFAULT_DETAIL_TYPE: &str = "ankusa.message.v1";
 const DEFAULT_EVENT_BUS: &str = "default";
 
 /// Refuse the shared options a service without message attributes cannot honour: a
-/// message group (neither service has one) and signing (the signature travels in message
-/// attributes, which neither service has). Never a silent no-op.
+/// message group (neither service has one), signing (the signature travels in message
+/// attributes, which neither service has) and CloudEvents (these sinks send Message v1
+/// only). Never a silent no-op.
 fn refuse_attribute_options(sink: &'static str, options: &AwsOptions) -> Result<(), ConfigError> {
     if options.message_group_id.is_some() {
         return Err(ConfigError::Unsupported {
@@ -38,6 +39,13 @@ fn refuse_attribute_options(sink: &'static str, options: &AwsOptions) -> Result<
             option: "signing",
             sink,
             why: "it has no message attributes to carry the signature in",
+        });
+    }
+    if let Some(option) = options.message.key_set(MessageOption::Format) {
+        return Err(ConfigError::Unsupported {
+            option,
+            sink,
+            why: "it sends Message v1 only",
         });
     }
     Ok(())
@@ -372,6 +380,7 @@ impl EventBridgeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_message::cloudevents::{CloudEvents, Mode};
     use ankusa_message::signing::Signer;
     use std::num::NonZeroUsize;
 
@@ -466,6 +475,17 @@ mod tests {
                 }
             );
             assert!(!e.to_string().contains("MfKQ9r8"), "{e}");
+        }
+        let events = CloudEvents::new(Mode::Structured, "t.x").unwrap();
+        for e in [
+            KinesisConfig::new("s", opts().with_cloudevents(Some(events.clone()))).unwrap_err(),
+            EventBridgeConfig::new("app", opts().with_cloudevents(Some(events))).unwrap_err(),
+        ] {
+            assert!(
+                e.to_string()
+                    .starts_with("`format` is not supported by the "),
+                "{e}"
+            );
         }
         let e = KinesisConfig::new("s", opts().with_message_group_id("g")).unwrap_err();
         assert_eq!(
