@@ -3,6 +3,7 @@
 
 use crate::broker_url::BrokerUrl;
 use crate::config_error::ConfigError;
+use crate::connection::AmqpConnection;
 use ankusa_sink_core::cloudevents::{CloudEvents, Format};
 use ankusa_sink_core::message::DEFAULT_INLINE_MAX_BYTES;
 use ankusa_sink_core::signing::Signer;
@@ -110,7 +111,8 @@ fn check_short(what: &str, s: &str) -> Result<(), String> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Repr {
-    url: String,
+    #[serde(flatten)]
+    conn: AmqpConnection,
     exchange: String,
     #[serde(default)]
     exchange_type: ExchangeType,
@@ -128,10 +130,6 @@ struct Repr {
     confirm_timeout_ms: Option<u64>,
     #[serde(default)]
     max_inflight: Option<usize>,
-    #[serde(default)]
-    connect_timeout_ms: Option<u64>,
-    #[serde(default)]
-    allow_insecure: bool,
     #[serde(default)]
     signing: Option<Signer>,
     #[serde(default)]
@@ -168,7 +166,7 @@ impl TryFrom<Repr> for AmqpConfig {
     type Error = ConfigError;
 
     fn try_from(r: Repr) -> Result<Self, ConfigError> {
-        let mut c = AmqpConfig::create(&r.url, &r.exchange, r.allow_insecure)?
+        let mut c = AmqpConfig::create(&r.conn.url, &r.exchange, r.conn.allow_insecure)?
             .with_exchange_type(r.exchange_type)
             .with_declare_exchange(r.declare_exchange)?;
         c.routing_key = match (r.routing_key, r.routing_key_template) {
@@ -187,7 +185,7 @@ impl TryFrom<Repr> for AmqpConfig {
             "confirm_timeout",
         )?;
         c.connect_timeout_ms = ms(
-            r.connect_timeout_ms,
+            r.conn.connect_timeout_ms,
             c.connect_timeout_ms,
             "connect_timeout",
         )?;

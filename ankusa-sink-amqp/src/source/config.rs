@@ -3,6 +3,7 @@
 use crate::broker_url::BrokerUrl;
 use crate::config::short_string;
 use crate::config_error::ConfigError;
+use crate::connection::AmqpConnection;
 use ankusa_sink_core::timeout_ms;
 use serde::Deserialize;
 use std::num::{NonZeroU16, NonZeroU64};
@@ -15,16 +16,13 @@ const DEFAULT_CONNECT_TIMEOUT_MS: NonZeroU64 = NonZeroU64::new(5_000).unwrap();
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SourceRepr {
-    url: String,
+    #[serde(flatten)]
+    conn: AmqpConnection,
     queue: String,
     #[serde(default)]
     declare: bool,
     #[serde(default)]
     prefetch: Option<u16>,
-    #[serde(default)]
-    connect_timeout_ms: Option<u64>,
-    #[serde(default)]
-    allow_insecure: bool,
 }
 
 /// A valid AMQP source configuration (`type = "amqp"` in a `--from` file).
@@ -50,12 +48,12 @@ impl TryFrom<SourceRepr> for AmqpSourceConfig {
     type Error = ConfigError;
 
     fn try_from(r: SourceRepr) -> Result<Self, ConfigError> {
-        let mut c =
-            AmqpSourceConfig::create(&r.url, &r.queue, r.allow_insecure)?.with_declare(r.declare);
+        let mut c = AmqpSourceConfig::create(&r.conn.url, &r.queue, r.conn.allow_insecure)?
+            .with_declare(r.declare);
         if let Some(p) = r.prefetch {
             c.prefetch = Some(NonZeroU16::new(p).ok_or(ConfigError::Zero("prefetch"))?);
         }
-        if let Some(ms) = r.connect_timeout_ms {
+        if let Some(ms) = r.conn.connect_timeout_ms {
             c.connect_timeout_ms =
                 NonZeroU64::new(ms).ok_or(ConfigError::Zero("connect_timeout"))?;
         }

@@ -1,6 +1,7 @@
 //! The `type = "nats"` source config: the keys of a `--from` file and their checks.
 
-use crate::config::{Auth, ConfigError, NatsConfig, conn_keys};
+use crate::config::{Auth, ConfigError, NatsConfig};
+use crate::connection::NatsConnection;
 use ankusa_sink_core::Secret;
 use serde::Deserialize;
 use std::fmt;
@@ -16,18 +17,10 @@ pub const MIN_CREATED_ACK_WAIT: Duration = Duration::from_secs(30);
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SourceRepr {
-    url: String,
+    #[serde(flatten)]
+    conn: NatsConnection,
     stream: String,
     consumer: String,
-    user: Option<String>,
-    password: Option<Secret>,
-    token: Option<Secret>,
-    nkey_seed: Option<Secret>,
-    credentials_file: Option<PathBuf>,
-    tls_ca_file: Option<PathBuf>,
-    client_name: Option<String>,
-    timeout_ms: Option<NonZeroU64>,
-    connect_timeout_ms: Option<NonZeroU64>,
     ack_wait_ms: Option<NonZeroU64>,
 }
 
@@ -52,7 +45,7 @@ impl TryFrom<SourceRepr> for NatsSourceConfig {
     type Error = ConfigError;
 
     fn try_from(r: SourceRepr) -> Result<Self, ConfigError> {
-        let conn = NatsConfig::from_conn_keys(conn_keys!(r))?;
+        let conn = NatsConfig::from_connection(r.conn)?;
         check_name("stream", &r.stream)?;
         check_name("consumer", &r.consumer)?;
         Ok(NatsSourceConfig {
