@@ -473,6 +473,12 @@ impl Dispatcher {
         self.shared.index.contains_key(name)
     }
 
+    /// The (hook, sink) pairs a [`submit`](Self::submit) of `hook` makes: the deliveries
+    /// that will come for it. An unknown route or sink is the error `submit` would return.
+    pub fn pairs_of(&self, hook: &Hook) -> Result<usize, SubmitError> {
+        self.sinks_of(hook).map(|sinks| sinks.len())
+    }
+
     /// Stop intake, let attempts in flight finish within `grace`, and hand back every
     /// (hook, sink) pair not finished: waiting for a retry, held by an open breaker, not
     /// yet started, still in flight when the grace ran out, or dead-lettered with its dead

@@ -5,6 +5,7 @@ mod attempt;
 mod breaker;
 mod dead_letter;
 mod dispatcher;
+pub mod forward;
 pub mod metrics;
 mod policy;
 mod throttle;

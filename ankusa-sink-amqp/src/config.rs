@@ -3,6 +3,7 @@
 
 use crate::broker_url::BrokerUrl;
 use crate::config_error::ConfigError;
+use crate::connection::AmqpConnection;
 use ankusa_message::MessageOptions;
 use ankusa_message::cloudevents::CloudEvents;
 use ankusa_message::signing::Signer;
@@ -111,7 +112,8 @@ fn check_short(what: &str, s: &str) -> Result<(), String> {
 /// The operator's keys, exactly as written in a sink file (`type` already removed).
 #[derive(Deserialize)]
 struct Repr {
-    url: String,
+    #[serde(flatten)]
+    conn: AmqpConnection,
     exchange: String,
     #[serde(default)]
     exchange_type: ExchangeType,
@@ -127,10 +129,6 @@ struct Repr {
     confirm_timeout_ms: Option<u64>,
     #[serde(default)]
     max_inflight: Option<usize>,
-    #[serde(default)]
-    connect_timeout_ms: Option<u64>,
-    #[serde(default)]
-    allow_insecure: bool,
     /// `format`, `cloudevents_type`, `[signing]`, `inline_max_bytes`.
     #[serde(flatten)]
     message: MessageOptions,
@@ -168,7 +166,7 @@ impl TryFrom<Repr> for AmqpConfig {
         if let Some(k) = r.unknown.keys().next() {
             return Err(ConfigError::UnknownField(k.clone()));
         }
-        let mut c = AmqpConfig::create(&r.url, &r.exchange, r.allow_insecure)?
+        let mut c = AmqpConfig::create(&r.conn.url, &r.exchange, r.conn.allow_insecure)?
             .with_exchange_type(r.exchange_type)
             .with_declare_exchange(r.declare_exchange)?;
         c.routing_key = match (r.routing_key, r.routing_key_template) {
@@ -187,7 +185,7 @@ impl TryFrom<Repr> for AmqpConfig {
             "confirm_timeout",
         )?;
         c.connect_timeout_ms = ms(
-            r.connect_timeout_ms,
+            r.conn.connect_timeout_ms,
             c.connect_timeout_ms,
             "connect_timeout",
         )?;

@@ -4,6 +4,7 @@
 mod broker_url;
 mod config;
 mod config_error;
+mod connection;
 mod driver;
 mod error;
 mod outgoing;

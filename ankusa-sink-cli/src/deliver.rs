@@ -9,6 +9,7 @@ use crate::{
     UsageError,
 };
 use ankusa_claimcheck::ClaimStore;
+use ankusa_dispatch::forward::{Forward, ForwardEvent};
 use ankusa_dispatch::{
     BreakerConfig, Concurrency, DeadLetter, DeadLetterInfo, Delivery, DispatchConfig,
     DispatchPolicy, Dispatcher, Exponential, Hook, Outcome, SinkDispatch, SubmitError,
@@ -324,26 +325,22 @@ impl Run<'_> {
                 }
             }
             Read::InputError(msg) => *input_error = Some(msg),
-            Read::InvalidRecord(record) => {
+            Read::InvalidRecord { position, reason } => {
                 self.summary.invalid += 1;
                 let json = |out: &mut Vec<u8>| {
                     let l = crate::from_source::InvalidRecordLine {
-                        position: &record.position,
+                        position: &position,
                         outcome: "invalid",
-                        reason: &record.reason,
+                        reason: &reason,
                     };
                     serde_json::to_writer(out, &l).expect("serializes");
                 };
                 let human = format!(
                     "ankusa-sink: record {}: {}",
-                    escape_control(&record.position),
-                    escape_control(&record.reason)
+                    escape_control(&position),
+                    escape_control(&reason)
                 );
                 self.line(json, Some(human));
-                // Not stored, it is held and written again (and logged there).
-                let stop = self.stop_tx.subscribe();
-                crate::from_source::dead_letter_invalid(self.dead_letter.as_ref(), record, stop)
-                    .await;
             }
         }
     }
@@ -382,6 +379,7 @@ async fn run(
         input,
         dispatcher.clone(),
         names,
+        run.dead_letter.clone(),
         stop_tx.subscribe(),
         tx,
     ));

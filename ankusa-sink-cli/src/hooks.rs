@@ -24,18 +24,7 @@ pub(crate) struct NamedSink {
 }
 
 /// The hook of an envelope: attempts join the trace of the `traceparent` header the hook
-/// arrived with (and pass on its `tracestate`), if it carries a well-formed one.
+/// arrived with (and pass on its `tracestate`), as a forward from a source makes it.
 pub(crate) fn hook_of(env: impl Into<Arc<Envelope>>) -> Hook {
-    let env = env.into();
-    let tp = env.header("traceparent").map(str::to_owned);
-    let ts = env.header("tracestate").map(str::to_owned);
-    let hook = Hook::new(env);
-    let hook = match tp {
-        Some(tp) => hook.traceparent(tp),
-        None => hook,
-    };
-    match ts {
-        Some(ts) => hook.tracestate(ts),
-        None => hook,
-    }
+    ankusa_dispatch::forward::traced_hook(env)
 }

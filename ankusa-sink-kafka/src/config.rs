@@ -3,6 +3,7 @@
 //! The librdkafka properties it becomes are in `properties.rs`; the rules on extra
 //! properties it enforces, in `property_rules.rs`.
 
+use crate::connection::KafkaConnection;
 use crate::property_rules::{
     MAX_MESSAGE_MAX_BYTES, OWNED_PROPERTIES, RECORD_OVERHEAD, is_sensitive_property,
     is_unsafe_property, scrub,
@@ -186,22 +187,16 @@ impl TlsConfig {
 /// The operator's keys, exactly as written in a sink file (`type` already removed).
 #[derive(Deserialize)]
 struct Repr {
-    /// Also accepted as `brokers`, the key the sink registry documents.
-    #[serde(deserialize_with = "servers", alias = "brokers")]
-    bootstrap_servers: Vec<String>,
+    /// `bootstrap_servers` (also accepted as `brokers`, the key the sink registry
+    /// documents), `client_id`, `tls`, `sasl`, `properties`, `allow_insecure`.
+    #[serde(flatten)]
+    conn: KafkaConnection,
     topic: String,
     key: Option<String>,
     max_record_bytes: Option<NonZeroUsize>,
     produce_timeout_ms: Option<NonZeroU64>,
     #[serde(default)]
     compression: Compression,
-    client_id: Option<String>,
-    tls: Option<TlsConfig>,
-    sasl: Option<SaslConfig>,
-    #[serde(default)]
-    properties: BTreeMap<String, String>,
-    #[serde(default)]
-    allow_insecure: bool,
     /// `format`, `cloudevents_type`, `[signing]`, `inline_max_bytes`.
     #[serde(flatten)]
     message: MessageOptions,
@@ -263,18 +258,25 @@ impl TryFrom<Repr> for KafkaConfig {
         if let Some(k) = r.unknown.keys().next() {
             return Err(ConfigError::UnknownField(k.clone()));
         }
+        let bootstrap_servers = r
+            .conn
+            .bootstrap_servers
+            .ok_or(ConfigError::Missing("bootstrap_servers"))?;
         let config = KafkaConfig {
-            bootstrap_servers: r.bootstrap_servers,
+            bootstrap_servers,
             topic: r.topic,
             key: parse_key(r.key.as_deref().unwrap_or(DEFAULT_KEY))?,
             max_record_bytes: r.max_record_bytes.unwrap_or(DEFAULT_MAX_RECORD_BYTES),
             produce_timeout_ms: r.produce_timeout_ms.unwrap_or(DEFAULT_PRODUCE_TIMEOUT_MS),
             compression: r.compression,
-            client_id: r.client_id.unwrap_or_else(|| DEFAULT_CLIENT_ID.to_owned()),
-            tls: r.tls,
-            sasl: r.sasl,
-            properties: r.properties,
-            allow_insecure: r.allow_insecure,
+            client_id: r
+                .conn
+                .client_id
+                .unwrap_or_else(|| DEFAULT_CLIENT_ID.to_owned()),
+            tls: r.conn.tls,
+            sasl: r.conn.sasl,
+            properties: r.conn.properties,
+            allow_insecure: r.conn.allow_insecure,
             message: r.message,
         };
         config.checked()
@@ -595,6 +597,9 @@ pub enum ConfigError {
     /// A key the sink does not know.
     #[error("unknown field `{0}`")]
     UnknownField(String),
+    /// A required key is missing (named as serde names a missing field).
+    #[error("missing field `{0}`")]
+    Missing(&'static str),
     /// No broker given.
     #[error("bootstrap_servers must name at least one host:port")]
     NoBootstrapServers,

@@ -3,6 +3,7 @@
 
 mod client;
 mod config;
+mod connection;
 mod error;
 mod outgoing;
 mod properties;

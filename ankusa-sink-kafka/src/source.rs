@@ -3,15 +3,16 @@
 //! finished.
 
 use crate::client::Monitor;
-use crate::config::{ConfigError, KafkaConfig, SaslConfig, TlsConfig};
+use crate::config::{ConfigError, KafkaConfig};
+use crate::connection::KafkaConnection;
 use ankusa_source::{Ack, Record, Settle, Settlement, Source, SourceError, SourceOptions, Window};
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer,
 };
 use rdkafka::error::{KafkaError as RdKafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::{ClientContext, Message as _, Offset, TopicPartitionList, config::RDKafkaLogLevel};
-use serde::{Deserialize, Deserializer};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use serde::Deserialize;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -69,42 +70,37 @@ pub struct KafkaSourceConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SourceRepr {
-    #[serde(deserialize_with = "servers", alias = "bootstrap_servers")]
-    brokers: Vec<String>,
+    /// `brokers` (also accepted as `bootstrap_servers`), `client_id`, `tls`, `sasl`,
+    /// `properties`, `allow_insecure`: the sink's keys.
+    #[serde(flatten)]
+    conn: KafkaConnection,
     topic: String,
     group: String,
     #[serde(default)]
     start: Start,
-    client_id: Option<String>,
-    tls: Option<TlsConfig>,
-    sasl: Option<SaslConfig>,
-    #[serde(default)]
-    properties: BTreeMap<String, String>,
-    #[serde(default)]
-    allow_insecure: bool,
-}
-
-fn servers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    crate::config::servers(d)
 }
 
 impl TryFrom<SourceRepr> for KafkaSourceConfig {
     type Error = ConfigError;
 
     fn try_from(r: SourceRepr) -> Result<Self, ConfigError> {
-        for name in r.properties.keys() {
+        let conn = r.conn;
+        let brokers = conn
+            .bootstrap_servers
+            .ok_or(ConfigError::Missing("brokers"))?;
+        for name in conn.properties.keys() {
             if SOURCE_OWNED.contains(&name.as_str()) {
                 return Err(ConfigError::OwnedProperty(name.clone()));
             }
         }
-        let mut c = KafkaSourceConfig::new(r.brokers.join(","), r.topic, r.group)?;
-        if let Some(id) = r.client_id {
+        let mut c = KafkaSourceConfig::new(brokers.join(","), r.topic, r.group)?;
+        if let Some(id) = conn.client_id {
             c.conn.client_id = id;
         }
-        c.conn.tls = r.tls;
-        c.conn.sasl = r.sasl;
-        c.conn.properties = r.properties;
-        c.conn.allow_insecure = r.allow_insecure;
+        c.conn.tls = conn.tls;
+        c.conn.sasl = conn.sasl;
+        c.conn.properties = conn.properties;
+        c.conn.allow_insecure = conn.allow_insecure;
         c.conn = c.conn.checked()?;
         c.start = r.start;
         Ok(c)

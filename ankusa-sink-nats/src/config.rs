@@ -1,5 +1,6 @@
 //! The operator's keys (`Repr`), validated once into an always-valid [`NatsConfig`].
 
+use crate::connection::NatsConnection;
 use ankusa_message::MessageOptions;
 use ankusa_message::cloudevents::CloudEvents;
 use ankusa_message::signing::Signer;
@@ -20,18 +21,10 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The operator's keys, exactly as written in a sink file (`type` already removed).
 #[derive(Deserialize)]
 struct Repr {
-    url: String,
+    #[serde(flatten)]
+    conn: NatsConnection,
     subject: Option<String>,
     subject_template: Option<String>,
-    user: Option<String>,
-    password: Option<Secret>,
-    token: Option<Secret>,
-    nkey_seed: Option<Secret>,
-    credentials_file: Option<PathBuf>,
-    tls_ca_file: Option<PathBuf>,
-    client_name: Option<String>,
-    timeout_ms: Option<NonZeroU64>,
-    connect_timeout_ms: Option<NonZeroU64>,
     /// `format`, `cloudevents_type`, `[signing]`, `inline_max_bytes`.
     #[serde(flatten)]
     message: MessageOptions,
@@ -39,41 +32,6 @@ struct Repr {
     #[serde(flatten)]
     unknown: BTreeMap<String, IgnoredAny>,
 }
-
-/// The connection keys a sink file and a source file share: where, who, TLS, timeouts.
-pub(crate) struct ConnKeys {
-    pub(crate) url: String,
-    pub(crate) user: Option<String>,
-    pub(crate) password: Option<Secret>,
-    pub(crate) token: Option<Secret>,
-    pub(crate) nkey_seed: Option<Secret>,
-    pub(crate) credentials_file: Option<PathBuf>,
-    pub(crate) tls_ca_file: Option<PathBuf>,
-    pub(crate) client_name: Option<String>,
-    pub(crate) timeout_ms: Option<NonZeroU64>,
-    pub(crate) connect_timeout_ms: Option<NonZeroU64>,
-}
-
-/// The [`ConnKeys`] moved out of a file's representation (a sink's or a source's: both
-/// spell them alike, and serde's `flatten` cannot be combined with `deny_unknown_fields`).
-macro_rules! conn_keys {
-    ($r:ident) => {
-        $crate::config::ConnKeys {
-            url: $r.url,
-            user: $r.user,
-            password: $r.password,
-            token: $r.token,
-            nkey_seed: $r.nkey_seed,
-            credentials_file: $r.credentials_file,
-            tls_ca_file: $r.tls_ca_file,
-            client_name: $r.client_name,
-            timeout_ms: $r.timeout_ms,
-            connect_timeout_ms: $r.connect_timeout_ms,
-        }
-    };
-}
-#[cfg(feature = "source")]
-pub(crate) use conn_keys;
 
 /// How the sink proves who it is. At most one scheme per sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,7 +125,7 @@ impl TryFrom<Repr> for NatsConfig {
         if let Some(k) = r.unknown.keys().next() {
             return Err(ConfigError::UnknownField(k.clone()));
         }
-        let mut c = NatsConfig::from_conn_keys(conn_keys!(r))?;
+        let mut c = NatsConfig::from_connection(r.conn)?;
         c.subject = match (r.subject, r.subject_template) {
             (Some(s), None) => literal_subject(&s)?,
             (None, Some(t)) => template_subject(&t)?,
@@ -229,7 +187,7 @@ impl NatsConfig {
 
     /// The connection part of a sink or source file, validated (the subject a
     /// placeholder until the caller sets one).
-    pub(crate) fn from_conn_keys(k: ConnKeys) -> Result<Self, ConfigError> {
+    pub(crate) fn from_connection(k: NatsConnection) -> Result<Self, ConfigError> {
         let mut c = NatsConfig::parse_url(&k.url)?;
         let mut schemes = Vec::new();
         match (k.user, k.password) {

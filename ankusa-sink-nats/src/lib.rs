@@ -2,6 +2,7 @@
 #![deny(missing_docs)]
 
 mod config;
+mod connection;
 mod error;
 mod outgoing;
 mod sink;

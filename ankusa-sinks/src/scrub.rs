@@ -64,6 +64,16 @@ impl de::Error for FieldError {
         FieldError(format!("invalid value ({}): expected {exp}", kind(&unexp)))
     }
 
+    /// serde's wording; a table with a flattened part (an adapter's shared connection
+    /// keys) does not know the keys it expected, and says only which key is unknown.
+    fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
+        if expected.is_empty() {
+            FieldError(format!("unknown field `{field}`"))
+        } else {
+            FieldError(de::value::Error::unknown_field(field, expected).to_string())
+        }
+    }
+
     fn unknown_variant(_variant: &str, expected: &'static [&'static str]) -> Self {
         let list: Vec<String> = expected.iter().map(|v| format!("`{v}`")).collect();
         FieldError(format!(

@@ -1,28 +1,92 @@
 //! The `type`-tagged source config of `forward --from` and how it opens a source.
 
-#[cfg(any(feature = "kafka", feature = "amqp", feature = "nats"))]
-use crate::config::options;
 use crate::config::syntax;
 use crate::config_error::ConfigError;
 use crate::env::EnvAccess;
 use ankusa_source::{Source, SourceError, SourceOptions};
 
-/// Every source `type` this crate knows, compiled in or not.
-pub const KNOWN_SOURCE_TYPES: [&str; 3] = ["kafka", "amqp", "nats"];
+/// The source registry: one line per source `type`, in the order [`KNOWN_SOURCE_TYPES`]
+/// lists them, as the `sinks!` table of config.rs lists sinks:
+///
+/// `"type" => Variant(ConfigType), feature "cargo-feature", |config, options| open;`
+///
+/// where `open` connects from the adapter's config and the [`SourceOptions`] (it may
+/// `.await`) as a `Result<impl Source, E>` with `E: Into<SourceError>`.
+/// [`KNOWN_SOURCE_TYPES`], [`SourceConfig`], its parsing, `kind` and `open` all come from
+/// this table: adding a source type is one line here, plus its adapter's `source` feature
+/// in Cargo.toml (see CONTRIBUTING.md, "Adding a source").
+macro_rules! sources {
+    ($($ty:literal => $variant:ident($config:ty), feature $feature:literal,
+        |$c:ident, $o:ident| $open:expr;)*) => {
+        /// Every source `type` this crate knows, compiled in or not.
+        pub const KNOWN_SOURCE_TYPES: [&str; [$($ty),*].len()] = [$($ty),*];
 
-/// One durable source, by type, with its adapter's options.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum SourceConfig {
-    /// `type = "kafka"`: a topic read as a member of a consumer group.
-    #[cfg(feature = "kafka")]
-    Kafka(ankusa_sink_kafka::KafkaSourceConfig),
-    /// `type = "nats"`: a JetStream stream read through a durable pull consumer.
-    #[cfg(feature = "nats")]
-    Nats(ankusa_sink_nats::NatsSourceConfig),
-    /// `type = "amqp"`: a RabbitMQ queue, competing consumers with manual acks.
-    #[cfg(feature = "amqp")]
-    Amqp(ankusa_sink_amqp::AmqpSourceConfig),
+        /// One durable source, by type, with its adapter's options.
+        #[derive(Debug, Clone)]
+        #[non_exhaustive]
+        pub enum SourceConfig {
+            $(
+                #[doc = concat!("`type = \"", $ty, "\"`.")]
+                #[cfg(feature = $feature)]
+                $variant($config),
+            )*
+        }
+
+        impl SourceConfig {
+            /// The adapter's options for `ty`, one of [`KNOWN_SOURCE_TYPES`], from the rest
+            /// of the table.
+            fn parse_builtin(ty: String, value: toml::Value) -> Result<Self, SourceConfigError> {
+                let _ = &value;
+                match ty.as_str() {
+                    $(
+                        #[cfg(feature = $feature)]
+                        $ty => Ok(SourceConfig::$variant(crate::config::options($ty, value)?)),
+                        #[cfg(not(feature = $feature))]
+                        $ty => Err(SourceConfigError::NotCompiled {
+                            feature: $feature,
+                            ty,
+                        }),
+                    )*
+                    _ => Err(SourceConfigError::UnknownType(ty)),
+                }
+            }
+
+            /// The source type.
+            pub fn kind(&self) -> &'static str {
+                match *self {
+                    $(
+                        #[cfg(feature = $feature)]
+                        SourceConfig::$variant(_) => $ty,
+                    )*
+                }
+            }
+
+            /// Connect and start reading: records come from the source's `next`.
+            pub async fn open(&self, options: &SourceOptions) -> Result<Box<dyn Source>, SourceError> {
+                let _ = options;
+                match self {
+                    $(
+                        #[cfg(feature = $feature)]
+                        SourceConfig::$variant($c) => {
+                            let $o = options;
+                            Ok(Box::new($open.map_err(Into::<SourceError>::into)?))
+                        }
+                    )*
+                    #[allow(unreachable_patterns)]
+                    _ => unreachable!("a source config exists only for compiled-in types"),
+                }
+            }
+        }
+    };
+}
+
+sources! {
+    "kafka" => Kafka(ankusa_sink_kafka::KafkaSourceConfig), feature "kafka",
+        |c, o| ankusa_sink_kafka::KafkaSource::new(c, o);
+    "amqp" => Amqp(ankusa_sink_amqp::AmqpSourceConfig), feature "amqp",
+        |c, o| ankusa_sink_amqp::AmqpSource::new(c, o).await;
+    "nats" => Nats(ankusa_sink_nats::NatsSourceConfig), feature "nats",
+        |c, o| ankusa_sink_nats::NatsSource::open(c, o).await;
 }
 
 /// Why a source config was refused. Messages name the key, type or feature at fault and
@@ -102,63 +166,7 @@ impl SourceConfig {
         };
         let mut value = toml::Value::Table(table);
         crate::env::expand(&mut value, "", &EnvAccess::Any)?;
-        match ty.as_str() {
-            #[cfg(feature = "kafka")]
-            "kafka" => Ok(SourceConfig::Kafka(options("kafka", value)?)),
-            #[cfg(not(feature = "kafka"))]
-            "kafka" => Err(SourceConfigError::NotCompiled {
-                ty,
-                feature: "kafka",
-            }),
-            #[cfg(feature = "nats")]
-            "nats" => Ok(SourceConfig::Nats(options("nats", value)?)),
-            #[cfg(not(feature = "nats"))]
-            "nats" => Err(SourceConfigError::NotCompiled {
-                ty,
-                feature: "nats",
-            }),
-            #[cfg(feature = "amqp")]
-            "amqp" => Ok(SourceConfig::Amqp(options("amqp", value)?)),
-            #[cfg(not(feature = "amqp"))]
-            "amqp" => Err(SourceConfigError::NotCompiled {
-                feature: "amqp",
-                ty,
-            }),
-            _ => Err(SourceConfigError::UnknownType(ty)),
-        }
-    }
-
-    /// The source type.
-    pub fn kind(&self) -> &'static str {
-        match *self {
-            #[cfg(feature = "kafka")]
-            SourceConfig::Kafka(_) => "kafka",
-            #[cfg(feature = "nats")]
-            SourceConfig::Nats(_) => "nats",
-            #[cfg(feature = "amqp")]
-            SourceConfig::Amqp(_) => "amqp",
-        }
-    }
-
-    /// Connect and start reading: records come from the source's `next`.
-    pub async fn open(&self, options: &SourceOptions) -> Result<Box<dyn Source>, SourceError> {
-        let _ = options;
-        match self {
-            #[cfg(feature = "kafka")]
-            SourceConfig::Kafka(c) => {
-                Ok(Box::new(ankusa_sink_kafka::KafkaSource::new(c, options)?))
-            }
-            #[cfg(feature = "nats")]
-            SourceConfig::Nats(c) => Ok(Box::new(
-                ankusa_sink_nats::NatsSource::open(c, options).await?,
-            )),
-            #[cfg(feature = "amqp")]
-            SourceConfig::Amqp(c) => Ok(Box::new(
-                ankusa_sink_amqp::AmqpSource::new(c, options).await?,
-            )),
-            #[allow(unreachable_patterns)]
-            _ => unreachable!("a source config exists only for compiled-in types"),
-        }
+        Self::parse_builtin(ty, value)
     }
 }
 
@@ -173,6 +181,23 @@ mod tests {
         assert!(e("type = \"smoke-signal\"").contains("unknown source type `smoke-signal`"));
         let bad = e("type = \"kafka\"\nbrokers = \"secret-value");
         assert!(!bad.contains("secret-value"), "{bad}");
+    }
+
+    #[test]
+    fn every_known_source_type_parses_or_names_its_feature() {
+        // The CLI contract: the types and their order in error messages.
+        assert_eq!(KNOWN_SOURCE_TYPES, ["kafka", "amqp", "nats"]);
+        for ty in KNOWN_SOURCE_TYPES {
+            match SourceConfig::from_toml_str(&format!("type = \"{ty}\"")) {
+                Ok(c) => assert_eq!(c.kind(), ty),
+                Err(SourceConfigError::NotCompiled { ty: t, feature }) => {
+                    assert_eq!((t.as_str(), feature), (ty, ty));
+                }
+                // Compiled in: the adapter's own config wants more keys.
+                Err(SourceConfigError::Field { ty: t, .. }) => assert_eq!(t, ty),
+                Err(e) => panic!("{ty}: {e}"),
+            }
+        }
     }
 
     /// `examples/sources/kafka.toml` parses (its brokers from the environment).

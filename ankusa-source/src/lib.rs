@@ -1,6 +1,10 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
+mod memory;
+
+pub use memory::{MemorySource, Settlements};
+
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;

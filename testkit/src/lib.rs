@@ -339,6 +339,11 @@ pub fn run_blocking<H: Harness>(make: impl FnOnce(Case) -> H, case: Case) {
 ///   test runs. Use it when one case needs a different harness, e.g. an exclusive lock or a
 ///   private broker for `recovery`.
 ///
+/// Either form may start with `broker NAME, ADDR;` (`broker "RabbitMQ", "127.0.0.1:5672";
+/// |case| ...`): each test then first asks [`require_broker!`] whether it may use that
+/// broker (`ANKUSA_TEST_BROKERS=0` skips it with a `SKIP` line; otherwise a broker that
+/// cannot be reached fails it).
+///
 /// Each test runs its case on its own multi-threaded runtime ([`run_blocking`]); the
 /// calling crate needs no tokio macros.
 ///
@@ -353,11 +358,19 @@ pub fn run_blocking<H: Harness>(make: impl FnOnce(Case) -> H, case: Case) {
 /// ```
 #[macro_export]
 macro_rules! conformance_suite {
+    (broker $broker:expr, $addr:expr; |$case:ident| $make:expr) => {
+        $crate::__with_cases!($crate::__conformance_tests;
+            { $crate::require_broker!($broker, $addr); } |$case| $make);
+    };
+    (broker $broker:expr, $addr:expr; $make:expr) => {
+        $crate::__with_cases!($crate::__conformance_tests;
+            { $crate::require_broker!($broker, $addr); } |_| $make);
+    };
     (|$case:ident| $make:expr) => {
-        $crate::__with_cases!($crate::__conformance_tests; |$case| $make);
+        $crate::__with_cases!($crate::__conformance_tests; {} |$case| $make);
     };
     ($make:expr) => {
-        $crate::__with_cases!($crate::__conformance_tests; |_| $make);
+        $crate::__with_cases!($crate::__conformance_tests; {} |_| $make);
     };
 }
 
@@ -365,11 +378,12 @@ macro_rules! conformance_suite {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_tests {
-    ([|$case:pat_param| $make:expr] $($name:ident => $variant:ident : $run:path, $doc:literal;)*) => {
+    ([$guard:block |$case:pat_param| $make:expr] $($name:ident => $variant:ident : $run:path, $doc:literal;)*) => {
         $(
             #[doc = $doc]
             #[test]
             fn $name() {
+                $guard
                 $crate::run_blocking(|$case: $crate::Case| $make, $crate::Case::$variant);
             }
         )*

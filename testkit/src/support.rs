@@ -21,8 +21,10 @@
 //! assert!(logs.warnings()[0].starts_with("WARN message=sending in cleartext queue=orders-"));
 //! ```
 
+mod brokers;
 mod global;
 mod net;
+pub use brokers::{TEST_BROKERS_VAR, broker_enabled};
 pub(crate) use global::SecretScan;
 pub use global::{GlobalGuard, GlobalLayer, global_layer, install_global};
 pub use net::{TcpProxy, free_port};

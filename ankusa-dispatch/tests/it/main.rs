@@ -6,6 +6,7 @@ mod claims;
 mod classes;
 mod dead_letters;
 mod fanout;
+mod forward;
 mod http;
 mod routing;
 mod settings;

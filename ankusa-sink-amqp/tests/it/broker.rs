@@ -25,6 +25,7 @@ impl Drop for AppStopped {
 
 #[tokio::test]
 async fn recovers_after_broker_restart_without_rebuilding_the_sink() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = exclusive().await;
     let mut admin = Admin::new().await;
     let (x, q) = admin.topic_with_queue("#").await;
@@ -83,6 +84,7 @@ impl Drop for MemoryAlarm {
 
 #[tokio::test]
 async fn connection_blocked_is_throttled_and_unblocking_recovers() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = exclusive().await;
     let mut admin = Admin::new().await;
     let (x, q) = admin.topic_with_queue("#").await;
@@ -153,6 +155,7 @@ impl Drop for MaxMessageSize {
 
 #[tokio::test]
 async fn broker_refusing_the_size_on_publish_is_permanent() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = exclusive().await;
     let mut admin = Admin::new().await;
     let (x, q) = admin.topic_with_queue("#").await;

@@ -31,6 +31,7 @@ fn typed(f: &Failure) -> &AmqpError {
 
 #[tokio::test]
 async fn no_route_is_config_then_ok_after_bind() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let x = unique("x");
@@ -54,6 +55,7 @@ async fn no_route_is_config_then_ok_after_bind() {
 
 #[tokio::test]
 async fn deleted_exchange_is_config_and_the_sink_recovers() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let x = unique("x");
@@ -83,6 +85,7 @@ async fn deleted_exchange_is_config_and_the_sink_recovers() {
 
 #[tokio::test]
 async fn missing_exchange_is_config_for_check_and_deliver() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let x = unique("missing");
     let sink = sink(&x);
@@ -103,6 +106,7 @@ async fn missing_exchange_is_config_for_check_and_deliver() {
 
 #[tokio::test]
 async fn precondition_failed_on_declare_is_config() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let x = unique("x");
@@ -124,6 +128,7 @@ async fn precondition_failed_on_declare_is_config() {
 
 #[tokio::test]
 async fn restricted_user_refusals_are_config_and_never_leak_the_password() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let t = Tenant::new().await;
     let mut admin = Admin::connect(&t.guest_url()).await;
@@ -185,6 +190,7 @@ async fn restricted_user_refusals_are_config_and_never_leak_the_password() {
 
 #[tokio::test]
 async fn nack_from_reject_publish_queue_is_throttled() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let x = unique("x");
@@ -272,6 +278,7 @@ impl Drop for SuspendedQueue {
 
 #[tokio::test]
 async fn confirm_timeout_is_transient() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let (x, q) = admin.topic_with_queue("#").await;
@@ -295,6 +302,7 @@ async fn confirm_timeout_is_transient() {
 
 #[tokio::test]
 async fn connection_lost_is_transient_and_the_next_delivery_reconnects() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let (x, q) = admin.topic_with_queue("#").await;

@@ -572,4 +572,4 @@ impl Harness for AmqpHarness {
     }
 }
 
-ankusa_sink_testkit::conformance_suite!(|case| AmqpHarness::new(case));
+ankusa_sink_testkit::conformance_suite!(broker "RabbitMQ", broker_addr(); |case| AmqpHarness::new(case));

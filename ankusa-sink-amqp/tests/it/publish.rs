@@ -24,6 +24,7 @@ fn header(props: &lapin::BasicProperties, name: &str) -> Option<String> {
 
 #[tokio::test]
 async fn round_trip_body_properties_and_headers() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let (x, q) = admin.topic_with_queue("#").await;
@@ -113,6 +114,7 @@ fn env_plain(id: &str) -> Envelope {
 
 #[tokio::test]
 async fn static_and_template_routing_keys() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let x = unique("x");
@@ -148,6 +150,7 @@ async fn static_and_template_routing_keys() {
 
 #[tokio::test]
 async fn body_over_threshold_carries_the_claim() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let (x, q) = admin.topic_with_queue("#").await;
@@ -189,6 +192,7 @@ async fn body_over_threshold_carries_the_claim() {
 
 #[tokio::test]
 async fn five_hundred_concurrent_deliveries_pipeline_confirms() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let (x, q) = admin.topic_with_queue("#").await;
@@ -241,6 +245,7 @@ async fn five_hundred_concurrent_deliveries_pipeline_confirms() {
 
 #[tokio::test]
 async fn over_max_message_bytes_is_permanent_and_nothing_is_sent() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let (x, q) = admin.topic_with_queue("#").await;
@@ -277,6 +282,7 @@ async fn over_max_message_bytes_is_permanent_and_nothing_is_sent() {
 
 #[tokio::test]
 async fn check_passes_and_publishes_nothing() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let (x, q) = admin.topic_with_queue("#").await;
@@ -295,6 +301,7 @@ async fn check_passes_and_publishes_nothing() {
 
 #[tokio::test]
 async fn inserted_values_cannot_add_topic_words_or_wildcards() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let x = unique("x");
@@ -355,6 +362,7 @@ async fn inserted_values_cannot_add_topic_words_or_wildcards() {
 /// published and confirmed, each with its own outcome.
 #[test]
 fn deliveries_on_a_later_runtime_work_after_the_first_one_ends() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let first = current_thread_runtime();
     let _g = first.block_on(shared());
     let (mut admin, x) = first.block_on(async {
@@ -446,6 +454,7 @@ impl Drop for StallingProxy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_that_stops_reading_bounds_the_messages_waiting_to_be_written() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let (x, q) = admin.topic_with_queue("#").await;

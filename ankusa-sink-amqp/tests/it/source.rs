@@ -50,6 +50,7 @@ async fn settles_at(admin: &Admin, queue: &str, want: u32) {
 
 #[tokio::test]
 async fn records_are_read_and_acks_remove_them() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let q = admin.plain_queue().await;
@@ -84,6 +85,7 @@ async fn records_are_read_and_acks_remove_them() {
 
 #[tokio::test]
 async fn released_records_are_requeued_and_read_again() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let q = admin.plain_queue().await;
@@ -125,6 +127,7 @@ async fn released_records_are_requeued_and_read_again() {
 
 #[tokio::test]
 async fn the_window_bounds_unsettled_records_and_close_returns_them() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let q = admin.plain_queue().await;
@@ -158,6 +161,7 @@ async fn the_window_bounds_unsettled_records_and_close_returns_them() {
 
 #[tokio::test]
 async fn a_missing_queue_is_a_config_error() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let admin = Admin::new().await;
     let q = unique("absent");
@@ -179,6 +183,7 @@ async fn a_missing_queue_is_a_config_error() {
 
 #[tokio::test]
 async fn a_refused_login_is_a_config_error_without_the_password() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let q = admin.plain_queue().await;
@@ -197,6 +202,7 @@ async fn a_refused_login_is_a_config_error_without_the_password() {
 
 #[tokio::test]
 async fn declare_creates_a_durable_queue() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let q = unique("declared");
@@ -247,6 +253,7 @@ async fn close_connections_of(queue: &str) -> usize {
 
 #[tokio::test]
 async fn a_lost_connection_is_reopened_and_its_records_redelivered() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let q = admin.plain_queue().await;
@@ -318,6 +325,7 @@ async fn an_unreachable_broker_is_waited_for_not_an_error() {
 
 #[tokio::test]
 async fn a_queue_deleted_while_consuming_ends_the_source_with_a_config_error() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let q = admin.plain_queue().await;

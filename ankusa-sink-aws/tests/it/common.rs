@@ -23,6 +23,13 @@ pub(crate) fn moto() -> String {
     std::env::var("ANKUSA_MOTO_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
 }
 
+/// moto's `host:port` (of [`moto`]), for `require_broker!`.
+pub(crate) fn moto_addr() -> String {
+    let m = moto();
+    let rest = m.split_once("://").map_or(m.as_str(), |(_, r)| r);
+    rest.trim_end_matches('/').to_owned()
+}
+
 pub(crate) const ACCOUNT: &str = "123456789012";
 pub(crate) const REGION: &str = "us-east-1";
 

@@ -902,17 +902,17 @@ impl Service for EventBridge {
 }
 
 mod sqs {
-    ankusa_sink_testkit::conformance_suite!(super::AwsHarness::<super::Sqs>::default());
+    ankusa_sink_testkit::conformance_suite!(broker "moto", super::moto_addr(); super::AwsHarness::<super::Sqs>::default());
 }
 
 mod sns {
-    ankusa_sink_testkit::conformance_suite!(super::AwsHarness::<super::Sns>::default());
+    ankusa_sink_testkit::conformance_suite!(broker "moto", super::moto_addr(); super::AwsHarness::<super::Sns>::default());
 }
 
 mod kinesis {
-    ankusa_sink_testkit::conformance_suite!(super::AwsHarness::<super::Kinesis>::default());
+    ankusa_sink_testkit::conformance_suite!(broker "moto", super::moto_addr(); super::AwsHarness::<super::Kinesis>::default());
 }
 
 mod eventbridge {
-    ankusa_sink_testkit::conformance_suite!(super::AwsHarness::<super::EventBridge>::default());
+    ankusa_sink_testkit::conformance_suite!(broker "moto", super::moto_addr(); super::AwsHarness::<super::EventBridge>::default());
 }

@@ -22,6 +22,7 @@ async fn sink(bus: &str, options: AwsOptions) -> EventBridgeSink {
 
 #[tokio::test]
 async fn round_trip_detail_source_and_detail_type() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let bus = unique("bus");
     let url = bus_to_queue(&bus, SOURCE).await;
     let cfg = EventBridgeConfig::new(SOURCE, options(&moto()))
@@ -73,6 +74,7 @@ async fn counted(bus: &str, options: AwsOptions) -> (EventBridgeSink, RequestCou
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_deliveries_share_put_events_and_all_arrive() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let bus = unique("bus");
     let url = bus_to_queue(&bus, SOURCE).await;
     let batch = AwsBatch::default().with_linger(Duration::from_millis(200));
@@ -101,6 +103,7 @@ async fn batched_deliveries_share_put_events_and_all_arrive() {
 
 #[tokio::test]
 async fn missing_bus_is_config_on_delivery_and_check() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let s = sink(&unique("absent"), options(&moto())).await;
     let e = env("h-missing", b"{}");
     let res = s.deliver(&e, &ctx(&e)).await;
@@ -116,6 +119,7 @@ async fn missing_bus_is_config_on_delivery_and_check() {
 
 #[tokio::test]
 async fn check_passes_and_puts_nothing() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let bus = unique("bus");
     let url = bus_to_queue(&bus, SOURCE).await;
     let s = sink(&bus, options(&moto())).await;
@@ -128,6 +132,7 @@ async fn check_passes_and_puts_nothing() {
 
 #[tokio::test]
 async fn over_max_message_bytes_is_permanent_and_not_sent() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let bus = unique("bus");
     let url = bus_to_queue(&bus, SOURCE).await;
     let opts = options(&moto())
@@ -163,6 +168,7 @@ fn hook_ids_of_events(got: &[Received]) -> Vec<String> {
 
 #[tokio::test]
 async fn describe_and_capabilities_name_the_bus_never_credentials() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let planted =
         ankusa_sink_aws::StaticCredentials::new("AKIAPLANTEDKEYID0000", "planted-secret-value");
     let s = sink("orders", options(&moto()).with_credentials(planted)).await;

@@ -128,6 +128,7 @@ async fn iam_denials_are_config_for_kinesis_and_eventbridge() {
 
 #[tokio::test]
 async fn iam_denials_are_config_for_sqs_and_sns() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     // Four unauthenticated actions: CreateQueue, CreateTopic, CreateUser, CreateAccessKey.
     let moto = tokio::task::spawn_blocking(|| start_moto(4)).await.unwrap();
     let ep = moto.endpoint.clone();

@@ -26,6 +26,7 @@ async fn moto_stream() -> String {
 
 #[tokio::test]
 async fn round_trip_data_and_partition_key() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let stream = moto_stream().await;
     let s = sink(&stream, options(&kinesis_moto())).await;
     let e = env("h-k1", br#"{"type":"charge.succeeded"}"#);
@@ -79,6 +80,7 @@ async fn counted(stream: &str, options: AwsOptions) -> (KinesisSink, RequestCoun
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_deliveries_share_put_records_and_all_arrive() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let stream = moto_stream().await;
     let batch = AwsBatch::default().with_linger(Duration::from_millis(200));
     let (s, counter) = counted(&stream, options(&kinesis_moto()).with_batch(batch)).await;
@@ -106,6 +108,7 @@ async fn batched_deliveries_share_put_records_and_all_arrive() {
 
 #[tokio::test]
 async fn missing_stream_is_config_on_delivery_and_check() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let s = sink(&unique("absent"), options(&kinesis_moto())).await;
     let e = env("h-missing", b"{}");
     let res = s.deliver(&e, &ctx(&e)).await;
@@ -122,6 +125,7 @@ async fn missing_stream_is_config_on_delivery_and_check() {
 
 #[tokio::test]
 async fn check_passes_and_writes_nothing() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let stream = moto_stream().await;
     let s = sink(&stream, options(&kinesis_moto())).await;
     assert_eq!(s.check().await.unwrap(), Check::Passed);
@@ -135,6 +139,7 @@ async fn check_passes_and_writes_nothing() {
 
 #[tokio::test]
 async fn over_max_message_bytes_is_permanent_and_not_sent() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let stream = moto_stream().await;
     let opts = options(&kinesis_moto())
         .with_max_message_bytes(NonZeroUsize::new(8192).unwrap())
@@ -162,6 +167,7 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
 
 #[tokio::test]
 async fn describe_and_capabilities_name_the_stream_never_credentials() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let planted =
         ankusa_sink_aws::StaticCredentials::new("AKIAPLANTEDKEYID0000", "planted-secret-value")
             .with_session_token("planted-session-token");

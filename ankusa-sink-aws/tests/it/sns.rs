@@ -49,6 +49,7 @@ async fn counted(cfg: SnsConfig) -> (SnsSink, RequestCounter) {
 
 #[tokio::test]
 async fn round_trip_through_a_raw_sqs_subscription() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let (sqs, url, arn) = topic(false).await;
     let s = sink(&arn, options(&moto())).await;
     let e = env("h-sns", br#"{"type":"push"}"#);
@@ -76,6 +77,7 @@ async fn round_trip_through_a_raw_sqs_subscription() {
 
 #[tokio::test]
 async fn fifo_topic_gets_group_and_dedup_ids() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let (sqs, url, arn) = topic(true).await;
     let s = sink(&arn, options(&moto())).await;
     let e = env("h-snsfifo", b"{}");
@@ -93,6 +95,7 @@ async fn fifo_topic_gets_group_and_dedup_ids() {
 
 #[tokio::test]
 async fn missing_topic_is_config() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let arn = format!("arn:aws:sns:{REGION}:{ACCOUNT}:{}", unique("missing"));
     let s = sink(&arn, options(&moto())).await;
     let e = env("h-nt", b"{}");
@@ -104,6 +107,7 @@ async fn missing_topic_is_config() {
 
 #[tokio::test]
 async fn check_passes_and_publishes_nothing() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let (sqs, url, arn) = topic(false).await;
     let s = sink(&arn, options(&moto())).await;
     assert_eq!(s.check().await.unwrap(), Check::Passed);
@@ -113,6 +117,7 @@ async fn check_passes_and_publishes_nothing() {
 
 #[tokio::test]
 async fn oversize_is_permanent_from_sns_and_before_sending() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let (sqs, url, arn) = topic(false).await;
     // Over SNS's 256 KiB (moto's limit) with the pre-check raised to 1 MiB: SNS refuses it.
     let big_opts = options(&moto())
@@ -149,6 +154,7 @@ async fn oversize_is_permanent_from_sns_and_before_sending() {
 
 #[tokio::test]
 async fn a_batch_with_a_refused_entry_answers_each_delivery() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let (sqs, url, arn) = topic(false).await;
     let opts = options(&moto())
         .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap())
@@ -170,6 +176,7 @@ async fn a_batch_with_a_refused_entry_answers_each_delivery() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_deliveries_none_lost() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     const N: usize = 500;
     let (sqs, url, arn) = topic(false).await;
     let opts =
@@ -192,6 +199,7 @@ async fn batched_deliveries_none_lost() {
 
 #[tokio::test]
 async fn describe_names_the_topic_never_credentials() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let planted =
         ankusa_sink_aws::StaticCredentials::new("AKIAPLANTEDKEYID0000", "planted-secret-value");
     let s = sink(
@@ -286,6 +294,7 @@ fn no_subscription(res: &Result<(), ankusa_sink_core::Failure>) -> bool {
 
 #[tokio::test]
 async fn a_topic_without_a_subscription_reaches_nobody() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let (sns, arn) = bare_topic().await;
     let plain = sink(&arn, options(&moto())).await;
     let check = plain.check().await.map(|_| ());

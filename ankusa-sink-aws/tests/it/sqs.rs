@@ -30,6 +30,7 @@ async fn sink(url: &str, options: AwsOptions) -> SqsSink {
 
 #[tokio::test]
 async fn round_trip_body_and_attributes() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let (admin, url) = moto_queue(&[], false).await;
     let s = sink(&url, options(&moto())).await;
     let e = env("h-rt", br#"{"type":"charge.succeeded"}"#);
@@ -57,6 +58,7 @@ async fn round_trip_body_and_attributes() {
 
 #[tokio::test]
 async fn fifo_group_and_dedup_ids() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let (admin, url) = moto_queue(&[(QueueAttributeName::FifoQueue, "true")], true).await;
     let s = sink(&url, options(&moto())).await;
     let e = env("h-fifo", b"{}");
@@ -92,6 +94,7 @@ async fn fifo_group_and_dedup_ids() {
 
 #[tokio::test]
 async fn missing_queue_is_config() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let url = format!("{}/{ACCOUNT}/{}", moto(), unique("missing"));
     let s = sink(&url, options(&moto())).await;
     let e = env("h-missing", b"{}");
@@ -106,6 +109,7 @@ async fn missing_queue_is_config() {
 
 #[tokio::test]
 async fn oversize_is_permanent_from_the_queue_and_before_sending() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let (admin, url) = moto_queue(&[(QueueAttributeName::MaximumMessageSize, "1024")], false).await;
     let s = sink(&url, options(&moto())).await;
     let e = env("h-big", &[b'x'; 2000]);
@@ -148,6 +152,7 @@ async fn oversize_is_permanent_from_the_queue_and_before_sending() {
 
 #[tokio::test]
 async fn check_passes_or_is_config_and_sends_nothing() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let (admin, url) = moto_queue(&[], false).await;
     let s = sink(&url, options(&moto())).await;
     assert_eq!(s.check().await.unwrap(), Check::Passed);
@@ -164,6 +169,7 @@ async fn check_passes_or_is_config_and_sends_nothing() {
 
 #[tokio::test]
 async fn describe_names_the_queue_never_credentials() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let url = format!("{}/{ACCOUNT}/orders.fifo", moto());
     let planted =
         ankusa_sink_aws::StaticCredentials::new("AKIAPLANTEDKEYID0000", "planted-secret-value")
@@ -202,6 +208,7 @@ async fn counted_sink(url: &str, options: AwsOptions) -> (SqsSink, RequestCounte
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_thousand_batched_deliveries_none_lost() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     const N: usize = 5_000;
     // moto's SendMessage and ReceiveMessage slow down as one queue grows (quadratic
     // overall), so the 5,000 deliveries go to 100 queues of 50, one sink each; every
@@ -263,6 +270,7 @@ async fn five_thousand_batched_deliveries_none_lost() {
 
 #[tokio::test]
 async fn unbatched_without_ctx_batch() {
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let (admin, url) = moto_queue(&[], false).await;
     let (s, counter) = counted_sink(&url, options(&moto())).await;
     for i in 0..3 {

@@ -26,8 +26,9 @@ pub(super) enum Read {
     },
     /// The input could not be read further.
     InputError(String),
-    /// A source record that is not a hook: reported, dead-lettered, acknowledged.
-    InvalidRecord(crate::from_source::InvalidRecord),
+    /// A source record that is not a hook: reported here; the forward dead-letters and
+    /// acknowledges it.
+    InvalidRecord { position: String, reason: String },
 }
 
 /// Where the hooks come from.
@@ -111,6 +112,7 @@ pub(super) async fn read_and_submit(
     input: Input,
     dispatcher: Dispatcher,
     names: Vec<String>,
+    dead_letter: Option<DeadLetter>,
     mut stop: watch::Receiver<Option<Stop>>,
     tx: mpsc::UnboundedSender<Read>,
 ) -> Option<Box<dyn ankusa_source::Source>> {
@@ -118,20 +120,54 @@ pub(super) async fn read_and_submit(
     match input {
         Input::One(hook) => submit(*hook, None).await,
         Input::Source {
-            mut source,
+            source,
             claims,
             max_line,
         } => {
-            read_source(
-                &mut *source,
-                claims.as_ref(),
-                max_line,
-                &mut stop,
-                &tx,
-                |hook| submit(hook, None),
-            )
-            .await;
-            source.stop();
+            let mut forward = Forward::new(source, dispatcher.clone())
+                .max_record_bytes(max_line, "--max-line-bytes")
+                .envelope_parser(ankusa_sinks::from_json_value::<Envelope>);
+            if let Some(store) = claims {
+                forward = forward.claim_store(store);
+            }
+            if let Some(dl) = dead_letter {
+                forward = forward.dead_letter(dl);
+            }
+            let stopper = forward.stopper();
+            if stop.borrow().is_some() {
+                stopper.stop();
+            }
+            // Lives on after the intake: a stop still releases an undecodable record whose
+            // dead letter is being written again.
+            tokio::spawn(async move {
+                if stop.wait_for(Option::is_some).await.is_ok() {
+                    stopper.stop();
+                }
+            });
+            let source = forward
+                .read(|e| {
+                    let read = match e {
+                        ForwardEvent::Submitted { pairs, .. } => {
+                            Read::Submitted { pairs, line: None }
+                        }
+                        ForwardEvent::NotTaken { hook, .. } => Read::NotTaken {
+                            id: hook.envelope().id().to_owned(),
+                            sinks: match hook_sink(&hook) {
+                                Some(s) => vec![s],
+                                None => names.clone(),
+                            },
+                            line: None,
+                        },
+                        ForwardEvent::Invalid { position, reason } => {
+                            Read::InvalidRecord { position, reason }
+                        }
+                        ForwardEvent::Failed(e) => Read::InputError(e.to_string()),
+                        // A future event this run does not report.
+                        _ => return,
+                    };
+                    let _ = tx.send(read);
+                })
+                .await;
             return Some(source);
         }
         Input::Lines {
@@ -190,55 +226,6 @@ pub(super) async fn read_and_submit(
         }
     }
     None
-}
-
-/// Records from a durable source until the run stops or the source fails: each hook is
-/// submitted with its record's ack handle, each record that is not a hook (or is longer
-/// than `max_line`, never decoded) reported.
-pub(super) async fn read_source<F, Fut>(
-    source: &mut dyn ankusa_source::Source,
-    claims: Option<&ClaimStore>,
-    max_line: usize,
-    stop: &mut watch::Receiver<Option<Stop>>,
-    tx: &mpsc::UnboundedSender<Read>,
-    submit: F,
-) where
-    F: Fn(Hook) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    use crate::from_source::{Decoded, InvalidRecord, decode};
-    loop {
-        if stop.borrow().is_some() {
-            return;
-        }
-        let next = tokio::select! {
-            biased;
-            _ = stop.wait_for(Option::is_some) => return,
-            r = source.next() => r,
-        };
-        let record = match next {
-            None => return,
-            Some(Err(e)) => {
-                let _ = tx.send(Read::InputError(format!("the source failed: {e}")));
-                return;
-            }
-            Some(Ok(r)) => r,
-        };
-        let decoded = match crate::from_source::too_long(record.payload.len(), max_line) {
-            Some(reason) => Decoded::Invalid(reason),
-            None => decode(&record.payload, claims).await,
-        };
-        match decoded {
-            Decoded::Hook(hook) => submit(hook.source_ack(record.ack)).await,
-            Decoded::Invalid(reason) => {
-                let _ = tx.send(Read::InvalidRecord(InvalidRecord::new(record, reason)));
-            }
-            Decoded::Later(reason) => {
-                tracing::warn!(position = %record.position, "{reason}; released to the source");
-                record.ack.release();
-            }
-        }
-    }
 }
 
 /// The one sink a hook is bound to (a dead-letter replay), if any.

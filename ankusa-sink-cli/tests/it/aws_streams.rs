@@ -24,6 +24,7 @@ const MOTO: &str = "region = \"us-east-1\"\nendpoint = \"http://127.0.0.1:4566\"
 
 #[test]
 fn kinesis_and_eventbridge_deliver_what_boto3_reads_back() {
+    needs!("moto");
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/interop/aws_streams_read.py");
     let out = Command::new(python())
@@ -74,6 +75,7 @@ fn the_example_files_build() {
 
 #[test]
 fn a_missing_stream_or_bus_is_config_and_signing_is_refused() {
+    needs!("moto");
     let stream = temp_file(
         "kinesis.toml",
         &format!(

@@ -45,6 +45,7 @@ fn ok_lines(out: &std::process::Output) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_hooks_swap_to_rabbitmq_by_config_only() {
+    needs!("RabbitMQ");
     let hooks = temp_file(
         "hooks.jsonl",
         &text(&run(&["gen", "--count", "20", "--size", "300"]).stdout),
@@ -112,6 +113,7 @@ async fn the_same_hooks_swap_to_rabbitmq_by_config_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn amqp_missing_exchange_is_config() {
+    needs!("RabbitMQ");
     let f = temp_file(
         "amqp.toml",
         &format!(
@@ -137,6 +139,7 @@ fn as_byte_list(bytes: &[u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unroutable_hook_never_logs_its_body_or_the_login_even_at_trace() {
+    needs!("RabbitMQ");
     let (_conn, ch) = amqp_channel().await;
     // An exchange with no queue bound: the mandatory publish comes back 312 NO_ROUTE.
     let exchange = unique_name("cli-noroute");
@@ -205,6 +208,7 @@ fn kafka_sink(topic: &str) -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_from_a_config_file() {
+    needs!("Kafka");
     let topic = Topic::create(1).await;
     check_then_deliver(&kafka_sink(&topic.name), "k-1", &[]);
     check_says_config(&kafka_sink(&format!("{}-missing", topic.name)), &[]);
@@ -255,6 +259,7 @@ const AWS_ENV: [(&str, &str); 3] = [
 
 #[test]
 fn sqs_and_sns_from_config_files() {
+    needs!("moto");
     let q = unique_name("cli-q");
     let queue_url = xml_field(
         &moto(

@@ -59,6 +59,7 @@ fn files_under(dir: &Path) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_hook_travels_as_a_claim_checked_in_once_for_two_sinks() {
+    needs!("RabbitMQ");
     let (_conn, ch) = amqp_channel().await;
     let (qa, a) = queue_sink(&ch, &unique_name("cli-a")).await;
     let (qb, b) = queue_sink(&ch, &unique_name("cli-b")).await;
@@ -110,6 +111,7 @@ async fn a_large_hook_travels_as_a_claim_checked_in_once_for_two_sinks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_run_gives_one_line_per_hook_read_and_loses_none() {
+    needs!("RabbitMQ");
     let (_conn, ch) = amqp_channel().await;
     let name = unique_name("cli-s");
     let (queue, sink) = queue_sink(&ch, &name).await;

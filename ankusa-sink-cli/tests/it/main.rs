@@ -1,5 +1,13 @@
 //! End to end through the `ankusa-sink` binary.
 
+/// Return from the test unless it may use each broker named (`ANKUSA_TEST_BROKERS`: 0
+/// skips it with a `SKIP` line; 1 or unset fails it when one cannot be reached).
+macro_rules! needs {
+    ($($broker:literal),+) => {
+        $(ankusa_sink_testkit::require_broker!($broker, crate::broker_addr($broker));)+
+    };
+}
+
 mod asyncapi;
 mod aws_streams;
 mod brokers;
@@ -79,6 +87,29 @@ fn forward_log(input: &Path, extra: &[&str]) -> Output {
     ];
     args.extend_from_slice(extra);
     run(&args)
+}
+
+/// `host:port` of a broker the tests use, by the name `needs!` gives it.
+fn broker_addr(broker: &str) -> String {
+    match broker {
+        "Kafka" => from_kafka::brokers()
+            .split(',')
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+        "RabbitMQ" => {
+            let url = amqp_url();
+            let after_login = url.rsplit('@').next().unwrap_or_default().to_owned();
+            let host = after_login.trim_start_matches("amqp://");
+            host.split('/').next().unwrap_or_default().to_owned()
+        }
+        "NATS" => "127.0.0.1:4222".to_owned(),
+        "Redis" => "127.0.0.1:6379".to_owned(),
+        "Mosquitto" => "127.0.0.1:1883".to_owned(),
+        "Pub/Sub emulator" => "127.0.0.1:8085".to_owned(),
+        "moto" => "127.0.0.1:4566".to_owned(),
+        other => panic!("no address for the broker {other}"),
+    }
 }
 
 /// RabbitMQ: `ANKUSA_AMQP_URL`, default the broker the test script starts.

@@ -55,6 +55,7 @@ impl Reader {
 
 #[test]
 fn mqtt_from_a_config_file_read_back_by_paho() {
+    needs!("Mosquitto");
     let topic = format!("cli/{}", unique_name("mqtt"));
     let reader = Reader::start(&topic, 21);
     let f = temp_file(
@@ -102,6 +103,7 @@ fn mqtt_from_a_config_file_read_back_by_paho() {
 
 #[test]
 fn mqtt_topic_without_subscriber_is_config_and_never_shows_the_password() {
+    needs!("Mosquitto");
     let f = temp_file(
         "mqtt.toml",
         &format!(

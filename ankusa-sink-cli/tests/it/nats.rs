@@ -6,6 +6,7 @@ use ankusa_sink_testkit::support::unique_name;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delivers_to_a_jetstream_stream_by_config_only() {
+    needs!("NATS");
     let (js, name, subject) = nats_stream("cli-nats").await;
     // The token comes from the environment; the server has no auth and ignores it.
     let sink = temp_file(

@@ -370,6 +370,7 @@ fn the_dead_letter_file_is_private_never_a_symlink_and_keeps_no_credentials() {
 
 #[test]
 fn from_a_durable_source_an_unwritable_dead_letter_holds_its_hook_and_pauses_intake() {
+    needs!("RabbitMQ");
     const N: usize = 40;
     let hooks = envelopes(&unique_name("held"), N);
     let queue = Broker::new();
@@ -585,6 +586,7 @@ fn an_outage_is_logged_and_its_held_hooks_counted_as_waiting() {
 
 #[test]
 fn an_undecodable_record_whose_dead_letter_cannot_be_written_is_held_not_looped() {
+    needs!("RabbitMQ");
     let queue = Broker::new();
     queue.publish([&b"not json"[..]]);
     let source = queue.source_file("");

@@ -44,6 +44,7 @@ fn config(topic: &str) -> std::path::PathBuf {
 
 #[test]
 fn pubsub_from_a_config_file() {
+    needs!("Pub/Sub emulator");
     let topic = unique_name("cli");
     assert_eq!(
         rest("PUT", &format!("/v1/projects/ankusa-cli/topics/{topic}")),

@@ -31,6 +31,7 @@ async fn conn() -> redis::aio::MultiplexedConnection {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_stream_from_a_config_file_read_back() {
+    needs!("Redis");
     let stream = unique_name("cli-stream");
     let f = temp_file(
         "redis.toml",
@@ -88,6 +89,7 @@ async fn redis_stream_from_a_config_file_read_back() {
 
 #[test]
 fn redis_channel_without_subscriber_is_config_and_never_shows_the_password() {
+    needs!("Redis");
     let host = redis_url().trim_start_matches("redis://").to_owned();
     let f = temp_file(
         "redis.toml",

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// The real broker: `ANKUSA_KAFKA_BROKERS`, default tansu from `scripts/services/kafka.sh`.
 pub(crate) fn brokers() -> String {
     let b = std::env::var("ANKUSA_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into());
-    let first = b.split(',').next().unwrap_or_default().to_owned();
+    let first = broker_addr();
     assert!(
         std::net::TcpStream::connect_timeout(
             &first.parse().expect("ANKUSA_KAFKA_BROKERS: host:port"),
@@ -27,6 +27,12 @@ pub(crate) fn brokers() -> String {
         "no Kafka broker at {first}: run scripts/services/kafka.sh (or set ANKUSA_KAFKA_BROKERS)"
     );
     b
+}
+
+/// The real broker's first `host:port`, for `require_broker!`.
+pub(crate) fn broker_addr() -> String {
+    let b = std::env::var("ANKUSA_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into());
+    b.split(',').next().unwrap_or_default().to_owned()
 }
 
 /// A topic name (or client id) unique to this run and call.

@@ -514,4 +514,4 @@ impl Harness for KafkaHarness {
     }
 }
 
-ankusa_sink_testkit::conformance_suite!(KafkaHarness::new());
+ankusa_sink_testkit::conformance_suite!(broker "Kafka", broker_addr(); KafkaHarness::new());

@@ -30,6 +30,7 @@ async fn row_unreachable_broker_fails_transient_within_the_produce_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovers_after_a_broker_restart() {
+    ankusa_sink_testkit::require_broker!("Kafka", broker_addr());
     crate::common::trace();
     let mut broker = Tansu::start(&[]);
     let topic = unique_topic("restart");
@@ -74,6 +75,7 @@ async fn recovers_after_a_broker_restart() {
 /// retry loop, and the password appears nowhere in the failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn row_sasl_authentication_failure_is_config() {
+    ankusa_sink_testkit::require_broker!("Kafka", broker_addr());
     crate::common::trace();
     let broker = Tansu::start(&["--authentication"]);
     for mechanism in [

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_trip_value_key_headers_timestamp() {
+    ankusa_sink_testkit::require_broker!("Kafka", broker_addr());
     let topic = Topic::new("rt", 1).await;
     let sink = topic.sink();
     let env = envelope("h1", r#"{"type":"charge.succeeded"}"#);
@@ -53,6 +54,7 @@ async fn round_trip_value_key_headers_timestamp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_tenant_static_and_template_keys() {
+    ankusa_sink_testkit::require_broker!("Kafka", broker_addr());
     let topic = Topic::new("keys", 1).await;
     let bare = ankusa_sink_core::Envelope::builder("h2", "gh", "{}")
         .received_at(5)
@@ -87,6 +89,7 @@ async fn no_tenant_static_and_template_keys() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_thousand_concurrent_deliveries_none_lost() {
+    ankusa_sink_testkit::require_broker!("Kafka", broker_addr());
     const N: usize = 5_000;
     let topic = Topic::new("load", 3).await;
     let sink = Arc::new(topic.sink());
@@ -128,6 +131,7 @@ async fn five_thousand_concurrent_deliveries_none_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_over_threshold_carries_the_claim() {
+    ankusa_sink_testkit::require_broker!("Kafka", broker_addr());
     let topic = Topic::new("claim", 1).await;
     let sink = KafkaSink::new(
         topic
@@ -162,6 +166,7 @@ async fn body_over_threshold_carries_the_claim() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn row_over_max_record_bytes_is_permanent_and_nothing_is_produced() {
+    ankusa_sink_testkit::require_broker!("Kafka", broker_addr());
     let topic = Topic::new("size", 1).await;
     let sink = KafkaSink::new(
         topic
@@ -189,6 +194,7 @@ async fn row_over_max_record_bytes_is_permanent_and_nothing_is_produced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_passes_for_an_existing_topic_and_produces_nothing() {
+    ankusa_sink_testkit::require_broker!("Kafka", broker_addr());
     let topic = Topic::new("check", 2).await;
     let sink = topic.sink();
     assert_eq!(sink.check().await.unwrap(), Check::Passed);
@@ -198,6 +204,7 @@ async fn check_passes_for_an_existing_topic_and_produces_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn row_missing_topic_is_config_for_check_and_deliver_and_is_not_created() {
+    ankusa_sink_testkit::require_broker!("Kafka", broker_addr());
     let brokers = brokers();
     let name = unique_topic("missing");
     let sink = KafkaSink::new(
@@ -296,6 +303,7 @@ fn row_invalid_config_is_refused_before_a_sink_exists() {
 /// one current-thread runtime (the CLI's) completes every delivery with its own outcome.
 #[test]
 fn reports_reach_deliveries_on_a_later_runtime_after_the_first_one_ends() {
+    ankusa_sink_testkit::require_broker!("Kafka", broker_addr());
     let first = current_thread_runtime();
     let topic = first.block_on(Topic::new("runtimes", 1));
     let sink = Arc::new(topic.sink());
@@ -378,6 +386,7 @@ fn the_tests_murmur2_is_javas() {
 /// the default key template `{tenant_id}/{source_id}`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keyed_records_land_on_the_java_clients_partition() {
+    ankusa_sink_testkit::require_broker!("Kafka", broker_addr());
     const PARTITIONS: i32 = 12;
     const KEYS: usize = 48;
     let topic = Topic::new("murmur2", PARTITIONS).await;

@@ -33,6 +33,7 @@ async fn outcome(sink: &MqttSink) -> (Class, Option<bool>) {
 
 #[tokio::test]
 async fn no_matching_subscribers_is_config_by_default_transient_or_ok_as_configured() {
+    ankusa_sink_testkit::require_broker!("Mosquitto", crate::common::shared_addr());
     let topic = unique_name("nobody");
     let cfg = MqttConfig::new(&shared_url(), &topic).unwrap();
     let s = sink(cfg.clone());
@@ -59,6 +60,7 @@ async fn no_matching_subscribers_is_config_by_default_transient_or_ok_as_configu
 
 #[tokio::test]
 async fn a_subscriber_makes_it_ok() {
+    ankusa_sink_testkit::require_broker!("Mosquitto", crate::common::shared_addr());
     let topic = unique_name("someone");
     let sub = Subscriber::start(&shared_addr(), &topic).await.unwrap();
     let s = fixed(&shared_url(), &topic);
@@ -69,6 +71,7 @@ async fn a_subscriber_makes_it_ok() {
 
 #[tokio::test]
 async fn an_acl_that_denies_the_topic_is_config() {
+    ankusa_sink_testkit::require_broker!("Mosquitto", crate::common::shared_addr());
     let broker = Broker::start(BrokerConfig {
         users: &[("hooks", "hooks-pa55")],
         acl: &["user hooks", "topic readwrite allowed/#"],
@@ -97,6 +100,7 @@ async fn an_acl_that_denies_the_topic_is_config() {
 /// 0x87 Not authorized. `check()` says so too, and the password never shows.
 #[tokio::test]
 async fn refused_logins_are_config() {
+    ankusa_sink_testkit::require_broker!("Mosquitto", crate::common::shared_addr());
     let broker = Broker::start(BrokerConfig {
         users: &[("hooks", "hooks-pa55")],
         ..BrokerConfig::default()
@@ -227,6 +231,7 @@ async fn a_disconnect_fails_every_waiter_by_its_reason_code() {
 
 #[tokio::test]
 async fn over_the_connacks_maximum_packet_size_is_permanent_and_nothing_is_sent() {
+    ankusa_sink_testkit::require_broker!("Mosquitto", crate::common::shared_addr());
     let broker = Broker::start(BrokerConfig {
         lines: &["max_packet_size 8192"],
         ..BrokerConfig::default()
@@ -256,6 +261,7 @@ async fn over_the_connacks_maximum_packet_size_is_permanent_and_nothing_is_sent(
 /// ends. Transient (may have landed), as the table says of a lost connection.
 #[tokio::test]
 async fn a_puback_the_client_cannot_parse_is_a_lost_connection() {
+    ankusa_sink_testkit::require_broker!("Mosquitto", crate::common::shared_addr());
     let broker = Broker::start(BrokerConfig {
         lines: &["message_size_limit 1000"],
         ..BrokerConfig::default()
@@ -276,6 +282,7 @@ async fn a_puback_the_client_cannot_parse_is_a_lost_connection() {
 
 #[tokio::test]
 async fn a_broker_without_qos1_or_retain_is_config() {
+    ankusa_sink_testkit::require_broker!("Mosquitto", crate::common::shared_addr());
     let broker = Broker::start(BrokerConfig {
         lines: &["max_qos 0", "retain_available false"],
         ..BrokerConfig::default()
@@ -307,6 +314,7 @@ async fn a_broker_without_qos1_or_retain_is_config() {
 
 #[tokio::test]
 async fn a_rendered_topic_with_a_wildcard_or_dollar_is_permanent_and_nothing_is_sent() {
+    ankusa_sink_testkit::require_broker!("Mosquitto", crate::common::shared_addr());
     let topic = unique_name("tpl");
     let sub = Subscriber::start(&shared_addr(), &format!("{topic}/#"))
         .await
@@ -374,6 +382,7 @@ async fn no_puback_in_time_is_transient_and_may_have_landed() {
 
 #[tokio::test]
 async fn a_lost_connection_is_transient_and_the_sink_reconnects() {
+    ankusa_sink_testkit::require_broker!("Mosquitto", crate::common::shared_addr());
     let mut broker = Broker::start(BrokerConfig::default()).await;
     let topic = unique_name("reconnect");
     let s = sink(

@@ -281,4 +281,4 @@ impl Harness for MqttHarness {
     }
 }
 
-ankusa_sink_testkit::conformance_suite!(MqttHarness::new());
+ankusa_sink_testkit::conformance_suite!(broker "Mosquitto", crate::common::shared_addr(); MqttHarness::new());

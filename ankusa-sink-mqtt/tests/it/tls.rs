@@ -7,6 +7,7 @@ use ankusa_sink_mqtt::{MqttConfig, MqttSink};
 
 #[tokio::test]
 async fn mqtts_with_the_ca_file_delivers_and_without_it_is_refused() {
+    ankusa_sink_testkit::require_broker!("Mosquitto", crate::common::shared_addr());
     // A second, plain listener for the subscriber that reads back.
     let plain = free_port();
     let listener = format!("listener {plain} 127.0.0.1");

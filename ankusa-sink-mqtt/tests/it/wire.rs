@@ -105,6 +105,7 @@ fn expected(out: &Outgoing<'_>) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn paho_reads_the_message_its_content_type_and_the_kafka_header_names() {
+    ankusa_sink_testkit::require_broker!("Mosquitto", crate::common::shared_addr());
     let source = unique_name("src");
     let topic = format!("wire/{source}");
     let reader = Reader::start(&topic, 3).await;
@@ -189,6 +190,7 @@ async fn paho_reads_the_message_its_content_type_and_the_kafka_header_names() {
 
 #[tokio::test]
 async fn describe_durable_and_check() {
+    ankusa_sink_testkit::require_broker!("Mosquitto", crate::common::shared_addr());
     let sink = MqttSink::new(
         MqttConfig::with_template(&shared_url(), "hooks/{tenant_id}/{source_id}")
             .unwrap()

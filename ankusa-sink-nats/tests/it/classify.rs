@@ -47,6 +47,7 @@ async fn stream_and_sink(url: &str, prefix: &str, limits: Limits) -> (String, Na
 
 #[tokio::test]
 async fn wrong_password_is_config_and_right_one_delivers() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let server = private("authorization { user: ankusa, password: good-pass-1 }").await;
     let (stream, subject) = names("auth");
     let admin = format!("nats://ankusa:good-pass-1@127.0.0.1:{}", server.port);
@@ -70,6 +71,7 @@ async fn wrong_password_is_config_and_right_one_delivers() {
 
 #[tokio::test]
 async fn wrong_token_is_config_and_right_one_delivers() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let server = private("authorization { token: good-token-1 }").await;
     let (stream, subject) = names("token");
     let admin = format!("nats://good-token-1@127.0.0.1:{}", server.port);
@@ -90,6 +92,7 @@ async fn wrong_token_is_config_and_right_one_delivers() {
 
 #[tokio::test]
 async fn nkey_seed_signs_in_and_an_unknown_key_is_config() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let user = nkeys::KeyPair::new_user();
     let server = private(format!(
         "authorization {{ users: [ {{ nkey: {} }} ] }}",
@@ -124,6 +127,7 @@ async fn nkey_seed_signs_in_and_an_unknown_key_is_config() {
 
 #[tokio::test]
 async fn a_missing_credentials_file_is_config() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let (_, subject) = names("creds");
     let sink = NatsSink::new(
         config(SHARED_URL, &subject)
@@ -135,6 +139,7 @@ async fn a_missing_credentials_file_is_config() {
 
 #[tokio::test]
 async fn tls_to_a_plain_server_is_config() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let (_, subject) = names("tls");
     let sink = NatsSink::new(config("tls://127.0.0.1:4222", &subject));
     fails_as(&sink, &env("tls1", 10), Class::Config).await;
@@ -142,6 +147,7 @@ async fn tls_to_a_plain_server_is_config() {
 
 #[tokio::test]
 async fn no_stream_on_the_subject_is_config_and_check_says_so() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let (_, subject) = names("nostream");
     let sink = sink(SHARED_URL, &subject);
     fails_as(&sink, &env("ns1", 10), Class::Config).await;
@@ -150,6 +156,7 @@ async fn no_stream_on_the_subject_is_config_and_check_says_so() {
 
 #[tokio::test]
 async fn check_passes_and_publishes_nothing() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let (stream, subject) = names("check");
     create_stream(SHARED_URL, &stream, &subject, Limits::default()).await;
     let s = sink(SHARED_URL, &subject);
@@ -166,6 +173,7 @@ async fn check_passes_and_publishes_nothing() {
 
 #[tokio::test]
 async fn over_the_servers_max_payload_is_permanent_and_nothing_is_sent() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let server = private("max_payload: 2048").await;
     let (stream, sink) = stream_and_sink(&server.url(), "maxpayload", Limits::default()).await;
     // 2,000 bytes of body are over 2 KiB once base64 and Message v1; inline_max_bytes stays
@@ -177,6 +185,7 @@ async fn over_the_servers_max_payload_is_permanent_and_nothing_is_sent() {
 
 #[tokio::test]
 async fn over_the_streams_max_msg_size_is_permanent() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let limits = Limits {
         max_msg_size: Some(1024),
         ..Limits::default()
@@ -189,6 +198,7 @@ async fn over_the_streams_max_msg_size_is_permanent() {
 
 #[tokio::test]
 async fn a_full_discard_new_stream_is_throttled() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let limits = Limits {
         max_messages_discard_new: Some(1),
         ..Limits::default()
@@ -209,6 +219,7 @@ async fn connection_refused_is_transient() {
 
 #[tokio::test]
 async fn an_ack_that_never_comes_is_transient() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let (_, subject) = names("noack");
     let client = raw(SHARED_URL).await;
     let mut sub = client.subscribe(subject.clone()).await.unwrap();
@@ -222,6 +233,7 @@ async fn an_ack_that_never_comes_is_transient() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lost_connection_is_transient_then_recovers() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let server = private("").await;
     let (_, sink) = stream_and_sink(&server.url(), "lost", Limits::default()).await;
     deliver(&sink, &env("l1", 10)).await.unwrap();
@@ -247,6 +259,7 @@ async fn a_lost_connection_is_transient_then_recovers() {
 /// reconnect to wait for forever.
 #[tokio::test(flavor = "multi_thread")]
 async fn credentials_refused_after_a_reconnect_are_config() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let (_, subject) = names("rotated");
     let (stream, _) = names("rotated_stream");
     create_stream(SHARED_URL, &stream, &subject, Limits::default()).await;
@@ -279,6 +292,7 @@ async fn credentials_refused_after_a_reconnect_are_config() {
 
 #[tokio::test]
 async fn a_hooks_value_that_breaks_the_subject_is_permanent() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let (stream, subject) = names("tmpl");
     create_stream(
         SHARED_URL,
@@ -310,6 +324,7 @@ async fn a_hooks_value_that_breaks_the_subject_is_permanent() {
 /// permanent, nothing published; the stream keeps its messages.
 #[tokio::test]
 async fn a_rendered_subject_under_dollar_is_permanent_and_reaches_no_api() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let (stream, subject) = names("dollar");
     create_stream(SHARED_URL, &stream, &subject, Limits::default()).await;
     let keep = sink(SHARED_URL, &subject);
@@ -411,6 +426,7 @@ fn make_certs(dir: &std::path::Path) {
 
 #[tokio::test]
 async fn tls_delivers_with_the_trusted_ca_and_an_untrusted_one_is_config() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let dir =
         std::env::temp_dir().join(ankusa_sink_testkit::support::unique_name("ankusa-nats-tls"));
     std::fs::create_dir_all(&dir).unwrap();

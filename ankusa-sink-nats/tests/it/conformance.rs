@@ -287,4 +287,4 @@ impl Harness for NatsHarness {
     }
 }
 
-ankusa_sink_testkit::conformance_suite!(|case| NatsHarness::new(case));
+ankusa_sink_testkit::conformance_suite!(broker "NATS", "127.0.0.1:4222"; |case| NatsHarness::new(case));

@@ -111,6 +111,7 @@ async fn close_settled(
 
 #[tokio::test]
 async fn a_missing_stream_is_a_config_error() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let (stream, _) = names("nostream");
     let m = refused(&config(SHARED_URL, &stream, "fwd"), Duration::from_secs(1)).await;
     assert!(
@@ -121,6 +122,7 @@ async fn a_missing_stream_is_a_config_error() {
 
 #[tokio::test]
 async fn refused_credentials_are_a_config_error_and_good_ones_read() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let server = private("authorization { user: ankusa, password: good-pass-2 }").await;
     let admin = format!("nats://ankusa:good-pass-2@127.0.0.1:{}", server.port);
     let (stream, subject, name) = fresh(&admin, "srcauth").await;
@@ -144,6 +146,7 @@ async fn refused_credentials_are_a_config_error_and_good_ones_read() {
 
 #[tokio::test]
 async fn existing_consumers_that_cannot_work_are_refused() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let (stream, subject, _) = fresh(SHARED_URL, "srcrefuse").await;
     let js = jetstream::new(raw(SHARED_URL).await);
     let s = js.get_stream(&stream).await.unwrap();
@@ -212,6 +215,7 @@ async fn existing_consumers_that_cannot_work_are_refused() {
 
 #[tokio::test]
 async fn records_are_read_in_order_and_acks_empty_the_consumer() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let o = options(64, Duration::from_secs(5));
     let payloads = (0..20).map(|i| format!("m{i}").into_bytes());
     let (stream, _, name, mut s) = fresh_source(SHARED_URL, "srcread", payloads, &o).await;
@@ -250,6 +254,7 @@ async fn records_are_read_in_order_and_acks_empty_the_consumer() {
 
 #[tokio::test]
 async fn a_released_record_is_redelivered_at_once() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let o = options(8, Duration::from_secs(5));
     let (stream, _, name, mut s) =
         fresh_source(SHARED_URL, "srcnak", [b"again".to_vec()], &o).await;
@@ -275,6 +280,7 @@ async fn a_released_record_is_redelivered_at_once() {
 
 #[tokio::test]
 async fn in_progress_acks_hold_records_past_ack_wait_and_stop_at_close() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let (stream, subject, name) = fresh(SHARED_URL, "srcwpi").await;
     publish(SHARED_URL, &subject, [b"slow".to_vec(), b"queued".to_vec()]).await;
     // ack_wait 1.5 s, attempts of at most 0.5 s: +WPI every 0.5 s.
@@ -341,6 +347,7 @@ async fn ends_with_consumer_deleted(mut s: NatsSource, stream: &str) {
 
 #[tokio::test]
 async fn a_deleted_consumer_ends_the_source_with_a_config_error() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let o = options(8, Duration::from_secs(1));
     let (stream, _, name, s) = fresh_source(SHARED_URL, "srcdel", [], &o).await;
     delete_consumer(&stream, &name).await;
@@ -349,6 +356,7 @@ async fn a_deleted_consumer_ends_the_source_with_a_config_error() {
 
 #[tokio::test]
 async fn a_consumer_deleted_while_no_pull_waits_ends_the_source_with_a_config_error() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     // A window of one: the only record fills its pull, so no pull waits at the server when
     // the consumer goes, and nothing answers the next one (no 409, no 408).
     let o = options(1, Duration::from_secs(1));
@@ -362,6 +370,7 @@ async fn a_consumer_deleted_while_no_pull_waits_ends_the_source_with_a_config_er
 
 #[tokio::test]
 async fn the_window_bounds_what_is_pulled() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let o = options(3, Duration::from_secs(5));
     let payloads = (0..10).map(|i| format!("w{i}").into_bytes());
     let (stream, _, name, mut s) = fresh_source(SHARED_URL, "srcwindow", payloads, &o).await;
@@ -395,6 +404,7 @@ async fn the_window_bounds_what_is_pulled() {
 
 #[tokio::test]
 async fn the_byte_budget_bounds_what_is_pulled_and_a_larger_record_comes_alone() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     // 3,500 bytes: three records of 1,000 (plus the subject JetStream counts) fit, a
     // fourth does not; the window's 100 places would take them all.
     let o = options(100, Duration::from_secs(5))
@@ -431,6 +441,7 @@ async fn the_byte_budget_bounds_what_is_pulled_and_a_larger_record_comes_alone()
 
 #[tokio::test]
 async fn a_lost_connection_is_survived() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let server = private("").await;
     let url = server.url();
     let o = options(8, Duration::from_secs(1));

@@ -7,6 +7,7 @@ use ankusa_sink_testkit::ankusa_sink_core::{Ctx, Envelope, Sink, Subject};
 
 #[tokio::test]
 async fn headers_and_body_are_outgoings() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let (stream, subject) = names("wire");
     create_stream(SHARED_URL, &stream, &subject, Limits::default()).await;
     let sink = sink(SHARED_URL, &subject);
@@ -60,6 +61,7 @@ async fn headers_and_body_are_outgoings() {
 
 #[tokio::test]
 async fn a_duplicate_is_ok_and_stored_once_but_a_replay_is_stored_again() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let (stream, subject) = names("dup");
     create_stream(SHARED_URL, &stream, &subject, Limits::default()).await;
     let sink = sink(SHARED_URL, &subject);
@@ -77,6 +79,7 @@ async fn a_duplicate_is_ok_and_stored_once_but_a_replay_is_stored_again() {
 
 #[tokio::test]
 async fn describe_names_host_and_subject_without_userinfo() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
     let sink = ankusa_sink_nats::NatsSink::new(
         ankusa_sink_nats::NatsConfig::new("nats://u:pw-secret@127.0.0.1:4222", "a.b").unwrap(),
     );

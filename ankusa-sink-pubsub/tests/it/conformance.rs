@@ -323,4 +323,4 @@ impl Harness for PubSubHarness {
     }
 }
 
-ankusa_sink_testkit::conformance_suite!(|case| PubSubHarness::for_case(case));
+ankusa_sink_testkit::conformance_suite!(broker "Pub/Sub emulator", crate::common::emulator_host(); |case| PubSubHarness::for_case(case));

@@ -21,6 +21,7 @@ fn outgoing_attributes(env: &Envelope, ctx: &Ctx) -> HashMap<String, String> {
 
 #[tokio::test]
 async fn round_trip_carries_data_attributes_and_ordering_key() {
+    ankusa_sink_testkit::require_broker!("Pub/Sub emulator", crate::common::emulator_host());
     let t = Admin::shared().topic_with_subscription().await.unwrap();
     let sink = PubSubSink::new(
         t.config()
@@ -96,6 +97,7 @@ async fn round_trip_carries_data_attributes_and_ordering_key() {
 
 #[tokio::test]
 async fn missing_topic_is_config_and_not_created() {
+    ankusa_sink_testkit::require_broker!("Pub/Sub emulator", crate::common::emulator_host());
     let admin = Admin::shared();
     let topic = unique("never-created");
     let sink = PubSubSink::new(config_at(&topic, admin.endpoint()))
@@ -113,6 +115,7 @@ async fn missing_topic_is_config_and_not_created() {
 
 #[tokio::test]
 async fn check_reports_a_missing_topic_as_config_without_publishing() {
+    ankusa_sink_testkit::require_broker!("Pub/Sub emulator", crate::common::emulator_host());
     let admin = Admin::shared();
     let topic = unique("never-created");
     let sink = PubSubSink::new(config_at(&topic, admin.endpoint()))
@@ -134,6 +137,7 @@ async fn check_reports_a_missing_topic_as_config_without_publishing() {
 
 #[tokio::test]
 async fn a_topic_without_a_subscription_reaches_nobody() {
+    ankusa_sink_testkit::require_broker!("Pub/Sub emulator", crate::common::emulator_host());
     let admin = Admin::shared();
     let topic = unique("nobody");
     let sub = format!("{topic}-sub");
@@ -212,6 +216,7 @@ async fn a_topic_without_a_subscription_reaches_nobody() {
 
 #[tokio::test]
 async fn invalid_argument_is_permanent() {
+    ankusa_sink_testkit::require_broker!("Pub/Sub emulator", crate::common::emulator_host());
     // Topic names must start with a letter: the emulator answers INVALID_ARGUMENT.
     let admin = Admin::shared();
     let sink = PubSubSink::new(config_at("1-starts-with-a-digit", admin.endpoint()))
@@ -227,6 +232,7 @@ async fn invalid_argument_is_permanent() {
 
 #[tokio::test]
 async fn over_max_message_bytes_is_permanent_and_not_sent() {
+    ankusa_sink_testkit::require_broker!("Pub/Sub emulator", crate::common::emulator_host());
     let t = Admin::shared().topic_with_subscription().await.unwrap();
     let sink = PubSubSink::new(
         t.config()
@@ -285,6 +291,7 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
 
 #[tokio::test]
 async fn body_over_the_threshold_carries_the_claim() {
+    ankusa_sink_testkit::require_broker!("Pub/Sub emulator", crate::common::emulator_host());
     let t = Admin::shared().topic_with_subscription().await.unwrap();
     let sink = PubSubSink::new(
         t.config()
@@ -331,6 +338,7 @@ async fn body_over_the_threshold_carries_the_claim() {
 
 #[tokio::test]
 async fn an_ordering_key_recovers_after_a_failure() {
+    ankusa_sink_testkit::require_broker!("Pub/Sub emulator", crate::common::emulator_host());
     let admin = Admin::shared();
     let t = admin.topic_with_subscription().await.unwrap();
     let sink = PubSubSink::new(t.config().with_ordering_key("{tenant_id}").unwrap())
@@ -374,6 +382,7 @@ async fn an_ordering_key_recovers_after_a_failure() {
 /// leaves the key paused after one failure (what the sink must undo).
 #[tokio::test]
 async fn without_resume_the_client_keeps_the_key_paused() {
+    ankusa_sink_testkit::require_broker!("Pub/Sub emulator", crate::common::emulator_host());
     use google_cloud_pubsub::client::Publisher;
     use google_cloud_pubsub::error::PublishError;
     use google_cloud_pubsub::model::Message;
@@ -408,6 +417,7 @@ async fn without_resume_the_client_keeps_the_key_paused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_concurrent_deliveries_none_lost() {
+    ankusa_sink_testkit::require_broker!("Pub/Sub emulator", crate::common::emulator_host());
     let t = Admin::shared().topic_with_subscription().await.unwrap();
     // A generous bound: the machine may be busy; losing nothing is the point here.
     let sink = PubSubSink::new(t.config().with_timeout(Duration::from_secs(120)).unwrap())
@@ -446,6 +456,7 @@ async fn two_thousand_concurrent_deliveries_none_lost() {
 
 #[tokio::test]
 async fn emulator_stopped_is_transient_and_recovers_after_restart() {
+    ankusa_sink_testkit::require_broker!("Pub/Sub emulator", crate::common::emulator_host());
     // A private emulator, so stopping it disturbs no other test; dropping it kills it even
     // when an assertion fails.
     let mut emu = PrivateEmulator::start().await.unwrap();

@@ -48,6 +48,7 @@ async fn exec(url: &str, args: &[&str]) {
 
 #[tokio::test]
 async fn over_max_message_bytes_is_permanent_and_nothing_is_sent() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     // The server's limit, and the sink told the same.
     let server = Server::start(&["--proto-max-bulk-len", "1mb"]).await;
     let stream = unique_name("too-large");
@@ -76,6 +77,7 @@ async fn over_max_message_bytes_is_permanent_and_nothing_is_sent() {
 /// before sending, permanent; a small hook still goes through.
 #[tokio::test]
 async fn over_the_servers_bulk_length_is_permanent_and_nothing_is_sent() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let server = Server::start(&["--proto-max-bulk-len", "1mb"]).await;
     let stream = unique_name("bulk-len");
     let cfg = RedisConfig::stream(server.url(), &stream)
@@ -124,6 +126,7 @@ async fn over_the_servers_bulk_length_is_permanent_and_nothing_is_sent() {
 /// is delivered.
 #[tokio::test]
 async fn a_refused_config_get_leaves_max_message_bytes_alone() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let server = Server::start(&["--proto-max-bulk-len", "2mb"]).await;
     exec(
         &server.url(),
@@ -154,6 +157,7 @@ async fn a_refused_config_get_leaves_max_message_bytes_alone() {
 /// a client leaves, the sink connects and delivers.
 #[tokio::test]
 async fn max_clients_reached_is_transient_and_passes() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let server = Server::start(&["--maxclients", "1"]).await;
     let held = admin(&server.url()).await.unwrap();
     let stream = unique_name("max-clients");
@@ -207,6 +211,7 @@ async fn err_replies_by_the_servers_fixed_text() {
 
 #[tokio::test]
 async fn no_subscriber_is_config_by_default_or_transient_as_configured() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let channel = unique_name("nobody");
     let cfg = RedisConfig::channel(shared_url(), &channel).unwrap();
     let sink = RedisSink::new(cfg.clone()).unwrap();
@@ -219,6 +224,7 @@ async fn no_subscriber_is_config_by_default_or_transient_as_configured() {
 
 #[tokio::test]
 async fn wrongtype_is_config() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let key = unique_name("string-key");
     exec(&shared_url(), &["SET", &key, "not a stream"]).await;
     let sink = stream_sink(&shared_url(), &key);
@@ -229,6 +235,7 @@ async fn wrongtype_is_config() {
 
 #[tokio::test]
 async fn noauth_and_wrongpass_are_config() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let server = Server::start(&["--requirepass", "right-pa55"]).await;
     // No password: NOAUTH on PUBLISH and on check's PING; an XADD (more than 10
     // arguments) from an unauthenticated client is answered `ERR Protocol error:
@@ -260,6 +267,7 @@ async fn noauth_and_wrongpass_are_config() {
 
 #[tokio::test]
 async fn acl_user_noperm_and_wrongpass_are_config() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let server = Server::start(&[]).await;
     exec(
         &server.url(),
@@ -299,6 +307,7 @@ async fn acl_user_noperm_and_wrongpass_are_config() {
 
 #[tokio::test]
 async fn oom_is_throttled() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let server = Server::start(&["--maxmemory-policy", "noeviction"]).await;
     let sink = stream_sink(&server.url(), "k");
     deliver(&sink).await.unwrap();
@@ -310,6 +319,7 @@ async fn oom_is_throttled() {
 
 #[tokio::test]
 async fn loading_is_transient() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     // 300 keys of 2 KB loaded at 10 ms each, events served after every key: a 3 s window
     // in which commands are answered LOADING.
     let server = Server::start(&[
@@ -350,6 +360,7 @@ async fn loading_is_transient() {
 
 #[tokio::test]
 async fn busy_script_is_transient() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let server = Server::start(&["--busy-reply-threshold", "50"]).await;
     let sink = stream_sink(&server.url(), "k");
     assert_eq!(sink.check().await.unwrap(), Check::Passed);
@@ -386,6 +397,7 @@ async fn busy_script_is_transient() {
 
 #[tokio::test]
 async fn clusterdown_is_transient() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let server = Server::start(&[
         "--cluster-enabled",
         "yes",
@@ -427,6 +439,7 @@ async fn connection_refused_is_transient() {
 
 #[tokio::test]
 async fn a_server_that_stops_answering_is_a_transient_timeout() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let server = Server::start(&[]).await;
     let sink = RedisSink::new(
         RedisConfig::stream(server.url(), "k")
@@ -443,6 +456,7 @@ async fn a_server_that_stops_answering_is_a_transient_timeout() {
 
 #[tokio::test]
 async fn a_lost_connection_is_transient_and_the_sink_reconnects() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let mut server = Server::start(&[]).await;
     let stream = unique_name("reconnect");
     let sink = stream_sink(&server.url(), &stream);

@@ -301,4 +301,4 @@ impl Harness for RedisHarness {
     }
 }
 
-ankusa_sink_testkit::conformance_suite!(RedisHarness::new());
+ankusa_sink_testkit::conformance_suite!(broker "Redis", shared_addr(); RedisHarness::new());

@@ -7,6 +7,7 @@ use ankusa_sink_redis::{MESSAGE_FIELD, RedisConfig, RedisSink};
 
 #[tokio::test]
 async fn rediss_with_the_ca_file_delivers_and_reads_back() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let (server, ca) = Server::start_tls().await;
     assert!(server.url().starts_with("rediss://"));
     let cfg = RedisConfig::stream(server.url(), "tls-stream")

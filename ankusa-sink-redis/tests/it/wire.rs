@@ -22,6 +22,7 @@ fn expected(out: &Outgoing<'_>) -> Vec<(String, Vec<u8>)> {
 
 #[tokio::test]
 async fn a_stream_entry_is_the_message_then_the_kafka_header_names() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let source = unique_name("src");
     let key = format!("wire-{source}");
     let sink =
@@ -54,6 +55,7 @@ async fn a_stream_entry_is_the_message_then_the_kafka_header_names() {
 
 #[tokio::test]
 async fn maxlen_trims_approximately() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let stream = unique_name("maxlen");
     let cfg = RedisConfig::stream(shared_url(), &stream)
         .unwrap()
@@ -76,6 +78,7 @@ async fn maxlen_trims_approximately() {
 
 #[tokio::test]
 async fn a_channel_subscriber_receives_the_message() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let channel = unique_name("chan");
     let client = redis::Client::open(shared_url()).unwrap();
     let mut sub = client.get_async_pubsub().await.unwrap();
@@ -95,6 +98,7 @@ async fn a_channel_subscriber_receives_the_message() {
 
 #[tokio::test]
 async fn describe_durable_and_check() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
     let url = format!(
         "redis://default:desc-pa55@{}",
         shared_url().trim_start_matches("redis://")

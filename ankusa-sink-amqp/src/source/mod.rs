@@ -2,181 +2,37 @@
 //! acknowledged (`basic.ack`) after its final outcome, or given back (`basic.nack` with
 //! requeue) when it was not finished.
 
-use crate::broker_url::BrokerUrl;
-use crate::config::short_string;
-use crate::config_error::ConfigError;
 use crate::error::{AmqpError, Stage, classify, lapin_text, printable, reply_code};
-use ankusa_sink_core::{Class, timeout_ms};
-use ankusa_source::{Ack, Record, Settle, Settlement, Source, SourceError, SourceOptions, Window};
+use ankusa_sink_core::Class;
+use ankusa_source::{Ack, Record, Source, SourceError, SourceOptions, Window};
 use futures_util::{FutureExt as _, StreamExt as _};
 use lapin::message::Delivery;
 use lapin::options::{
-    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
-    QueueDeclareOptions,
+    BasicCancelOptions, BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions,
 };
 use lapin::types::FieldTable;
-use lapin::{Acker, Channel, Connection, Consumer};
-use serde::Deserialize;
+use lapin::{Channel, Connection, Consumer};
 use std::collections::VecDeque;
 use std::fmt;
-use std::num::{NonZeroU16, NonZeroU64};
+use std::num::NonZeroU16;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::{Instant, timeout};
 
-/// Default bound on opening the connection, channel and consumer: 5 s.
-const DEFAULT_CONNECT_TIMEOUT_MS: NonZeroU64 = NonZeroU64::new(5_000).unwrap();
+mod ack;
+mod config;
+
+use ack::AmqpAck;
+pub use config::AmqpSourceConfig;
+
 /// The first pause before reconnecting after a lost connection or channel.
 const BACKOFF_START: Duration = Duration::from_millis(100);
 /// The longest pause between reconnection attempts.
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// How long a released record stays with this consumer before it is given back: given back
-/// at once, it would come straight back here and, when what failed it has not changed (a
-/// claim store down, a dead-letter file that cannot be written), fail again at once, in a
-/// loop. Not while closing: closing the channel gives everything back anyway.
-const RELEASE_DELAY: Duration = Duration::from_secs(1);
 /// How long closing the consumer, channel and connection may take, each.
 const CLOSE_STEP: Duration = Duration::from_secs(2);
-
-/// The operator's keys, exactly as written in a `--from` file (`type` already removed).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SourceRepr {
-    url: String,
-    queue: String,
-    #[serde(default)]
-    declare: bool,
-    #[serde(default)]
-    prefetch: Option<u16>,
-    #[serde(default)]
-    connect_timeout_ms: Option<u64>,
-    #[serde(default)]
-    allow_insecure: bool,
-}
-
-/// A valid AMQP source configuration (`type = "amqp"` in a `--from` file).
-///
-/// `url` and `queue` are required. `declare` (default false: the queue must exist and is
-/// checked passively) declares the queue durable instead; `prefetch` (default: the
-/// dispatcher's concurrency) is the consumer's `basic.qos`; `connect_timeout_ms` and
-/// `allow_insecure` mean what they mean for the sink. `Debug` prints the URL without
-/// credentials.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "SourceRepr")]
-#[non_exhaustive]
-pub struct AmqpSourceConfig {
-    url: BrokerUrl,
-    queue: String,
-    declare: bool,
-    prefetch: Option<NonZeroU16>,
-    connect_timeout_ms: NonZeroU64,
-    allow_insecure: bool,
-}
-
-impl TryFrom<SourceRepr> for AmqpSourceConfig {
-    type Error = ConfigError;
-
-    fn try_from(r: SourceRepr) -> Result<Self, ConfigError> {
-        let mut c =
-            AmqpSourceConfig::create(&r.url, &r.queue, r.allow_insecure)?.with_declare(r.declare);
-        if let Some(p) = r.prefetch {
-            c.prefetch = Some(NonZeroU16::new(p).ok_or(ConfigError::Zero("prefetch"))?);
-        }
-        if let Some(ms) = r.connect_timeout_ms {
-            c.connect_timeout_ms =
-                NonZeroU64::new(ms).ok_or(ConfigError::Zero("connect_timeout"))?;
-        }
-        Ok(c)
-    }
-}
-
-fn validate_queue(queue: &str) -> Result<(), ConfigError> {
-    if queue.is_empty() {
-        return Err(ConfigError::Queue("must not be empty"));
-    }
-    short_string(queue).map_err(ConfigError::Queue)
-}
-
-impl AmqpSourceConfig {
-    /// A source consuming `queue` (which must exist) on the broker at `url`
-    /// (`amqp://user:pass@host:port/vhost`), with a prefetch of the dispatcher's
-    /// concurrency.
-    ///
-    /// # Errors
-    /// A bad URL; `amqp://` (no TLS) to a host that is not loopback
-    /// ([`ConfigError::Insecure`]); an empty queue name, one over 255 bytes or with control
-    /// characters.
-    pub fn new(url: &str, queue: &str) -> Result<Self, ConfigError> {
-        Self::create(url, queue, false)
-    }
-
-    /// As [`new`](Self::new), but accepts `amqp://` to a host that is not loopback, sending
-    /// the login in the clear (the `allow_insecure` key). A warning is logged.
-    pub fn new_allow_insecure(url: &str, queue: &str) -> Result<Self, ConfigError> {
-        Self::create(url, queue, true)
-    }
-
-    fn create(url: &str, queue: &str, allow_insecure: bool) -> Result<Self, ConfigError> {
-        let url = BrokerUrl::checked(url, allow_insecure, "amqp source")?;
-        validate_queue(queue)?;
-        Ok(AmqpSourceConfig {
-            url,
-            queue: queue.to_owned(),
-            declare: false,
-            prefetch: None,
-            connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
-            allow_insecure,
-        })
-    }
-
-    /// Declare the queue durable (creating it if needed) instead of checking passively
-    /// that it exists.
-    pub fn with_declare(mut self, declare: bool) -> Self {
-        self.declare = declare;
-        self
-    }
-
-    /// Unacknowledged messages the broker sends this consumer at once (`basic.qos`);
-    /// default: the dispatcher's concurrency.
-    pub fn with_prefetch(mut self, prefetch: NonZeroU16) -> Self {
-        self.prefetch = Some(prefetch);
-        self
-    }
-
-    /// The bound on opening the connection, channel and consumer (default 5 s; rounded
-    /// down to whole ms, at least 1).
-    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout_ms = timeout_ms(timeout);
-        self
-    }
-
-    /// The queue consumed.
-    pub fn queue(&self) -> &str {
-        &self.queue
-    }
-    /// Whether the queue is declared (durable) rather than checked passively.
-    pub fn declare(&self) -> bool {
-        self.declare
-    }
-    /// The configured prefetch; `None`: the dispatcher's concurrency.
-    pub fn prefetch(&self) -> Option<NonZeroU16> {
-        self.prefetch
-    }
-    /// The bound on opening the connection, channel and consumer.
-    pub fn connect_timeout(&self) -> Duration {
-        Duration::from_millis(self.connect_timeout_ms.get())
-    }
-    /// The broker URL without credentials: `amqp://host:port/<vhost>`.
-    pub fn redacted_url(&self) -> String {
-        self.url.redacted()
-    }
-    /// Whether `amqp://` to a host that is not loopback is accepted.
-    pub fn allow_insecure(&self) -> bool {
-        self.allow_insecure
-    }
-}
 
 /// One open channel: its connection, and the consumer reading the queue on it.
 struct Link {
@@ -665,87 +521,6 @@ fn reply(e: &lapin::Error) -> Option<u16> {
     }
 }
 
-/// Counts one settlement in flight until dropped.
-struct Settling(Arc<AtomicUsize>);
-
-impl Drop for Settling {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// The settle handle of one delivery.
-struct AmqpAck {
-    acker: Acker,
-    /// Its consumer's count of deliveries not settled with the broker, if it came
-    /// straight from the consumer.
-    out: Option<Arc<AtomicUsize>>,
-    settling: Arc<AtomicUsize>,
-    closing: watch::Receiver<bool>,
-    runtime: tokio::runtime::Handle,
-    position: String,
-}
-
-impl Settle for AmqpAck {
-    fn settle(self: Box<Self>, how: Settlement) {
-        let AmqpAck {
-            acker,
-            out,
-            settling,
-            mut closing,
-            runtime,
-            position,
-        } = *self;
-        // Only acks need to reach the broker before the channel closes: closing it gives
-        // back whatever was released (or not settled) anyway.
-        let guard = (how == Settlement::Ack).then(|| {
-            settling.fetch_add(1, Ordering::SeqCst);
-            Settling(settling)
-        });
-        // The dispatcher's scheduler must not wait for the broker: write it from a task.
-        runtime.spawn(async move {
-            let _guard = guard;
-            let res = match how {
-                Settlement::Ack => acker.ack(BasicAckOptions { multiple: false }).await,
-                Settlement::Release => {
-                    // An error: the source is gone, no reason to wait either.
-                    tokio::select! {
-                        () = tokio::time::sleep(RELEASE_DELAY) => {}
-                        _ = closing.wait_for(|c| *c) => {}
-                    }
-                    acker
-                        .nack(BasicNackOptions {
-                            multiple: false,
-                            requeue: true,
-                        })
-                        .await
-                }
-            };
-            // Written (or the channel is gone): the broker counts it no more.
-            if let Some(out) = out {
-                out.fetch_sub(1, Ordering::SeqCst);
-            }
-            match res {
-                Ok(true) => {}
-                // The channel closed since: the broker gives the message out again.
-                Ok(false) => tracing::debug!(
-                    target: "ankusa_source",
-                    %position,
-                    ?how,
-                    "amqp source: the record's channel is gone; the broker redelivers it"
-                ),
-                Err(e) => tracing::debug!(
-                    target: "ankusa_source",
-                    %position,
-                    ?how,
-                    error = %lapin_text(&e),
-                    "amqp source: settling failed; the broker redelivers the record"
-                ),
-            }
-        });
-    }
-}
-
 #[async_trait::async_trait]
 impl Source for AmqpSource {
     async fn next(&mut self) -> Option<Result<Record, SourceError>> {
@@ -900,71 +675,5 @@ impl Source for AmqpSource {
 
     fn describe(&self) -> String {
         self.describe.clone()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const URL: &str = "amqp://user:s3cr3t@127.0.0.1:5672/%2f";
-
-    fn from_json(v: serde_json::Value) -> Result<AmqpSourceConfig, serde_json::Error> {
-        serde_json::from_value(v)
-    }
-
-    #[test]
-    fn defaults_and_builders_agree_with_the_keys() {
-        let c = from_json(serde_json::json!({"url": URL, "queue": "hooks"})).unwrap();
-        assert_eq!(c, AmqpSourceConfig::new(URL, "hooks").unwrap());
-        assert!(!c.declare());
-        assert_eq!(c.prefetch(), None);
-        assert_eq!(c.connect_timeout(), Duration::from_secs(5));
-        assert_eq!(c.redacted_url(), "amqp://127.0.0.1:5672/%2F");
-        let c = from_json(serde_json::json!({
-            "url": URL, "queue": "hooks", "declare": true, "prefetch": 7,
-            "connect_timeout_ms": 300
-        }))
-        .unwrap();
-        let built = AmqpSourceConfig::new(URL, "hooks")
-            .unwrap()
-            .with_declare(true)
-            .with_prefetch(NonZeroU16::new(7).unwrap())
-            .with_connect_timeout(Duration::from_millis(300));
-        assert_eq!(c, built);
-        assert!(!format!("{c:?}").contains("s3cr3t"), "{c:?}");
-    }
-
-    #[test]
-    fn bad_values_are_refused_without_secrets() {
-        let err = |v: serde_json::Value| from_json(v).unwrap_err().to_string();
-        let e = err(serde_json::json!({"url": URL, "queue": "q", "prefetch": 0}));
-        assert!(e.contains("prefetch must be positive"), "{e}");
-        let e = err(serde_json::json!({"url": URL, "queue": "q", "prefetch": 70000}));
-        assert!(e.contains("u16") || e.contains("70000"), "{e}");
-        let e = err(serde_json::json!({"url": URL, "queue": ""}));
-        assert!(e.contains("queue: must not be empty"), "{e}");
-        let e = err(serde_json::json!({"url": URL, "queue": "a\nb"}));
-        assert!(e.contains("control"), "{e}");
-        assert!(
-            AmqpSourceConfig::new(URL, &"q".repeat(256))
-                .unwrap_err()
-                .to_string()
-                .contains("255")
-        );
-        let e = err(serde_json::json!({"url": URL}));
-        assert!(e.contains("queue"), "{e}");
-        let e = err(serde_json::json!({"url": URL, "queue": "q", "bogus": 1}));
-        assert!(e.contains("bogus"), "{e}");
-        let e = err(serde_json::json!({"url": "amqp://u:s3cr3t@broker.example/v", "queue": "q"}));
-        assert!(e.contains("allow_insecure") && !e.contains("s3cr3t"), "{e}");
-        let e = err(serde_json::json!({"url": "http://u:s3cr3t@h/", "queue": "q"}));
-        assert!(!e.contains("s3cr3t"), "{e}");
-        let ok = from_json(serde_json::json!({
-            "url": "amqp://u:s3cr3t@broker.example/v", "queue": "q", "allow_insecure": true
-        }))
-        .unwrap();
-        assert!(ok.allow_insecure());
-        assert!(AmqpSourceConfig::new("amqps://u:s3cr3t@broker.example/v", "q").is_ok());
     }
 }

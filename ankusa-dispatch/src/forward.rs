@@ -1,0 +1,646 @@
+//! Hooks from a durable source through a [`Dispatcher`]: each record is read, decoded
+//! (an envelope as JSON or a Message v1), submitted with its acknowledgement, and
+//! acknowledged to its source only after every sink of its route delivered it or
+//! dead-lettered it. What `ankusa-sink forward --from` runs, for library users.
+//!
+//! [`Forward::run`] is the whole loop: it reads until the source ends, fails or is
+//! stopped ([`ForwardStop`]), then shuts the dispatcher down within the drain time,
+//! closes the source and reports. [`Forward::read`] is its intake half alone, for a caller
+//! that reads the [`Deliveries`] itself (the CLI writes an outcome line for each).
+//!
+//! ```
+//! use ankusa_dispatch::forward::Forward;
+//! use ankusa_dispatch::Dispatcher;
+//! use ankusa_sink_core::{Ctx, Envelope, Failure, Sink, async_trait};
+//! use ankusa_source::{MemorySource, Settlement};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! #[derive(Debug)]
+//! struct Accept;
+//!
+//! #[async_trait]
+//! impl Sink for Accept {
+//!     async fn deliver(&self, _: &Envelope, _: &Ctx) -> Result<(), Failure> {
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let hook = Envelope::builder("h1", "stripe", "{}").build().unwrap();
+//! let source = MemorySource::new([serde_json::to_vec(&hook).unwrap(), b"not json".to_vec()]);
+//! let settled = source.settlements();
+//! let (dispatcher, deliveries) = Dispatcher::builder()
+//!     .sink("accept", Arc::new(Accept))
+//!     .build()
+//!     .unwrap();
+//! let report = Forward::new(Box::new(source), dispatcher)
+//!     .run(deliveries, Duration::from_secs(5))
+//!     .await;
+//! assert_eq!((report.submitted, report.delivered, report.invalid), (1, 1, 1));
+//! assert!(report.error.is_none());
+//! // The hook was delivered, the undecodable record has no dead-letter file to go to:
+//! // both are acknowledged, neither is read again.
+//! assert!(settled.lock().unwrap().iter().all(|(_, how)| *how == Settlement::Ack));
+//! # }
+//! ```
+
+use crate::dead_letter::dead_letter_backoff;
+use crate::{DeadLetter, Deliveries, Delivery, Dispatcher, Hook, Outcome, SubmitError, Unfinished};
+use ankusa_claimcheck::ClaimStore;
+use ankusa_message::MessageBody;
+use ankusa_sink_core::{Claim, Class, Envelope};
+use ankusa_source::{Ack, Record, Source, SourceError};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How an envelope is read from a JSON tree, and a refusal explained without quoting a
+/// value from it (serde's own messages do; envelopes carry secrets).
+pub type EnvelopeParser = fn(serde_json::Value) -> Result<Envelope, String>;
+
+/// Stops a [`Forward`]: no record is read after it. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ForwardStop(Arc<watch::Sender<bool>>);
+
+impl ForwardStop {
+    /// Stop reading. Records handed out still settle.
+    pub fn stop(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Whether [`stop`](Self::stop) was called.
+    pub fn is_stopped(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+
+/// Why reading stopped before the source ended.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ForwardError {
+    /// The source cannot go on.
+    #[error("the source failed: {0}")]
+    Source(#[from] SourceError),
+    /// The dispatcher refused a hook for a reason other than its shutdown (an unknown
+    /// route or sink): every other record would be refused the same way.
+    #[error("{0}")]
+    Submit(SubmitError),
+}
+
+/// What happened to one record, as [`Forward::read`] reports it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ForwardEvent {
+    /// The record's hook was submitted: its deliveries will come.
+    Submitted {
+        /// Where the record came from.
+        position: String,
+        /// Its (hook, sink) pairs: the deliveries that will come for it.
+        pairs: usize,
+    },
+    /// The record's hook was not taken: the dispatcher was shutting down. The record is
+    /// released to its source with the hook.
+    NotTaken {
+        /// Where the record came from.
+        position: String,
+        /// The hook.
+        hook: Box<Hook>,
+    },
+    /// The record is not a hook (or is longer than the limit): it is filed in the
+    /// dead-letter file with its raw bytes, then acknowledged.
+    Invalid {
+        /// Where the record came from.
+        position: String,
+        /// Why; never a value from the record.
+        reason: String,
+    },
+    /// Reading stopped: the source failed, or the dispatcher refuses every hook.
+    Failed(ForwardError),
+}
+
+/// What [`Forward::run`] did.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct ForwardReport {
+    /// Records submitted as hooks.
+    pub submitted: u64,
+    /// Records that were not hooks (dead-lettered raw, acknowledged).
+    pub invalid: u64,
+    /// (hook, sink) pairs delivered.
+    pub delivered: u64,
+    /// (hook, sink) pairs dead-lettered.
+    pub dead_lettered: u64,
+    /// Hooks read but not taken: the run was stopping (released to the source).
+    pub not_taken: u64,
+    /// (hook, sink) pairs the shutdown left unfinished (released to the source).
+    pub unfinished: Vec<Unfinished>,
+    /// Why reading stopped early, if it did.
+    pub error: Option<ForwardError>,
+}
+
+/// Records of a durable source through a dispatcher. See the [module](self) docs.
+pub struct Forward {
+    source: Box<dyn Source>,
+    dispatcher: Dispatcher,
+    claims: Option<ClaimStore>,
+    dead_letter: Option<DeadLetter>,
+    max_record_bytes: usize,
+    limit_name: &'static str,
+    envelope: EnvelopeParser,
+    stop: ForwardStop,
+}
+
+impl std::fmt::Debug for Forward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forward")
+            .field("source", &self.source.describe())
+            .field("max_record_bytes", &self.max_record_bytes)
+            .field("stopped", &self.stop.is_stopped())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Forward {
+    /// Read `source` into `dispatcher`. No claim store (a claimed Message v1 is invalid),
+    /// no dead-letter file (an invalid record is only reported), no size limit.
+    pub fn new(source: Box<dyn Source>, dispatcher: Dispatcher) -> Self {
+        Forward {
+            source,
+            dispatcher,
+            claims: None,
+            dead_letter: None,
+            max_record_bytes: usize::MAX,
+            limit_name: "the record limit",
+            envelope: |v| {
+                serde_json::from_value(v).map_err(|e| {
+                    format!("{:?} error (not an envelope's keys or types)", e.classify())
+                })
+            },
+            stop: ForwardStop(Arc::new(watch::channel(false).0)),
+        }
+    }
+
+    /// Redeem the bodies of claimed Message v1 records from `store`.
+    pub fn claim_store(mut self, store: ClaimStore) -> Self {
+        self.claims = Some(store);
+        self
+    }
+
+    /// File records that are not hooks in `dl` (their raw bytes as base64 and why) before
+    /// acknowledging them. One that cannot be filed is held and written again with backoff
+    /// (1 s doubling to 60 s) until it is; a stop releases it.
+    pub fn dead_letter(mut self, dl: DeadLetter) -> Self {
+        self.dead_letter = Some(dl);
+        self
+    }
+
+    /// Records longer than `max` bytes are invalid, never decoded; their reason names the
+    /// limit as `name` (`"--max-line-bytes"`, say).
+    pub fn max_record_bytes(mut self, max: usize, name: &'static str) -> Self {
+        self.max_record_bytes = max;
+        self.limit_name = name;
+        self
+    }
+
+    /// How an envelope is read from a record that is JSON but neither a Message v1 nor an
+    /// envelope at first sight. The default names the kind of error, never a value.
+    pub fn envelope_parser(mut self, parse: EnvelopeParser) -> Self {
+        self.envelope = parse;
+        self
+    }
+
+    /// The handle that stops this forward.
+    pub fn stopper(&self) -> ForwardStop {
+        self.stop.clone()
+    }
+
+    /// The intake alone: read records and submit their hooks until the source ends, fails
+    /// or [`ForwardStop`] stops it, reporting each record to `on_event`. The source is
+    /// stopped and handed back: close it ([`Source::close`]) once the dispatcher is done,
+    /// so that the acknowledgements of the hooks it finished are made final.
+    pub async fn read(self, mut on_event: impl FnMut(ForwardEvent) + Send) -> Box<dyn Source> {
+        let Forward {
+            mut source,
+            dispatcher,
+            claims,
+            dead_letter,
+            max_record_bytes,
+            limit_name,
+            envelope,
+            stop,
+        } = self;
+        let mut stopped = stop.0.subscribe();
+        loop {
+            if *stopped.borrow() {
+                break;
+            }
+            let next = tokio::select! {
+                biased;
+                _ = stopped.wait_for(|s| *s) => break,
+                r = source.next() => r,
+            };
+            let record = match next {
+                None => break,
+                Some(Err(e)) => {
+                    on_event(ForwardEvent::Failed(ForwardError::Source(e)));
+                    break;
+                }
+                Some(Ok(r)) => r,
+            };
+            let decoded = if record.payload.len() > max_record_bytes {
+                Decoded::Invalid(format!(
+                    "longer than {limit_name} ({max_record_bytes} bytes)"
+                ))
+            } else {
+                decode(&record.payload, claims.as_ref(), envelope).await
+            };
+            let Record {
+                payload,
+                position,
+                ack,
+                ..
+            } = record;
+            match decoded {
+                Decoded::Hook(hook) => {
+                    let pairs = dispatcher.pairs_of(&hook).unwrap_or(0);
+                    match dispatcher.submit(hook.source_ack(ack)).await {
+                        Ok(()) => on_event(ForwardEvent::Submitted { position, pairs }),
+                        Err(SubmitError::ShuttingDown(hook)) => {
+                            on_event(ForwardEvent::NotTaken { position, hook })
+                        }
+                        Err(e) => {
+                            on_event(ForwardEvent::Failed(ForwardError::Submit(e)));
+                            break;
+                        }
+                    }
+                }
+                Decoded::Invalid(reason) => {
+                    on_event(ForwardEvent::Invalid {
+                        position: position.clone(),
+                        reason: reason.clone(),
+                    });
+                    let invalid = InvalidRecord {
+                        position,
+                        reason,
+                        raw: payload,
+                        ack,
+                    };
+                    dead_letter_invalid(dead_letter.as_ref(), invalid, stop.0.subscribe()).await;
+                }
+                Decoded::Later(reason) => {
+                    tracing::warn!(position = %position, "{reason}; released to the source");
+                    ack.release();
+                }
+            }
+        }
+        source.stop();
+        source
+    }
+
+    /// The whole loop: read (as [`read`](Self::read)) until the source ends, fails or is
+    /// stopped, and wait for the final outcome of every hook read; a stop shuts the
+    /// dispatcher down within `drain` instead (the pairs it leaves unfinished are released
+    /// to the source and listed in the report). Then the source is closed within `drain`.
+    /// Call it in a task of the runtime (see [`Deliveries`]).
+    pub async fn run(self, mut deliveries: Deliveries, drain: Duration) -> ForwardReport {
+        let dispatcher = self.dispatcher.clone();
+        let mut stopped = self.stop.0.subscribe();
+        let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let intake = tokio::spawn(self.read(move |e| {
+            let _ = tx.send(e);
+        }));
+        let mut report = ForwardReport::default();
+        let (mut expected, mut received) = (0usize, 0usize);
+        let mut intake_done = false;
+        let mut shutdown = None;
+        loop {
+            if intake_done && received >= expected && shutdown.is_none() {
+                break;
+            }
+            tokio::select! {
+                // What the intake took is counted before its outcomes are.
+                biased;
+                e = events.recv(), if !intake_done => match e {
+                    Some(ForwardEvent::Submitted { pairs, .. }) => {
+                        report.submitted += 1;
+                        expected += pairs;
+                    }
+                    Some(e) => report.count(e),
+                    None => intake_done = true,
+                },
+                d = deliveries.recv() => match d {
+                    Some(d) => {
+                        received += 1;
+                        report.delivery(&d);
+                    }
+                    // The dispatcher has shut down and every delivery is in.
+                    None => break,
+                },
+                _ = stopped.wait_for(|s| *s), if shutdown.is_none() => {
+                    let d = dispatcher.clone();
+                    shutdown = Some(tokio::spawn(async move { d.shutdown(drain).await }));
+                }
+            }
+        }
+        let source = intake.await.ok();
+        while let Ok(e) = events.try_recv() {
+            report.count(e);
+        }
+        report.unfinished = match shutdown {
+            Some(h) => h.await.unwrap_or_default(),
+            None => dispatcher.shutdown(Duration::ZERO).await,
+        };
+        while let Some(d) = deliveries.try_recv() {
+            report.delivery(&d);
+        }
+        // Every finished hook is settled by now (its deliveries were counted and dropped;
+        // the unfinished released): make the settlements final and leave the broker.
+        if let Some(source) = source {
+            source.close(drain).await;
+        }
+        report
+    }
+}
+
+impl ForwardReport {
+    fn count(&mut self, e: ForwardEvent) {
+        match e {
+            ForwardEvent::Submitted { .. } => self.submitted += 1,
+            ForwardEvent::NotTaken { .. } => self.not_taken += 1,
+            ForwardEvent::Invalid { .. } => self.invalid += 1,
+            ForwardEvent::Failed(e) => self.error = Some(e),
+        }
+    }
+
+    fn delivery(&mut self, d: &Delivery) {
+        match d.outcome {
+            Outcome::Delivered => self.delivered += 1,
+            Outcome::DeadLettered { .. } => self.dead_lettered += 1,
+        }
+    }
+}
+
+/// What a record turned out to be.
+enum Decoded {
+    /// A hook to submit.
+    Hook(Box<Hook>),
+    /// Not a hook: report it, dead-letter its bytes, acknowledge it.
+    Invalid(String),
+    /// A claimed body could not be redeemed now (the store is down): give the record back
+    /// to the source rather than file a good hook as undecodable.
+    Later(String),
+}
+
+/// The hook of an envelope: attempts join the trace of the `traceparent` header the hook
+/// arrived with (and pass on its `tracestate`), if it carries one.
+pub fn traced_hook(env: impl Into<Arc<Envelope>>) -> Hook {
+    let env = env.into();
+    let tp = env.header("traceparent").map(str::to_owned);
+    let ts = env.header("tracestate").map(str::to_owned);
+    let hook = Hook::new(env);
+    let hook = match tp {
+        Some(tp) => hook.traceparent(tp),
+        None => hook,
+    };
+    match ts {
+        Some(ts) => hook.tracestate(ts),
+        None => hook,
+    }
+}
+
+/// Decode one record: an envelope as JSON (the `gen` format) or a Message v1, told apart
+/// by the message's `"v"` key. A Message v1 whose body is a claim is redeemed from
+/// `claims` (and keeps its claim, so no sink checks it in again).
+async fn decode(payload: &[u8], claims: Option<&ClaimStore>, envelope: EnvelopeParser) -> Decoded {
+    // Fast path, no JSON tree: an envelope refuses unknown keys, so a Message v1 (its
+    // `"v"`) never parses as one and what does parse is what the slow path would find.
+    if let Ok(env) = serde_json::from_slice::<Envelope>(payload) {
+        return Decoded::Hook(Box::new(traced_hook(env)));
+    }
+    let value: serde_json::Value = match serde_json::from_slice(payload) {
+        Ok(v) => v,
+        Err(e) => {
+            return Decoded::Invalid(format!(
+                "not JSON ({:?} error at line {}, column {})",
+                e.classify(),
+                e.line(),
+                e.column()
+            ));
+        }
+    };
+    let is_message = value.get("v").is_some() && value.get("idempotency_key").is_some();
+    if !is_message {
+        return match envelope(value) {
+            Ok(env) => Decoded::Hook(Box::new(traced_hook(env))),
+            Err(e) => Decoded::Invalid(format!("neither an envelope nor a Message v1: {e}")),
+        };
+    }
+    let m = match ankusa_message::decode(payload) {
+        Ok(m) => m,
+        Err(e) => return Decoded::Invalid(format!("not a valid Message v1: {e}")),
+    };
+    let (body, claim) = match &m.body {
+        MessageBody::Inline(b) => (b.clone(), None),
+        MessageBody::Claim(reference) => {
+            let Some(store) = claims else {
+                return Decoded::Invalid(
+                    "a Message v1 whose body is a claim needs --claim-store to redeem it".into(),
+                );
+            };
+            match store.redeem_message(&m).await {
+                Ok(b) => (b, Claim::new(reference.clone(), m.sha256.as_str()).ok()),
+                Err(e) if e.class() == Class::Transient => {
+                    return Decoded::Later(format!("redeeming the claim: {e}"));
+                }
+                Err(e) => return Decoded::Invalid(format!("redeeming the claim: {e}")),
+            }
+        }
+    };
+    let mut b = Envelope::builder(m.id, m.source_id, body)
+        .received_at(m.received_at)
+        .headers(m.headers);
+    if let Some(t) = m.tenant_id {
+        b = b.tenant_id(t);
+    }
+    if let Some(ct) = m.content_type {
+        b = b.content_type(ct);
+    }
+    if let Some(k) = m.dedupe_key {
+        b = b.dedupe_key(k);
+    }
+    let env = match b.build() {
+        Ok(env) => env,
+        Err(e) => return Decoded::Invalid(format!("not a valid hook: {e}")),
+    };
+    let mut hook = traced_hook(env);
+    if let Some(r) = m.replay_id {
+        hook = hook.replay_id(r);
+    }
+    if let Some(c) = claim {
+        hook = hook.claim(c);
+    }
+    Decoded::Hook(Box::new(hook))
+}
+
+/// A record that is not a hook, on its way to the dead-letter file.
+struct InvalidRecord {
+    position: String,
+    reason: String,
+    raw: Vec<u8>,
+    ack: Ack,
+}
+
+/// The dead-letter line of a record that is not a hook: its bytes, and why.
+#[derive(Serialize)]
+struct RawDeadLetter<'a> {
+    raw_base64: String,
+    position: &'a str,
+    dead_letter: RawInfo<'a>,
+}
+
+#[derive(Serialize)]
+struct RawInfo<'a> {
+    sink: Option<&'a str>,
+    class: &'static str,
+    error_class: &'static str,
+    reason: &'a str,
+}
+
+/// File an undecodable record in the dead-letter file, then acknowledge it: it is never
+/// retried forever, never skipped without a trace. Not filed (a full disk), it is held,
+/// unacknowledged, and written again with backoff until it is, then acknowledged; a stop
+/// releases it. Given back to the broker it would only come back at once and fail the same
+/// way, for ever (logged, at most once a minute).
+async fn dead_letter_invalid(
+    dl: Option<&DeadLetter>,
+    record: InvalidRecord,
+    mut stop: watch::Receiver<bool>,
+) {
+    let InvalidRecord {
+        position,
+        reason,
+        raw,
+        ack,
+    } = record;
+    let Some(dl) = dl else {
+        return ack.ack();
+    };
+    use base64::Engine as _;
+    let line = RawDeadLetter {
+        raw_base64: base64::engine::general_purpose::STANDARD.encode(&raw),
+        position: &position,
+        dead_letter: RawInfo {
+            sink: None,
+            class: "permanent",
+            error_class: "permanent",
+            reason: &reason,
+        },
+    };
+    // Strings and `None` only: it serializes.
+    let Ok(line) = serde_json::to_string(&line) else {
+        return ack.release();
+    };
+    let Err(first) = dl.store_line(line.clone()).await else {
+        return ack.ack();
+    };
+    log_unstored(&position, &first);
+    let dl = dl.clone();
+    tokio::spawn(async move {
+        let mut failures = 1;
+        loop {
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => return ack.release(),
+                () = tokio::time::sleep(dead_letter_backoff(failures)) => {}
+            }
+            match dl.store_line(line.clone()).await {
+                Ok(()) => return ack.ack(),
+                Err(e) => {
+                    failures += 1;
+                    log_unstored(&position, &e);
+                }
+            }
+        }
+    });
+}
+
+/// Log that a record's dead letter could not be stored, at most once a minute: a full
+/// disk fails every one, and the log may be on it.
+fn log_unstored(position: &str, error: &str) {
+    static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    let now = std::time::Instant::now();
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if last.is_some_and(|t| now.duration_since(t) < Duration::from_secs(60)) {
+        return;
+    }
+    *last = Some(now);
+    drop(last);
+    tracing::error!(
+        position,
+        error,
+        "an undecodable record's dead letter cannot be stored: it is held unacknowledged \
+         and written again with backoff"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strict(v: serde_json::Value) -> Result<Envelope, String> {
+        serde_json::from_value(v).map_err(|e| format!("{:?}", e.classify()))
+    }
+
+    #[tokio::test]
+    async fn envelopes_and_messages_are_told_apart_per_record() {
+        let env = Envelope::builder("h1", "stripe", &b"{\"a\":1}"[..])
+            .tenant_id("acme")
+            .dedupe_key("evt_1")
+            .header("Stripe-Signature", "t=1")
+            .build()
+            .unwrap();
+        let json = serde_json::to_vec(&env).unwrap();
+        let Decoded::Hook(h) = decode(&json, None, strict).await else {
+            panic!("an envelope")
+        };
+        assert_eq!(h.envelope().id(), "h1");
+        let ctx = ankusa_sink_core::Ctx::for_envelope(&env).with_replay_id("r9");
+        let msg = ankusa_message::encode(&env, &ctx, None).unwrap();
+        let Decoded::Hook(h) = decode(&msg, None, strict).await else {
+            panic!("a Message v1")
+        };
+        let back = h.envelope();
+        assert_eq!(back.id(), "h1");
+        assert_eq!(back.tenant_id(), Some("acme"));
+        assert_eq!(back.dedupe_key(), Some("evt_1"));
+        assert_eq!(back.body().as_ref(), b"{\"a\":1}");
+        assert_eq!(back.header("stripe-signature"), Some("t=1"));
+        for (bad, why) in [
+            (&b"\xff\xfe"[..], "not JSON"),
+            (b"[1,2]", "neither an envelope nor a Message v1"),
+            (
+                b"{\"v\":2,\"idempotency_key\":\"k\"}",
+                "not a valid Message v1",
+            ),
+        ] {
+            match decode(bad, None, strict).await {
+                Decoded::Invalid(r) => assert!(r.contains(why), "{r}"),
+                _ => panic!("{why}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_hook_joins_the_trace_it_arrived_with() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let env = Envelope::builder("h1", "s", "{}")
+            .header("traceparent", tp)
+            .header("tracestate", "k=v")
+            .build()
+            .unwrap();
+        let hook = format!("{:?}", traced_hook(env));
+        assert!(hook.contains(tp) && hook.contains("k=v"), "{hook}");
+    }
+}
