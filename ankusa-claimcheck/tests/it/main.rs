@@ -206,6 +206,13 @@ pub(crate) mod moto {
         std::env::var("ANKUSA_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
     }
 
+    /// `host:port` of [`endpoint`], for `require_broker!` (`ANKUSA_TEST_BROKERS`).
+    pub(crate) fn addr() -> String {
+        let e = endpoint();
+        let rest = e.split_once("://").map_or(e.as_str(), |(_, r)| r);
+        rest.trim_end_matches('/').to_owned()
+    }
+
     /// An S3 store on `endpoint` with dummy credentials and at most one quick retry.
     pub(crate) fn s3(endpoint: &str, bucket: &str, access_key: &str) -> AmazonS3 {
         AmazonS3Builder::new()

@@ -33,6 +33,7 @@ async fn failed_redeem(store: &ClaimStore) -> ClaimError {
 
 #[tokio::test]
 async fn store_down_then_up() {
+    ankusa_sink_testkit::require_broker!("moto", crate::moto::addr());
     // Nothing listens on the port yet: connection refused.
     let port = moto::free_port();
     let endpoint = format!("http://127.0.0.1:{port}");
@@ -72,6 +73,7 @@ async fn store_down_then_up() {
 
 #[tokio::test]
 async fn a_store_refusing_the_credentials_is_a_config_failure() {
+    ankusa_sink_testkit::require_broker!("moto", crate::moto::addr());
     // moto checks IAM from the first request: an unknown access key is refused (403).
     let moto = Moto::start(moto::free_port(), &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]).await;
     let store = s3_store(&moto.endpoint, "claims-denied", "AKIAUNKNOWNKEY000000");
@@ -92,6 +94,7 @@ async fn a_store_refusing_the_credentials_is_a_config_failure() {
 
 #[tokio::test]
 async fn a_missing_bucket_is_a_config_failure_on_write() {
+    ankusa_sink_testkit::require_broker!("moto", crate::moto::addr());
     let store = s3_store(&moto::endpoint(), "claims-missing", "testing");
     let err = failed_check_in(&store).await;
     assert!(matches!(err, ClaimError::StoreConfig(_)), "{err:?}");

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 #[tokio::test]
 async fn redeem_through_s3_on_moto() {
+    ankusa_sink_testkit::require_broker!("moto", crate::moto::addr());
     let endpoint = moto::endpoint();
     let bucket = unique_name("claims-it");
     moto::create_bucket(&endpoint, &bucket).await;
