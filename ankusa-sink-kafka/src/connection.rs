@@ -3,7 +3,7 @@
 //! [`KafkaConnection`] in, so the keys are declared once and spelled alike.
 
 use crate::config::{SaslConfig, TlsConfig, servers};
-use serde::de::{Deserialize, Deserializer};
+use serde::de::Deserializer;
 use std::collections::BTreeMap;
 
 /// The connection keys as written (checked by the config that flattens them in).
@@ -27,21 +27,4 @@ fn some_servers<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, 
     servers(d).map(Some)
 }
 
-impl<'de> Deserialize<'de> for KafkaConnection {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut track = serde_path_to_error::Track::new();
-        KafkaConnection::deserialize(serde_path_to_error::Deserializer::new(d, &mut track))
-            .map_err(|e| keyed(track, e))
-    }
-}
-
-/// Name the key of an error in a flattened part of a table (``key `url`: ...``) as errors
-/// of the rest of the table are named: serde's `flatten` drops the key path.
-fn keyed<E: serde::de::Error>(track: serde_path_to_error::Track, e: E) -> E {
-    let path = track.path().to_string();
-    if path.is_empty() || path == "." {
-        e
-    } else {
-        E::custom(format_args!("key `{path}`: {e}"))
-    }
-}
+ankusa_sink_kit::keyed_flatten!(KafkaConnection);

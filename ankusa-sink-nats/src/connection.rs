@@ -3,7 +3,6 @@
 //! alike.
 
 use ankusa_sink_core::Secret;
-use serde::de::{Deserialize, Deserializer};
 use std::num::NonZeroU64;
 use std::path::PathBuf;
 
@@ -25,21 +24,4 @@ pub(crate) struct NatsConnection {
     pub(crate) connect_timeout_ms: Option<NonZeroU64>,
 }
 
-impl<'de> Deserialize<'de> for NatsConnection {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut track = serde_path_to_error::Track::new();
-        NatsConnection::deserialize(serde_path_to_error::Deserializer::new(d, &mut track))
-            .map_err(|e| keyed(track, e))
-    }
-}
-
-/// Name the key of an error in a flattened part of a table (``key `url`: ...``) as errors
-/// of the rest of the table are named: serde's `flatten` drops the key path.
-fn keyed<E: serde::de::Error>(track: serde_path_to_error::Track, e: E) -> E {
-    let path = track.path().to_string();
-    if path.is_empty() || path == "." {
-        e
-    } else {
-        E::custom(format_args!("key `{path}`: {e}"))
-    }
-}
+ankusa_sink_kit::keyed_flatten!(NatsConnection);

@@ -499,7 +499,7 @@ mod tests {
             "format": "cloudevents", "cloudevents_type": "a b"
         }))
         .unwrap_err();
-        assert!(e.starts_with("cloudevents_type: "), "{e}");
+        assert!(e.contains("cloudevents_type"), "{e}");
         let binary = CloudEvents::new(Mode::Binary, "t").unwrap();
         let channel = RedisConfig::channel("redis://127.0.0.1:6379", "c").unwrap();
         assert!(channel.with_cloudevents(Some(binary)).is_err());

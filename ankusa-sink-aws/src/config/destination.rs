@@ -503,15 +503,19 @@ mod tests {
         .unwrap();
         assert_eq!(c.options().inline_max_bytes().get(), 1000);
         assert!(c.options().signing().is_some());
-        for key in ["format", "cloudevents_type"] {
-            let e = serde_json::from_value::<SnsConfig>(serde_json::json!({
-                "topic_arn": "arn:aws:sns:us-east-1:000000000000:t", key: "cloudevents"
-            }))
-            .unwrap_err();
-            assert!(
-                e.to_string().contains(&format!("unknown option `{key}`")),
-                "{e}"
-            );
-        }
+        let ce: SnsConfig = serde_json::from_value(serde_json::json!({
+            "topic_arn": "arn:aws:sns:us-east-1:000000000000:t",
+            "format": "cloudevents", "cloudevents_type": "com.example.t"
+        }))
+        .unwrap();
+        assert_eq!(
+            ce.options().cloudevents().map(|e| e.event_type()),
+            Some("com.example.t")
+        );
+        let e = serde_json::from_value::<SnsConfig>(serde_json::json!({
+            "topic_arn": "arn:aws:sns:us-east-1:000000000000:t", "bogus": 1
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("unknown option `bogus`"), "{e}");
     }
 }

@@ -163,6 +163,7 @@ fn ok_lines(f: &Forwarder) -> usize {
 
 #[test]
 fn three_forwarders_share_a_queue_and_deliver_every_hook() {
+    needs!("RabbitMQ");
     const N: usize = 5_000;
     let broker = Broker::new();
     let collector = Collector::start();
@@ -197,6 +198,7 @@ fn three_forwarders_share_a_queue_and_deliver_every_hook() {
 
 #[test]
 fn a_killed_forwarder_hooks_are_redelivered_to_the_other() {
+    needs!("RabbitMQ");
     const N: usize = 3_000;
     let broker = Broker::new();
     let collector = Collector::start();
@@ -226,6 +228,7 @@ fn a_killed_forwarder_hooks_are_redelivered_to_the_other() {
 
 #[test]
 fn while_the_sink_is_down_nothing_is_acked_and_then_everything_flows() {
+    needs!("RabbitMQ");
     const N: usize = 300;
     let broker = Broker::new();
     let collector = Collector::start();
@@ -277,6 +280,7 @@ fn while_the_sink_is_down_nothing_is_acked_and_then_everything_flows() {
 
 #[test]
 fn stopped_while_the_sink_is_down_every_hook_is_back_in_the_queue() {
+    needs!("RabbitMQ");
     const N: usize = 50;
     let broker = Broker::new();
     let collector = Collector::start();
@@ -307,6 +311,7 @@ fn stopped_while_the_sink_is_down_every_hook_is_back_in_the_queue() {
 
 #[test]
 fn an_undecodable_record_is_dead_lettered_and_acked() {
+    needs!("RabbitMQ");
     let broker = Broker::new();
     let collector = Collector::start();
     let hooks = envelopes(&unique_name("amqp-bad"), 3);
@@ -377,6 +382,7 @@ fn forward_from_exits(
 
 #[test]
 fn a_sink_that_keeps_nothing_is_refused_unless_allowed() {
+    needs!("RabbitMQ");
     const N: usize = 5;
     let broker = Broker::new();
     let hooks = envelopes(&unique_name("amqp-nondurable"), N);
@@ -444,6 +450,7 @@ fn same_size_envelopes(prefix: &str, count: usize, body_bytes: usize) -> Vec<(St
 
 #[test]
 fn the_byte_budget_bounds_what_the_broker_has_out_while_the_sink_is_down() {
+    needs!("RabbitMQ");
     const N: usize = 20;
     let broker = Broker::new();
     let collector = Collector::start();
@@ -503,6 +510,7 @@ fn the_byte_budget_bounds_what_the_broker_has_out_while_the_sink_is_down() {
 
 #[test]
 fn a_record_larger_than_the_byte_budget_goes_through_alone() {
+    needs!("RabbitMQ");
     let broker = Broker::new();
     let collector = Collector::start();
     let prefix = unique_name("amqp-alone");
@@ -526,6 +534,7 @@ fn a_record_larger_than_the_byte_budget_goes_through_alone() {
 
 #[test]
 fn a_record_longer_than_max_line_bytes_is_dead_lettered_and_acked_undecoded() {
+    needs!("RabbitMQ");
     let broker = Broker::new();
     let collector = Collector::start();
     let prefix = unique_name("amqp-long");

@@ -131,6 +131,7 @@ fn all_committed(ends: &BTreeMap<i32, i64>) -> BTreeMap<i32, Option<i64>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_forwarders_share_a_topic_and_every_hook_arrives() {
+    needs!("Kafka");
     let topic = Topic::create(3).await;
     let hooks = envelopes("k3", 5_000);
     let ends = topic
@@ -159,6 +160,7 @@ async fn three_forwarders_share_a_topic_and_every_hook_arrives() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_forwarder_s_hooks_reach_the_other() {
+    needs!("Kafka");
     let topic = Topic::create(2).await;
     let hooks = envelopes("kk", 5_000);
     let ends = topic
@@ -189,6 +191,7 @@ async fn a_killed_forwarder_s_hooks_reach_the_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_down_sink_holds_the_commit_and_everything_flows_when_it_returns() {
+    needs!("Kafka");
     let topic = Topic::create(1).await;
     let hooks = envelopes("kd", 200);
     let ends = topic
@@ -224,6 +227,7 @@ async fn a_down_sink_holds_the_commit_and_everything_flows_when_it_returns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undecodable_records_are_dead_lettered_and_committed_past_and_messages_bridge() {
+    needs!("Kafka");
     let topic = Topic::create(1).await;
     let hooks = envelopes("ku", 2);
     // A Message v1 from another broker's sink is a hook too.
@@ -265,6 +269,7 @@ async fn undecodable_records_are_dead_lettered_and_committed_past_and_messages_b
 
 #[test]
 fn a_missing_topic_stops_the_forwarder_with_a_config_error() {
+    needs!("Kafka");
     let src = temp_file(
         "kafka-source.toml",
         &format!(

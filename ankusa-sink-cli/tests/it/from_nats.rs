@@ -108,6 +108,7 @@ fn stop_all(forwarders: Vec<Forwarder>) {
 
 #[test]
 fn three_forwarders_on_one_consumer_deliver_every_hook() {
+    needs!("NATS");
     let s = Stream::create("cli-nats-src3");
     let hooks = envelopes("n3", 5000);
     s.publish(hooks.iter().map(|(_, b)| b.clone()));
@@ -141,6 +142,7 @@ fn three_forwarders_on_one_consumer_deliver_every_hook() {
 
 #[test]
 fn a_forwarder_killed_mid_run_loses_nothing() {
+    needs!("NATS");
     let s = Stream::create("cli-nats-kill");
     let hooks = envelopes("nk", 3000);
     s.publish(hooks.iter().map(|(_, b)| b.clone()));
@@ -170,6 +172,7 @@ fn a_forwarder_killed_mid_run_loses_nothing() {
 
 #[test]
 fn nothing_is_acked_while_the_destination_is_down() {
+    needs!("NATS");
     let s = Stream::create("cli-nats-down");
     let hooks = envelopes("nd", 200);
     s.publish(hooks.iter().map(|(_, b)| b.clone()));
@@ -221,6 +224,7 @@ fn nothing_is_acked_while_the_destination_is_down() {
 
 #[test]
 fn an_undecodable_record_is_dead_lettered_and_acked() {
+    needs!("NATS");
     let s = Stream::create("cli-nats-bad");
     let hooks = envelopes("nb", 2);
     s.publish([hooks[0].1.clone(), b"not json".to_vec(), hooks[1].1.clone()]);
