@@ -3,7 +3,8 @@
 //! The librdkafka properties it becomes are in `properties.rs`; the rules on extra
 //! properties it enforces, in `property_rules.rs`.
 
-use crate::connection::KafkaConnection;
+use crate::connection::{KafkaConnection, split_servers};
+pub use crate::connection::{SaslConfig, SaslMechanism, TlsConfig};
 use crate::property_rules::{
     MAX_MESSAGE_MAX_BYTES, OWNED_PROPERTIES, RECORD_OVERHEAD, is_sensitive_property,
     is_unsafe_property, scrub,
@@ -12,10 +13,10 @@ use ankusa_message::MessageOptions;
 use ankusa_message::cloudevents::CloudEvents;
 use ankusa_message::signing::Signer;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
-use ankusa_sink_core::{REDACTED, Secret};
+use ankusa_sink_core::REDACTED;
 use rdkafka::error::KafkaError as RdKafkaError;
+use serde::Deserialize;
 use serde::de::IgnoredAny;
-use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::num::{NonZeroU64, NonZeroUsize};
@@ -64,126 +65,6 @@ impl Compression {
     }
 }
 
-/// A SASL mechanism.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum SaslMechanism {
-    /// `PLAIN` (use with TLS).
-    Plain,
-    /// `SCRAM-SHA-256`.
-    #[serde(rename = "scram_sha_256")]
-    ScramSha256,
-    /// `SCRAM-SHA-512`.
-    #[serde(rename = "scram_sha_512")]
-    ScramSha512,
-}
-
-impl SaslMechanism {
-    /// The librdkafka name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SaslMechanism::Plain => "PLAIN",
-            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
-            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
-        }
-    }
-}
-
-/// SASL credentials (keys `mechanism`, `username`, `password`). `Debug` never prints the
-/// password.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[non_exhaustive]
-pub struct SaslConfig {
-    pub(crate) mechanism: SaslMechanism,
-    pub(crate) username: String,
-    pub(crate) password: Secret,
-}
-
-impl SaslConfig {
-    /// SASL credentials.
-    pub fn new(
-        mechanism: SaslMechanism,
-        username: impl Into<String>,
-        password: impl Into<Secret>,
-    ) -> Self {
-        SaslConfig {
-            mechanism,
-            username: username.into(),
-            password: password.into(),
-        }
-    }
-}
-
-/// TLS to the brokers (keys `ca_location`, `certificate_location`, `key_location`,
-/// `key_password`, `verify_hostname`). `Debug` never prints the key password.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[non_exhaustive]
-pub struct TlsConfig {
-    /// CA bundle file (PEM); the system store when absent.
-    #[serde(default)]
-    pub(crate) ca_location: Option<String>,
-    /// Client certificate file (PEM), for mutual TLS.
-    #[serde(default)]
-    pub(crate) certificate_location: Option<String>,
-    /// Client private key file (PEM), for mutual TLS.
-    #[serde(default)]
-    pub(crate) key_location: Option<String>,
-    /// The private key's password.
-    #[serde(default)]
-    pub(crate) key_password: Option<Secret>,
-    /// Check the broker's certificate names its host (default true).
-    #[serde(default = "yes")]
-    pub(crate) verify_hostname: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl Default for TlsConfig {
-    fn default() -> Self {
-        TlsConfig {
-            ca_location: None,
-            certificate_location: None,
-            key_location: None,
-            key_password: None,
-            verify_hostname: true,
-        }
-    }
-}
-
-impl TlsConfig {
-    /// Trust the CA bundle in `path` (PEM) instead of the system store.
-    pub fn with_ca_location(mut self, path: impl Into<String>) -> Self {
-        self.ca_location = Some(path.into());
-        self
-    }
-    /// Authenticate with the client certificate and private key in these files (PEM).
-    pub fn with_client_certificate(
-        mut self,
-        certificate: impl Into<String>,
-        key: impl Into<String>,
-    ) -> Self {
-        self.certificate_location = Some(certificate.into());
-        self.key_location = Some(key.into());
-        self
-    }
-    /// The private key's password.
-    pub fn with_key_password(mut self, password: impl Into<Secret>) -> Self {
-        self.key_password = Some(password.into());
-        self
-    }
-    /// Whether the broker's certificate must name its host (default true; `false` is
-    /// warned about when the sink is built).
-    pub fn with_verify_hostname(mut self, verify: bool) -> Self {
-        self.verify_hostname = verify;
-        self
-    }
-}
-
 /// The operator's keys, exactly as written in a sink file (`type` already removed).
 #[derive(Deserialize)]
 struct Repr {
@@ -203,27 +84,6 @@ struct Repr {
     /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
     #[serde(flatten)]
     unknown: BTreeMap<String, IgnoredAny>,
-}
-
-pub(crate) fn servers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Servers {
-        One(String),
-        Many(Vec<String>),
-    }
-    Ok(match Servers::deserialize(d)? {
-        Servers::One(s) => split_servers(&s),
-        Servers::Many(v) => v,
-    })
-}
-
-fn split_servers(s: &str) -> Vec<String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
 }
 
 /// A valid Kafka sink configuration.

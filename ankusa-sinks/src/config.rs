@@ -1,8 +1,7 @@
 //! The `type`-tagged sink config and how it builds a sink.
 
 use crate::config_error::ConfigError;
-use crate::env::EnvAccess;
-use crate::registry::{RegisteredConfig, Registry};
+use crate::registered::RegisteredConfig;
 use ankusa_message::MessageOption::{self, Format, InlineMaxBytes, Signing};
 use ankusa_sink_core::Sink;
 use ankusa_sink_log::LogConfig;
@@ -224,48 +223,12 @@ impl SinkConfig {
     pub fn log() -> Self {
         SinkConfig::Log(LogConfig::default())
     }
-
-    /// Parse a TOML document whose top level is the sink's table. `${VAR}` references may
-    /// read any environment variable: the config is trusted input (see [`EnvAccess`]).
-    /// Only the built-in types: a registry with more is [`Registry::parse_toml_str`].
-    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        Registry::builtin().parse_toml_str(text)
-    }
-
-    /// [`from_toml_str`](Self::from_toml_str) with a limit on the environment variables the
-    /// config may read: [`EnvAccess::None`] for configs written by someone you do not trust.
-    pub fn from_toml_str_with(text: &str, env: &EnvAccess) -> Result<Self, ConfigError> {
-        Registry::builtin().parse_toml_str_with(text, env)
-    }
-
-    /// Parse a JSON object (same keys as TOML). Trusted input, like
-    /// [`from_toml_str`](Self::from_toml_str).
-    pub fn from_json_str(text: &str) -> Result<Self, ConfigError> {
-        Registry::builtin().parse_json_str(text)
-    }
-
-    /// [`from_json_str`](Self::from_json_str) with a limit on the environment variables the
-    /// config may read.
-    pub fn from_json_str_with(text: &str, env: &EnvAccess) -> Result<Self, ConfigError> {
-        Registry::builtin().parse_json_str_with(text, env)
-    }
-
-    /// Build from a parsed table: read `type`, expand `${VAR}` references (any variable),
-    /// then let the adapter's own config deserialize the rest (unknown keys are refused).
-    pub fn from_table(table: toml::Table) -> Result<Self, ConfigError> {
-        Registry::builtin().parse_table(table)
-    }
-
-    /// [`from_table`](Self::from_table) with a limit on the environment variables the
-    /// config may read.
-    pub fn from_table_with(table: toml::Table, env: &EnvAccess) -> Result<Self, ConfigError> {
-        Registry::builtin().parse_table_with(table, env)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::env::EnvAccess;
 
     fn err(text: &str) -> String {
         SinkConfig::from_toml_str(text).unwrap_err().to_string()

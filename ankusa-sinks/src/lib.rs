@@ -5,6 +5,7 @@ mod config;
 mod config_error;
 mod dispatch;
 mod env;
+mod registered;
 mod registry;
 mod scrub;
 mod source;
@@ -13,7 +14,8 @@ pub use config::{KNOWN_TYPES, SinkConfig, message_options};
 pub use config_error::ConfigError;
 pub use dispatch::{ConcurrencySetting, DEFAULT_MAX_CONCURRENCY, DispatchTable};
 pub use env::EnvAccess;
-pub use registry::{RegisterError, RegisteredConfig, Registry};
+pub use registered::RegisteredConfig;
+pub use registry::{RegisterError, Registry};
 pub use source::{KNOWN_SOURCE_TYPES, SourceConfig, SourceConfigError};
 
 /// Deserialize JSON input (an envelope, say) so that an error names the key path and what

@@ -3,19 +3,12 @@
 use crate::config::{KNOWN_TYPES, SinkConfig, built, options, syntax};
 use crate::config_error::ConfigError;
 use crate::env::EnvAccess;
+use crate::registered::{BuildFn, RegisteredConfig};
 use ankusa_sink_core::Sink;
 use serde::de::DeserializeOwned;
-use std::any::Any;
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-
-/// What a registered builder's future gives: the sink, or the refusal as [`ConfigError::Build`].
-type Building = Pin<Box<dyn Future<Output = Result<Arc<dyn Sink>, ConfigError>> + Send>>;
-
-/// A registered type's builder, its error already turned into a [`ConfigError`].
-type BuildFn<C> = dyn Fn(C) -> Building + Send + Sync;
 
 /// A registered type's parser: the table (without `type`, `${VAR}` expanded) to its config.
 type ParseFn = dyn Fn(toml::Value) -> Result<RegisteredConfig, ConfigError> + Send + Sync;
@@ -192,13 +185,7 @@ impl Registry {
         }
         let parse: Arc<ParseFn> = Arc::new(move |value| {
             let config: C = options(ty, value)?;
-            Ok(RegisteredConfig {
-                ty,
-                inner: Arc::new(Parsed {
-                    config,
-                    build: build.clone(),
-                }),
-            })
+            Ok(RegisteredConfig::new(ty, config, build.clone()))
         });
         self.registered.push(Registration { ty, parse });
         Ok(self)
@@ -321,65 +308,43 @@ impl Registry {
     }
 }
 
-/// The config of a type another crate registered ([`Registry::register`]): its options,
-/// parsed, and the builder that turns them into a sink.
-#[derive(Clone)]
-pub struct RegisteredConfig {
-    ty: &'static str,
-    inner: Arc<dyn Erased>,
-}
-
-impl RegisteredConfig {
-    /// The `type` it was registered as.
-    pub fn kind(&self) -> &'static str {
-        self.ty
+/// Parsing with the built-in types only (a [`Registry`] with more parses its own).
+impl SinkConfig {
+    /// Parse a TOML document whose top level is the sink's table. `${VAR}` references may
+    /// read any environment variable: the config is trusted input (see [`EnvAccess`]).
+    /// Only the built-in types: a registry with more is [`Registry::parse_toml_str`].
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        Registry::builtin().parse_toml_str(text)
     }
 
-    /// The parsed options, when they are a `C`.
-    pub fn config<C: 'static>(&self) -> Option<&C> {
-        self.inner.as_any().downcast_ref()
+    /// [`from_toml_str`](Self::from_toml_str) with a limit on the environment variables the
+    /// config may read: [`EnvAccess::None`] for configs written by someone you do not trust.
+    pub fn from_toml_str_with(text: &str, env: &EnvAccess) -> Result<Self, ConfigError> {
+        Registry::builtin().parse_toml_str_with(text, env)
     }
 
-    /// Build the sink with the registered builder.
-    pub(crate) async fn build(&self) -> Result<Arc<dyn Sink>, ConfigError> {
-        self.inner.build().await
-    }
-}
-
-impl fmt::Debug for RegisteredConfig {
-    /// The type and its config's own `Debug` (which keeps its secrets out).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RegisteredConfig")
-            .field("type", &self.ty)
-            .field("config", &self.inner.debug())
-            .finish()
-    }
-}
-
-/// A registered type's parsed config, its type erased.
-trait Erased: Send + Sync {
-    fn build(&self) -> Building;
-    fn as_any(&self) -> &dyn Any;
-    fn debug(&self) -> &dyn fmt::Debug;
-}
-
-/// A parsed `C` and its builder.
-struct Parsed<C> {
-    config: C,
-    build: Arc<BuildFn<C>>,
-}
-
-impl<C: Clone + fmt::Debug + Send + Sync + 'static> Erased for Parsed<C> {
-    fn build(&self) -> Building {
-        (self.build)(self.config.clone())
+    /// Parse a JSON object (same keys as TOML). Trusted input, like
+    /// [`from_toml_str`](Self::from_toml_str).
+    pub fn from_json_str(text: &str) -> Result<Self, ConfigError> {
+        Registry::builtin().parse_json_str(text)
     }
 
-    fn as_any(&self) -> &dyn Any {
-        &self.config
+    /// [`from_json_str`](Self::from_json_str) with a limit on the environment variables the
+    /// config may read.
+    pub fn from_json_str_with(text: &str, env: &EnvAccess) -> Result<Self, ConfigError> {
+        Registry::builtin().parse_json_str_with(text, env)
     }
 
-    fn debug(&self) -> &dyn fmt::Debug {
-        &self.config
+    /// Build from a parsed table: read `type`, expand `${VAR}` references (any variable),
+    /// then let the adapter's own config deserialize the rest (unknown keys are refused).
+    pub fn from_table(table: toml::Table) -> Result<Self, ConfigError> {
+        Registry::builtin().parse_table(table)
+    }
+
+    /// [`from_table`](Self::from_table) with a limit on the environment variables the
+    /// config may read.
+    pub fn from_table_with(table: toml::Table, env: &EnvAccess) -> Result<Self, ConfigError> {
+        Registry::builtin().parse_table_with(table, env)
     }
 }
 
