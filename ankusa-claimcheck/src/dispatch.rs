@@ -49,6 +49,9 @@ impl ClaimStore {
     ///   one-claim pack ([`ClaimItem::from_envelope`]); the put has completed when this
     ///   returns. Hand the returned `Ctx` to every sink and keep its claim for retries.
     /// - Every sink takes the body inline: `ctx` unchanged, nothing written.
+    /// - Reads each sink's `capabilities()` on every call: a caller preparing many hooks for
+    ///   the same sinks resolves [`sink_thresholds`] once and calls
+    ///   [`prepare_with_thresholds`](Self::prepare_with_thresholds), as the dispatcher does.
     pub async fn prepare<S: Sink>(
         &self,
         env: &Envelope,

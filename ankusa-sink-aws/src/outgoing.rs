@@ -79,11 +79,11 @@ pub(crate) const MAX_ATTRIBUTES: usize = 10;
 /// source, the replay id and the idempotency key the dedupe key is part of). Only a signed
 /// message can have more than 10 (up to 8 + 3 signing + 2 trace context); the signature's
 /// three and the trace context always go.
-pub(crate) const DROPPED_WHEN_OVER_LIMIT: [Attr; 4] = [
-    Attr::MessageVersion,
-    Attr::ReplayId,
-    Attr::DedupeKey,
-    Attr::SourceId,
+pub(crate) const DROPPED_WHEN_OVER_LIMIT: [Slot; 4] = [
+    Slot::Ours(Attr::MessageVersion),
+    Slot::Ours(Attr::ReplayId),
+    Slot::Ours(Attr::DedupeKey),
+    Slot::Ours(Attr::SourceId),
 ];
 
 /// One attribute a binary-mode CloudEvent may carry: one of ours, or a CloudEvents
@@ -126,7 +126,7 @@ pub(crate) const CE_DROPPED_WHEN_OVER_LIMIT: [Slot; 14] = [
 /// Why a message cannot be an SQS or SNS body (nothing is sent): a binary-mode CloudEvent's
 /// data travels as the body itself, and both services take a non-empty string of XML
 /// characters only (SQS: `#x9 #xA #xD #x20-#xD7FF #xE000-#xFFFD #x10000-#x10FFFF`).
-fn check_text_body(body: &[u8]) -> Result<(), AwsError> {
+fn check_text_body(body: &[u8]) -> Result<&str, AwsError> {
     let text = std::str::from_utf8(body).map_err(|_| AwsError::BodyNotText { why: "not UTF-8" })?;
     if text.is_empty() {
         return Err(AwsError::BodyNotText { why: "empty" });
@@ -142,7 +142,7 @@ fn check_text_body(body: &[u8]) -> Result<(), AwsError> {
             why: "a character SQS refuses (a control character or U+FFFE/U+FFFF)",
         });
     }
-    Ok(())
+    Ok(text)
 }
 
 /// The entry for `out`: the one mapping from core's message to the SDK's.
@@ -181,13 +181,14 @@ pub(crate) fn to_entry<A: AttributeValue>(
         );
     }
     let over = slots.len().saturating_sub(MAX_ATTRIBUTES);
-    let order: Vec<Slot> = if binary {
-        CE_DROPPED_WHEN_OVER_LIMIT.to_vec()
+    let order: &[Slot] = if binary {
+        &CE_DROPPED_WHEN_OVER_LIMIT
     } else {
-        DROPPED_WHEN_OVER_LIMIT.map(Slot::Ours).to_vec()
+        &DROPPED_WHEN_OVER_LIMIT
     };
     let dropped: Vec<Slot> = order
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|d| slots.iter().any(|(s, ..)| s == d))
         .take(over)
         .collect();
@@ -197,17 +198,23 @@ pub(crate) fn to_entry<A: AttributeValue>(
         .map(|(_, name, v)| name.len() + v.len() + DATA_TYPE.len())
         .sum();
     let size = out.body().len() + attribute_bytes;
-    if binary {
-        check_text_body(out.body())?;
-    }
+    // A binary-mode event's data is the body itself: checked as text SQS takes, and
+    // copied, once.
+    let text = if binary {
+        Some(check_text_body(out.body())?.to_owned())
+    } else {
+        None
+    };
     let attributes = slots
         .into_iter()
         .map(|(_, name, value)| (name.into_owned(), A::string(value)))
         .collect();
-    let body = match out.into_body() {
-        Body::Message(json) => String::from_utf8(json).expect("Message v1 is JSON, hence UTF-8"),
-        // A binary-mode event's data, checked above.
-        Body::Raw(raw) => String::from_utf8(raw.to_vec())
+    let body = match (text, out.into_body()) {
+        (Some(text), _) => text,
+        (None, Body::Message(json)) => {
+            String::from_utf8(json).expect("Message v1 is JSON, hence UTF-8")
+        }
+        (None, Body::Raw(raw)) => String::from_utf8(raw.to_vec())
             .map_err(|_| AwsError::BodyNotText { why: "not UTF-8" })?,
     };
     Ok(Entry {
