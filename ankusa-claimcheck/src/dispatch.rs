@@ -2,7 +2,7 @@
 
 use crate::error::ClaimError;
 use crate::store::{ClaimItem, ClaimStore};
-use ankusa_sink_core::{BodyMode, body_mode};
+use ankusa_message::{BodyMode, body_mode};
 use ankusa_sink_core::{Capabilities, Claim, Ctx, Envelope, Sink, safe_capabilities};
 use std::num::NonZeroUsize;
 
@@ -25,7 +25,7 @@ pub fn sink_thresholds<S: Sink>(sinks: &[S]) -> Vec<Option<NonZeroUsize>> {
                     );
                     Capabilities::unknown()
                 })
-                .inline_threshold()
+                .inline_max_bytes
         })
         .collect()
 }

@@ -452,7 +452,10 @@ mod tests {
         assert_eq!(id.timestamp_ms(), 1_700_000_000_123);
         // Canonical ULID text: uppercase, first character 0..=7.
         let text = id.to_string();
-        assert_eq!(ankusa_sink_core::parse_claim_id(&text), Ok(id));
+        assert_eq!(
+            ankusa_sink_core::ClaimRef::new("acme", text.clone()).map(|r| r.claim_id().to_owned()),
+            Ok(text)
+        );
         let key = pack.key("acme").to_string();
         assert!(
             key.starts_with("claims/tenant=acme/dt=2023-11-14/"),

@@ -5,7 +5,7 @@ use crate::error::{ClaimError, Op, StoreError, classify};
 use crate::pack::{self, IndexRow, MAX_PACK_BYTES, MAX_PACK_CLAIMS, PackEntry, PackId};
 use crate::sweeper::Sweeper;
 use ankusa_message::{Message, MessageBody, sha256_hex};
-use ankusa_sink_core::{Claim, ClaimRef, Envelope, partition_of, validate_partition};
+use ankusa_sink_core::{Claim, ClaimRef, Envelope, TENANTLESS, validate_partition};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use object_store::local::LocalFileSystem;
@@ -328,7 +328,8 @@ impl ClaimStore {
             .into_iter()
             .enumerate()
             .map(|(pos, sha)| {
-                let reference = ClaimRef::new(tenant.clone(), pack.claim_id(pos as u16))?;
+                let reference =
+                    ClaimRef::new(tenant.clone(), pack.claim_id(pos as u16).to_string())?;
                 Ok(Claim::new(reference, sha)?)
             })
             .collect()
@@ -346,7 +347,7 @@ impl ClaimStore {
         tenant_id: Option<&str>,
         reference: &ClaimRef,
     ) -> Result<Location, ClaimError> {
-        let expected = partition_of(tenant_id);
+        let expected = tenant_id.unwrap_or(TENANTLESS);
         let urn = reference.to_string();
         if reference.tenant() != expected {
             return Err(ClaimError::WrongTenant {
@@ -354,7 +355,9 @@ impl ClaimStore {
                 expected: expected.to_owned(),
             });
         }
-        let (pack, position) = pack::PackId::of_claim(reference.claim_id());
+        let id = ulid::Ulid::from_string(reference.claim_id())
+            .expect("a ClaimRef holds a canonical ULID's text");
+        let (pack, position) = pack::PackId::of_claim(id);
         let key = pack.key(reference.tenant());
         let prefix = self
             .store

@@ -189,7 +189,7 @@ fn main() {
         "failure_new_and_class",
         per_op(1000, || {
             let f = Failure::transient(Reason(String::new()));
-            std::hint::black_box(f.error_class());
+            std::hint::black_box(f.class().error_class());
         }),
     );
     let policy = DispatchPolicy::default();

@@ -33,7 +33,7 @@ fn classification(c: &mut Criterion) {
     c.bench_function("failure_new_and_class", |b| {
         b.iter(|| {
             let f = Failure::transient(Reason(String::new()));
-            black_box(f.error_class())
+            black_box(f.class().error_class())
         })
     });
 }

@@ -1,6 +1,7 @@
 //! One delivery attempt inside the `ankusa.dispatch.attempt` tracing span.
 
-use ankusa_sink_core::{Class, Ctx, Envelope, Failure, TraceContext};
+use ankusa_message::TraceContext;
+use ankusa_sink_core::{Class, Ctx, Envelope, Failure};
 use futures_util::FutureExt as _;
 use std::future::Future;
 use tracing::Instrument as _;
@@ -157,7 +158,7 @@ pub(crate) fn traced(
         span.record("trace_id", trace.trace_id_hex());
         span.record("span_id", trace.span_id_hex());
     }
-    (span, ctx.with_trace(trace))
+    (span, ctx.with_extension(trace))
 }
 
 /// The trace context of `span`: the OpenTelemetry span's ids when one is recording it,
@@ -395,7 +396,7 @@ mod tests {
         let mut sent = Vec::new();
         for p in [Some(&parent), None] {
             let (span, ctx) = super::traced("http", &e, Ctx::for_envelope(&e), p);
-            let trace = ctx.trace().cloned().expect("set");
+            let trace = TraceContext::of(&ctx).cloned().expect("set");
             let _: Result<(), Failure> = super::run(span, async { Ok(()) }).await;
             sent.push(trace);
         }
@@ -423,7 +424,7 @@ mod tests {
             TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").unwrap();
         let (span, ctx) = super::traced("kafka", &e, Ctx::for_envelope(&e), Some(&parent));
         let _: Result<(), Failure> = super::run(span, async { Ok(()) }).await;
-        let trace = ctx.trace().unwrap();
+        let trace = TraceContext::of(&ctx).unwrap();
         assert_eq!(trace.trace_id(), parent.trace_id());
         assert_ne!(trace.span_id(), parent.span_id());
         assert_eq!(trace.flags(), 0);

@@ -44,7 +44,7 @@ impl DeadLetterInfo {
         DeadLetterInfo {
             sink: sink.to_owned(),
             class: failure.class().as_str().to_owned(),
-            error_class: failure.error_class().as_str().to_owned(),
+            error_class: failure.class().error_class().as_str().to_owned(),
             reason: failure.reason_chain(),
             may_have_landed: failure.may_have_landed(),
             attempts,
@@ -58,7 +58,7 @@ impl DeadLetterInfo {
 /// and `forward` reads) plus a `dead_letter` object.
 ///
 /// Only the headers a sink would forward are stored
-/// ([`is_forwardable`](ankusa_sink_core::is_forwardable)): credentials a provider
+/// ([`is_forwardable`](ankusa_message::is_forwardable)): credentials a provider
 /// sent (an `Authorization`, an API key) never land on disk.
 pub fn record_line(env: &Envelope, info: &DeadLetterInfo) -> serde_json::Result<String> {
     let filtered;
@@ -95,7 +95,7 @@ pub fn record_line(env: &Envelope, info: &DeadLetterInfo) -> serde_json::Result<
 }
 
 fn forwardable(name: &str) -> bool {
-    ankusa_sink_core::is_forwardable(&name.to_ascii_lowercase())
+    ankusa_message::is_forwardable(&name.to_ascii_lowercase())
 }
 
 /// Split a dead-letter record into the envelope's JSON and its `dead_letter` object;

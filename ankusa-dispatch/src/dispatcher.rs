@@ -7,9 +7,10 @@ use crate::dead_letter::{DeadLetter, DeadLetterInfo, dead_letter_backoff};
 use crate::metrics as m;
 use crate::policy::{Action, DispatchPolicy, decide, record};
 use ankusa_claimcheck::{ClaimStore, needs_claim};
+use ankusa_message::TraceContext;
 use ankusa_sink_core::{
     Capabilities, Claim, Class, Ctx, Envelope, ErrorClass, Failure, InFlight, Reason, Sink,
-    TraceContext, safe_capabilities, safe_deliver,
+    safe_capabilities, safe_deliver,
 };
 use ankusa_source::{Ack, Settlement};
 use std::cmp::Reverse;
@@ -252,7 +253,7 @@ fn slots(
             );
             Capabilities::unknown()
         });
-        let threshold = caps.inline_threshold();
+        let threshold = caps.inline_max_bytes;
         let own = settings.get(&name).cloned().unwrap_or_default();
         let limit = match own.concurrency {
             None => None,

@@ -13,13 +13,14 @@
 //! | `ankusatenant` | the tenant, when the hook has one |
 //! | `ankusaidempotencykey` | [`Envelope::idempotency_key`] |
 //! | `ankusareplayid` | the replay id, for a replay |
-//! | `traceparent` | the attempt's W3C `traceparent` ([`Ctx::trace`]; the Distributed Tracing extension) |
+//! | `traceparent` | the attempt's W3C `traceparent` ([`TraceContext::of`](crate::TraceContext::of); the Distributed Tracing extension) |
 //! | `tracestate` | the hook's W3C `tracestate`, when it had a valid one |
 //!
 //! Structured mode puts the body in `data` as a JSON value when the content type is JSON
 //! (`application/json` or a `+json` type) and the body parses, else in `data_base64`.
 
 use crate::signing::webhook_id;
+use crate::trace::TraceContext;
 use ankusa_sink_core::Ctx;
 use ankusa_sink_core::{Envelope, MAX_RECEIVED_AT};
 use base64::Engine as _;
@@ -162,7 +163,7 @@ impl CloudEvents {
         if let Some(r) = ctx.replay_id.as_deref().filter(|r| !r.is_empty()) {
             out.push(("ankusareplayid", Cow::Borrowed(r)));
         }
-        if let Some(trace) = ctx.trace() {
+        if let Some(trace) = TraceContext::of(ctx) {
             out.push(("traceparent", Cow::Borrowed(trace.traceparent())));
             if let Some(state) = trace.tracestate() {
                 out.push(("tracestate", Cow::Borrowed(state)));

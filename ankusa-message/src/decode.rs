@@ -2,7 +2,7 @@
 
 use crate::message::sha256_hex;
 use crate::signing::{self, DEFAULT_TOLERANCE, Signer, VerifyError};
-use ankusa_sink_core::{ClaimRef, ClaimRefError, partition_of};
+use ankusa_sink_core::{ClaimRef, ClaimRefError, TENANTLESS};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
@@ -219,7 +219,7 @@ struct WireIn {
 }
 
 /// Decode a Message v1, verifying an inline body's size and sha256, and that a claim is
-/// filed under the message's tenant ([`partition_of`](ankusa_sink_core::partition_of) its
+/// filed under the message's tenant (the tenant or [`TENANTLESS`] of its
 /// `tenant_id`): a message naming another tenant's claim is refused
 /// ([`DecodeError::ClaimTenant`]). Unknown keys are ignored, as the format requires of
 /// consumers.
@@ -246,7 +246,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
         }
         (None, Some(urn)) => {
             let reference: ClaimRef = urn.parse()?;
-            if reference.tenant() != partition_of(w.tenant_id.as_deref()) {
+            if reference.tenant() != w.tenant_id.as_deref().unwrap_or(TENANTLESS) {
                 return Err(DecodeError::ClaimTenant);
             }
             MessageBody::Claim(reference)

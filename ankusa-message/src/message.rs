@@ -19,10 +19,29 @@
 //! [`Outgoing::new`] from its [`Layout`]: the body, the idempotency key, the [`Attr`] list
 //! and the key, once; [`encode`] is the same body alone, for code that needs only the bytes.
 
-use ankusa_sink_core::{BodyMode, Ctx, Envelope, Failure, body_mode, forwarded_headers};
+use crate::forwarding::forwarded_headers;
+use ankusa_sink_core::{Ctx, Envelope, Failure};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use std::num::NonZeroUsize;
+
+/// How the body travels in a Message v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyMode {
+    /// In `body_base64`.
+    Inline,
+    /// By `claim`.
+    Claim,
+}
+
+/// Whether a body of `size` bytes goes inline under threshold `max` (`None`: always).
+/// Inclusive: exactly `max` bytes is inline.
+pub fn body_mode(size: u64, max: Option<NonZeroUsize>) -> BodyMode {
+    match max {
+        Some(max) if size > max.get() as u64 => BodyMode::Claim,
+        _ => BodyMode::Inline,
+    }
+}
 
 /// The default inline threshold of queue sinks: 64 KiB.
 pub const DEFAULT_INLINE_MAX_BYTES: NonZeroUsize = NonZeroUsize::new(65_536).unwrap();
@@ -190,13 +209,7 @@ pub fn encode(
     inline_max_bytes: Option<NonZeroUsize>,
 ) -> Result<Vec<u8>, EncodeError> {
     let headers = forwarded_headers(env, ctx);
-    encode_with(
-        env,
-        ctx,
-        inline_max_bytes,
-        &env.idempotency_key_cow(),
-        &headers,
-    )
+    encode_with(env, ctx, inline_max_bytes, &env.idempotency_key(), &headers)
 }
 
 /// [`encode`] with the idempotency key and forwarded headers already computed (by
@@ -450,7 +463,7 @@ mod tests {
         let wire = Wire {
             env,
             ctx,
-            idempotency_key: &env.idempotency_key_cow(),
+            idempotency_key: &env.idempotency_key(),
             headers: &headers,
             sha256: env.body_sha256(),
             claim,
@@ -540,7 +553,7 @@ mod tests {
             .tenant(tenant.map(str::to_owned))
             .build()
             .unwrap();
-        let r = ClaimRef::new(claim_tenant, ulid::Ulid::from_parts(1, 2)).unwrap();
+        let r = ClaimRef::new(claim_tenant, ulid::Ulid::from_parts(1, 2).to_string()).unwrap();
         let ctx = Ctx::for_envelope(&e).with_claim(Claim::new(r, sha256_hex(b"hello")).unwrap());
         encode(&e, &ctx, Some(nz(1)))
     }

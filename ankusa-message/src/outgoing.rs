@@ -1,13 +1,14 @@
 //! [`Outgoing`]: everything a sink sends for one delivery, built once.
 
 use crate::cloudevents::{self, CloudEvents, Mode, STRUCTURED_CONTENT_TYPE};
+use crate::forwarding::forwarded_headers;
 use crate::message::{EncodeError, encode_with};
 use crate::signing::{Signer, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP, webhook_id};
 use crate::template::KeyTemplate;
+use crate::trace::TraceContext;
 use ankusa_sink_core::Ctx;
 use ankusa_sink_core::Envelope;
 use ankusa_sink_core::Payload;
-use ankusa_sink_core::forwarded_headers;
 use bytes::Bytes;
 use std::borrow::Cow;
 use std::num::NonZeroUsize;
@@ -27,7 +28,7 @@ use std::num::NonZeroUsize;
 /// | `WebhookId` | `webhook-id` | `webhook-id` | signing: the hook id, or `<id>:replay:<replay_id>` |
 /// | `WebhookTimestamp` | `webhook-timestamp` | `webhook-timestamp` | signing: Unix seconds of this attempt |
 /// | `WebhookSignature` | `webhook-signature` | `webhook-signature` | signing: `v1,<base64>` per key |
-/// | `TraceParent` | `traceparent` | `traceparent` | the attempt's W3C `traceparent` ([`Ctx::trace`]) |
+/// | `TraceParent` | `traceparent` | `traceparent` | the attempt's W3C `traceparent` ([`TraceContext::of`](crate::TraceContext::of)) |
 /// | `TraceState` | `tracestate` | `tracestate` | the hook's W3C `tracestate`, when it had a valid one |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -268,7 +269,7 @@ const CE_PREFIX_BYTES: usize = 3;
 ///   (`application/json`), then `DedupeKey` and `ReplayId` when set and not empty, then,
 ///   with [`Layout::with_signer`], `WebhookId`, `WebhookTimestamp` (now, Unix seconds: a
 ///   retry is signed afresh) and `WebhookSignature` over the exact body bytes.
-/// - With a trace context in the [`Ctx`] ([`Ctx::trace`], which dispatch sets on every
+/// - With a trace context in the [`Ctx`] ([`TraceContext::of`](crate::TraceContext::of), which dispatch sets on every
 ///   attempt), every layout ends with `TraceParent`, then `TraceState` when there is one.
 /// - [`Layout::raw_body`]: the body is the hook's own; attributes in this order: `Id`,
 ///   `SourceId`, `ContentType` (the hook's content type as it came, else
@@ -303,7 +304,7 @@ impl<'a> Outgoing<'a> {
     /// A Message v1 body over the inline threshold without a matching claim in `ctx`
     /// ([`EncodeError`], a config failure).
     pub fn new(env: &'a Envelope, ctx: &'a Ctx, layout: &Layout) -> Result<Self, EncodeError> {
-        let idempotency_key = env.idempotency_key_cow();
+        let idempotency_key = env.idempotency_key();
         let headers = forwarded_headers(env, ctx);
         let ce = layout.cloudevents.as_ref();
         let ce_mode = ce.map(CloudEvents::mode);
@@ -388,7 +389,7 @@ impl<'a> Outgoing<'a> {
             out.push(Attr::WebhookTimestamp, now.to_string().into());
             out.push(Attr::WebhookSignature, signature.into());
         }
-        if let Some(trace) = ctx.trace() {
+        if let Some(trace) = TraceContext::of(ctx) {
             out.push(Attr::TraceParent, trace.traceparent().into());
             if let Some(state) = trace.tracestate() {
                 out.push(Attr::TraceState, state.into());
@@ -475,7 +476,8 @@ mod tests {
     use super::*;
     use crate::message::{DEFAULT_INLINE_MAX_BYTES, encode};
     use crate::template::AbsentTenant;
-    use ankusa_sink_core::{Claim, ClaimRef, ForwardHeaders};
+    use crate::{ForwardHeaders, HeaderPolicy};
+    use ankusa_sink_core::{Claim, ClaimRef};
 
     /// Envelopes that between them take every branch of the attribute rules.
     fn envelopes() -> Vec<(Envelope, Ctx)> {
@@ -523,7 +525,10 @@ mod tests {
             ("ankusa_source_id", Some(env.source_id().to_owned())),
             ("ankusa_tenant_id", env.tenant_id().map(str::to_owned)),
             ("ankusa_message_version", Some("1".to_owned())),
-            ("ankusa_idempotency_key", Some(env.idempotency_key())),
+            (
+                "ankusa_idempotency_key",
+                Some(env.idempotency_key().into_owned()),
+            ),
             ("content_type", Some("application/json".to_owned())),
             ("ankusa_dedupe_key", env.dedupe_key().map(str::to_owned)),
             ("ankusa_replay_id", ctx.replay_id.clone()),
@@ -583,7 +588,7 @@ mod tests {
         for (env, ctx) in envelopes() {
             let out = Outgoing::new(&env, &ctx, &queue(EmptyValues::Drop)).unwrap();
             // AMQP today: the idempotency key always, dedupe key and replay id when set.
-            let mut today = vec![("ankusa_idempotency_key", env.idempotency_key())];
+            let mut today = vec![("ankusa_idempotency_key", env.idempotency_key().into_owned())];
             if let Some(k) = env.dedupe_key().filter(|k| !k.is_empty()) {
                 today.push(("ankusa_dedupe_key", k.to_owned()));
             }
@@ -695,11 +700,15 @@ mod tests {
             Outgoing::new(&env, &ctx, &small),
             Err(EncodeError::NoClaim { size: 10, max: 4 })
         ));
-        let r = ClaimRef::new(ankusa_sink_core::TENANTLESS, ulid::Ulid::from_parts(1, 2)).unwrap();
+        let r = ClaimRef::new(
+            ankusa_sink_core::TENANTLESS,
+            ulid::Ulid::from_parts(1, 2).to_string(),
+        )
+        .unwrap();
         let sha = crate::message::sha256_hex(env.body());
         let ctx = ctx
             .with_claim(Claim::new(r, sha).unwrap())
-            .with_forward_headers(ForwardHeaders::Only(vec![]));
+            .with_extension(HeaderPolicy::from(ForwardHeaders::Only(vec![])));
         let out = Outgoing::new(&env, &ctx, &small).unwrap();
         let m = crate::decode(out.body()).unwrap();
         assert!(matches!(m.body, crate::MessageBody::Claim(_)));
@@ -729,9 +738,9 @@ mod tests {
 
     #[test]
     fn the_trace_context_ends_every_layout_and_joins_cloudevents() {
+        use crate::TraceContext;
         use crate::cloudevents::{CloudEvents, Mode};
         use crate::signing::Signer;
-        use ankusa_sink_core::TraceContext;
         let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         let trace = TraceContext::parse(tp).unwrap();
         let signer = Signer::new(["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]).unwrap();
@@ -743,7 +752,7 @@ mod tests {
                 (trace.clone(), None),
                 (trace.clone().with_tracestate("a=1"), Some("a=1")),
             ] {
-                let ctx = ctx.clone().with_trace(t);
+                let ctx = ctx.clone().with_extension(t);
                 for layout in [&message, &binary] {
                     let out = Outgoing::new(&env, &ctx, layout).unwrap();
                     let names: Vec<Attr> = out.attributes().iter().map(|(a, _)| *a).collect();

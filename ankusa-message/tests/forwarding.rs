@@ -2,9 +2,10 @@
 //! testkit's list never leave, in the policy or on the wire, whatever the allow-list; signature headers do.
 
 use ankusa_message::encode;
-use ankusa_sink_core::{
-    Ctx, Envelope, ForwardHeaders, NEVER_FORWARDED_PATTERNS, forwarded_headers, is_forwardable,
+use ankusa_message::{
+    ForwardHeaders, HeaderPolicy, NEVER_FORWARDED_PATTERNS, forwarded_headers, is_forwardable,
 };
+use ankusa_sink_core::{Ctx, Envelope};
 use ankusa_sink_testkit::support::UNTRUSTED_HEADERS;
 
 /// Provider signature and event headers: not secrets, they must stay.
@@ -52,8 +53,9 @@ fn credential_and_trust_headers_are_never_forwarded() {
         assert!(!is_forwardable(&name.to_ascii_lowercase()), "{name}");
     }
     // An allow-list cannot bring them back.
-    let only =
-        ctx.with_forward_headers(ForwardHeaders::only(UNTRUSTED_HEADERS.iter().copied()).unwrap());
+    let only = ctx.with_extension(HeaderPolicy::from(
+        ForwardHeaders::only(UNTRUSTED_HEADERS.iter().copied()).unwrap(),
+    ));
     assert!(forwarded_headers(&e, &only).is_empty());
     // Nor in Message v1.
     let wire = String::from_utf8(encode(&e, &only, None).unwrap()).unwrap();

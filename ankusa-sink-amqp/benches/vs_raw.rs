@@ -194,7 +194,7 @@ fn raw_properties(env: &Envelope) -> BasicProperties {
     let mut headers = FieldTable::default();
     headers.insert(
         "ankusa_idempotency_key".into(),
-        AMQPValue::LongString(env.idempotency_key().into()),
+        AMQPValue::LongString(env.idempotency_key().into_owned().into()),
     );
     if let Some(key) = env.dedupe_key() {
         headers.insert(

@@ -2,7 +2,8 @@
 //! as `scheme://host:port/<vhost>`.
 
 use crate::config_error::ConfigError;
-use ankusa_sink_core::{Secret, is_loopback_host};
+use ankusa_sink_core::Secret;
+use ankusa_sink_kit::is_loopback_host;
 use lapin::uri::{AMQPScheme, AMQPUri};
 use lapin::{Connection, ConnectionProperties};
 use std::fmt;

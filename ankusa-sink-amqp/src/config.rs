@@ -8,7 +8,7 @@ use ankusa_message::MessageOptions;
 use ankusa_message::cloudevents::CloudEvents;
 use ankusa_message::signing::Signer;
 use ankusa_message::template::{AbsentTenant, KeyTemplate};
-use ankusa_sink_core::timeout_ms;
+use ankusa_sink_kit::timeout_ms;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;

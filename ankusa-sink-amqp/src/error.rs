@@ -53,7 +53,7 @@ impl fmt::Display for Stage {
     }
 }
 
-pub(crate) use ankusa_sink_core::printable;
+pub(crate) use ankusa_sink_kit::printable;
 
 /// A lapin error in words: the broker's reply code and (escaped, bounded) reply text for
 /// a close, the IO error kind for a failed socket; lapin's own text otherwise.
@@ -83,7 +83,7 @@ pub(crate) fn lapin_text(error: &lapin::Error) -> String {
 /// The common socket failures by their kind alone (`connection refused`); anything else
 /// (DNS, TLS) with its own message, which says more than the kind.
 fn io_text(io: &std::io::Error) -> String {
-    ankusa_sink_core::socket_failure(io.kind()).unwrap_or_else(|| printable(&io.to_string()))
+    ankusa_sink_kit::socket_failure(io.kind()).unwrap_or_else(|| printable(&io.to_string()))
 }
 
 /// How long ago, in words that never say "0 ms ago".
@@ -100,7 +100,7 @@ impl fmt::Display for Ago {
 
 /// A failed delivery or check, before classification. Never holds credentials: endpoints
 /// are printed as `amqp://host:port/<vhost>`. Text the broker chose (`reply_text`) is
-/// printed escaped and bounded ([`MAX_REASON_TEXT`](ankusa_sink_core::MAX_REASON_TEXT)
+/// printed escaped and bounded ([`MAX_REASON_TEXT`](ankusa_sink_kit::MAX_REASON_TEXT)
 /// characters).
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
@@ -363,7 +363,7 @@ fn classify_code(stage: Stage, code: u16) -> Class {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_sink_core::MAX_REASON_TEXT;
+    use ankusa_sink_kit::MAX_REASON_TEXT;
     use lapin::protocol::AMQPError;
     use std::io;
 

@@ -449,7 +449,7 @@ impl Raw for aws_sdk_kinesis::Client {
     type Attributes = String;
 
     fn attributes(w: &Workload) -> String {
-        w.env.idempotency_key()
+        w.env.idempotency_key().into_owned()
     }
 
     async fn send(&self, dest: &str, body: &str, key: &String) -> Result<(), String> {

@@ -150,10 +150,10 @@ impl StaticCredentials {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        if self.access_key_id.is_empty() {
+        if self.access_key_id.expose().is_empty() {
             return Err(ConfigError::Empty("credentials.access_key_id"));
         }
-        if self.secret_access_key.is_empty() {
+        if self.secret_access_key.expose().is_empty() {
             return Err(ConfigError::Empty("credentials.secret_access_key"));
         }
         Ok(())
@@ -325,7 +325,7 @@ impl AwsOptions {
     }
     /// Set the timeout (rounded down to whole ms, at least 1 ms).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout_ms = ankusa_sink_core::timeout_ms(timeout);
+        self.timeout_ms = ankusa_sink_kit::timeout_ms(timeout);
         self
     }
     /// Turn batching on or off.

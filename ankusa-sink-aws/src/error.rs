@@ -27,7 +27,8 @@ pub(crate) use from_sdk::sns;
 #[cfg(feature = "sqs")]
 pub(crate) use from_sdk::sqs;
 
-use ankusa_sink_core::{Class, Failure, printable};
+use ankusa_sink_core::{Class, Failure};
+use ankusa_sink_kit::printable;
 use std::fmt;
 use std::num::NonZeroU64;
 
@@ -36,7 +37,7 @@ use std::num::NonZeroU64;
 ///
 /// Text never holds a credential (AWS error messages name key ids at most, and request
 /// signatures are not kept). Text the server chose (code, message, a returned MD5) is
-/// escaped and bounded with `ankusa_sink_core::printable`.
+/// escaped and bounded with `ankusa_sink_kit::printable`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AwsError {
@@ -710,7 +711,7 @@ mod tests {
                 text.contains(r"denied\u{1b}[2J\r\nINFO fake line\u{202e}x"),
                 "{text}"
             );
-            let max = ankusa_sink_core::MAX_REASON_TEXT;
+            let max = ankusa_sink_kit::MAX_REASON_TEXT;
             assert!(text.chars().count() < 2 * max + 100, "{}", text.len());
         }
     }

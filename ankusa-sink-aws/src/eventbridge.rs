@@ -6,7 +6,8 @@ use crate::outgoing::{self, Event};
 use crate::records::{Limits, RecordPublisher, RecordSink};
 use crate::sink::{BatchResults, fail_all, forward_sink};
 use ankusa_message::{EmptyValues, Outgoing};
-use ankusa_sink_core::{Description, Ordering, Payload, Subject, async_trait, host_port};
+use ankusa_sink_core::{Description, Ordering, Payload, Subject, async_trait};
+use ankusa_sink_kit::host_port;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use std::fmt;
 

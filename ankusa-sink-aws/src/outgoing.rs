@@ -555,10 +555,10 @@ mod tests {
 
         // With the whole trace context too (8 + 3 + 2): the message version, replay id and
         // dedupe key go, in that order; the trace context and the signature stay.
-        let trace = ankusa_sink_core::TraceContext::root().with_tracestate("a=1");
+        let trace = ankusa_message::TraceContext::root().with_tracestate("a=1");
         let ctx = Ctx::for_envelope(&env)
             .with_replay_id("r-9")
-            .with_trace(trace.clone());
+            .with_extension(trace.clone());
         let e: Entry<MessageAttributeValue> =
             to_entry(Outgoing::new(&env, &ctx, &signed).unwrap(), Ids::default()).unwrap();
         assert_eq!(e.attributes.len(), MAX_ATTRIBUTES);
@@ -579,10 +579,11 @@ mod tests {
 #[cfg(all(test, feature = "sqs"))]
 mod cloudevents_tests {
     use super::*;
+    use ankusa_message::TraceContext;
     use ankusa_message::cloudevents::CloudEvents;
     use ankusa_message::signing::Signer;
     use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout};
-    use ankusa_sink_core::{Class, Ctx, Envelope, Failure, TraceContext};
+    use ankusa_sink_core::{Class, Ctx, Envelope, Failure};
     use aws_sdk_sqs::types::MessageAttributeValue;
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -717,7 +718,7 @@ mod cloudevents_tests {
         let trace = TraceContext::root().with_tracestate("a=1");
         let ctx = Ctx::for_envelope(&env)
             .with_replay_id("r1")
-            .with_trace(trace.clone());
+            .with_extension(trace.clone());
         // 9 of ours + 10 of the event: the 8 of ours whose value the event carries (or the
         // idempotency key holds) go first, then `ce-ankusareplayid` (in `ce-id`).
         let e = entry(&env, &ctx, &layout(Mode::Binary));
@@ -792,7 +793,7 @@ mod cloudevents_tests {
     fn a_signed_structured_event_verifies_over_its_json() {
         let signer = Signer::new([SECRET]).unwrap();
         let env = full(b"\x00\xff", "application/octet-stream");
-        let ctx = Ctx::for_envelope(&env).with_trace(TraceContext::root());
+        let ctx = Ctx::for_envelope(&env).with_extension(TraceContext::root());
         let e = entry(
             &env,
             &ctx,

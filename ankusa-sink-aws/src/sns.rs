@@ -4,8 +4,9 @@ use crate::config::{ConfigError, SnsConfig};
 use crate::error::{self, AwsError};
 use crate::outgoing::Entry;
 use crate::sink::{AwsSink, BatchResults, Publisher, confirm, fail_all, forward_sink};
-use ankusa_sink_core::{Description, Failure, Payload, Subject, async_trait, host_port};
+use ankusa_sink_core::{Description, Failure, Payload, Subject, async_trait};
 use ankusa_sink_kit::SubscriberCache;
+use ankusa_sink_kit::host_port;
 use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 use std::fmt;
 

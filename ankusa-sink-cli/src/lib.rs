@@ -561,7 +561,7 @@ async fn info(registry: &Registry, a: &InfoArgs) -> Result<ExitCode, UsageError>
     let info = serde_json::json!({
         "type": config.kind(),
         "durable": capabilities.durable,
-        "inline_max_bytes": capabilities.inline_threshold().map(|n| n.get()),
+        "inline_max_bytes": capabilities.inline_max_bytes.map(|n| n.get()),
         "batched": capabilities.batched,
         "capabilities": capabilities,
     });

@@ -85,7 +85,7 @@ pub(crate) fn note(line: &str) {
 
 /// Text a destination wrote (AMQP `reply_text`, a service's error message) with control
 /// and invisible characters escaped, so it cannot move the cursor or forge log lines.
-pub(crate) use ankusa_sink_core::escape_invisible as escape_control;
+pub(crate) use ankusa_sink_kit::escape_invisible as escape_control;
 
 #[cfg(test)]
 mod tests {

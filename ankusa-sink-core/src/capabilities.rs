@@ -76,7 +76,8 @@ pub struct BatchLimits {
 /// - Serialized as `ankusa-sink info --json`'s `capabilities` object (the pipeline window
 ///   is not part of it).
 /// - The testkit checks that it does not contradict itself (durable while `Ok` means sent,
-///   batch limits on a sink that does not batch, a zero threshold or window).
+///   batch limits on a sink that does not batch, a batch of zero); a zero
+///   threshold or window cannot be stated (both are non-zero types).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Capabilities {
@@ -89,7 +90,7 @@ pub struct Capabilities {
     pub ok_means: OkMeans,
     /// The largest body sent inline; one byte more travels by `ctx.claim`. `None`: the
     /// sink never uses the claim check.
-    pub inline_max_bytes: Option<usize>,
+    pub inline_max_bytes: Option<NonZeroUsize>,
     /// Whether deliveries with `ctx.batch` share requests. A batching sink gives each
     /// delivery its own result and never re-sends an entry the destination accepted.
     pub batched: bool,
@@ -159,7 +160,7 @@ impl Capabilities {
             } else {
                 OkMeans::Sent
             },
-            inline_max_bytes: inline_max_bytes.map(NonZeroUsize::get),
+            inline_max_bytes,
             batched: false,
             max_message: None,
             ordering: Ordering::None,
@@ -175,13 +176,6 @@ impl Capabilities {
     /// reference is checked in), no batching, the shared concurrency limit.
     pub fn unknown() -> Self {
         Capabilities::new(false, Some(NonZeroUsize::MIN))
-    }
-
-    /// The inline threshold as dispatch uses it: [`inline_max_bytes`](Self::inline_max_bytes),
-    /// where a zero (possible only by setting the field) counts as 1.
-    pub fn inline_threshold(&self) -> Option<NonZeroUsize> {
-        self.inline_max_bytes
-            .map(|n| NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN))
     }
 
     /// Set the pipeline window ([`in_flight`](Self::in_flight)).

@@ -2,7 +2,6 @@
 
 use crate::envelope::validate_partition;
 use std::fmt;
-use std::num::NonZeroUsize;
 use std::str::FromStr;
 
 const PREFIX: &str = "urn:ankusa:claim:v1:";
@@ -35,38 +34,41 @@ pub enum ClaimRefError {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ClaimRef {
     tenant: String,
-    claim_id: ulid::Ulid,
+    claim_id: String,
 }
 
 impl ClaimRef {
-    /// A reference from its parts.
-    pub fn new(tenant: impl Into<String>, claim_id: ulid::Ulid) -> Result<Self, ClaimRefError> {
+    /// A reference from its parts: the claim id as a canonical ULID's text
+    /// (`ulid.to_string()`).
+    pub fn new(
+        tenant: impl Into<String>,
+        claim_id: impl Into<String>,
+    ) -> Result<Self, ClaimRefError> {
         let tenant = tenant.into();
         validate_partition(&tenant).map_err(|_| ClaimRefError::InvalidTenant)?;
+        let claim_id = claim_id.into();
+        check_claim_id(&claim_id)?;
         Ok(ClaimRef { tenant, claim_id })
     }
     /// The tenant (partition) the claim lives under.
     pub fn tenant(&self) -> &str {
         &self.tenant
     }
-    /// The claim id.
-    pub fn claim_id(&self) -> ulid::Ulid {
-        self.claim_id
-    }
-    /// The URN form.
-    pub fn urn(&self) -> String {
-        self.to_string()
+    /// The claim id: a canonical ULID's 26 characters (`Ulid::from_string` reads it).
+    pub fn claim_id(&self) -> &str {
+        &self.claim_id
     }
 }
 
-/// Check a claim id the way Ankusa's SDKs do: `[0-7][0-9A-HJKMNP-TV-Z]{25}`.
-pub fn parse_claim_id(s: &str) -> Result<ulid::Ulid, ClaimRefError> {
+/// Check a claim id the way Ankusa's SDKs do: `[0-7][0-9A-HJKMNP-TV-Z]{25}`, which is
+/// exactly a canonical ULID's text (the first digit at most 7 keeps it within 128 bits).
+fn check_claim_id(s: &str) -> Result<(), ClaimRefError> {
     let b = s.as_bytes();
     let crockford = |c: u8| c.is_ascii_digit() || (c.is_ascii_uppercase() && !b"ILOU".contains(&c));
     if b.len() != 26 || !(b'0'..=b'7').contains(&b[0]) || !b.iter().all(|&c| crockford(c)) {
         return Err(ClaimRefError::InvalidId);
     }
-    ulid::Ulid::from_string(s).map_err(|_| ClaimRefError::InvalidId)
+    Ok(())
 }
 
 impl FromStr for ClaimRef {
@@ -77,12 +79,7 @@ impl FromStr for ClaimRef {
         if id.contains(':') {
             return Err(ClaimRefError::Malformed);
         }
-        validate_partition(tenant).map_err(|_| ClaimRefError::InvalidTenant)?;
-        let claim_id = parse_claim_id(id)?;
-        Ok(ClaimRef {
-            tenant: tenant.to_owned(),
-            claim_id,
-        })
+        ClaimRef::new(tenant, id)
     }
 }
 
@@ -136,24 +133,6 @@ impl fmt::Debug for Claim {
     }
 }
 
-/// How the body travels in a Message v1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodyMode {
-    /// In `body_base64`.
-    Inline,
-    /// By `claim`.
-    Claim,
-}
-
-/// Whether a body of `size` bytes goes inline under threshold `max` (`None`: always).
-/// Inclusive: exactly `max` bytes is inline.
-pub fn body_mode(size: u64, max: Option<NonZeroUsize>) -> BodyMode {
-    match max {
-        Some(max) if size > max.get() as u64 => BodyMode::Claim,
-        _ => BodyMode::Inline,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,7 +144,7 @@ mod tests {
         let urn = format!("urn:ankusa:claim:v1:acme_1-x:{ID}");
         let r: ClaimRef = urn.parse().unwrap();
         assert_eq!(r.tenant(), "acme_1-x");
-        assert_eq!(r.claim_id().to_string(), ID);
+        assert_eq!(r.claim_id(), ID);
         assert_eq!(r.to_string(), urn);
     }
 

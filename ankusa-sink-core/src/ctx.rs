@@ -2,90 +2,51 @@
 
 use crate::claim::Claim;
 use crate::envelope::Envelope;
-use crate::trace::TraceContext;
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
 use std::fmt;
-use std::num::{NonZeroU32, NonZeroUsize};
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
-/// Which provider headers a queue sink forwards (see [`forwarded_headers`](crate::forwarded_headers)).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum ForwardHeaders {
-    /// Every header except the never-forwarded list.
-    #[default]
-    Default,
-    /// Only these names (lowercase); an empty list forwards nothing. The never-forwarded
-    /// list still applies.
-    Only(Vec<String>),
-}
+/// One extension: its type and the value.
+type Entry = (TypeId, Arc<dyn Any + Send + Sync>);
 
-impl ForwardHeaders {
-    /// An allow-list; names are lowercased. Empty names are refused.
-    pub fn only<I, S>(names: I) -> Result<Self, crate::envelope::EnvelopeError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        let mut out = Vec::new();
-        for n in names {
-            let n = n.as_ref();
-            if n.is_empty() {
-                return Err(crate::envelope::EnvelopeError::Empty(
-                    "forward_headers name",
-                ));
-            }
-            out.push(n.to_ascii_lowercase());
-        }
-        Ok(ForwardHeaders::Only(out))
-    }
-}
-
-/// Typed extra values a dispatcher passes to sinks that know them.
+/// Typed extra values a dispatcher passes to sinks that know them ([`Ctx::extension`]).
 #[derive(Clone, Default)]
-pub struct Extensions {
-    map: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+struct Extensions {
+    // A few values, and every attempt's context is a clone: a shared slice makes a clone
+    // one reference count, and a lookup a scan of two or three type ids.
+    values: Option<Arc<[Entry]>>,
 }
 
 impl Extensions {
     /// Store a value, replacing one of the same type.
-    pub fn insert<T: Any + Send + Sync>(&mut self, value: T) {
-        self.map.insert(TypeId::of::<T>(), Arc::new(value));
+    fn insert<T: Any + Send + Sync>(&mut self, value: T) {
+        let id = TypeId::of::<T>();
+        let mut values: Vec<_> = self
+            .values
+            .iter()
+            .flat_map(|v| v.iter())
+            .filter(|(t, _)| *t != id)
+            .cloned()
+            .collect();
+        values.push((id, Arc::new(value)));
+        self.values = Some(values.into());
     }
     /// The value of this type, if any.
-    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
-        self.map.get(&TypeId::of::<T>())?.downcast_ref()
-    }
-    /// How many values are stored.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-    /// Whether none are stored.
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+    fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
+        let id = TypeId::of::<T>();
+        let (_, value) = self.values.as_deref()?.iter().find(|(t, _)| *t == id)?;
+        value.downcast_ref()
     }
 }
 
 impl fmt::Debug for Extensions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Extensions")
-            .field("len", &self.map.len())
+            .field("len", &self.values.as_deref().map_or(0, <[_]>::len))
             .finish()
     }
 }
-
-/// Default [`Ctx::max_headers`]: at most 100 forwarded header names.
-///
-/// Declared next to [`Ctx`], which applies it; public as `message::DEFAULT_MAX_HEADERS`
-/// (a re-export, the path it always had).
-pub const DEFAULT_MAX_HEADERS: NonZeroUsize = NonZeroUsize::new(100).unwrap();
-
-/// Default [`Ctx::forward_headers_max_bytes`]: at most 16 KiB of forwarded names plus
-/// values.
-///
-/// Declared next to [`Ctx`], which applies it; public as
-/// `message::DEFAULT_FORWARD_HEADERS_MAX_BYTES` (a re-export, the path it always had).
-pub const DEFAULT_FORWARD_HEADERS_MAX_BYTES: NonZeroUsize = NonZeroUsize::new(16 * 1024).unwrap();
 
 /// The instance a context names until [`Ctx::with_instance`] sets one.
 const DEFAULT_INSTANCE: &str = "default";
@@ -99,8 +60,8 @@ const DEFAULT_INSTANCE: &str = "default";
 /// `Debug` shows a claim's tenant only, never its reference or digest (see
 /// [`Claim`]).
 ///
-/// The fields sinks read are public; the forwarding options and extensions are set with
-/// `with_*` and read with accessors. The hook's source and tenant are the envelope's.
+/// The fields sinks read are public; the instance and extensions (the trace context, the
+/// header policy) are set with `with_*` and read with accessors. The hook's source and tenant are the envelope's.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Ctx {
@@ -113,18 +74,10 @@ pub struct Ctx {
     pub claim: Option<Claim>,
     /// The replay job driving this delivery.
     pub replay_id: Option<String>,
-    /// Which provider headers to forward.
-    forward_headers: ForwardHeaders,
     /// Whether a batching sink may batch this delivery.
     pub batch: bool,
-    /// At most this many forwarded header names (`None`: no cap).
-    max_headers: Option<NonZeroUsize>,
-    /// At most this many bytes of forwarded names plus values (`None`: no cap).
-    forward_headers_max_bytes: Option<NonZeroUsize>,
     /// Values for sinks that know them.
     extensions: Extensions,
-    /// This attempt's W3C Trace Context (dispatch sets it; sinks send it).
-    trace: Option<TraceContext>,
 }
 
 impl Ctx {
@@ -136,12 +89,8 @@ impl Ctx {
             attempt: NonZeroU32::MIN,
             claim: None,
             replay_id: None,
-            forward_headers: ForwardHeaders::Default,
             batch: false,
-            max_headers: Some(DEFAULT_MAX_HEADERS),
-            forward_headers_max_bytes: Some(DEFAULT_FORWARD_HEADERS_MAX_BYTES),
             extensions: Extensions::default(),
-            trace: None,
         }
     }
 
@@ -160,32 +109,9 @@ impl Ctx {
         self.replay_id = Some(replay_id.into());
         self
     }
-    /// Set the header forwarding mode.
-    pub fn with_forward_headers(mut self, mode: ForwardHeaders) -> Self {
-        self.forward_headers = mode;
-        self
-    }
     /// Allow (or forbid) batching.
     pub fn with_batch(mut self, batch: bool) -> Self {
         self.batch = batch;
-        self
-    }
-    /// Cap the forwarded header count (default
-    /// [`DEFAULT_MAX_HEADERS`], 100).
-    pub fn with_max_headers(mut self, max: NonZeroUsize) -> Self {
-        self.max_headers = Some(max);
-        self
-    }
-    /// Cap the forwarded header bytes, names plus values (default
-    /// [`DEFAULT_FORWARD_HEADERS_MAX_BYTES`], 16 KiB).
-    pub fn with_forward_headers_max_bytes(mut self, max: NonZeroUsize) -> Self {
-        self.forward_headers_max_bytes = Some(max);
-        self
-    }
-    /// Lift both forwarding caps (count and bytes).
-    pub fn without_header_caps(mut self) -> Self {
-        self.max_headers = None;
-        self.forward_headers_max_bytes = None;
         self
     }
     /// Add a value for sinks that know its type.
@@ -193,44 +119,20 @@ impl Ctx {
         self.extensions.insert(value);
         self
     }
-    /// Set this attempt's W3C Trace Context: every sink sends it beside the message
-    /// (`traceparent`, `tracestate`). Dispatch sets it on every attempt.
-    pub fn with_trace(mut self, trace: TraceContext) -> Self {
-        self.trace = Some(trace);
-        self
-    }
-    /// This attempt's W3C Trace Context, when dispatch (or the caller) set one.
-    pub fn trace(&self) -> Option<&TraceContext> {
-        self.trace.as_ref()
-    }
     /// Set the instance name.
     pub fn with_instance(mut self, instance: impl Into<String>) -> Self {
         self.instance = Some(instance.into().into());
         self
     }
-    /// The attempt as a plain number.
-    pub fn attempt(&self) -> u32 {
-        self.attempt.get()
-    }
     /// The instance name.
     pub fn instance(&self) -> &str {
         self.instance.as_deref().unwrap_or(DEFAULT_INSTANCE)
     }
-    /// The header forwarding mode.
-    pub fn forward_headers(&self) -> &ForwardHeaders {
-        &self.forward_headers
-    }
-    /// The forwarded header count cap.
-    pub fn max_headers(&self) -> Option<NonZeroUsize> {
-        self.max_headers
-    }
-    /// The forwarded header bytes cap.
-    pub fn forward_headers_max_bytes(&self) -> Option<NonZeroUsize> {
-        self.forward_headers_max_bytes
-    }
-    /// Values for sinks that know them.
-    pub fn extensions(&self) -> &Extensions {
-        &self.extensions
+    /// The value of type `T` the dispatcher set ([`with_extension`](Self::with_extension)),
+    /// if any: the attempt's `ankusa_message::TraceContext` and `HeaderPolicy`, or a
+    /// caller's own type.
+    pub fn extension<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.extensions.get()
     }
 }
 
@@ -245,36 +147,10 @@ mod tests {
             .build()
             .unwrap();
         let ctx = Ctx::for_envelope(&env).with_attempt(0);
-        assert_eq!(ctx.attempt(), 1);
+        assert_eq!(ctx.attempt.get(), 1);
         assert_eq!(ctx.instance(), "default");
-        assert_eq!(ctx.forward_headers(), &ForwardHeaders::Default);
         assert!(!ctx.batch && ctx.claim.is_none());
-        assert_eq!(ctx.with_attempt(3).attempt(), 3);
-    }
-
-    #[test]
-    fn forwarded_headers_are_capped_by_default() {
-        let env = Envelope::builder("h", "src", "").build().unwrap();
-        let ctx = Ctx::for_envelope(&env);
-        assert_eq!(ctx.max_headers.map(NonZeroUsize::get), Some(100));
-        assert_eq!(
-            ctx.forward_headers_max_bytes.map(NonZeroUsize::get),
-            Some(16 * 1024)
-        );
-        let five = NonZeroUsize::new(5).unwrap();
-        let ctx = ctx
-            .with_max_headers(five)
-            .with_forward_headers_max_bytes(five);
-        assert_eq!(
-            (ctx.max_headers(), ctx.forward_headers_max_bytes()),
-            (Some(five), Some(five))
-        );
-        let ctx = ctx.without_header_caps().with_extension(7u8);
-        assert_eq!(
-            (ctx.max_headers(), ctx.forward_headers_max_bytes()),
-            (None, None)
-        );
-        assert_eq!(ctx.extensions().get::<u8>(), Some(&7));
+        assert_eq!(ctx.with_attempt(3).attempt.get(), 3);
     }
 
     #[test]
@@ -300,15 +176,10 @@ mod tests {
         assert_eq!(ext.get::<u8>(), Some(&5));
         assert_eq!(ext.get::<&str>(), Some(&"x"));
         assert_eq!(ext.get::<u16>(), None);
-        assert_eq!(ext.len(), 2);
-    }
-
-    #[test]
-    fn allow_list_lowercases_and_refuses_empty() {
-        assert_eq!(
-            ForwardHeaders::only(["X-A", "b"]).unwrap(),
-            ForwardHeaders::Only(vec!["x-a".into(), "b".into()])
-        );
-        assert!(ForwardHeaders::only([""]).is_err());
+        ext.insert(6u8);
+        assert_eq!(ext.get::<u8>(), Some(&6), "replaced");
+        assert_eq!(format!("{ext:?}"), "Extensions { len: 2 }");
+        let ctx = Ctx::for_envelope(&Envelope::builder("h", "s", "").build().unwrap());
+        assert_eq!(ctx.with_extension(7u8).extension::<u8>(), Some(&7));
     }
 }

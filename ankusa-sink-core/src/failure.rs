@@ -59,12 +59,6 @@ impl Class {
         matches!(self, Class::Permanent | Class::Config)
     }
 
-    /// Whether the destination asked for a pause ([`RetryAfter`](Class::RetryAfter) or
-    /// [`Throttled`](Class::Throttled)).
-    pub const fn is_throttle(self) -> bool {
-        matches!(self, Class::RetryAfter(_) | Class::Throttled)
-    }
-
     /// The pause the destination stated, in milliseconds: `Some` only for
     /// [`Class::RetryAfter`]. The pause of a [`Class::Throttled`] is dispatch's draw.
     pub const fn retry_after_ms(self) -> Option<u64> {
@@ -140,7 +134,7 @@ impl fmt::Display for ErrorClass {
 /// - The reason is any `std::error::Error`; its `source()` chain is kept and walked by
 ///   `Display` with `{:#}`.
 /// - `Display` and `Debug` print the class and the reason chain. Adapters build reasons that
-///   never hold a credential or URL userinfo (see [`redact_url`](crate::redact_url)); the
+///   never hold a credential or URL userinfo (see `ankusa_sink_kit::redact_url`); the
 ///   testkit checks this with planted secrets.
 /// - [`may_have_landed`](Self::may_have_landed) says whether the message may have reached
 ///   the destination although the delivery failed, as far as the sink's client knows.
@@ -191,15 +185,11 @@ impl Failure {
         Self::new(Class::Config, reason)
     }
 
-    /// The destination asked for a pause of `ms` milliseconds.
-    pub fn retry_after(ms: NonZeroU64, reason: impl Into<BoxError>) -> Self {
-        Self::new(Class::RetryAfter(ms), reason)
-    }
-
-    /// A pause of `ms` milliseconds; a pause of 0 is no pause, so that is transient.
+    /// The destination asked for a pause of `ms` milliseconds; a pause of 0 is no pause,
+    /// so that is transient.
     pub fn retry_after_ms(ms: u64, reason: impl Into<BoxError>) -> Self {
         match NonZeroU64::new(ms) {
-            Some(ms) => Self::retry_after(ms, reason),
+            Some(ms) => Self::new(Class::RetryAfter(ms), reason),
             None => Self::transient(reason),
         }
     }
@@ -212,11 +202,6 @@ impl Failure {
     /// The class.
     pub fn class(&self) -> Class {
         self.class
-    }
-
-    /// The error class an operator filters dead letters on.
-    pub fn error_class(&self) -> ErrorClass {
-        self.class.error_class()
     }
 
     /// The reason.
@@ -238,11 +223,6 @@ impl Failure {
             next = err.source();
         }
         out
-    }
-
-    /// Consume the failure, returning its reason.
-    pub fn into_reason(self) -> BoxError {
-        self.reason
     }
 }
 
@@ -330,8 +310,8 @@ mod tests {
         let f = Failure::new(Class::Throttled, Reason("slow down".into()));
         assert_eq!(f.class(), Class::Throttled);
         assert_eq!(f.class().retry_after_ms(), None);
-        assert!(f.class().is_throttle() && !f.class().is_permanent());
-        assert_eq!(f.error_class(), ErrorClass::Throttled);
+        assert!(f.class().error_class() == ErrorClass::Throttled && !f.class().is_permanent());
+        assert_eq!(f.class().error_class(), ErrorClass::Throttled);
         assert_eq!(f.to_string(), "retry_after (throttled): slow down");
     }
 
@@ -341,7 +321,7 @@ mod tests {
         assert_eq!(f.class(), Class::Transient);
         let f = Failure::retry_after_ms(7, Reason("x".into()));
         assert_eq!(f.class().retry_after_ms(), Some(7));
-        assert_eq!(f.error_class(), ErrorClass::Throttled);
+        assert_eq!(f.class().error_class(), ErrorClass::Throttled);
     }
 
     #[test]
@@ -368,81 +348,9 @@ mod tests {
     }
 }
 
-/// The longest destination-controlled text (a server's error message, a broker's reply
-/// text) a sink keeps in a reason, in characters; longer text is cut and ends in `…`.
-pub const MAX_REASON_TEXT: usize = 200;
-
-/// `text` fit for a reason or a log line: control and other invisible characters are
-/// escaped (`\u{1b}`), so a destination cannot inject terminal escapes or fake log lines,
-/// and the result is at most [`MAX_REASON_TEXT`] characters (plus `…`). Sinks run every
-/// text a destination wrote through it before it reaches a [`Failure`].
-pub fn printable(text: &str) -> String {
-    let mut out = String::new();
-    for (n, c) in text.chars().enumerate() {
-        if n == MAX_REASON_TEXT {
-            out.push('…');
-            break;
-        }
-        push_visible(&mut out, c);
-    }
-    out
-}
-
-/// A common socket failure named by its kind alone (`connection refused`), the words a
-/// reason uses for it; `None` for any other kind (DNS, TLS, ...), whose error's own text
-/// says more than its kind.
-pub fn socket_failure(kind: std::io::ErrorKind) -> Option<String> {
-    use std::io::ErrorKind as K;
-    matches!(
-        kind,
-        K::ConnectionRefused
-            | K::ConnectionReset
-            | K::ConnectionAborted
-            | K::NotConnected
-            | K::BrokenPipe
-            | K::TimedOut
-            | K::UnexpectedEof
-    )
-    .then(|| kind.to_string())
-}
-
-/// [`printable`] without the length bound: for text already bounded where it was made (a
-/// reason chain) on its way to a terminal.
-pub fn escape_invisible(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        push_visible(&mut out, c);
-    }
-    out
-}
-
-fn push_visible(out: &mut String, c: char) {
-    // escape_debug also escapes quotes and backslashes, which are harmless here.
-    if c.is_control() || (!matches!(c, '\\' | '\'' | '"') && c.escape_debug().len() > 1) {
-        out.extend(c.escape_debug());
-    } else {
-        out.push(c);
-    }
-}
-
 #[cfg(test)]
-mod printable_tests {
+mod landed_tests {
     use super::*;
-
-    #[test]
-    fn destination_text_is_escaped_and_bounded() {
-        assert_eq!(printable("queue 'q' gone"), "queue 'q' gone");
-        assert_eq!(
-            printable("a\u{1b}[2Jb\nc\u{200b}"),
-            "a\\u{1b}[2Jb\\nc\\u{200b}"
-        );
-        let long = "x".repeat(500);
-        assert_eq!(escape_invisible(&long), long, "no bound");
-        assert_eq!(escape_invisible("a\u{202e}b\r"), "a\\u{202e}b\\r");
-        let p = printable(&long);
-        assert_eq!(p.chars().count(), MAX_REASON_TEXT + 1);
-        assert!(p.ends_with('…'));
-    }
 
     #[test]
     fn may_have_landed_is_unknown_until_the_sink_says() {
@@ -459,19 +367,5 @@ mod printable_tests {
             "transient: ack timeout",
             "Display is unchanged"
         );
-    }
-
-    #[test]
-    fn socket_failures_by_kind_alone() {
-        use std::io::ErrorKind as K;
-        assert_eq!(
-            socket_failure(K::ConnectionRefused).as_deref(),
-            Some("connection refused")
-        );
-        assert_eq!(
-            socket_failure(K::UnexpectedEof).as_deref(),
-            Some("unexpected end of file")
-        );
-        assert_eq!(socket_failure(K::NotFound), None, "its own text says more");
     }
 }

@@ -6,9 +6,7 @@ use crate::describe::{Description, Subject};
 use crate::envelope::Envelope;
 use crate::failure::{Failure, Reason};
 use async_trait::async_trait;
-use futures_util::FutureExt as _;
 use std::fmt;
-use std::num::NonZeroU64;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
@@ -156,7 +154,15 @@ pub async fn safe_deliver<S: Sink + ?Sized>(
     ctx: &Ctx,
     deadline: Option<Duration>,
 ) -> Result<(), Failure> {
-    let fut = AssertUnwindSafe(sink.deliver(env, ctx)).catch_unwind();
+    // A panic while the attempt is polled is caught per poll (the future is boxed by
+    // `async_trait`, so polling it again after a caught panic never happens).
+    let mut attempt = sink.deliver(env, ctx);
+    let fut = std::future::poll_fn(move |cx| {
+        catch_unwind(AssertUnwindSafe(|| attempt.as_mut().poll(cx))).map_or_else(
+            |payload| std::task::Poll::Ready(Err(payload)),
+            |poll| poll.map(Ok),
+        )
+    });
     let res = match deadline {
         Some(d) => match tokio::time::timeout(d, fut).await {
             Ok(r) => r,
@@ -165,13 +171,6 @@ pub async fn safe_deliver<S: Sink + ?Sized>(
         None => fut.await,
     };
     res.unwrap_or_else(|payload| Err(Failure::transient(SinkFault::panicked(&*payload))))
-}
-
-/// A configured timeout as whole milliseconds, the unit sink configs store: rounded down,
-/// at least 1 ms (a zero timeout would fail every delivery), saturating at `u64::MAX`.
-pub fn timeout_ms(timeout: Duration) -> NonZeroU64 {
-    let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-    NonZeroU64::new(ms).unwrap_or(NonZeroU64::MIN)
 }
 
 /// `sink.capabilities()`, with a panic turned into a [`SinkFault`] rather than a crash.
@@ -247,13 +246,6 @@ mod tests {
         Envelope::builder("h", "s", "").build().unwrap()
     }
 
-    #[test]
-    fn timeouts_are_whole_milliseconds_of_at_least_one() {
-        assert_eq!(timeout_ms(Duration::from_micros(2_999)).get(), 2);
-        assert_eq!(timeout_ms(Duration::ZERO).get(), 1);
-        assert_eq!(timeout_ms(Duration::MAX).get(), u64::MAX);
-    }
-
     #[tokio::test]
     async fn panics_become_transient_failures() {
         let e = env();
@@ -270,7 +262,7 @@ mod tests {
         // What dispatch assumes instead: not durable, every body by claim, no batching.
         let unknown = Capabilities::unknown();
         assert!(!unknown.durable && !unknown.batched && unknown.in_flight.is_none());
-        assert_eq!(unknown.inline_threshold(), Some(NonZeroUsize::MIN));
+        assert_eq!(unknown.inline_max_bytes, Some(NonZeroUsize::MIN));
     }
 
     #[tokio::test(start_paused = true)]
@@ -293,7 +285,7 @@ mod tests {
         let s: Arc<dyn Sink> = Arc::new(Plain);
         let caps = safe_capabilities(&s).unwrap();
         assert!(caps.durable && !caps.batched);
-        assert_eq!(caps.inline_threshold(), None);
+        assert_eq!(caps.inline_max_bytes, None);
         assert_eq!(caps.in_flight, None);
         assert_eq!(s.check().await.unwrap(), Check::Unsupported);
         let b: Box<dyn Sink> = Box::new(Plain);

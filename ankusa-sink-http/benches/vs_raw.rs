@@ -5,8 +5,8 @@
 
 use ankusa_bench_support::http::request_head;
 use ankusa_bench_support::vs_raw::{self, Op, VsRawBench};
+use ankusa_message::forwarded_headers;
 use ankusa_sink_core::Envelope;
-use ankusa_sink_core::forwarded_headers;
 use ankusa_sink_http::{HttpSink, USER_AGENT};
 use bytes::{Buf, BytesMut};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};

@@ -11,7 +11,8 @@ pub use error::ConfigError;
 use ankusa_message::cloudevents::{CloudEvents, Format};
 use ankusa_message::signing::Signer;
 use ankusa_message::{MessageOption, MessageOptions};
-use ankusa_sink_core::{Secret, SecretEnvError, is_loopback_host, timeout_ms};
+use ankusa_sink_core::{Secret, SecretEnvError};
+use ankusa_sink_kit::{is_loopback_host, timeout_ms};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
@@ -506,9 +507,9 @@ impl HttpConfig {
 /// `url` as printed: redacted, the path hidden unless `show_path`.
 pub(crate) fn shown(url: &Url, show_path: bool) -> String {
     if show_path {
-        ankusa_sink_core::redact_url_keep_path(url.as_str())
+        ankusa_sink_kit::redact_url_keep_path(url.as_str())
     } else {
-        ankusa_sink_core::redact_url(url.as_str())
+        ankusa_sink_kit::redact_url(url.as_str())
     }
 }
 

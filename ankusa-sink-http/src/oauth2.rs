@@ -29,10 +29,10 @@ impl fmt::Debug for OAuth2Config {
         f.debug_struct("OAuth2")
             .field(
                 "token_url",
-                &ankusa_sink_core::redact_url(self.token_url.as_str()),
+                &ankusa_sink_kit::redact_url(self.token_url.as_str()),
             )
             .field("client_id", &self.client_id)
-            .field("client_secret", &ankusa_sink_core::REDACTED)
+            .field("client_secret", &ankusa_sink_kit::REDACTED)
             .field("scope", &self.scope)
             .field("audience", &self.audience)
             .finish()

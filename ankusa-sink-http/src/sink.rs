@@ -7,8 +7,8 @@ use ankusa_message::signing::Signer;
 use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, Payload, Secret, Sink, Subject, async_trait,
-    redact_url,
 };
+use ankusa_sink_kit::redact_url;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, LOCATION, RETRY_AFTER};
 use reqwest::{Method, Response, StatusCode, Url};
 use std::fmt;
@@ -277,7 +277,7 @@ impl Sink for HttpSink {
             url = %self.redacted_url,
             status = status.as_u16(),
             response_bytes_read = read,
-            attempt = ctx.attempt(),
+            attempt = ctx.attempt.get(),
             "http sink answer"
         );
         match HttpError::from_answer(status, retry_after, location, &self.status_classes) {

@@ -102,11 +102,8 @@ impl Kafka {
 
     /// The sink's layout: its inline threshold and record key.
     fn layout(&self) -> Layout {
-        Layout::message(
-            self.sink.capabilities().inline_threshold(),
-            EmptyValues::Keep,
-        )
-        .with_key(self.sink.config().key().clone())
+        Layout::message(self.sink.capabilities().inline_max_bytes, EmptyValues::Keep)
+            .with_key(self.sink.config().key().clone())
     }
 }
 

@@ -13,7 +13,7 @@ use ankusa_message::MessageOptions;
 use ankusa_message::cloudevents::CloudEvents;
 use ankusa_message::signing::Signer;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
-use ankusa_sink_core::REDACTED;
+use ankusa_sink_kit::REDACTED;
 use rdkafka::error::KafkaError as RdKafkaError;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -273,7 +273,7 @@ impl KafkaConfig {
     /// Set the produce timeout (rounded down to whole ms, at least 1, at most
     /// 2,147,483,647).
     pub fn with_produce_timeout(mut self, timeout: Duration) -> Self {
-        self.produce_timeout_ms = ankusa_sink_core::timeout_ms(timeout).min(MAX_PRODUCE_TIMEOUT_MS);
+        self.produce_timeout_ms = ankusa_sink_kit::timeout_ms(timeout).min(MAX_PRODUCE_TIMEOUT_MS);
         self
     }
     /// Set the compression codec.
@@ -396,7 +396,7 @@ impl KafkaConfig {
     fn only_loopback_brokers(&self) -> bool {
         self.bootstrap_servers.iter().all(|s| {
             s.rsplit_once(':')
-                .is_some_and(|(host, _)| ankusa_sink_core::is_loopback_host(host))
+                .is_some_and(|(host, _)| ankusa_sink_kit::is_loopback_host(host))
         })
     }
 

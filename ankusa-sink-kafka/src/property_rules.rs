@@ -83,7 +83,7 @@ pub(crate) fn is_sensitive_property(name: &str) -> bool {
 /// `text` with every secret replaced.
 pub(crate) fn scrub<S: AsRef<str>>(secrets: &[S], text: &str) -> String {
     secrets.iter().fold(text.to_owned(), |t, s| {
-        t.replace(s.as_ref(), ankusa_sink_core::REDACTED)
+        t.replace(s.as_ref(), ankusa_sink_kit::REDACTED)
     })
 }
 

@@ -3,14 +3,20 @@
 
 mod batcher;
 mod flatten;
+mod redact;
 mod subscribers;
+mod text;
 
 pub use batcher::{BatchConfig, BatchError, BatchSend, Batcher};
 pub use flatten::keyed;
+pub use redact::{
+    REDACTED, host_port, is_loopback_host, redact_url, redact_url_keep_path, redacted_path,
+};
 pub use subscribers::{
     DEFAULT_SUBSCRIBER_CHECK_INTERVAL, MAX_SUBSCRIBER_CHECK_INTERVAL, SubscriberCache,
     subscriber_check_interval,
 };
+pub use text::{MAX_REASON_TEXT, escape_invisible, printable, socket_failure, timeout_ms};
 
 /// Used by [`keyed_flatten!`]; not part of the API.
 #[doc(hidden)]

@@ -50,7 +50,7 @@ impl Sink for LogSink {
             hook_id = env.id(),
             source_id = env.source_id(),
             tenant_id = env.tenant_id(),
-            attempt = ctx.attempt(),
+            attempt = ctx.attempt.get(),
             size = env.size(),
             "hook delivered"
         );

@@ -42,7 +42,7 @@ async fn one_structured_line_per_hook() {
     tracing::subscriber::set_global_default(subscriber).expect("the only test of this binary");
     let sink = LogSink::default();
     assert!(!sink.capabilities().durable);
-    assert!(sink.capabilities().inline_threshold().is_none());
+    assert!(sink.capabilities().inline_max_bytes.is_none());
     for (n, id) in ["h-1", "h-2"].into_iter().enumerate() {
         buf.0.lock().unwrap().clear();
         let env = Envelope::builder(id, "stripe", "secret body")

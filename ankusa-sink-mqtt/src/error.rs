@@ -5,7 +5,7 @@ use ankusa_sink_core::{Class, Failure};
 
 /// Why a delivery to an MQTT broker failed. Text never holds a secret (the password is
 /// never printed, the URL has no userinfo); broker text goes through
-/// [`printable`](ankusa_sink_core::printable) before it gets here.
+/// [`printable`](ankusa_sink_kit::printable) before it gets here.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum MqttError {

@@ -16,8 +16,9 @@ use crate::outgoing::{self, Publish};
 use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{
     Capabilities, Check, Ctx, Description, Envelope, Failure, InFlight, OkMeans, Ordering, Payload,
-    Sink, Subject, async_trait, host_port, printable,
+    Sink, Subject, async_trait,
 };
+use ankusa_sink_kit::{host_port, printable};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{ConnAck, ConnectReturnCode, Packet, PubAckReason};
 use rumqttc::v5::{AsyncClient, ConnectionError, Event, EventLoop, MqttOptions, StateError};

@@ -49,10 +49,7 @@ impl Nats {
 
     /// The sink's layout.
     fn layout(&self) -> Layout {
-        Layout::message(
-            self.sink.capabilities().inline_threshold(),
-            EmptyValues::Keep,
-        )
+        Layout::message(self.sink.capabilities().inline_max_bytes, EmptyValues::Keep)
     }
 }
 

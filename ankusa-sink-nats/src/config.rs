@@ -5,7 +5,8 @@ use ankusa_message::MessageOptions;
 use ankusa_message::cloudevents::CloudEvents;
 use ankusa_message::signing::Signer;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
-use ankusa_sink_core::{Secret, timeout_ms};
+use ankusa_sink_core::Secret;
+use ankusa_sink_kit::timeout_ms;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
@@ -260,10 +261,10 @@ impl NatsConfig {
     fn with_auth(mut self, auth: Auth) -> Result<Self, ConfigError> {
         match &auth {
             Auth::None => return Ok(self),
-            Auth::UserPassword(u, p) if u.is_empty() || p.is_empty() => {
+            Auth::UserPassword(u, p) if u.is_empty() || p.expose().is_empty() => {
                 return Err(ConfigError::Empty("user and password"));
             }
-            Auth::Token(t) if t.is_empty() => return Err(ConfigError::Empty("token")),
+            Auth::Token(t) if t.expose().is_empty() => return Err(ConfigError::Empty("token")),
             Auth::NkeySeed(seed) => {
                 let ok = seed.expose().starts_with("SU")
                     && nkeys::KeyPair::from_seed(seed.expose()).is_ok();

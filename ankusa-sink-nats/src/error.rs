@@ -10,7 +10,7 @@ pub(crate) const JS_MESSAGE_TOO_LARGE: u16 = 10054;
 pub(crate) const JS_STREAM_NOT_FOUND: u16 = 10059;
 
 /// Why a delivery to NATS failed. Text never holds a secret (the URL is kept without its
-/// userinfo); server text goes through `ankusa_sink_core::printable`.
+/// userinfo); server text goes through `ankusa_sink_kit::printable`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NatsError {

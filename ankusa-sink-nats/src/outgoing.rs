@@ -78,11 +78,12 @@ fn value(name: &'static str, v: &str) -> Result<HeaderValue, NatsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_message::TraceContext;
     use ankusa_message::cloudevents::{CloudEvents, Mode};
     use ankusa_message::signing::Signer;
     use ankusa_message::template::{AbsentTenant, KeyTemplate};
     use ankusa_message::{EmptyValues, Layout};
-    use ankusa_sink_core::{Ctx, Envelope, TraceContext};
+    use ankusa_sink_core::{Ctx, Envelope};
 
     fn layout(mode: Option<Mode>) -> Layout {
         Layout::message(None, EmptyValues::Keep)
@@ -107,7 +108,7 @@ mod tests {
         let trace = TraceContext::root();
         let ctx = Ctx::for_envelope(&env)
             .with_replay_id("r1")
-            .with_trace(trace.clone());
+            .with_extension(trace.clone());
         let p =
             to_publish(Outgoing::new(&env, &ctx, &layout(Some(Mode::Binary))).unwrap()).unwrap();
         assert_eq!(&p.payload[..], &body[..]);

@@ -5,9 +5,8 @@ use crate::error::NatsError;
 use crate::outgoing::{self, Publish};
 use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Capabilities, Payload};
-use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, InFlight, Sink, Subject, host_port, printable,
-};
+use ankusa_sink_core::{Check, Ctx, Description, Envelope, Failure, InFlight, Sink, Subject};
+use ankusa_sink_kit::{host_port, printable};
 use async_nats::client::Request;
 use async_nats::connection::State;
 use async_nats::{Client, ConnectErrorKind, ConnectOptions, RequestErrorKind};

@@ -311,7 +311,7 @@ impl PubSubConfig {
     /// Set the publish and check timeout (whole ms, at least 1, at most one hour, above the
     /// batch linger).
     pub fn with_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
-        self.timeout_ms = ankusa_sink_core::timeout_ms(timeout);
+        self.timeout_ms = ankusa_sink_kit::timeout_ms(timeout);
         self.checked()
     }
 
@@ -469,8 +469,7 @@ impl PubSubConfig {
     pub fn sends_tokens_in_clear(&self) -> bool {
         self.auth() == Auth::ApplicationDefault
             && url::Url::parse(self.endpoint()).is_ok_and(|u| {
-                u.scheme() == "http"
-                    && !u.host_str().is_some_and(ankusa_sink_core::is_loopback_host)
+                u.scheme() == "http" && !u.host_str().is_some_and(ankusa_sink_kit::is_loopback_host)
             })
     }
 

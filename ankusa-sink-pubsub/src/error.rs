@@ -15,7 +15,7 @@ use google_cloud_gax::error::rpc::{Code, Status, StatusDetails};
 use google_cloud_pubsub::error::PublishError;
 use std::num::NonZeroU64;
 
-use ankusa_sink_core::printable;
+use ankusa_sink_kit::printable;
 
 /// A client error in words: `CODE: message` for a status from the server (the message
 /// escaped and bounded), else the error and its sources by `Display`, each once.
@@ -49,7 +49,7 @@ fn publish_text(e: &PublishError) -> String {
 /// Why building the sink, a delivery or a check failed.
 ///
 /// The text carries the server's status code and message (escaped and bounded, see
-/// [`ankusa_sink_core::MAX_REASON_TEXT`]) and the client's description, never a credential. The client's
+/// [`ankusa_sink_kit::MAX_REASON_TEXT`]) and the client's description, never a credential. The client's
 /// error is kept in the variant for typed inspection but is not the `source()`: its own
 /// text would print the server's message raw.
 #[derive(Debug, thiserror::Error)]
@@ -227,7 +227,7 @@ fn retry_delay_ms(status: &Status) -> Option<NonZeroU64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_sink_core::MAX_REASON_TEXT;
+    use ankusa_sink_kit::MAX_REASON_TEXT;
     use google_cloud_gax::error::CredentialsError;
     use google_cloud_gax::error::rpc::Status;
     use std::sync::Arc;

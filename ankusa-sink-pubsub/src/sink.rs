@@ -10,9 +10,9 @@ use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{BatchLimits, Capabilities, Ordering};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
-    host_port,
 };
 use ankusa_sink_kit::SubscriberCache;
+use ankusa_sink_kit::host_port;
 use google_cloud_gax::options::RequestOptionsBuilder as _;
 use google_cloud_gax::retry_policy::NeverRetry;
 use google_cloud_pubsub::client::{BasePublisher, Publisher, TopicAdmin};
@@ -62,7 +62,7 @@ impl fmt::Debug for PubSubSink {
             .field("topic", &self.topic_name)
             .field(
                 "endpoint",
-                &ankusa_sink_core::redact_url_keep_path(self.config.endpoint()),
+                &ankusa_sink_kit::redact_url_keep_path(self.config.endpoint()),
             )
             .field("auth", &self.config.auth())
             .field(
@@ -89,7 +89,7 @@ impl PubSubSink {
     pub async fn new(config: PubSubConfig) -> Result<Self, PubSubError> {
         if config.sends_tokens_in_clear() {
             tracing::warn!(
-                endpoint = %ankusa_sink_core::redact_url_keep_path(config.endpoint()),
+                endpoint = %ankusa_sink_kit::redact_url_keep_path(config.endpoint()),
                 "pubsub sink: allow_insecure: Application Default Credentials' bearer tokens \
                  go to the endpoint unencrypted (http://); use https:// to protect them"
             );
@@ -354,10 +354,7 @@ mod tests {
         assert!(d.computed.is_empty());
         assert!(sink.capabilities().batched);
         assert!(sink.capabilities().durable);
-        assert_eq!(
-            sink.capabilities().inline_threshold().unwrap().get(),
-            65_536
-        );
+        assert_eq!(sink.capabilities().inline_max_bytes.unwrap().get(), 65_536);
 
         let computed = PubSubSink::new(emulator_config().with_ordering_key("{tenant_id}").unwrap())
             .await

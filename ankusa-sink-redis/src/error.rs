@@ -1,7 +1,8 @@
 //! [`RedisError`] and the one pure classifier.
 
 use crate::config::NoSubscriber;
-use ankusa_sink_core::{Class, Failure, printable};
+use ankusa_sink_core::{Class, Failure};
+use ankusa_sink_kit::printable;
 use redis::{ErrorKind, ServerErrorKind};
 
 /// The operation that failed.

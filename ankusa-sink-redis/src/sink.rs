@@ -8,8 +8,9 @@ use crate::outgoing;
 use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Capabilities, OkMeans, Ordering, Payload};
 use ankusa_sink_core::{
-    Check, Ctx, Description, Envelope, Failure, InFlight, Sink, Subject, async_trait, host_port,
+    Check, Ctx, Description, Envelope, Failure, InFlight, Sink, Subject, async_trait,
 };
+use ankusa_sink_kit::host_port;
 use redis::IntoConnectionInfo;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::fmt;

@@ -13,7 +13,8 @@ use crate::{
     Mode, child_peak_rss, child_peak_rss_of, median, only_child_arg, pct, print_vm_hwm,
     write_results,
 };
-use ankusa_sink_core::{Ctx, Envelope, Sink, TraceContext, safe_deliver};
+use ankusa_message::TraceContext;
+use ankusa_sink_core::{Ctx, Envelope, Sink, safe_deliver};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -105,7 +106,7 @@ pub fn envelope(size: usize) -> Envelope {
 pub fn raw_ctx(env: &Envelope) -> Ctx {
     let trace = TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
         .expect("a valid traceparent");
-    Ctx::for_envelope(env).with_trace(trace)
+    Ctx::for_envelope(env).with_extension(trace)
 }
 
 /// The sink side of every workload: a fresh `Ctx` with a new trace context and
@@ -116,7 +117,7 @@ fn sink_op<S: Sink + 'static>(sink: &Arc<S>, env: &Arc<Envelope>) -> Op {
     Arc::new(move || {
         let (sink, env) = (Arc::clone(&sink), Arc::clone(&env));
         Box::pin(async move {
-            let ctx = Ctx::for_envelope(&env).with_trace(TraceContext::root());
+            let ctx = Ctx::for_envelope(&env).with_extension(TraceContext::root());
             safe_deliver(&*sink, &env, &ctx, Some(DEADLINE))
                 .await
                 .is_ok()

@@ -37,7 +37,7 @@ fn probe_check_in_then_mark() {
     });
     // The reference is in hand: mark the moment in the trace with the open of a file that
     // does not exist, named after the claim.
-    let id = claim.reference().claim_id();
+    let id = crate::ulid_of(&claim);
     assert!(std::fs::File::open(dir.join(format!("{MARKER}{id}"))).is_err());
 }
 

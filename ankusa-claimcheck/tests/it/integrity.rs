@@ -84,14 +84,14 @@ async fn a_digest_that_is_not_the_bodys_is_a_mismatch() {
 async fn unknown_claims_are_not_found() {
     let store = ClaimStore::in_memory();
     let claim = store.check_in(ClaimItem::new("acme", "abc")).await.unwrap();
-    let id = claim.reference().claim_id();
+    let id = crate::ulid_of(&claim);
 
     // Another tenant, another pack, and a position past the pack's one claim.
     let cases = [
-        ClaimRef::new("globex", id).unwrap(),
-        ClaimRef::new("acme", ulid::Ulid(id.0 ^ (1 << 20))).unwrap(),
-        ClaimRef::new("acme", ulid::Ulid(id.0 | 1)).unwrap(),
-        ClaimRef::new("acme", ulid::Ulid(id.0 | 0xFFFF)).unwrap(),
+        ClaimRef::new("globex", id.to_string()).unwrap(),
+        ClaimRef::new("acme", ulid::Ulid(id.0 ^ (1 << 20)).to_string()).unwrap(),
+        ClaimRef::new("acme", ulid::Ulid(id.0 | 1).to_string()).unwrap(),
+        ClaimRef::new("acme", ulid::Ulid(id.0 | 0xFFFF).to_string()).unwrap(),
     ];
     for r in cases {
         let urn = r.to_string();

@@ -158,6 +158,11 @@ impl ObjectStore for Counting {
 }
 
 /// A body whose bytes depend on `seed`, so a mixed-up claim cannot pass for another.
+/// A claim's id as the ULID the store minted.
+pub(crate) fn ulid_of(claim: &ankusa_sink_core::Claim) -> ulid::Ulid {
+    ulid::Ulid::from_string(claim.reference().claim_id()).expect("canonical ULID")
+}
+
 pub(crate) fn body(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| seed.wrapping_add((i % 251) as u8))

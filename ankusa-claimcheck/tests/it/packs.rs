@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 fn pack_key(claim: &ankusa_claimcheck::Claim) -> String {
     // Everything but the position: the pack id is the first 112 bits.
-    let id = claim.reference().claim_id().0 & !0xFFFF;
+    let id = crate::ulid_of(claim).0 & !0xFFFF;
     ulid::Ulid(id).to_string()
 }
 
@@ -39,7 +39,7 @@ async fn batch_packs_per_tenant_and_reads_back_with_two_ranged_reads() {
         let tenant = ["acme", "globex", "initech"][i % 3];
         assert_eq!(claim.reference().tenant(), tenant);
         // Position in the pack: the claim's order within its tenant.
-        assert_eq!(claim.reference().claim_id().0 & 0xFFFF, (i / 3) as u128);
+        assert_eq!(crate::ulid_of(claim).0 & 0xFFFF, (i / 3) as u128);
     }
 
     for (i, claim) in claims.iter().enumerate() {
@@ -262,7 +262,7 @@ async fn local_store_writes_under_the_partitioned_key() {
         .await
         .unwrap();
     // The partition is the UTC day of the pack's check-in time (the id's timestamp).
-    let ms = claim.reference().claim_id().timestamp_ms() as i64;
+    let ms = crate::ulid_of(&claim).timestamp_ms() as i64;
     let day = chrono::DateTime::from_timestamp_millis(ms)
         .unwrap()
         .date_naive();

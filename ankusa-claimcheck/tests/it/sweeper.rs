@@ -31,7 +31,7 @@ async fn sweeper_keeps_young_and_removes_old_partitions() {
         .await
         .unwrap();
     let fresh_day =
-        chrono::DateTime::from_timestamp_millis(fresh.reference().claim_id().timestamp_ms() as i64)
+        chrono::DateTime::from_timestamp_millis(crate::ulid_of(&fresh).timestamp_ms() as i64)
             .unwrap()
             .date_naive();
 

@@ -4,7 +4,7 @@ use super::*;
 
 impl Scheduler {
     pub(super) fn dead_letter(&mut self, job: Job, failure: Failure) {
-        let error_class = failure.error_class();
+        let error_class = failure.class().error_class();
         let Some(h) = self.hooks.get(&job.hook) else {
             return;
         };

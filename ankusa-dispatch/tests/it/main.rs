@@ -151,7 +151,7 @@ impl Sink for Script {
         let _active = Active(&self.active);
         self.seen.lock().unwrap().push(Seen {
             hook: env.id().to_owned(),
-            attempt: ctx.attempt(),
+            attempt: ctx.attempt.get(),
             claim: ctx.claim.clone(),
             batch: ctx.batch,
             replay_id: ctx.replay_id.clone(),

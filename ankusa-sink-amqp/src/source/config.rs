@@ -4,7 +4,7 @@ use crate::broker_url::BrokerUrl;
 use crate::config::short_string;
 use crate::config_error::ConfigError;
 use crate::connection::AmqpConnection;
-use ankusa_sink_core::timeout_ms;
+use ankusa_sink_kit::timeout_ms;
 use serde::Deserialize;
 use std::num::{NonZeroU16, NonZeroU64};
 use std::time::Duration;

@@ -64,10 +64,10 @@ async fn round_trip_body_properties_and_headers() {
 
     // The body is exactly Message v1 and decodes.
     let expected =
-        ankusa_message::encode(&env, &ctx, sink.capabilities().inline_threshold()).unwrap();
+        ankusa_message::encode(&env, &ctx, sink.capabilities().inline_max_bytes).unwrap();
     assert_eq!(d.data, expected);
     // Body, id and headers are `ankusa-message`'s Outgoing for the same envelope.
-    let layout = Layout::message(sink.capabilities().inline_threshold(), EmptyValues::Drop);
+    let layout = Layout::message(sink.capabilities().inline_max_bytes, EmptyValues::Drop);
     let out = Outgoing::new(&env, &ctx, &layout).unwrap();
     assert_eq!(d.data, out.body());
     assert_eq!(
@@ -167,7 +167,7 @@ async fn body_over_threshold_carries_the_claim() {
         .unwrap_err();
     assert_eq!(err.class(), Class::Config, "{err}");
 
-    let reference = ClaimRef::new("acme", ulid::Ulid::new()).unwrap();
+    let reference = ClaimRef::new("acme", ulid::Ulid::new().to_string()).unwrap();
     let claim = Claim::new(reference.clone(), ankusa_message::sha256_hex(&body)).unwrap();
     let ctx = Ctx::for_envelope(&env).with_claim(claim);
     bounded(sink.deliver(&env, &ctx)).await.unwrap();

@@ -3,8 +3,8 @@
 
 use super::{AwsOptions, ConfigError, SNS_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES};
 use ankusa_message::MessageOptions;
-use ankusa_sink_core::{redact_url, redact_url_keep_path};
 use ankusa_sink_kit::{DEFAULT_SUBSCRIBER_CHECK_INTERVAL, subscriber_check_interval};
+use ankusa_sink_kit::{redact_url, redact_url_keep_path};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;

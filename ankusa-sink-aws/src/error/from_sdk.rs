@@ -4,7 +4,7 @@
 //! the SDK's `Debug` dumps.
 
 use super::AwsError;
-use ankusa_sink_core::printable;
+use ankusa_sink_kit::printable;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::{ConnectorError, SdkError};
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
@@ -43,7 +43,7 @@ fn dispatch_text(connector: Option<&ConnectorError>) -> String {
         innermost = e;
         next = e.source();
     }
-    match io.and_then(ankusa_sink_core::socket_failure) {
+    match io.and_then(ankusa_sink_kit::socket_failure) {
         Some(text) => text,
         None if c.is_timeout() => "connection timed out".to_owned(),
         None => {
@@ -392,7 +392,7 @@ mod tests {
                 ),
                 "{text}"
             );
-            assert!(text.chars().count() < 2 * ankusa_sink_core::MAX_REASON_TEXT + 100);
+            assert!(text.chars().count() < 2 * ankusa_sink_kit::MAX_REASON_TEXT + 100);
         }
     }
 

@@ -140,7 +140,10 @@ async fn oversize_is_permanent_from_sns_and_before_sending() {
         .unwrap();
     // The 20 KB header rides in the message only with the forwarding cap raised above its
     // 16 KiB default.
-    let wide = ctx(&e).with_forward_headers_max_bytes(NonZeroUsize::new(64 * 1024).unwrap());
+    let wide = ctx(&e).with_extension(ankusa_message::HeaderPolicy {
+        max_bytes: NonZeroUsize::new(64 * 1024),
+        ..ankusa_message::HeaderPolicy::default()
+    });
     let res = s.deliver(&e, &wide).await;
     assert_class(&res, Class::Permanent);
     assert!(

@@ -90,7 +90,7 @@ impl<'a> Report<'a> {
             sink: self.sink,
             outcome: self.outcome,
             class: self.failure.map(|f| f.class().as_str()),
-            error_class: self.failure.map(|f| f.error_class().as_str()),
+            error_class: self.failure.map(|f| f.class().error_class().as_str()),
             retry_after_ms: self.failure.map(|_| self.retry_after_ms),
             reason: self.failure.map(Failure::reason_chain),
             may_have_landed: self.failure.map(Failure::may_have_landed),
@@ -140,7 +140,7 @@ impl<'a> Report<'a> {
                     "{} {id} to {sink}: {} (error class: {}, attempts: {attempts}){dl}",
                     self.outcome.to_ascii_uppercase().replace('_', "-"),
                     escape_control(&f.to_string()),
-                    f.error_class()
+                    f.class().error_class()
                 )
             }
         }

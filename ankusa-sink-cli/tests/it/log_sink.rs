@@ -250,7 +250,7 @@ fn messages_on_stdout_decode_as_message_v1_of_every_input_hook() {
         assert_eq!(m.sha256, env.body_sha256());
         assert_eq!(m.body, MessageBody::Inline(env.body().clone()), "{}", m.id);
         let headers: Vec<(String, String)> =
-            ankusa_sink_core::forwarded_headers(env, &Ctx::for_envelope(env))
+            ankusa_message::forwarded_headers(env, &Ctx::for_envelope(env))
                 .into_iter()
                 .map(|(n, v)| (n.into_owned(), v.into_owned()))
                 .collect();

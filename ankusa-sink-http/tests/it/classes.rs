@@ -2,7 +2,8 @@
 
 use crate::server::{Reply, Server, always};
 use crate::{builder, class_of, deliver, deliver_attempt, envelope};
-use ankusa_sink_core::{Class, redact_url};
+use ankusa_sink_core::Class;
+use ankusa_sink_kit::redact_url;
 use std::num::NonZeroU64;
 use std::time::{Duration, SystemTime};
 

@@ -3,10 +3,11 @@
 
 use crate::server::{Reply, Server, always, sequence};
 use crate::{class_of, deliver, envelope, reason};
-use ankusa_sink_core::{Check, Class, Payload, Secret, Sink, Subject, redacted_path};
+use ankusa_sink_core::{Check, Class, Payload, Secret, Sink, Subject};
 use ankusa_sink_http::{
     ConfigError, HttpConfig, HttpError, HttpMethod, HttpSink, Signer, TransportKind,
 };
+use ankusa_sink_kit::redacted_path;
 use ankusa_sink_testkit::support::LogCapture;
 use std::time::Duration;
 
@@ -343,7 +344,7 @@ fn describe_names_the_destination_and_computed_options() {
         );
     }
     assert!(sink.capabilities().durable);
-    assert_eq!(sink.capabilities().inline_threshold(), None);
+    assert_eq!(sink.capabilities().inline_max_bytes, None);
 
     let plain = HttpSink::builder("http://127.0.0.1/")
         .header("content-type", "application/json")

@@ -2,7 +2,8 @@
 
 use crate::server::{Captured, Reply, Server, always};
 use crate::{builder, deliver, envelope};
-use ankusa_sink_core::{Ctx, Envelope, ForwardHeaders, Sink};
+use ankusa_message::{ForwardHeaders, HeaderPolicy};
+use ankusa_sink_core::{Ctx, Envelope, Sink};
 use ankusa_sink_http::{HttpMethod, Signer};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -162,8 +163,9 @@ async fn operator_content_type_wins_and_allow_list_forwards_only_named_headers()
         .build()
         .unwrap();
     let env = rich_envelope(b"{}".to_vec());
-    let ctx = Ctx::for_envelope(&env)
-        .with_forward_headers(ForwardHeaders::only(["X-Repeated", "authorization"]).unwrap());
+    let ctx = Ctx::for_envelope(&env).with_extension(HeaderPolicy::from(
+        ForwardHeaders::only(["X-Repeated", "authorization"]).unwrap(),
+    ));
     sink.deliver(&env, &ctx).await.unwrap();
     let req = one(&server).await;
     assert_eq!(req.method, "PATCH");

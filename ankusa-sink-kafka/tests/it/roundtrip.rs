@@ -25,7 +25,7 @@ async fn round_trip_value_key_headers_timestamp() {
     assert_eq!(r.timestamp, Some(1_700_000_000_123));
     assert_eq!(
         r.value,
-        ankusa_message::encode(&env, &ctx, sink.capabilities().inline_threshold()).unwrap()
+        ankusa_message::encode(&env, &ctx, sink.capabilities().inline_max_bytes).unwrap()
     );
     let msg = ankusa_message::decode(&r.value).unwrap();
     assert_eq!(msg.id, "h1");
@@ -145,7 +145,7 @@ async fn body_over_threshold_carries_the_claim() {
     let f = expect_err(sink.deliver(&env, &Ctx::for_envelope(&env)).await);
     assert_eq!(f.class(), Class::Config, "{f}");
 
-    let r = ClaimRef::new("acme", ulid::Ulid::new()).unwrap();
+    let r = ClaimRef::new("acme", ulid::Ulid::new().to_string()).unwrap();
     let claim = Claim::new(r.clone(), ankusa_message::sha256_hex(&body)).unwrap();
     let ctx = Ctx::for_envelope(&env).with_claim(claim);
     sink.deliver(&env, &ctx).await.unwrap();

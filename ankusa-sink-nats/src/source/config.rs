@@ -171,7 +171,7 @@ impl NatsSourceConfig {
     /// The `ack_wait` of a consumer the source creates (rounded down to whole ms, at
     /// least 1); it must be longer than the attempt timeout, checked when the source opens.
     pub fn with_ack_wait(mut self, ack_wait: Duration) -> Self {
-        self.ack_wait_ms = Some(ankusa_sink_core::timeout_ms(ack_wait));
+        self.ack_wait_ms = Some(ankusa_sink_kit::timeout_ms(ack_wait));
         self
     }
 

@@ -34,7 +34,7 @@ async fn headers_and_body_are_outgoings() {
     }
     let got = stored(&raw(SHARED_URL).await, &stream).await.unwrap();
     assert_eq!(got.len(), cases.len());
-    let layout = Layout::message(sink.capabilities().inline_threshold(), EmptyValues::Keep);
+    let layout = Layout::message(sink.capabilities().inline_max_bytes, EmptyValues::Keep);
     for ((env, ctx, msg_id), m) in cases.iter().zip(&got) {
         let out = Outgoing::new(env, ctx, &layout).unwrap();
         let mut want = vec![("Nats-Msg-Id".to_owned(), (*msg_id).to_owned())];

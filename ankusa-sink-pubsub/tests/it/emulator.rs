@@ -45,7 +45,7 @@ async fn round_trip_carries_data_attributes_and_ordering_key() {
     assert!(!m.message_id.is_empty());
     // data is the Message v1 JSON, byte for byte.
     let expected =
-        ankusa_message::encode(&env, &ctx, sink.capabilities().inline_threshold()).unwrap();
+        ankusa_message::encode(&env, &ctx, sink.capabilities().inline_max_bytes).unwrap();
     assert_eq!(m.data, expected);
     let decoded = ankusa_message::decode(&m.data).unwrap();
     assert_eq!(decoded.id, "rt-1");
@@ -54,7 +54,7 @@ async fn round_trip_carries_data_attributes_and_ordering_key() {
     // attributes are exactly `ankusa-message`'s Outgoing list, by attribute name ...
     assert_eq!(m.attributes, outgoing_attributes(&env, &ctx));
     // ... which is, name for name and value for value, what the sink always sent.
-    let idempotency_key = env.idempotency_key();
+    let idempotency_key = env.idempotency_key().into_owned();
     let want: HashMap<String, String> = [
         ("ankusa_id", "rt-1"),
         ("ankusa_source_id", "stripe"),
@@ -313,7 +313,7 @@ async fn body_over_the_threshold_carries_the_claim() {
         .unwrap_err();
     assert_eq!(err.class(), Class::Config, "{err}");
 
-    let reference = ClaimRef::new("acme", ulid::Ulid::new()).unwrap();
+    let reference = ClaimRef::new("acme", ulid::Ulid::new().to_string()).unwrap();
     let claim = Claim::new(reference.clone(), sha256_hex(&body)).unwrap();
     sink.deliver(&fat, &Ctx::for_envelope(&fat).with_claim(claim))
         .await

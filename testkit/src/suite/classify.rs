@@ -146,11 +146,7 @@ async fn judge<H: Harness>(
         let limit = safe_capabilities(&setup.sink).ok()?.max_message?.bytes;
         usize::try_from(limit).ok()?.checked_add(1)
     });
-    let env = fault_envelope(
-        fault,
-        body_size,
-        setup.sink.capabilities().inline_threshold(),
-    )?;
+    let env = fault_envelope(fault, body_size, setup.sink.capabilities().inline_max_bytes)?;
     let started = Instant::now();
     let mut ctx = Ctx::for_envelope(&env);
     let mut res = cx.deliver(&setup.sink, &env, &ctx).await;

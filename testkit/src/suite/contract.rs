@@ -105,9 +105,6 @@ fn contradiction(caps: &Capabilities) -> Option<String> {
     if caps.batch.is_some() && !caps.batched {
         return Some("it states batch limits, but batched is false".into());
     }
-    if caps.inline_max_bytes == Some(0) {
-        return Some("inline_max_bytes is 0: a threshold is at least 1 byte".into());
-    }
     if let Some(b) = &caps.batch
         && (b.max_messages == 0 || b.max_bytes == 0)
     {
@@ -146,13 +143,6 @@ mod tests {
             contradiction(&limits_only)
                 .unwrap()
                 .contains("batched is false")
-        );
-        let mut zero = plain.clone();
-        zero.inline_max_bytes = Some(0);
-        assert!(
-            contradiction(&zero)
-                .unwrap()
-                .contains("inline_max_bytes is 0")
         );
         let empty_batch = plain.with_batch(Some(BatchLimits {
             max_messages: 0,

@@ -8,7 +8,7 @@ use ankusa_sink_core::{Ctx, Sink};
 
 pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
     let setup = cx.destination().await?;
-    let Some(max) = setup.sink.capabilities().inline_threshold() else {
+    let Some(max) = setup.sink.capabilities().inline_max_bytes else {
         return Ok(Outcome::Skip(
             "the sink declares no inline threshold (never uses the claim check)".into(),
         ));

@@ -13,7 +13,7 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
         .with_replay_id("replay-odd")
         .with_attempt(2);
     odd.push((replay, replay_ctx));
-    let max = setup.sink.capabilities().inline_threshold();
+    let max = setup.sink.capabilities().inline_max_bytes;
     let big = envelope("big", vec![0u8; max.map_or(1 << 20, |m| m.get() + 1)]);
     let big_ctx = Ctx::for_envelope(&big);
     odd.push((big, big_ctx));

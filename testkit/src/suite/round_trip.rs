@@ -11,7 +11,7 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
     let max = setup
         .sink
         .capabilities()
-        .inline_threshold()
+        .inline_max_bytes
         .map_or(usize::MAX, |n| n.get());
     let set: Vec<(Envelope, Ctx)> = varied_envelopes()
         .into_iter()

@@ -29,7 +29,7 @@ pub(crate) fn envelope(tag: &str, body: impl Into<Bytes>) -> Envelope {
 /// A claim for `env`'s body, as dispatch would have checked it in.
 pub(crate) fn fake_claim(env: &Envelope) -> Claim {
     let tenant = env.tenant_id().unwrap_or("default");
-    let r = ClaimRef::new(tenant, ulid::Ulid::new()).expect("valid tenant");
+    let r = ClaimRef::new(tenant, ulid::Ulid::new().to_string()).expect("valid tenant");
     Claim::new(r, env.body_sha256().to_owned()).expect("valid digest")
 }
 

@@ -65,7 +65,7 @@ impl Broken {
         dedupe_id: String,
     ) -> Result<(), Failure> {
         let msg = Publish {
-            bytes: encode(env, ctx, self.inner.capabilities().inline_threshold())?,
+            bytes: encode(env, ctx, self.inner.capabilities().inline_max_bytes)?,
             dedupe_id: Some(dedupe_id),
         };
         self.inner
@@ -196,7 +196,7 @@ impl Sink for Broken {
             // Durable, yet an Ok is only "sent": dispatch cannot act on both.
             return ankusa_sink_core::Capabilities::new(
                 true,
-                self.inner.capabilities().inline_threshold(),
+                self.inner.capabilities().inline_max_bytes,
             )
             .with_ok_means(ankusa_sink_core::OkMeans::Sent);
         }
@@ -480,7 +480,7 @@ impl Harness for OddHarness {
         let setup = self.inner.fault(fault).await?;
         Ok(match (self.odd, fault) {
             (Odd::OversizedOverInline, Fault::Oversized) => setup.map(|s| {
-                let size = s.sink.capabilities().inline_threshold().unwrap().get() + 1;
+                let size = s.sink.capabilities().inline_max_bytes.unwrap().get() + 1;
                 s.with_body_size(size)
             }),
             _ => setup,

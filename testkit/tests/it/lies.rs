@@ -82,7 +82,7 @@ impl Sink for Liar {
             Lie::HonestOnlyWhileConnecting
                 if self.delivered.load(Ordering::SeqCst) && !self.inner.broker().is_down() =>
             {
-                encode(env, ctx, self.inner.capabilities().inline_threshold())?;
+                encode(env, ctx, self.inner.capabilities().inline_max_bytes)?;
                 let (sink, env, ctx) = (self.inner.clone(), env.clone(), ctx.clone());
                 tokio::spawn(async move { sink.deliver(&env, &ctx).await });
                 return Ok(());

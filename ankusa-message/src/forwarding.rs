@@ -1,13 +1,103 @@
-//! Which provider headers leave with a delivery: the never-forwarded names and
-//! [`forwarded_headers`], the rule every sink shares (the caps' defaults are declared with
-//! [`Ctx`], which applies them).
+//! Which provider headers leave with a delivery: the never-forwarded names, the
+//! [`HeaderPolicy`] of an attempt, and [`forwarded_headers`], the rule every sink shares.
 
-use crate::ctx::{Ctx, ForwardHeaders};
-use crate::envelope::Envelope;
+use ankusa_sink_core::{Ctx, Envelope, EnvelopeError};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::LazyLock;
+
+/// Which provider headers a queue sink forwards (see [`forwarded_headers`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ForwardHeaders {
+    /// Every header except the never-forwarded list.
+    #[default]
+    Default,
+    /// Only these names (lowercase); an empty list forwards nothing. The never-forwarded
+    /// list still applies.
+    Only(Vec<String>),
+}
+
+impl ForwardHeaders {
+    /// An allow-list; names are lowercased. Empty names are refused.
+    pub fn only<I, S>(names: I) -> Result<Self, EnvelopeError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut out = Vec::new();
+        for n in names {
+            let n = n.as_ref();
+            if n.is_empty() {
+                return Err(EnvelopeError::Empty("forward_headers name"));
+            }
+            out.push(n.to_ascii_lowercase());
+        }
+        Ok(ForwardHeaders::Only(out))
+    }
+}
+
+/// Default [`HeaderPolicy::max_headers`]: at most 100 forwarded header names.
+pub const DEFAULT_MAX_HEADERS: NonZeroUsize = NonZeroUsize::new(100).unwrap();
+
+/// Default [`HeaderPolicy::max_bytes`]: at most 16 KiB of forwarded names plus values.
+pub const DEFAULT_FORWARD_HEADERS_MAX_BYTES: NonZeroUsize = NonZeroUsize::new(16 * 1024).unwrap();
+
+/// Which provider headers leave with a delivery, and how many: the header policy of one
+/// attempt.
+///
+/// A dispatcher that wants other than the default sets it as a context extension
+/// (`ctx.with_extension(policy)`); [`forwarded_headers`] reads it with
+/// [`HeaderPolicy::of`]. `None` in a cap lifts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderPolicy {
+    /// Which names are forwarded (the never-forwarded list applies in every mode).
+    pub forward: ForwardHeaders,
+    /// At most this many forwarded header names (default [`DEFAULT_MAX_HEADERS`], 100).
+    pub max_headers: Option<NonZeroUsize>,
+    /// At most this many bytes of forwarded names plus values (default
+    /// [`DEFAULT_FORWARD_HEADERS_MAX_BYTES`], 16 KiB).
+    pub max_bytes: Option<NonZeroUsize>,
+}
+
+/// The policy of a context that sets none.
+static DEFAULT_POLICY: HeaderPolicy = HeaderPolicy {
+    forward: ForwardHeaders::Default,
+    max_headers: Some(DEFAULT_MAX_HEADERS),
+    max_bytes: Some(DEFAULT_FORWARD_HEADERS_MAX_BYTES),
+};
+
+impl Default for HeaderPolicy {
+    fn default() -> Self {
+        DEFAULT_POLICY.clone()
+    }
+}
+
+/// The default caps with this forwarding mode.
+impl From<ForwardHeaders> for HeaderPolicy {
+    fn from(forward: ForwardHeaders) -> Self {
+        HeaderPolicy {
+            forward,
+            ..HeaderPolicy::default()
+        }
+    }
+}
+
+impl HeaderPolicy {
+    /// The policy `ctx` carries, or the default one.
+    pub fn of(ctx: &Ctx) -> &HeaderPolicy {
+        ctx.extension().unwrap_or(&DEFAULT_POLICY)
+    }
+
+    /// Every header the never-forwarded list allows, with neither cap.
+    pub fn uncapped() -> Self {
+        HeaderPolicy {
+            forward: ForwardHeaders::Default,
+            max_headers: None,
+            max_bytes: None,
+        }
+    }
+}
 
 // Whoever can POST to a catch URL chooses the hook's headers, and forwarded headers reach
 // outbound HTTP requests and every Message v1. So three classes never leave: credentials
@@ -198,9 +288,9 @@ impl std::hash::Hash for Folded<'_> {
 ///   where the name first arrived (merged through a map past 16 names: linear in the
 ///   header count).
 /// - Then the limits, deterministically, in first-arrival order: an entry is kept while
-///   fewer than `ctx.max_headers` (default [`DEFAULT_MAX_HEADERS`](crate::DEFAULT_MAX_HEADERS), 100) are kept and its
-///   name plus value bytes fit in what is left of `ctx.forward_headers_max_bytes` (default
-///   [`DEFAULT_FORWARD_HEADERS_MAX_BYTES`](crate::DEFAULT_FORWARD_HEADERS_MAX_BYTES), 16 KiB); an entry that does not fit is dropped
+///   fewer than the policy's `max_headers` (default [`DEFAULT_MAX_HEADERS`], 100) are kept and its
+///   name plus value bytes fit in what is left of its `max_bytes` (default
+///   [`DEFAULT_FORWARD_HEADERS_MAX_BYTES`], 16 KiB); an entry that does not fit is dropped
 ///   and later, smaller ones may still be kept. `None` in either field lifts that cap.
 /// - Borrowed from the envelope where it can be (a name already lowercase, a value that
 ///   was not joined): forwarding allocates only for what it changes.
@@ -209,6 +299,7 @@ pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>,
     // (no allocation for a typical hook); past it, through a map (linear in the headers,
     // whatever an attacker sends).
     const SCAN_MAX: usize = 16;
+    let policy = HeaderPolicy::of(ctx);
     let mut out: Vec<(Cow<'a, str>, Cow<'a, str>)> = Vec::new();
     // The envelope's spelling of each entry's name, for the first SCAN_MAX entries.
     let mut first: [&'a str; SCAN_MAX] = [""; SCAN_MAX];
@@ -234,7 +325,7 @@ pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>,
         if !is_forwardable(&lower) {
             continue;
         }
-        if let ForwardHeaders::Only(allow) = ctx.forward_headers()
+        if let ForwardHeaders::Only(allow) = &policy.forward
             && !allow.iter().any(|a| *a == *lower)
         {
             continue;
@@ -256,10 +347,8 @@ pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>,
         }
         out.push((lower, Cow::Borrowed(value.as_str())));
     }
-    let max_count = ctx.max_headers().map_or(usize::MAX, NonZeroUsize::get);
-    let mut budget = ctx
-        .forward_headers_max_bytes()
-        .map_or(usize::MAX, NonZeroUsize::get);
+    let max_count = policy.max_headers.map_or(usize::MAX, NonZeroUsize::get);
+    let mut budget = policy.max_bytes.map_or(usize::MAX, NonZeroUsize::get);
     let mut kept = 0usize;
     out.retain(|(n, v)| {
         let cost = n.len() + v.len();
@@ -277,6 +366,15 @@ pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allow_list_lowercases_and_refuses_empty() {
+        assert_eq!(
+            ForwardHeaders::only(["X-A", "b"]).unwrap(),
+            ForwardHeaders::Only(vec!["x-a".into(), "b".into()])
+        );
+        assert!(ForwardHeaders::only([""]).is_err());
+    }
 
     fn env() -> Envelope {
         Envelope::builder("h1", "stripe", &b"hello"[..])
@@ -386,16 +484,16 @@ mod tests {
         }
         assert!(!is_forwardable("x-ankusa-anything"));
 
-        let only = ctx
-            .clone()
-            .with_forward_headers(ForwardHeaders::only(["X-MULTI", "authorization"]).unwrap());
+        let only = ctx.clone().with_extension(HeaderPolicy::from(
+            ForwardHeaders::only(["X-MULTI", "authorization"]).unwrap(),
+        ));
         assert_eq!(
             forwarded_headers(&e, &only),
             vec![("x-multi".into(), "a, b".into())]
         );
         let none = ctx
             .clone()
-            .with_forward_headers(ForwardHeaders::Only(vec![]));
+            .with_extension(HeaderPolicy::from(ForwardHeaders::Only(vec![])));
         assert!(forwarded_headers(&e, &none).is_empty());
     }
 
@@ -427,7 +525,10 @@ mod tests {
             .build()
             .unwrap();
         let ctx = Ctx::for_envelope(&e);
-        let count = ctx.clone().with_max_headers(nz(2));
+        let count = ctx.clone().with_extension(HeaderPolicy {
+            max_headers: Some(nz(2)),
+            ..HeaderPolicy::default()
+        });
         let names = |h: Vec<(Cow<str>, Cow<str>)>| {
             h.into_iter()
                 .map(|(n, _)| n.into_owned())
@@ -435,7 +536,10 @@ mod tests {
         };
         assert_eq!(names(forwarded_headers(&e, &count)), ["a", "b"]);
         // "a" (11 bytes) does not fit in 6; b (2) and c (3) do; d (2) no longer fits (1 left).
-        let bytes = ctx.clone().with_forward_headers_max_bytes(nz(6));
+        let bytes = ctx.clone().with_extension(HeaderPolicy {
+            max_bytes: Some(nz(6)),
+            ..HeaderPolicy::default()
+        });
         assert_eq!(names(forwarded_headers(&e, &bytes)), ["b", "c"]);
         for _ in 0..3 {
             assert_eq!(names(forwarded_headers(&e, &bytes)), ["b", "c"]);
@@ -471,9 +575,12 @@ mod tests {
         assert_eq!(h.len(), 15);
         assert!(bytes <= 16 * 1024, "{bytes}");
         // The caps stay changeable: raised, or lifted with None.
-        let raised = ctx.clone().with_forward_headers_max_bytes(nz(64 * 1024));
+        let raised = ctx.clone().with_extension(HeaderPolicy {
+            max_bytes: Some(nz(64 * 1024)),
+            ..HeaderPolicy::default()
+        });
         assert_eq!(forwarded_headers(&big, &raised).len(), 20);
-        let lifted = Ctx::for_envelope(&many).without_header_caps();
+        let lifted = Ctx::for_envelope(&many).with_extension(HeaderPolicy::uncapped());
         assert_eq!(forwarded_headers(&many, &lifted).len(), 150);
     }
 
@@ -487,7 +594,7 @@ mod tests {
             b = b.header(format!("X-N{i}"), "b");
         }
         let e = b.build().unwrap();
-        let ctx = Ctx::for_envelope(&e).without_header_caps();
+        let ctx = Ctx::for_envelope(&e).with_extension(HeaderPolicy::uncapped());
         let h = forwarded_headers(&e, &ctx);
         // Names found by the scan (the first 16) and through the map (the rest) alike.
         assert_eq!(h.len(), 500);

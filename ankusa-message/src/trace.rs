@@ -1,6 +1,7 @@
 //! [`TraceContext`]: the W3C Trace Context of one delivery attempt, which every sink sends
 //! beside the message (`traceparent`, and `tracestate` when the hook brought one).
 
+use ankusa_sink_core::Ctx;
 use std::fmt;
 use std::sync::Arc;
 
@@ -16,10 +17,11 @@ const MAX_TRACESTATE_MEMBERS: usize = 32;
 /// version-00 `traceparent`, and the hook's `tracestate` when it had a valid one.
 ///
 /// Dispatch makes one per attempt ([`TraceContext::child_of`] the hook's stored
-/// `traceparent`, or [`TraceContext::root`] when it has none) and hands it to the sink in
-/// [`Ctx::trace`](crate::Ctx::trace); `ankusa_message::Outgoing` sends it as
-/// the `traceparent` (and `tracestate`) attribute, header or field, and in CloudEvents mode
-/// as the distributed-tracing extension. Both texts are checked against the W3C grammar:
+/// `traceparent`, or [`TraceContext::root`] when it has none) and hands it to the sink as
+/// a context extension (`ctx.with_extension(trace)`, read with [`TraceContext::of`]);
+/// [`Outgoing`](crate::Outgoing) sends it as the `traceparent` (and `tracestate`)
+/// attribute, header or field, and in CloudEvents mode as the distributed-tracing
+/// extension. Both texts are checked against the W3C grammar:
 /// what a hook brought reaches a destination only when it is well formed.
 #[derive(Clone, PartialEq, Eq)]
 pub struct TraceContext {
@@ -28,6 +30,11 @@ pub struct TraceContext {
 }
 
 impl TraceContext {
+    /// The trace context `ctx` carries: dispatch sets one on every attempt.
+    pub fn of(ctx: &Ctx) -> Option<&TraceContext> {
+        ctx.extension()
+    }
+
     /// The context of a span `span_id` in trace `trace_id`, with the W3C `flags` byte
     /// (`0x01`: sampled). `None` when either id is all zeros (invalid in W3C).
     pub fn new(trace_id: [u8; 16], span_id: [u8; 8], flags: u8) -> Option<Self> {
