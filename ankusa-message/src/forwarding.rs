@@ -366,6 +366,7 @@ pub fn forwarded_headers<'a>(env: &'a Envelope, ctx: &Ctx) -> Vec<(Cow<'a, str>,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{env, nz};
 
     #[test]
     fn allow_list_lowercases_and_refuses_empty() {
@@ -374,26 +375,6 @@ mod tests {
             ForwardHeaders::Only(vec!["x-a".into(), "b".into()])
         );
         assert!(ForwardHeaders::only([""]).is_err());
-    }
-
-    fn env() -> Envelope {
-        Envelope::builder("h1", "stripe", &b"hello"[..])
-            .tenant_id("acme")
-            .received_at(1_700_000_000_123)
-            .content_type("application/json")
-            .dedupe_key("evt_1")
-            .header("Stripe-Signature", "t=1")
-            .header("Authorization", "Bearer x")
-            .header("X-Multi", "a")
-            .header("x-multi", "b")
-            .header("X-Ankusa-Id", "spoof")
-            .header("Cookie", "c")
-            .build()
-            .unwrap()
-    }
-
-    fn nz(n: usize) -> NonZeroUsize {
-        NonZeroUsize::new(n).unwrap()
     }
 
     #[test]

@@ -10,6 +10,8 @@ mod outgoing;
 mod schema;
 pub mod signing;
 pub mod template;
+#[cfg(test)]
+mod test_support;
 mod trace;
 
 pub use decode::{DecodeError, Message, MessageBody, VerifiedError, decode, verify};

@@ -273,6 +273,7 @@ pub(crate) fn encode_with(
 mod tests {
     use super::*;
     use crate::signing::{DEFAULT_TOLERANCE, VerifyError};
+    use crate::test_support::{env, nz};
     use crate::{
         Attr, DecodeError, EmptyValues, Layout, MessageBody, Outgoing, VerifiedError, decode,
         json_schema, verify,
@@ -284,26 +285,6 @@ mod tests {
     use serde::ser::SerializeMap;
     use serde::{Serialize, Serializer};
     use std::time::SystemTime;
-
-    fn env() -> Envelope {
-        Envelope::builder("h1", "stripe", &b"hello"[..])
-            .tenant_id("acme")
-            .received_at(1_700_000_000_123)
-            .content_type("application/json")
-            .dedupe_key("evt_1")
-            .header("Stripe-Signature", "t=1")
-            .header("Authorization", "Bearer x")
-            .header("X-Multi", "a")
-            .header("x-multi", "b")
-            .header("X-Ankusa-Id", "spoof")
-            .header("Cookie", "c")
-            .build()
-            .unwrap()
-    }
-
-    fn nz(n: usize) -> NonZeroUsize {
-        NonZeroUsize::new(n).unwrap()
-    }
 
     #[test]
     fn exact_bytes_inline() {

@@ -11,31 +11,46 @@ use std::sync::Arc;
 type Entry = (TypeId, Arc<dyn Any + Send + Sync>);
 
 /// Typed extra values a dispatcher passes to sinks that know them ([`Ctx::extension`]).
+///
+/// Every attempt's context is a clone, so a clone must cost no allocation: one value (the
+/// trace context dispatch sets on every attempt) is held as it is, more in a shared slice.
 #[derive(Clone, Default)]
-struct Extensions {
-    // A few values, and every attempt's context is a clone: a shared slice makes a clone
-    // one reference count, and a lookup a scan of two or three type ids.
-    values: Option<Arc<[Entry]>>,
+enum Extensions {
+    #[default]
+    None,
+    One(Entry),
+    Many(Arc<[Entry]>),
 }
 
 impl Extensions {
+    fn entries(&self) -> &[Entry] {
+        match self {
+            Extensions::None => &[],
+            Extensions::One(entry) => std::slice::from_ref(entry),
+            Extensions::Many(entries) => entries,
+        }
+    }
     /// Store a value, replacing one of the same type.
     fn insert<T: Any + Send + Sync>(&mut self, value: T) {
         let id = TypeId::of::<T>();
-        let mut values: Vec<_> = self
-            .values
+        let entry: Entry = (id, Arc::new(value));
+        let mut rest: Vec<Entry> = self
+            .entries()
             .iter()
-            .flat_map(|v| v.iter())
             .filter(|(t, _)| *t != id)
             .cloned()
             .collect();
-        values.push((id, Arc::new(value)));
-        self.values = Some(values.into());
+        *self = if rest.is_empty() {
+            Extensions::One(entry)
+        } else {
+            rest.push(entry);
+            Extensions::Many(rest.into())
+        };
     }
     /// The value of this type, if any.
     fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
         let id = TypeId::of::<T>();
-        let (_, value) = self.values.as_deref()?.iter().find(|(t, _)| *t == id)?;
+        let (_, value) = self.entries().iter().find(|(t, _)| *t == id)?;
         value.downcast_ref()
     }
 }
@@ -43,7 +58,7 @@ impl Extensions {
 impl fmt::Debug for Extensions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Extensions")
-            .field("len", &self.values.as_deref().map_or(0, <[_]>::len))
+            .field("len", &self.entries().len())
             .finish()
     }
 }
