@@ -85,7 +85,11 @@ async fn row_sasl_authentication_failure_is_config() {
         let sink = KafkaSink::new(
             KafkaConfig::new(broker.addr(), "t")
                 .unwrap()
-                .with_produce_timeout(Duration::from_millis(2_000))
+                // The failure is classified when the produce times out, by the client
+                // error librdkafka reported before it. SCRAM's key derivation on both sides
+                // took over 2 s on two loaded cores (a CI run with a build beside it), and
+                // the timeout came first: 10 s leaves room for the refusal.
+                .with_produce_timeout(Duration::from_millis(10_000))
                 .with_sasl(ankusa_sink_kafka::SaslConfig::new(
                     mechanism,
                     "nobody",
