@@ -76,7 +76,8 @@ const DEFAULT_INSTANCE: &str = "default";
 /// [`Claim`]).
 ///
 /// The fields sinks read are public; the instance and extensions (the trace context, the
-/// header policy) are set with `with_*` and read with accessors. The hook's source and tenant are the envelope's.
+/// header policy) are set with `with_*` and read with accessors. The hook's source and
+/// tenant are the envelope's.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Ctx {
