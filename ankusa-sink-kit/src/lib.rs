@@ -4,6 +4,7 @@
 mod batcher;
 mod flatten;
 mod redact;
+mod represent;
 mod subscribers;
 mod text;
 
@@ -12,6 +13,7 @@ pub use flatten::keyed;
 pub use redact::{
     REDACTED, host_port, is_loopback_host, redact_url, redact_url_keep_path, redacted_path,
 };
+pub use represent::{Unrepresentable, check_text, is_noncharacter};
 pub use subscribers::{
     DEFAULT_SUBSCRIBER_CHECK_INTERVAL, MAX_SUBSCRIBER_CHECK_INTERVAL, SubscriberCache,
     subscriber_check_interval,
