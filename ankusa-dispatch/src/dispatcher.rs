@@ -126,46 +126,30 @@ impl DispatcherBuilder {
         let (index, slots) = slots(self.sinks, &self.settings, &self.config)?;
         let routes = routes(self.routes, &index)?;
         let n = slots.len();
-        let windows = slots.iter().filter_map(|s| s.window);
-        let (window_deliveries, window_bytes) = windows.fold((0usize, 0usize), |(d, b), w| {
-            (
-                d.saturating_add(w.deliveries.get()),
-                b.saturating_add(w.bytes.get()),
-            )
-        });
-        // Sinks on a concurrency of their own add their most (an adaptive one's `max`).
-        let own: usize = self
-            .settings
-            .values()
-            .filter_map(|s| s.concurrency)
-            .map(|c| match c {
-                Concurrency::Fixed(n) => n,
-                Concurrency::Adaptive { max } => max,
+        // Each sink has an intake of its own: a sink that is slow or failing fills only its
+        // own, and hooks for the other sinks keep coming in.
+        let (intake, intake_bytes): (Vec<_>, Vec<_>) = slots
+            .iter()
+            .map(|slot| {
+                let (jobs, bytes) = slot_intake(slot, &self.settings, &self.config);
+                (
+                    Arc::new(Semaphore::new(jobs)),
+                    (Arc::new(Semaphore::new(bytes)), bytes),
+                )
             })
-            .fold(0, usize::saturating_add);
-        let in_flight = self
-            .config
-            .concurrency
-            .saturating_add(window_deliveries)
-            .saturating_add(own);
-        let intake = self
-            .config
-            .intake
-            .unwrap_or(in_flight.saturating_add(in_flight.min(MAX_READ_AHEAD)))
-            .max(n);
-        let intake_bytes = self
-            .config
-            .intake_bytes
-            .unwrap_or(DEFAULT_INTAKE_BYTES.max(window_bytes.saturating_mul(2)))
-            .clamp(1, MAX_INTAKE_BYTES);
+            .unzip();
+        let (intake_bytes, intake_bytes_max): (Vec<_>, Vec<_>) = intake_bytes
+            .into_iter()
+            .map(|(s, b)| (s, u32::try_from(b).unwrap_or(u32::MAX)))
+            .unzip();
         let shared = Arc::new(Shared {
             index,
             routes,
             all: (0..n).collect(),
             single: (0..n).map(|i| Arc::from([i])).collect(),
-            intake: Arc::new(Semaphore::new(intake)),
-            intake_bytes: Arc::new(Semaphore::new(intake_bytes)),
-            intake_bytes_max: u32::try_from(intake_bytes).unwrap_or(u32::MAX),
+            intake,
+            intake_bytes,
+            intake_bytes_max,
             closed: AtomicBool::new(false),
             waiting: Arc::new(AtomicUsize::new(0)),
             held: Arc::new(IntakeHold::default()),
@@ -223,6 +207,40 @@ impl DispatcherBuilder {
         tokio::spawn(scheduler.run(rx, report_rx));
         Ok((Dispatcher { shared, tx }, Deliveries(out_rx)))
     }
+}
+
+/// One sink's intake: (hook, sink) jobs admitted before their first attempt settles, and
+/// their body bytes. The jobs: `concurrency` plus the sink's own window or concurrency,
+/// plus as much again (at most [`MAX_READ_AHEAD`] more), unless `config.intake` says; the
+/// bytes: [`DEFAULT_INTAKE_BYTES`], or twice the sink's window bytes when that is more,
+/// unless `config.intake_bytes` says.
+fn slot_intake(
+    slot: &Slot,
+    settings: &HashMap<String, SinkDispatch>,
+    config: &DispatchConfig,
+) -> (usize, usize) {
+    let own = settings
+        .get(&*slot.name)
+        .and_then(|s| s.concurrency)
+        .map_or(0, |c| match c {
+            Concurrency::Fixed(n) => n,
+            Concurrency::Adaptive { max } => max,
+        });
+    let window = slot.window.map_or(0, |w| w.deliveries.get());
+    let in_flight = config
+        .concurrency
+        .saturating_add(window)
+        .saturating_add(own);
+    let jobs = config
+        .intake
+        .unwrap_or(in_flight.saturating_add(in_flight.min(MAX_READ_AHEAD)))
+        .max(1);
+    let window_bytes = slot.window.map_or(0, |w| w.bytes.get());
+    let bytes = config
+        .intake_bytes
+        .unwrap_or(DEFAULT_INTAKE_BYTES.max(window_bytes.saturating_mul(2)))
+        .clamp(1, MAX_INTAKE_BYTES);
+    (jobs, bytes)
 }
 
 /// Each sink's slot, and its position by name; a name given twice is an error.
@@ -348,10 +366,12 @@ struct Shared {
     all: Arc<[usize]>,
     /// `[i]` for each sink `i`: a hook for one named sink.
     single: Vec<Arc<[usize]>>,
-    intake: Arc<Semaphore>,
-    /// Body bytes: each hook takes its size (at most `intake_bytes_max`), shared by its jobs.
-    intake_bytes: Arc<Semaphore>,
-    intake_bytes_max: u32,
+    /// Each sink's intake: a job takes one permit of its sink's.
+    intake: Vec<Arc<Semaphore>>,
+    /// Each sink's body bytes: a job takes its hook's size (at most the sink's
+    /// `intake_bytes_max`).
+    intake_bytes: Vec<Arc<Semaphore>>,
+    intake_bytes_max: Vec<u32>,
     closed: AtomicBool,
     waiting: Arc<AtomicUsize>,
     /// Intake is paused: a dead letter of a hook from a durable source could not be
@@ -404,27 +424,31 @@ impl Dispatcher {
         if self.shared.held.paused.load(Ordering::Relaxed) {
             self.shared.held.wait(&self.shared.closed).await;
         }
-        // All of the hook's permits at once: taken one by one, two submits could each hold
-        // part of what they need and wait on each other forever.
-        let n = u32::try_from(sinks.len()).expect("a route has fewer than 2^32 sinks");
-        let jobs = match self.shared.intake.clone().acquire_many_owned(n).await {
-            Ok(p) => p,
-            Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
-        };
-        // Bytes after jobs, always in this order, so two submits never wait on each other.
-        let weight = u32::try_from(hook.envelope.size())
-            .unwrap_or(u32::MAX)
-            .clamp(1, self.shared.intake_bytes_max);
-        let bytes = match self
-            .shared
-            .intake_bytes
-            .clone()
-            .acquire_many_owned(weight)
-            .await
-        {
-            Ok(p) => Arc::new(p),
-            Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
-        };
+        // A permit of each of the hook's sinks, in one order for every submit (the sinks'
+        // order, jobs before bytes), so two submits never wait on each other.
+        let size = u32::try_from(hook.envelope.size()).unwrap_or(u32::MAX);
+        let mut jobs = Vec::with_capacity(sinks.len());
+        for &i in sinks.iter() {
+            match self.shared.intake[i].clone().acquire_owned().await {
+                Ok(p) => jobs.push(p),
+                Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
+            }
+        }
+        let mut permits = Vec::with_capacity(sinks.len());
+        for (&i, job) in sinks.iter().zip(jobs) {
+            let weight = size.clamp(1, self.shared.intake_bytes_max[i]);
+            match self.shared.intake_bytes[i]
+                .clone()
+                .acquire_many_owned(weight)
+                .await
+            {
+                Ok(bytes) => permits.push(Permit {
+                    _job: job,
+                    _bytes: bytes,
+                }),
+                Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
+            }
+        }
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(SubmitError::ShuttingDown(Box::new(hook)));
         }
@@ -432,8 +456,7 @@ impl Dispatcher {
             .send(In::Submit {
                 hook: Box::new(hook),
                 sinks,
-                jobs,
-                bytes,
+                permits,
             })
             .map_err(|e| match e.0 {
                 In::Submit { hook, .. } => SubmitError::ShuttingDown(hook),
@@ -491,8 +514,9 @@ impl Dispatcher {
     pub async fn shutdown(&self, grace: Duration) -> Vec<Unfinished> {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.held.resumed.notify_waiters();
-        self.shared.intake.close();
-        self.shared.intake_bytes.close();
+        for s in self.shared.intake.iter().chain(&self.shared.intake_bytes) {
+            s.close();
+        }
         let (reply, rx) = oneshot::channel();
         if self.tx.send(In::Shutdown { grace, reply }).is_err() {
             return Vec::new();

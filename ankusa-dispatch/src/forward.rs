@@ -51,7 +51,7 @@ use crate::{DeadLetter, Deliveries, Delivery, Dispatcher, Hook, Outcome, SubmitE
 use ankusa_claimcheck::ClaimStore;
 use ankusa_message::MessageBody;
 use ankusa_sink_core::{Claim, Class, Envelope};
-use ankusa_source::{Ack, Record, Source, SourceError};
+use ankusa_source::{Ack, Record, Source, SourceError, Window};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,7 +143,19 @@ pub struct ForwardReport {
 
 /// Records of a durable source through a dispatcher. See the [module](self) docs.
 pub struct Forward {
+    lanes: Vec<Lane>,
+    reader: Reader,
+}
+
+/// One source and the sink its records are for (`None`: every sink of the route).
+struct Lane {
+    sink: Option<String>,
     source: Box<dyn Source>,
+}
+
+/// What every lane reads with.
+#[derive(Clone)]
+struct Reader {
     dispatcher: Dispatcher,
     claims: Option<ClaimStore>,
     dead_letter: Option<DeadLetter>,
@@ -155,10 +167,15 @@ pub struct Forward {
 
 impl std::fmt::Debug for Forward {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sources: Vec<_> = self
+            .lanes
+            .iter()
+            .map(|l| (l.sink.as_deref(), l.source.describe()))
+            .collect();
         f.debug_struct("Forward")
-            .field("source", &self.source.describe())
-            .field("max_record_bytes", &self.max_record_bytes)
-            .field("stopped", &self.stop.is_stopped())
+            .field("sources", &sources)
+            .field("max_record_bytes", &self.reader.max_record_bytes)
+            .field("stopped", &self.reader.stop.is_stopped())
             .finish_non_exhaustive()
     }
 }
@@ -167,25 +184,49 @@ impl Forward {
     /// Read `source` into `dispatcher`. No claim store (a claimed Message v1 is invalid),
     /// no dead-letter file (an invalid record is only reported), no size limit.
     pub fn new(source: Box<dyn Source>, dispatcher: Dispatcher) -> Self {
+        Self::with_lanes(vec![Lane { sink: None, source }], dispatcher)
+    }
+
+    /// Read one source per sink: each `(sink, source)` pair's records are hooks for that
+    /// sink alone, acknowledged to that source once that sink delivered or dead-lettered
+    /// them. Each source reads on its own (its own consumer group, durable consumer or
+    /// queue, and its own window), so a sink that fails or is slow holds back only its own
+    /// source: the other sinks' deliveries go on. The dispatcher gives each sink an intake
+    /// of its own, so none waits on another's backlog there either. Reading stops for every
+    /// source when one fails.
+    pub fn per_sink(sources: Vec<(String, Box<dyn Source>)>, dispatcher: Dispatcher) -> Self {
+        let lanes = sources
+            .into_iter()
+            .map(|(sink, source)| Lane {
+                sink: Some(sink),
+                source,
+            })
+            .collect();
+        Self::with_lanes(lanes, dispatcher)
+    }
+
+    fn with_lanes(lanes: Vec<Lane>, dispatcher: Dispatcher) -> Self {
         Forward {
-            source,
-            dispatcher,
-            claims: None,
-            dead_letter: None,
-            max_record_bytes: usize::MAX,
-            limit_name: "the record limit",
-            envelope: |v| {
-                serde_json::from_value(v).map_err(|e| {
-                    format!("{:?} error (not an envelope's keys or types)", e.classify())
-                })
+            lanes,
+            reader: Reader {
+                dispatcher,
+                claims: None,
+                dead_letter: None,
+                max_record_bytes: usize::MAX,
+                limit_name: "the record limit",
+                envelope: |v| {
+                    serde_json::from_value(v).map_err(|e| {
+                        format!("{:?} error (not an envelope's keys or types)", e.classify())
+                    })
+                },
+                stop: ForwardStop(Arc::new(watch::channel(false).0)),
             },
-            stop: ForwardStop(Arc::new(watch::channel(false).0)),
         }
     }
 
     /// Redeem the bodies of claimed Message v1 records from `store`.
     pub fn claim_store(mut self, store: ClaimStore) -> Self {
-        self.claims = Some(store);
+        self.reader.claims = Some(store);
         self
     }
 
@@ -193,111 +234,77 @@ impl Forward {
     /// acknowledging them. One that cannot be filed is held and written again with backoff
     /// (1 s doubling to 60 s) until it is; a stop releases it.
     pub fn dead_letter(mut self, dl: DeadLetter) -> Self {
-        self.dead_letter = Some(dl);
+        self.reader.dead_letter = Some(dl);
         self
     }
 
     /// Records longer than `max` bytes are invalid, never decoded; their reason names the
     /// limit as `name` (`"--max-line-bytes"`, say).
     pub fn max_record_bytes(mut self, max: usize, name: &'static str) -> Self {
-        self.max_record_bytes = max;
-        self.limit_name = name;
+        self.reader.max_record_bytes = max;
+        self.reader.limit_name = name;
         self
     }
 
     /// How an envelope is read from a record that is JSON but neither a Message v1 nor an
     /// envelope at first sight. The default names the kind of error, never a value.
     pub fn envelope_parser(mut self, parse: EnvelopeParser) -> Self {
-        self.envelope = parse;
+        self.reader.envelope = parse;
         self
     }
 
     /// The handle that stops this forward.
     pub fn stopper(&self) -> ForwardStop {
-        self.stop.clone()
+        self.reader.stop.clone()
     }
 
     /// The intake alone: read records and submit their hooks until the source ends, fails
     /// or [`ForwardStop`] stops it, reporting each record to `on_event`. The source is
     /// stopped and handed back: close it ([`Source::close`]) once the dispatcher is done,
-    /// so that the acknowledgements of the hooks it finished are made final.
+    /// so that the acknowledgements of the hooks it finished are made final. With a source
+    /// per sink ([`per_sink`](Self::per_sink)), every source is read at once, one failing
+    /// stops the others, and the one handed back closes them all.
     pub async fn read(self, mut on_event: impl FnMut(ForwardEvent) + Send) -> Box<dyn Source> {
-        let Forward {
-            mut source,
-            dispatcher,
-            claims,
-            dead_letter,
-            max_record_bytes,
-            limit_name,
-            envelope,
-            stop,
-        } = self;
-        let mut stopped = stop.0.subscribe();
-        loop {
-            if *stopped.borrow() {
-                break;
+        let Forward { mut lanes, reader } = self;
+        let (lanes_stop, _) = watch::channel(false);
+        if lanes.len() == 1 {
+            let lane = lanes.pop().expect("one lane");
+            return reader
+                .lane(lane, lanes_stop.subscribe(), &mut on_event)
+                .await;
+        }
+        let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let tasks: Vec<_> = lanes
+            .into_iter()
+            .map(|lane| {
+                let (reader, tx, stop) = (reader.clone(), tx.clone(), lanes_stop.subscribe());
+                tokio::spawn(async move {
+                    reader
+                        .lane(lane, stop, &mut |e| {
+                            let _ = tx.send(e);
+                        })
+                        .await
+                })
+            })
+            .collect();
+        drop(tx);
+        // Every lane's sender is dropped when its loop ends: this ends with the last.
+        while let Some(e) = events.recv().await {
+            if matches!(e, ForwardEvent::Failed(_)) {
+                lanes_stop.send_replace(true);
             }
-            let next = tokio::select! {
-                biased;
-                _ = stopped.wait_for(|s| *s) => break,
-                r = source.next() => r,
-            };
-            let record = match next {
-                None => break,
-                Some(Err(e)) => {
-                    on_event(ForwardEvent::Failed(ForwardError::Source(e)));
-                    break;
-                }
-                Some(Ok(r)) => r,
-            };
-            let decoded = if record.payload.len() > max_record_bytes {
-                Decoded::Invalid(format!(
-                    "longer than {limit_name} ({max_record_bytes} bytes)"
-                ))
-            } else {
-                decode(&record.payload, claims.as_ref(), envelope).await
-            };
-            let Record {
-                payload,
-                position,
-                ack,
-                ..
-            } = record;
-            match decoded {
-                Decoded::Hook(hook) => {
-                    let pairs = dispatcher.pairs_of(&hook).unwrap_or(0);
-                    match dispatcher.submit(hook.source_ack(ack)).await {
-                        Ok(()) => on_event(ForwardEvent::Submitted { position, pairs }),
-                        Err(SubmitError::ShuttingDown(hook)) => {
-                            on_event(ForwardEvent::NotTaken { position, hook })
-                        }
-                        Err(e) => {
-                            on_event(ForwardEvent::Failed(ForwardError::Submit(e)));
-                            break;
-                        }
-                    }
-                }
-                Decoded::Invalid(reason) => {
-                    on_event(ForwardEvent::Invalid {
-                        position: position.clone(),
-                        reason: reason.clone(),
-                    });
-                    let invalid = InvalidRecord {
-                        position,
-                        reason,
-                        raw: payload,
-                        ack,
-                    };
-                    dead_letter_invalid(dead_letter.as_ref(), invalid, stop.0.subscribe()).await;
-                }
-                Decoded::Later(reason) => {
-                    tracing::warn!(position = %position, "{reason}; released to the source");
-                    ack.release();
-                }
+            on_event(e);
+        }
+        let mut sources = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            match t.await {
+                Ok(source) => sources.push(source),
+                // A lane that panicked dropped its source: its records go back to the
+                // broker, as for a crash.
+                Err(e) => tracing::error!("a source's reading task failed: {e}"),
             }
         }
-        source.stop();
-        source
+        Box::new(Lanes(sources))
     }
 
     /// The whole loop: read (as [`read`](Self::read)) until the source ends, fails or is
@@ -306,8 +313,8 @@ impl Forward {
     /// to the source and listed in the report). Then the source is closed within `drain`.
     /// Call it in a task of the runtime (see [`Deliveries`]).
     pub async fn run(self, mut deliveries: Deliveries, drain: Duration) -> ForwardReport {
-        let dispatcher = self.dispatcher.clone();
-        let mut stopped = self.stop.0.subscribe();
+        let dispatcher = self.reader.dispatcher.clone();
+        let mut stopped = self.reader.stop.0.subscribe();
         let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
         let intake = tokio::spawn(self.read(move |e| {
             let _ = tx.send(e);
@@ -362,6 +369,170 @@ impl Forward {
             source.close(drain).await;
         }
         report
+    }
+}
+
+impl Reader {
+    /// One source's loop: read, decode and submit until the source ends or fails, the
+    /// forward is stopped or another lane failed (`lanes_stop`). Hands the source back,
+    /// stopped.
+    async fn lane(
+        self,
+        lane: Lane,
+        mut lanes_stop: watch::Receiver<bool>,
+        on_event: &mut (impl FnMut(ForwardEvent) + Send),
+    ) -> Box<dyn Source> {
+        let Reader {
+            dispatcher,
+            claims,
+            dead_letter,
+            max_record_bytes,
+            limit_name,
+            envelope,
+            stop,
+        } = self;
+        let Lane { sink, mut source } = lane;
+        let watch_window = source
+            .window()
+            .map(|w| tokio::spawn(watch_window(w, sink.clone())));
+        let mut stopped = stop.0.subscribe();
+        loop {
+            if *stopped.borrow() || *lanes_stop.borrow() {
+                break;
+            }
+            let next = tokio::select! {
+                biased;
+                _ = stopped.wait_for(|s| *s) => break,
+                _ = lanes_stop.wait_for(|s| *s) => break,
+                r = source.next() => r,
+            };
+            let record = match next {
+                None => break,
+                Some(Err(e)) => {
+                    on_event(ForwardEvent::Failed(ForwardError::Source(e)));
+                    break;
+                }
+                Some(Ok(r)) => r,
+            };
+            let decoded = if record.payload.len() > max_record_bytes {
+                Decoded::Invalid(format!(
+                    "longer than {limit_name} ({max_record_bytes} bytes)"
+                ))
+            } else {
+                decode(&record.payload, claims.as_ref(), envelope).await
+            };
+            let Record {
+                payload,
+                position,
+                ack,
+                ..
+            } = record;
+            match decoded {
+                Decoded::Hook(hook) => {
+                    let mut hook = hook.source_ack(ack);
+                    if let Some(s) = &sink {
+                        hook = hook.only_sink(s.clone());
+                    }
+                    let pairs = dispatcher.pairs_of(&hook).unwrap_or(0);
+                    match dispatcher.submit(hook).await {
+                        Ok(()) => on_event(ForwardEvent::Submitted { position, pairs }),
+                        Err(SubmitError::ShuttingDown(hook)) => {
+                            on_event(ForwardEvent::NotTaken { position, hook })
+                        }
+                        Err(e) => {
+                            on_event(ForwardEvent::Failed(ForwardError::Submit(e)));
+                            break;
+                        }
+                    }
+                }
+                Decoded::Invalid(reason) => {
+                    on_event(ForwardEvent::Invalid {
+                        position: position.clone(),
+                        reason: reason.clone(),
+                    });
+                    let invalid = InvalidRecord {
+                        position,
+                        reason,
+                        raw: payload,
+                        ack,
+                    };
+                    dead_letter_invalid(dead_letter.as_ref(), invalid, stop.0.subscribe()).await;
+                }
+                Decoded::Later(reason) => {
+                    tracing::warn!(position = %position, "{reason}; released to the source");
+                    ack.release();
+                }
+            }
+        }
+        if let Some(w) = watch_window {
+            w.abort();
+        }
+        source.stop();
+        source
+    }
+}
+
+/// How often a source's window is looked at for `ankusa_source_window_full`.
+const WINDOW_CHECK: Duration = Duration::from_secs(1);
+
+/// How often, at most, a full window is logged (per source).
+const WINDOW_FULL_LOG: Duration = Duration::from_secs(60);
+
+/// Keep `ankusa_source_window_full{sink}` (1 while the window is full: reading for that
+/// sink waits for its records to settle) and log a WARN naming the sink, at most once a
+/// minute. `sink` is `None` for a source every sink shares (labelled `*`).
+async fn watch_window(window: Window, sink: Option<String>) {
+    let label = sink.unwrap_or_else(|| "*".to_owned());
+    let gauge = metrics::gauge!(crate::metrics::SOURCE_WINDOW_FULL, "sink" => label.clone());
+    let mut logged: Option<tokio::time::Instant> = None;
+    let mut tick = tokio::time::interval(WINDOW_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let full = window.unsettled() >= window.size() || window.free_bytes() == 0;
+        gauge.set(if full { 1.0 } else { 0.0 });
+        if full && logged.is_none_or(|t| t.elapsed() >= WINDOW_FULL_LOG) {
+            logged = Some(tokio::time::Instant::now());
+            tracing::warn!(
+                sink = %label,
+                unacked = window.unsettled(),
+                unacked_bytes = window.unsettled_bytes(),
+                "the source window of sink {label} is full: reading for it waits until its \
+                 records are delivered or dead-lettered (--max-unacked, --max-unacked-bytes)"
+            );
+        }
+    }
+}
+
+/// The sources of a per-sink forward, stopped, closed together.
+struct Lanes(Vec<Box<dyn Source>>);
+
+#[async_trait::async_trait]
+impl Source for Lanes {
+    async fn next(&mut self) -> Option<Result<Record, SourceError>> {
+        None
+    }
+
+    fn stop(&mut self) {
+        for s in &mut self.0 {
+            s.stop();
+        }
+    }
+
+    async fn close(self: Box<Self>, grace: Duration) {
+        let closing: Vec<_> = self
+            .0
+            .into_iter()
+            .map(|s| tokio::spawn(s.close(grace)))
+            .collect();
+        for c in closing {
+            let _ = c.await;
+        }
+    }
+
+    fn describe(&self) -> String {
+        let all: Vec<String> = self.0.iter().map(|s| s.describe()).collect();
+        all.join("; ")
     }
 }
 

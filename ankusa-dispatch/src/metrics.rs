@@ -31,6 +31,11 @@ pub const DEAD_LETTER_BLOCKED: &str = "ankusa_dispatch_dead_letter_blocked";
 /// `Some(true)`), `{sink}`: each may deliver the hook a second time, under the same
 /// idempotency key.
 pub const MAY_HAVE_LANDED_RETRIES: &str = "ankusa_dispatch_may_have_landed_retries_total";
+/// 1 while a durable source's window is full (`--max-unacked` records or
+/// `--max-unacked-bytes` handed out and not settled): reading for that sink waits until its
+/// records are delivered or dead-lettered; 0 otherwise. `{sink}`: the sink that source is
+/// read for, `*` for a source every sink shares.
+pub const SOURCE_WINDOW_FULL: &str = "ankusa_source_window_full";
 /// Claim check-ins, `{result = ok | failed}`.
 pub const CLAIM_CHECKINS: &str = "ankusa_dispatch_claim_checkins_total";
 

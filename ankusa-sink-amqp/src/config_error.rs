@@ -30,6 +30,12 @@ pub enum ConfigError {
     /// Both a static routing key and a template were given.
     #[error("routing_key and routing_key_template are exclusive")]
     RoutingKeyAndTemplate,
+    /// The source's binding key is too long or has control characters.
+    #[error("binding_key: {0}")]
+    BindingKey(&'static str),
+    /// The source names a binding key but no exchange to bind with it.
+    #[error("binding_key needs exchange: the queue is bound to that exchange with it")]
+    BindingKeyWithoutExchange,
     /// A zero where a positive number is required.
     #[error("{0} must be positive")]
     Zero(&'static str),

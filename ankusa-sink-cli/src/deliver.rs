@@ -660,7 +660,8 @@ pub(crate) async fn forward(
             Some(spec) => Some(claim_store(spec)?),
             None => None,
         };
-        let source = crate::from_source::open(from, &options).await?;
+        let names: Vec<String> = sinks.iter().map(|s| s.name.clone()).collect();
+        let source = crate::from_source::open(from, &options, &names).await?;
         Input::Source {
             source,
             claims,

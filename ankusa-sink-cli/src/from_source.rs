@@ -12,20 +12,82 @@ use std::num::NonZeroUsize;
 use std::path::Path;
 use std::time::Duration;
 
-/// Open the source of a `--from` file.
+/// The sources a `--from` run reads.
+pub(crate) enum Opened {
+    /// One source every sink shares: a record is acknowledged once every sink took it.
+    Shared(Box<dyn Source>),
+    /// A source per sink, by sink name: each sink's records are acknowledged on their own.
+    PerSink(Vec<(String, Box<dyn Source>)>),
+}
+
+/// Open the sources of a `--from` file for `sinks`: with several sinks, each reads through
+/// a source of its own (`SourceConfig::for_sink`: its own consumer group, durable consumer
+/// or queue, and its own window), so one failing sink holds back no other; a source that
+/// cannot be split (an AMQP file naming only a queue) is shared, with a WARN saying so.
 pub(crate) async fn open(
     path: &Path,
     options: &SourceOptions,
-) -> Result<Box<dyn Source>, UsageError> {
+    sinks: &[String],
+) -> Result<Opened, UsageError> {
     let text = tokio::fs::read_to_string(path)
         .await
         .map_err(|e| UsageError(format!("cannot read --from {}: {e}", path.display())))?;
-    let config = SourceConfig::from_toml_str(&text)
-        .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
-    config
-        .open(options)
-        .await
-        .map_err(|e| UsageError(format!("{}: {e}", path.display())))
+    let at = |e: &dyn std::fmt::Display| UsageError(format!("{}: {e}", path.display()));
+    let config = SourceConfig::from_toml_str(&text).map_err(|e| at(&e))?;
+    let configs = match split(&config, sinks).map_err(|e| at(&e))? {
+        Some(configs) => configs,
+        None => {
+            if sinks.len() > 1 {
+                tracing::warn!(
+                    source = %config.reads_as(),
+                    "--from {}: this {} source cannot be read once per sink (an amqp source \
+                     needs `exchange` for that), so every sink shares it: a sink that fails \
+                     holds back the records of the others until it delivers or dead-letters \
+                     them",
+                    path.display(),
+                    config.kind()
+                );
+            }
+            let source = config.open(options).await.map_err(|e| at(&e))?;
+            return Ok(Opened::Shared(source));
+        }
+    };
+    let mut sources = Vec::with_capacity(configs.len());
+    for (sink, c) in configs {
+        tracing::info!(sink = %sink, source = %c.reads_as(), "reading --from once for this sink");
+        let source = c
+            .open(options)
+            .await
+            .map_err(|e| UsageError(format!("{} (for sink {sink}): {e}", path.display())))?;
+        sources.push((sink, source));
+    }
+    Ok(Opened::PerSink(sources))
+}
+
+/// The config of each sink's own source, or `None` to share one: one sink reads the file
+/// as it is (its group, consumer or queue keeps its name); several read one each, unless
+/// the source cannot be split. Two sinks whose names make the same broker name are refused.
+fn split(
+    config: &SourceConfig,
+    sinks: &[String],
+) -> Result<Option<Vec<(String, SourceConfig)>>, String> {
+    if sinks.len() < 2 {
+        return Ok(None);
+    }
+    let mut configs: Vec<(String, SourceConfig)> = Vec::with_capacity(sinks.len());
+    for sink in sinks {
+        let Some(c) = config.for_sink(sink).map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        if let Some((other, _)) = configs.iter().find(|(_, o)| o.reads_as() == c.reads_as()) {
+            return Err(format!(
+                "sinks `{other}` and `{sink}` would read the same {}: rename one of their files",
+                c.reads_as()
+            ));
+        }
+        configs.push((sink.clone(), c));
+    }
+    Ok(Some(configs))
 }
 
 /// `--from` acknowledges a record once every sink took it: a sink that keeps nothing
@@ -83,6 +145,58 @@ pub(crate) struct InvalidRecordLine<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(all(feature = "kafka", feature = "amqp", feature = "nats"))]
+    #[test]
+    fn several_sinks_read_a_source_each_unless_it_cannot_be_split() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let kafka = SourceConfig::from_toml_str(
+            "type = \"kafka\"\nbrokers = [\"127.0.0.1:9092\"]\ntopic = \"t\"\ngroup = \"g\"",
+        )
+        .unwrap();
+        assert!(
+            split(&kafka, &names(&["one"])).unwrap().is_none(),
+            "one sink: as written"
+        );
+        let two = split(&kafka, &names(&["good", "bad http"]))
+            .unwrap()
+            .unwrap();
+        let groups: Vec<_> = two
+            .iter()
+            .map(|(s, c)| (s.as_str(), c.reads_as()))
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                ("good", "group g-good".into()),
+                ("bad http", "group g-bad_http".into())
+            ]
+        );
+        let e = split(&kafka, &names(&["a b", "a_b"])).unwrap_err();
+        assert!(e.contains("`a b` and `a_b`"), "{e}");
+        let nats = SourceConfig::from_toml_str(
+            "type = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nstream = \"S\"\nconsumer = \"fwd\"",
+        )
+        .unwrap();
+        let two = split(&nats, &names(&["a.b", "c"])).unwrap().unwrap();
+        assert_eq!(two[0].1.reads_as(), "consumer fwd-a_b");
+        let queue_only = SourceConfig::from_toml_str(
+            "type = \"amqp\"\nurl = \"amqp://127.0.0.1:5672/%2f\"\nqueue = \"q\"",
+        )
+        .unwrap();
+        assert!(
+            split(&queue_only, &names(&["a", "b"])).unwrap().is_none(),
+            "shared"
+        );
+        let bound = SourceConfig::from_toml_str(
+            "type = \"amqp\"\nurl = \"amqp://127.0.0.1:5672/%2f\"\nqueue = \"q\"\nexchange = \"x\"",
+        )
+        .unwrap();
+        let two = split(&bound, &names(&["a", "b"])).unwrap().unwrap();
+        assert_eq!(two[1].1.reads_as(), "queue q-b");
+        let long = split(&bound, &names(&[&"s".repeat(300), "b"])).unwrap_err();
+        assert!(long.contains("255"), "{long}");
+    }
 
     #[tokio::test]
     async fn non_durable_sinks_are_named_and_refused_unless_allowed() {

@@ -181,6 +181,18 @@ impl KafkaSourceConfig {
     pub fn group(&self) -> &str {
         &self.group
     }
+
+    /// The source that reads for the sink `sink` alone: the same topic in the consumer
+    /// group `<group>-<sink>`, so that each sink commits its own offsets, its backlog
+    /// waits in the topic, and a failing sink holds back no other (the topic is read once
+    /// per sink). A new group starts where `start` says. `sink` is made a group name:
+    /// characters other than ASCII letters, digits, `_`, `-` and `.` become `_`.
+    pub fn for_sink(&self, sink: &str) -> Self {
+        KafkaSourceConfig {
+            group: format!("{}-{}", self.group, ankusa_source::lane_name(sink, &['.'])),
+            ..self.clone()
+        }
+    }
 }
 
 /// The state of one assigned partition.
@@ -579,6 +591,10 @@ impl Source for KafkaSource {
 
     fn describe(&self) -> String {
         self.describe.clone()
+    }
+
+    fn window(&self) -> Option<Window> {
+        Some(self.window.clone())
     }
 }
 

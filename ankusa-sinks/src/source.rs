@@ -89,6 +89,60 @@ sources! {
         |c, o| ankusa_sink_nats::NatsSource::open(c, o).await;
 }
 
+impl SourceConfig {
+    /// The source that reads for the sink `sink` alone, so that a failing or slow sink
+    /// holds back only its own records: a Kafka source in the group `<group>-<sink>`, a
+    /// NATS source through the durable consumer `<consumer>-<sink>`, an AMQP source bound
+    /// to an exchange through the queue `<queue>-<sink>` (bound the same way). `Ok(None)`
+    /// when this source cannot be split (an AMQP source that names only a queue): every
+    /// sink must share it. `sink` is made a broker name: characters other than ASCII
+    /// letters, digits, `_`, `-` (and `.`, but for NATS) become `_`.
+    ///
+    /// # Errors
+    /// The name it makes is longer than the broker takes (255 bytes).
+    pub fn for_sink(&self, sink: &str) -> Result<Option<SourceConfig>, SourceConfigError> {
+        let _ = sink;
+        match self {
+            #[cfg(feature = "kafka")]
+            SourceConfig::Kafka(c) => Ok(Some(SourceConfig::Kafka(c.for_sink(sink)))),
+            #[cfg(feature = "amqp")]
+            SourceConfig::Amqp(c) => {
+                c.for_sink(sink)
+                    .map(|c| c.map(SourceConfig::Amqp))
+                    .map_err(|e| SourceConfigError::Field {
+                        ty: "amqp",
+                        detail: e.to_string(),
+                    })
+            }
+            #[cfg(feature = "nats")]
+            SourceConfig::Nats(c) => c
+                .for_sink(sink)
+                .map(|c| Some(SourceConfig::Nats(c)))
+                .map_err(|e| SourceConfigError::Field {
+                    ty: "nats",
+                    detail: e.to_string(),
+                }),
+            #[allow(unreachable_patterns)]
+            _ => Ok(None),
+        }
+    }
+
+    /// What this source reads from, as the broker names it: the consumer group, the queue
+    /// or the durable consumer (never a secret). Tells two per-sink sources apart.
+    pub fn reads_as(&self) -> String {
+        match self {
+            #[cfg(feature = "kafka")]
+            SourceConfig::Kafka(c) => format!("group {}", c.group()),
+            #[cfg(feature = "amqp")]
+            SourceConfig::Amqp(c) => format!("queue {}", c.queue()),
+            #[cfg(feature = "nats")]
+            SourceConfig::Nats(c) => format!("consumer {}", c.consumer()),
+            #[allow(unreachable_patterns)]
+            _ => String::new(),
+        }
+    }
+}
+
 /// Why a source config was refused. Messages name the key, type or feature at fault and
 /// never echo a configured value.
 #[derive(Debug, thiserror::Error)]

@@ -258,6 +258,22 @@ impl Window {
     }
 }
 
+/// A sink's name made fit for the name of what a source reads for that sink alone (a
+/// consumer group, a durable consumer, a queue): ASCII letters, digits, `_`, `-` and the
+/// `extra` characters are kept, any other character becomes `_`. Two sinks whose names
+/// differ only in such characters get the same name: callers refuse that.
+pub fn lane_name(sink: &str, extra: &[char]) -> String {
+    sink.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' || extra.contains(&c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// What every source is opened with, besides its own config file.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -332,6 +348,12 @@ pub trait Source: Send {
 
     /// What this source reads, for logs: hosts, topic, queue or stream; never a secret.
     fn describe(&self) -> String;
+
+    /// The source's [`Window`], for a caller that reports when it is full (the window
+    /// holds no records; it is a shared handle). `None`: the source does not say.
+    fn window(&self) -> Option<Window> {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -360,6 +382,13 @@ mod tests {
         drop(b);
         assert_eq!(*log.lock().unwrap(), [Settlement::Ack, Settlement::Release]);
         assert_eq!(w.unsettled(), 0);
+    }
+
+    #[test]
+    fn lane_names_keep_what_brokers_take() {
+        assert_eq!(lane_name("good-http_1", &[]), "good-http_1");
+        assert_eq!(lane_name("a.b c/é", &[]), "a_b_c__");
+        assert_eq!(lane_name("a.b c", &['.']), "a.b_c");
     }
 
     #[test]

@@ -34,6 +34,13 @@ impl MemorySource {
         }
     }
 
+    /// Hand out at most `max_unacked` unsettled records at once instead of 1,024 (at
+    /// least one).
+    pub fn with_max_unacked(mut self, max_unacked: usize) -> Self {
+        self.window = Window::new(max_unacked.max(1)).expect("non-zero");
+        self
+    }
+
     /// Where each record's settlement is recorded (a clone: it outlives the source).
     pub fn settlements(&self) -> Settlements {
         self.settled.clone()
@@ -82,6 +89,10 @@ impl Source for MemorySource {
 
     fn describe(&self) -> String {
         format!("memory source ({} records left)", self.records.len())
+    }
+
+    fn window(&self) -> Option<Window> {
+        Some(self.window.clone())
     }
 }
 

@@ -4,13 +4,7 @@ use super::*;
 use std::hash::BuildHasher as _;
 
 impl Scheduler {
-    pub(super) fn submit(
-        &mut self,
-        hook: Hook,
-        sinks: &[usize],
-        mut jobs: OwnedSemaphorePermit,
-        bytes: &Arc<OwnedSemaphorePermit>,
-    ) {
+    pub(super) fn submit(&mut self, hook: Hook, sinks: &[usize], permits: Vec<Permit>) {
         if self.stopping.is_some() {
             // Raced with a shutdown: hand it back as unfinished rather than drop it.
             let env = hook.envelope;
@@ -77,9 +71,7 @@ impl Scheduler {
                 settle: HookSettle::new(hook.ack),
             },
         );
-        // One intake permit per job, split off the hook's.
-        for &sink in sinks {
-            let job = jobs.split(1).expect("one permit per sink");
+        for (&sink, permit) in sinks.iter().zip(permits) {
             let weight = match self.slots[sink].threshold {
                 Some(t) if claims && size > t.get() as u64 => 0,
                 _ => u32::try_from(size).unwrap_or(u32::MAX),
@@ -94,10 +86,7 @@ impl Scheduler {
                 last_failure: None,
                 last_pause_ms: None,
                 weight,
-                permit: Some(Permit {
-                    _job: job,
-                    _bytes: bytes.clone(),
-                }),
+                permit: Some(permit),
             });
         }
     }

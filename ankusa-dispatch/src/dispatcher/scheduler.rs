@@ -55,10 +55,8 @@ pub(super) enum In {
     Submit {
         hook: Box<Hook>,
         sinks: Arc<[usize]>,
-        /// One intake permit per sink, split into the jobs' by the scheduler.
-        jobs: OwnedSemaphorePermit,
-        /// The hook's body bytes, shared by its jobs.
-        bytes: Arc<OwnedSemaphorePermit>,
+        /// Each sink's intake permit, in the order of `sinks`.
+        permits: Vec<Permit>,
     },
     Shutdown {
         grace: Duration,
@@ -131,11 +129,10 @@ pub(super) struct Job {
     pub(super) permit: Option<Permit>,
 }
 
-/// A job's share of the intake: its own slot and its hook's bytes (the bytes go back when
-/// the hook's last job gives its permit back).
+/// A job's place in its sink's intake: its slot and its hook's bytes there.
 pub(super) struct Permit {
     pub(super) _job: OwnedSemaphorePermit,
-    pub(super) _bytes: Arc<OwnedSemaphorePermit>,
+    pub(super) _bytes: OwnedSemaphorePermit,
 }
 
 /// A job waiting for its retry time.
@@ -374,9 +371,8 @@ impl Scheduler {
             In::Submit {
                 hook,
                 sinks,
-                jobs,
-                bytes,
-            } => self.submit(*hook, &sinks, jobs, &bytes),
+                permits,
+            } => self.submit(*hook, &sinks, permits),
             In::Shutdown { grace, reply } => self.begin_shutdown(grace, reply),
         }
     }

@@ -26,14 +26,16 @@ pub struct DispatchConfig {
     pub attempt_timeout: Duration,
     /// The per-sink circuit breaker.
     pub breaker: BreakerConfig,
-    /// (hook, sink) jobs admitted before their first attempt has settled: what
-    /// [`Dispatcher::submit`] waits on. Default: `concurrency` plus every sink window's
-    /// delivery count, twice over, but at most 1,024 more than once over (the read-ahead
-    /// that keeps free slots busy does not grow with the windows).
+    /// (hook, sink) jobs of one sink admitted before their first attempt has settled:
+    /// what [`Dispatcher::submit`] waits on, for each sink of the hook (every sink has an
+    /// intake of its own, so a slow or failing sink never holds up hooks for the others).
+    /// Default: `concurrency` plus the sink's own window or concurrency, twice over, but at
+    /// most 1,024 more than once over (the read-ahead that keeps free slots busy does not
+    /// grow with the window).
     pub intake: Option<usize>,
-    /// Body bytes of the hooks admitted before every first attempt of theirs has settled,
-    /// at most (a larger body is admitted alone). Default: 64 MiB, or twice the sum of
-    /// the sink windows' bytes when that is more.
+    /// Body bytes of one sink's jobs admitted before their first attempt has settled, at
+    /// most (a larger body is admitted alone). Default: 64 MiB, or twice the sink's window
+    /// bytes when that is more.
     pub intake_bytes: Option<usize>,
 }
 
@@ -97,13 +99,13 @@ impl DispatchConfig {
         self
     }
 
-    /// Jobs admitted before their first attempt settles.
+    /// Jobs of one sink admitted before their first attempt settles.
     pub fn with_intake(mut self, n: usize) -> Self {
         self.intake = Some(n);
         self
     }
 
-    /// Body bytes admitted before their hooks' first attempts settle.
+    /// Body bytes of one sink's jobs admitted before their first attempts settle.
     pub fn with_intake_bytes(mut self, n: usize) -> Self {
         self.intake_bytes = Some(n);
         self

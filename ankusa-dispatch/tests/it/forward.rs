@@ -131,3 +131,108 @@ async fn read_reports_each_record_and_hands_the_source_back() {
     drop(d);
     source.close(Duration::from_secs(1)).await;
 }
+
+/// Sources "good" and "bad" of the same 2,000 records, each with a window of 64; "bad"
+/// fails every attempt (transient: retried, its breaker opens).
+fn good_and_bad(
+    n: usize,
+) -> (
+    MemorySource,
+    MemorySource,
+    Dispatcher,
+    ankusa_dispatch::Deliveries,
+) {
+    let records: Vec<_> = (0..n).map(|i| record(&format!("h{i}"))).collect();
+    let good = MemorySource::new(records.clone()).with_max_unacked(64);
+    let bad = MemorySource::new(records).with_max_unacked(64);
+    let (d, deliveries) = Dispatcher::builder()
+        .sink("good", Script::new(Step::Ok).arc())
+        .sink("bad", Script::new(Step::Transient).arc())
+        .config(config(policy(
+            Duration::from_secs(1),
+            u32::MAX,
+            Duration::from_secs(3600),
+        )))
+        .build()
+        .unwrap();
+    (good, bad, d, deliveries)
+}
+
+async fn wait_acked(s: &ankusa_source::Settlements, n: usize, limit: Duration) -> usize {
+    let t0 = tokio::time::Instant::now();
+    loop {
+        let acked = s
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, how)| *how == Settlement::Ack)
+            .count();
+        if acked >= n || t0.elapsed() >= limit {
+            return acked;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_source_per_sink_a_failing_sink_holds_back_only_its_own_records() {
+    let (good, bad, d, deliveries) = good_and_bad(2_000);
+    let (gs, bs) = (good.settlements(), bad.settlements());
+    let fwd = Forward::per_sink(
+        vec![
+            (
+                "good".to_owned(),
+                Box::new(good) as Box<dyn ankusa_source::Source>,
+            ),
+            ("bad".to_owned(), Box::new(bad)),
+        ],
+        d,
+    );
+    let stop = fwd.stopper();
+    let run = tokio::spawn(fwd.run(deliveries, Duration::from_secs(1)));
+    // Every record of good's source is delivered and acknowledged while bad fails them all.
+    assert_eq!(
+        wait_acked(&gs, 2_000, Duration::from_secs(600)).await,
+        2_000
+    );
+    assert_eq!(
+        wait_acked(&bs, 1, Duration::ZERO).await,
+        0,
+        "bad acknowledged nothing"
+    );
+    stop.stop();
+    let report = run.await.unwrap();
+    assert_eq!(report.delivered, 2_000);
+    // Bad's window held what it read; the stop released every one of them to its source.
+    let unfinished = report.unfinished.len();
+    assert!((1..=64).contains(&unfinished), "{unfinished}");
+    assert!(report.unfinished.iter().all(|u| &*u.sink == "bad"));
+    let released = bs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, h)| *h == Settlement::Release)
+        .count();
+    assert_eq!(released, unfinished);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_shared_source_a_failing_sink_holds_back_every_sink() {
+    // What a source that cannot be split costs (an AMQP queue alone): good gets no more than
+    // the window while bad fails. The contrast to the test above, so that it can fail.
+    let (good, _bad, d, deliveries) = good_and_bad(2_000);
+    let gs = good.settlements();
+    let fwd = Forward::new(Box::new(good), d);
+    let stop = fwd.stopper();
+    let run = tokio::spawn(fwd.run(deliveries, Duration::from_secs(1)));
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(
+        wait_acked(&gs, 1, Duration::ZERO).await,
+        0,
+        "no record is acked"
+    );
+    stop.stop();
+    let report = run.await.unwrap();
+    assert_eq!(report.submitted, 64, "reading stopped at the window");
+    assert_eq!(report.delivered, 64, "good got the window's hooks, no more");
+}

@@ -23,6 +23,10 @@ struct SourceRepr {
     declare: bool,
     #[serde(default)]
     prefetch: Option<u16>,
+    #[serde(default)]
+    exchange: Option<String>,
+    #[serde(default)]
+    binding_key: Option<String>,
 }
 
 /// A valid AMQP source configuration (`type = "amqp"` in a `--from` file).
@@ -42,6 +46,9 @@ pub struct AmqpSourceConfig {
     pub(super) prefetch: Option<NonZeroU16>,
     pub(super) connect_timeout_ms: NonZeroU64,
     pub(super) allow_insecure: bool,
+    /// The exchange the queue is bound to (declared and bound by the source), if any.
+    pub(super) exchange: Option<String>,
+    pub(super) binding_key: String,
 }
 
 impl TryFrom<SourceRepr> for AmqpSourceConfig {
@@ -56,6 +63,11 @@ impl TryFrom<SourceRepr> for AmqpSourceConfig {
         if let Some(ms) = r.conn.connect_timeout_ms {
             c.connect_timeout_ms =
                 NonZeroU64::new(ms).ok_or(ConfigError::Zero("connect_timeout"))?;
+        }
+        match (r.exchange, r.binding_key) {
+            (Some(x), key) => c = c.with_exchange(x, key.as_deref().unwrap_or("#"))?,
+            (None, Some(_)) => return Err(ConfigError::BindingKeyWithoutExchange),
+            (None, None) => {}
         }
         Ok(c)
     }
@@ -97,7 +109,65 @@ impl AmqpSourceConfig {
             prefetch: None,
             connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
             allow_insecure,
+            exchange: None,
+            binding_key: "#".to_owned(),
         })
+    }
+
+    /// Bind the queue to `exchange` (which must exist) with `binding_key` (`#`: every
+    /// message of a topic exchange; a fanout exchange ignores it), declaring the queue
+    /// durable. A source bound to an exchange can be read once per sink: each sink gets a
+    /// queue of its own ([`for_sink`](Self::for_sink)), so one failing sink never holds
+    /// back another.
+    ///
+    /// # Errors
+    /// An empty exchange name (the default exchange cannot be bound to), one over 255
+    /// bytes or with control characters; a binding key over 255 bytes.
+    pub fn with_exchange(
+        mut self,
+        exchange: impl Into<String>,
+        binding_key: &str,
+    ) -> Result<Self, ConfigError> {
+        let exchange = exchange.into();
+        if exchange.is_empty() {
+            return Err(ConfigError::Exchange(
+                "must not be empty (the default exchange cannot be bound to)",
+            ));
+        }
+        short_string(&exchange).map_err(ConfigError::Exchange)?;
+        short_string(binding_key).map_err(ConfigError::BindingKey)?;
+        self.exchange = Some(exchange);
+        self.binding_key = binding_key.to_owned();
+        self.declare = true;
+        Ok(self)
+    }
+
+    /// The source that reads for the sink `sink` alone, when this one can be split: bound
+    /// to an exchange, it reads its own durable queue `<queue>-<sink>` bound the same way,
+    /// so that each sink's backlog waits in the broker and a failing sink holds back no
+    /// other. `None` for a source that names only a queue: every sink must share it.
+    /// `sink` is made a queue name: characters other than ASCII letters, digits, `_`, `-`
+    /// and `.` become `_`.
+    ///
+    /// # Errors
+    /// The queue name it makes is over 255 bytes.
+    pub fn for_sink(&self, sink: &str) -> Result<Option<Self>, ConfigError> {
+        if self.exchange.is_none() {
+            return Ok(None);
+        }
+        let queue = format!("{}-{}", self.queue, ankusa_source::lane_name(sink, &['.']));
+        validate_queue(&queue)?;
+        Ok(Some(AmqpSourceConfig {
+            queue,
+            ..self.clone()
+        }))
+    }
+
+    /// The exchange the queue is bound to, and the binding key, if the source binds it.
+    pub fn exchange(&self) -> Option<(&str, &str)> {
+        self.exchange
+            .as_deref()
+            .map(|x| (x, self.binding_key.as_str()))
     }
 
     /// Declare the queue durable (creating it if needed) instead of checking passively

@@ -289,6 +289,20 @@ impl AmqpSource {
                     self.error(Stage::Declare, "queue declare", &e)
                 }
             })?;
+        if let Some((exchange, key)) = self.cfg.exchange() {
+            // The queue gets every message the exchange routes with the key from now on;
+            // a missing exchange is a config error (404), as a missing queue is.
+            channel
+                .queue_bind(
+                    queue.into(),
+                    exchange.into(),
+                    key.into(),
+                    lapin::options::QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| self.error(Stage::Declare, "queue bind", &e))?;
+        }
         let credit = self.credit();
         let consumer = self.start(&channel, credit).await?;
         Ok((channel, consumer, credit))
@@ -675,5 +689,9 @@ impl Source for AmqpSource {
 
     fn describe(&self) -> String {
         self.describe.clone()
+    }
+
+    fn window(&self) -> Option<Window> {
+        Some(self.window.clone())
     }
 }

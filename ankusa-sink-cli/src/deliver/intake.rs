@@ -42,7 +42,7 @@ pub(super) enum Input {
     /// A durable source; bodies of claimed Message v1 records are redeemed from the store;
     /// records over `max_line` bytes are invalid.
     Source {
-        source: Box<dyn ankusa_source::Source>,
+        source: crate::from_source::Opened,
         claims: Option<ClaimStore>,
         max_line: usize,
     },
@@ -124,7 +124,15 @@ pub(super) async fn read_and_submit(
             claims,
             max_line,
         } => {
-            let mut forward = Forward::new(source, dispatcher.clone())
+            let forward = match source {
+                crate::from_source::Opened::Shared(source) => {
+                    Forward::new(source, dispatcher.clone())
+                }
+                crate::from_source::Opened::PerSink(sources) => {
+                    Forward::per_sink(sources, dispatcher.clone())
+                }
+            };
+            let mut forward = forward
                 .max_record_bytes(max_line, "--max-line-bytes")
                 .envelope_parser(ankusa_sinks::from_json_value::<Envelope>);
             if let Some(store) = claims {

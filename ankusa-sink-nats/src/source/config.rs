@@ -190,6 +190,23 @@ impl NatsSourceConfig {
         &self.consumer
     }
 
+    /// The source that reads for the sink `sink` alone: the same stream through the
+    /// durable consumer `<consumer>-<sink>` (created if missing, reading the stream from
+    /// its start), so that each sink acknowledges on its own, its backlog waits in the
+    /// stream, and a failing sink holds back no other. `sink` is made a consumer name:
+    /// characters other than ASCII letters, digits, `_` and `-` become `_`.
+    ///
+    /// # Errors
+    /// The consumer name it makes is over 255 bytes.
+    pub fn for_sink(&self, sink: &str) -> Result<Self, ConfigError> {
+        let consumer = format!("{}-{}", self.consumer, ankusa_source::lane_name(sink, &[]));
+        check_name("consumer", &consumer)?;
+        Ok(NatsSourceConfig {
+            consumer,
+            ..self.clone()
+        })
+    }
+
     /// The configured `ack_wait` for a consumer the source creates, if any.
     pub fn ack_wait(&self) -> Option<Duration> {
         self.ack_wait_ms.map(|ms| Duration::from_millis(ms.get()))

@@ -461,4 +461,8 @@ impl Source for NatsSource {
     fn describe(&self) -> String {
         self.describe.clone()
     }
+
+    fn window(&self) -> Option<Window> {
+        Some(self.window.clone())
+    }
 }
