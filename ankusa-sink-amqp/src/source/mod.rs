@@ -150,7 +150,13 @@ impl AmqpSource {
             describe: format!("amqp queue {:?} on {endpoint}", config.queue),
             cfg: config.clone(),
             prefetch,
-            window: Window::for_options(options),
+            // The broker never has more than `prefetch` out: a larger window could never
+            // fill, and would never say that reading waits.
+            window: Window::with_bytes(
+                options.max_unacked.get().min(usize::from(prefetch.max(1))),
+                options.max_unacked_bytes.get(),
+            )
+            .expect("both are non-zero"),
             link: None,
             pending: VecDeque::new(),
             pending_bytes: 0,

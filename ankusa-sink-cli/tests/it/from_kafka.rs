@@ -55,7 +55,7 @@ impl Topic {
 
     /// A `--from` file for this topic's group; short session timeouts so a killed member's
     /// partitions move within seconds.
-    fn source_file(&self) -> PathBuf {
+    pub(super) fn source_file(&self) -> PathBuf {
         temp_file(
             "kafka-source.toml",
             &format!(
@@ -71,7 +71,7 @@ impl Topic {
 
     /// Produce `records` round robin over `partitions`; one past the last offset written
     /// to each partition, from the delivery reports.
-    async fn produce(&self, records: &[Vec<u8>], partitions: i32) -> BTreeMap<i32, i64> {
+    pub(super) async fn produce(&self, records: &[Vec<u8>], partitions: i32) -> BTreeMap<i32, i64> {
         let p: FutureProducer = ClientConfig::new()
             .set("bootstrap.servers", brokers())
             .set("linger.ms", "5")

@@ -75,8 +75,14 @@ impl Collector {
 
     /// An HTTP sink config for this collector.
     pub(super) fn sink_file(&self) -> PathBuf {
+        self.sink_file_named("collector")
+    }
+
+    /// An HTTP sink config for this collector, in a file whose stem (the sink's name in
+    /// the run) is `stem`.
+    pub(super) fn sink_file_named(&self, stem: &str) -> PathBuf {
         temp_file(
-            "collector.toml",
+            &format!("{stem}.toml"),
             &format!(
                 "type = \"http\"\nurl = \"{}\"\ntimeout_ms = 5000\n",
                 self.url

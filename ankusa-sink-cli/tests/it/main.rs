@@ -22,6 +22,7 @@ mod from_nats;
 mod from_source;
 mod hardening;
 mod http;
+mod isolation;
 mod log_sink;
 mod metrics_listener;
 mod mqtt_sink;

@@ -1,0 +1,246 @@
+//! One failing destination costs only itself: `forward --from` with two sinks reads the
+//! source once per sink (a Kafka group, a JetStream durable consumer, a RabbitMQ queue bound
+//! to the exchange each), so a sink answering 503 holds back none of the other's hooks; a
+//! kill -9 and a restart lose nothing for either; the failing sink, back, gets every hook.
+
+use super::from_kafka::Topic;
+use super::from_source::{Collector, Forwarder, envelopes, wait_until};
+use super::{NATS_URL, amqp_channel, amqp_url, nats_stream, temp_file};
+use ankusa_sink_testkit::support::unique_name;
+use lapin::options::{
+    ExchangeDeclareOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, ExchangeKind};
+use std::path::Path;
+use std::time::Duration;
+
+/// Good and bad (503 until told otherwise) read `src`, which `publish` fills with `n` hooks
+/// once the first forwarder runs: good gets every hook while bad refuses them, and the WARN
+/// names bad's full window; a kill -9 then a restart with bad back: bad gets every hook,
+/// good loses none.
+fn good_and_bad(src: &Path, n: usize, publish: impl FnOnce(&[Vec<u8>])) {
+    let hooks: Vec<Vec<u8>> = envelopes(&unique_name("iso"), n)
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    let (good, bad) = (Collector::start(), Collector::start());
+    bad.set_down(true);
+    let (good_file, bad_file) = (good.sink_file_named("good"), bad.sink_file_named("bad"));
+    let bad_arg = bad_file.to_str().unwrap();
+    let args = [
+        "--sink",
+        bad_arg,
+        "--breaker-open",
+        "1",
+        "--max-unacked",
+        "64",
+    ];
+    let f = Forwarder::spawn(src, &good_file, None, &args);
+    publish(&hooks);
+    wait_until(
+        Duration::from_secs(150),
+        "good has every hook while bad refuses them",
+        || good.distinct() == n,
+    );
+    assert_eq!(bad.distinct(), 0);
+    assert!(bad.refused() > 0);
+    wait_until(
+        Duration::from_secs(10),
+        "the WARN names bad's window",
+        || f.stderr().contains("source window of sink bad is full"),
+    );
+    f.kill9();
+    bad.set_down(false);
+    let f = Forwarder::spawn(src, &good_file, None, &args);
+    wait_until(
+        Duration::from_secs(150),
+        "bad, back, has every hook",
+        || bad.distinct() == n,
+    );
+    assert_eq!(good.distinct(), n);
+    let err = f.stderr();
+    assert_eq!(f.stop(Duration::from_secs(30)), Some(143), "{err}");
+    eprintln!(
+        "{n} hooks, good + bad (503), kill -9, restart: duplicates good {} bad {}",
+        good.duplicates(),
+        bad.duplicates()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_a_failing_sink_holds_back_no_other() {
+    needs!("Kafka");
+    let topic = Topic::create(4).await;
+    let src = topic.source_file();
+    let rt = tokio::runtime::Handle::current();
+    let t = &topic;
+    tokio::task::block_in_place(|| {
+        good_and_bad(&src, 2_000, |hooks| {
+            rt.block_on(t.produce(hooks, 4));
+        })
+    });
+    topic.delete().await;
+}
+
+#[test]
+fn nats_a_failing_sink_holds_back_no_other() {
+    needs!("NATS");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (js, stream, subject) = rt.block_on(nats_stream("iso"));
+    let src = temp_file(
+        "nats-source.toml",
+        &format!(
+            "type = \"nats\"\nurl = \"{NATS_URL}\"\nstream = \"{stream}\"\nconsumer = \"fwd\"\n"
+        ),
+    );
+    good_and_bad(&src, 2_000, |hooks| {
+        rt.block_on(async {
+            for chunk in hooks.chunks(256) {
+                let mut acks = Vec::new();
+                for h in chunk {
+                    acks.push(js.publish(subject.clone(), h.clone().into()).await.unwrap());
+                }
+                for a in acks {
+                    a.await.unwrap();
+                }
+            }
+        })
+    });
+    let info = rt.block_on(async {
+        let s = js.get_stream(&stream).await.unwrap();
+        let (g, b) = (s.clone(), s);
+        (
+            g.consumer_info("fwd-good").await.unwrap().num_ack_pending,
+            b.consumer_info("fwd-bad").await.unwrap().num_ack_pending,
+        )
+    });
+    assert_eq!(info, (0, 0), "both consumers acknowledged everything");
+    let _ = rt.block_on(js.delete_stream(&stream));
+}
+
+#[test]
+fn amqp_bound_to_an_exchange_a_failing_sink_holds_back_no_other() {
+    needs!("RabbitMQ");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let base = unique_name("iso-q");
+    let exchange = unique_name("iso-x");
+    let (_conn, ch) = rt.block_on(async {
+        let (conn, ch) = amqp_channel().await;
+        ch.exchange_declare(
+            exchange.as_str().into(),
+            ExchangeKind::Fanout,
+            ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+        (conn, ch)
+    });
+    let src = temp_file(
+        "amqp-source.toml",
+        &format!(
+            "type = \"amqp\"\nurl = \"{}\"\nqueue = \"{base}\"\nexchange = \"{exchange}\"\n",
+            amqp_url()
+        ),
+    );
+    let queues = [format!("{base}-good"), format!("{base}-bad")];
+    good_and_bad(&src, 2_000, |hooks| {
+        // The forwarder declares and binds a queue per sink: publish once both exist.
+        wait_until(Duration::from_secs(30), "both queues bound", || {
+            queues.iter().all(|q| {
+                rt.block_on(async {
+                    let (_c, probe) = amqp_channel().await;
+                    probe
+                        .queue_declare(
+                            q.as_str().into(),
+                            QueueDeclareOptions {
+                                passive: true,
+                                ..Default::default()
+                            },
+                            FieldTable::default(),
+                        )
+                        .await
+                        .is_ok()
+                })
+            })
+        });
+        rt.block_on(async {
+            let (_c, pch) = amqp_channel().await;
+            pch.confirm_select(Default::default()).await.unwrap();
+            let mut confirms = Vec::new();
+            for h in hooks {
+                confirms.push(
+                    pch.basic_publish(
+                        exchange.as_str().into(),
+                        "".into(),
+                        Default::default(),
+                        h,
+                        BasicProperties::default().with_delivery_mode(2),
+                    )
+                    .await
+                    .unwrap(),
+                );
+            }
+            for c in confirms {
+                assert!(c.await.unwrap().is_ack());
+            }
+        });
+    });
+    rt.block_on(async {
+        for q in &queues {
+            let _ = ch
+                .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                .await;
+        }
+        let _ = ch
+            .exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+            .await;
+    });
+}
+
+#[test]
+fn amqp_a_queue_alone_is_shared_and_the_forwarder_says_so() {
+    needs!("RabbitMQ");
+    let queue = unique_name("iso-shared");
+    let src = temp_file(
+        "amqp-source.toml",
+        &format!(
+            "type = \"amqp\"\nurl = \"{}\"\nqueue = \"{queue}\"\ndeclare = true\n",
+            amqp_url()
+        ),
+    );
+    let (a, b) = (Collector::start(), Collector::start());
+    let b_file = b.sink_file_named("b");
+    let f = Forwarder::spawn(
+        &src,
+        &a.sink_file_named("a"),
+        None,
+        &["--sink", b_file.to_str().unwrap()],
+    );
+    wait_until(Duration::from_secs(30), "the WARN", || {
+        f.stderr().contains("cannot be read once per sink")
+    });
+    let err = f.stderr();
+    assert_eq!(f.stop(Duration::from_secs(30)), Some(143), "{err}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (_c, ch) = amqp_channel().await;
+        let _ = ch
+            .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+            .await;
+    });
+}
