@@ -72,6 +72,8 @@ impl SinkMetrics {
         };
         // Present from the start, so a dashboard sees the sink and its config errors at 0.
         m.breaker_open.set(0.0);
+        // Not full until a source says so (`forward` keeps it per sink's source).
+        metrics::gauge!(SOURCE_WINDOW_FULL, "sink" => sink.to_owned()).set(0.0);
         m.tenants_waiting.set(0.0);
         metrics::counter!(CONFIG_ERRORS, "sink" => sink.to_owned()).increment(0);
         m.may_have_landed_retries.increment(0);
