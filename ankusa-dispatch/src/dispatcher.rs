@@ -211,7 +211,8 @@ impl DispatcherBuilder {
 
 /// One sink's intake: (hook, sink) jobs admitted before their first attempt settles, and
 /// their body bytes. The jobs: `concurrency` plus the sink's own window or concurrency,
-/// plus as much again (at most [`MAX_READ_AHEAD`] more), unless `config.intake` says; the
+/// plus [`READ_AHEAD`] more (what round robin over tenants can reach), unless
+/// `config.intake` says; the
 /// bytes: [`DEFAULT_INTAKE_BYTES`], or twice the sink's window bytes when that is more,
 /// unless `config.intake_bytes` says.
 fn slot_intake(
@@ -233,7 +234,7 @@ fn slot_intake(
         .saturating_add(own);
     let jobs = config
         .intake
-        .unwrap_or(in_flight.saturating_add(in_flight.min(MAX_READ_AHEAD)))
+        .unwrap_or(in_flight.saturating_add(READ_AHEAD))
         .max(1);
     let window_bytes = slot.window.map_or(0, |w| w.bytes.get());
     let bytes = config

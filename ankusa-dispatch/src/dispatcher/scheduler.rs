@@ -196,10 +196,12 @@ pub(super) const DEFAULT_INTAKE_BYTES: usize = 64 << 20;
 /// The most a semaphore holds (tokio's `Semaphore::MAX_PERMITS`).
 pub(super) const MAX_INTAKE_BYTES: usize = usize::MAX >> 3;
 
-/// The default intake admits every slot's job plus this many more at most, ready for the
-/// next free slot: enough to cover the reader's bursts, which do not grow with the windows
-/// (past it each admitted hook would cost memory and no throughput).
-pub(super) const MAX_READ_AHEAD: usize = 1024;
+/// The default intake admits every slot's job plus this many more, per sink: the hooks
+/// round robin over tenants can reach. A tenant's backlog further ahead in the input than
+/// this delays the hooks of everyone behind it; 4,096 lets a tenant sending 1 hook in 50
+/// have ~80 of them within reach. Bounded by bytes as well ([`DEFAULT_INTAKE_BYTES`]): at
+/// 1 KiB bodies, about 4 MiB of bodies and 3 MiB of state per sink.
+pub(super) const READ_AHEAD: usize = 4096;
 
 /// At most this many messages are taken between two pumps.
 pub(super) const BURST: usize = 256;

@@ -29,9 +29,9 @@ pub struct DispatchConfig {
     /// (hook, sink) jobs of one sink admitted before their first attempt has settled:
     /// what [`Dispatcher::submit`] waits on, for each sink of the hook (every sink has an
     /// intake of its own, so a slow or failing sink never holds up hooks for the others).
-    /// Default: `concurrency` plus the sink's own window or concurrency, twice over, but at
-    /// most 1,024 more than once over (the read-ahead that keeps free slots busy does not
-    /// grow with the window).
+    /// Default: `concurrency` plus the sink's own window or concurrency, plus 4,096 more:
+    /// the read-ahead round robin over tenants reaches, so that one tenant's backlog does
+    /// not delay another's hooks (bounded by `intake_bytes` too).
     pub intake: Option<usize>,
     /// Body bytes of one sink's jobs admitted before their first attempt has settled, at
     /// most (a larger body is admitted alone). Default: 64 MiB, or twice the sink's window
