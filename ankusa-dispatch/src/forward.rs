@@ -395,6 +395,9 @@ impl Reader {
         let watch_window = source
             .window()
             .map(|w| tokio::spawn(watch_window(w, sink.clone())));
+        let watch_lag = source
+            .lag()
+            .map(|l| tokio::spawn(watch_lag(l, sink.clone())));
         let mut stopped = stop.0.subscribe();
         loop {
             if *stopped.borrow() || *lanes_stop.borrow() {
@@ -464,7 +467,7 @@ impl Reader {
                 }
             }
         }
-        if let Some(w) = watch_window {
+        for w in [watch_window, watch_lag].into_iter().flatten() {
             w.abort();
         }
         source.stop();
@@ -500,6 +503,24 @@ async fn watch_window(window: Window, sink: Option<String>) {
                 "the source window of sink {label} is full: reading for it waits until its \
                  records are delivered or dead-lettered (--max-unacked, --max-unacked-bytes)"
             );
+        }
+    }
+}
+
+/// How often a source's lag is asked for.
+const LAG_CHECK: Duration = Duration::from_secs(5);
+
+/// Keep `ankusa_source_lag{sink}` (`*` for a shared source) as the broker reports it.
+async fn watch_lag(lag: Arc<dyn ankusa_source::Lag>, sink: Option<String>) {
+    let label = sink.unwrap_or_else(|| "*".to_owned());
+    let gauge = metrics::gauge!(crate::metrics::SOURCE_LAG, "sink" => label);
+    let mut tick = tokio::time::interval(LAG_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        // A broker that does not answer within the interval is asked again next time.
+        if let Ok(Some(n)) = tokio::time::timeout(LAG_CHECK, lag.lag()).await {
+            gauge.set(n as f64);
         }
     }
 }

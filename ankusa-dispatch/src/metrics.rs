@@ -36,6 +36,11 @@ pub const MAY_HAVE_LANDED_RETRIES: &str = "ankusa_dispatch_may_have_landed_retri
 /// records are delivered or dead-lettered; 0 otherwise. `{sink}`: the sink that source is
 /// read for, `*` for a source every sink shares.
 pub const SOURCE_WINDOW_FULL: &str = "ankusa_source_window_full";
+/// Records the source read for a sink is behind, as its broker reports it (Kafka: the
+/// group's lag over the assigned partitions; JetStream: the consumer's `num_pending`;
+/// RabbitMQ: the queue's ready messages), `{sink}` as for [`SOURCE_WINDOW_FULL`]. Polled
+/// every 5 s; absent for a source that cannot say.
+pub const SOURCE_LAG: &str = "ankusa_source_lag";
 /// Claim check-ins, `{result = ok | failed}`.
 pub const CLAIM_CHECKINS: &str = "ankusa_dispatch_claim_checkins_total";
 

@@ -354,6 +354,22 @@ pub trait Source: Send {
     fn window(&self) -> Option<Window> {
         None
     }
+
+    /// A handle that asks the broker how far behind this source's reader is, apart from
+    /// the reading (a caller polls it while `next` runs). `None`: the source cannot say.
+    fn lag(&self) -> Option<Arc<dyn Lag>> {
+        None
+    }
+}
+
+/// How far behind a source's reader is, as its broker reports it: records in the topic past
+/// the group's committed offsets (Kafka), messages not yet delivered to the durable consumer
+/// (JetStream `num_pending`), messages ready in the queue (RabbitMQ).
+#[async_trait::async_trait]
+pub trait Lag: Send + Sync {
+    /// Records behind now; `None` when the broker cannot be asked at the moment (the
+    /// previous figure then stands).
+    async fn lag(&self) -> Option<u64>;
 }
 
 #[cfg(test)]
