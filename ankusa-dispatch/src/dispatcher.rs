@@ -36,6 +36,7 @@ mod dead_letters;
 mod fair;
 mod intake;
 mod outcomes;
+mod parking;
 mod rate;
 mod retries;
 mod scheduler;
@@ -45,8 +46,8 @@ use dead_letters::PendingDeadLetter;
 use scheduler::*;
 use types::HookSettle;
 pub use types::{
-    BuildError, Concurrency, Deliveries, Delivery, DispatchConfig, Hook, Outcome, SinkDispatch,
-    SubmitError, Unfinished,
+    BuildError, Concurrency, Deliveries, Delivery, DispatchConfig, Hook, Outcome, Park,
+    SinkDispatch, SubmitError, Unfinished,
 };
 
 /// Builds a [`Dispatcher`].
@@ -201,6 +202,9 @@ impl DispatcherBuilder {
             held_scan: vec![Instant::now(); n],
             pending_dead_letters: IdMap::default(),
             next_dead_letter: 0,
+            pending_parks: IdMap::default(),
+            task_park: IdMap::default(),
+            park_log: None,
             stopping: None,
             intake_open: true,
         };
@@ -311,6 +315,7 @@ fn slots(
             limit,
             bucket,
             tenant_concurrency,
+            park: own.park,
         });
     }
     Ok((index, slots))

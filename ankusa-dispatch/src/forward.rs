@@ -133,6 +133,9 @@ pub struct ForwardReport {
     pub delivered: u64,
     /// (hook, sink) pairs dead-lettered.
     pub dead_lettered: u64,
+    /// (hook, sink) pairs parked: written to the sink's park destination, to resume when
+    /// read back.
+    pub parked: u64,
     /// Hooks read but not taken: the run was stopping (released to the source).
     pub not_taken: u64,
     /// (hook, sink) pairs the shutdown left unfinished (released to the source).
@@ -151,6 +154,8 @@ pub struct Forward {
 struct Lane {
     sink: Option<String>,
     source: Box<dyn Source>,
+    /// The sink's park destination read back: its records are park records.
+    park: bool,
 }
 
 /// What every lane reads with.
@@ -184,7 +189,14 @@ impl Forward {
     /// Read `source` into `dispatcher`. No claim store (a claimed Message v1 is invalid),
     /// no dead-letter file (an invalid record is only reported), no size limit.
     pub fn new(source: Box<dyn Source>, dispatcher: Dispatcher) -> Self {
-        Self::with_lanes(vec![Lane { sink: None, source }], dispatcher)
+        Self::with_lanes(
+            vec![Lane {
+                sink: None,
+                source,
+                park: false,
+            }],
+            dispatcher,
+        )
     }
 
     /// Read one source per sink: each `(sink, source)` pair's records are hooks for that
@@ -200,6 +212,7 @@ impl Forward {
             .map(|(sink, source)| Lane {
                 sink: Some(sink),
                 source,
+                park: false,
             })
             .collect();
         Self::with_lanes(lanes, dispatcher)
@@ -222,6 +235,22 @@ impl Forward {
                 stop: ForwardStop(Arc::new(watch::channel(false).0)),
             },
         }
+    }
+
+    /// Read `sink`'s park destination back through `source` too (see
+    /// [`Park`](crate::Park)): each record is a park record ([`crate::park`]), sent as it
+    /// is or as the body of a Message v1; it resumes for `sink` alone at its attempt count,
+    /// its next attempt waits for its not-before, and its horizon counts from its first
+    /// attempt. It is acknowledged to `source` once it is delivered, dead-lettered or
+    /// parked again. A record that is not a park record for `sink` is invalid (reported,
+    /// dead-lettered raw, acknowledged).
+    pub fn park_source(mut self, sink: impl Into<String>, source: Box<dyn Source>) -> Self {
+        self.lanes.push(Lane {
+            sink: Some(sink.into()),
+            source,
+            park: true,
+        });
+        self
     }
 
     /// Redeem the bodies of claimed Message v1 records from `store`.
@@ -314,7 +343,10 @@ impl Forward {
     /// Call it in a task of the runtime (see [`Deliveries`]).
     pub async fn run(self, mut deliveries: Deliveries, drain: Duration) -> ForwardReport {
         let dispatcher = self.reader.dispatcher.clone();
-        let mut stopped = self.reader.stop.0.subscribe();
+        // Held for the whole run: were the last sender dropped with the intake, `stopped`
+        // would fire at once and cut short the wait for the hooks still being delivered.
+        let stop = self.reader.stop.clone();
+        let mut stopped = stop.0.subscribe();
         let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
         let intake = tokio::spawn(self.read(move |e| {
             let _ = tx.send(e);
@@ -368,6 +400,7 @@ impl Forward {
         if let Some(source) = source {
             source.close(drain).await;
         }
+        drop(stop);
         report
     }
 }
@@ -391,7 +424,11 @@ impl Reader {
             envelope,
             stop,
         } = self;
-        let Lane { sink, mut source } = lane;
+        let Lane {
+            sink,
+            mut source,
+            park,
+        } = lane;
         let watch_window = source
             .window()
             .map(|w| tokio::spawn(watch_window(w, sink.clone())));
@@ -421,6 +458,8 @@ impl Reader {
                 Decoded::Invalid(format!(
                     "longer than {limit_name} ({max_record_bytes} bytes)"
                 ))
+            } else if park {
+                decode_parked(&record.payload, sink.as_deref().unwrap_or_default())
             } else {
                 decode(&record.payload, claims.as_ref(), envelope).await
             };
@@ -571,6 +610,7 @@ impl ForwardReport {
         match d.outcome {
             Outcome::Delivered => self.delivered += 1,
             Outcome::DeadLettered { .. } => self.dead_lettered += 1,
+            Outcome::Parked { .. } => self.parked += 1,
         }
     }
 }
@@ -584,6 +624,33 @@ enum Decoded {
     /// A claimed body could not be redeemed now (the store is down): give the record back
     /// to the source rather than file a good hook as undecodable.
     Later(String),
+}
+
+/// Decode a record of `sink`'s park destination: a park record as it is, or as the body of
+/// a Message v1.
+fn decode_parked(payload: &[u8], sink: &str) -> Decoded {
+    let parsed = crate::park::parse_park_record(payload).or_else(|first| {
+        match ankusa_message::decode(payload) {
+            Ok(m) => match &m.body {
+                MessageBody::Inline(b) => crate::park::parse_park_record(b),
+                MessageBody::Claim(_) => Err("a park record's body is a claim".to_owned()),
+            },
+            Err(_) => Err(first),
+        }
+    });
+    let (record, env) = match parsed {
+        Ok(p) => p,
+        Err(e) => return Decoded::Invalid(e),
+    };
+    if record.sink != sink {
+        return Decoded::Invalid(format!(
+            "a park record of another sink, read from the park source of sink {sink}"
+        ));
+    }
+    let hook = traced_hook(env)
+        .first_attempt(record.attempts.saturating_add(1))
+        .resume(record.first_attempt_ms, record.not_before_ms);
+    Decoded::Hook(Box::new(hook))
 }
 
 /// The hook of an envelope: attempts join the trace of the `traceparent` header the hook

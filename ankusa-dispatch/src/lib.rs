@@ -7,6 +7,7 @@ mod dead_letter;
 mod dispatcher;
 pub mod forward;
 pub mod metrics;
+pub mod park;
 mod policy;
 mod throttle;
 
@@ -19,7 +20,7 @@ pub use dead_letter::{
 };
 pub use dispatcher::{
     BuildError, Concurrency, Deliveries, Delivery, DispatchConfig, Dispatcher, DispatcherBuilder,
-    Hook, Outcome, SinkDispatch, SubmitError, Unfinished,
+    Hook, Outcome, Park, SinkDispatch, SubmitError, Unfinished,
 };
 pub use policy::{
     Action, CONFIG_ERRORS_METRIC, Decision, DispatchPolicy, Exponential, RetryPolicy, decide,

@@ -41,6 +41,11 @@ pub const SOURCE_WINDOW_FULL: &str = "ankusa_source_window_full";
 /// RabbitMQ: the queue's ready messages), `{sink}` as for [`SOURCE_WINDOW_FULL`]. Polled
 /// every 5 s; absent for a source that cannot say.
 pub const SOURCE_LAG: &str = "ankusa_source_lag";
+/// (hook, sink) pairs written to the sink's park destination (their next attempt was at
+/// least the park threshold away), `{sink}`.
+pub const PARKED: &str = "ankusa_dispatch_parked_total";
+/// (hook, sink) pairs read back from the sink's park destination, `{sink}`.
+pub const UNPARKED: &str = "ankusa_dispatch_unparked_total";
 /// Claim check-ins, `{result = ok | failed}`.
 pub const CLAIM_CHECKINS: &str = "ankusa_dispatch_claim_checkins_total";
 
@@ -53,6 +58,8 @@ pub(crate) struct SinkMetrics {
     pub(crate) tenants_waiting: Gauge,
     pub(crate) concurrency_limit: Gauge,
     pub(crate) may_have_landed_retries: Counter,
+    pub(crate) parked: Counter,
+    pub(crate) unparked: Counter,
     delivered: Counter,
     dead: [Counter; 4],
 }
@@ -67,6 +74,8 @@ impl SinkMetrics {
             tenants_waiting: metrics::gauge!(TENANTS_WAITING, "sink" => sink.to_owned()),
             concurrency_limit: metrics::gauge!(CONCURRENCY_LIMIT, "sink" => sink.to_owned()),
             may_have_landed_retries: metrics::counter!(MAY_HAVE_LANDED_RETRIES, "sink" => sink.to_owned()),
+            parked: metrics::counter!(PARKED, "sink" => sink.to_owned()),
+            unparked: metrics::counter!(UNPARKED, "sink" => sink.to_owned()),
             delivered: metrics::counter!(OUTCOMES, "sink" => sink.to_owned(), "outcome" => "delivered", "class" => "none"),
             dead: [
                 dead("permanent"),
@@ -82,6 +91,8 @@ impl SinkMetrics {
         m.tenants_waiting.set(0.0);
         metrics::counter!(CONFIG_ERRORS, "sink" => sink.to_owned()).increment(0);
         m.may_have_landed_retries.increment(0);
+        m.parked.increment(0);
+        m.unparked.increment(0);
         m
     }
 

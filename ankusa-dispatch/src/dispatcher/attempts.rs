@@ -79,6 +79,7 @@ impl Scheduler {
         let attempt = self.task_attempt.remove(&id);
         let dead_letter = self.task_dead_letter.remove(&id);
         let check_in = self.task_claim.remove(&id);
+        let park = self.task_park.remove(&id);
         if !died {
             return;
         }
@@ -93,6 +94,10 @@ impl Scheduler {
         }
         if let Some(dl) = dead_letter {
             self.dead_lettered(dl, Err("the dead-letter task died".into()));
+        }
+        if let Some(p) = park {
+            let f = Failure::transient(Reason("the park task died".into()));
+            self.parked(p, Err(f));
         }
     }
 
@@ -185,6 +190,9 @@ impl Scheduler {
             self.set_breaker_gauge(job.sink);
         }
         match decision.action {
+            Action::Retry { delay, .. } if self.stopping.is_none() && self.parks(&job, delay) => {
+                self.park(job, failure, delay);
+            }
             Action::Retry { delay, .. } if self.stopping.is_none() => {
                 if failure.may_have_landed() == Some(true) {
                     self.slots[job.sink]

@@ -71,12 +71,15 @@ impl Scheduler {
                 settle: HookSettle::new(hook.ack),
             },
         );
+        // A hook resumed from a park: its horizon counts from its first attempt, and its
+        // next attempt waits for the not-before (in the retry queue, holding no permit).
+        let resume = hook.resume;
         for (&sink, permit) in sinks.iter().zip(permits) {
             let weight = match self.slots[sink].threshold {
                 Some(t) if claims && size > t.get() as u64 => 0,
                 _ => u32::try_from(size).unwrap_or(u32::MAX),
             };
-            self.enqueue(Job {
+            let job = Job {
                 hook: id,
                 sink,
                 tenant,
@@ -87,7 +90,27 @@ impl Scheduler {
                 last_pause_ms: None,
                 weight,
                 permit: Some(permit),
-            });
+            };
+            let Some((first_ms, not_before_ms)) = resume else {
+                self.enqueue(job);
+                continue;
+            };
+            self.slots[sink].metrics.unparked.increment(1);
+            let mut job = job;
+            job.first_ms = Some(first_ms);
+            let wait = u64::try_from(not_before_ms.saturating_sub(now)).unwrap_or(0);
+            if wait == 0 {
+                self.enqueue(job);
+                continue;
+            }
+            job.permit = None;
+            self.seq += 1;
+            self.waiting.push(Reverse(Waiting {
+                at: Instant::now() + Duration::from_millis(wait),
+                seq: self.seq,
+                job,
+            }));
+            self.waiting_changed();
         }
     }
 

@@ -23,7 +23,9 @@ impl Scheduler {
             last_attempt_ms: job.last_ms,
             replay_id,
             retry_after_ms: match outcome {
-                Outcome::DeadLettered { .. } => job.last_pause_ms.map(|ms| u64::from(ms.get())),
+                Outcome::DeadLettered { .. } | Outcome::Parked { .. } => {
+                    job.last_pause_ms.map(|ms| u64::from(ms.get()))
+                }
                 Outcome::Delivered => None,
             },
             outcome,
@@ -44,6 +46,9 @@ impl Scheduler {
                 Outcome::DeadLettered { failure, .. } => {
                     slot.metrics.dead_lettered(failure.class())
                 }
+                // Counted when written (`ankusa_dispatch_parked_total`): not an outcome
+                // of the hook's delivery.
+                Outcome::Parked { .. } => {}
             }
         }
         // A caller that dropped its stream no longer wants outcomes.
@@ -129,7 +134,9 @@ impl Scheduler {
         let d = p.delivery;
         HookSettle::mark_unfinished(&d.settle);
         let last_failure = match d.outcome {
-            Outcome::DeadLettered { failure, .. } => Some(failure),
+            Outcome::DeadLettered { failure, .. } | Outcome::Parked { failure, .. } => {
+                Some(failure)
+            }
             Outcome::Delivered => None,
         };
         if let Some(s) = &mut self.stopping {
@@ -170,6 +177,7 @@ impl Scheduler {
         for p in pending {
             self.hand_back(p);
         }
+        self.hand_back_parks();
         self.held_changed();
         if let Some(s) = self.stopping.take() {
             let _ = s.reply.send(s.unfinished);

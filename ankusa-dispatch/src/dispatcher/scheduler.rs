@@ -18,6 +18,8 @@ pub(super) struct Slot {
     pub(super) bucket: Option<rate::Bucket>,
     /// Attempts of one tenant in flight on it, at most (its own, or the dispatcher's).
     pub(super) tenant_concurrency: Option<u32>,
+    /// Where its long waits are parked, if anywhere.
+    pub(super) park: Option<Park>,
 }
 
 /// A sink's own concurrency.
@@ -77,6 +79,11 @@ pub(super) enum Report {
     },
     /// The dead letter `id` was stored, or why it could not be.
     DeadLettered { id: u64, result: Result<(), String> },
+    /// The park `id` was written, or why it could not be.
+    Parked {
+        id: u64,
+        result: Result<(), Failure>,
+    },
 }
 
 /// Where a hook's claim stands.
@@ -253,7 +260,14 @@ pub(super) struct Scheduler {
     /// Dead letters being stored, or held to be stored again, by id: their deliveries
     /// wait for the store's answer.
     pub(super) pending_dead_letters: IdMap<u64, PendingDeadLetter>,
+    /// Ids of dead letters and parks.
     pub(super) next_dead_letter: u64,
+    /// Parks being written, by id.
+    pub(super) pending_parks: IdMap<u64, parking::PendingPark>,
+    /// Which park each park task writes, to report it if the task dies.
+    pub(super) task_park: IdMap<tokio::task::Id, u64>,
+    /// When a failed park was last logged.
+    pub(super) park_log: Option<Instant>,
     pub(super) stopping: Option<Stopping>,
     /// Whether a `Dispatcher` handle may still send.
     pub(super) intake_open: bool,
@@ -281,7 +295,9 @@ impl Scheduler {
                 self.report_waiting();
             }
             if let Some(s) = &self.stopping {
-                if (self.running.is_empty() && self.pending_dead_letters.is_empty())
+                if (self.running.is_empty()
+                    && self.pending_dead_letters.is_empty()
+                    && self.pending_parks.is_empty())
                     || Instant::now() >= s.deadline
                 {
                     self.finish_shutdown(&mut rx, &mut reports);
@@ -290,6 +306,7 @@ impl Scheduler {
             } else if !self.intake_open
                 && self.hooks.is_empty()
                 && self.pending_dead_letters.is_empty()
+                && self.pending_parks.is_empty()
             {
                 // Every handle was dropped and every hook is finished: end the stream.
                 return;
@@ -388,6 +405,7 @@ impl Scheduler {
             } => self.done(attempt, result, took),
             Report::Claimed { hook, result } => self.claimed(hook, result),
             Report::DeadLettered { id, result } => self.dead_lettered(id, result),
+            Report::Parked { id, result } => self.parked(id, result),
         }
     }
 }

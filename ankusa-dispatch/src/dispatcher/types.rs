@@ -176,6 +176,40 @@ pub struct SinkDispatch {
     pub tenant_concurrency: Option<u32>,
     /// This sink's circuit breaker.
     pub breaker: Option<BreakerConfig>,
+    /// Where a (hook, sink) pair whose next attempt is far off waits instead of in memory.
+    pub park: Option<Park>,
+}
+
+/// Parking for one sink: a (hook, sink) pair from a durable source whose next attempt is
+/// at least `after` away is written to `sink` (a durable destination: a Kafka retry
+/// topic, a JetStream subject, a RabbitMQ queue) with its retry state, and only then
+/// counts as finished for its source ([`Outcome::Parked`]): the source's record is
+/// acknowledged, its window place freed. The caller reads the park destination back
+/// (`forward::Forward::park_source`): each record resumes at its attempt count, waits for
+/// its not-before, and keeps its horizon from the first attempt. A park that fails leaves
+/// the pair waiting in memory as before (nothing is lost).
+#[derive(Debug, Clone)]
+pub struct Park {
+    pub(super) sink: Arc<dyn Sink>,
+    pub(super) after: Duration,
+}
+
+impl Park {
+    /// Park in `sink` the pairs whose next attempt is at least `after` away.
+    pub fn new(sink: Arc<dyn Sink>, after: Duration) -> Self {
+        Park { sink, after }
+    }
+
+    /// The threshold.
+    pub fn after(&self) -> Duration {
+        self.after
+    }
+}
+
+impl PartialEq for Park {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.sink, &other.sink) && self.after == other.after
+    }
 }
 
 impl SinkDispatch {
@@ -200,6 +234,12 @@ impl SinkDispatch {
     /// This sink's circuit breaker.
     pub fn with_breaker(mut self, breaker: BreakerConfig) -> Self {
         self.breaker = Some(breaker);
+        self
+    }
+
+    /// Park this sink's long waits ([`Park`]).
+    pub fn with_park(mut self, park: Park) -> Self {
+        self.park = Some(park);
         self
     }
 }
@@ -234,6 +274,9 @@ pub struct Hook {
     pub(super) claim: Option<Claim>,
     pub(super) first_attempt: u32,
     pub(super) ack: Option<Ack>,
+    /// Resumed from a park: (Unix ms of the first attempt, Unix ms before which the next
+    /// attempt must not start).
+    pub(super) resume: Option<(i64, i64)>,
 }
 
 impl Hook {
@@ -249,7 +292,16 @@ impl Hook {
             claim: None,
             first_attempt: 1,
             ack: None,
+            resume: None,
         }
+    }
+
+    /// A hook resumed from a park: its first attempt was at `first_attempt_ms` (Unix ms:
+    /// the horizon counts from it) and its next must not start before `not_before_ms`.
+    /// Set [`first_attempt`](Self::first_attempt) to the attempts so far plus one.
+    pub fn resume(mut self, first_attempt_ms: i64, not_before_ms: i64) -> Self {
+        self.resume = Some((first_attempt_ms, not_before_ms));
+        self
     }
 
     /// The hook's acknowledgement to its durable source: settled
@@ -331,6 +383,14 @@ impl Hook {
 pub enum Outcome {
     /// The sink took it.
     Delivered,
+    /// Its next attempt was far off: it was written to the sink's park destination with
+    /// its retry state ([`Park`]) and is finished here; it resumes when read back.
+    Parked {
+        /// The last failure.
+        failure: Failure,
+        /// Unix ms before which its next attempt does not start.
+        not_before_ms: i64,
+    },
     /// Dispatch gave up: the failure decided it, or the horizon or the policy ended it.
     DeadLettered {
         /// The last failure.

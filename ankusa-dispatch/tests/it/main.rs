@@ -8,6 +8,7 @@ mod dead_letters;
 mod fanout;
 mod forward;
 mod http;
+mod parking;
 mod routing;
 mod settings;
 mod shutdown;

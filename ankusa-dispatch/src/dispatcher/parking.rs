@@ -1,0 +1,145 @@
+//! Parking: a pair whose next attempt is far off is written to its sink's park destination
+//! and finished here, so its source record holds no commit and no window place meanwhile.
+
+use super::dead_letters::DEAD_LETTER_LOG_EVERY;
+use super::*;
+use crate::park::{ParkRecord, park_envelope};
+
+impl Scheduler {
+    /// Whether `job`'s retry in `delay` goes to its sink's park destination instead of the
+    /// retry queue: the sink parks, the wait reaches its threshold, and the hook came from
+    /// a durable source (a hook from input lines has no record to free).
+    pub(super) fn parks(&self, job: &Job, delay: Duration) -> bool {
+        self.slots[job.sink]
+            .park
+            .as_ref()
+            .is_some_and(|p| delay >= p.after)
+            && self
+                .hooks
+                .get(&job.hook)
+                .is_some_and(|h| h.settle.is_some())
+    }
+
+    /// Write `job` (its last failure `failure`, next attempt in `delay`) to its sink's park
+    /// destination. It waits for the answer as a pending park: written, it is finished as
+    /// [`Outcome::Parked`]; not written, it waits in the retry queue as it would have.
+    pub(super) fn park(&mut self, mut job: Job, failure: Failure, delay: Duration) {
+        let (Some(park), Some(h)) = (self.slots[job.sink].park.clone(), self.hooks.get(&job.hook))
+        else {
+            return;
+        };
+        let now = self.clock.now_ms();
+        let not_before_ms =
+            now.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
+        let record = ParkRecord {
+            sink: self.slots[job.sink].name.to_string(),
+            attempts: self.attempt_number(&job, job.attempts),
+            first_attempt_ms: job.first_ms.unwrap_or(job.last_ms),
+            not_before_ms,
+            parked_at_ms: now,
+            class: failure.class().as_str().to_owned(),
+        };
+        let at = Instant::now() + delay;
+        job.last_failure = Some(failure);
+        // A parking job holds no intake permit and no slot, as a waiting one does.
+        job.permit = None;
+        let env = match park_envelope(&h.env, &record) {
+            Ok(env) => env,
+            Err(e) => {
+                self.park_failed(job, at, &e.to_string());
+                return;
+            }
+        };
+        let id = self.next_dead_letter;
+        self.next_dead_letter += 1;
+        self.pending_parks.insert(
+            id,
+            PendingPark {
+                job,
+                at,
+                not_before_ms,
+            },
+        );
+        let timeout = self.config.attempt_timeout;
+        let tx = self.tx.clone();
+        let handle = self.tasks.spawn(async move {
+            let ctx = Ctx::for_envelope(&env);
+            let result = safe_deliver(&*park.sink, &env, &ctx, Some(timeout)).await;
+            let _ = tx.send(Report::Parked { id, result });
+        });
+        self.task_park.insert(handle.id(), id);
+    }
+
+    /// The park `id` was written (the pair is finished here) or not (it waits in memory).
+    pub(super) fn parked(&mut self, id: u64, result: Result<(), Failure>) {
+        let Some(p) = self.pending_parks.remove(&id) else {
+            return;
+        };
+        match result {
+            Ok(()) if self.stopping.is_none() || self.hooks.contains_key(&p.job.hook) => {
+                let mut job = p.job;
+                let failure = job
+                    .last_failure
+                    .take()
+                    .unwrap_or_else(|| Failure::transient(Reason("parked".into())));
+                self.slots[job.sink].metrics.parked.increment(1);
+                self.finish(
+                    job,
+                    Outcome::Parked {
+                        failure,
+                        not_before_ms: p.not_before_ms,
+                    },
+                );
+            }
+            Ok(()) => {}
+            Err(e) => self.park_failed(p.job, p.at, &e.to_string()),
+        }
+    }
+
+    /// A park could not be written: the pair waits in the retry queue instead, as without
+    /// a park destination (a WARN at most once a minute).
+    fn park_failed(&mut self, job: Job, at: Instant, error: &str) {
+        let sink = self.slots[job.sink].name.clone();
+        let now = Instant::now();
+        if self
+            .park_log
+            .is_none_or(|t| now.duration_since(t) >= DEAD_LETTER_LOG_EVERY)
+        {
+            self.park_log = Some(now);
+            tracing::warn!(
+                target: "ankusa_dispatch",
+                sink = &*sink,
+                error,
+                "a long retry wait could not be parked: it waits in memory, holding its \
+                 source record"
+            );
+        }
+        if self.stopping.is_some() {
+            return self.unfinished(job, false);
+        }
+        self.seq += 1;
+        self.waiting.push(Reverse(Waiting {
+            at,
+            seq: self.seq,
+            job,
+        }));
+        self.waiting_changed();
+    }
+
+    /// Parks still being written at a shutdown's end go back unfinished (written or not,
+    /// the record is released: a replay is a duplicate, never a loss).
+    pub(super) fn hand_back_parks(&mut self) {
+        let pending: Vec<PendingPark> = self.pending_parks.drain().map(|(_, p)| p).collect();
+        for p in pending {
+            self.unfinished(p.job, false);
+        }
+    }
+}
+
+/// A park on its way to the destination.
+pub(super) struct PendingPark {
+    pub(super) job: Job,
+    /// When the job would retry, should the park fail.
+    pub(super) at: Instant,
+    pub(super) not_before_ms: i64,
+}
