@@ -200,11 +200,12 @@ pub enum AmqpError {
         /// The limit.
         max: usize,
     },
-    /// The rendered routing key or the hook id (`message_id`) is longer than AMQP's
+    /// The rendered routing key, the hook id (`message_id`), the hook's content type (a
+    /// binary-mode CloudEvent's `content_type`) or a header name is longer than AMQP's
     /// 255-byte short string; nothing was sent.
     #[error("{field} of {len} bytes exceeds AMQP's 255-byte limit; not sent")]
     TooLong {
-        /// `routing key` or `message_id`.
+        /// `routing key`, `message_id`, `content_type` or `header name`.
         field: &'static str,
         /// Its length.
         len: usize,
@@ -311,7 +312,7 @@ pub(crate) fn landed(err: &AmqpError) -> Option<bool> {
 /// | 404 NOT_FOUND (exchange missing) | config |
 /// | 406 PRECONDITION_FAILED at connect, channel open or declare | config |
 /// | 406 PRECONDITION_FAILED on publish (e.g. over the broker's `max_message_size`), 311 | permanent |
-/// | over `max_message_bytes`, routing key or hook id over 255 bytes (nothing sent) | permanent |
+/// | over `max_message_bytes`, routing key, hook id or a binary-mode CloudEvent's content type over 255 bytes (nothing sent) | permanent |
 /// | a routing-key placeholder value with `.`, `*` or `#` on a topic exchange (nothing sent) | permanent |
 /// | basic.nack; connection.blocked | throttled (dispatch draws the pause) |
 /// | confirm timeout, busy, earlier messages still unwritten, abandoned, connection lost or refused, 320 CONNECTION_FORCED, other codes | transient |

@@ -1,8 +1,9 @@
 //! The one mapping from core's [`Outgoing`] to what lapin publishes.
 
+use crate::error::AmqpError;
 use ankusa_message::{Attr, Body, Outgoing};
 use lapin::BasicProperties;
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
 
 /// What one `basic.publish` sends: the routing key, the properties and the body.
 #[derive(Debug)]
@@ -23,15 +24,24 @@ pub(crate) struct Publish {
 /// `ankusa_idempotency_key` (always), `ankusa_dedupe_key` and `ankusa_replay_id` (when set),
 /// when signing `webhook-id`, `webhook-timestamp` and `webhook-signature`, and the
 /// attempt's `traceparent` (and `tracestate`) when it has a trace context.
-pub(crate) fn to_publish(out: Outgoing<'_>, received_at: i64) -> Publish {
+///
+/// # Errors
+/// [`AmqpError::TooLong`] for a short string over 255 bytes ([`short`]); nothing is built
+/// and nothing sent.
+pub(crate) fn to_publish(out: Outgoing<'_>, received_at: i64) -> Result<Publish, AmqpError> {
+    let routing_key = out.key().unwrap_or_default();
+    // Sent as a short string too (lapin converts it when publishing, and would panic).
+    short("routing key", routing_key)?;
     let mut headers = FieldTable::default();
     let mut properties = BasicProperties::default()
         .with_delivery_mode(2)
         .with_timestamp(u64::try_from(received_at / 1000).unwrap_or(0));
     for (attr, value) in out.attributes() {
         match attr {
-            Attr::Id => properties = properties.with_message_id(value.as_ref().into()),
-            Attr::ContentType => properties = properties.with_content_type(value.as_ref().into()),
+            Attr::Id => properties = properties.with_message_id(short("message_id", value)?),
+            Attr::ContentType => {
+                properties = properties.with_content_type(short("content_type", value)?);
+            }
             Attr::IdempotencyKey
             | Attr::DedupeKey
             | Attr::ReplayId
@@ -60,11 +70,28 @@ pub(crate) fn to_publish(out: Outgoing<'_>, received_at: i64) -> Publish {
             );
         }
     }
-    Publish {
-        routing_key: out.key().unwrap_or_default().to_owned(),
+    Ok(Publish {
+        routing_key: routing_key.to_owned(),
         properties: properties.with_headers(headers),
         body: out.into_body(),
-    }
+    })
+}
+
+/// `value` as an AMQP short string, at most 255 bytes: the routing key, the `message_id`
+/// (the hook id) and the `content_type` (a binary-mode CloudEvent carries the hook's own)
+/// come from the hook. A longer one has no encoding: lapin's `ShortString` panics on it
+/// (failing the delivery's task, not the hook), and cut to its one-byte length it would be
+/// a malformed frame RabbitMQ closes the connection for, failing every publish in flight.
+/// So the hook fails alone, permanent, before anything is sent; the error names the field
+/// and the length, never the value. The header names are the sink's own, all short.
+///
+/// Nothing else is refused: header values are long strings, and RabbitMQ takes any bytes
+/// in them and any UTF-8 in short strings (NUL, CR, LF, noncharacters).
+fn short(field: &'static str, value: &str) -> Result<ShortString, AmqpError> {
+    ShortString::try_new(value).map_err(|_| AmqpError::TooLong {
+        field,
+        len: value.len(),
+    })
 }
 
 #[cfg(test)]
@@ -77,13 +104,47 @@ mod tests {
     fn publish(env: &Envelope, ctx: &Ctx) -> Publish {
         let key = KeyTemplate::parse("k.{tenant_id}", AbsentTenant::Default).unwrap();
         let layout = Layout::message(None, EmptyValues::Drop).with_key(key);
-        to_publish(Outgoing::new(env, ctx, &layout).unwrap(), env.received_at())
+        to_publish(Outgoing::new(env, ctx, &layout).unwrap(), env.received_at()).unwrap()
     }
 
     fn header(p: &BasicProperties, name: &str) -> Option<String> {
         match p.headers().as_ref()?.inner().get(name)? {
             AMQPValue::LongString(s) => Some(s.to_string()),
             other => panic!("{name} is not a longstr: {other:?}"),
+        }
+    }
+
+    /// Each short string over 255 bytes is refused naming the field; 255 bytes and any
+    /// character in a header value go.
+    #[test]
+    fn short_strings_over_255_bytes_are_refused_not_panicked_on() {
+        use ankusa_message::cloudevents::{CloudEvents, Mode};
+        let build = |id: &str, content_type: &str, replay: &str| {
+            let env = Envelope::builder(id, "s\u{FFFF}", "{}")
+                .content_type(content_type)
+                .build()
+                .unwrap();
+            let ctx = Ctx::for_envelope(&env).with_replay_id(replay);
+            let key = KeyTemplate::parse("k", AbsentTenant::Default).unwrap();
+            let layout = Layout::message(None, EmptyValues::Drop)
+                .with_key(key)
+                .with_cloudevents(CloudEvents::new(Mode::Binary, "t.x").unwrap());
+            to_publish(
+                Outgoing::new(&env, &ctx, &layout).unwrap(),
+                env.received_at(),
+            )
+        };
+        let long = "x".repeat(256);
+        let fits = "x".repeat(255);
+        assert!(build(&fits, &fits, "r\0\r\n\u{FFFF}").is_ok());
+        for (id, content_type, field) in [
+            (long.as_str(), "a/b", "message_id"),
+            ("h", long.as_str(), "content_type"),
+        ] {
+            match build(id, content_type, "r") {
+                Err(AmqpError::TooLong { field: f, len: 256 }) => assert_eq!(f, field),
+                other => panic!("{field}: {other:?}"),
+            }
         }
     }
 
@@ -144,7 +205,8 @@ mod tests {
         let p = to_publish(
             Outgoing::new(&env, &ctx, &layout).unwrap(),
             env.received_at(),
-        );
+        )
+        .unwrap();
         assert_eq!(p.body.as_bytes(), b"raw");
         assert_eq!(
             p.properties.content_type().as_ref().map(|c| c.as_str()),

@@ -2,7 +2,7 @@
 //! concurrent delivery, reopened on demand.
 
 use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
-use crate::config::{AmqpConfig, ExchangeType, MAX_SHORT_STRING};
+use crate::config::{AmqpConfig, ExchangeType};
 use crate::driver::Driver;
 use crate::error::{AmqpError, Stage, printable};
 use crate::outgoing::{self, Publish};
@@ -294,7 +294,8 @@ impl AmqpSink {
     }
 
     /// What the broker must not see: a message over `max_message_bytes`, a key whose
-    /// inserted values would reshape topic routing, a short string over 255 bytes.
+    /// inserted values would reshape topic routing (a short string over 255 bytes never
+    /// became a message: `outgoing::to_publish` refused it).
     fn refuse(&self, env: &Envelope, msg: &Publish) -> Result<(), AmqpError> {
         let max = self.cfg.max_message_bytes().get();
         let size = msg.body.as_bytes().len();
@@ -314,14 +315,6 @@ impl AmqpSink {
                 placeholder: placeholder.as_str(),
                 character,
             });
-        }
-        for (field, len) in [
-            ("routing key", msg.routing_key.len()),
-            ("message_id", env.id().len()),
-        ] {
-            if len > MAX_SHORT_STRING {
-                return Err(AmqpError::TooLong { field, len });
-            }
         }
         Ok(())
     }
@@ -345,7 +338,7 @@ impl AmqpSink {
         // statement that awaits would be held across the await.
         let msg = {
             let out = Outgoing::new(env, ctx, &self.layout)?;
-            let msg = outgoing::to_publish(out, env.received_at());
+            let msg = outgoing::to_publish(out, env.received_at())?;
             self.refuse(env, &msg)?;
             Box::new(msg)
         };

@@ -2,6 +2,7 @@
 
 use crate::config::NoSubscriber;
 use ankusa_sink_core::{Class, Failure};
+use ankusa_sink_kit::Unrepresentable;
 
 /// Why a delivery to an MQTT broker failed. Text never holds a secret (the password is
 /// never printed, the URL has no userinfo); broker text goes through
@@ -67,6 +68,12 @@ pub enum MqttError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A value of the hook that no MQTT string may carry (NUL, a control character, a
+    /// noncharacter, over 65,535 bytes), in the topic, the Content Type or a user property:
+    /// Mosquitto would close the connection for it. Names the field, never the value;
+    /// nothing was sent.
+    #[error("{0}; not sent")]
+    Unrepresentable(#[from] Unrepresentable),
     /// The broker answered the PUBLISH with a PUBACK whose reason code is not Success.
     #[error("mqtt PUBACK {code:#04x} ({}){}", reason_name(*.code), .reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
     PubAck {
@@ -148,6 +155,7 @@ pub(crate) fn reason_name(code: u8) -> &'static str {
 /// | --- | --- |
 /// | `TooLarge` (over the CONNACK's Maximum Packet Size, nothing sent) | `Permanent` |
 /// | `Topic` (a rendered topic with a wildcard, NUL, a `$` start, empty or too long; nothing sent) | `Permanent` |
+/// | `Unrepresentable` (a control character or noncharacter in the topic, Content Type or a user property, or one over 65,535 bytes; nothing sent) | `Permanent` |
 /// | PUBACK 0x10 No matching subscribers | `no_subscriber`: `Config` (default) or `Transient` (`ok` never fails) |
 /// | PUBACK 0x87 Not authorized (an ACL refuses the topic) | `Config` |
 /// | PUBACK 0x90 Topic Name invalid, 0x99 Payload format invalid | `Permanent` |
@@ -163,7 +171,9 @@ pub(crate) fn reason_name(code: u8) -> &'static str {
 /// | `Connect` (refused, reset, TLS handshake), `ConnectTimeout`, `AckTimeout` | `Transient` |
 pub(crate) fn classify(err: &MqttError) -> Class {
     match err {
-        MqttError::TooLarge { .. } | MqttError::Topic { .. } => Class::Permanent,
+        MqttError::TooLarge { .. } | MqttError::Topic { .. } | MqttError::Unrepresentable(_) => {
+            Class::Permanent
+        }
         MqttError::Tls(_) | MqttError::Unsupported { .. } => Class::Config,
         MqttError::PubAck {
             code,
@@ -200,7 +210,7 @@ pub(crate) fn classify(err: &MqttError) -> Class {
 ///
 /// | Error | May have landed |
 /// | --- | --- |
-/// | `Tls`, `Refused`, `Connect`, `ConnectTimeout`, `Unsupported`, `TooLarge`, `Topic` (nothing published) | `Some(false)` |
+/// | `Tls`, `Refused`, `Connect`, `ConnectTimeout`, `Unsupported`, `TooLarge`, `Topic`, `Unrepresentable` (nothing published) | `Some(false)` |
 /// | a PUBACK other than 0x10 (the broker answered no) | `Some(false)` |
 /// | PUBACK 0x10 No matching subscribers | `Some(retain)`: a retained message is kept |
 /// | `Disconnected`, `AckTimeout` after the PUBLISH was written | `Some(true)` |
@@ -218,6 +228,7 @@ pub(crate) fn landed(err: &MqttError) -> Option<bool> {
         | MqttError::Unsupported { .. }
         | MqttError::TooLarge { .. }
         | MqttError::Topic { .. }
+        | MqttError::Unrepresentable(_)
         | MqttError::PubAck { .. } => Some(false),
     }
 }
@@ -265,6 +276,10 @@ mod tests {
         for (e, want) in [
             (MqttError::TooLarge { size: 2, max: 1 }, Class::Permanent),
             (MqttError::Topic { reason: "x" }, Class::Permanent),
+            (
+                Unrepresentable::new("user property \"ankusa_id\"", "x").into(),
+                Class::Permanent,
+            ),
             (puback(0x10, Config), Class::Config),
             (puback(0x10, Transient), Class::Transient),
             (puback(0x87, Config), Class::Config),
@@ -352,6 +367,7 @@ mod tests {
             (refused(0x86), Some(false)),
             (MqttError::TooLarge { size: 2, max: 1 }, Some(false)),
             (MqttError::Topic { reason: "x" }, Some(false)),
+            (Unrepresentable::new("topic", "x").into(), Some(false)),
             (puback(0x97, NoSubscriber::Config), Some(false)),
             (puback(0x10, NoSubscriber::Config), Some(false)),
             (retained, Some(true)),

@@ -1,6 +1,7 @@
 //! One function from core's [`Outgoing`] to the MQTT 5 PUBLISH the client sends.
 
 use ankusa_message::{Attr, Outgoing};
+use ankusa_sink_kit::{Unrepresentable, check_text, is_noncharacter};
 use bytes::Bytes;
 use rumqttc::v5::mqttbytes::v5::PublishProperties;
 
@@ -55,6 +56,48 @@ pub(crate) fn to_publish(out: Outgoing<'_>) -> Publish {
         properties,
         packet_size,
     }
+}
+
+/// The longest UTF-8 string MQTT carries (a two-byte length prefix): the topic, the Content
+/// Type, each user property's name and value. rumqttc writes a longer one with its length
+/// cut to 16 bits, a malformed packet.
+pub(crate) const MAX_STRING_BYTES: usize = 65_535;
+
+/// Whether a PUBLISH's UTF-8 strings may hold `c`. MQTT 5 (1.5.4) forbids U+0000 and lets
+/// the receiver close the connection for the control characters (U+0001 to U+001F, U+007F
+/// to U+009F) and the noncharacters; Mosquitto 2.0 does, for the topic, the Content Type and
+/// every user property name and value alike (tab too), failing every publish in flight.
+fn string_char(c: char) -> bool {
+    !c.is_control() && !is_noncharacter(c)
+}
+
+/// Whether the broker can take every string of `p`: each at most [`MAX_STRING_BYTES`] and
+/// free of what [`string_char`] refuses. Checked before anything is sent, so one hook that
+/// cannot be carried fails alone (permanent) and the shared connection stays up. The error
+/// names the field (`user property "ankusa_source_id"`), never its value. The topic's own
+/// rules (wildcards, a `$` start, empty) are `topic_problem`'s.
+pub(crate) fn check(p: &Publish) -> Result<(), Unrepresentable> {
+    check_text(|| "topic".into(), &p.topic, MAX_STRING_BYTES, string_char)?;
+    if let Some(ct) = &p.properties.content_type {
+        check_text(|| "Content Type".into(), ct, MAX_STRING_BYTES, string_char)?;
+    }
+    for (name, value) in &p.properties.user_properties {
+        // The names are ours or the CloudEvents binding's (never a hook's), checked all the
+        // same; a refused one is not quoted.
+        check_text(
+            || "a user property name".into(),
+            name,
+            MAX_STRING_BYTES,
+            string_char,
+        )?;
+        check_text(
+            || format!("user property {name:?}"),
+            value,
+            MAX_STRING_BYTES,
+            string_char,
+        )?;
+    }
+    Ok(())
 }
 
 /// Bytes of a Variable Byte Integer holding `n`.
@@ -145,6 +188,54 @@ mod tests {
             client.pkid = 7;
             assert_eq!(packet_size("t", &payload, &p), written(client), "{n}");
         }
+    }
+
+    /// Each string of a PUBLISH: a noncharacter, a control character or over 65,535 bytes
+    /// is refused naming the field, never the value; what Mosquitto takes passes.
+    #[test]
+    fn check_names_the_field_of_a_value_mosquitto_refuses() {
+        let ctx_of = |source: &str, replay: &str| {
+            let e = Envelope::builder("h1", source, "{}").build().unwrap();
+            let ctx = Ctx::for_envelope(&e).with_replay_id(replay);
+            (e, ctx)
+        };
+        for (source, replay, refused) in [
+            (
+                "src\u{FFFF}",
+                "r",
+                Some("user property \"ankusa_source_id\""),
+            ),
+            ("\u{FDD0}", "r", Some("user property \"ankusa_source_id\"")),
+            ("s", "r\0", Some("user property \"ankusa_replay_id\"")),
+            ("s", "r\t", Some("user property \"ankusa_replay_id\"")),
+            ("s", "\u{85}", Some("user property \"ankusa_replay_id\"")),
+            ("s", "é😀\u{FFFD}\u{FEFF}", None),
+            ("é\u{10FFFD}", "r", None),
+        ] {
+            let (e, ctx) = ctx_of(source, replay);
+            let fixed = Layout::message(None, EmptyValues::Keep)
+                .with_key(KeyTemplate::literal("hooks", AbsentTenant::Default));
+            let p = to_publish(Outgoing::new(&e, &ctx, &fixed).unwrap());
+            match (check(&p), refused) {
+                (Ok(()), None) => {}
+                (Err(u), Some(field)) => {
+                    assert_eq!(u.field, field);
+                    let text = u.to_string();
+                    assert!(
+                        text.chars().all(|c| c == ' ' || c.is_ascii_graphic()),
+                        "{text}"
+                    );
+                }
+                (got, want) => panic!("{source:?} {replay:?}: {got:?}, want {want:?}"),
+            }
+        }
+        let mut p =
+            to_publish(Outgoing::new(&env(), &Ctx::for_envelope(&env()), &layout()).unwrap());
+        p.properties.content_type = Some("x".repeat(MAX_STRING_BYTES + 1));
+        assert_eq!(check(&p).unwrap_err().field, "Content Type");
+        p.properties.content_type = Some("x".repeat(MAX_STRING_BYTES));
+        p.topic = "t\u{FFFE}".into();
+        assert_eq!(check(&p).unwrap_err().field, "topic");
     }
 
     #[test]

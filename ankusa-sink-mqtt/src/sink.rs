@@ -577,7 +577,11 @@ impl Sink for MqttSink {
                 return Err(MqttError::Topic { reason }.into());
             }
         }
-        self.publish(outgoing::to_publish(out)).await?;
+        let publish = outgoing::to_publish(out);
+        // Before the shared connection sees it: Mosquitto drops the connection (and every
+        // publish in flight on it) for one string it refuses.
+        outgoing::check(&publish).map_err(MqttError::from)?;
+        self.publish(publish).await?;
         Ok(())
     }
 

@@ -432,8 +432,16 @@ pub(crate) fn refused_char(c: char) -> bool {
     c.is_whitespace() || c.is_control()
 }
 
+/// The longest subject published: the server reads a publish's whole control line
+/// (`HPUB <subject> <reply inbox> <header bytes> <total bytes>`) into `max_control_line`,
+/// 4,096 bytes by default, and closes the connection over it (`-ERR 'maximum control line
+/// exceeded'`), failing every publish in flight. The rest of the line takes at most 96
+/// bytes here (the 52-byte `_INBOX.<nuid>.<nuid>` reply, two sizes, spaces).
+pub(crate) const MAX_SUBJECT_BYTES: usize = 4_000;
+
 /// What makes `subject` unusable for a publish, if anything: empty, starting with `$`,
-/// empty tokens, whitespace or control characters, wildcard tokens.
+/// empty tokens, whitespace or control characters, wildcard tokens, over
+/// [`MAX_SUBJECT_BYTES`].
 pub(crate) fn subject_problem(subject: &str) -> Option<&'static str> {
     if subject.is_empty() {
         return Some("empty");
@@ -445,6 +453,11 @@ pub(crate) fn subject_problem(subject: &str) -> Option<&'static str> {
     }
     if subject.chars().any(refused_char) {
         return Some("whitespace or control characters");
+    }
+    if subject.len() > MAX_SUBJECT_BYTES {
+        return Some(
+            "longer than 4000 bytes (the server closes the connection over its 4096-byte control line)",
+        );
     }
     for token in subject.split('.') {
         match token {
@@ -555,6 +568,19 @@ mod tests {
             assert!(err.contains(want), "{json}: {err}");
             assert!(!err.contains("hunter2"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_subject_over_the_control_line_is_refused() {
+        let at = format!("a.{}", "x".repeat(MAX_SUBJECT_BYTES - 2));
+        assert_eq!(subject_problem(&at), None);
+        let over = format!("{at}x");
+        assert!(
+            subject_problem(&over)
+                .unwrap()
+                .contains("longer than 4000 bytes")
+        );
+        assert_eq!(subject_problem("a.é.😀.\u{FFFD}.\u{FFFF}"), None);
     }
 
     #[test]

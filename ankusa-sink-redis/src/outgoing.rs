@@ -13,6 +13,15 @@ pub const MESSAGE_FIELD: &str = "message";
 /// adds a `ce-<name>` field per attribute after ours, `datacontenttype` being the
 /// `content_type` field already (a stream only: the config refuses binary mode on a
 /// channel); values go as they are (Redis fields are binary-safe).
+///
+/// No value a hook derives is refused here (issue 60), because Redis refuses none: RESP
+/// sends every argument length-prefixed, so the key (or channel), the field names and
+/// values may hold NUL, CR, LF, noncharacters or any bytes, and an empty key is a key.
+/// Its one limit, `proto-max-bulk-len` per argument (512 MiB by default; over it Redis
+/// closes the connection), is checked on the body before sending (`TooLarge`); a key or
+/// field over it would need a hook id, source or dedupe key of hundreds of MiB, which is
+/// not checked. `tests/it/poison.rs` delivers the values the other
+/// brokers refuse and reads them back exactly.
 pub(crate) fn to_cmd(out: Outgoing<'_>, target: &Target) -> redis::Cmd {
     let key = out.key().unwrap_or_default();
     match target {

@@ -8,6 +8,7 @@ mod broker;
 mod classify;
 mod common;
 mod conformance;
+mod poison;
 mod publish;
 #[cfg(feature = "source")]
 mod source;

@@ -3,6 +3,7 @@
 mod classify;
 mod common;
 mod conformance;
+mod poison;
 #[cfg(feature = "source")]
 mod source;
 mod wire;

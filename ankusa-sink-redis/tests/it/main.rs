@@ -4,5 +4,6 @@
 mod classify;
 mod common;
 mod conformance;
+mod poison;
 mod tls;
 mod wire;
