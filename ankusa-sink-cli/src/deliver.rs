@@ -110,6 +110,7 @@ fn dispatcher(
     d: &DispatchArgs,
     retry: &RetryArgs,
     concurrency: Option<usize>,
+    parks: bool,
 ) -> Result<(Dispatcher, ankusa_dispatch::Deliveries, Option<DeadLetter>), UsageError> {
     let mut config = DispatchConfig::default();
     // A limit the user set is a limit over every sink, as it always was; left unset,
@@ -129,7 +130,12 @@ fn dispatcher(
     for s in sinks {
         b = b.sink(s.name.clone(), s.sink.clone());
         if s.dispatch != ankusa_sinks::DispatchTable::default() {
-            b = b.sink_settings(s.name.clone(), sink_settings(&s.dispatch, d));
+            let mut settings = sink_settings(&s.dispatch, d);
+            // Parking frees a durable source's record: a run from input lines has none.
+            if let (Some(p), true) = (&s.park, parks) {
+                settings = settings.with_park(ankusa_dispatch::Park::new(p.sink.clone(), p.after));
+            }
+            b = b.sink_settings(s.name.clone(), settings);
         }
     }
     if let Some(spec) = &d.claim_store {
@@ -152,6 +158,8 @@ struct Summary {
     failed: BTreeMap<&'static str, u64>,
     abandoned: u64,
     invalid: u64,
+    /// Pairs written to their sink's park destination.
+    parked: u64,
     /// Pairs whose dead letter could not be stored.
     dead_letter_errors: u64,
 }
@@ -224,6 +232,7 @@ impl Run<'_> {
                 retry_after_ms: u.retry_after_ms,
                 attempts: u.attempts,
                 dead_letter_error: None,
+                not_before_ms: None,
             });
         }
     }
@@ -236,6 +245,8 @@ impl Run<'_> {
         self.summary.dead_letter_errors += u64::from(r.dead_letter_error.is_some());
         match r.failure {
             None if r.outcome == "ok" => self.summary.delivered += 1,
+            // Parked: neither delivered nor failed; it resumes from the park destination.
+            Some(_) if r.outcome == "parked" => self.summary.parked += 1,
             Some(f) => *self.summary.failed.entry(f.class().as_str()).or_default() += 1,
             None => {}
         }
@@ -305,6 +316,7 @@ impl Run<'_> {
                     retry_after_ms: None,
                     attempts: 0,
                     dead_letter_error: dead_letter_error.as_deref(),
+                    not_before_ms: None,
                 });
             }
             Read::NotTaken { id, sinks, line } => {
@@ -321,6 +333,7 @@ impl Run<'_> {
                         retry_after_ms: None,
                         attempts: 0,
                         dead_letter_error: None,
+                        not_before_ms: None,
                     });
                 }
             }
@@ -360,8 +373,9 @@ async fn run(
     summary_line: bool,
 ) -> Result<ExitCode, UsageError> {
     let names: Vec<String> = sinks.iter().map(|s| s.name.clone()).collect();
+    let parks = matches!(input, Input::Source { .. });
     let (dispatcher, mut deliveries, dead_letter) =
-        dispatcher(&sinks, dispatch, retry, concurrency)?;
+        dispatcher(&sinks, dispatch, retry, concurrency, parks)?;
     let progress = progress_bar(retry.json);
     let lines = matches!(input, Input::Lines { .. }).then(Lines::default);
     let mut run = Run {
@@ -504,11 +518,14 @@ fn summary_note(s: &Summary, elapsed: Duration) -> String {
     .map(|c| c.as_str())
     .map(|c| format!("{c}={}", s.failed.get(c).copied().unwrap_or(0)))
     .collect();
-    let abandoned = if s.abandoned > 0 {
+    let mut abandoned = if s.abandoned > 0 {
         format!(" abandoned {}", s.abandoned)
     } else {
         String::new()
     };
+    if s.parked > 0 {
+        abandoned.push_str(&format!(" parked {}", s.parked));
+    }
     format!(
         "delivered {} failed {} ({}){abandoned} invalid {} in {:.3}s, {:.0} hooks/s",
         s.delivered,
@@ -660,8 +677,7 @@ pub(crate) async fn forward(
             Some(spec) => Some(claim_store(spec)?),
             None => None,
         };
-        let names: Vec<String> = sinks.iter().map(|s| s.name.clone()).collect();
-        let source = crate::from_source::open(from, &options, &names).await?;
+        let source = crate::from_source::open(from, &options, &sinks).await?;
         Input::Source {
             source,
             claims,
@@ -723,6 +739,7 @@ mod tests {
                         retry_after_ms: Some(5),
                         attempts,
                         dead_letter_error: None,
+                        not_before_ms: None,
                     };
                     let line = Line {
                         id,
@@ -735,6 +752,7 @@ mod tests {
                         may_have_landed: None,
                         attempts,
                         dead_letter_error: None,
+                        not_before_ms: None,
                     };
                     assert_eq!(
                         r.json(),
@@ -795,6 +813,7 @@ mod tests {
             name: "t".into(),
             sink: Arc::new(Failing(class)),
             dispatch: ankusa_sinks::DispatchTable::default(),
+            park: None,
         }];
         let d = DispatchArgs {
             claim_store: None,
@@ -813,7 +832,7 @@ mod tests {
             attempt_timeout: 30,
             json: true,
         };
-        let (dispatcher, mut deliveries, _) = dispatcher(&sinks, &d, &r, Some(1)).unwrap();
+        let (dispatcher, mut deliveries, _) = dispatcher(&sinks, &d, &r, Some(1), false).unwrap();
         let env = Envelope::builder("h-1", "s", "x").build().unwrap();
         dispatcher
             .submit(ankusa_dispatch::Hook::new(env))

@@ -13,7 +13,14 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The sources a `--from` run reads.
-pub(crate) enum Opened {
+pub(crate) struct Opened {
+    pub(crate) main: Main,
+    /// Each parking sink's park destination, read back (`park_from`), by sink name.
+    pub(crate) parks: Vec<(String, Box<dyn Source>)>,
+}
+
+/// The `--from` file's sources.
+pub(crate) enum Main {
     /// One source every sink shares: a record is acknowledged once every sink took it.
     Shared(Box<dyn Source>),
     /// A source per sink, by sink name: each sink's records are acknowledged on their own.
@@ -27,8 +34,57 @@ pub(crate) enum Opened {
 pub(crate) async fn open(
     path: &Path,
     options: &SourceOptions,
-    sinks: &[String],
+    named: &[NamedSink],
 ) -> Result<Opened, UsageError> {
+    let parks = open_parks(named, options).await?;
+    let sinks: Vec<String> = named.iter().map(|s| s.name.clone()).collect();
+    let main = open_main(path, options, &sinks).await?;
+    Ok(Opened { main, parks })
+}
+
+/// The park destination of each sink that parks, opened as a source; an INFO line for
+/// each sink that does not (its long waits stay in memory, holding their records).
+async fn open_parks(
+    named: &[NamedSink],
+    options: &SourceOptions,
+) -> Result<Vec<(String, Box<dyn Source>)>, UsageError> {
+    let mut parks = Vec::new();
+    for s in named {
+        let Some(p) = &s.park else {
+            tracing::info!(
+                sink = %s.name,
+                "sink {} has no park destination ([dispatch] park, park_from): a retry due \
+                 far off waits in memory, holding its source record and a window place",
+                s.name
+            );
+            continue;
+        };
+        let text = tokio::fs::read_to_string(&p.from).await.map_err(|e| {
+            UsageError(format!("cannot read park_from {}: {e}", p.from.display()))
+        })?;
+        let at = |e: &dyn std::fmt::Display| {
+            UsageError(format!("park_from {} (sink {}): {e}", p.from.display(), s.name))
+        };
+        let config = SourceConfig::from_toml_str(&text).map_err(|e| at(&e))?;
+        let source = config.open(options).await.map_err(|e| at(&e))?;
+        tracing::info!(
+            sink = %s.name,
+            source = %config.reads_as(),
+            after_s = p.after.as_secs(),
+            "parking retries due {} s or more away, read back through this source",
+            p.after.as_secs()
+        );
+        parks.push((s.name.clone(), source));
+    }
+    Ok(parks)
+}
+
+/// The `--from` file's source(s) for `sinks`.
+async fn open_main(
+    path: &Path,
+    options: &SourceOptions,
+    sinks: &[String],
+) -> Result<Main, UsageError> {
     let text = tokio::fs::read_to_string(path)
         .await
         .map_err(|e| UsageError(format!("cannot read --from {}: {e}", path.display())))?;
@@ -49,7 +105,7 @@ pub(crate) async fn open(
                 );
             }
             let source = config.open(options).await.map_err(|e| at(&e))?;
-            return Ok(Opened::Shared(source));
+            return Ok(Main::Shared(source));
         }
     };
     let mut sources = Vec::with_capacity(configs.len());
@@ -61,7 +117,7 @@ pub(crate) async fn open(
             .map_err(|e| UsageError(format!("{} (for sink {sink}): {e}", path.display())))?;
         sources.push((sink, source));
     }
-    Ok(Opened::PerSink(sources))
+    Ok(Main::PerSink(sources))
 }
 
 /// The config of each sink's own source, or `None` to share one: one sink reads the file
@@ -205,6 +261,7 @@ mod tests {
             name: name.into(),
             sink: log.clone(),
             dispatch: ankusa_sinks::DispatchTable::default(),
+            park: None,
         };
         let sinks = [named("log"), named("audit")];
         let e = refuse_non_durable(&sinks, false).unwrap_err().0;

@@ -21,6 +21,16 @@ pub(crate) struct NamedSink {
     pub(crate) sink: Arc<dyn Sink>,
     /// Its sink file's `[dispatch]` table.
     pub(crate) dispatch: ankusa_sinks::DispatchTable,
+    /// Where its long retry waits are parked (`park`, `park_from`), built.
+    pub(crate) park: Option<ParkSink>,
+}
+
+/// A sink's park destination: the sink that writes it, the source file that reads it back
+/// (paths resolved against the sink file's directory), and the threshold.
+pub(crate) struct ParkSink {
+    pub(crate) sink: Arc<dyn Sink>,
+    pub(crate) from: std::path::PathBuf,
+    pub(crate) after: std::time::Duration,
 }
 
 /// The hook of an envelope: attempts join the trace of the `traceparent` header the hook

@@ -300,13 +300,55 @@ async fn load_sinks(
         }
         let (config, dispatch, sink) = load_sink_file(registry, spec).await?;
         refuse_mixed_stdout(&config, json)?;
+        let park = match &dispatch.park {
+            Some(p) => Some(load_park(registry, spec, p).await?),
+            None => None,
+        };
         sinks.push(hooks::NamedSink {
             name,
             sink,
             dispatch,
+            park,
         });
     }
     Ok(sinks)
+}
+
+/// The park destination of the sink file `spec`: its `park` sink file built (it must keep
+/// what it takes) and its `park_from` source file found, both relative to `spec`'s
+/// directory.
+async fn load_park(
+    registry: &Registry,
+    spec: &str,
+    p: &ankusa_sinks::ParkTable,
+) -> Result<hooks::ParkSink, UsageError> {
+    let dir = std::path::Path::new(spec)
+        .parent()
+        .unwrap_or(std::path::Path::new("."));
+    let sink_path = dir.join(&p.sink);
+    let from = dir.join(&p.from);
+    let sink_spec = sink_path.to_string_lossy().into_owned();
+    let (_, _, sink) = load_sink_file(registry, &sink_spec)
+        .await
+        .map_err(|e| UsageError(format!("{spec}: [dispatch] park: {}", e.0)))?;
+    if !ankusa_sink_core::safe_capabilities(&*sink).is_ok_and(|c| c.durable) {
+        return Err(UsageError(format!(
+            "{spec}: [dispatch] park = {}: a park destination must keep what it takes (a \
+             Kafka topic, a JetStream subject, a RabbitMQ queue): a parked hook lives only there",
+            p.sink.display()
+        )));
+    }
+    if !from.is_file() {
+        return Err(UsageError(format!(
+            "{spec}: [dispatch] park_from = {}: no such file",
+            p.from.display()
+        )));
+    }
+    Ok(hooks::ParkSink {
+        sink,
+        from,
+        after: std::time::Duration::from_secs(u64::from(p.after_seconds.get())),
+    })
 }
 
 /// Serve `GET /metrics` for the run (Prometheus text); an address that cannot be bound is a

@@ -40,7 +40,30 @@ pub struct DispatchTable {
     pub breaker_failures: Option<NonZeroU32>,
     /// `breaker_open_seconds`: how long it stays open before one probe.
     pub breaker_open_seconds: Option<u64>,
+    /// `park` and `park_from`: where this sink's long retry waits are parked (a sink file)
+    /// and how they are read back (a `--from` source file of the same destination), with
+    /// `park_after_seconds`.
+    pub park: Option<ParkTable>,
 }
+
+/// The parking keys of a `[dispatch]` table: `park = "retry-sink.toml"` (a durable sink
+/// that writes to the park destination), `park_from = "retry-source.toml"` (a source file
+/// that reads the same destination back) and `park_after_seconds` (default
+/// [`DEFAULT_PARK_AFTER_SECONDS`]). Paths as written: the CLI reads them relative to the
+/// sink file's directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ParkTable {
+    /// The park destination's sink file.
+    pub sink: std::path::PathBuf,
+    /// The park destination's source file.
+    pub from: std::path::PathBuf,
+    /// A retry due at least this far off is parked.
+    pub after_seconds: NonZeroU32,
+}
+
+/// `park_after_seconds`' default: a retry due 5 minutes or more away is parked.
+pub const DEFAULT_PARK_AFTER_SECONDS: NonZeroU32 = NonZeroU32::new(300).expect("not zero");
 
 /// The keys as written.
 #[derive(Deserialize)]
@@ -52,6 +75,9 @@ struct Repr {
     tenant_concurrency: Option<u32>,
     breaker_failures: Option<NonZeroU32>,
     breaker_open_seconds: Option<u64>,
+    park: Option<std::path::PathBuf>,
+    park_from: Option<std::path::PathBuf>,
+    park_after_seconds: Option<NonZeroU32>,
 }
 
 #[derive(Deserialize)]
@@ -94,12 +120,28 @@ impl DispatchTable {
         {
             return Err(bad("key `rate_per_second`: a positive number"));
         }
+        let park = match (r.park, r.park_from, r.park_after_seconds) {
+            (Some(sink), Some(from), after) => Some(ParkTable {
+                sink,
+                from,
+                after_seconds: after.unwrap_or(DEFAULT_PARK_AFTER_SECONDS),
+            }),
+            (None, None, None) => None,
+            _ => {
+                return Err(bad(
+                    "keys `park` and `park_from` go together (a sink file that writes the \
+                     park destination, a source file that reads it back), and \
+                     `park_after_seconds` needs them",
+                ));
+            }
+        };
         Ok(DispatchTable {
             concurrency,
             rate_per_second: r.rate_per_second,
             tenant_concurrency: r.tenant_concurrency,
             breaker_failures: r.breaker_failures,
             breaker_open_seconds: r.breaker_open_seconds,
+            park,
         })
     }
 }
@@ -114,6 +156,28 @@ mod tests {
             .parse_sink_file_toml(&format!("type = \"log\"\n[dispatch]\n{text}"))
             .map(|(_, d)| d)
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_park_keys_go_together() {
+        let d = table("park = \"retry.toml\"\npark_from = \"retry-src.toml\"").unwrap();
+        let p = d.park.unwrap();
+        assert_eq!(
+            (p.sink.to_str(), p.from.to_str(), p.after_seconds.get()),
+            (Some("retry.toml"), Some("retry-src.toml"), 300)
+        );
+        let d = table("park = \"a.toml\"\npark_from = \"b.toml\"\npark_after_seconds = 60")
+            .unwrap();
+        assert_eq!(d.park.unwrap().after_seconds.get(), 60);
+        for bad in [
+            "park = \"a.toml\"",
+            "park_from = \"b.toml\"",
+            "park_after_seconds = 60",
+            "park = \"a.toml\"\npark_from = \"b.toml\"\npark_after_seconds = 0",
+        ] {
+            let e = table(bad).unwrap_err();
+            assert!(e.contains("park"), "{bad}: {e}");
+        }
     }
 
     #[test]

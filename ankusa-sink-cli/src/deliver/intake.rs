@@ -124,15 +124,18 @@ pub(super) async fn read_and_submit(
             claims,
             max_line,
         } => {
-            let forward = match source {
-                crate::from_source::Opened::Shared(source) => {
+            let mut forward = match source.main {
+                crate::from_source::Main::Shared(source) => {
                     Forward::new(source, dispatcher.clone())
                 }
-                crate::from_source::Opened::PerSink(sources) => {
+                crate::from_source::Main::PerSink(sources) => {
                     Forward::per_sink(sources, dispatcher.clone())
                 }
             };
-            let mut forward = forward
+            for (sink, park) in source.parks {
+                forward = forward.park_source(sink, park);
+            }
+            forward = forward
                 .max_record_bytes(max_line, "--max-line-bytes")
                 .envelope_parser(ankusa_sinks::from_json_value::<Envelope>);
             if let Some(store) = claims {

@@ -25,6 +25,9 @@ pub(super) struct Line<'a> {
     /// Why the dead letter of a `failed` pair could not be stored (`--dead-letter`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) dead_letter_error: Option<&'a str>,
+    /// On `parked` lines: Unix ms before which the pair's next attempt does not start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) not_before_ms: Option<i64>,
 }
 
 /// The `--json` line for an input line that is not a valid envelope.
@@ -48,6 +51,8 @@ pub(super) struct Report<'a> {
     /// Why its dead letter could not be stored: the pair is `failed`, never
     /// `dead_lettered`.
     pub(super) dead_letter_error: Option<&'a str>,
+    /// A parked pair's not-before (Unix ms).
+    pub(super) not_before_ms: Option<i64>,
 }
 
 impl<'a> Report<'a> {
@@ -67,7 +72,13 @@ impl<'a> Report<'a> {
                 Some(failure),
                 None,
             ),
+            // Not finished, not failed: written to the park destination, to resume there.
+            Outcome::Parked { failure, .. } => ("parked", Some(failure), None),
             _ => ("failed", None, None),
+        };
+        let not_before_ms = match &d.outcome {
+            Outcome::Parked { not_before_ms, .. } => Some(*not_before_ms),
+            _ => None,
         };
         Report {
             id: d.envelope.id(),
@@ -77,6 +88,7 @@ impl<'a> Report<'a> {
             retry_after_ms: d.retry_after_ms,
             attempts: d.attempts,
             dead_letter_error,
+            not_before_ms,
         }
     }
 
@@ -96,6 +108,7 @@ impl<'a> Report<'a> {
             may_have_landed: self.failure.map(Failure::may_have_landed),
             attempts: self.attempts,
             dead_letter_error: self.dead_letter_error,
+            not_before_ms: self.not_before_ms,
         };
         serde_json::to_writer(out, &line).expect("an outcome line serializes");
     }
