@@ -24,12 +24,18 @@ enum Want {
     Unbuildable,
 }
 
+/// A hook built around a poison value, given a fresh hook id.
+type Hook = Result<(Envelope, Ctx), EnvelopeError>;
+
+/// How a row builds its hook: `(hook id, poison value)`.
+type Build = Box<dyn Fn(&str, &str) -> Hook + Send + Sync>;
+
 /// One row: a name, the poison value, the hook built around it (given a fresh hook id),
 /// and what the sink must do with it.
 struct Row {
     name: &'static str,
     poison: String,
-    build: Box<dyn Fn(&str, &str) -> Result<(Envelope, Ctx), EnvelopeError> + Send + Sync>,
+    build: Build,
     want: Want,
 }
 
@@ -39,7 +45,7 @@ fn base(id: &str) -> ankusa_sink_core::EnvelopeBuilder {
         .content_type("application/json")
 }
 
-fn plain(env: Result<Envelope, EnvelopeError>) -> Result<(Envelope, Ctx), EnvelopeError> {
+fn plain(env: Result<Envelope, EnvelopeError>) -> Hook {
     env.map(|e| {
         let c = Ctx::for_envelope(&e);
         (e, c)
@@ -50,7 +56,7 @@ fn row(
     name: &'static str,
     poison: impl Into<String>,
     want: Want,
-    build: impl Fn(&str, &str) -> Result<(Envelope, Ctx), EnvelopeError> + Send + Sync + 'static,
+    build: impl Fn(&str, &str) -> Hook + Send + Sync + 'static,
 ) -> Row {
     Row {
         name,
