@@ -11,7 +11,7 @@
 //! | --- | --- |
 //! | an SNS topic without a confirmed subscription (`check()`, and deliveries with `require_subscriber`); nothing is published | `Config` |
 //! | AccessDenied, AccessDeniedException, KmsAccessDenied, KmsDisabled, KmsNotFound (and the other KMS key errors, Kinesis's KMSAccessDeniedException, KMSDisabledException, KMSNotFoundException, KMSInvalidStateException), InvalidClientTokenId, SignatureDoesNotMatch, UnrecognizedClientException, QueueDoesNotExist / AWS.SimpleQueueService.NonExistentQueue, InvalidAddress, InvalidSecurity, SNS AuthorizationError, NotFound, ResourceNotFoundException (a missing stream or event bus), EventBridge NotAuthorizedForSourceException / NotAuthorizedForDetailTypeException, **any 403 without a known code** (moto's XML IAM answers) | `Config` |
-//! | InvalidMessageContents, InvalidParameterValue(s), MessageTooLong, SNS InvalidParameter, InvalidAttributeName/Value, ValidationException, Kinesis InvalidArgumentException, EventBridge InvalidArgument / MalformedDetail, over `max_message_bytes` (not sent), a binary-mode CloudEvent whose data is no message body (not UTF-8, empty, or a character SQS refuses; not sent) | `Permanent` |
+//! | InvalidMessageContents, InvalidParameterValue(s), MessageTooLong, SNS InvalidParameter, InvalidAttributeName/Value, ValidationException, Kinesis InvalidArgumentException, EventBridge InvalidArgument / MalformedDetail, over `max_message_bytes` (not sent), a binary-mode CloudEvent whose data is no message body (not UTF-8, empty, or a character SQS refuses; not sent), a value of the hook SQS/SNS/Kinesis cannot carry (a message attribute or the body with a character outside XML's, a FIFO id of other than 1-128 printable ASCII characters, an empty partition key; not sent) | `Permanent` |
 //! | Throttling, ThrottlingException, RequestThrottled, KmsThrottled, SNS Throttled, KMSThrottling, Kinesis ProvisionedThroughputExceededException / KMSThrottlingException / LimitExceededException, a bare 429, with `x-amz-retry-after` (ms) or `Retry-After` (s) | `RetryAfter(ms)` |
 //! | the same throttles without a stated pause (a per-entry throttle never states one) | `Throttled` |
 //! | 5xx, InternalError, InternalFailure, InternalFailureException, EventBridge InternalException, ConcurrentModificationException, ServiceUnavailable, ExpiredToken (credentials being refreshed), timeouts, connection errors, unknown codes, an MD5 mismatch, no message id / sequence number / event id | `Transient` |
@@ -90,6 +90,10 @@ pub enum AwsError {
         /// What is wrong with the data: not UTF-8, empty, a character SQS refuses.
         why: &'static str,
     },
+    /// A value derived from the hook (a message attribute, the body, a FIFO id, a partition
+    /// key) that the service refuses; it names the field, never the value. Nothing was
+    /// sent, and no other hook of a batch is affected.
+    Unrepresentable(ankusa_sink_kit::Unrepresentable),
     /// A Kinesis record or EventBridge entry over `max_message_bytes`, counted as the
     /// service counts it; nothing was sent.
     EntryTooLarge {
@@ -194,6 +198,7 @@ impl fmt::Display for AwsError {
                 "a binary-mode CloudEvent's data is no SQS/SNS message body ({why}): use \
                  format = \"cloudevents-structured\" for such hooks (nothing was sent)"
             ),
+            AwsError::Unrepresentable(u) => write!(f, "{u} (nothing was sent)"),
             AwsError::EntryTooLarge {
                 service,
                 counts,
@@ -255,12 +260,19 @@ pub(crate) fn classify(err: &AwsError) -> Class {
         }
         AwsError::MessageTooLarge { .. }
         | AwsError::EntryTooLarge { .. }
-        | AwsError::BodyNotText { .. } => Class::Permanent,
+        | AwsError::BodyNotText { .. }
+        | AwsError::Unrepresentable(_) => Class::Permanent,
         AwsError::NoSubscriber { .. } => Class::Config,
         AwsError::NoResponse { .. }
         | AwsError::Md5Mismatch { .. }
         | AwsError::Unconfirmed { .. }
         | AwsError::NoEntryResult { .. } => Class::Transient,
+    }
+}
+
+impl From<ankusa_sink_kit::Unrepresentable> for AwsError {
+    fn from(u: ankusa_sink_kit::Unrepresentable) -> Self {
+        AwsError::Unrepresentable(u)
     }
 }
 
@@ -276,7 +288,7 @@ impl From<AwsError> for Failure {
 ///
 /// | Error | May have landed |
 /// | --- | --- |
-/// | the service answered an error other than a `5xx` (a failed batch entry included), `503`; over `max_message_bytes`; a binary-mode CloudEvent's data that is no message body; an SNS topic without a subscriber; no response because the request was never sent | `Some(false)` |
+/// | the service answered an error other than a `5xx` (a failed batch entry included), `503`; over `max_message_bytes`; a binary-mode CloudEvent's data that is no message body; a hook value the service cannot carry; an SNS topic without a subscriber; no response because the request was never sent | `Some(false)` |
 /// | a `5xx` other than `503` (the service may have stored it); no response after the request may have been sent; a body MD5 mismatch; no message id, sequence number or event id; no entry result | `Some(true)` |
 /// | no response, and the SDK does not say whether the request left | `None` |
 pub(crate) fn landed(err: &AwsError) -> Option<bool> {
@@ -286,6 +298,7 @@ pub(crate) fn landed(err: &AwsError) -> Option<bool> {
         AwsError::MessageTooLarge { .. }
         | AwsError::EntryTooLarge { .. }
         | AwsError::BodyNotText { .. }
+        | AwsError::Unrepresentable(_)
         | AwsError::NoSubscriber { .. } => Some(false),
         AwsError::Md5Mismatch { .. }
         | AwsError::Unconfirmed { .. }
@@ -497,6 +510,14 @@ mod tests {
         // Over the size limit: the sink's own pre-check.
         let e = AwsError::MessageTooLarge { size: 2, max: 1 };
         assert_eq!(classify(&e), Class::Permanent);
+        assert_eq!(Failure::from(e).class(), Class::Permanent);
+        // A hook value the service cannot carry: the sink's own pre-check, per hook.
+        let e = AwsError::Unrepresentable(ankusa_sink_kit::Unrepresentable::new(
+            "message attribute \"ankusa_dedupe_key\"",
+            "holds a character the protocol refuses",
+        ));
+        assert_eq!(classify(&e), Class::Permanent);
+        assert!(e.to_string().contains("\"ankusa_dedupe_key\""), "{e}");
         assert_eq!(Failure::from(e).class(), Class::Permanent);
     }
 
@@ -737,6 +758,10 @@ mod tests {
             (refused(Some("InternalError"), Some(500), None), Some(true)),
             (refused(None, Some(502), None), Some(true)),
             (AwsError::MessageTooLarge { size: 2, max: 1 }, Some(false)),
+            (
+                AwsError::Unrepresentable(ankusa_sink_kit::Unrepresentable::new("x", "y")),
+                Some(false),
+            ),
             (AwsError::NoSubscriber { topic: "t".into() }, Some(false)),
             (no_response(Some(false)), Some(false)),
             (no_response(Some(true)), Some(true)),

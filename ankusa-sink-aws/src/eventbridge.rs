@@ -161,10 +161,12 @@ impl RecordPublisher for EventBridgePublisher {
     type Entry = Event;
     const SERVICE: &'static str = "eventbridge";
 
-    fn entry(&self, out: Outgoing<'_>) -> (Event, usize) {
+    /// `Detail` is the Message v1 JSON, valid JSON by construction, and `Source` and
+    /// `DetailType` are the config's: nothing of the hook can be refused.
+    fn entry(&self, out: Outgoing<'_>) -> Result<(Event, usize), AwsError> {
         let event = outgoing::to_event(out, &self.source, &self.detail_type);
         let size = event.size;
-        (event, size)
+        Ok((event, size))
     }
 
     /// EventBridge has no single-event call: a `PutEvents` of one.

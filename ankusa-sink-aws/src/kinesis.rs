@@ -137,10 +137,10 @@ impl RecordPublisher for KinesisPublisher {
     type Entry = Record;
     const SERVICE: &'static str = "kinesis";
 
-    fn entry(&self, out: Outgoing<'_>) -> (Record, usize) {
-        let record = outgoing::to_record(out);
+    fn entry(&self, out: Outgoing<'_>) -> Result<(Record, usize), AwsError> {
+        let record = outgoing::to_record(out)?;
         let size = record.size();
-        (record, size)
+        Ok((record, size))
     }
 
     async fn publish(&self, r: Record) -> Result<(), AwsError> {

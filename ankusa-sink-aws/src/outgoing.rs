@@ -9,6 +9,7 @@
 use crate::error::AwsError;
 use ankusa_message::cloudevents::Mode;
 use ankusa_message::{Attr, Body, Outgoing};
+use ankusa_sink_kit::{Unrepresentable, check_text};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
@@ -123,26 +124,149 @@ pub(crate) const CE_DROPPED_WHEN_OVER_LIMIT: [Slot; 14] = [
     Slot::Event("ankusaidempotencykey"),
 ];
 
+/// A character SQS and SNS take in a message body and in a `String` attribute value (XML
+/// 1.0's `Char`): `#x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF`.
+#[cfg(test)]
+fn is_xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r')
+        || ('\u{20}'..='\u{D7FF}').contains(&c)
+        || ('\u{E000}'..='\u{FFFD}').contains(&c)
+        || c >= '\u{10000}'
+}
+
+/// Whether all of `text` is [`is_xml_char`], by bytes: in UTF-8 only a control byte or
+/// `EF BF BE` / `EF BF BF` (U+FFFE, U+FFFF) is outside it, and a Message v1 body is mostly
+/// base64, so this runs over every delivery's body at memory speed.
+fn is_xml_text(b: &[u8]) -> bool {
+    let control = b.iter().fold(false, |bad, &c| {
+        bad | ((c < 0x20) & !matches!(c, b'\t' | b'\n' | b'\r'))
+    });
+    let nonchar = b
+        .windows(3)
+        .any(|w| w[0] == 0xEF && w[1] == 0xBF && (w[2] == 0xBE || w[2] == 0xBF));
+    !control && !nonchar
+}
+
 /// Why a message cannot be an SQS or SNS body (nothing is sent): a binary-mode CloudEvent's
 /// data travels as the body itself, and both services take a non-empty string of XML
-/// characters only (SQS: `#x9 #xA #xD #x20-#xD7FF #xE000-#xFFFD #x10000-#x10FFFF`).
+/// characters only ([`is_xml_char`]).
 fn check_text_body(body: &[u8]) -> Result<&str, AwsError> {
     let text = std::str::from_utf8(body).map_err(|_| AwsError::BodyNotText { why: "not UTF-8" })?;
     if text.is_empty() {
         return Err(AwsError::BodyNotText { why: "empty" });
     }
-    let allowed = |c: char| {
-        matches!(c, '\t' | '\n' | '\r')
-            || ('\u{20}'..='\u{D7FF}').contains(&c)
-            || ('\u{E000}'..='\u{FFFD}').contains(&c)
-            || c >= '\u{10000}'
-    };
-    if !text.chars().all(allowed) {
+    if !is_xml_text(text.as_bytes()) {
         return Err(AwsError::BodyNotText {
             why: "a character SQS refuses (a control character or U+FFFE/U+FFFF)",
         });
     }
     Ok(text)
+}
+
+/// An SQS/SNS message attribute name: 1-256 characters of `[A-Za-z0-9_.-]`, not starting
+/// with `AWS.` or `Amazon.` (any case), no leading, trailing or consecutive periods (the
+/// `SendMessage` / `Publish` API references). Ours always are; checked so that a name
+/// built from a hook someday cannot reach the service.
+fn check_attribute_name(name: &str) -> Result<(), Unrepresentable> {
+    let field = || format!("message attribute name \"{}\"", printable_name(name));
+    check_text(field, name, 256, |c| {
+        c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
+    })?;
+    let lower = name.to_ascii_lowercase();
+    if name.is_empty()
+        || lower.starts_with("aws.")
+        || lower.starts_with("amazon.")
+        || name.starts_with('.')
+        || name.ends_with('.')
+        || name.contains("..")
+    {
+        return Err(Unrepresentable::new(
+            field(),
+            "is a name SQS and SNS refuse (empty, reserved prefix or misplaced period)",
+        ));
+    }
+    Ok(())
+}
+
+/// A name as it may appear in a reason: ASCII letters, digits and `_.-` kept, anything
+/// else `?` (a refused name is text from the hook, and could carry anything).
+fn printable_name(name: &str) -> String {
+    name.chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect()
+}
+
+/// An SQS/SNS `String` message attribute value: XML characters only (the size counts
+/// toward `max_message_bytes`, checked with the body). A value outside them is refused by
+/// SQS (`InvalidParameterValue`) for this message.
+fn check_attribute_value(name: &str, value: &str) -> Result<(), Unrepresentable> {
+    if is_xml_text(value.as_bytes()) {
+        return Ok(());
+    }
+    Err(Unrepresentable::new(
+        format!("message attribute \"{}\"", printable_name(name)),
+        "holds a character SQS and SNS refuse (a control character or U+FFFE/U+FFFF)",
+    ))
+}
+
+/// A FIFO message group or deduplication id: 1-128 characters, each an ASCII letter,
+/// digit or punctuation mark (`!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~`), as SQS and SNS define
+/// them. The sink derives them from the hook (`<tenant>/<source>`, the hook id and a
+/// replay id), so a source id with `é` cannot be a FIFO group.
+fn check_fifo_id(field: &'static str, id: &str) -> Result<(), Unrepresentable> {
+    if id.is_empty() {
+        return Err(Unrepresentable::new(field, "is empty"));
+    }
+    check_text(|| field.to_owned(), id, 128, |c| c.is_ascii_graphic())
+}
+
+/// The hook's values in a Message v1 (or structured-mode CloudEvent) body are JSON string
+/// text, not escaped: a forwarded header with U+FFFF makes a body SQS refuses. Names the
+/// header when one is the cause, else `message body` (a dedupe key, an id, JSON data).
+fn check_message_body(out: &Outgoing<'_>, body: &[u8]) -> Result<(), Unrepresentable> {
+    if is_xml_text(body) {
+        return Ok(());
+    }
+    const WHY: &str = "holds a character SQS and SNS refuse in a message body (a control \
+                       character or U+FFFE/U+FFFF)";
+    for (name, value) in out.forwarded_headers() {
+        if !is_xml_text(value.as_bytes()) {
+            let field = format!("header \"{}\" in the message body", printable_name(name));
+            return Err(Unrepresentable::new(field, WHY));
+        }
+    }
+    Err(Unrepresentable::new("message body", WHY))
+}
+
+/// Every value of one SQS/SNS message derived from the hook, checked before it can join a
+/// request (alone or in a batch): attribute names and values, the FIFO ids, the body.
+fn check_entry<'a>(
+    out: &Outgoing<'_>,
+    attributes: impl Iterator<Item = (&'a str, &'a str)>,
+    ids: &Ids,
+    body: Option<&[u8]>,
+) -> Result<(), Unrepresentable> {
+    for (name, value) in attributes {
+        check_attribute_name(name)?;
+        check_attribute_value(name, value)?;
+    }
+    if let Some(group) = &ids.group {
+        check_fifo_id("message group id", group)?;
+    }
+    if let Some(dedup) = &ids.dedup {
+        check_fifo_id("message deduplication id", dedup)?;
+    }
+    if let Some(body) = body {
+        check_message_body(out, body)?;
+    }
+    Ok(())
 }
 
 /// The entry for `out`: the one mapping from core's message to the SDK's.
@@ -155,7 +279,8 @@ fn check_text_body(body: &[u8]) -> Result<&str, AwsError> {
 /// [`CE_DROPPED_WHEN_OVER_LIMIT`] left out while over [`MAX_ATTRIBUTES`].
 ///
 /// # Errors
-/// [`AwsError::BodyNotText`] for a binary-mode CloudEvent whose data is not text SQS takes.
+/// [`AwsError::BodyNotText`] for a binary-mode CloudEvent whose data is not text SQS takes;
+/// [`AwsError::Unrepresentable`] for a value of the hook SQS/SNS refuse ([`check_entry`]).
 pub(crate) fn to_entry<A: AttributeValue>(
     out: Outgoing<'_>,
     ids: Ids,
@@ -193,6 +318,13 @@ pub(crate) fn to_entry<A: AttributeValue>(
         .take(over)
         .collect();
     slots.retain(|(s, ..)| !dropped.contains(s));
+    // Before the entry can join a batch: a value the service refuses fails this hook only.
+    check_entry(
+        &out,
+        slots.iter().map(|(_, name, v)| (name.as_ref(), *v)),
+        &ids,
+        (!binary).then(|| out.body()),
+    )?;
     let attribute_bytes: usize = slots
         .iter()
         .map(|(_, name, v)| name.len() + v.len() + DATA_TYPE.len())
@@ -261,14 +393,31 @@ fn partition_key(key: &str) -> String {
 }
 
 #[cfg(feature = "kinesis")]
+/// A partition key Kinesis takes: 1-256 Unicode characters (the `PutRecord` API
+/// reference). An over-long key was hashed already ([`partition_key`]); an empty one (a key
+/// template that renders `""`, such as `{tenant_id}` for a hook without a tenant) would be
+/// refused with `ValidationException`. Kinesis names no character rule, and hashes the
+/// key's UTF-8 bytes: any character is kept.
+fn check_partition_key(key: &str) -> Result<(), Unrepresentable> {
+    if key.is_empty() {
+        return Err(Unrepresentable::new("partition key", "is empty"));
+    }
+    Ok(())
+}
+
+#[cfg(feature = "kinesis")]
 /// The Kinesis record for `out`: the Message v1 body as the data, the rendered key (the
 /// layout's key template) or the idempotency key as the partition key.
-pub(crate) fn to_record(out: Outgoing<'_>) -> Record {
+///
+/// # Errors
+/// [`AwsError::Unrepresentable`] for an empty partition key.
+pub(crate) fn to_record(out: Outgoing<'_>) -> Result<Record, AwsError> {
     let partition_key = partition_key(out.key().unwrap_or(out.idempotency_key()));
-    Record {
+    check_partition_key(&partition_key)?;
+    Ok(Record {
         data: out.into_body().as_bytes().to_vec(),
         partition_key,
-    }
+    })
 }
 
 #[cfg(feature = "kinesis")]
@@ -329,6 +478,70 @@ impl<A> fmt::Debug for Entry<A> {
     }
 }
 
+#[cfg(test)]
+mod represent_tests {
+    use super::*;
+
+    #[test]
+    fn the_byte_scan_is_the_xml_char_rule_on_every_code_point() {
+        let mut buf = [0u8; 4];
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            let text = c.encode_utf8(&mut buf);
+            assert_eq!(is_xml_text(text.as_bytes()), is_xml_char(c), "{c:?}");
+        }
+        assert!(is_xml_text("a\tb\r\nc é 🦀 \u{FFFD} \u{FDD0}".as_bytes()));
+    }
+
+    #[test]
+    fn attribute_names_follow_the_sqs_rules() {
+        for ok in [
+            "ankusa_id",
+            "ce-id",
+            "content_type",
+            "a.b",
+            &"n".repeat(256),
+        ] {
+            assert!(check_attribute_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "AWS.x",
+            "amazon.x",
+            ".a",
+            "a.",
+            "a..b",
+            "a b",
+            "é",
+            &"n".repeat(257),
+        ] {
+            let e = check_attribute_name(bad).unwrap_err();
+            assert!(e.field.starts_with("message attribute name"), "{e}");
+        }
+    }
+
+    #[test]
+    fn fifo_ids_are_1_to_128_printable_ascii() {
+        assert!(check_fifo_id("message group id", "acme/stripe!~").is_ok());
+        assert!(check_fifo_id("message group id", &"g".repeat(128)).is_ok());
+        for bad in ["", "a b", "é", &"g".repeat(129)] {
+            let e = check_fifo_id("message group id", bad).unwrap_err();
+            assert_eq!(e.field, "message group id");
+        }
+    }
+
+    #[test]
+    fn a_refused_value_is_named_never_shown() {
+        let e = check_attribute_value("ankusa_dedupe_key", "secret\u{FFFF}").unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("message attribute \"ankusa_dedupe_key\""),
+            "{text}"
+        );
+        assert!(!text.contains("secret"), "{text}");
+        assert!(check_attribute_value("a", "tab\tcr\rlf\n é").is_ok());
+    }
+}
+
 #[cfg(all(test, feature = "kinesis", feature = "eventbridge"))]
 mod record_tests {
     use super::*;
@@ -349,7 +562,7 @@ mod record_tests {
             .unwrap();
         let ctx = Ctx::for_envelope(&env);
         let body = encode(&env, &ctx, Some(DEFAULT_INLINE_MAX_BYTES)).unwrap();
-        let r = to_record(Outgoing::new(&env, &ctx, &layout()).unwrap());
+        let r = to_record(Outgoing::new(&env, &ctx, &layout()).unwrap()).unwrap();
         assert_eq!(r.data, body);
         assert_eq!(r.partition_key, "acme:stripe:evt_1");
         assert_eq!(r.size(), body.len() + "acme:stripe:evt_1".len());
@@ -357,11 +570,11 @@ mod record_tests {
         let keyed = layout().with_key(
             KeyTemplate::parse("{tenant_id}/{source_id}", AbsentTenant::Default).unwrap(),
         );
-        let r = to_record(Outgoing::new(&env, &ctx, &keyed).unwrap());
+        let r = to_record(Outgoing::new(&env, &ctx, &keyed).unwrap()).unwrap();
         assert_eq!((r.partition_key.as_str(), &r.data), ("acme/stripe", &body));
         let bare = Envelope::builder("h2", "gh", "").build().unwrap();
         let ctx = Ctx::for_envelope(&bare);
-        let r = to_record(Outgoing::new(&bare, &ctx, &keyed).unwrap());
+        let r = to_record(Outgoing::new(&bare, &ctx, &keyed).unwrap()).unwrap();
         assert_eq!(r.partition_key, "default/gh");
         let text = format!("{r:?}");
         assert!(
@@ -378,8 +591,8 @@ mod record_tests {
             .build()
             .unwrap();
         let ctx = Ctx::for_envelope(&env);
-        let a = to_record(Outgoing::new(&env, &ctx, &layout()).unwrap());
-        let b = to_record(Outgoing::new(&env, &ctx, &layout()).unwrap());
+        let a = to_record(Outgoing::new(&env, &ctx, &layout()).unwrap()).unwrap();
+        let b = to_record(Outgoing::new(&env, &ctx, &layout()).unwrap()).unwrap();
         assert_eq!(a.partition_key, b.partition_key);
         assert!(
             a.partition_key.starts_with("sha256:"),

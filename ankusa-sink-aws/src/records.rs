@@ -39,8 +39,8 @@ pub(crate) trait RecordPublisher: Send + Sync + fmt::Debug + 'static {
     /// `kinesis` or `eventbridge`.
     const SERVICE: &'static str;
     /// The entry for `out` (the one mapping, in `outgoing.rs`) and its size as the service
-    /// counts it.
-    fn entry(&self, out: Outgoing<'_>) -> (Self::Entry, usize);
+    /// counts it; a value of the hook the service refuses fails here, before any batch.
+    fn entry(&self, out: Outgoing<'_>) -> Result<(Self::Entry, usize), AwsError>;
     /// Send one entry; `Ok` only when the service confirmed it.
     async fn publish(&self, entry: Self::Entry) -> Result<(), AwsError>;
     /// Send a batch in one request; one result per entry, in order.
@@ -124,7 +124,7 @@ impl<P: RecordPublisher> RecordSink<P> {
     /// The entry for `env`; one over the size limit is refused before anything is sent.
     fn prepare(&self, env: &Envelope, ctx: &Ctx) -> Result<(P::Entry, usize), Failure> {
         let out = Outgoing::new(env, ctx, &self.layout)?;
-        let (entry, size) = self.publisher.entry(out);
+        let (entry, size) = self.publisher.entry(out)?;
         if size > self.limits.max_entry_bytes {
             return Err(AwsError::EntryTooLarge {
                 service: P::SERVICE,

@@ -78,7 +78,9 @@ pub enum HttpError {
         #[source]
         source: Option<io::Error>,
     },
-    /// A value of this hook or attempt cannot be sent in this header.
+    /// A value of this hook or attempt cannot be sent in this header. The sink checks every
+    /// hook value before building the request (a permanent failure naming the header), so
+    /// this is a last guard that a valid envelope never reaches.
     #[error("header {0} cannot carry this hook's value")]
     HeaderValue(&'static str),
 }

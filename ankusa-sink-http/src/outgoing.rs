@@ -5,6 +5,7 @@ use crate::error::HttpError;
 use ankusa_message::cloudevents;
 use ankusa_message::signing::Signer;
 use ankusa_message::{Attr, Outgoing};
+use ankusa_sink_kit::Unrepresentable;
 use bytes::{Bytes, BytesMut};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, Url};
@@ -21,6 +22,44 @@ pub(crate) struct Target {
     /// The operator set `content-type`: the hook's is not sent.
     pub(crate) operator_content_type: bool,
     pub(crate) signer: Option<Signer>,
+}
+
+/// A byte an HTTP field value may hold, as `http::HeaderValue` (and so reqwest and hyper)
+/// takes it: visible ASCII, space, tab, and `obs-text` (0x80-0xFF, so any UTF-8 beyond
+/// ASCII, U+FFFF included). A control byte (NUL, CR, LF, DEL, ...) is refused: CR and LF
+/// would split the request.
+fn is_field_value_byte(b: u8) -> bool {
+    b == b'\t' || (b >= 0x20 && b != 0x7f)
+}
+
+/// Every header value [`to_request`] takes from the hook or the attempt: the [`Attr`]
+/// headers and the forwarded provider headers (the `ce-*` values are percent-encoded, and
+/// the signature's are ours). A validated envelope's values always fit; an attempt's
+/// replay id need not (it is the replay job's, not the envelope's). Checked before the
+/// request is built, so a value HTTP cannot carry fails this hook alone.
+///
+/// # Errors
+/// [`Unrepresentable`] naming the header (`header "x-ankusa-replay-id"`), never its value.
+pub(crate) fn check(out: &Outgoing<'_>, target: &Target) -> Result<(), Unrepresentable> {
+    let attrs = out
+        .attributes()
+        .iter()
+        .filter(|(attr, _)| !(target.operator_content_type && *attr == Attr::ContentType))
+        .map(|(attr, v)| (attr.as_http_header(), v.as_ref()));
+    let forwarded = out
+        .forwarded_headers()
+        .iter()
+        .map(|(n, v)| (n.as_ref(), v.as_ref()));
+    for (name, value) in attrs.chain(forwarded) {
+        if !value.bytes().all(is_field_value_byte) {
+            // The name is an HTTP token (ours, or the envelope checked it): safe to print.
+            return Err(Unrepresentable::new(
+                format!("header \"{name}\""),
+                "holds a control character HTTP refuses in a header value",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The request for `out`: the raw body, and every header of one attempt in this order:

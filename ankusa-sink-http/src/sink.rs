@@ -253,6 +253,8 @@ impl Sink for HttpSink {
     /// One request per call; each answer classified as the crate's Classification table says.
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
         let out = Outgoing::new(env, ctx, &self.layout)?;
+        outgoing::check(&out, &self.target)
+            .map_err(|u| Failure::from(u).with_may_have_landed(Some(false)))?;
         let req = outgoing::to_request(out, &self.target, unix_seconds(SystemTime::now()))?;
         let resp = match &self.oauth2 {
             None => self

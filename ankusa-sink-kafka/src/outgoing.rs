@@ -1,9 +1,11 @@
 //! One function from core's [`Outgoing`] to the record librdkafka produces.
 
 use ankusa_message::{Attr, Outgoing};
+use ankusa_sink_kit::Unrepresentable;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
 use rdkafka::util::IntoOpaque;
+use std::borrow::Cow;
 
 /// The record for `out` on `topic`: value = the Message v1 body, key = the rendered key
 /// template, timestamp = the hook's `received_at`, one header per attribute in
@@ -45,6 +47,49 @@ pub(crate) fn to_record<'a, D: IntoOpaque>(
         .key(out.key().unwrap_or_default())
         .timestamp(received_at)
         .headers(headers)
+}
+
+/// What librdkafka counts of a record against `message.max.bytes` (`max_record_bytes` plus
+/// room for headers), and refuses at enqueue with `MSG_SIZE_TOO_LARGE` beyond it: value,
+/// key, and every header's name and value. Kafka refuses nothing else a hook can make:
+/// header values are bytes (U+FFFF, NUL, CR and LF travel as they are), the key is bytes,
+/// the topic is the config's. This counts the bytes alone, without the varints and the
+/// record framing librdkafka adds (a few dozen bytes), so it never refuses a record
+/// librdkafka would take; one within those bytes of the limit still fails, permanent,
+/// with librdkafka's own `MessageSizeTooLarge`.
+///
+/// # Errors
+/// [`Unrepresentable`] naming the largest header (`header "ankusa_idempotency_key"`),
+/// never its value.
+pub(crate) fn check(out: &Outgoing<'_>, message_max_bytes: usize) -> Result<(), Unrepresentable> {
+    let mut headers: Vec<(Cow<'_, str>, usize)> = out
+        .attributes()
+        .iter()
+        .map(|(attr, value)| (Cow::Borrowed(attr.as_attr()), value.len()))
+        .collect();
+    if out.cloudevents_mode().is_some() {
+        let content_type = out.get(Attr::ContentType).map_or(0, str::len);
+        headers.push((Cow::Borrowed("content-type"), content_type));
+        for (name, value) in out.cloudevent_attributes() {
+            if *name != "datacontenttype" {
+                headers.push((Cow::Owned(format!("ce_{name}")), value.len()));
+            }
+        }
+    }
+    let header_bytes: usize = headers.iter().map(|(n, v)| n.len() + v).sum();
+    let size = out.body().len() + out.key().map_or(0, str::len) + header_bytes;
+    if size <= message_max_bytes {
+        return Ok(());
+    }
+    let (largest, _) = headers
+        .iter()
+        .max_by_key(|(_, v)| *v)
+        .expect("over the limit with headers: value + key alone were checked");
+    Err(Unrepresentable::new(
+        format!("header \"{largest}\""),
+        "makes the record larger than message.max.bytes (max_record_bytes + 64 KiB for \
+         headers)",
+    ))
 }
 
 #[cfg(test)]

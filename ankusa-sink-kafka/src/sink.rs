@@ -6,7 +6,8 @@ use crate::config::KafkaConfig;
 use crate::error::{
     KafkaError, Renewal, TopicState, asks_for_the_topic, may_be_explained, renewal,
 };
-use crate::outgoing::to_record;
+use crate::outgoing::{check, to_record};
+use crate::property_rules::RECORD_OVERHEAD;
 use ankusa_message::template::{KeyTemplate, Placeholder, TemplateFields};
 use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Capabilities, Ordering};
@@ -266,6 +267,10 @@ impl Sink for KafkaSink {
         if size > max {
             return Err(KafkaError::RecordTooLarge { size, max }.into());
         }
+        // The headers too, as librdkafka counts them against `message.max.bytes` (set so in
+        // properties.rs): this hook fails alone, named.
+        check(&out, (max + RECORD_OVERHEAD).max(1_000_000))
+            .map_err(|u| Failure::from(u).with_may_have_landed(Some(false)))?;
         if let Some(down) = self.monitor.reach.down_for(Instant::now()) {
             return Err(KafkaError::BrokersDown {
                 for_ms: down.as_millis(),

@@ -216,6 +216,8 @@ fn anonymous_credentials() -> google_cloud_auth::credentials::Credentials {
 impl Sink for PubSubSink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
         let out = Outgoing::new(env, ctx, &self.layout)?;
+        // A value Pub/Sub refuses fails this hook alone, before it can join a batch.
+        outgoing::check(&out).map_err(|u| Failure::from(u).with_may_have_landed(Some(false)))?;
         // What Pub/Sub counts against its limit: data + attribute names and values + key.
         let size = out.body().len() + out.attribute_bytes() + out.key().map_or(0, str::len);
         let max = self.config.max_message_bytes.get();

@@ -7,6 +7,7 @@ mod conformance;
 mod eventbridge;
 mod iam;
 mod kinesis;
+mod poison;
 mod request_counter;
 mod scripted;
 mod serial;

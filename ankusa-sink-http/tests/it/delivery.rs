@@ -396,10 +396,12 @@ async fn a_replay_id_that_cannot_be_a_header_is_permanent_and_not_sent() {
     let ctx = Ctx::for_envelope(&env).with_replay_id("replay\r\nx-injected: 1");
     let r = sink.deliver(&env, &ctx).await;
     assert_eq!(crate::class_of(&r), ankusa_sink_core::Class::Permanent);
-    assert!(matches!(
-        crate::reason(&r),
-        ankusa_sink_http::HttpError::HeaderValue("x-ankusa-replay-id")
-    ));
+    // Refused before the request is built (issue 60): the header named, the value not.
+    let f = r.unwrap_err();
+    assert_eq!(f.may_have_landed(), Some(false));
+    let text = f.to_string();
+    assert!(text.contains("header \"x-ankusa-replay-id\""), "{text}");
+    assert!(!text.contains("x-injected"), "{text}");
     assert_eq!(server.requests(), 0);
 }
 

@@ -7,6 +7,7 @@ mod delivery;
 mod forwarding;
 mod guard;
 mod oauth2;
+mod poison;
 mod proxy;
 mod server;
 mod tls;

@@ -5,4 +5,5 @@ mod common;
 mod conformance;
 mod mock;
 mod outage;
+mod poison;
 mod roundtrip;

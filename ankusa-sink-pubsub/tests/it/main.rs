@@ -5,4 +5,5 @@
 mod common;
 mod conformance;
 mod emulator;
+mod poison;
 mod scripted;
