@@ -59,11 +59,15 @@ async fn open_parks(
             );
             continue;
         };
-        let text = tokio::fs::read_to_string(&p.from).await.map_err(|e| {
-            UsageError(format!("cannot read park_from {}: {e}", p.from.display()))
-        })?;
+        let text = tokio::fs::read_to_string(&p.from)
+            .await
+            .map_err(|e| UsageError(format!("cannot read park_from {}: {e}", p.from.display())))?;
         let at = |e: &dyn std::fmt::Display| {
-            UsageError(format!("park_from {} (sink {}): {e}", p.from.display(), s.name))
+            UsageError(format!(
+                "park_from {} (sink {}): {e}",
+                p.from.display(),
+                s.name
+            ))
         };
         let config = SourceConfig::from_toml_str(&text).map_err(|e| at(&e))?;
         let source = config.open(options).await.map_err(|e| at(&e))?;

@@ -166,8 +166,8 @@ mod tests {
             (p.sink.to_str(), p.from.to_str(), p.after_seconds.get()),
             (Some("retry.toml"), Some("retry-src.toml"), 300)
         );
-        let d = table("park = \"a.toml\"\npark_from = \"b.toml\"\npark_after_seconds = 60")
-            .unwrap();
+        let d =
+            table("park = \"a.toml\"\npark_from = \"b.toml\"\npark_after_seconds = 60").unwrap();
         assert_eq!(d.park.unwrap().after_seconds.get(), 60);
         for bad in [
             "park = \"a.toml\"",

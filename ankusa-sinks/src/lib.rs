@@ -13,7 +13,8 @@ mod source;
 pub use config::{KNOWN_TYPES, SinkConfig, message_options};
 pub use config_error::ConfigError;
 pub use dispatch::{
-    ConcurrencySetting, DEFAULT_MAX_CONCURRENCY, DEFAULT_PARK_AFTER_SECONDS, DispatchTable, ParkTable,
+    ConcurrencySetting, DEFAULT_MAX_CONCURRENCY, DEFAULT_PARK_AFTER_SECONDS, DispatchTable,
+    ParkTable,
 };
 pub use env::EnvAccess;
 pub use registered::RegisteredConfig;

@@ -96,7 +96,7 @@ impl Topic {
     }
 
     /// The group's committed offset per partition (`None`: nothing committed).
-    fn committed(&self, partitions: i32) -> BTreeMap<i32, Option<i64>> {
+    pub(super) fn committed(&self, partitions: i32) -> BTreeMap<i32, Option<i64>> {
         let c: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", brokers())
             .set("group.id", &self.group)
@@ -125,7 +125,7 @@ impl Topic {
     }
 }
 
-fn all_committed(ends: &BTreeMap<i32, i64>) -> BTreeMap<i32, Option<i64>> {
+pub(super) fn all_committed(ends: &BTreeMap<i32, i64>) -> BTreeMap<i32, Option<i64>> {
     ends.iter().map(|(&p, &o)| (p, Some(o))).collect()
 }
 

@@ -20,6 +20,7 @@ pub(super) struct Collector {
     seen: Arc<Mutex<HashMap<String, u32>>>,
     down: Arc<AtomicBool>,
     refused: Arc<std::sync::atomic::AtomicU64>,
+    retry_after: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Collector {
@@ -31,16 +32,24 @@ impl Collector {
             seen: Arc::default(),
             down: Arc::default(),
             refused: Arc::default(),
+            retry_after: Arc::default(),
         };
         let (seen, down, refused) = (c.seen.clone(), c.down.clone(), c.refused.clone());
+        let retry_after = c.retry_after.clone();
         thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
                 let (seen, down, refused) = (seen.clone(), down.clone(), refused.clone());
-                thread::spawn(move || serve(stream, &seen, &down, &refused));
+                let retry_after = retry_after.clone();
+                thread::spawn(move || serve(stream, &seen, &down, &refused, &retry_after));
             }
         });
         c
+    }
+
+    /// While down, answer 503 with `Retry-After: secs` (0: without one).
+    pub(super) fn set_retry_after(&self, secs: u64) {
+        self.retry_after.store(secs, Ordering::SeqCst);
     }
 
     /// Answer 503 (`true`) or take hooks (`false`).
@@ -96,6 +105,7 @@ fn serve(
     seen: &Mutex<HashMap<String, u32>>,
     down: &AtomicBool,
     refused: &std::sync::atomic::AtomicU64,
+    retry_after: &std::sync::atomic::AtomicU64,
 ) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
     let Ok(mut out) = stream.try_clone() else {
@@ -132,12 +142,17 @@ fn serve(
         }
         let response = if down.load(Ordering::SeqCst) {
             refused.fetch_add(1, Ordering::SeqCst);
-            "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n"
+            match retry_after.load(Ordering::SeqCst) {
+                0 => "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n".to_owned(),
+                s => format!(
+                    "HTTP/1.1 503 Service Unavailable\r\nretry-after: {s}\r\ncontent-length: 0\r\n\r\n"
+                ),
+            }
         } else {
             if let Some(id) = id {
                 *seen.lock().unwrap().entry(id).or_default() += 1;
             }
-            "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
+            "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".to_owned()
         };
         if out.write_all(response.as_bytes()).is_err() {
             return;

@@ -244,3 +244,104 @@ fn amqp_a_queue_alone_is_shared_and_the_forwarder_says_so() {
             .await;
     });
 }
+
+/// A sink file for `c` (named `stem`) that parks in `park` (a Kafka topic) after
+/// `after_s`, and the park's sink and source files beside it.
+fn parking_sink(c: &Collector, stem: &str, park: &Topic, after_s: u32) -> std::path::PathBuf {
+    let brokers = super::from_kafka::brokers();
+    let sink = temp_file(
+        &format!("{stem}.toml"),
+        &format!("type = \"http\"\nurl = \"{}\"\ntimeout_ms = 5000\n", c.url),
+    );
+    let dir = sink.parent().unwrap().to_owned();
+    std::fs::write(
+        dir.join("park.toml"),
+        format!(
+            "type = \"kafka\"\nbrokers = [\"{brokers}\"]\ntopic = \"{}\"\n",
+            park.name
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("park-src.toml"),
+        format!(
+            "type = \"kafka\"\nbrokers = [\"{brokers}\"]\ntopic = \"{}\"\ngroup = \"{}-fwd\"\n\
+             [properties]\n\"session.timeout.ms\" = \"6000\"\n",
+            park.name, park.name
+        ),
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&sink).unwrap();
+    std::fs::write(
+        &sink,
+        format!(
+            "{text}[dispatch]\npark = \"park.toml\"\npark_from = \"park-src.toml\"\n\
+             park_after_seconds = {after_s}\n"
+        ),
+    )
+    .unwrap();
+    sink
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_a_far_retry_is_parked_committed_and_delivered_after_a_restart() {
+    needs!("Kafka");
+    let (topic, park) = (Topic::create(1).await, Topic::create(1).await);
+    let hooks: Vec<Vec<u8>> = envelopes(&unique_name("park"), 20)
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    let ends = topic.produce(&hooks, 1).await;
+    let far = Collector::start();
+    far.set_down(true);
+    // A Retry-After of 6 s against a threshold of 2 s: every hook parks.
+    far.set_retry_after(6);
+    let sink = parking_sink(&far, "far", &park, 2);
+    let src = topic.source_file();
+    tokio::task::block_in_place(|| {
+        let f = Forwarder::spawn(&src, &sink, None, &[]);
+        wait_until(Duration::from_secs(90), "20 parked", || {
+            f.lines()
+                .iter()
+                .filter(|l| l["outcome"] == "parked")
+                .count()
+                == 20
+        });
+        let line = f
+            .lines()
+            .into_iter()
+            .find(|l| l["outcome"] == "parked")
+            .unwrap();
+        assert_eq!(line["class"], "retry_after", "{line}");
+        assert!(line["not_before_ms"].as_i64().unwrap() > 0, "{line}");
+        // Parked is settled for the source: the main topic is committed to its end while
+        // the destination still refuses every hook.
+        wait_until(Duration::from_secs(20), "the source committed", || {
+            topic.committed(1) == super::from_kafka::all_committed(&ends)
+        });
+        assert_eq!(far.distinct(), 0);
+        // A crash before the not-before: the parked hooks live in the park topic alone.
+        f.kill9();
+        far.set_down(false);
+        let f = Forwarder::spawn(&src, &sink, None, &[]);
+        wait_until(
+            Duration::from_secs(90),
+            "every parked hook delivered",
+            || far.distinct() == 20,
+        );
+        wait_until(Duration::from_secs(20), "the park topic committed", || {
+            park.committed(1).values().all(|o| o.is_some_and(|o| o > 0))
+        });
+        let ok: Vec<_> = f
+            .lines()
+            .into_iter()
+            .filter(|l| l["outcome"] == "ok")
+            .collect();
+        assert_eq!(ok.len(), 20);
+        assert!(ok.iter().all(|l| l["attempts"] == 1), "{ok:?}");
+        let err = f.stderr();
+        assert_eq!(f.stop(Duration::from_secs(30)), Some(143), "{err}");
+    });
+    topic.delete().await;
+    park.delete().await;
+}
