@@ -39,7 +39,7 @@ pub const SOURCE_WINDOW_FULL: &str = "ankusa_source_window_full";
 /// Records the source read for a sink is behind, as its broker reports it (Kafka: the
 /// group's lag over the assigned partitions; JetStream: the consumer's `num_pending`;
 /// RabbitMQ: the queue's ready messages), `{sink}` as for [`SOURCE_WINDOW_FULL`]. Polled
-/// every 5 s; absent for a source that cannot say.
+/// every 5 s; 0 until a source reports it (and for a source that cannot say).
 pub const SOURCE_LAG: &str = "ankusa_source_lag";
 /// (hook, sink) pairs written to the sink's park destination (their next attempt was at
 /// least the park threshold away), `{sink}`.
@@ -88,6 +88,7 @@ impl SinkMetrics {
         m.breaker_open.set(0.0);
         // Not full until a source says so (`forward` keeps it per sink's source).
         metrics::gauge!(SOURCE_WINDOW_FULL, "sink" => sink.to_owned()).set(0.0);
+        metrics::gauge!(SOURCE_LAG, "sink" => sink.to_owned()).set(0.0);
         m.tenants_waiting.set(0.0);
         metrics::counter!(CONFIG_ERRORS, "sink" => sink.to_owned()).increment(0);
         m.may_have_landed_retries.increment(0);
