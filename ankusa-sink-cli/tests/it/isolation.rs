@@ -345,3 +345,172 @@ async fn kafka_a_far_retry_is_parked_committed_and_delivered_after_a_restart() {
     topic.delete().await;
     park.delete().await;
 }
+
+/// A NATS server of this test's own (JetStream on, its store in a temp dir), so that it
+/// can be restarted without touching the shared one; killed on drop.
+struct OwnNats {
+    port: u16,
+    store: std::path::PathBuf,
+    child: Option<std::process::Child>,
+}
+
+impl OwnNats {
+    fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let store = temp_file("nats-store", "").with_file_name("store");
+        let mut n = OwnNats {
+            port,
+            store,
+            child: None,
+        };
+        n.up();
+        n
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    fn up(&mut self) {
+        let child = std::process::Command::new("nats-server")
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(&self.store)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nats-server runs (scripts/services/nats.sh installs it)");
+        self.child = Some(child);
+        wait_until(
+            Duration::from_secs(20),
+            "the own NATS server listens",
+            || std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok(),
+        );
+    }
+
+    /// SIGTERM (JetStream flushes its store), wait, start again on the same store.
+    fn restart(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            super::hardening::signal(&c, "-TERM");
+            let _ = c.wait();
+        }
+        self.up();
+    }
+}
+
+impl Drop for OwnNats {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn nats_a_parked_backlog_survives_a_restart_of_its_broker() {
+    needs!("NATS");
+    let mut own = OwnNats::start();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // The hooks come from the shared server; the park stream lives on the own one.
+    let (js, stream, subject) = rt.block_on(nats_stream("parkmain"));
+    let park_subject = "ankusa.park.far";
+    rt.block_on(async {
+        let c = async_nats::connect(own.url()).await.unwrap();
+        async_nats::jetstream::new(c)
+            .create_stream(async_nats::jetstream::stream::Config {
+                name: "PARK".into(),
+                subjects: vec![park_subject.into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    });
+    let src = temp_file(
+        "nats-source.toml",
+        &format!(
+            "type = \"nats\"\nurl = \"{NATS_URL}\"\nstream = \"{stream}\"\nconsumer = \"fwd\"\n"
+        ),
+    );
+    let far = Collector::start();
+    far.set_down(true);
+    far.set_retry_after(10);
+    let sink = temp_file(
+        "far.toml",
+        &format!(
+            "type = \"http\"\nurl = \"{}\"\ntimeout_ms = 5000\n[dispatch]\npark = \"park.toml\"\n\
+             park_from = \"park-src.toml\"\npark_after_seconds = 2\n",
+            far.url
+        ),
+    );
+    let dir = sink.parent().unwrap();
+    std::fs::write(
+        dir.join("park.toml"),
+        format!(
+            "type = \"nats\"\nurl = \"{}\"\nsubject = \"{park_subject}\"\n",
+            own.url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("park-src.toml"),
+        format!(
+            "type = \"nats\"\nurl = \"{}\"\nstream = \"PARK\"\nconsumer = \"parked\"\n",
+            own.url()
+        ),
+    )
+    .unwrap();
+    let hooks: Vec<Vec<u8>> = envelopes(&unique_name("npark"), 20)
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    let f = Forwarder::spawn(&src, &sink, None, &[]);
+    rt.block_on(async {
+        for h in &hooks {
+            js.publish(subject.clone(), h.clone().into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    });
+    wait_until(Duration::from_secs(60), "20 parked", || {
+        f.lines()
+            .iter()
+            .filter(|l| l["outcome"] == "parked")
+            .count()
+            == 20
+    });
+    // The parked backlog lives in the own server's stream: restart it under the forwarder.
+    own.restart();
+    far.set_down(false);
+    wait_until(
+        Duration::from_secs(90),
+        "every parked hook delivered after the broker's restart",
+        || far.distinct() == 20,
+    );
+    let err = f.stderr();
+    assert_eq!(f.stop(Duration::from_secs(30)), Some(143), "{err}");
+    let pending = rt.block_on(async {
+        let s = js.get_stream(&stream).await.unwrap();
+        s.consumer_info("fwd").await.unwrap().num_ack_pending
+    });
+    assert_eq!(
+        pending, 0,
+        "the main stream's records were acknowledged when parked"
+    );
+    let _ = rt.block_on(js.delete_stream(&stream));
+}
