@@ -341,67 +341,165 @@ impl Forward {
     /// dispatcher down within `drain` instead (the pairs it leaves unfinished are released
     /// to the source and listed in the report). Then the source is closed within `drain`.
     /// Call it in a task of the runtime (see [`Deliveries`]).
-    pub async fn run(self, mut deliveries: Deliveries, drain: Duration) -> ForwardReport {
+    pub async fn run(self, deliveries: Deliveries, drain: Duration) -> ForwardReport {
         let dispatcher = self.reader.dispatcher.clone();
-        // Held for the whole run: were the last sender dropped with the intake, `stopped`
+        // Held for the whole run: were the last sender dropped with the intake, the stop
         // would fire at once and cut short the wait for the hooks still being delivered.
         let stop = self.reader.stop.clone();
         let mut stopped = stop.0.subscribe();
-        let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-        let intake = tokio::spawn(self.read(move |e| {
-            let _ = tx.send(e);
-        }));
-        let mut report = ForwardReport::default();
-        let (mut expected, mut received) = (0usize, 0usize);
-        let mut intake_done = false;
-        let mut shutdown = None;
-        loop {
-            if intake_done && received >= expected && shutdown.is_none() {
-                break;
-            }
-            tokio::select! {
-                // What the intake took is counted before its outcomes are.
-                biased;
-                e = events.recv(), if !intake_done => match e {
-                    Some(ForwardEvent::Submitted { pairs, .. }) => {
-                        report.submitted += 1;
-                        expected += pairs;
-                    }
-                    Some(e) => report.count(e),
-                    None => intake_done = true,
-                },
-                d = deliveries.recv() => match d {
-                    Some(d) => {
-                        received += 1;
-                        report.delivery(&d);
-                    }
-                    // The dispatcher has shut down and every delivery is in.
-                    None => break,
-                },
-                _ = stopped.wait_for(|s| *s), if shutdown.is_none() => {
-                    let d = dispatcher.clone();
-                    shutdown = Some(tokio::spawn(async move { d.shutdown(drain).await }));
-                }
-            }
-        }
-        let source = intake.await.ok();
-        while let Ok(e) = events.try_recv() {
-            report.count(e);
-        }
-        report.unfinished = match shutdown {
-            Some(h) => h.await.unwrap_or_default(),
-            None => dispatcher.shutdown(Duration::ZERO).await,
+        let (tx, events) = tokio::sync::mpsc::unbounded_channel();
+        let intake = async move {
+            Some(
+                self.read(move |e| {
+                    let _ = tx.send(e);
+                })
+                .await,
+            )
         };
-        while let Some(d) = deliveries.try_recv() {
-            report.delivery(&d);
-        }
-        // Every finished hook is settled by now (its deliveries were counted and dropped;
-        // the unfinished released): make the settlements final and leave the broker.
-        if let Some(source) = source {
-            source.close(drain).await;
-        }
+        let stopping = async move {
+            // A sender dropped is no stop.
+            if stopped.wait_for(|s| *s).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let mut report = ForwardReport::default();
+        drive(
+            dispatcher,
+            deliveries,
+            intake,
+            events,
+            stopping,
+            drain,
+            &mut report,
+        )
+        .await;
         drop(stop);
         report
+    }
+}
+
+/// What [`drive`] reports to its caller, in order: each intake event as it comes (the
+/// (hook, sink) pairs it added, whose deliveries the loop then waits for), each delivery
+/// (dropping it settles its pair with the source), the end of each burst of deliveries, and
+/// the pairs a shutdown left unfinished (already released to the source).
+pub trait Observer {
+    /// What the intake reports.
+    type Event: Send + 'static;
+
+    /// One intake event; the (hook, sink) pairs it submitted.
+    fn event(&mut self, event: Self::Event) -> impl std::future::Future<Output = usize>;
+
+    /// One final outcome. Dropped, it settles its pair's share of the source record.
+    fn delivery(&mut self, delivery: Delivery);
+
+    /// The deliveries that were ready at once have all been reported (a moment to write).
+    fn burst(&mut self, _dispatcher: &Dispatcher) {}
+
+    /// The pairs a shutdown left unfinished.
+    fn unfinished(&mut self, unfinished: Vec<Unfinished>);
+}
+
+/// Deliveries reported between two [`Observer::burst`] calls, at most.
+const BURST: usize = 1024;
+
+/// The one forward loop, settle then close: run `intake` (a task that submits hooks to
+/// `dispatcher` and reports each on `events`, and hands back its source, stopped, if it
+/// has one), report every event and every delivery to `observer`, until the intake is done
+/// and every pair it submitted has its final outcome, or `stop` resolves (then the
+/// dispatcher shuts down within `drain`, releasing what is unfinished). Only then, with
+/// every delivery reported and dropped (so settled), is the source closed within `drain`:
+/// its acknowledgements made final. [`Forward::run`] and the `ankusa-sink` CLI both run it.
+pub async fn drive<O: Observer>(
+    dispatcher: Dispatcher,
+    mut deliveries: Deliveries,
+    intake: impl std::future::Future<Output = Option<Box<dyn Source>>> + Send + 'static,
+    mut events: tokio::sync::mpsc::UnboundedReceiver<O::Event>,
+    stop: impl std::future::Future<Output = ()>,
+    drain: Duration,
+    observer: &mut O,
+) {
+    let reader = tokio::spawn(intake);
+    let mut stop = std::pin::pin!(stop);
+    let (mut expected, mut received) = (0usize, 0usize);
+    let mut intake_done = false;
+    let mut shutdown = None;
+    loop {
+        if intake_done && received >= expected && shutdown.is_none() {
+            break;
+        }
+        tokio::select! {
+            // What the intake took is counted before its outcomes are (it reports a hook
+            // before it yields).
+            biased;
+            // Once the intake is done its channel answers `None` at once, every time:
+            // polled again it would turn this loop into a spin while retries wait.
+            e = events.recv(), if !intake_done => match e {
+                Some(e) => expected += observer.event(e).await,
+                None => intake_done = true,
+            },
+            d = deliveries.recv() => match d {
+                Some(d) => {
+                    // This delivery and whatever else is already in, then one burst.
+                    let mut next = Some(d);
+                    let mut burst = 0;
+                    while let Some(d) = next.take() {
+                        received += 1;
+                        observer.delivery(d);
+                        burst += 1;
+                        if burst < BURST {
+                            next = deliveries.try_recv();
+                        }
+                    }
+                    observer.burst(&dispatcher);
+                }
+                // The dispatcher has shut down and every delivery is in.
+                None => break,
+            },
+            () = &mut stop, if shutdown.is_none() => {
+                let d = dispatcher.clone();
+                shutdown = Some(tokio::spawn(async move { d.shutdown(drain).await }));
+            }
+        }
+    }
+    // Every event the intake sent before it ended is reported.
+    let source = reader.await.ok().flatten();
+    while let Ok(e) = events.try_recv() {
+        observer.event(e).await;
+    }
+    let unfinished = match shutdown {
+        Some(h) => h.await.unwrap_or_default(),
+        None => dispatcher.shutdown(Duration::ZERO).await,
+    };
+    while let Some(d) = deliveries.try_recv() {
+        observer.delivery(d);
+    }
+    observer.unfinished(unfinished);
+    observer.burst(&dispatcher);
+    // Every finished hook is settled by now (its deliveries were reported and dropped; the
+    // unfinished released): make the settlements final and leave the broker.
+    if let Some(source) = source {
+        source.close(drain).await;
+    }
+}
+
+impl Observer for ForwardReport {
+    type Event = ForwardEvent;
+
+    async fn event(&mut self, e: ForwardEvent) -> usize {
+        let pairs = match &e {
+            ForwardEvent::Submitted { pairs, .. } => *pairs,
+            _ => 0,
+        };
+        self.count(e);
+        pairs
+    }
+
+    fn delivery(&mut self, d: Delivery) {
+        ForwardReport::delivery(self, &d);
+    }
+
+    fn unfinished(&mut self, unfinished: Vec<Unfinished>) {
+        self.unfinished = unfinished;
     }
 }
 

@@ -175,6 +175,49 @@ struct Run<'a> {
     dead_letter: Option<DeadLetter>,
     /// Input lines, when the hooks come from them.
     lines: Option<Lines>,
+    /// (hook, sink) pairs submitted so far.
+    read: usize,
+    /// Why the input could not be read to its end, if it could not.
+    input_error: Option<String>,
+}
+
+impl ankusa_dispatch::forward::Observer for Run<'_> {
+    type Event = Read;
+
+    async fn event(&mut self, r: Read) -> usize {
+        let mut pairs = 0;
+        let mut input_error = self.input_error.take();
+        self.read(r, &mut pairs, &mut input_error).await;
+        self.input_error = input_error;
+        self.read += pairs;
+        self.flush();
+        pairs
+    }
+
+    fn delivery(&mut self, d: Delivery) {
+        Run::delivery(self, &d);
+        // Dropped here, reported: its pair is settled with the source.
+        drop(d);
+        self.progress.inc(1);
+    }
+
+    fn burst(&mut self, dispatcher: &Dispatcher) {
+        self.flush();
+        if !self.progress.is_hidden() {
+            self.progress.set_message(format!(
+                "read {} delivered {} failed {} waiting {}",
+                self.read,
+                self.summary.delivered,
+                self.summary.failed.values().sum::<u64>(),
+                dispatcher.waiting()
+            ));
+        }
+    }
+
+    fn unfinished(&mut self, unfinished: Vec<ankusa_dispatch::Unfinished>) {
+        self.abandoned(&unfinished);
+        self.flush();
+    }
 }
 
 impl Run<'_> {
@@ -359,9 +402,6 @@ impl Run<'_> {
     }
 }
 
-/// Outcomes reported between two writes to stdout, at most.
-const OUTCOME_BURST: u64 = 1024;
-
 /// Run `input` through a dispatcher over `sinks` and report every (hook, sink) pair.
 async fn run(
     input: Input,
@@ -374,7 +414,7 @@ async fn run(
 ) -> Result<ExitCode, UsageError> {
     let names: Vec<String> = sinks.iter().map(|s| s.name.clone()).collect();
     let parks = matches!(input, Input::Source { .. });
-    let (dispatcher, mut deliveries, dead_letter) =
+    let (dispatcher, deliveries, dead_letter) =
         dispatcher(&sinks, dispatch, retry, concurrency, parks)?;
     let progress = progress_bar(retry.json);
     let lines = matches!(input, Input::Lines { .. }).then(Lines::default);
@@ -387,94 +427,40 @@ async fn run(
         stop_tx: stop_tx.clone(),
         dead_letter,
         lines,
+        read: 0,
+        input_error: None,
     };
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let reader = tokio::spawn(read_and_submit(
+    let (tx, rx) = mpsc::unbounded_channel();
+    let intake = read_and_submit(
         input,
         dispatcher.clone(),
         names,
         run.dead_letter.clone(),
         stop_tx.subscribe(),
         tx,
-    ));
+    );
     let started = Instant::now();
     let mut stop = stop_tx.subscribe();
-    let (mut expected, mut received) = (0usize, 0usize);
-    let mut input_done = false;
-    let mut input_error = None;
-    let mut shutdown = None;
-    let drain = Duration::from_secs(dispatch.drain_timeout);
-    loop {
-        if input_done && received >= expected && shutdown.is_none() {
-            break;
+    let stopping = async move {
+        // The sender lives as long as the run: an error is no stop.
+        if stop.wait_for(Option::is_some).await.is_err() {
+            std::future::pending::<()>().await;
         }
-        tokio::select! {
-            // What the reader took is known before any of its outcomes (the reader says so
-            // before it yields): a hook's line is on record when its deliveries come.
-            biased;
-            // Once the reader is done its channel answers `None` at once, every time: polled
-            // again it would turn this loop into a spin while retries wait.
-            r = rx.recv(), if !input_done => match r {
-                Some(r) => {
-                    run.read(r, &mut expected, &mut input_error).await;
-                    run.flush();
-                }
-                None => input_done = true,
-            },
-            d = deliveries.recv() => match d {
-                Some(d) => {
-                    // This delivery and whatever else is already in, then one write.
-                    let mut next = Some(d);
-                    let mut burst = 0;
-                    while let Some(d) = next.take() {
-                        received += 1;
-                        run.delivery(&d);
-                        drop(d);
-                        burst += 1;
-                        if burst < OUTCOME_BURST {
-                            next = deliveries.try_recv();
-                        }
-                    }
-                    run.flush();
-                    progress.inc(burst);
-                    if !progress.is_hidden() {
-                        progress.set_message(format!(
-                            "read {expected} delivered {} failed {} waiting {}",
-                            run.summary.delivered,
-                            run.summary.failed.values().sum::<u64>(),
-                            dispatcher.waiting()
-                        ));
-                    }
-                }
-                // The dispatcher has shut down and every delivery is in.
-                None => break,
-            },
-            _ = stop.wait_for(Option::is_some), if shutdown.is_none() => {
-                let d = dispatcher.clone();
-                shutdown = Some(tokio::spawn(async move { d.shutdown(drain).await }));
-            }
-        }
-    }
-    // Every hook the reader took or turned away gets its line.
-    let source = reader.await.ok().flatten();
-    while let Ok(r) = rx.try_recv() {
-        run.read(r, &mut expected, &mut input_error).await;
-    }
-    let unfinished = match shutdown {
-        Some(h) => h.await.unwrap_or_default(),
-        None => dispatcher.shutdown(Duration::ZERO).await,
     };
-    while let Some(d) = deliveries.try_recv() {
-        run.delivery(&d);
-    }
-    run.abandoned(&unfinished);
-    run.flush();
-    // Every finished hook is settled by now (its deliveries were reported and dropped;
-    // the unfinished released): make the acknowledgements final and leave the broker.
-    drop(unfinished);
-    if let Some(source) = source {
-        source.close(drain).await;
-    }
+    let drain = Duration::from_secs(dispatch.drain_timeout);
+    // The one forward loop (ankusa_dispatch::forward): every line reported, then the
+    // source's settlements made final.
+    ankusa_dispatch::forward::drive(
+        dispatcher,
+        deliveries,
+        intake,
+        rx,
+        stopping,
+        drain,
+        &mut run,
+    )
+    .await;
+    let input_error = run.input_error.take();
     progress.finish_and_clear();
     if let Some(msg) = &input_error {
         run.out.note(&format!("ankusa-sink: {msg}"));
