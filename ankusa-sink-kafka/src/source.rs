@@ -610,7 +610,7 @@ impl Source for KafkaSource {
         Some(self.window.clone())
     }
 
-    /// The group's lag over the partitions assigned to this consumer: see [`KafkaLag`].
+    /// The group's lag over the partitions assigned to this consumer: see `KafkaLag`.
     fn lag(&self) -> Option<Arc<dyn Lag>> {
         Some(Arc::new(KafkaLag {
             consumer: Arc::downgrade(&self.consumer),

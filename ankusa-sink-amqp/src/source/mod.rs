@@ -711,7 +711,7 @@ impl Source for AmqpSource {
         Some(self.window.clone())
     }
 
-    /// The queue's ready messages: see [`AmqpLag`].
+    /// The queue's ready messages: see `AmqpLag`.
     fn lag(&self) -> Option<Arc<dyn Lag>> {
         Some(Arc::new(AmqpLag {
             conn: self.lag_conn.clone(),

@@ -479,7 +479,7 @@ impl Source for NatsSource {
         Some(self.window.clone())
     }
 
-    /// The durable consumer's `num_pending`: see [`NatsLag`].
+    /// The durable consumer's `num_pending`: see `NatsLag`.
     fn lag(&self) -> Option<Arc<dyn Lag>> {
         Some(self.lag.clone())
     }
