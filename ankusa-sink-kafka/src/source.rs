@@ -5,7 +5,9 @@
 use crate::client::Monitor;
 use crate::config::{ConfigError, KafkaConfig};
 use crate::connection::KafkaConnection;
-use ankusa_source::{Ack, Record, Settle, Settlement, Source, SourceError, SourceOptions, Window};
+use ankusa_source::{
+    Ack, Lag, Record, Settle, Settlement, Source, SourceError, SourceOptions, Window,
+};
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer,
 };
@@ -14,14 +16,18 @@ use rdkafka::{ClientContext, Message as _, Offset, TopicPartitionList, config::R
 use serde::Deserialize;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 
 /// The client id a source uses unless configured.
 pub const DEFAULT_SOURCE_CLIENT_ID: &str = "ankusa-source-kafka";
 
 /// How often finished records' offsets are committed.
 const COMMIT_EVERY: Duration = Duration::from_millis(500);
+
+/// How long one lag question (committed offsets, then each partition's watermarks) may
+/// take in all.
+const LAG_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Properties the source sets itself (on top of the sink's own).
 const SOURCE_OWNED: &[&str] = &[
@@ -222,6 +228,9 @@ impl Part {
 struct Tracker {
     parts: HashMap<i32, Part>,
     generations: u64,
+    /// Whether an assignment is in force: false before the first one and between a revoke
+    /// and the next assign (the lag is not asked for then: it would read 0 for a moment).
+    assigned: bool,
 }
 
 impl Tracker {
@@ -311,6 +320,7 @@ impl ConsumerContext for SourceContext {
                 // owner reads them again (a duplicate, never a loss).
                 let revoked: Vec<(i32, i64)> = {
                     let mut t = lock(&self.tracker);
+                    t.assigned = false;
                     list.elements()
                         .iter()
                         .filter_map(|e| t.revoke(e.partition()).map(|o| (e.partition(), o)))
@@ -325,6 +335,7 @@ impl ConsumerContext for SourceContext {
             }
             Rebalance::Assign(list) => {
                 let mut t = lock(&self.tracker);
+                t.assigned = true;
                 for e in list.elements() {
                     t.assign(e.partition());
                 }
@@ -350,6 +361,7 @@ pub struct KafkaSource {
     tracker: Arc<Mutex<Tracker>>,
     window: Window,
     topic: String,
+    start: Start,
     describe: String,
     committer: tokio::task::JoinHandle<()>,
     stopped: bool,
@@ -404,6 +416,7 @@ impl KafkaSource {
             tracker,
             window: Window::for_options(options),
             topic: config.conn.topic.clone(),
+            start: config.start,
             describe: format!(
                 "kafka topic {} on {} (group {})",
                 config.conn.topic,
@@ -596,6 +609,82 @@ impl Source for KafkaSource {
     fn window(&self) -> Option<Window> {
         Some(self.window.clone())
     }
+
+    /// The group's lag over the partitions assigned to this consumer: see `KafkaLag`.
+    fn lag(&self) -> Option<Arc<dyn Lag>> {
+        Some(Arc::new(KafkaLag {
+            consumer: Arc::downgrade(&self.consumer),
+            tracker: self.tracker.clone(),
+            start: self.start,
+        }))
+    }
+}
+
+/// The consumer group's lag over the partitions assigned to this consumer: for each, its
+/// high watermark less the group's committed offset (with nothing committed: less the low
+/// watermark, or nothing for a group that starts at the latest record), never negative.
+/// Records read and not yet committed count: the figure falls as offsets are committed.
+///
+/// `None` before the first assignment and during a rebalance, when the broker does not
+/// answer within [`LAG_TIMEOUT`], and once the source is gone (the handle holds the
+/// consumer weakly: it never keeps the consumer, nor its place in the group, alive). The
+/// questions block, so they run on tokio's blocking threads.
+struct KafkaLag {
+    consumer: Weak<Consumer>,
+    tracker: Arc<Mutex<Tracker>>,
+    start: Start,
+}
+
+#[async_trait::async_trait]
+impl Lag for KafkaLag {
+    async fn lag(&self) -> Option<u64> {
+        if !lock(&self.tracker).assigned {
+            return None;
+        }
+        let consumer = self.consumer.clone();
+        let start = self.start;
+        // The last strong reference may end here, off the async workers: dropping a
+        // consumer leaves the group, which blocks.
+        let ask = tokio::task::spawn_blocking(move || {
+            group_lag(consumer.upgrade()?.as_ref(), start, LAG_TIMEOUT)
+        });
+        tokio::time::timeout(LAG_TIMEOUT + Duration::from_millis(500), ask)
+            .await
+            .ok()?
+            .ok()?
+    }
+}
+
+/// The lag of the partitions assigned to `consumer` (blocking, within `within` in all).
+fn group_lag(consumer: &Consumer, start: Start, within: Duration) -> Option<u64> {
+    let deadline = Instant::now() + within;
+    let left = || deadline.saturating_duration_since(Instant::now());
+    let assigned = consumer.assignment().ok()?;
+    if assigned.count() == 0 {
+        // A member with no partition (more members than partitions): nothing behind.
+        return Some(0);
+    }
+    let committed = consumer.committed_offsets(assigned, left()).ok()?;
+    let mut lag = 0u64;
+    for e in committed.elements() {
+        e.error().ok()?;
+        let (low, high) = consumer
+            .fetch_watermarks(e.topic(), e.partition(), left())
+            .ok()?;
+        let from = match (e.offset(), start) {
+            (Offset::Offset(o), _) => o,
+            (_, Start::Earliest) => low,
+            (_, Start::Latest) => high,
+        };
+        // Below the low watermark (records removed by retention), the group resumes there.
+        lag += partition_lag(low, high, from);
+    }
+    Some(lag)
+}
+
+/// Records of one partition from `from` (raised to `low`) up to `high`; never negative.
+fn partition_lag(low: i64, high: i64, from: i64) -> u64 {
+    u64::try_from(high.saturating_sub(from.max(low))).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -642,6 +731,18 @@ mod tests {
         assert_eq!(t.due(), [(3, 5)]);
         t.acked(3, new, 5);
         assert_eq!(t.due(), [(3, 6)]);
+    }
+
+    #[test]
+    fn a_partition_lag_is_never_negative_nor_below_the_low_watermark() {
+        assert_eq!(partition_lag(0, 10, 4), 6);
+        assert_eq!(partition_lag(5, 10, 2), 5, "retention removed 0..5");
+        assert_eq!(
+            partition_lag(0, 10, 12),
+            0,
+            "committed past the high watermark"
+        );
+        assert_eq!(partition_lag(0, 0, 0), 0);
     }
 
     #[test]

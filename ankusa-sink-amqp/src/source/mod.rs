@@ -4,7 +4,7 @@
 
 use crate::error::{AmqpError, Stage, classify, lapin_text, printable, reply_code};
 use ankusa_sink_core::Class;
-use ankusa_source::{Ack, Record, Source, SourceError, SourceOptions, Window};
+use ankusa_source::{Ack, Lag, Record, Source, SourceError, SourceOptions, Window};
 use futures_util::{FutureExt as _, StreamExt as _};
 use lapin::message::Delivery;
 use lapin::options::{
@@ -15,8 +15,8 @@ use lapin::{Channel, Connection, Consumer};
 use std::collections::VecDeque;
 use std::fmt;
 use std::num::NonZeroU16;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::{Instant, timeout};
@@ -33,10 +33,13 @@ const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How long closing the consumer, channel and connection may take, each.
 const CLOSE_STEP: Duration = Duration::from_secs(2);
+/// How long one lag question (a channel, a passive declare, its close) may take.
+const LAG_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One open channel: its connection, and the consumer reading the queue on it.
 struct Link {
-    conn: Connection,
+    /// Shared (weakly) with the source's [`AmqpLag`], which opens channels of its own on it.
+    conn: Arc<Connection>,
     channel: Channel,
     /// `None` while the byte window has no room for even one more record of the largest
     /// size seen: the broker sends nothing until records settle.
@@ -115,6 +118,8 @@ pub struct AmqpSource {
     /// When the next attempt may be made, after a failed one.
     retry_at: Option<Instant>,
     endpoint: String,
+    /// The connection of the current link, for [`AmqpLag`]; dead while there is none.
+    lag_conn: Arc<Mutex<Weak<Connection>>>,
     describe: String,
     stopped: bool,
 }
@@ -167,6 +172,7 @@ impl AmqpSource {
             backoff: BACKOFF_START,
             retry_at: None,
             endpoint,
+            lag_conn: Arc::new(Mutex::new(Weak::new())),
             stopped: false,
         };
         match source.open().await {
@@ -245,16 +251,20 @@ impl AmqpSource {
                 )));
             }
             Ok(Err(e)) => return Err(self.error(Stage::Connect, "connect", &e)),
-            Ok(Ok(conn)) => conn,
+            Ok(Ok(conn)) => Arc::new(conn),
         };
         match timeout(bound, self.consume(&conn)).await {
-            Ok(Ok((channel, consumer, credit))) => Ok(Link {
-                conn,
-                channel,
-                consumer,
-                credit,
-                out: Arc::new(AtomicUsize::new(0)),
-            }),
+            Ok(Ok((channel, consumer, credit))) => {
+                *self.lag_conn.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Arc::downgrade(&conn);
+                Ok(Link {
+                    conn,
+                    channel,
+                    consumer,
+                    credit,
+                    out: Arc::new(AtomicUsize::new(0)),
+                })
+            }
             Ok(Err(e)) => {
                 let _ = timeout(CLOSE_STEP, conn.close(200, "OK".into())).await;
                 Err(e)
@@ -699,5 +709,58 @@ impl Source for AmqpSource {
 
     fn window(&self) -> Option<Window> {
         Some(self.window.clone())
+    }
+
+    /// The queue's ready messages: see `AmqpLag`.
+    fn lag(&self) -> Option<Arc<dyn Lag>> {
+        Some(Arc::new(AmqpLag {
+            conn: self.lag_conn.clone(),
+            queue: self.cfg.queue.clone(),
+        }))
+    }
+}
+
+/// The queue's ready messages (`message_count` of a passive `queue.declare`): those not
+/// delivered to any consumer. Messages delivered and not acknowledged (at most the
+/// prefetch of each consumer) are not counted.
+///
+/// Each question opens a channel of its own on the source's current connection and closes
+/// it: an error there (the queue deleted: 404) closes that channel only, never the
+/// consuming one. `None` while the source has no connection (it is reconnecting, or
+/// closed: the handle holds the connection weakly, so it never keeps one open), when the
+/// queue is gone, or when the broker does not answer within [`LAG_TIMEOUT`].
+struct AmqpLag {
+    conn: Arc<Mutex<Weak<Connection>>>,
+    queue: String,
+}
+
+#[async_trait::async_trait]
+impl Lag for AmqpLag {
+    async fn lag(&self) -> Option<u64> {
+        let conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .upgrade()?;
+        if !conn.status().connected() {
+            return None;
+        }
+        let ask = async {
+            let channel = conn.create_channel().await.ok()?;
+            let passive = QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            };
+            let queue = channel
+                .queue_declare(self.queue.as_str().into(), passive, FieldTable::default())
+                .await;
+            // After a 404 the broker closed the channel already.
+            if channel.status().connected() {
+                let _ = channel.close(200, "OK".into()).await;
+            }
+            Some(u64::from(queue.ok()?.message_count()))
+        };
+        // Cut off, the channel is closed when its last handle drops.
+        timeout(LAG_TIMEOUT, ask).await.ok()?
     }
 }

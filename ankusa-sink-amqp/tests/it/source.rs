@@ -346,3 +346,67 @@ async fn a_queue_deleted_while_consuming_ends_the_source_with_a_config_error() {
     Box::new(source).close(Duration::from_secs(1)).await;
     admin.cleanup().await;
 }
+
+/// Asks `lag` until it answers `want`, within 10 s (a delivery or an ack reaches the
+/// queue's count asynchronously); the answers seen.
+async fn lag_reaches(lag: &dyn ankusa_source::Lag, want: u64) -> Vec<Option<u64>> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    while seen.last() != Some(&Some(want)) && tokio::time::Instant::now() < deadline {
+        seen.push(lag.lag().await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    seen
+}
+
+#[tokio::test]
+async fn lag_is_the_queue_s_ready_messages() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
+    let _g = shared().await;
+    let mut admin = Admin::new().await;
+    let q = admin.plain_queue().await;
+    for i in 0..10 {
+        admin.publish(&q, format!("r{i}").as_bytes()).await;
+    }
+    // A prefetch of 3 and a window of 3: the broker gives out three and keeps seven ready.
+    let o = SourceOptions::new(nz(3), Duration::from_secs(5), nz(3));
+    let mut source = AmqpSource::new(&config(&q), &o).await.unwrap();
+    let lag = source.lag().expect("an AMQP source reports its lag");
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(next(&mut source).await);
+    }
+    let seen = lag_reaches(lag.as_ref(), 7).await;
+    assert_eq!(
+        seen.last(),
+        Some(&Some(7)),
+        "ten published, three out: {seen:?}"
+    );
+
+    // The handle needs no access to the source: the rest is read in another task while
+    // the lag is asked here (each question on a channel of its own).
+    let reader = tokio::spawn(async move {
+        for r in held {
+            r.ack.ack();
+        }
+        for _ in 3..10 {
+            next(&mut source).await.ack.ack();
+        }
+        source
+    });
+    let seen = lag_reaches(lag.as_ref(), 0).await;
+    assert_eq!(seen.last(), Some(&Some(0)), "{seen:?}");
+    assert!(
+        seen.iter().all(|n| n.is_some_and(|n| n <= 7)),
+        "never more than was left: {seen:?}"
+    );
+    let source = reader.await.expect("the reader read everything");
+    assert!(
+        source.is_connected(),
+        "the questions left the consumer alone"
+    );
+    Box::new(source).close(Duration::from_secs(5)).await;
+    settles_at(&admin, &q, 0).await;
+    assert_eq!(lag.lag().await, None, "the source's connection is closed");
+    admin.cleanup().await;
+}

@@ -3,6 +3,8 @@
 
 mod common;
 mod conformance;
+#[cfg(feature = "source")]
+mod lag;
 mod mock;
 mod outage;
 mod poison;

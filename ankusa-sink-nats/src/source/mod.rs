@@ -5,7 +5,7 @@
 use crate::error::{NatsError, classify};
 use crate::sink::connect;
 use ankusa_sink_core::Class;
-use ankusa_source::{Ack, Record, Source, SourceError, SourceOptions, Window};
+use ankusa_source::{Ack, Lag, Record, Source, SourceError, SourceOptions, Window};
 use async_nats::jetstream;
 use async_nats::jetstream::consumer::{PullConsumer, pull};
 use async_nats::jetstream::context::ConsumerInfoErrorKind;
@@ -13,6 +13,7 @@ use async_nats::{Client, ConnectOptions, Event};
 use bytes::Bytes;
 use futures_util::{FutureExt as _, StreamExt as _};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -38,6 +39,9 @@ const MAX_PULL_BACKOFF: Duration = Duration::from_secs(5);
 /// The shortest interval between two rounds of in-progress acks.
 const MIN_PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
+/// How long the server may take to answer a lag question (consumer info).
+const LAG_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// A NATS JetStream stream read through a durable pull consumer.
 ///
 /// A pulling task takes a place in the [`Window`] for each message before it pulls it (a
@@ -56,6 +60,7 @@ pub struct NatsSource {
     puller: tokio::task::JoinHandle<()>,
     tx: Option<mpsc::UnboundedSender<Cmd>>,
     settler: tokio::task::JoinHandle<()>,
+    lag: Arc<NatsLag>,
     describe: String,
     stopped: bool,
 }
@@ -153,6 +158,13 @@ impl NatsSource {
             next_id: 0,
         };
         let puller = tokio::spawn(puller.run(stopped));
+        let mut lag_js = jetstream::new(client.clone());
+        lag_js.set_timeout(LAG_TIMEOUT);
+        let lag = Arc::new(NatsLag {
+            js: lag_js,
+            stream: config.stream.clone(),
+            consumer: config.consumer.clone(),
+        });
         Ok(NatsSource {
             client,
             window,
@@ -161,6 +173,7 @@ impl NatsSource {
             puller,
             tx: Some(tx),
             settler,
+            lag,
             describe,
             stopped: false,
         })
@@ -464,5 +477,32 @@ impl Source for NatsSource {
 
     fn window(&self) -> Option<Window> {
         Some(self.window.clone())
+    }
+
+    /// The durable consumer's `num_pending`: see `NatsLag`.
+    fn lag(&self) -> Option<Arc<dyn Lag>> {
+        Some(self.lag.clone())
+    }
+}
+
+/// The durable consumer's `num_pending`, from its info: messages of the stream (those its
+/// filter selects) not yet delivered to the consumer, by this forwarder or any other
+/// sharing it. Messages delivered and not acknowledged (`num_ack_pending`: at most the
+/// windows of the forwarders) are not counted. `None` when the server does not answer
+/// within [`LAG_TIMEOUT`], or the stream or consumer is gone. The handle asks on the
+/// source's connection, apart from its pulls.
+#[derive(Debug)]
+struct NatsLag {
+    js: jetstream::Context,
+    stream: String,
+    consumer: String,
+}
+
+#[async_trait::async_trait]
+impl Lag for NatsLag {
+    async fn lag(&self) -> Option<u64> {
+        let stream = self.js.get_stream_no_info(&self.stream).await.ok()?;
+        let info = stream.consumer_info(&self.consumer).await.ok()?;
+        Some(info.num_pending)
     }
 }

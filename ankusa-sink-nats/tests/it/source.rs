@@ -474,3 +474,50 @@ async fn a_lost_connection_is_survived() {
     close_settled(s, Duration::from_secs(5), &url, &stream, &name).await;
     drop(server);
 }
+
+#[tokio::test]
+async fn lag_is_what_the_consumer_has_not_delivered_yet() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
+    let o = options(3, Duration::from_secs(5));
+    let payloads = (0..10).map(|i| format!("l{i}").into_bytes());
+    let (stream, _, name, mut s) = fresh_source(SHARED_URL, "srclag", payloads, &o).await;
+    let lag = s.lag().expect("a JetStream source reports its lag");
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(next_within(&mut s, Duration::from_secs(10)).await.unwrap());
+    }
+    assert!(
+        quiet_for(&mut s, Duration::from_millis(500)).await,
+        "the window is full"
+    );
+    assert_eq!(lag.lag().await, Some(7), "ten published, three delivered");
+
+    // The handle needs no access to the source: the rest is read in another task while
+    // the lag is asked here, and falls to 0 once everything was delivered.
+    let reader = tokio::spawn(async move {
+        for r in held {
+            r.ack.ack();
+        }
+        for _ in 3..10 {
+            let r = next_within(&mut s, Duration::from_secs(5)).await.unwrap();
+            r.ack.ack();
+        }
+        s
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    while seen.last() != Some(&Some(0)) && tokio::time::Instant::now() < deadline {
+        seen.push(lag.lag().await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(seen.last(), Some(&Some(0)), "{seen:?}");
+    assert!(
+        seen.iter().all(|n| n.is_some_and(|n| n <= 7)),
+        "never more than was left: {seen:?}"
+    );
+    let s = reader.await.expect("the reader read everything");
+    close_settled(s, Duration::from_secs(5), SHARED_URL, &stream, &name).await;
+    assert_eq!(lag.lag().await, Some(0));
+    delete_stream(SHARED_URL, &stream).await.unwrap();
+    assert_eq!(lag.lag().await, None, "the stream is gone");
+}
