@@ -451,13 +451,7 @@ async fn run(
     // The one forward loop (ankusa_dispatch::forward): every line reported, then the
     // source's settlements made final.
     ankusa_dispatch::forward::drive(
-        dispatcher,
-        deliveries,
-        intake,
-        rx,
-        stopping,
-        drain,
-        &mut run,
+        dispatcher, deliveries, intake, rx, stopping, drain, &mut run,
     )
     .await;
     let input_error = run.input_error.take();

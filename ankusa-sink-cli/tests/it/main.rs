@@ -31,6 +31,7 @@ mod operator_faults;
 mod pubsub;
 mod redis_sink;
 mod signed;
+mod tenants;
 mod trace_context;
 
 use ankusa_sink_testkit::support::unique_name;
