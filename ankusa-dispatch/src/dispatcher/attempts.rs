@@ -203,14 +203,7 @@ impl Scheduler {
                 job.last_failure = Some(failure);
                 // A waiting job holds no intake permit and no concurrency slot.
                 job.permit = None;
-                let at = Instant::now() + delay;
-                self.seq += 1;
-                self.waiting.push(Reverse(Waiting {
-                    at,
-                    seq: self.seq,
-                    job,
-                }));
-                self.waiting_changed();
+                self.wait(job, Instant::now() + delay);
             }
             Action::Retry { .. } => {
                 job.last_failure = Some(failure);

@@ -104,13 +104,7 @@ impl Scheduler {
                 continue;
             }
             job.permit = None;
-            self.seq += 1;
-            self.waiting.push(Reverse(Waiting {
-                at: Instant::now() + Duration::from_millis(wait),
-                seq: self.seq,
-                job,
-            }));
-            self.waiting_changed();
+            self.wait(job, Instant::now() + Duration::from_millis(wait));
         }
     }
 

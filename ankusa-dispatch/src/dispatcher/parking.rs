@@ -117,13 +117,7 @@ impl Scheduler {
         if self.stopping.is_some() {
             return self.unfinished(job, false);
         }
-        self.seq += 1;
-        self.waiting.push(Reverse(Waiting {
-            at,
-            seq: self.seq,
-            job,
-        }));
-        self.waiting_changed();
+        self.wait(job, at);
     }
 
     /// Parks still being written at a shutdown's end go back unfinished (written or not,

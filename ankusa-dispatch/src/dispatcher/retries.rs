@@ -47,6 +47,17 @@ impl Scheduler {
         }
     }
 
+    /// Put `job` in the retry queue until `at` (it holds no intake permit meanwhile).
+    pub(super) fn wait(&mut self, job: Job, at: Instant) {
+        self.seq += 1;
+        self.waiting.push(Reverse(Waiting {
+            at,
+            seq: self.seq,
+            job,
+        }));
+        self.waiting_changed();
+    }
+
     pub(super) fn wake_due(&mut self, now: Instant) {
         let mut woke = false;
         while self.waiting.peek().is_some_and(|Reverse(w)| w.at <= now) {
