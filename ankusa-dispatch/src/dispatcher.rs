@@ -430,30 +430,26 @@ impl Dispatcher {
         if self.shared.held.paused.load(Ordering::Relaxed) {
             self.shared.held.wait(&self.shared.closed).await;
         }
-        // A permit of each of the hook's sinks, in one order for every submit (the sinks'
-        // order, jobs before bytes), so two submits never wait on each other.
+        // A place and the bytes in each of the hook's sinks' intakes, always in one order
+        // (by sink, the place first), so two submits never wait on each other.
         let size = u32::try_from(hook.envelope.size()).unwrap_or(u32::MAX);
-        let mut jobs = Vec::with_capacity(sinks.len());
-        for &i in sinks.iter() {
-            match self.shared.intake[i].clone().acquire_owned().await {
-                Ok(p) => jobs.push(p),
-                Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
-            }
-        }
         let mut permits = Vec::with_capacity(sinks.len());
-        for (&i, job) in sinks.iter().zip(jobs) {
+        for &i in sinks.iter() {
+            let Ok(job) = self.shared.intake[i].clone().acquire_owned().await else {
+                return Err(SubmitError::ShuttingDown(Box::new(hook)));
+            };
             let weight = size.clamp(1, self.shared.intake_bytes_max[i]);
-            match self.shared.intake_bytes[i]
+            let Ok(bytes) = self.shared.intake_bytes[i]
                 .clone()
                 .acquire_many_owned(weight)
                 .await
-            {
-                Ok(bytes) => permits.push(Permit {
-                    _job: job,
-                    _bytes: bytes,
-                }),
-                Err(_) => return Err(SubmitError::ShuttingDown(Box::new(hook))),
-            }
+            else {
+                return Err(SubmitError::ShuttingDown(Box::new(hook)));
+            };
+            permits.push(Permit {
+                _job: job,
+                _bytes: bytes,
+            });
         }
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(SubmitError::ShuttingDown(Box::new(hook)));
