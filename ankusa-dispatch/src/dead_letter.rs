@@ -230,6 +230,40 @@ pub enum DeadLetterOpenError {
     /// Opening, reading or repairing the file failed.
     #[error("cannot open the dead-letter file {0}: {1}")]
     Io(PathBuf, #[source] std::io::Error),
+    /// Another run (or another [`DeadLetter`] of this one) holds the file: two writers
+    /// would cut back each other's lines after a failed write.
+    #[error(
+        "the dead-letter file {path} is in use by another run{}: give each run a file of \
+         its own",
+        holder.map_or(String::new(), |pid| format!(" (pid {pid})"))
+    )]
+    Locked {
+        /// The file.
+        path: PathBuf,
+        /// The holder's process id, when the system says.
+        holder: Option<u32>,
+    },
+}
+
+/// The process holding an `flock` on the file of `meta`, from `/proc/locks`
+/// (`N: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> 0 EOF`), if it is listed.
+fn flock_holder(meta: &std::fs::Metadata) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    let dev = meta.dev();
+    let want = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(dev),
+        libc::minor(dev),
+        meta.ino()
+    );
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // A waiter's line has "->" after the number: only the holder's counts.
+        (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&want.as_str()))
+            .then(|| f.get(4)?.parse().ok())
+            .flatten()
+    })
 }
 
 /// An open dead-letter file and what is known of its end.
@@ -261,6 +295,19 @@ impl DeadLetterFile {
                     io(e)
                 }
             })?;
+        // One writer per file, for the life of the run (the lock goes with the descriptor;
+        // `flock` on Linux): a second writer would cut back the other's lines after a
+        // failed write.
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(DeadLetterOpenError::Locked {
+                    path: path.to_owned(),
+                    holder: file.metadata().ok().as_ref().and_then(flock_holder),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+        }
         let len = file.metadata().map_err(io)?.len();
         let mut this = DeadLetterFile {
             file,

@@ -284,7 +284,7 @@ impl Run<'_> {
         if let Some(l) = &mut self.lines {
             l.finished(&d.envelope);
         }
-        let r = Report::of(d, self.retry);
+        let r = Report::of(d, self.retry && self.dead_letter.is_some());
         self.summary.dead_letter_errors += u64::from(r.dead_letter_error.is_some());
         match r.failure {
             None if r.outcome == "ok" => self.summary.delivered += 1,
@@ -819,6 +819,7 @@ mod tests {
             .await
             .unwrap();
         let delivery = deliveries.recv().await.unwrap();
+        // As a run with a dead-letter destination that stored it.
         serde_json::from_str(&Report::of(&delivery, retry).json()).unwrap()
     }
 

@@ -82,7 +82,9 @@ struct DispatchArgs {
     #[arg(long, value_name = "URL")]
     claim_store: Option<String>,
     /// Append each (hook, sink) whose final outcome is not ok to this JSON-lines file (the
-    /// envelope plus a `dead_letter` object); `forward --input` replays such a file.
+    /// envelope plus a `dead_letter` object); `forward --input` replays such a file. With
+    /// --retry its pairs are `dead_lettered`; without a dead-letter file nothing is stored,
+    /// and a pair that gives up is `failed`.
     #[arg(long, value_name = "FILE")]
     dead_letter: Option<PathBuf>,
     /// Serve Prometheus metrics at `http://HOST:PORT/metrics` while the command runs.
@@ -109,7 +111,8 @@ struct DispatchArgs {
 
 #[derive(Args, Debug)]
 struct RetryArgs {
-    /// Retry by the dispatch rules until delivered or dead-lettered.
+    /// Retry by the dispatch rules until delivered or given up (dead-lettered to
+    /// --dead-letter, if given).
     #[arg(long)]
     retry: bool,
     /// With --retry: dead-letter a hook still failing this many seconds after its first attempt.

@@ -104,3 +104,25 @@ async fn a_dead_letter_sink_gets_the_hook_and_a_failing_one_is_reported() {
         ["h1", "h2"]
     );
 }
+
+#[test]
+fn a_dead_letter_file_has_one_writer_and_the_second_is_told_who() {
+    let dir = scratch("dl-lock");
+    let path = dir.join("dead.jsonl");
+    let first = DeadLetter::jsonl(&path).unwrap();
+    let e = DeadLetter::jsonl(&path).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains(&path.display().to_string()) && text.contains("in use by another run"),
+        "{text}"
+    );
+    match e {
+        ankusa_dispatch::DeadLetterOpenError::Locked { holder, .. } => {
+            assert_eq!(holder, Some(std::process::id()), "this process holds it")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Released with the last handle: the next run takes it.
+    drop(first);
+    DeadLetter::jsonl(&path).unwrap();
+}

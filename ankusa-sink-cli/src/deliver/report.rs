@@ -56,9 +56,11 @@ pub(super) struct Report<'a> {
 }
 
 impl<'a> Report<'a> {
-    /// The line of the dispatcher's final word on a (hook, sink) pair; `retry` names a
-    /// dead letter `dead_lettered` (else `failed`).
-    pub(super) fn of(d: &'a Delivery, retry: bool) -> Self {
+    /// The line of the dispatcher's final word on a (hook, sink) pair; `stored` (a run
+    /// with `--retry` and a dead-letter destination) names a dead letter that was stored
+    /// `dead_lettered`; otherwise a pair that gave up is `failed`: with nowhere to store
+    /// it, nothing was.
+    pub(super) fn of(d: &'a Delivery, stored: bool) -> Self {
         let (outcome, failure, dead_letter_error) = match &d.outcome {
             Outcome::Delivered => ("ok", None, None),
             // A dead letter that was not stored is never reported as one.
@@ -68,7 +70,7 @@ impl<'a> Report<'a> {
                 ..
             } => ("failed", Some(failure), Some(e.as_str())),
             Outcome::DeadLettered { failure, .. } => (
-                if retry { "dead_lettered" } else { "failed" },
+                if stored { "dead_lettered" } else { "failed" },
                 Some(failure),
                 None,
             ),

@@ -166,7 +166,8 @@ fn max_elapsed_is_not_outwaited_by_a_long_retry_after() {
     let out = wait_within(child, Duration::from_secs(60), "--max-elapsed 5");
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["outcome"], "dead_lettered");
+    // No --dead-letter: given up on, stored nowhere.
+    assert_eq!(v["outcome"], "failed");
     assert_eq!(v["error_class"], "throttled");
     assert_eq!(v["retry_after_ms"], 120_000);
     assert_eq!(v["attempts"], 1, "the retry would start past the horizon");
@@ -175,7 +176,7 @@ fn max_elapsed_is_not_outwaited_by_a_long_retry_after() {
     // Retry-After: 1 within a 5 s horizon is still honoured, then given up on in time.
     let (_, out) = deliver_to(vec![THROTTLED], &["--retry", "--max-elapsed", "5"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["outcome"], "dead_lettered");
+    assert_eq!(v["outcome"], "failed");
     assert!(v["attempts"].as_u64().unwrap() >= 2, "{v}");
 }
 

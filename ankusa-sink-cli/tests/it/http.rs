@@ -113,10 +113,11 @@ fn failures_report_their_class_and_exit_3() {
     );
     assert!(line.trim_end().ends_with(r#","attempts":1}"#), "{line}");
 
+    // Given up on with nowhere to store it: `failed`, never `dead_lettered` (issue 61).
     let (server, out) = deliver_to(vec![GONE], &["--id", "h-g", "--retry"]);
     assert_eq!(out.status.code(), Some(3));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["outcome"], "dead_lettered");
+    assert_eq!(v["outcome"], "failed");
     assert_eq!(v["class"], "permanent");
     assert_eq!(v["retry_after_ms"], serde_json::Value::Null);
     assert_eq!(

@@ -781,3 +781,49 @@ fn a_sink_files_dispatch_table_sets_its_concurrency_rate_and_refuses_bad_keys() 
     let out = bin().args(["info", "--sink"]).arg(&fixed).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_second_run_naming_the_same_dead_letter_file_exits_2_naming_it_and_the_holder() {
+    let dl = temp_file("dead.jsonl", "");
+    let d = dl.to_str().unwrap();
+    // The first run holds the file while it reads its (open) stdin.
+    let mut first = bin()
+        .args(["forward", "--sink", "log", "--dead-letter", d])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = first.id();
+    // The first run holds its lock once it has opened the file (its `flock` is listed).
+    wait_until(
+        Duration::from_secs(20),
+        "the first run holds the file",
+        || {
+            std::fs::read_to_string("/proc/locks")
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.split_whitespace().nth(4) == Some(pid.to_string().as_str()))
+        },
+    );
+    let out = bin()
+        .args(["forward", "--sink", "log", "--dead-letter", d])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(d) && err.contains(&format!("pid {pid}")),
+        "{err}"
+    );
+    drop(first.stdin.take());
+    assert_eq!(first.wait().unwrap().code(), Some(0));
+    // Free again once the first run ended.
+    let out = bin()
+        .args(["forward", "--sink", "log", "--dead-letter", d])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
