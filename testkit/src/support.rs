@@ -5,7 +5,8 @@
 //! outage of a destination on demand ([`TcpProxy`], [`free_port`]). Every conformance case
 //! searches the logs of every thread for the planted secrets through the global
 //! subscriber of [`install_global`]; a test binary with a global subscriber of its own adds
-//! [`global_layer`] to it.
+//! [`global_layer`] to it. [`poison`] runs a table of poison values through a sink (issue
+//! 60).
 //!
 //! ```
 //! use ankusa_sink_testkit::support::{LogCapture, unique_name};
@@ -24,6 +25,7 @@
 mod brokers;
 mod global;
 mod net;
+pub mod poison;
 pub use brokers::{TEST_BROKERS_VAR, broker_enabled};
 pub(crate) use global::SecretScan;
 pub use global::{GlobalGuard, GlobalLayer, global_layer, install_global};
