@@ -295,10 +295,11 @@ impl DeadLetterFile {
                     io(e)
                 }
             })?;
-        // One writer per file, for the life of the run (the lock goes with the descriptor;
-        // `flock` on Linux): a second writer would cut back the other's lines after a
-        // failed write.
-        match file.try_lock() {
+        // One writer per regular file, for the life of the run (the lock goes with the
+        // descriptor; `flock` on Linux): a second writer would cut back the other's lines
+        // after a failed write. A device (`/dev/null`) is never cut back: not locked.
+        let regular = file.metadata().map_err(io)?.file_type().is_file();
+        match if regular { file.try_lock() } else { Ok(()) } {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
                 return Err(DeadLetterOpenError::Locked {
