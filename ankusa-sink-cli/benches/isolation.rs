@@ -251,6 +251,7 @@ impl Kind {
 }
 
 /// A filled source, its `--from` file, and what to delete after.
+#[derive(Clone)]
 enum Src {
     Kafka {
         file: PathBuf,
@@ -262,6 +263,7 @@ enum Src {
     },
     Amqp {
         file: PathBuf,
+        base: String,
         exchange: String,
         queues: Vec<String>,
     },
@@ -277,21 +279,61 @@ impl Src {
     /// A fresh source of `kind` in `dir` holding `hooks`, for the sinks `sinks` (by name:
     /// RabbitMQ only routes to queues bound before the publish, so each sink's queue,
     /// `<queue>-<sink>`, or the file's own queue for one sink, is declared and bound here,
-    /// as the forwarder declares it).
-    async fn create(kind: Kind, dir: &Path, hooks: &[Vec<u8>], sinks: &[&str]) -> Src {
+    /// as the forwarder declares it). A fill that fails (the brokers are shared with test
+    /// suites that close connections) is deleted and made again, at most 3 times.
+    async fn create(kind: Kind, dir: &Path, hooks: &Arc<Vec<Vec<u8>>>, sinks: &[&str]) -> Src {
+        for attempt in 1..=3 {
+            let src = Src::new(kind, dir, sinks);
+            let (s, h) = (src.clone(), hooks.clone());
+            match tokio::spawn(async move { s.fill(&h).await }).await {
+                Ok(()) => return src,
+                Err(e) if attempt < 3 => {
+                    eprintln!("{}: filling the source failed ({e}): again", kind.name());
+                    src.delete().await;
+                }
+                Err(e) => panic!("{}: filling the source failed 3 times: {e}", kind.name()),
+            }
+        }
+        unreachable!()
+    }
+
+    /// Fresh names, nothing created yet.
+    fn new(kind: Kind, dir: &Path, sinks: &[&str]) -> Src {
         let file = dir.join("source.toml");
         match kind {
-            Kind::Kafka => {
-                let topic = unique("iso");
-                let admin = admin();
+            Kind::Kafka => Src::Kafka {
+                file,
+                topic: unique("iso"),
+            },
+            Kind::Nats => Src::Nats {
+                file,
+                stream: unique("iso").replace('-', "_"),
+            },
+            Kind::Amqp => {
+                let base = unique("iso-q");
+                let queues = if sinks.len() < 2 {
+                    vec![base.clone()]
+                } else {
+                    sinks.iter().map(|s| format!("{base}-{s}")).collect()
+                };
+                Src::Amqp {
+                    file,
+                    base,
+                    exchange: unique("iso-x"),
+                    queues,
+                }
+            }
+        }
+    }
+
+    /// Create it, fill it with `hooks` and write its `--from` file; panics on any failure.
+    async fn fill(&self, hooks: &[Vec<u8>]) {
+        match self {
+            Src::Kafka { file, topic } => {
                 let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-                for r in admin
+                for r in admin()
                     .create_topics(
-                        &[NewTopic::new(
-                            &topic,
-                            PARTITIONS,
-                            TopicReplication::Fixed(1),
-                        )],
+                        &[NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1))],
                         &opts,
                     )
                     .await
@@ -299,9 +341,9 @@ impl Src {
                 {
                     r.unwrap();
                 }
-                kafka_fill(&topic, hooks).await;
+                kafka_fill(topic, hooks).await;
                 std::fs::write(
-                    &file,
+                    file,
                     format!(
                         "type = \"kafka\"\nbrokers = [\"{}\"]\ntopic = \"{topic}\"\ngroup = \"{}\"\n\
                          [properties]\n\"session.timeout.ms\" = \"6000\"\n\
@@ -311,10 +353,8 @@ impl Src {
                     ),
                 )
                 .unwrap();
-                Src::Kafka { file, topic }
             }
-            Kind::Nats => {
-                let stream = unique("iso").replace('-', "_");
+            Src::Nats { file, stream } => {
                 let subject = format!("ankusa.bench.{stream}");
                 let js = jetstream::new(async_nats::connect(nats_url()).await.unwrap());
                 js.create_stream(jetstream::stream::Config {
@@ -334,22 +374,20 @@ impl Src {
                     }
                 }
                 std::fs::write(
-                    &file,
+                    file,
                     format!(
                         "type = \"nats\"\nurl = \"{}\"\nstream = \"{stream}\"\nconsumer = \"fwd\"\n",
                         nats_url()
                     ),
                 )
                 .unwrap();
-                Src::Nats { file, stream }
             }
-            Kind::Amqp => {
-                let (base, exchange) = (unique("iso-q"), unique("iso-x"));
-                let queues: Vec<String> = if sinks.len() < 2 {
-                    vec![base.clone()]
-                } else {
-                    sinks.iter().map(|s| format!("{base}-{s}")).collect()
-                };
+            Src::Amqp {
+                file,
+                base,
+                exchange,
+                queues,
+            } => {
                 let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
                     .await
                     .unwrap();
@@ -365,7 +403,7 @@ impl Src {
                 )
                 .await
                 .unwrap();
-                for q in &queues {
+                for q in queues {
                     ch.queue_declare(
                         q.as_str().into(),
                         QueueDeclareOptions {
@@ -410,18 +448,13 @@ impl Src {
                 }
                 let _ = conn.close(200, "filled".into()).await;
                 std::fs::write(
-                    &file,
+                    file,
                     format!(
                         "type = \"amqp\"\nurl = \"{}\"\nqueue = \"{base}\"\nexchange = \"{exchange}\"\n",
                         amqp_url()
                     ),
                 )
                 .unwrap();
-                Src::Amqp {
-                    file,
-                    exchange,
-                    queues,
-                }
             }
         }
     }
@@ -622,7 +655,7 @@ async fn measure(kind: Kind, n: usize, with_bad: bool, label: &str) -> Run {
     } else {
         &["good"]
     };
-    let src = Src::create(kind, &dir, &hooks(&unique("h"), n), sinks).await;
+    let src = Src::create(kind, &dir, &Arc::new(hooks(&unique("h"), n)), sinks).await;
     let good = Endpoint::start(true);
     let bad = Endpoint::start(false);
     let mut files = vec![good.sink_file(&dir, "good")];
@@ -663,7 +696,13 @@ async fn measure(kind: Kind, n: usize, with_bad: bool, label: &str) -> Run {
 async fn kill_and_restart(kind: Kind, n: usize) -> (u64, u64, usize) {
     let dir = std::env::temp_dir().join(unique("bench-iso"));
     std::fs::create_dir_all(&dir).unwrap();
-    let src = Src::create(kind, &dir, &hooks(&unique("h"), n), &["good", "bad"]).await;
+    let src = Src::create(
+        kind,
+        &dir,
+        &Arc::new(hooks(&unique("h"), n)),
+        &["good", "bad"],
+    )
+    .await;
     let good = Endpoint::start(true);
     let bad = Endpoint::start(false);
     let (gf, bf) = (good.sink_file(&dir, "good"), bad.sink_file(&dir, "bad"));
