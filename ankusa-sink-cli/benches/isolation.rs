@@ -8,8 +8,9 @@
 //!    endpoint takes to the last (group joins and consumer set-up are left out).
 //! 2. **good + bad**: the same with `--sink bad.toml`, an endpoint answering 503 (no
 //!    Retry-After) for the whole measurement; good's hooks/s and the forwarder's peak RSS
-//!    (`VmHWM`, read just before it is killed), which shows bad's backlog waits in the
-//!    broker (at most its window, `--max-unacked` 1024) and not in memory.
+//!    (`VmHWM`, read just before it is killed): bad's backlog waits in the broker, bad
+//!    holding its window (`--max-unacked`, 1024) and, for Kafka, librdkafka's read-ahead
+//!    (sized by `--max-unacked-bytes`, at most 64 MiB queued).
 //!
 //! Then once: 3. **kill -9 and restart**: good + bad (503), kill -9 once good has half the
 //! hooks, restart, let good finish, bring bad up (200) and let it drain; duplicates per
@@ -19,9 +20,10 @@
 //! with `ISOLATION_HOOKS` (default 20,000) hooks of 1 KiB before the forwarder starts, and
 //! deletes it after. The forwarder runs at its defaults plus `--retry`; the Kafka source
 //! sets `session.timeout.ms` 6000 (so that the restart's group rejoins in seconds).
-//! Environment: `ISOLATION_SOURCES` (default `kafka nats amqp`), `ANKUSA_KAFKA_BROKERS`
-//! (127.0.0.1:9092), `ANKUSA_NATS_URL` (nats://127.0.0.1:4222), `ANKUSA_AMQP_URL`
-//! (amqp://guest:guest@127.0.0.1:5672/%2f).
+//! Environment: `ISOLATION_SOURCES` (default `kafka nats amqp`), `ISOLATION_FORWARD_ARGS`
+//! (more arguments for every forwarder, e.g. `--max-unacked-bytes 4194304`),
+//! `ANKUSA_KAFKA_BROKERS` (127.0.0.1:9092), `ANKUSA_NATS_URL` (nats://127.0.0.1:4222),
+//! `ANKUSA_AMQP_URL` (amqp://guest:guest@127.0.0.1:5672/%2f).
 
 use async_nats::jetstream;
 use futures_util::StreamExt as _;
@@ -551,7 +553,8 @@ fn hooks(prefix: &str, n: usize) -> Vec<Vec<u8>> {
 // ---------------------------------------------------------------------------------------
 // The forwarder.
 
-/// `forward --from SRC --sink S... --retry` at its defaults; stderr to `err` (appended).
+/// `forward --from SRC --sink S... --retry` at its defaults (plus `ISOLATION_FORWARD_ARGS`);
+/// stderr to `err` (appended).
 struct Forwarder {
     child: Child,
     err: PathBuf,
@@ -569,8 +572,10 @@ impl Forwarder {
             .append(true)
             .open(err)
             .unwrap();
+        let extra = std::env::var("ISOLATION_FORWARD_ARGS").unwrap_or_default();
         let child = c
             .arg("--retry")
+            .args(extra.split_whitespace())
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -775,8 +780,8 @@ async fn main() {
         .collect();
     println!(
         "isolation: {n} hooks of 1 KiB per measurement, {reps} rep(s) of (1) and (2), \
-         `forward --from SRC --sink good.toml [--sink bad.toml] --retry` (defaults), \
-         load {}",
+         `forward --from SRC --sink good.toml [--sink bad.toml] --retry {}`, load {}",
+        std::env::var("ISOLATION_FORWARD_ARGS").unwrap_or_default(),
         load()
     );
     let t0 = Instant::now();
