@@ -7,7 +7,8 @@
 #
 # Results: target/bench-results/{<adapter>.json,<adapter>.txt,core.txt,allocs.txt,table.md,
 # pipeline.json,pipeline.md} (pipeline: scripts/bench_pipeline.py, forward vs a user's script or
-# raw-client loop, every sink: kafka, log, amqp, sqs, sns, pubsub, http);
+# raw-client loop, every sink: kafka, log, amqp, sqs, sns, pubsub, http; isolation.txt: one
+# failing sink of two, per source);
 # chart: docs/benchmarks-throughput.svg. Measurements hold /tmp/ankusa-bench.lock so two
 # benchmark runs on this machine never overlap; builds happen before, outside the lock.
 set -euo pipefail
@@ -61,6 +62,12 @@ step "forward --from kafka to kafka (release binary)"
 cargo bench -p ankusa-sink-cli --bench from_kafka --no-run
 if ! flock "$LOCK" cargo bench -p ankusa-sink-cli --bench from_kafka 2>&1 | tee "$BENCH_OUT_DIR/from_kafka.txt"; then
   failed+=("from_kafka")
+fi
+
+step "one bad destination: forward --from kafka, nats, amqp to a good and a failing HTTP sink (release binary)"
+cargo bench -p ankusa-sink-cli --bench isolation --no-run
+if ! flock "$LOCK" cargo bench -p ankusa-sink-cli --bench isolation 2>&1 | tee "$BENCH_OUT_DIR/isolation.txt"; then
+  failed+=("isolation")
 fi
 
 step "pipeline: forward against what a user would write instead (release binary)"
