@@ -46,6 +46,13 @@ pub const SOURCE_LAG: &str = "ankusa_source_lag";
 pub const PARKED: &str = "ankusa_dispatch_parked_total";
 /// (hook, sink) pairs read back from the sink's park destination, `{sink}`.
 pub const UNPARKED: &str = "ankusa_dispatch_unparked_total";
+/// Dead letters stored in the dead-letter destination, `{sink, class}` (a pair given up on
+/// with nowhere to store it, or whose store failed, is not counted: see
+/// [`DEAD_LETTER_ERRORS`]).
+pub const DEAD_LETTERS: &str = "ankusa_dead_letters_total";
+/// Dead letters the destination refused or failed to take, each try counted (a held one is
+/// tried again), `{sink}`.
+pub const DEAD_LETTER_ERRORS: &str = "ankusa_dead_letter_errors_total";
 /// Claim check-ins, `{result = ok | failed}`.
 pub const CLAIM_CHECKINS: &str = "ankusa_dispatch_claim_checkins_total";
 
@@ -60,13 +67,16 @@ pub(crate) struct SinkMetrics {
     pub(crate) may_have_landed_retries: Counter,
     pub(crate) parked: Counter,
     pub(crate) unparked: Counter,
+    pub(crate) dead_letter_errors: Counter,
     delivered: Counter,
     dead: [Counter; 4],
+    stored: [Counter; 4],
 }
 
 impl SinkMetrics {
     pub(crate) fn new(sink: &str) -> Self {
         let dead = |class: &'static str| metrics::counter!(OUTCOMES, "sink" => sink.to_owned(), "outcome" => "dead_lettered", "class" => class);
+        let stored = |class: &'static str| metrics::counter!(DEAD_LETTERS, "sink" => sink.to_owned(), "class" => class);
         let m = SinkMetrics {
             attempts: metrics::counter!(ATTEMPTS, "sink" => sink.to_owned()),
             seconds: metrics::histogram!(ATTEMPT_SECONDS, "sink" => sink.to_owned()),
@@ -83,6 +93,13 @@ impl SinkMetrics {
                 dead("retry_after"),
                 dead("transient"),
             ],
+            stored: [
+                stored("permanent"),
+                stored("config"),
+                stored("retry_after"),
+                stored("transient"),
+            ],
+            dead_letter_errors: metrics::counter!(DEAD_LETTER_ERRORS, "sink" => sink.to_owned()),
         };
         // Present from the start, so a dashboard sees the sink and its config errors at 0.
         m.breaker_open.set(0.0);
@@ -94,6 +111,10 @@ impl SinkMetrics {
         m.may_have_landed_retries.increment(0);
         m.parked.increment(0);
         m.unparked.increment(0);
+        m.dead_letter_errors.increment(0);
+        for c in &m.stored {
+            c.increment(0);
+        }
         m
     }
 
@@ -102,12 +123,22 @@ impl SinkMetrics {
     }
 
     pub(crate) fn dead_lettered(&self, class: Class) {
-        let i = match class {
-            Class::Permanent => 0,
-            Class::Config => 1,
-            Class::RetryAfter(_) | Class::Throttled => 2,
-            Class::Transient => 3,
-        };
-        self.dead[i].increment(1);
+        self.dead[class_index(class)].increment(1);
+    }
+
+    /// A dead letter of `class` was stored.
+    pub(crate) fn stored(&self, class: Class) {
+        self.stored[class_index(class)].increment(1);
+    }
+}
+
+/// The `class` label's slot: `permanent`, `config`, `retry_after` (both throttles),
+/// `transient`.
+fn class_index(class: Class) -> usize {
+    match class {
+        Class::Permanent => 0,
+        Class::Config => 1,
+        Class::RetryAfter(_) | Class::Throttled => 2,
+        Class::Transient => 3,
     }
 }

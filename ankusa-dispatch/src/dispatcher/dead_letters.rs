@@ -78,6 +78,15 @@ impl Scheduler {
             return;
         };
         let error = result.err();
+        if let Some(slot) = self.slots.iter().find(|s| *s.name == *p.info.sink) {
+            match (&error, &p.delivery.outcome) {
+                (Some(_), _) => slot.metrics.dead_letter_errors.increment(1),
+                (None, Outcome::DeadLettered { failure, .. }) => {
+                    slot.metrics.stored(failure.class())
+                }
+                (None, _) => {}
+            }
+        }
         if let Some(e) = &error
             && p.delivery.settle.is_some()
             && self.stopping.is_none()

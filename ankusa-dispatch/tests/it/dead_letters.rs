@@ -129,3 +129,48 @@ fn a_dead_letter_file_has_one_writer_and_the_second_is_told_who() {
     let _a = DeadLetter::jsonl("/dev/null").unwrap();
     let _b = DeadLetter::jsonl("/dev/null").unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn stored_dead_letters_and_store_errors_are_counted_by_sink() {
+    recorder();
+    let name = unique_name("dlm");
+    // The store refuses the first dead letter once (held: a hook from no source is
+    // reported with its error instead), then takes the second.
+    let store = Script::new(Step::Ok).first([Step::Transient]).arc();
+    let (d, mut out) = Dispatcher::builder()
+        .sink(&name, Script::new(Step::Permanent).arc())
+        .dead_letter(DeadLetter::sink(store))
+        .build()
+        .unwrap();
+    let labels = |class: &str| format!("class={class},sink={name}");
+    assert_eq!(
+        counter(ankusa_dispatch::metrics::DEAD_LETTERS, &labels("permanent")),
+        Some(0)
+    );
+    d.submit(Hook::new(env("h1"))).await.unwrap();
+    let first = recv_n(&mut out, 1, Duration::from_secs(5)).await;
+    assert!(
+        matches!(
+            &first[0].outcome,
+            Outcome::DeadLettered {
+                store_error: Some(_),
+                ..
+            }
+        ),
+        "not stored"
+    );
+    d.submit(Hook::new(env("h2"))).await.unwrap();
+    recv_n(&mut out, 1, Duration::from_secs(5)).await;
+    assert_eq!(
+        counter(ankusa_dispatch::metrics::DEAD_LETTERS, &labels("permanent")),
+        Some(1)
+    );
+    assert_eq!(
+        counter(
+            ankusa_dispatch::metrics::DEAD_LETTER_ERRORS,
+            &format!("sink={name}")
+        ),
+        Some(1)
+    );
+    d.shutdown(Duration::ZERO).await;
+}
