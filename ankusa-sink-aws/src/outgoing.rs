@@ -172,10 +172,14 @@ fn check_attribute_name(name: &str) -> Result<(), Unrepresentable> {
     check_text(field, name, 256, |c| {
         c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
     })?;
-    let lower = name.to_ascii_lowercase();
+    // Every delivery checks each of its attribute names: no lowercase copy of each.
+    let reserved = |prefix: &str| {
+        name.get(..prefix.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
+    };
     if name.is_empty()
-        || lower.starts_with("aws.")
-        || lower.starts_with("amazon.")
+        || reserved("aws.")
+        || reserved("amazon.")
         || name.starts_with('.')
         || name.ends_with('.')
         || name.contains("..")

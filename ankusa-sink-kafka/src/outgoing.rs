@@ -5,7 +5,6 @@ use ankusa_sink_kit::Unrepresentable;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
 use rdkafka::util::IntoOpaque;
-use std::borrow::Cow;
 
 /// The record for `out` on `topic`: value = the Message v1 body, key = the rendered key
 /// template, timestamp = the hook's `received_at`, one header per attribute in
@@ -62,31 +61,36 @@ pub(crate) fn to_record<'a, D: IntoOpaque>(
 /// [`Unrepresentable`] naming the largest header (`header "ankusa_idempotency_key"`),
 /// never its value.
 pub(crate) fn check(out: &Outgoing<'_>, message_max_bytes: usize) -> Result<(), Unrepresentable> {
-    let mut headers: Vec<(Cow<'_, str>, usize)> = out
+    // Every header as (name prefix, name, value bytes): counted on every delivery without
+    // building a list or a name; a name is made only for the refusal.
+    let attributes = out
         .attributes()
         .iter()
-        .map(|(attr, value)| (Cow::Borrowed(attr.as_attr()), value.len()))
-        .collect();
-    if out.cloudevents_mode().is_some() {
+        .map(|(attr, value)| ("", attr.as_attr(), value.len()));
+    let cloudevent = out.cloudevents_mode().is_some().then(|| {
         let content_type = out.get(Attr::ContentType).map_or(0, str::len);
-        headers.push((Cow::Borrowed("content-type"), content_type));
-        for (name, value) in out.cloudevent_attributes() {
-            if *name != "datacontenttype" {
-                headers.push((Cow::Owned(format!("ce_{name}")), value.len()));
-            }
-        }
-    }
-    let header_bytes: usize = headers.iter().map(|(n, v)| n.len() + v).sum();
+        let events = out
+            .cloudevent_attributes()
+            .iter()
+            .filter(|(name, _)| *name != "datacontenttype")
+            .map(|(name, value)| ("ce_", *name, value.len()));
+        std::iter::once(("", "content-type", content_type)).chain(events)
+    });
+    let headers = || {
+        attributes
+            .clone()
+            .chain(cloudevent.clone().into_iter().flatten())
+    };
+    let header_bytes: usize = headers().map(|(p, n, v)| p.len() + n.len() + v).sum();
     let size = out.body().len() + out.key().map_or(0, str::len) + header_bytes;
     if size <= message_max_bytes {
         return Ok(());
     }
-    let (largest, _) = headers
-        .iter()
-        .max_by_key(|(_, v)| *v)
+    let (prefix, name, _) = headers()
+        .max_by_key(|(_, _, v)| *v)
         .expect("over the limit with headers: value + key alone were checked");
     Err(Unrepresentable::new(
-        format!("header \"{largest}\""),
+        format!("header \"{prefix}{name}\""),
         "makes the record larger than message.max.bytes (max_record_bytes + 64 KiB for \
          headers)",
     ))
