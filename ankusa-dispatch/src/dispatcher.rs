@@ -129,28 +129,27 @@ impl DispatcherBuilder {
         let n = slots.len();
         // Each sink has an intake of its own: a sink that is slow or failing fills only its
         // own, and hooks for the other sinks keep coming in.
-        let (intake, intake_bytes): (Vec<_>, Vec<_>) = slots
+        let sizes: Vec<(usize, usize)> = slots
             .iter()
-            .map(|slot| {
-                let (jobs, bytes) = slot_intake(slot, &self.settings, &self.config);
-                (
-                    Arc::new(Semaphore::new(jobs)),
-                    (Arc::new(Semaphore::new(bytes)), bytes),
-                )
-            })
-            .unzip();
-        let (intake_bytes, intake_bytes_max): (Vec<_>, Vec<_>) = intake_bytes
-            .into_iter()
-            .map(|(s, b)| (s, u32::try_from(b).unwrap_or(u32::MAX)))
-            .unzip();
+            .map(|slot| slot_intake(slot, &self.settings, &self.config))
+            .collect();
         let shared = Arc::new(Shared {
             index,
             routes,
             all: (0..n).collect(),
             single: (0..n).map(|i| Arc::from([i])).collect(),
-            intake,
-            intake_bytes,
-            intake_bytes_max,
+            intake: sizes
+                .iter()
+                .map(|&(jobs, _)| Arc::new(Semaphore::new(jobs)))
+                .collect(),
+            intake_bytes: sizes
+                .iter()
+                .map(|&(_, bytes)| Arc::new(Semaphore::new(bytes)))
+                .collect(),
+            intake_bytes_max: sizes
+                .iter()
+                .map(|&(_, bytes)| u32::try_from(bytes).unwrap_or(u32::MAX))
+                .collect(),
             closed: AtomicBool::new(false),
             waiting: Arc::new(AtomicUsize::new(0)),
             held: Arc::new(IntakeHold::default()),
@@ -216,9 +215,8 @@ impl DispatcherBuilder {
 /// One sink's intake: (hook, sink) jobs admitted before their first attempt settles, and
 /// their body bytes. The jobs: `concurrency` plus the sink's own window or concurrency,
 /// plus [`READ_AHEAD`] more (what round robin over tenants can reach), unless
-/// `config.intake` says; the
-/// bytes: [`DEFAULT_INTAKE_BYTES`], or twice the sink's window bytes when that is more,
-/// unless `config.intake_bytes` says.
+/// `config.intake` says; the bytes: [`DEFAULT_INTAKE_BYTES`], or twice the sink's window
+/// bytes when that is more, unless `config.intake_bytes` says.
 fn slot_intake(
     slot: &Slot,
     settings: &HashMap<String, SinkDispatch>,

@@ -176,7 +176,7 @@ struct Run<'a> {
     /// Input lines, when the hooks come from them.
     lines: Option<Lines>,
     /// (hook, sink) pairs submitted so far.
-    read: usize,
+    submitted: usize,
     /// Why the input could not be read to its end, if it could not.
     input_error: Option<String>,
 }
@@ -185,11 +185,11 @@ impl ankusa_dispatch::forward::Observer for Run<'_> {
     type Event = Read;
 
     async fn event(&mut self, r: Read) -> usize {
-        let mut pairs = 0;
-        let mut input_error = self.input_error.take();
-        self.read(r, &mut pairs, &mut input_error).await;
-        self.input_error = input_error;
-        self.read += pairs;
+        let pairs = match &r {
+            Read::Submitted { pairs, .. } => *pairs,
+            _ => 0,
+        };
+        self.read(r).await;
         self.flush();
         pairs
     }
@@ -206,7 +206,7 @@ impl ankusa_dispatch::forward::Observer for Run<'_> {
         if !self.progress.is_hidden() {
             self.progress.set_message(format!(
                 "read {} delivered {} failed {} waiting {}",
-                self.read,
+                self.submitted,
                 self.summary.delivered,
                 self.summary.failed.values().sum::<u64>(),
                 dispatcher.waiting()
@@ -296,10 +296,11 @@ impl Run<'_> {
         self.report(&r);
     }
 
-    async fn read(&mut self, r: Read, expected: &mut usize, input_error: &mut Option<String>) {
+    /// What the reader reported: the run's record of it, and its line.
+    async fn read(&mut self, r: Read) {
         match r {
             Read::Submitted { pairs, line } => {
-                *expected += pairs;
+                self.submitted += pairs;
                 if let (Some(l), Some(line)) = (&mut self.lines, line) {
                     l.submitted(line, pairs);
                 }
@@ -380,7 +381,7 @@ impl Run<'_> {
                     });
                 }
             }
-            Read::InputError(msg) => *input_error = Some(msg),
+            Read::InputError(msg) => self.input_error = Some(msg),
             Read::InvalidRecord { position, reason } => {
                 self.summary.invalid += 1;
                 let json = |out: &mut Vec<u8>| {
@@ -427,7 +428,7 @@ async fn run(
         stop_tx: stop_tx.clone(),
         dead_letter,
         lines,
-        read: 0,
+        submitted: 0,
         input_error: None,
     };
     let (tx, rx) = mpsc::unbounded_channel();

@@ -59,18 +59,12 @@ async fn open_parks(
             );
             continue;
         };
-        let text = tokio::fs::read_to_string(&p.from)
+        let label = format!("park_from {} (sink {})", p.from.display(), s.name);
+        let config = read_config(&p.from, "park_from", &label).await?;
+        let source = config
+            .open(options)
             .await
-            .map_err(|e| UsageError(format!("cannot read park_from {}: {e}", p.from.display())))?;
-        let at = |e: &dyn std::fmt::Display| {
-            UsageError(format!(
-                "park_from {} (sink {}): {e}",
-                p.from.display(),
-                s.name
-            ))
-        };
-        let config = SourceConfig::from_toml_str(&text).map_err(|e| at(&e))?;
-        let source = config.open(options).await.map_err(|e| at(&e))?;
+            .map_err(|e| UsageError(format!("{label}: {e}")))?;
         tracing::info!(
             sink = %s.name,
             source = %config.reads_as(),
@@ -83,17 +77,22 @@ async fn open_parks(
     Ok(parks)
 }
 
+/// The source file at `path` (given as `flag`), parsed; a parse error starts with `label`.
+async fn read_config(path: &Path, flag: &str, label: &str) -> Result<SourceConfig, UsageError> {
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|e| UsageError(format!("cannot read {flag} {}: {e}", path.display())))?;
+    SourceConfig::from_toml_str(&text).map_err(|e| UsageError(format!("{label}: {e}")))
+}
+
 /// The `--from` file's source(s) for `sinks`.
 async fn open_main(
     path: &Path,
     options: &SourceOptions,
     sinks: &[String],
 ) -> Result<Main, UsageError> {
-    let text = tokio::fs::read_to_string(path)
-        .await
-        .map_err(|e| UsageError(format!("cannot read --from {}: {e}", path.display())))?;
     let at = |e: &dyn std::fmt::Display| UsageError(format!("{}: {e}", path.display()));
-    let config = SourceConfig::from_toml_str(&text).map_err(|e| at(&e))?;
+    let config = read_config(path, "--from", &path.display().to_string()).await?;
     let configs = match split(&config, sinks).map_err(|e| at(&e))? {
         Some(configs) => configs,
         None => {

@@ -190,10 +190,8 @@ impl Scheduler {
             self.set_breaker_gauge(job.sink);
         }
         match decision.action {
-            Action::Retry { delay, .. } if self.stopping.is_none() && self.parks(&job, delay) => {
-                self.park(job, failure, delay);
-            }
             Action::Retry { delay, .. } if self.stopping.is_none() => {
+                // A parked pair is retried too, when read back: counted alike.
                 if failure.may_have_landed() == Some(true) {
                     self.slots[job.sink]
                         .metrics
@@ -201,9 +199,11 @@ impl Scheduler {
                         .increment(1);
                 }
                 job.last_failure = Some(failure);
-                // A waiting job holds no intake permit and no concurrency slot.
-                job.permit = None;
-                self.wait(job, Instant::now() + delay);
+                if self.parks(&job, delay) {
+                    self.park(job, delay);
+                } else {
+                    self.wait(job, Instant::now() + delay);
+                }
             }
             Action::Retry { .. } => {
                 job.last_failure = Some(failure);

@@ -103,7 +103,6 @@ impl Scheduler {
                 self.enqueue(job);
                 continue;
             }
-            job.permit = None;
             self.wait(job, Instant::now() + Duration::from_millis(wait));
         }
     }

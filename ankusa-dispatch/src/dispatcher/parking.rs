@@ -20,10 +20,11 @@ impl Scheduler {
                 .is_some_and(|h| h.settle.is_some())
     }
 
-    /// Write `job` (its last failure `failure`, next attempt in `delay`) to its sink's park
-    /// destination. It waits for the answer as a pending park: written, it is finished as
-    /// [`Outcome::Parked`]; not written, it waits in the retry queue as it would have.
-    pub(super) fn park(&mut self, mut job: Job, failure: Failure, delay: Duration) {
+    /// Write `job` (its last failure in `last_failure`, next attempt in `delay`) to its
+    /// sink's park destination. It waits for the answer as a pending park: written, it is
+    /// finished as [`Outcome::Parked`]; not written, it waits in the retry queue as it
+    /// would have.
+    pub(super) fn park(&mut self, mut job: Job, delay: Duration) {
         let (Some(park), Some(h)) = (self.slots[job.sink].park.clone(), self.hooks.get(&job.hook))
         else {
             return;
@@ -37,10 +38,14 @@ impl Scheduler {
             first_attempt_ms: job.first_ms.unwrap_or(job.last_ms),
             not_before_ms,
             parked_at_ms: now,
-            class: failure.class().as_str().to_owned(),
+            class: job
+                .last_failure
+                .as_ref()
+                .map_or(Class::Transient, Failure::class)
+                .as_str()
+                .to_owned(),
         };
         let at = Instant::now() + delay;
-        job.last_failure = Some(failure);
         // A parking job holds no intake permit and no slot, as a waiting one does.
         job.permit = None;
         let env = match park_envelope(&h.env, &record) {

@@ -47,8 +47,10 @@ impl Scheduler {
         }
     }
 
-    /// Put `job` in the retry queue until `at` (it holds no intake permit meanwhile).
-    pub(super) fn wait(&mut self, job: Job, at: Instant) {
+    /// Put `job` in the retry queue until `at`. A waiting job holds no intake permit (and
+    /// no concurrency slot): fresh hooks flow meanwhile.
+    pub(super) fn wait(&mut self, mut job: Job, at: Instant) {
+        job.permit = None;
         self.seq += 1;
         self.waiting.push(Reverse(Waiting {
             at,
