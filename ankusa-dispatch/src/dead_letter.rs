@@ -1,5 +1,6 @@
 //! Where a (hook, sink) that dispatch gave up on goes: a JSON-lines file, or any sink.
 
+use crate::record::PairState;
 use ankusa_sink_core::{Ctx, Envelope, Failure, Sink, safe_deliver};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -55,47 +56,14 @@ impl DeadLetterInfo {
 }
 
 /// One dead-letter line: the envelope in its JSON form (the form `ankusa-sink gen` prints
-/// and `forward` reads) plus a `dead_letter` object.
+/// and `forward` reads) plus a `dead_letter` object: the record of
+/// [`crate::record`] in its dead state.
 ///
 /// Only the headers a sink would forward are stored
 /// ([`is_forwardable`](ankusa_message::is_forwardable)): credentials a provider
 /// sent (an `Authorization`, an API key) never land on disk.
 pub fn record_line(env: &Envelope, info: &DeadLetterInfo) -> serde_json::Result<String> {
-    let filtered;
-    let env = if env.headers().iter().all(|(n, _)| forwardable(n)) {
-        env
-    } else {
-        let kept = env
-            .headers()
-            .iter()
-            .filter(|(n, _)| forwardable(n))
-            .cloned()
-            .collect();
-        // Headers only change: the copy is as valid as the envelope it came from.
-        filtered = env
-            .to_builder()
-            .headers(kept)
-            .build()
-            .unwrap_or_else(|_| env.clone());
-        &filtered
-    };
-    // The envelope's own serialization, keys in the order `gen` prints them, with the
-    // `dead_letter` object added as its last key.
-    let mut line = serde_json::to_string(env)?;
-    if line.ends_with('}') {
-        line.pop();
-        if !line.ends_with('{') {
-            line.push(',');
-        }
-        line.push_str("\"dead_letter\":");
-        line.push_str(&serde_json::to_string(info)?);
-        line.push('}');
-    }
-    Ok(line)
-}
-
-fn forwardable(name: &str) -> bool {
-    ankusa_message::is_forwardable(&name.to_ascii_lowercase())
+    crate::record::pair_line(env, info, &PairState::Dead)
 }
 
 /// Split a dead-letter record into the envelope's JSON and its `dead_letter` object;
@@ -156,18 +124,19 @@ impl DeadLetter {
         })))
     }
 
-    /// Deliver each dead-lettered hook to `sink` (its envelope; the sink sees the original
-    /// hook, not why it died).
+    /// Deliver each dead letter to `sink` as a message whose body is its record line and
+    /// whose headers say where and why it died ([`carrier`](crate::record::carrier)). Give
+    /// a sink that keeps what it takes (a topic, a queue, a stream): a dead letter counts
+    /// as stored when the sink said ok.
     pub fn sink(sink: Arc<dyn Sink>) -> Self {
         DeadLetter(Arc::new(Kind::Sink(sink)))
     }
 
-    /// Store one dead letter (`ctx` is the context a sink destination delivers it with);
-    /// the error says why it could not be stored.
+    /// Store one dead letter (a sink destination has `timeout` to answer); the error says
+    /// why it could not be stored.
     pub async fn store(
         &self,
         env: &Envelope,
-        ctx: &Ctx,
         info: &DeadLetterInfo,
         timeout: Duration,
     ) -> Result<(), String> {
@@ -180,17 +149,19 @@ impl DeadLetter {
                     .map_err(|e| e.to_string())?
             }
             Kind::Sink(sink) => {
-                let ctx = ctx.clone().with_attempt(1).with_batch(false);
-                safe_deliver(&**sink, env, &ctx, Some(timeout))
-                    .await
-                    .map_err(|f| f.to_string())
+                let carrier = crate::record::carrier(env, info, &PairState::Dead)
+                    .map_err(|e| format!("the dead letter's record is not a valid message: {e}"))?;
+                let attrs = crate::record::record_attrs(info, &PairState::Dead);
+                deliver_carrier(&**sink, &carrier, attrs, timeout).await
             }
         }
     }
 
-    /// Append one line that is not a hook's record (a source record that could not be
-    /// decoded, say) to a dead-letter file, synced like the others. A sink destination
-    /// takes hooks only: it refuses the line, and the error says so.
+    /// Store one line that is not a hook's record (a source record that could not be
+    /// decoded, say): appended to a dead-letter file, synced like the others, or sent to a
+    /// dead-letter sink as the body of a message `invalid.<digest>` (the line's SHA-256,
+    /// 16 hex digits: the same bytes are the same message) whose `ankusa_record` attribute
+    /// is `invalid`.
     pub async fn store_line(&self, line: String) -> Result<(), String> {
         match &*self.0 {
             Kind::File { .. } => {
@@ -199,7 +170,21 @@ impl DeadLetter {
                     .await
                     .map_err(|e| e.to_string())?
             }
-            Kind::Sink(_) => Err("a dead-letter sink takes hooks, not raw records".into()),
+            Kind::Sink(sink) => {
+                let digest = ankusa_message::sha256_hex(line.as_bytes());
+                let carrier =
+                    Envelope::builder(format!("invalid.{}", &digest[..16]), "ankusa-forward", line)
+                        .content_type("application/json")
+                        .build()
+                        .map_err(|e| e.to_string())?;
+                let attrs = ankusa_message::RecordAttrs {
+                    state: "invalid".to_owned(),
+                    sink: String::new(),
+                    class: "permanent".to_owned(),
+                    reason: "not a hook".to_owned(),
+                };
+                deliver_carrier(&**sink, &carrier, attrs, Duration::from_secs(30)).await
+            }
         }
     }
 
@@ -211,6 +196,23 @@ impl DeadLetter {
         f.append(line)
             .map_err(|e| format!("writing the dead-letter file {}: {e}", path.display()))
     }
+}
+
+/// Deliver a record's carrier to a dead-letter sink, once (the dispatcher stores it again
+/// if this fails), in a context of its own (the hook's, its claim, its attempt, describes
+/// another message) that says what it carries ([`ankusa_message::RecordAttrs`]).
+pub(crate) async fn deliver_carrier(
+    sink: &dyn Sink,
+    carrier: &Envelope,
+    attrs: ankusa_message::RecordAttrs,
+    timeout: Duration,
+) -> Result<(), String> {
+    let ctx = Ctx::for_envelope(carrier)
+        .with_batch(false)
+        .with_extension(attrs);
+    safe_deliver(sink, carrier, &ctx, Some(timeout))
+        .await
+        .map_err(|f| f.to_string())
 }
 
 /// How long a dead letter that could not be stored waits before it is written again, after

@@ -47,6 +47,7 @@
 //! ```
 
 use crate::dead_letter::dead_letter_backoff;
+use crate::record::{PairRecord, PairState, RecordFilter};
 use crate::{DeadLetter, Deliveries, Delivery, Dispatcher, Hook, Outcome, SubmitError, Unfinished};
 use ankusa_claimcheck::ClaimStore;
 use ankusa_message::MessageBody;
@@ -64,6 +65,13 @@ pub type EnvelopeParser = fn(serde_json::Value) -> Result<Envelope, String>;
 /// Stops a [`Forward`]: no record is read after it. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ForwardStop(Arc<watch::Sender<bool>>);
+
+impl Default for ForwardStop {
+    /// A handle not stopped yet (for [`browse`]; a [`Forward`] makes its own).
+    fn default() -> Self {
+        ForwardStop(Arc::new(watch::channel(false).0))
+    }
+}
 
 impl ForwardStop {
     /// Stop reading. Records handed out still settle.
@@ -117,6 +125,15 @@ pub enum ForwardEvent {
         /// Why; never a value from the record.
         reason: String,
     },
+    /// A redrive left the record where it is (see [`Forward::redrive`]): it does not match
+    /// the filter, is not a hook's dead letter, or its sink is not in this dispatcher. It
+    /// is released to its source once reading ends.
+    Left {
+        /// Where the record came from.
+        position: String,
+        /// Why; never a value from the record.
+        reason: String,
+    },
     /// Reading stopped: the source failed, or the dispatcher refuses every hook.
     Failed(ForwardError),
 }
@@ -138,6 +155,8 @@ pub struct ForwardReport {
     pub parked: u64,
     /// Hooks read but not taken: the run was stopping (released to the source).
     pub not_taken: u64,
+    /// Records a redrive left where they were (released to the source).
+    pub left: u64,
     /// (hook, sink) pairs the shutdown left unfinished (released to the source).
     pub unfinished: Vec<Unfinished>,
     /// Why reading stopped early, if it did.
@@ -168,6 +187,61 @@ struct Reader {
     limit_name: &'static str,
     envelope: EnvelopeParser,
     stop: ForwardStop,
+    redrive: Option<Arc<Redrive>>,
+    pacer: Option<Arc<Pacer>>,
+}
+
+/// A redrive: dead-letter records read back, each to the sink it died at (see
+/// [`Forward::redrive`]).
+#[derive(Debug, Clone)]
+pub struct Redrive {
+    filter: RecordFilter,
+    replay_id: String,
+    idle: Duration,
+}
+
+impl Redrive {
+    /// Redrive the dead letters `filter` matches, each hook carrying `replay_id` (one per
+    /// redrive job). Reading ends after 3 s without a record ([`idle`](Self::idle)).
+    pub fn new(filter: RecordFilter, replay_id: impl Into<String>) -> Self {
+        Redrive {
+            filter,
+            replay_id: replay_id.into(),
+            idle: Duration::from_secs(3),
+        }
+    }
+
+    /// Reading ends once the source has given no record for `idle` while its window had
+    /// room: every dead letter present has been read.
+    pub fn idle(mut self, idle: Duration) -> Self {
+        self.idle = idle;
+        self
+    }
+
+    /// The filter.
+    pub fn filter(&self) -> &RecordFilter {
+        &self.filter
+    }
+}
+
+/// Spaces submissions evenly: at most one per `every`.
+#[derive(Debug)]
+struct Pacer {
+    every: Duration,
+    next: tokio::sync::Mutex<tokio::time::Instant>,
+}
+
+impl Pacer {
+    /// Wait for this submission's turn.
+    async fn turn(&self) {
+        let at = {
+            let mut next = self.next.lock().await;
+            let at = (*next).max(tokio::time::Instant::now());
+            *next = at + self.every;
+            at
+        };
+        tokio::time::sleep_until(at).await;
+    }
 }
 
 impl std::fmt::Debug for Forward {
@@ -233,6 +307,8 @@ impl Forward {
                     })
                 },
                 stop: ForwardStop(Arc::new(watch::channel(false).0)),
+                redrive: None,
+                pacer: None,
             },
         }
     }
@@ -250,6 +326,38 @@ impl Forward {
             source,
             park: true,
         });
+        self
+    }
+
+    /// Read the source as dead letters ([`crate::record`]) and redrive them: each record
+    /// that is a hook's dead letter and matches the filter goes to the sink it died at
+    /// alone (one of this dispatcher's), keeping its id (its idempotency key) and carrying
+    /// the redrive's replay id; it is acknowledged once that sink delivered it (or it died
+    /// again, and was dead-lettered again). Every other record (not matching, not a dead
+    /// letter, a sink this dispatcher lacks) is reported [`ForwardEvent::Left`], held, and
+    /// released to the source when reading ends: it stays for a later redrive. Reading
+    /// reads the records present when it starts (as the source's lag counts them once it
+    /// can say) and ends then, or after [`Redrive::idle`] without a record.
+    ///
+    /// Records are taken as dead letters only here, on the operator's word: a hook whose
+    /// body looks like one is never unwrapped, nor rerouted, by an ordinary forward.
+    pub fn redrive(mut self, redrive: Redrive) -> Self {
+        self.reader.redrive = Some(Arc::new(redrive));
+        self
+    }
+
+    /// Submit at most `per_second` hooks a second, evenly spaced (over every source): a
+    /// redrive that cannot starve live traffic. Not positive or not finite: no limit.
+    pub fn rate(mut self, per_second: f64) -> Self {
+        self.reader.pacer = Duration::try_from_secs_f64(1.0 / per_second)
+            .ok()
+            .filter(|_| per_second > 0.0)
+            .map(|every| {
+                Arc::new(Pacer {
+                    every,
+                    next: tokio::sync::Mutex::new(tokio::time::Instant::now()),
+                })
+            });
         self
     }
 
@@ -521,6 +629,8 @@ impl Reader {
             limit_name,
             envelope,
             stop,
+            redrive,
+            pacer,
         } = self;
         let Lane {
             sink,
@@ -534,30 +644,61 @@ impl Reader {
             .lag()
             .map(|l| tokio::spawn(watch_lag(l, sink.clone())));
         let mut stopped = stop.0.subscribe();
+        let mut present = redrive.as_ref().map(|r| Present::new(&*source, r.idle));
+        // Records a redrive leaves: released once reading ends, not at once (given back
+        // now, a queue would hand them straight back to this reader).
+        let mut left: Vec<Ack> = Vec::new();
         loop {
             if *stopped.borrow() || *lanes_stop.borrow() {
                 break;
             }
-            let next = tokio::select! {
-                biased;
-                _ = stopped.wait_for(|s| *s) => break,
-                _ = lanes_stop.wait_for(|s| *s) => break,
-                r = source.next() => r,
+            if present.as_mut().is_some_and(Present::all_read) {
+                break;
+            }
+            let next = {
+                let mut next = source.next();
+                let mut waited = Duration::ZERO;
+                loop {
+                    tokio::select! {
+                        biased;
+                        _ = stopped.wait_for(|s| *s) => break None,
+                        _ = lanes_stop.wait_for(|s| *s) => break None,
+                        r = &mut next => break Some(r),
+                        () = tokio::time::sleep(PRESENT_TICK), if present.is_some() => {
+                            waited += PRESENT_TICK;
+                            // Nothing came while the window had room: all read. A full
+                            // window waits for deliveries, unless it is full of records
+                            // left (they settle only when reading ends).
+                            if present.as_mut().is_some_and(|p| {
+                                p.all_read()
+                                    || (waited >= p.idle_now()
+                                        && (!p.window_full() || p.only_holds(left.len())))
+                            }) {
+                                break None;
+                            }
+                        }
+                    }
+                }
             };
             let record = match next {
-                None => break,
-                Some(Err(e)) => {
+                None | Some(None) => break,
+                Some(Some(Err(e))) => {
                     on_event(ForwardEvent::Failed(ForwardError::Source(e)));
                     break;
                 }
-                Some(Ok(r)) => r,
+                Some(Some(Ok(r))) => r,
             };
+            if let Some(p) = &mut present {
+                p.read += 1;
+            }
             let decoded = if record.payload.len() > max_record_bytes {
                 Decoded::Invalid(format!(
                     "longer than {limit_name} ({max_record_bytes} bytes)"
                 ))
             } else if park {
                 decode_parked(&record.payload, sink.as_deref().unwrap_or_default())
+            } else if let Some(r) = &redrive {
+                decode_dead(&record.payload, r, sink.as_deref(), &dispatcher)
             } else {
                 decode(&record.payload, claims.as_ref(), envelope).await
             };
@@ -573,6 +714,17 @@ impl Reader {
                     if let Some(s) = &sink {
                         hook = hook.only_sink(s.clone());
                     }
+                    if let Some(p) = &pacer {
+                        tokio::select! {
+                            biased;
+                            _ = stopped.wait_for(|s| *s) => {
+                                let hook = Box::new(hook);
+                                on_event(ForwardEvent::NotTaken { position, hook });
+                                break;
+                            }
+                            () = p.turn() => {}
+                        }
+                    }
                     let pairs = dispatcher.pairs_of(&hook).unwrap_or(0);
                     match dispatcher.submit(hook).await {
                         Ok(()) => on_event(ForwardEvent::Submitted { position, pairs }),
@@ -584,6 +736,10 @@ impl Reader {
                             break;
                         }
                     }
+                }
+                Decoded::Left(reason) => {
+                    on_event(ForwardEvent::Left { position, reason });
+                    left.push(ack);
                 }
                 Decoded::Invalid(reason) => {
                     on_event(ForwardEvent::Invalid {
@@ -604,11 +760,192 @@ impl Reader {
                 }
             }
         }
+        if let Some(p) = present {
+            p.end();
+        }
         for w in [watch_window, watch_lag].into_iter().flatten() {
             w.abort();
         }
         source.stop();
+        for ack in left {
+            ack.release();
+        }
         source
+    }
+}
+
+/// What [`browse`] read.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Browsed {
+    /// Records read (each handed to the callback once).
+    pub read: u64,
+    /// Reading ended because the source's window was full: records past it were not read
+    /// (open the source with a larger window to see them).
+    pub window_full: bool,
+}
+
+/// Read the records `source` holds now without taking any: each is handed to `each`, held
+/// unsettled (so a queue does not hand it out again) and released when reading ends, so
+/// every record stays in the source. Reading ends once the records present at the start
+/// are read (as the source's lag counts them, once it can say), after `idle` without a
+/// record, when the source's window is full, or at `stop`. The source is then stopped and
+/// closed within `grace`. What `ankusa-sink dead-letters stats` and `list` read with.
+///
+/// # Errors
+/// The source failed (what was read so far is lost to the caller: start again).
+pub async fn browse(
+    mut source: Box<dyn Source>,
+    idle: Duration,
+    grace: Duration,
+    stop: &ForwardStop,
+    mut each: impl FnMut(&Record) + Send,
+) -> Result<Browsed, SourceError> {
+    let mut present = Present::new(&*source, idle);
+    let mut stopped = stop.0.subscribe();
+    let mut held = Vec::new();
+    let mut browsed = Browsed::default();
+    let mut error = None;
+    loop {
+        if *stopped.borrow() || present.all_read() {
+            break;
+        }
+        let next = {
+            let mut next = source.next();
+            let mut waited = Duration::ZERO;
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = stopped.wait_for(|s| *s) => break None,
+                    r = &mut next => break Some(r),
+                    () = tokio::time::sleep(PRESENT_TICK) => {
+                        waited += PRESENT_TICK;
+                        if present.all_read() || waited >= present.idle_now() {
+                            browsed.window_full = present.window_full();
+                            break None;
+                        }
+                    }
+                }
+            }
+        };
+        match next {
+            None | Some(None) => break,
+            Some(Some(Err(e))) => {
+                error = Some(e);
+                break;
+            }
+            Some(Some(Ok(record))) => {
+                present.read += 1;
+                browsed.read += 1;
+                each(&record);
+                held.push(record.ack);
+            }
+        }
+    }
+    present.end();
+    source.stop();
+    for ack in held {
+        ack.release();
+    }
+    source.close(grace).await;
+    match error {
+        Some(e) => Err(e),
+        None => Ok(browsed),
+    }
+}
+
+/// How long a redrive (or [`browse`]) that has read the source's count waits for one more
+/// record.
+const CAUGHT_UP_IDLE: Duration = Duration::from_millis(300);
+
+/// How often a redrive (or [`browse`]) waiting for a record looks again at the source's
+/// count and how long it has waited.
+const PRESENT_TICK: Duration = Duration::from_millis(100);
+
+/// How long a redrive (or [`browse`]) waits for a record while its source cannot count yet.
+const COUNT_WAIT: Duration = Duration::from_secs(30);
+
+/// How far a redrive has read of what its source held when it began.
+struct Present {
+    /// Records read so far.
+    read: u64,
+    /// Stop after this many: those read before the source could count, plus its count.
+    target: Option<u64>,
+    /// The source's count, once it can say.
+    count: Option<tokio::sync::oneshot::Receiver<u64>>,
+    asking: Option<tokio::task::JoinHandle<()>>,
+    window: Option<Window>,
+    idle: Duration,
+}
+
+impl Present {
+    fn new(source: &dyn Source, idle: Duration) -> Self {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let asking = source.lag().map(|lag| {
+            tokio::spawn(async move {
+                // Kafka says nothing until the group has given this reader its partitions.
+                loop {
+                    if let Some(n) = lag.lag().await {
+                        let _ = tx.send(n);
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        });
+        Present {
+            read: 0,
+            target: None,
+            count: asking.as_ref().map(|_| rx),
+            asking,
+            window: source.window(),
+            idle,
+        }
+    }
+
+    /// Whether every record present at the start has been read: the source's count, plus
+    /// what it handed this reader before it could count (a queue's count leaves out the
+    /// records on their way to a consumer: a window's worth at most).
+    fn all_read(&mut self) -> bool {
+        if let Some(rx) = &mut self.count
+            && let Ok(n) = rx.try_recv()
+        {
+            self.target = Some(self.read.saturating_add(n));
+            self.count = None;
+        }
+        let ahead = self.window.as_ref().map_or(0, |w| w.size() as u64);
+        self.target
+            .is_some_and(|t| self.read >= t.saturating_add(ahead))
+    }
+
+    /// How long reading waits for a record before it takes the source as read: `idle`,
+    /// and once the count is read, a moment (what a queue had on its way to this reader
+    /// comes at once).
+    fn idle_now(&self) -> Duration {
+        match self.target {
+            Some(t) if self.read >= t => self.idle.min(CAUGHT_UP_IDLE),
+            // A Kafka reader counts only once the group gave it partitions: the silence
+            // before that is no sign of an empty source.
+            None if self.count.is_some() => self.idle.max(COUNT_WAIT),
+            _ => self.idle,
+        }
+    }
+
+    fn window_full(&self) -> bool {
+        self.window
+            .as_ref()
+            .is_some_and(|w| w.unsettled() >= w.size())
+    }
+
+    /// Whether the window holds nothing but these `left` records.
+    fn only_holds(&self, left: usize) -> bool {
+        self.window.as_ref().is_some_and(|w| w.unsettled() <= left)
+    }
+
+    fn end(self) {
+        if let Some(a) = self.asking {
+            a.abort();
+        }
     }
 }
 
@@ -700,6 +1037,7 @@ impl ForwardReport {
             ForwardEvent::Submitted { .. } => self.submitted += 1,
             ForwardEvent::NotTaken { .. } => self.not_taken += 1,
             ForwardEvent::Invalid { .. } => self.invalid += 1,
+            ForwardEvent::Left { .. } => self.left += 1,
             ForwardEvent::Failed(e) => self.error = Some(e),
         }
     }
@@ -722,32 +1060,56 @@ enum Decoded {
     /// A claimed body could not be redeemed now (the store is down): give the record back
     /// to the source rather than file a good hook as undecodable.
     Later(String),
+    /// A redrive leaves this record where it is.
+    Left(String),
 }
 
-/// Decode a record of `sink`'s park destination: a park record as it is, or as the body of
-/// a Message v1.
+/// Decode a dead-letter record for a redrive: the hook, bound to the sink it died at and
+/// carrying the redrive's replay id, or why the record stays where it is.
+fn decode_dead(payload: &[u8], r: &Redrive, lane: Option<&str>, d: &Dispatcher) -> Decoded {
+    let record = match PairRecord::parse(payload) {
+        Ok(record) => record,
+        Err(e) => return Decoded::Left(e),
+    };
+    if record.state != PairState::Dead {
+        return Decoded::Left("a parked record, not a dead letter".to_owned());
+    }
+    if !r.filter.matches(&record.envelope, &record.info) {
+        return Decoded::Left("does not match the filter".to_owned());
+    }
+    let sink = record.info.sink;
+    if lane.is_some_and(|l| l != sink) {
+        return Decoded::Left(format!("a dead letter of sink {sink}, read for another"));
+    }
+    let hook = traced_hook(record.envelope)
+        .only_sink(sink.clone())
+        .replay_id(r.replay_id.clone());
+    match d.pairs_of(&hook) {
+        Ok(_) => Decoded::Hook(Box::new(hook)),
+        Err(_) => Decoded::Left(format!("its sink {sink} is not in this run")),
+    }
+}
+
+/// Decode a record of `sink`'s park destination: a parked record
+/// ([`crate::record`]) as it is, or as the body of a Message v1.
 fn decode_parked(payload: &[u8], sink: &str) -> Decoded {
-    let parsed = crate::park::parse_park_record(payload).or_else(|first| {
-        match ankusa_message::decode(payload) {
-            Ok(m) => match &m.body {
-                MessageBody::Inline(b) => crate::park::parse_park_record(b),
-                MessageBody::Claim(_) => Err("a park record's body is a claim".to_owned()),
-            },
-            Err(_) => Err(first),
-        }
-    });
-    let (record, env) = match parsed {
-        Ok(p) => p,
+    let r = match crate::record::PairRecord::parse(payload) {
+        Ok(r) => r,
         Err(e) => return Decoded::Invalid(e),
     };
-    if record.sink != sink {
+    let crate::record::PairState::Parked { not_before_ms, .. } = r.state else {
         return Decoded::Invalid(format!(
-            "a park record of another sink, read from the park source of sink {sink}"
+            "a dead letter, not a parked record, read from the park source of sink {sink}"
+        ));
+    };
+    if r.info.sink != sink {
+        return Decoded::Invalid(format!(
+            "a parked record of another sink, read from the park source of sink {sink}"
         ));
     }
-    let hook = traced_hook(env)
-        .first_attempt(record.attempts.saturating_add(1))
-        .resume(record.first_attempt_ms, record.not_before_ms);
+    let hook = traced_hook(r.envelope)
+        .first_attempt(r.info.attempts.saturating_add(1))
+        .resume(r.info.first_attempt_ms, not_before_ms);
     Decoded::Hook(Box::new(hook))
 }
 

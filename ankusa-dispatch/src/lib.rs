@@ -7,8 +7,8 @@ mod dead_letter;
 mod dispatcher;
 pub mod forward;
 pub mod metrics;
-pub mod park;
 mod policy;
+pub mod record;
 mod throttle;
 
 #[cfg(feature = "otel")]

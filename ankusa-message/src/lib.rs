@@ -24,7 +24,7 @@ pub use message::{
     BodyMode, DEFAULT_INLINE_MAX_BYTES, EncodeError, body_mode, encode, push_json_str, sha256_hex,
 };
 pub use options::{MessageOption, MessageOptions, OptionsError};
-pub use outgoing::{Attr, Body, EmptyValues, Layout, Outgoing};
+pub use outgoing::{Attr, Body, EmptyValues, Layout, Outgoing, RecordAttrs};
 pub use schema::json_schema;
 pub use trace::{MAX_TRACESTATE_BYTES, TraceContext};
 

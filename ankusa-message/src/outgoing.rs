@@ -30,6 +30,10 @@ use std::num::NonZeroUsize;
 /// | `WebhookSignature` | `webhook-signature` | `webhook-signature` | signing: `v1,<base64>` per key |
 /// | `TraceParent` | `traceparent` | `traceparent` | the attempt's W3C `traceparent` ([`TraceContext::of`](crate::TraceContext::of)) |
 /// | `TraceState` | `tracestate` | `tracestate` | the hook's W3C `tracestate`, when it had a valid one |
+/// | `RecordState` | `ankusa_record` | `x-ankusa-record` | a dead letter's or parked hook's message ([`RecordAttrs`]): `dead`, `parked` or `invalid` |
+/// | `RecordSink` | `ankusa_record_sink` | `x-ankusa-record-sink` | the sink it died (or waits) at |
+/// | `RecordClass` | `ankusa_record_class` | `x-ankusa-record-class` | its last failure's class |
+/// | `RecordReason` | `ankusa_record_reason` | `x-ankusa-record-reason` | its reason's head, no values |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Attr {
@@ -59,6 +63,31 @@ pub enum Attr {
     TraceParent,
     /// The hook's W3C `tracestate`.
     TraceState,
+    /// A record's state ([`RecordAttrs::state`]).
+    RecordState,
+    /// A record's sink ([`RecordAttrs::sink`]).
+    RecordSink,
+    /// A record's failure class ([`RecordAttrs::class`]).
+    RecordClass,
+    /// A record's reason ([`RecordAttrs::reason`]).
+    RecordReason,
+}
+
+/// What a message that carries a dispatch record (a dead letter, a parked hook) says of it
+/// beside its body, for a consumer that filters without reading it: put on the carrier's
+/// [`Ctx`] ([`Ctx::with_extension`]), it ends [`Outgoing`]'s attributes with
+/// [`Attr::RecordState`], [`Attr::RecordSink`], [`Attr::RecordClass`] and
+/// [`Attr::RecordReason`]. Values are printable ASCII (the dispatcher makes them so).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordAttrs {
+    /// `dead`, `parked` or `invalid`.
+    pub state: String,
+    /// The sink's name (empty for an undecodable source record).
+    pub sink: String,
+    /// The last failure's class.
+    pub class: String,
+    /// The reason's head, without its values.
+    pub reason: String,
 }
 
 impl Attr {
@@ -79,6 +108,10 @@ impl Attr {
             Attr::WebhookSignature => WEBHOOK_SIGNATURE,
             Attr::TraceParent => TRACEPARENT,
             Attr::TraceState => TRACESTATE,
+            Attr::RecordState => "ankusa_record",
+            Attr::RecordSink => "ankusa_record_sink",
+            Attr::RecordClass => "ankusa_record_class",
+            Attr::RecordReason => "ankusa_record_reason",
         }
     }
 
@@ -98,6 +131,10 @@ impl Attr {
             Attr::WebhookSignature => WEBHOOK_SIGNATURE,
             Attr::TraceParent => TRACEPARENT,
             Attr::TraceState => TRACESTATE,
+            Attr::RecordState => "x-ankusa-record",
+            Attr::RecordSink => "x-ankusa-record-sink",
+            Attr::RecordClass => "x-ankusa-record-class",
+            Attr::RecordReason => "x-ankusa-record-reason",
         }
     }
 }
@@ -254,7 +291,7 @@ impl std::fmt::Debug for Body {
 }
 
 /// At most this many attributes: every [`Attr`] once.
-const MAX_ATTRS: usize = 13;
+const MAX_ATTRS: usize = 17;
 /// The prefix a CloudEvents binding puts before an attribute name, counted in
 /// [`Outgoing::attribute_bytes`] (`ce-` for HTTP, AMQP and Pub/Sub, `ce_` for Kafka).
 const CE_PREFIX_BYTES: usize = 3;
@@ -269,6 +306,8 @@ const CE_PREFIX_BYTES: usize = 3;
 ///   (`application/json`), then `DedupeKey` and `ReplayId` when set and not empty, then,
 ///   with [`Layout::with_signer`], `WebhookId`, `WebhookTimestamp` (now, Unix seconds: a
 ///   retry is signed afresh) and `WebhookSignature` over the exact body bytes.
+/// - With [`RecordAttrs`] in the [`Ctx`] (a dead letter's or parked hook's carrier), the
+///   four record attributes come last.
 /// - With a trace context in the [`Ctx`] ([`TraceContext::of`](crate::TraceContext::of), which dispatch sets on every
 ///   attempt), every layout ends with `TraceParent`, then `TraceState` when there is one.
 /// - [`Layout::raw_body`]: the body is the hook's own; attributes in this order: `Id`,
@@ -394,6 +433,12 @@ impl<'a> Outgoing<'a> {
             if let Some(state) = trace.tracestate() {
                 out.push(Attr::TraceState, state.into());
             }
+        }
+        if let Some(r) = ctx.extension::<RecordAttrs>() {
+            out.push(Attr::RecordState, r.state.as_str().into());
+            out.push(Attr::RecordSink, r.sink.as_str().into());
+            out.push(Attr::RecordClass, r.class.as_str().into());
+            out.push(Attr::RecordReason, r.reason.as_str().into());
         }
         Ok(out)
     }

@@ -49,7 +49,11 @@ pub(crate) fn to_publish(out: Outgoing<'_>, received_at: i64) -> Result<Publish,
             | Attr::WebhookTimestamp
             | Attr::WebhookSignature
             | Attr::TraceParent
-            | Attr::TraceState => {
+            | Attr::TraceState
+            | Attr::RecordState
+            | Attr::RecordSink
+            | Attr::RecordClass
+            | Attr::RecordReason => {
                 headers.insert(
                     attr.as_attr().into(),
                     AMQPValue::LongString(value.as_ref().into()),

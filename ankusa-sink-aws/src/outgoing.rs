@@ -78,13 +78,16 @@ pub(crate) const MAX_ATTRIBUTES: usize = 10;
 /// CloudEvent) has more than [`MAX_ATTRIBUTES`]: each value is also inside the body (`v`,
 /// `replay_id`, `dedupe_key`, `source_id` of a Message v1; a structured event holds the
 /// source, the replay id and the idempotency key the dedupe key is part of). Only a signed
-/// message can have more than 10 (up to 8 + 3 signing + 2 trace context); the signature's
-/// three and the trace context always go.
-pub(crate) const DROPPED_WHEN_OVER_LIMIT: [Slot; 4] = [
+/// message can have more than 10 (up to 8 + 3 signing + 2 trace context), or a dead
+/// letter's (6 + 4 record attributes, whose reason and class its body holds too); the
+/// signature's three and the trace context always go.
+pub(crate) const DROPPED_WHEN_OVER_LIMIT: [Slot; 6] = [
     Slot::Ours(Attr::MessageVersion),
     Slot::Ours(Attr::ReplayId),
     Slot::Ours(Attr::DedupeKey),
     Slot::Ours(Attr::SourceId),
+    Slot::Ours(Attr::RecordReason),
+    Slot::Ours(Attr::RecordClass),
 ];
 
 /// One attribute a binary-mode CloudEvent may carry: one of ours, or a CloudEvents

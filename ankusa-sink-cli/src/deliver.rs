@@ -10,6 +10,7 @@ use crate::{
 };
 use ankusa_claimcheck::ClaimStore;
 use ankusa_dispatch::forward::{Forward, ForwardEvent};
+use ankusa_dispatch::record::RecordFilter;
 use ankusa_dispatch::{
     BreakerConfig, Concurrency, DeadLetter, DeadLetterInfo, Delivery, DispatchConfig,
     DispatchPolicy, Dispatcher, Exponential, Hook, Outcome, SinkDispatch, SubmitError,
@@ -111,7 +112,8 @@ fn dispatcher(
     retry: &RetryArgs,
     concurrency: Option<usize>,
     parks: bool,
-) -> Result<(Dispatcher, ankusa_dispatch::Deliveries, Option<DeadLetter>), UsageError> {
+    dead_letter: Option<DeadLetter>,
+) -> Result<(Dispatcher, ankusa_dispatch::Deliveries), UsageError> {
     let mut config = DispatchConfig::default();
     // A limit the user set is a limit over every sink, as it always was; left unset,
     // each sink that pipelines runs on its own window.
@@ -141,14 +143,10 @@ fn dispatcher(
     if let Some(spec) = &d.claim_store {
         b = b.claim_store(claim_store(spec)?);
     }
-    let mut dead_letter = None;
-    if let Some(path) = &d.dead_letter {
-        let dl = DeadLetter::jsonl(path).map_err(|e| UsageError(e.to_string()))?;
-        b = b.dead_letter(dl.clone());
-        dead_letter = Some(dl);
+    if let Some(dl) = dead_letter {
+        b = b.dead_letter(dl);
     }
-    let (d, deliveries) = b.build().map_err(|e| UsageError(e.to_string()))?;
-    Ok((d, deliveries, dead_letter))
+    b.build().map_err(|e| UsageError(e.to_string()))
 }
 
 /// Counts for the final summary, per (hook, sink) pair.
@@ -162,6 +160,8 @@ struct Summary {
     parked: u64,
     /// Pairs whose dead letter could not be stored.
     dead_letter_errors: u64,
+    /// Records a redrive left in place (not matching, not a dead letter, another sink's).
+    left: u64,
 }
 
 /// One run: hooks from `input` through a dispatcher over `sinks`.
@@ -346,8 +346,7 @@ impl Run<'_> {
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
                     let info = DeadLetterInfo::new(&sink, &f, 0, now, now);
-                    let ctx = ankusa_sink_core::Ctx::for_envelope(&env);
-                    if let Err(e) = dl.store(&env, &ctx, &info, Duration::from_secs(30)).await {
+                    if let Err(e) = dl.store(&env, &info, Duration::from_secs(30)).await {
                         dead_letter_error = Some(e);
                     }
                 }
@@ -382,6 +381,7 @@ impl Run<'_> {
                 }
             }
             Read::InputError(msg) => self.input_error = Some(msg),
+            Read::Left => self.summary.left += 1,
             Read::InvalidRecord { position, reason } => {
                 self.summary.invalid += 1;
                 let json = |out: &mut Vec<u8>| {
@@ -404,19 +404,27 @@ impl Run<'_> {
 }
 
 /// Run `input` through a dispatcher over `sinks` and report every (hook, sink) pair.
+#[allow(clippy::too_many_arguments)]
 async fn run(
     input: Input,
     sinks: Vec<NamedSink>,
     dispatch: &DispatchArgs,
     retry: &RetryArgs,
     concurrency: Option<usize>,
+    dead_letter: Option<DeadLetter>,
     stop_tx: Arc<watch::Sender<Option<Stop>>>,
     summary_line: bool,
 ) -> Result<ExitCode, UsageError> {
     let names: Vec<String> = sinks.iter().map(|s| s.name.clone()).collect();
     let parks = matches!(input, Input::Source { .. });
-    let (dispatcher, deliveries, dead_letter) =
-        dispatcher(&sinks, dispatch, retry, concurrency, parks)?;
+    let (dispatcher, deliveries) = dispatcher(
+        &sinks,
+        dispatch,
+        retry,
+        concurrency,
+        parks,
+        dead_letter.clone(),
+    )?;
     let progress = progress_bar(retry.json);
     let lines = matches!(input, Input::Lines { .. }).then(Lines::default);
     let mut run = Run {
@@ -480,6 +488,8 @@ async fn run(
         _ if run.out.outcome_lost() || s.dead_letter_errors > 0 => ExitCode::from(EXIT_OUTPUT),
         _ if failed > 0 || s.abandoned > 0 => ExitCode::from(EXIT_FAILED),
         _ if s.invalid > 0 || input_error.is_some() => ExitCode::from(EXIT_USAGE),
+        // A dead letter that names a sink this run lacks is `failed` above; one the filters
+        // leave is not a failure.
         _ => ExitCode::SUCCESS,
     })
 }
@@ -506,6 +516,9 @@ fn summary_note(s: &Summary, elapsed: Duration) -> String {
     };
     if s.parked > 0 {
         abandoned.push_str(&format!(" parked {}", s.parked));
+    }
+    if s.left > 0 {
+        abandoned.push_str(&format!(" left {}", s.left));
     }
     format!(
         "delivered {} failed {} ({}){abandoned} invalid {} in {:.3}s, {:.0} hooks/s",
@@ -556,6 +569,7 @@ async fn read_body(spec: Option<&str>) -> Result<Vec<u8>, UsageError> {
 pub(crate) async fn deliver_one(
     a: &DeliverArgs,
     sinks: Vec<NamedSink>,
+    dead_letter: Option<DeadLetter>,
     stop_tx: Arc<watch::Sender<Option<Stop>>>,
 ) -> Result<ExitCode, UsageError> {
     let body = read_body(a.body.as_deref()).await?;
@@ -593,6 +607,7 @@ pub(crate) async fn deliver_one(
         &a.dispatch,
         &a.retry,
         concurrency,
+        dead_letter,
         stop_tx,
         false,
     )
@@ -604,7 +619,7 @@ fn signal_exit(sig: i32) -> ExitCode {
     ExitCode::from(u8::try_from(128 + sig).unwrap_or(EXIT_FAILED))
 }
 
-fn open_input(spec: &str) -> Result<Box<dyn std::io::Read + Send>, UsageError> {
+pub(crate) fn open_input(spec: &str) -> Result<Box<dyn std::io::Read + Send>, UsageError> {
     if spec == "-" {
         Ok(Box::new(std::io::stdin()))
     } else {
@@ -639,6 +654,7 @@ fn refuse_own_dead_letters(
 pub(crate) async fn forward(
     a: &ForwardArgs,
     sinks: Vec<NamedSink>,
+    dead_letter: Option<DeadLetter>,
     stop_tx: Arc<watch::Sender<Option<Stop>>>,
 ) -> Result<ExitCode, UsageError> {
     if a.concurrency == Some(0) {
@@ -658,11 +674,16 @@ pub(crate) async fn forward(
             Some(spec) => Some(claim_store(spec)?),
             None => None,
         };
-        let source = crate::from_source::open(from, &options, &sinks).await?;
+        let source = crate::from_source::open(from, &options, &sinks, a.redrive).await?;
+        let redrive = a.redrive.then(|| {
+            ankusa_dispatch::forward::Redrive::new(a.filter.filter(), ulid::Ulid::new().to_string())
+        });
         Input::Source {
             source,
             claims,
             max_line,
+            redrive,
+            rate: a.rate,
         }
     } else {
         refuse_own_dead_letters(&a.input, a.dispatch.dead_letter.as_deref())?;
@@ -680,7 +701,12 @@ pub(crate) async fn forward(
             a.skip_lines,
         )
         .map_err(|e| UsageError(format!("cannot start the input reader: {e}")))?;
-        Input::Lines { lines, max_line }
+        Input::Lines {
+            lines,
+            max_line,
+            filter: a.filter.filter(),
+            rate: a.rate,
+        }
     };
     run(
         input,
@@ -688,6 +714,7 @@ pub(crate) async fn forward(
         &a.dispatch,
         &a.retry,
         a.concurrency,
+        dead_letter,
         stop_tx,
         true,
     )
@@ -813,7 +840,8 @@ mod tests {
             attempt_timeout: 30,
             json: true,
         };
-        let (dispatcher, mut deliveries, _) = dispatcher(&sinks, &d, &r, Some(1), false).unwrap();
+        let (dispatcher, mut deliveries) =
+            dispatcher(&sinks, &d, &r, Some(1), false, None).unwrap();
         let env = Envelope::builder("h-1", "s", "x").build().unwrap();
         dispatcher
             .submit(ankusa_dispatch::Hook::new(env))

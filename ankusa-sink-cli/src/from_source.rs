@@ -31,11 +31,26 @@ pub(crate) enum Main {
 /// a source of its own (`SourceConfig::for_sink`: its own consumer group, durable consumer
 /// or queue, and its own window), so one failing sink holds back no other; a source that
 /// cannot be split (an AMQP file naming only a queue) is shared, with a WARN saying so.
+///
+/// A redrive reads its dead letters once, for every sink (each record names its own), and
+/// reads no park destination.
 pub(crate) async fn open(
     path: &Path,
     options: &SourceOptions,
     named: &[NamedSink],
+    redrive: bool,
 ) -> Result<Opened, UsageError> {
+    if redrive {
+        let config = read_config(path, "--from", &path.display().to_string()).await?;
+        let source = config
+            .open(options)
+            .await
+            .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
+        return Ok(Opened {
+            main: Main::Shared(source),
+            parks: Vec::new(),
+        });
+    }
     let parks = open_parks(named, options).await?;
     let sinks: Vec<String> = named.iter().map(|s| s.name.clone()).collect();
     let main = open_main(path, options, &sinks).await?;
@@ -78,7 +93,11 @@ async fn open_parks(
 }
 
 /// The source file at `path` (given as `flag`), parsed; a parse error starts with `label`.
-async fn read_config(path: &Path, flag: &str, label: &str) -> Result<SourceConfig, UsageError> {
+pub(crate) async fn read_config(
+    path: &Path,
+    flag: &str,
+    label: &str,
+) -> Result<SourceConfig, UsageError> {
     let text = tokio::fs::read_to_string(path)
         .await
         .map_err(|e| UsageError(format!("cannot read {flag} {}: {e}", path.display())))?;

@@ -4,6 +4,7 @@
 // allocator: a library must not choose the allocator of the program that links it.
 
 mod asyncapi;
+mod dead_letters;
 mod deliver;
 mod from_source;
 mod gen_cmd;
@@ -57,6 +58,43 @@ enum Command {
     Info(InfoArgs),
     /// Print where the sink publishes (JSON), or an AsyncAPI 3.0 document for several sinks.
     Describe(DescribeArgs),
+    /// Inspect dead letters (a dead-letter file, or the source a dead-letter sink feeds)
+    /// without taking any.
+    #[command(subcommand)]
+    DeadLetters(DeadLettersCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum DeadLettersCommand {
+    /// Counts by sink, class, reason (its first part, no values), tenant and hour.
+    Stats(DeadLettersArgs),
+    /// One line per matching dead letter: id, sink, class, reason, attempts, first and last
+    /// attempt times (never bodies or headers).
+    List(DeadLettersArgs),
+}
+
+#[derive(Args, Debug)]
+struct DeadLettersArgs {
+    /// The source a --dead-letter sink feeds (a TOML file tagged by `type`): its records
+    /// present now are read and every one is left in place (released, never acknowledged).
+    #[arg(
+        long,
+        value_name = "SOURCE.toml",
+        conflicts_with = "input",
+        required_unless_present = "input"
+    )]
+    from: Option<PathBuf>,
+    /// A dead-letter file (JSON lines), or `-` for stdin.
+    #[arg(long, value_name = "FILE")]
+    input: Option<String>,
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// With --from: records read at most (held unacknowledged until the end).
+    #[arg(long, default_value_t = 1_000_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_records: u64,
 }
 
 #[derive(Args, Debug)]
@@ -81,11 +119,14 @@ struct DispatchArgs {
     /// `memory://`, or `s3://bucket` (the usual AWS environment, `AWS_ENDPOINT_URL` too).
     #[arg(long, value_name = "URL")]
     claim_store: Option<String>,
-    /// Append each (hook, sink) whose final outcome is not ok to this JSON-lines file (the
-    /// envelope plus a `dead_letter` object); `forward --input` replays such a file. With
-    /// --retry its pairs are `dead_lettered`; without a dead-letter file nothing is stored,
-    /// and a pair that gives up is `failed`.
-    #[arg(long, value_name = "FILE")]
+    /// Store each (hook, sink) whose final outcome is not ok: a value ending in `.toml` is
+    /// a sink file (one that keeps what it takes: Kafka, AMQP, SQS, SNS, Pub/Sub, NATS, a
+    /// Redis stream, Kinesis), each dead letter sent as a message whose body is its record;
+    /// any other value is a JSON-lines file appended to (the envelope plus a `dead_letter`
+    /// object). `forward --input FILE` or `forward --from SOURCE.toml --redrive` redrives
+    /// them. With --retry its pairs are `dead_lettered`; without a dead-letter destination
+    /// nothing is stored, and a pair that gives up is `failed`.
+    #[arg(long, value_name = "FILE|SINK.toml")]
     dead_letter: Option<PathBuf>,
     /// Serve Prometheus metrics at `http://HOST:PORT/metrics` while the command runs.
     #[arg(long, value_name = "HOST:PORT")]
@@ -107,6 +148,69 @@ struct DispatchArgs {
     /// (`http://HOST:4318` gets `/v1/traces`; headers from OTEL_EXPORTER_OTLP_HEADERS).
     #[arg(long, value_name = "URL")]
     otlp_endpoint: Option<String>,
+}
+
+/// Which dead letters a redrive, `dead-letters stats` or `dead-letters list` takes: every
+/// filter given must hold.
+#[derive(Args, Debug, Default)]
+struct FilterArgs {
+    /// Only dead letters of this sink (its name: the sink file's stem).
+    #[arg(long, value_name = "NAME")]
+    only_sink: Option<String>,
+    /// Only hooks of this tenant.
+    #[arg(long, value_name = "TENANT")]
+    only_tenant: Option<String>,
+    /// Only failures of this class (`permanent`, `config`, `retry_after`, `transient`) or
+    /// error class (`throttled`).
+    #[arg(long, value_name = "CLASS")]
+    only_class: Option<String>,
+    /// Only dead letters whose last attempt was at or after this time (RFC 3339).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    since: Option<i64>,
+    /// Only dead letters whose last attempt was before this time (RFC 3339).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    until: Option<i64>,
+    /// Only dead letters whose reason contains this text.
+    #[arg(long, value_name = "TEXT")]
+    reason_contains: Option<String>,
+}
+
+impl FilterArgs {
+    fn filter(&self) -> ankusa_dispatch::record::RecordFilter {
+        let mut f = ankusa_dispatch::record::RecordFilter::new().between(self.since, self.until);
+        if let Some(s) = &self.only_sink {
+            f = f.sink(s);
+        }
+        if let Some(t) = &self.only_tenant {
+            f = f.tenant(t);
+        }
+        if let Some(c) = &self.only_class {
+            f = f.class(c);
+        }
+        if let Some(r) = &self.reason_contains {
+            f = f.reason_contains(r);
+        }
+        f
+    }
+}
+
+/// An RFC 3339 time as Unix milliseconds.
+fn parse_time(s: &str) -> Result<i64, String> {
+    let t = humantime::parse_rfc3339_weak(s)
+        .map_err(|e| format!("not an RFC 3339 time (2026-12-07T10:00:00Z): {e}"))?;
+    let ms = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| "a time before 1970".to_owned())?
+        .as_millis();
+    i64::try_from(ms).map_err(|_| "a time too far off".to_owned())
+}
+
+/// A positive, finite rate of hooks per second.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && (0.001..=1_000_000.0).contains(&r) => Ok(r),
+        _ => Err("a number of hooks per second from 0.001 to 1000000".to_owned()),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -207,6 +311,19 @@ struct ForwardArgs {
     /// --from record longer than this is reported invalid, dead-lettered and acknowledged.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     max_line_bytes: u64,
+    /// With --from: the source holds dead letters (a --dead-letter sink's destination).
+    /// Each one the filters match goes to the sink it died at alone (give that sink's
+    /// --sink), keeping its id and carrying this run's replay id; the others are left in
+    /// the source. Reads the dead letters present when it starts, then stops with a
+    /// summary. (--input always replays a dead-letter line to its sink.)
+    #[arg(long, requires = "from")]
+    redrive: bool,
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// Submit at most N hooks a second (evenly spaced), so a redrive cannot starve live
+    /// traffic. Default: no limit.
+    #[arg(long, value_name = "N", value_parser = parse_rate)]
+    rate: Option<f64>,
     #[command(flatten)]
     retry: RetryArgs,
     #[command(flatten)]
@@ -315,6 +432,34 @@ async fn load_sinks(
         });
     }
     Ok(sinks)
+}
+
+/// The run's dead-letter destination: a sink file (`.toml`; it must keep what it takes) or
+/// a JSON-lines file, locked for the run.
+async fn load_dead_letter(
+    registry: &Registry,
+    d: &DispatchArgs,
+) -> Result<Option<ankusa_dispatch::DeadLetter>, UsageError> {
+    let Some(path) = &d.dead_letter else {
+        return Ok(None);
+    };
+    if path.extension().is_none_or(|e| e != "toml") {
+        return ankusa_dispatch::DeadLetter::jsonl(path)
+            .map(Some)
+            .map_err(|e| UsageError(e.to_string()));
+    }
+    let spec = path.to_string_lossy();
+    let (_, _, sink) = load_sink_file(registry, &spec)
+        .await
+        .map_err(|e| UsageError(format!("--dead-letter {}", e.0)))?;
+    if !ankusa_sink_core::safe_capabilities(&*sink).is_ok_and(|c| c.durable) {
+        return Err(UsageError(format!(
+            "--dead-letter {spec}: a dead-letter sink must keep what it takes (a Kafka topic, \
+             a RabbitMQ queue, an SQS queue, a JetStream subject, a Redis stream, ...): a dead \
+             letter lives only there"
+        )));
+    }
+    Ok(Some(ankusa_dispatch::DeadLetter::sink(sink)))
 }
 
 /// The park destination of the sink file `spec`: its `park` sink file built (it must keep
@@ -549,7 +694,8 @@ async fn run(cli: Cli, registry: &Registry) -> Result<ExitCode, UsageError> {
                 otlp::register_metrics();
             }
             let sinks = load_sinks(registry, &a.sink.sinks, a.retry.json).await?;
-            deliver::deliver_one(&a, sinks, watch_signals()).await
+            let dl = load_dead_letter(registry, &a.dispatch).await?;
+            deliver::deliver_one(&a, sinks, dl, watch_signals()).await
         }
         Command::Forward(a) => {
             serve_metrics(a.dispatch.metrics_addr)?;
@@ -558,8 +704,17 @@ async fn run(cli: Cli, registry: &Registry) -> Result<ExitCode, UsageError> {
                 otlp::register_metrics();
             }
             let sinks = load_sinks(registry, &a.sink.sinks, a.retry.json).await?;
-            deliver::forward(&a, sinks, watch_signals()).await
+            if a.from.is_some() && !a.filter.filter().is_empty() && !a.redrive {
+                return Err(UsageError(
+                    "--only-*, --since, --until and --reason-contains select dead letters: with \
+                     --from, add --redrive"
+                        .into(),
+                ));
+            }
+            let dl = load_dead_letter(registry, &a.dispatch).await?;
+            deliver::forward(&a, sinks, dl, watch_signals()).await
         }
+        Command::DeadLetters(c) => dead_letters::run(c).await,
         Command::Check(a) => check(registry, &a).await,
         Command::Info(a) => info(registry, &a).await,
         Command::Describe(a) => describe(registry, &a).await,

@@ -2,6 +2,7 @@
 //! decoding the next hooks runs beside delivering the last ones instead of taking turns
 //! with them on the runtime's thread.
 
+use ankusa_dispatch::DeadLetterInfo;
 use ankusa_sink_core::Envelope;
 use std::io::{BufRead, Read};
 use std::sync::Arc;
@@ -64,9 +65,9 @@ pub(crate) fn read_line<R: BufRead>(r: &mut R, max: usize) -> std::io::Result<Op
 /// What the reader made of one line (numbered from 1; blank lines are skipped).
 #[derive(Debug)]
 pub(crate) enum Parsed {
-    /// A hook (its line number), and the sink it is bound to when the line was a
+    /// A hook (its line number), and where and why it died when the line was a
     /// dead-letter record.
-    Hook(u64, Arc<Envelope>, Option<String>),
+    Hook(u64, Arc<Envelope>, Option<Box<DeadLetterInfo>>),
     /// Not a hook: why (never quoting the line).
     Invalid(u64, String),
     /// Longer than the cap.
@@ -76,7 +77,7 @@ pub(crate) enum Parsed {
 }
 
 /// How the reader turns a line into a hook (and the sink a dead-letter record names).
-pub(crate) type ParseLine = fn(&[u8]) -> Result<(Envelope, Option<String>), String>;
+pub(crate) type ParseLine = fn(&[u8]) -> Result<(Envelope, Option<Box<DeadLetterInfo>>), String>;
 
 /// Lines handed over at once: one channel message and one wake-up per batch, not per line.
 const BATCH: usize = 64;

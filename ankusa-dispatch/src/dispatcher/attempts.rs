@@ -96,8 +96,7 @@ impl Scheduler {
             self.dead_lettered(dl, Err("the dead-letter task died".into()));
         }
         if let Some(p) = park {
-            let f = Failure::transient(Reason("the park task died".into()));
-            self.parked(p, Err(f));
+            self.parked(p, Err("the park task died".into()));
         }
     }
 

@@ -19,7 +19,7 @@ impl Scheduler {
             return self.finish(job, outcome(failure));
         };
         let info = DeadLetterInfo::new(&name, &failure, job.attempts, first, job.last_ms);
-        let (env, ctx) = (h.env.clone(), h.ctx.clone());
+        let env = h.env.clone();
         let delivery = self.delivery(job, outcome(failure));
         // The delivery stays here until the store answers: a shutdown that ends first
         // hands the pair back instead of losing it with the aborted task.
@@ -31,7 +31,6 @@ impl Scheduler {
                 delivery,
                 dl,
                 env,
-                ctx,
                 info,
                 failures: 0,
                 retry_at: None,
@@ -46,11 +45,11 @@ impl Scheduler {
             return;
         };
         p.retry_at = None;
-        let (dl, env, ctx, info) = (p.dl.clone(), p.env.clone(), p.ctx.clone(), p.info.clone());
+        let (dl, env, info) = (p.dl.clone(), p.env.clone(), p.info.clone());
         let timeout = self.config.attempt_timeout;
         let tx = self.tx.clone();
         let handle = self.tasks.spawn(async move {
-            let result = dl.store(&env, &ctx, &info, timeout).await;
+            let result = dl.store(&env, &info, timeout).await;
             let _ = tx.send(Report::DeadLettered { id, result });
         });
         self.task_dead_letter.insert(handle.id(), id);
@@ -171,7 +170,6 @@ pub(super) struct PendingDeadLetter {
     pub(super) delivery: Delivery,
     pub(super) dl: DeadLetter,
     pub(super) env: Arc<Envelope>,
-    pub(super) ctx: Ctx,
     pub(super) info: DeadLetterInfo,
     /// Failed stores so far.
     pub(super) failures: u32,

@@ -3,7 +3,8 @@
 
 use super::dead_letters::DEAD_LETTER_LOG_EVERY;
 use super::*;
-use crate::park::{ParkRecord, park_envelope};
+use crate::dead_letter::deliver_carrier;
+use crate::record::{PairState, carrier, record_attrs};
 
 impl Scheduler {
     /// Whether `job`'s retry in `delay` goes to its sink's park destination instead of the
@@ -32,23 +33,23 @@ impl Scheduler {
         let now = self.clock.now_ms();
         let not_before_ms =
             now.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
-        let record = ParkRecord {
-            sink: self.slots[job.sink].name.to_string(),
-            attempts: self.attempt_number(&job, job.attempts),
-            first_attempt_ms: job.first_ms.unwrap_or(job.last_ms),
+        let unknown = Failure::transient(Reason("parked".into()));
+        let info = DeadLetterInfo::new(
+            &self.slots[job.sink].name,
+            job.last_failure.as_ref().unwrap_or(&unknown),
+            self.attempt_number(&job, job.attempts),
+            job.first_ms.unwrap_or(job.last_ms),
+            job.last_ms,
+        );
+        let state = PairState::Parked {
             not_before_ms,
             parked_at_ms: now,
-            class: job
-                .last_failure
-                .as_ref()
-                .map_or(Class::Transient, Failure::class)
-                .as_str()
-                .to_owned(),
         };
         let at = Instant::now() + delay;
         // A parking job holds no intake permit and no slot, as a waiting one does.
         job.permit = None;
-        let env = match park_envelope(&h.env, &record) {
+        let attrs = record_attrs(&info, &state);
+        let env = match carrier(&h.env, &info, &state) {
             Ok(env) => env,
             Err(e) => {
                 self.park_failed(job, at, &e.to_string());
@@ -68,15 +69,14 @@ impl Scheduler {
         let timeout = self.config.attempt_timeout;
         let tx = self.tx.clone();
         let handle = self.tasks.spawn(async move {
-            let ctx = Ctx::for_envelope(&env);
-            let result = safe_deliver(&*park.sink, &env, &ctx, Some(timeout)).await;
+            let result = deliver_carrier(&*park.sink, &env, attrs, timeout).await;
             let _ = tx.send(Report::Parked { id, result });
         });
         self.task_park.insert(handle.id(), id);
     }
 
     /// The park `id` was written (the pair is finished here) or not (it waits in memory).
-    pub(super) fn parked(&mut self, id: u64, result: Result<(), Failure>) {
+    pub(super) fn parked(&mut self, id: u64, result: Result<(), String>) {
         let Some(p) = self.pending_parks.remove(&id) else {
             return;
         };
@@ -97,7 +97,7 @@ impl Scheduler {
                 );
             }
             Ok(()) => {}
-            Err(e) => self.park_failed(p.job, p.at, &e.to_string()),
+            Err(e) => self.park_failed(p.job, p.at, &e),
         }
     }
 

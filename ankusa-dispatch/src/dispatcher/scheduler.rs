@@ -80,10 +80,7 @@ pub(super) enum Report {
     /// The dead letter `id` was stored, or why it could not be.
     DeadLettered { id: u64, result: Result<(), String> },
     /// The park `id` was written, or why it could not be.
-    Parked {
-        id: u64,
-        result: Result<(), Failure>,
-    },
+    Parked { id: u64, result: Result<(), String> },
 }
 
 /// Where a hook's claim stands.

@@ -3,8 +3,9 @@
 //! not-before and keeps its horizon from the first attempt.
 
 use crate::*;
+use ankusa_dispatch::DeadLetterInfo;
 use ankusa_dispatch::forward::Forward;
-use ankusa_dispatch::park::{ParkRecord, park_envelope, parse_park_record};
+use ankusa_dispatch::record::{PairRecord, PairState, carrier};
 use ankusa_dispatch::{Dispatcher, Outcome, Park, SinkDispatch};
 use ankusa_sink_core::{Ctx, Failure, Sink, async_trait};
 use ankusa_source::{MemorySource, Settlement, Source};
@@ -72,13 +73,20 @@ async fn a_far_retry_is_parked_acknowledged_then_resumes_after_its_not_before() 
     assert_eq!(acked(&settled), 10, "each record acknowledged once parked");
     let parked = store.0.lock().unwrap().clone();
     assert_eq!(parked.len(), 10);
-    let (r, hook) = parse_park_record(&parked[0]).unwrap();
+    let r = PairRecord::parse(&parked[0]).unwrap();
     assert_eq!(
-        (r.sink.as_str(), r.attempts, r.class.as_str()),
+        (r.info.sink.as_str(), r.info.attempts, r.info.class.as_str()),
         ("far", 1, "retry_after")
     );
-    assert!(r.not_before_ms - r.parked_at_ms >= 3_599_000, "{r:?}");
-    assert!(hook.id().starts_with('h'));
+    let PairState::Parked {
+        not_before_ms,
+        parked_at_ms,
+    } = r.state
+    else {
+        panic!("{r:?}")
+    };
+    assert!(not_before_ms - parked_at_ms >= 3_599_000, "{r:?}");
+    assert!(r.envelope.id().starts_with('h'));
 
     // Read back (a later run): each waits out its hour, then goes as its second attempt.
     let t0 = tokio::time::Instant::now();
@@ -120,16 +128,14 @@ async fn a_resumed_pair_keeps_its_horizon_from_the_first_attempt() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    let r = ParkRecord {
-        sink: "far".into(),
-        attempts: 7,
-        first_attempt_ms: now - 25 * 3_600_000,
+    let failure = Failure::transient(ankusa_sink_core::Reason("down".into()));
+    let info = DeadLetterInfo::new("far", &failure, 7, now - 25 * 3_600_000, now - 3_600_000);
+    let state = PairState::Parked {
         not_before_ms: now,
         parked_at_ms: now - 3_600_000,
-        class: "transient".into(),
     };
-    let carrier = park_envelope(&env, &r).unwrap();
-    let park = MemorySource::new([carrier.body().to_vec(), b"{\"ankusa_park\":1}".to_vec()]);
+    let carrier = carrier(&env, &info, &state).unwrap();
+    let park = MemorySource::new([carrier.body().to_vec(), b"{\"parked\":1}".to_vec()]);
     let settled = park.settlements();
     let failing = Script::new(Step::Transient).arc();
     let (d, deliveries) = parking(

@@ -29,6 +29,8 @@ pub(super) enum Read {
     /// A source record that is not a hook: reported here; the forward dead-letters and
     /// acknowledges it.
     InvalidRecord { position: String, reason: String },
+    /// A record or line a redrive's filters left in place.
+    Left,
 }
 
 /// Where the hooks come from.
@@ -38,6 +40,10 @@ pub(super) enum Input {
     Lines {
         lines: mpsc::Receiver<Vec<Parsed>>,
         max_line: usize,
+        /// Dead-letter lines the filters do not match (and, with a filter, plain
+        /// envelopes) are skipped.
+        filter: RecordFilter,
+        rate: Option<f64>,
     },
     /// A durable source; bodies of claimed Message v1 records are redeemed from the store;
     /// records over `max_line` bytes are invalid.
@@ -45,6 +51,9 @@ pub(super) enum Input {
         source: crate::from_source::Opened,
         claims: Option<ClaimStore>,
         max_line: usize,
+        /// `--redrive`: the source holds dead letters.
+        redrive: Option<ankusa_dispatch::forward::Redrive>,
+        rate: Option<f64>,
     },
 }
 
@@ -123,6 +132,8 @@ pub(super) async fn read_and_submit(
             source,
             claims,
             max_line,
+            redrive,
+            rate,
         } => {
             let mut forward = match source.main {
                 crate::from_source::Main::Shared(source) => {
@@ -143,6 +154,12 @@ pub(super) async fn read_and_submit(
             }
             if let Some(dl) = dead_letter {
                 forward = forward.dead_letter(dl);
+            }
+            if let Some(r) = redrive {
+                forward = forward.redrive(r);
+            }
+            if let Some(r) = rate {
+                forward = forward.rate(r);
             }
             let stopper = forward.stopper();
             if stop.borrow().is_some() {
@@ -173,6 +190,10 @@ pub(super) async fn read_and_submit(
                             Read::InvalidRecord { position, reason }
                         }
                         ForwardEvent::Failed(e) => Read::InputError(e.to_string()),
+                        ForwardEvent::Left { position, reason } => {
+                            tracing::debug!(position = %position, "left in place: {reason}");
+                            Read::Left
+                        }
                         // A future event this run does not report.
                         _ => return,
                     };
@@ -184,9 +205,13 @@ pub(super) async fn read_and_submit(
         Input::Lines {
             mut lines,
             max_line,
+            filter,
+            rate,
         } => {
             // One replay job per run: every dead-letter line it replays carries its id.
             let replay_id = ulid::Ulid::new().to_string();
+            let every = rate.and_then(|r| Duration::try_from_secs_f64(1.0 / r).ok());
+            let mut next_turn = tokio::time::Instant::now();
             loop {
                 let batch = tokio::select! {
                     biased;
@@ -216,8 +241,28 @@ pub(super) async fn read_and_submit(
                         Parsed::Invalid(n, reason) => {
                             let _ = tx.send(Read::Invalid(n, reason));
                         }
-                        Parsed::Hook(n, env, None) => submit(hook_of(env), Some(n)).await,
-                        Parsed::Hook(n, env, Some(sink)) => {
+                        Parsed::Hook(n, env, info) => {
+                            let keep = match &info {
+                                Some(i) => filter.matches(&env, i),
+                                None => filter.is_empty(),
+                            };
+                            if !keep {
+                                let _ = tx.send(Read::Left);
+                                continue;
+                            }
+                            if let Some(every) = every {
+                                let at = next_turn.max(tokio::time::Instant::now());
+                                next_turn = at + every;
+                                tokio::select! {
+                                    biased;
+                                    _ = stop.wait_for(Option::is_some) => return None,
+                                    () = tokio::time::sleep_until(at) => {}
+                                }
+                            }
+                            let Some(sink) = info.map(|i| i.sink) else {
+                                submit(hook_of(env), Some(n)).await;
+                                continue;
+                            };
                             if names.contains(&sink) {
                                 let hook =
                                     hook_of(env).only_sink(sink).replay_id(replay_id.clone());
@@ -244,9 +289,9 @@ pub(super) fn hook_sink(hook: &Hook) -> Option<String> {
     hook.sink_name().map(str::to_owned)
 }
 
-/// Parse one input line: an envelope, or a dead-letter record (an envelope plus the sink it
-/// died at). The error never quotes the input: envelopes carry secrets.
-pub(crate) fn parse_line(bytes: &[u8]) -> Result<(Envelope, Option<String>), String> {
+/// Parse one input line: an envelope, or a dead-letter record (an envelope plus where and
+/// why it died). The error never quotes the input: envelopes carry secrets.
+pub(crate) fn parse_line(bytes: &[u8]) -> Result<(Envelope, Option<Box<DeadLetterInfo>>), String> {
     let text = std::str::from_utf8(bytes)
         .map_err(|e| format!("not UTF-8 (invalid byte at offset {})", e.valid_up_to()))?;
     if !text.contains("\"dead_letter\"")
@@ -265,7 +310,7 @@ pub(crate) fn parse_line(bytes: &[u8]) -> Result<(Envelope, Option<String>), Str
     let (value, dead) = split_record(value)?;
     let env =
         ankusa_sinks::from_json_value(value).map_err(|e| format!("not a valid envelope: {e}"))?;
-    Ok((env, dead.map(|d| d.sink)))
+    Ok((env, dead.map(Box::new)))
 }
 
 /// Where a run reading input lines stands: the point an operator resumes from after a

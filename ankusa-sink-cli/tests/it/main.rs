@@ -14,6 +14,7 @@ mod brokers;
 mod capabilities;
 mod cloudevents;
 mod config_errors;
+mod dead_letters;
 mod dispatch_brokers;
 mod dispatch_http;
 mod from_amqp;

@@ -1,0 +1,465 @@
+//! Dead letters a fleet can share: `--dead-letter SINK.toml` sends each one as a message
+//! whose body is its record; `dead-letters stats|list` read them back without taking any;
+//! `forward --from DLQ --redrive` with filters takes exactly the matching ones back to the
+//! sink they died at and leaves the rest.
+
+use super::from_kafka::Topic;
+use super::from_source::{Collector, Forwarder, wait_until};
+use super::{amqp_channel, amqp_queue, bin, json_lines, run, temp_file, text};
+use ankusa_sink_testkit::support::unique_name;
+use lapin::options::{BasicGetOptions, BasicNackOptions};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+/// `n` hooks as `gen` lines, tenants `t1` and `t2` in turn; their ids by tenant.
+fn hooks(n: usize) -> (Vec<Vec<u8>>, BTreeSet<String>, BTreeSet<String>) {
+    let prefix = unique_name("dl");
+    let (mut t1, mut t2) = (BTreeSet::new(), BTreeSet::new());
+    let lines = (0..n)
+        .map(|i| {
+            let id = format!("{prefix}-{i}");
+            let tenant = if i % 2 == 0 { "t1" } else { "t2" };
+            if i % 2 == 0 { &mut t1 } else { &mut t2 }.insert(id.clone());
+            let env = ankusa_sink_core::Envelope::builder(id, "src", format!("{{\"n\":{i}}}"))
+                .tenant_id(tenant)
+                .build()
+                .unwrap();
+            serde_json::to_vec(&env).unwrap()
+        })
+        .collect();
+    (lines, t1, t2)
+}
+
+/// `dead-letters stats` of `args`, as JSON.
+fn stats(args: &[&str]) -> Value {
+    let mut all = vec!["dead-letters", "stats", "--json"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The ids `dead-letters list` of `args` prints (each line checked to hold no body).
+fn listed(args: &[&str]) -> Vec<String> {
+    let mut all = vec!["dead-letters", "list", "--json"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    json_lines(&out.stdout)
+        .into_iter()
+        .map(|l| {
+            assert!(l.get("body").is_none() && l.get("headers").is_none(), "{l}");
+            l["id"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// `forward` of `args` with `--json`, its output.
+fn forward(args: &[&str]) -> Output {
+    let mut all = vec!["forward", "--json"];
+    all.extend_from_slice(args);
+    run(&all)
+}
+
+fn ids_with(out: &Output, outcome: &str) -> BTreeSet<String> {
+    json_lines(&out.stdout)
+        .into_iter()
+        .filter(|l| l["outcome"] == outcome)
+        .map(|l| l["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A RabbitMQ queue as the dead-letter sink and as its source, in `dir`.
+fn amqp_dlq(dir: &Path, queue: &str) -> (PathBuf, PathBuf) {
+    let url = super::amqp_url();
+    let sink = dir.join("dlq.toml");
+    std::fs::write(
+        &sink,
+        format!("type = \"amqp\"\nurl = \"{url}\"\nexchange = \"\"\nrouting_key_template = \"{queue}\"\n"),
+    )
+    .unwrap();
+    let source = dir.join("dlq-src.toml");
+    std::fs::write(
+        &source,
+        format!("type = \"amqp\"\nurl = \"{url}\"\nqueue = \"{queue}\"\n"),
+    )
+    .unwrap();
+    (sink, source)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_dead_letters_are_counted_listed_and_redriven_by_filter() {
+    needs!("RabbitMQ");
+    let (_conn, ch) = amqp_channel().await;
+    let queue = amqp_queue(&ch).await;
+    let c = Collector::start();
+    c.set_down(true);
+    let sink = c.sink_file_named("hooks");
+    let dir = sink.parent().unwrap().to_owned();
+    let (dlq, dlq_src) = amqp_dlq(&dir, &queue);
+    let (lines, t1, t2) = hooks(40);
+    let input = dir.join("hooks.jsonl");
+    std::fs::write(&input, lines.join(&b'\n')).unwrap();
+    let (sink_s, dlq_s, src_s) = (
+        sink.to_str().unwrap(),
+        dlq.to_str().unwrap(),
+        dlq_src.to_str().unwrap(),
+    );
+
+    let out = forward(&[
+        "--input",
+        input.to_str().unwrap(),
+        "--sink",
+        sink_s,
+        "--dead-letter",
+        dlq_s,
+        "--retry",
+        "--max-attempts",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert_eq!(
+        ids_with(&out, "dead_lettered").len(),
+        40,
+        "{}",
+        text(&out.stdout)
+    );
+
+    // A dead letter is a message whose headers say where and why it died.
+    let msg = ch
+        .basic_get(queue.as_str().into(), BasicGetOptions::default())
+        .await
+        .unwrap()
+        .expect("a dead letter in the queue");
+    let headers = format!("{:?}", msg.delivery.properties.headers());
+    for h in [
+        "\"ankusa_record\"",
+        "ankusa_record_sink",
+        "ankusa_record_class",
+        "ankusa_record_reason",
+    ] {
+        assert!(headers.contains(h), "{h} in {headers}");
+    }
+    msg.delivery
+        .nack(BasicNackOptions {
+            requeue: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    let s = stats(&["--from", src_s]);
+    assert_eq!(s["dead_letters"], 40, "{s}");
+    assert_eq!(s["by_sink"]["hooks"], 40);
+    assert_eq!(
+        (s["by_tenant"]["t1"].as_u64(), s["by_tenant"]["t2"].as_u64()),
+        (Some(20), Some(20))
+    );
+    assert_eq!(s["by_class"]["transient"], 40);
+    let only_t1: BTreeSet<String> = listed(&["--from", src_s, "--only-tenant", "t1"])
+        .into_iter()
+        .collect();
+    assert_eq!(only_t1, t1);
+    assert_eq!(
+        stats(&["--from", src_s])["dead_letters"],
+        40,
+        "reading takes none"
+    );
+
+    // The destination is back: a redrive of t1 alone delivers exactly t1, leaves t2.
+    c.set_down(false);
+    let out = forward(&[
+        "--from",
+        src_s,
+        "--redrive",
+        "--only-tenant",
+        "t1",
+        "--sink",
+        sink_s,
+        "--rate",
+        "500",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(ids_with(&out, "ok"), t1);
+    assert!(
+        text(&out.stderr).contains("left 20"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(c.distinct(), 20);
+    assert!(t2.iter().all(|id| !c.has(id)));
+    let s = stats(&["--from", src_s]);
+    assert_eq!(
+        (s["dead_letters"].as_u64(), s["by_tenant"]["t2"].as_u64()),
+        (Some(20), Some(20)),
+        "{s}"
+    );
+
+    // The rest, unfiltered: the queue is empty after.
+    let out = forward(&["--from", src_s, "--redrive", "--sink", sink_s]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(ids_with(&out, "ok"), t2);
+    assert_eq!(stats(&["--from", src_s])["dead_letters"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_three_forwarders_share_one_dead_letter_topic_through_a_kill() {
+    needs!("Kafka");
+    let (src, dlq) = (Topic::create(3).await, Topic::create(1).await);
+    let c = Collector::start();
+    c.set_down(true);
+    let sink = c.sink_file_named("hooks");
+    let dlq_sink = temp_file(
+        "dlq.toml",
+        &format!(
+            "type = \"kafka\"\nbrokers = [\"{}\"]\ntopic = \"{}\"\n",
+            super::from_kafka::brokers(),
+            dlq.name
+        ),
+    );
+    let dlq_src = dlq.source_file();
+    let n = 300;
+    let (lines, t1, t2) = hooks(n);
+    let args = ["--max-attempts", "1", "--max-unacked", "16"];
+    let src_file = src.source_file();
+    let mut fleet: Vec<Forwarder> = (0..3)
+        .map(|_| Forwarder::spawn(&src_file, &sink, Some(&dlq_sink), &args))
+        .collect();
+    src.produce(&lines, 3).await;
+    let dead = |f: &Forwarder| -> Vec<String> {
+        f.lines()
+            .into_iter()
+            .filter(|l| l["outcome"] == "dead_lettered")
+            .map(|l| l["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    wait_until(Duration::from_secs(120), "a third dead-lettered", || {
+        fleet.iter().map(|f| dead(f).len()).sum::<usize>() >= n / 3
+    });
+    let killed = fleet.remove(0);
+    let killed_lines = dead(&killed);
+    killed.kill9();
+    let all_ids = |fleet: &[Forwarder]| -> BTreeSet<String> {
+        fleet
+            .iter()
+            .flat_map(dead)
+            .chain(killed_lines.iter().cloned())
+            .collect()
+    };
+    wait_until(Duration::from_secs(150), "every hook dead-lettered", || {
+        all_ids(&fleet).len() == n
+    });
+    let lines_total = killed_lines.len() + fleet.iter().map(|f| dead(f).len()).sum::<usize>();
+    for f in fleet {
+        let err = f.stderr();
+        assert_eq!(f.stop(Duration::from_secs(30)), Some(143), "{err}");
+    }
+
+    let dlq_s = dlq_src.to_str().unwrap();
+    let s = stats(&["--from", dlq_s]);
+    let stored = s["dead_letters"].as_u64().unwrap() as usize;
+    // A dead letter the killed forwarder stored before it could write its line is in the
+    // topic and in no line: at most its window of them.
+    assert!(
+        (lines_total..=lines_total + 16).contains(&stored),
+        "stored {stored}, outcome lines {lines_total}: {s}"
+    );
+    assert_eq!(s["by_sink"]["hooks"].as_u64(), Some(stored as u64));
+    let ids: BTreeSet<String> = listed(&["--from", dlq_s]).into_iter().collect();
+    assert_eq!(ids.len(), n, "every hook's dead letter is in the topic");
+
+    // Redrive t1, then t2: each delivers exactly its own.
+    c.set_down(false);
+    let sink_s = sink.to_str().unwrap();
+    let out = forward(&[
+        "--from",
+        dlq_s,
+        "--redrive",
+        "--only-tenant",
+        "t1",
+        "--sink",
+        sink_s,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(ids_with(&out, "ok"), t1);
+    assert!(t2.iter().all(|id| !c.has(id)), "t2 left in the topic");
+    let out = forward(&[
+        "--from",
+        dlq_s,
+        "--redrive",
+        "--only-tenant",
+        "t2",
+        "--sink",
+        sink_s,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(ids_with(&out, "ok"), t2);
+    assert_eq!(c.distinct(), n);
+}
+
+#[test]
+fn a_file_of_dead_letters_is_inspected_and_redriven_by_filter_at_a_pace() {
+    let c = Collector::start();
+    c.set_down(true);
+    let sink = c.sink_file_named("hooks");
+    let dir = sink.parent().unwrap().to_owned();
+    let (lines, t1, _) = hooks(10);
+    let input = dir.join("hooks.jsonl");
+    std::fs::write(&input, lines.join(&b'\n')).unwrap();
+    let dl = dir.join("dead.jsonl");
+    let (sink_s, dl_s) = (sink.to_str().unwrap(), dl.to_str().unwrap());
+    let out = forward(&[
+        "--input",
+        input.to_str().unwrap(),
+        "--sink",
+        sink_s,
+        "--dead-letter",
+        dl_s,
+        "--retry",
+        "--max-attempts",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let s = stats(&["--input", dl_s]);
+    assert_eq!(s["dead_letters"], 10, "{s}");
+    let table = run(&["dead-letters", "stats", "--input", dl_s]);
+    let table = text(&table.stdout);
+    assert!(
+        table.starts_with("dead letters: 10\nby sink:\n  hooks"),
+        "{table}"
+    );
+    assert_eq!(listed(&["--input", dl_s, "--only-tenant", "t1"]).len(), 5);
+    assert_eq!(
+        listed(&["--input", dl_s, "--until", "2000-01-01T00:00:00Z"]).len(),
+        0
+    );
+    assert_eq!(
+        listed(&[
+            "--input",
+            dl_s,
+            "--since",
+            "2000-01-01T00:00:00Z",
+            "--only-class",
+            "transient"
+        ])
+        .len(),
+        10
+    );
+
+    c.set_down(false);
+    let t0 = std::time::Instant::now();
+    let out = forward(&[
+        "--input",
+        dl_s,
+        "--only-tenant",
+        "t1",
+        "--sink",
+        sink_s,
+        "--rate",
+        "10",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(ids_with(&out, "ok"), t1);
+    assert!(
+        text(&out.stderr).contains("left 5"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Five at ten a second: the last goes 0.4 s after the first.
+    assert!(
+        t0.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(c.distinct(), 5);
+}
+
+#[test]
+fn a_dead_letter_sink_file_must_parse_and_keep_what_it_takes() {
+    let hook = temp_file(
+        "hook.jsonl",
+        "{\"id\":\"h\",\"source_id\":\"s\",\"body\":\"\"}\n",
+    );
+    let hook_s = hook.to_str().unwrap();
+    let garbage = temp_file("dlq.toml", "type = \"kafka\"\nnot toml at all [\n");
+    let before = std::fs::read(&garbage).unwrap();
+    let out = run(&[
+        "forward",
+        "--input",
+        hook_s,
+        "--sink",
+        "log",
+        "--dead-letter",
+        garbage.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--dead-letter"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(&garbage).unwrap(),
+        before,
+        "never appended to"
+    );
+
+    let log = temp_file("dl-log.toml", "type = \"log\"\n");
+    let out = run(&[
+        "forward",
+        "--input",
+        hook_s,
+        "--sink",
+        "log",
+        "--dead-letter",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("must keep what it takes"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let src = temp_file(
+        "src.toml",
+        "type = \"kafka\"\nbrokers = [\"127.0.0.1:9\"]\ntopic = \"t\"\ngroup = \"g\"\n",
+    );
+    let out = run(&[
+        "forward",
+        "--from",
+        src.to_str().unwrap(),
+        "--sink",
+        "log",
+        "--only-sink",
+        "a",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("add --redrive"),
+        "{}",
+        text(&out.stderr)
+    );
+    for bad in ["0", "-1", "inf", "x"] {
+        let out = run(&["forward", "--input", hook_s, "--sink", "log", "--rate", bad]);
+        assert_eq!(out.status.code(), Some(2), "--rate {bad}");
+    }
+    let out = run(&[
+        "dead-letters",
+        "list",
+        "--input",
+        hook_s,
+        "--since",
+        "yesterday",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = bin()
+        .args(["dead-letters", "stats"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "--from or --input is required");
+}
