@@ -9,7 +9,9 @@
 use crate::error::{self, AwsError, classify};
 use ankusa_sink_core::Class;
 use ankusa_source::{Settle, Settlement};
-use aws_sdk_sqs::types::{ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry};
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
+};
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -437,7 +439,10 @@ mod tests {
             message: None,
         };
         assert!(!retryable(&refused("ReceiptHandleIsInvalid", 400)));
-        assert!(!retryable(&refused("AWS.SimpleQueueService.MessageNotInflight", 400)));
+        assert!(!retryable(&refused(
+            "AWS.SimpleQueueService.MessageNotInflight",
+            400
+        )));
         assert!(!retryable(&refused("AccessDenied", 403)));
         assert!(!retryable(&refused(
             "AWS.SimpleQueueService.NonExistentQueue",

@@ -44,13 +44,14 @@ impl TryFrom<SourceRepr> for SqsSourceConfig {
     type Error = ConfigError;
 
     fn try_from(r: SourceRepr) -> Result<Self, ConfigError> {
-        let mut options = AwsOptions::default();
-        options.region = r.region;
-        options.endpoint = r.endpoint;
-        options.credentials = r.credentials;
-        if let Some(ms) = r.timeout_ms {
-            options.timeout_ms = ms;
-        }
+        let defaults = AwsOptions::default();
+        let options = AwsOptions {
+            region: r.region,
+            endpoint: r.endpoint,
+            credentials: r.credentials,
+            timeout_ms: r.timeout_ms.unwrap_or(defaults.timeout_ms),
+            ..defaults
+        };
         let mut c = SqsSourceConfig::new(r.queue_url, options)?;
         if let Some(s) = r.wait_seconds {
             c = c.with_wait_seconds(s)?;
@@ -93,11 +94,13 @@ impl SqsSourceConfig {
     /// A bad queue URL or endpoint, an empty region, empty credentials (as for
     /// [`SqsConfig::new`]).
     pub fn new(queue_url: impl Into<String>, options: AwsOptions) -> Result<Self, ConfigError> {
-        let mut conn = AwsOptions::default();
-        conn.region = options.region;
-        conn.endpoint = options.endpoint;
-        conn.credentials = options.credentials;
-        conn.timeout_ms = options.timeout_ms;
+        let conn = AwsOptions {
+            region: options.region,
+            endpoint: options.endpoint,
+            credentials: options.credentials,
+            timeout_ms: options.timeout_ms,
+            ..AwsOptions::default()
+        };
         Ok(SqsSourceConfig {
             queue: SqsConfig::new(queue_url, conn)?,
             wait_seconds: DEFAULT_WAIT_SECONDS,
@@ -261,7 +264,10 @@ mod tests {
         }))
         .unwrap_err();
         assert!(e.contains("max_messages"), "{e}");
-        assert!(!e.contains("s3cr3t-value") && !e.contains("AKIAX-ID-VALUE"), "{e}");
+        assert!(
+            !e.contains("s3cr3t-value") && !e.contains("AKIAX-ID-VALUE"),
+            "{e}"
+        );
         let e = from_json(serde_json::json!({
             "queue_url": URL,
             "credentials": {"access_key_id": "", "secret_access_key": "s3cr3t-value"}
@@ -293,9 +299,15 @@ mod tests {
             assert!(e.contains(what), "{key} = {bad}: {e}");
         }
         for (v, what) in [
-            (serde_json::json!({"queue_url": URL, "qeueu_url": 1}), "qeueu_url"),
+            (
+                serde_json::json!({"queue_url": URL, "qeueu_url": 1}),
+                "qeueu_url",
+            ),
             // The sink's delivery keys mean nothing to a reader.
-            (serde_json::json!({"queue_url": URL, "batching": false}), "batching"),
+            (
+                serde_json::json!({"queue_url": URL, "batching": false}),
+                "batching",
+            ),
             (serde_json::json!({"region": "us-east-1"}), "queue_url"),
             (serde_json::json!({"queue_url": "ftp://h/1/q"}), "queue_url"),
         ] {

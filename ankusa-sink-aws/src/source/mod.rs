@@ -283,11 +283,7 @@ impl SqsSource {
             let _ = self.settle.send(Pending {
                 op: Op::Release,
                 receipt,
-                position: format!(
-                    "{}#{}",
-                    self.queue_name,
-                    m.message_id.unwrap_or_default()
-                ),
+                position: format!("{}#{}", self.queue_name, m.message_id.unwrap_or_default()),
             });
         }
     }

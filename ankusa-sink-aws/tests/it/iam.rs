@@ -193,13 +193,11 @@ async fn iam_denials_end_the_sqs_source_with_a_config_error() {
         NonZeroUsize::MIN,
     );
     for (why, creds) in refusals(key_id.clone(), secret.clone()) {
-        let config = ankusa_sink_aws::SqsSourceConfig::new(
-            &queue_url,
-            options(&ep).with_credentials(creds),
-        )
-        .unwrap()
-        .with_wait_seconds(0)
-        .unwrap();
+        let config =
+            ankusa_sink_aws::SqsSourceConfig::new(&queue_url, options(&ep).with_credentials(creds))
+                .unwrap()
+                .with_wait_seconds(0)
+                .unwrap();
         let mut source = ankusa_sink_aws::SqsSource::open(&config, &source_options)
             .await
             .unwrap();
@@ -211,7 +209,12 @@ async fn iam_denials_end_the_sqs_source_with_a_config_error() {
             panic!("{why}: expected a config error, got {res:?}");
         };
         assert!(text.contains("denied-source"), "{why}: {text}");
-        for s in [key_id.as_str(), secret.as_str(), "not-the-secret", "AKIAUNKNOWNKEY000000"] {
+        for s in [
+            key_id.as_str(),
+            secret.as_str(),
+            "not-the-secret",
+            "AKIAUNKNOWNKEY000000",
+        ] {
             assert!(!text.contains(s), "{why}: {text}");
         }
         Box::new(source).close(Duration::from_secs(1)).await;

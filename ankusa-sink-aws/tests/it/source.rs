@@ -107,7 +107,11 @@ async fn fifty_messages_are_read_acked_and_gone() {
     let sent = bodies("n", 50);
     send(&admin, &url, &sent, false).await;
     let mut source = open(&url, 1024).await;
-    assert!(source.describe().contains("sqs queue"), "{}", source.describe());
+    assert!(
+        source.describe().contains("sqs queue"),
+        "{}",
+        source.describe()
+    );
     let queue_name = url.rsplit('/').next().unwrap().to_owned();
     let mut got = BTreeSet::new();
     for _ in 0..sent.len() {
@@ -117,7 +121,10 @@ async fn fifty_messages_are_read_acked_and_gone() {
             "{}",
             r.position
         );
-        assert!(got.insert(String::from_utf8(r.payload).unwrap()), "a duplicate");
+        assert!(
+            got.insert(String::from_utf8(r.payload).unwrap()),
+            "a duplicate"
+        );
         r.ack.ack();
     }
     assert_eq!(got, sent.iter().cloned().collect::<BTreeSet<_>>());
