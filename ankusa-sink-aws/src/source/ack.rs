@@ -13,6 +13,7 @@ use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
 };
 use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -23,6 +24,8 @@ const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// The most entries of one batch call.
 const BATCH: usize = 10;
+/// The most settlement calls under way at once.
+const MAX_CALLS: usize = 8;
 /// How long the task goes on flushing after the source was dropped without `close`.
 const DROPPED_FLUSH: Duration = Duration::from_secs(30);
 /// Error codes of a settlement that no retry can make succeed: the receipt handle is not
@@ -88,15 +91,20 @@ impl Settle for SqsAck {
 
 /// The task that settles with SQS, fed by every [`SqsAck`] of one source.
 pub(super) struct Settler {
-    pub(super) client: aws_sdk_sqs::Client,
-    pub(super) queue_url: String,
-    pub(super) queue_name: String,
-    pub(super) rx: mpsc::UnboundedReceiver<Pending>,
+    calls: Arc<Calls>,
+    rx: mpsc::UnboundedReceiver<Pending>,
     /// Set by `close`: flush what is pending by then, then end.
-    pub(super) closing: watch::Receiver<Option<Instant>>,
-    pub(super) deletes: VecDeque<Pending>,
-    pub(super) releases: VecDeque<Pending>,
-    pub(super) backoff: Duration,
+    closing: watch::Receiver<Option<Instant>>,
+    deletes: VecDeque<Pending>,
+    releases: VecDeque<Pending>,
+    backoff: Duration,
+}
+
+/// What one settlement call needs: shared by the calls under way.
+struct Calls {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+    queue_name: String,
 }
 
 impl Settler {
@@ -109,9 +117,11 @@ impl Settler {
         closing: watch::Receiver<Option<Instant>>,
     ) -> Self {
         Settler {
-            client,
-            queue_url,
-            queue_name,
+            calls: Arc::new(Calls {
+                client,
+                queue_url,
+                queue_name,
+            }),
             rx,
             closing,
             deletes: VecDeque::new(),
@@ -198,7 +208,7 @@ impl Settler {
     fn give_up(&self) {
         tracing::warn!(
             target: "ankusa_source",
-            queue = %self.queue_name,
+            queue = %self.calls.queue_name,
             deletes = self.deletes.len(),
             releases = self.releases.len(),
             "sqs source: closed before every settlement reached SQS; those messages are given \
@@ -206,26 +216,40 @@ impl Settler {
         );
     }
 
-    /// One call for up to [`BATCH`] deletes and one for up to [`BATCH`] releases; `false`
-    /// when one failed for a reason that passes (its entries are pending again).
+    /// Up to [`MAX_CALLS`] calls at once, each for up to [`BATCH`] deletes or releases;
+    /// `false` when one failed for a reason that passes (its entries are pending again).
     async fn flush_once(&mut self) -> bool {
-        let mut ok = true;
-        if !self.deletes.is_empty() {
-            let n = self.deletes.len().min(BATCH);
-            let batch: Vec<Pending> = self.deletes.drain(..n).collect();
-            ok &= self.settle(batch).await;
+        let mut calls = tokio::task::JoinSet::new();
+        while calls.len() < MAX_CALLS && !self.idle() {
+            for queue in [&mut self.deletes, &mut self.releases] {
+                if !queue.is_empty() && calls.len() < MAX_CALLS {
+                    let n = queue.len().min(BATCH);
+                    let batch: Vec<Pending> = queue.drain(..n).collect();
+                    calls.spawn(self.calls.clone().settle(batch, self.backoff));
+                }
+            }
         }
-        if !self.releases.is_empty() {
-            let n = self.releases.len().min(BATCH);
-            let batch: Vec<Pending> = self.releases.drain(..n).collect();
-            ok &= self.settle(batch).await;
+        let mut ok = true;
+        while let Some(done) = calls.join_next().await {
+            // A call that panicked: its entries are lost, SQS gives them out again once
+            // their visibility timeout ends.
+            let Ok(again) = done else {
+                ok = false;
+                continue;
+            };
+            ok &= again.is_empty();
+            for p in again {
+                self.push(p);
+            }
         }
         ok
     }
+}
 
+impl Calls {
     /// Settle `batch` (all of one [`Op`]): one entry alone by the single call, several by
-    /// the batch call. What failed and may succeed later is put back at the front.
-    async fn settle(&mut self, batch: Vec<Pending>) -> bool {
+    /// the batch call. Answers what failed and may succeed later.
+    async fn settle(self: Arc<Self>, batch: Vec<Pending>, backoff: Duration) -> Vec<Pending> {
         let op = batch[0].op;
         let failed: Result<HashSet<usize>, AwsError> = if batch.len() == 1 {
             let receipt = batch[0].receipt.clone();
@@ -257,36 +281,21 @@ impl Settler {
             }
         };
         match failed {
-            Ok(again) if again.is_empty() => true,
-            Ok(again) => {
-                // Entries that may succeed later, in their order, ahead of newer ones.
-                let queue = match op {
-                    Op::Delete => &mut self.deletes,
-                    Op::Release => &mut self.releases,
-                };
-                for (i, p) in batch.into_iter().enumerate().rev() {
-                    if again.contains(&i) {
-                        queue.push_front(p);
-                    }
-                }
-                false
-            }
+            Ok(again) => batch
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| again.contains(i))
+                .map(|(_, p)| p)
+                .collect(),
             Err(e) if retryable(&e) => {
                 tracing::warn!(
                     target: "ankusa_source",
                     queue = %self.queue_name,
                     entries = batch.len(),
-                    retry_in_ms = u64::try_from(self.backoff.as_millis()).unwrap_or(u64::MAX),
+                    retry_in_ms = u64::try_from(backoff.as_millis()).unwrap_or(u64::MAX),
                     "sqs source: settling failed, will retry: {e}"
                 );
-                let queue = match op {
-                    Op::Delete => &mut self.deletes,
-                    Op::Release => &mut self.releases,
-                };
-                for p in batch.into_iter().rev() {
-                    queue.push_front(p);
-                }
-                false
+                batch
             }
             Err(e) => {
                 let first = batch.first().map(|p| p.position.as_str()).unwrap_or("");
@@ -298,7 +307,7 @@ impl Settler {
                     "sqs source: settling failed and cannot succeed ({e}); SQS gives these \
                      messages out again once their visibility timeout ends"
                 );
-                true
+                Vec::new()
             }
         }
     }
