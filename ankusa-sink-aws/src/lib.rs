@@ -19,6 +19,8 @@ mod records;
 mod sink;
 #[cfg(feature = "sns")]
 mod sns;
+#[cfg(feature = "source")]
+mod source;
 #[cfg(feature = "sqs")]
 mod sqs;
 
@@ -35,5 +37,7 @@ pub use eventbridge::EventBridgeSink;
 pub use kinesis::KinesisSink;
 #[cfg(feature = "sns")]
 pub use sns::SnsSink;
+#[cfg(feature = "source")]
+pub use source::{SqsSource, SqsSourceConfig};
 #[cfg(feature = "sqs")]
 pub use sqs::SqsSink;

@@ -279,7 +279,7 @@ struct ForwardArgs {
     #[arg(long, default_value = "-")]
     input: String,
     /// Read hooks from a durable source instead of --input: a TOML file tagged by `type`
-    /// (`kafka`, `amqp`, `nats`). Each record is acknowledged only after every sink has
+    /// (`kafka`, `amqp`, `nats`, `sqs`). Each record is acknowledged only after every sink has
     /// delivered it or dead-lettered it; runs until SIGINT or SIGTERM.
     #[arg(long, value_name = "SOURCE.toml", conflicts_with = "input")]
     from: Option<PathBuf>,

@@ -87,6 +87,8 @@ sources! {
         |c, o| ankusa_sink_amqp::AmqpSource::new(c, o).await;
     "nats" => Nats(ankusa_sink_nats::NatsSourceConfig), feature "nats",
         |c, o| ankusa_sink_nats::NatsSource::open(c, o).await;
+    "sqs" => Sqs(ankusa_sink_aws::SqsSourceConfig), feature "sqs",
+        |c, o| ankusa_sink_aws::SqsSource::open(c, o).await;
 }
 
 impl SourceConfig {
@@ -94,8 +96,8 @@ impl SourceConfig {
     /// holds back only its own records: a Kafka source in the group `<group>-<sink>`, a
     /// NATS source through the durable consumer `<consumer>-<sink>`, an AMQP source bound
     /// to an exchange through the queue `<queue>-<sink>` (bound the same way). `Ok(None)`
-    /// when this source cannot be split (an AMQP source that names only a queue): every
-    /// sink must share it. `sink` is made a broker name: characters other than ASCII
+    /// when this source cannot be split (an AMQP source that names only a queue, an SQS
+    /// queue): every sink must share it. `sink` is made a broker name: characters other than ASCII
     /// letters, digits, `_`, `-` (and `.`, but for NATS) become `_`.
     ///
     /// # Errors
@@ -122,6 +124,9 @@ impl SourceConfig {
                     ty: "nats",
                     detail: e.to_string(),
                 }),
+            // An SQS queue gives each message to one reader: it cannot be read per sink.
+            #[cfg(feature = "sqs")]
+            SourceConfig::Sqs(_) => Ok(None),
             #[allow(unreachable_patterns)]
             _ => Ok(None),
         }
@@ -137,6 +142,8 @@ impl SourceConfig {
             SourceConfig::Amqp(c) => format!("queue {}", c.queue()),
             #[cfg(feature = "nats")]
             SourceConfig::Nats(c) => format!("consumer {}", c.consumer()),
+            #[cfg(feature = "sqs")]
+            SourceConfig::Sqs(c) => format!("queue {}", c.queue_name()),
             #[allow(unreachable_patterns)]
             _ => String::new(),
         }
@@ -240,7 +247,7 @@ mod tests {
     #[test]
     fn every_known_source_type_parses_or_names_its_feature() {
         // The CLI contract: the types and their order in error messages.
-        assert_eq!(KNOWN_SOURCE_TYPES, ["kafka", "amqp", "nats"]);
+        assert_eq!(KNOWN_SOURCE_TYPES, ["kafka", "amqp", "nats", "sqs"]);
         for ty in KNOWN_SOURCE_TYPES {
             match SourceConfig::from_toml_str(&format!("type = \"{ty}\"")) {
                 Ok(c) => assert_eq!(c.kind(), ty),
@@ -358,6 +365,59 @@ mod tests {
             assert!(e.contains("amqp source config") && e.contains(what), "{e}");
             assert!(!e.contains("s3cr3t"), "{e}");
         }
+    }
+
+    #[cfg(feature = "sqs")]
+    #[test]
+    fn an_sqs_source_parses_and_refuses_bad_keys() {
+        let c = SourceConfig::from_toml_str(
+            "type = \"sqs\"\nqueue_url = \"http://127.0.0.1:4566/123456789012/hooks\"\n\
+             region = \"us-east-1\"\nwait_seconds = 20\n\
+             [credentials]\naccess_key_id = \"AKIA-ID\"\nsecret_access_key = \"s3cr3t\"",
+        )
+        .unwrap();
+        assert_eq!(c.kind(), "sqs");
+        assert_eq!(c.reads_as(), "queue hooks");
+        assert!(c.for_sink("a").unwrap().is_none(), "a queue is shared");
+        let dbg = format!("{c:?}");
+        assert!(!dbg.contains("s3cr3t") && !dbg.contains("AKIA-ID"), "{dbg}");
+        for (bad, what) in [
+            ("region = \"us-east-1\"", "queue_url"),
+            (
+                "queue_url = \"http://127.0.0.1:4566/1/q\"\nqeueu = 1",
+                "qeueu",
+            ),
+            (
+                "queue_url = \"http://127.0.0.1:4566/1/q\"\nwait_seconds = 21",
+                "wait_seconds",
+            ),
+            (
+                "queue_url = \"http://127.0.0.1:4566/1/q\"\nmax_messages = 11",
+                "max_messages",
+            ),
+            (
+                "queue_url = \"http://127.0.0.1:4566/1/q\"\nvisibility_timeout_seconds = \"s3cr3t\"",
+                "visibility_timeout_seconds",
+            ),
+        ] {
+            let e = SourceConfig::from_toml_str(&format!("type = \"sqs\"\n{bad}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("sqs source config") && e.contains(what), "{e}");
+            assert!(!e.contains("s3cr3t"), "{e}");
+        }
+    }
+
+    /// `examples/sources/sqs.toml` parses (its queue URL from the environment).
+    #[cfg(feature = "sqs")]
+    #[test]
+    fn the_sqs_example_parses() {
+        let text = include_str!("../../examples/sources/sqs.toml").replace(
+            "${ANKUSA_SQS_QUEUE_URL}",
+            "http://127.0.0.1:4566/123456789012/ankusa-hooks-in",
+        );
+        let c = SourceConfig::from_toml_str(&text).unwrap();
+        assert_eq!(c.kind(), "sqs");
     }
 
     /// `examples/sources/amqp.toml` parses (its URL from the environment).

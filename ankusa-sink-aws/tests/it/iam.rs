@@ -171,3 +171,53 @@ async fn iam_denials_are_config_for_sqs_and_sns() {
     }
     drop(moto);
 }
+
+/// The SQS source: each refusal ends `next` with a config error naming the queue, never the
+/// credentials.
+#[tokio::test]
+async fn iam_denials_end_the_sqs_source_with_a_config_error() {
+    use ankusa_source::{Source, SourceError, SourceOptions};
+    use std::num::NonZeroUsize;
+    ankusa_sink_testkit::require_broker!("moto", moto_addr());
+    // Three unauthenticated actions: CreateQueue, CreateUser, CreateAccessKey.
+    let moto = tokio::task::spawn_blocking(|| start_moto(3)).await.unwrap();
+    let ep = moto.endpoint.clone();
+    let addr = ep.trim_start_matches("http://").to_owned();
+    let queue_url = create_queue(&sqs_admin(&ep).await, "denied-source", &[]).await;
+    let (key_id, secret) = tokio::task::spawn_blocking(move || user_without_policy(&addr))
+        .await
+        .unwrap();
+    let source_options = SourceOptions::new(
+        NonZeroUsize::new(8).unwrap(),
+        Duration::from_secs(30),
+        NonZeroUsize::MIN,
+    );
+    for (why, creds) in refusals(key_id.clone(), secret.clone()) {
+        let config =
+            ankusa_sink_aws::SqsSourceConfig::new(&queue_url, options(&ep).with_credentials(creds))
+                .unwrap()
+                .with_wait_seconds(0)
+                .unwrap();
+        let mut source = ankusa_sink_aws::SqsSource::open(&config, &source_options)
+            .await
+            .unwrap();
+        let res = tokio::time::timeout(Duration::from_secs(30), source.next())
+            .await
+            .expect("answered in time")
+            .expect("not stopped");
+        let Err(SourceError::Config(text)) = res else {
+            panic!("{why}: expected a config error, got {res:?}");
+        };
+        assert!(text.contains("denied-source"), "{why}: {text}");
+        for s in [
+            key_id.as_str(),
+            secret.as_str(),
+            "not-the-secret",
+            "AKIAUNKNOWNKEY000000",
+        ] {
+            assert!(!text.contains(s), "{why}: {text}");
+        }
+        Box::new(source).close(Duration::from_secs(1)).await;
+    }
+    drop(moto);
+}

@@ -1,6 +1,7 @@
 //! Integration tests: moto on 127.0.0.1 (`scripts/services/moto.sh`) for SQS, SNS, Kinesis
 //! and EventBridge, a dedicated moto for IAM denial, and a scripted loopback server for
-//! throttling, 5xx and batch shapes.
+//! throttling, 5xx and batch shapes; `source` reads SQS through `SqsSource` (the `source`
+//! feature).
 
 mod common;
 mod conformance;
@@ -12,4 +13,5 @@ mod request_counter;
 mod scripted;
 mod serial;
 mod sns;
+mod source;
 mod sqs;
