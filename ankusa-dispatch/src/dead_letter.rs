@@ -57,7 +57,7 @@ impl DeadLetterInfo {
 
 /// One dead-letter line: the envelope in its JSON form (the form `ankusa-sink gen` prints
 /// and `forward` reads) plus a `dead_letter` object: the record of
-/// [`crate::record`] in its dead state.
+/// [`crate::record`](mod@crate::record) in its dead state.
 ///
 /// Only the headers a sink would forward are stored
 /// ([`is_forwardable`](ankusa_message::is_forwardable)): credentials a provider

@@ -314,7 +314,7 @@ impl Forward {
     }
 
     /// Read `sink`'s park destination back through `source` too (see
-    /// [`Park`](crate::Park)): each record is a park record ([`crate::park`]), sent as it
+    /// [`Park`](crate::Park)): each record is a parked record ([`record`](mod@crate::record)), sent as it
     /// is or as the body of a Message v1; it resumes for `sink` alone at its attempt count,
     /// its next attempt waits for its not-before, and its horizon counts from its first
     /// attempt. It is acknowledged to `source` once it is delivered, dead-lettered or
@@ -329,7 +329,7 @@ impl Forward {
         self
     }
 
-    /// Read the source as dead letters ([`crate::record`]) and redrive them: each record
+    /// Read the source as dead letters ([`record`](mod@crate::record)) and redrive them: each record
     /// that is a hook's dead letter and matches the filter goes to the sink it died at
     /// alone (one of this dispatcher's), keeping its id (its idempotency key) and carrying
     /// the redrive's replay id; it is acknowledged once that sink delivered it (or it died
@@ -1091,7 +1091,7 @@ fn decode_dead(payload: &[u8], r: &Redrive, lane: Option<&str>, d: &Dispatcher) 
 }
 
 /// Decode a record of `sink`'s park destination: a parked record
-/// ([`crate::record`]) as it is, or as the body of a Message v1.
+/// ([`record`](mod@crate::record)) as it is, or as the body of a Message v1.
 fn decode_parked(payload: &[u8], sink: &str) -> Decoded {
     let r = match crate::record::PairRecord::parse(payload) {
         Ok(r) => r,

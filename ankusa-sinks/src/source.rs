@@ -261,6 +261,36 @@ mod tests {
         }
     }
 
+    /// The dead-letter examples read back as sources (`examples/deadletters/`).
+    #[cfg(all(feature = "kafka", feature = "amqp", feature = "sqs"))]
+    #[test]
+    fn the_dead_letter_examples_parse_as_sources() {
+        for (text, kind) in [
+            (
+                include_str!("../../examples/deadletters/kafka-source.toml"),
+                "kafka",
+            ),
+            (
+                include_str!("../../examples/deadletters/amqp-source.toml"),
+                "amqp",
+            ),
+            (include_str!("../../examples/deadletters/sqs.toml"), "sqs"),
+        ] {
+            let text = text
+                .replace("${ANKUSA_KAFKA_BROKERS}", "127.0.0.1:9092")
+                .replace(
+                    "${ANKUSA_AMQP_URL}",
+                    "amqp://guest:guest@127.0.0.1:5672/%2f",
+                )
+                .replace(
+                    "${ANKUSA_SQS_DLQ_URL}",
+                    "https://sqs.eu-west-1.amazonaws.com/123456789012/dlq",
+                );
+            let c = SourceConfig::from_toml_str(&text).unwrap();
+            assert_eq!(c.kind(), kind);
+        }
+    }
+
     /// `examples/sources/kafka.toml` parses (its brokers from the environment).
     #[cfg(feature = "kafka")]
     #[test]

@@ -217,7 +217,7 @@ async fn kafka_from_a_config_file() {
 
 /// One AWS query-protocol call to moto for `service`; returns the response body. moto
 /// routes by the credential scope and does not check the signature.
-fn moto(service: &str, body: &str) -> String {
+pub(super) fn moto(service: &str, body: &str) -> String {
     let host =
         std::env::var("ANKUSA_MOTO_ENDPOINT").unwrap_or_else(|_| "127.0.0.1:4566".to_owned());
     let mut s = TcpStream::connect(&host).expect("moto is running");
@@ -245,13 +245,13 @@ fn moto(service: &str, body: &str) -> String {
     String::from_utf8(out).unwrap()
 }
 
-fn xml_field(xml: &str, tag: &str) -> String {
+pub(super) fn xml_field(xml: &str, tag: &str) -> String {
     let start = xml.find(&format!("<{tag}>")).expect(tag) + tag.len() + 2;
     let end = xml[start..].find(&format!("</{tag}>")).unwrap() + start;
     xml[start..end].to_owned()
 }
 
-const AWS_ENV: [(&str, &str); 3] = [
+pub(super) const AWS_ENV: [(&str, &str); 3] = [
     ("AWS_ACCESS_KEY_ID", "testing"),
     ("AWS_SECRET_ACCESS_KEY", "testing"),
     ("AWS_EC2_METADATA_DISABLED", "true"),

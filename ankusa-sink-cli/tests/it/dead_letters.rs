@@ -3,9 +3,10 @@
 //! `forward --from DLQ --redrive` with filters takes exactly the matching ones back to the
 //! sink they died at and leaves the rest.
 
+use super::brokers::{AWS_ENV, moto, xml_field};
 use super::from_kafka::Topic;
 use super::from_source::{Collector, Forwarder, wait_until};
-use super::{amqp_channel, amqp_queue, bin, json_lines, run, temp_file, text};
+use super::{amqp_channel, amqp_queue, bin, json_lines, run, run_with, temp_file, text};
 use ankusa_sink_testkit::support::unique_name;
 use lapin::options::{BasicGetOptions, BasicNackOptions};
 use serde_json::Value;
@@ -35,18 +36,28 @@ fn hooks(n: usize) -> (Vec<Vec<u8>>, BTreeSet<String>, BTreeSet<String>) {
 
 /// `dead-letters stats` of `args`, as JSON.
 fn stats(args: &[&str]) -> Value {
+    stats_with(args, &[])
+}
+
+/// [`stats`] with `env` for the child.
+fn stats_with(args: &[&str], env: &[(&str, &str)]) -> Value {
     let mut all = vec!["dead-letters", "stats", "--json"];
     all.extend_from_slice(args);
-    let out = run(&all);
+    let out = run_with(&all, env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// The ids `dead-letters list` of `args` prints (each line checked to hold no body).
 fn listed(args: &[&str]) -> Vec<String> {
+    listed_with(args, &[])
+}
+
+/// [`listed`] with `env` for the child.
+fn listed_with(args: &[&str], env: &[(&str, &str)]) -> Vec<String> {
     let mut all = vec!["dead-letters", "list", "--json"];
     all.extend_from_slice(args);
-    let out = run(&all);
+    let out = run_with(&all, env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     json_lines(&out.stdout)
         .into_iter()
@@ -59,9 +70,14 @@ fn listed(args: &[&str]) -> Vec<String> {
 
 /// `forward` of `args` with `--json`, its output.
 fn forward(args: &[&str]) -> Output {
+    forward_with(args, &[])
+}
+
+/// [`forward`] with `env` for the child.
+fn forward_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut all = vec!["forward", "--json"];
     all.extend_from_slice(args);
-    run(&all)
+    run_with(&all, env)
 }
 
 fn ids_with(out: &Output, outcome: &str) -> BTreeSet<String> {
@@ -301,6 +317,96 @@ async fn kafka_three_forwarders_share_one_dead_letter_topic_through_a_kill() {
 }
 
 #[test]
+fn sqs_three_forwarders_share_one_dead_letter_queue() {
+    needs!("moto");
+    let q = unique_name("dlq");
+    let queue_url = xml_field(
+        &moto(
+            "sqs",
+            &format!("Action=CreateQueue&QueueName={q}&Version=2012-11-05"),
+        ),
+        "QueueUrl",
+    );
+    // One file is both: the dead-letter sink, and the source that reads it back.
+    let dlq = temp_file(
+        "dlq.toml",
+        &format!(
+            "type = \"sqs\"\nqueue_url = \"{queue_url}\"\nregion = \"us-east-1\"\n\
+             endpoint = \"http://127.0.0.1:4566\"\n"
+        ),
+    );
+    let c = Collector::start();
+    c.set_down(true);
+    let sink = c.sink_file_named("hooks");
+    let (lines, t1, t2) = hooks(30);
+    let (sink_s, dlq_s) = (sink.to_str().unwrap(), dlq.to_str().unwrap());
+    let inputs: Vec<PathBuf> = lines
+        .chunks(10)
+        .map(|chunk| temp_file("part.jsonl", &text(&chunk.join(&b'\n'))))
+        .collect();
+    let runs: Vec<std::thread::JoinHandle<Output>> = inputs
+        .into_iter()
+        .map(|input| {
+            let (sink_s, dlq_s) = (sink_s.to_owned(), dlq_s.to_owned());
+            std::thread::spawn(move || {
+                let input = input.to_str().unwrap().to_owned();
+                forward_with(
+                    &[
+                        "--input",
+                        &input,
+                        "--sink",
+                        &sink_s,
+                        "--dead-letter",
+                        &dlq_s,
+                        "--retry",
+                        "--max-attempts",
+                        "1",
+                    ],
+                    &AWS_ENV,
+                )
+            })
+        })
+        .collect();
+    let mut dead = BTreeSet::new();
+    for r in runs {
+        let out = r.join().unwrap();
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+        dead.extend(ids_with(&out, "dead_lettered"));
+    }
+    assert_eq!(dead.len(), 30);
+    let s = stats_with(&["--from", dlq_s], &AWS_ENV);
+    assert_eq!(s["dead_letters"], 30, "{s}");
+    assert_eq!(s["by_tenant"]["t2"], 15);
+    let listed: BTreeSet<String> = listed_with(&["--from", dlq_s, "--only-tenant", "t2"], &AWS_ENV)
+        .into_iter()
+        .collect();
+    assert_eq!(listed, t2);
+
+    c.set_down(false);
+    let out = forward_with(
+        &[
+            "--from",
+            dlq_s,
+            "--redrive",
+            "--only-tenant",
+            "t1",
+            "--sink",
+            sink_s,
+        ],
+        &AWS_ENV,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(ids_with(&out, "ok"), t1);
+    assert!(t2.iter().all(|id| !c.has(id)));
+    let s = stats_with(&["--from", dlq_s], &AWS_ENV);
+    assert_eq!(
+        (s["dead_letters"].as_u64(), s["by_tenant"]["t2"].as_u64()),
+        (Some(15), Some(15)),
+        "{s}"
+    );
+}
+
+#[test]
 fn a_file_of_dead_letters_is_inspected_and_redriven_by_filter_at_a_pace() {
     let c = Collector::start();
     c.set_down(true);
@@ -462,4 +568,27 @@ fn a_dead_letter_sink_file_must_parse_and_keep_what_it_takes() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "--from or --input is required");
+}
+
+#[test]
+fn the_dead_letter_examples_are_sinks_that_keep_what_they_take() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/deadletters");
+    for f in ["kafka.toml", "amqp.toml", "sqs.toml"] {
+        let path = dir.join(f);
+        let out = run_with(
+            &["info", "--json", "--sink", path.to_str().unwrap()],
+            &[
+                ("ANKUSA_KAFKA_BROKERS", "127.0.0.1:9092"),
+                ("ANKUSA_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2f"),
+                (
+                    "ANKUSA_SQS_DLQ_URL",
+                    "https://sqs.eu-west-1.amazonaws.com/123456789012/dlq",
+                ),
+                ("AWS_REGION", "eu-west-1"),
+            ],
+        );
+        assert_eq!(out.status.code(), Some(0), "{f}: {}", text(&out.stderr));
+        let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(info["capabilities"]["durable"], true, "{f}");
+    }
 }
