@@ -655,31 +655,13 @@ impl Reader {
             if present.as_mut().is_some_and(Present::all_read) {
                 break;
             }
-            let next = {
-                let mut next = source.next();
-                let mut waited = Duration::ZERO;
-                loop {
-                    tokio::select! {
-                        biased;
-                        _ = stopped.wait_for(|s| *s) => break None,
-                        _ = lanes_stop.wait_for(|s| *s) => break None,
-                        r = &mut next => break Some(r),
-                        () = tokio::time::sleep(PRESENT_TICK), if present.is_some() => {
-                            waited += PRESENT_TICK;
-                            // Nothing came while the window had room: all read. A full
-                            // window waits for deliveries, unless it is full of records
-                            // left (they settle only when reading ends).
-                            if present.as_mut().is_some_and(|p| {
-                                p.all_read()
-                                    || (waited >= p.idle_now()
-                                        && (!p.window_full() || p.only_holds(left.len())))
-                            }) {
-                                break None;
-                            }
-                        }
-                    }
+            let stopping = async {
+                tokio::select! {
+                    _ = stopped.wait_for(|s| *s) => {}
+                    _ = lanes_stop.wait_for(|s| *s) => {}
                 }
             };
+            let next = next_record(&mut *source, present.as_mut(), left.len(), stopping).await;
             let record = match next {
                 None | Some(None) => break,
                 Some(Some(Err(e))) => {
@@ -774,6 +756,39 @@ impl Reader {
     }
 }
 
+/// The source's next record; `None` once `stop` resolved or, with `present`, once the
+/// source counts as read: its count reached (and what was on its way to this reader), or
+/// nothing came for its idle time while the window had room (a full window waits for
+/// deliveries, unless all it holds are the `left` records, which settle only when reading
+/// ends).
+async fn next_record(
+    source: &mut dyn Source,
+    mut present: Option<&mut Present>,
+    left: usize,
+    stop: impl std::future::Future<Output = ()>,
+) -> Option<Option<Result<Record, SourceError>>> {
+    let mut next = source.next();
+    let mut stop = std::pin::pin!(stop);
+    let mut waited = Duration::ZERO;
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut stop => return None,
+            r = &mut next => return Some(r),
+            () = tokio::time::sleep(PRESENT_TICK), if present.is_some() => {
+                waited += PRESENT_TICK;
+                let caught_up = present.as_deref_mut().is_some_and(|p| {
+                    p.all_read()
+                        || (waited >= p.idle_now() && (!p.window_full() || p.only_holds(left)))
+                });
+                if caught_up {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
 /// What [`browse`] read.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -810,24 +825,14 @@ pub async fn browse(
         if *stopped.borrow() || present.all_read() {
             break;
         }
-        let next = {
-            let mut next = source.next();
-            let mut waited = Duration::ZERO;
-            loop {
-                tokio::select! {
-                    biased;
-                    _ = stopped.wait_for(|s| *s) => break None,
-                    r = &mut next => break Some(r),
-                    () = tokio::time::sleep(PRESENT_TICK) => {
-                        waited += PRESENT_TICK;
-                        if present.all_read() || waited >= present.idle_now() {
-                            browsed.window_full = present.window_full();
-                            break None;
-                        }
-                    }
-                }
-            }
+        let stopping = async {
+            let _ = stopped.wait_for(|s| *s).await;
         };
+        // Every record read is held: the window's records are all this reader's.
+        let next = next_record(&mut *source, Some(&mut present), held.len(), stopping).await;
+        if next.is_none() {
+            browsed.window_full = present.window_full();
+        }
         match next {
             None | Some(None) => break,
             Some(Some(Err(e))) => {

@@ -80,6 +80,18 @@ fn forward_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     run_with(&all, env)
 }
 
+/// A redrive (`forward` of `args`, `env` for the child) that ends well, delivers exactly
+/// `want`, and leaves `left` records (when given) where they were.
+fn redrive(args: &[&str], env: &[(&str, &str)], want: &BTreeSet<String>, left: Option<u64>) {
+    let out = forward_with(args, env);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(&ids_with(&out, "ok"), want);
+    if let Some(n) = left {
+        assert!(err.contains(&format!("left {n} ")), "{err}");
+    }
+}
+
 fn ids_with(out: &Output, outcome: &str) -> BTreeSet<String> {
     json_lines(&out.stdout)
         .into_iter()
@@ -187,23 +199,21 @@ async fn amqp_dead_letters_are_counted_listed_and_redriven_by_filter() {
 
     // The destination is back: a redrive of t1 alone delivers exactly t1, leaves t2.
     c.set_down(false);
-    let out = forward(&[
-        "--from",
-        src_s,
-        "--redrive",
-        "--only-tenant",
-        "t1",
-        "--sink",
-        sink_s,
-        "--rate",
-        "500",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(ids_with(&out, "ok"), t1);
-    assert!(
-        text(&out.stderr).contains("left 20"),
-        "{}",
-        text(&out.stderr)
+    redrive(
+        &[
+            "--from",
+            src_s,
+            "--redrive",
+            "--only-tenant",
+            "t1",
+            "--sink",
+            sink_s,
+            "--rate",
+            "500",
+        ],
+        &[],
+        &t1,
+        Some(20),
     );
     assert_eq!(c.distinct(), 20);
     assert!(t2.iter().all(|id| !c.has(id)));
@@ -215,9 +225,12 @@ async fn amqp_dead_letters_are_counted_listed_and_redriven_by_filter() {
     );
 
     // The rest, unfiltered: the queue is empty after.
-    let out = forward(&["--from", src_s, "--redrive", "--sink", sink_s]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(ids_with(&out, "ok"), t2);
+    redrive(
+        &["--from", src_s, "--redrive", "--sink", sink_s],
+        &[],
+        &t2,
+        None,
+    );
     assert_eq!(stats(&["--from", src_s])["dead_letters"], 0);
 }
 
@@ -290,29 +303,35 @@ async fn kafka_three_forwarders_share_one_dead_letter_topic_through_a_kill() {
     // Redrive t1, then t2: each delivers exactly its own.
     c.set_down(false);
     let sink_s = sink.to_str().unwrap();
-    let out = forward(&[
-        "--from",
-        dlq_s,
-        "--redrive",
-        "--only-tenant",
-        "t1",
-        "--sink",
-        sink_s,
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(ids_with(&out, "ok"), t1);
+    redrive(
+        &[
+            "--from",
+            dlq_s,
+            "--redrive",
+            "--only-tenant",
+            "t1",
+            "--sink",
+            sink_s,
+        ],
+        &[],
+        &t1,
+        None,
+    );
     assert!(t2.iter().all(|id| !c.has(id)), "t2 left in the topic");
-    let out = forward(&[
-        "--from",
-        dlq_s,
-        "--redrive",
-        "--only-tenant",
-        "t2",
-        "--sink",
-        sink_s,
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(ids_with(&out, "ok"), t2);
+    redrive(
+        &[
+            "--from",
+            dlq_s,
+            "--redrive",
+            "--only-tenant",
+            "t2",
+            "--sink",
+            sink_s,
+        ],
+        &[],
+        &t2,
+        None,
+    );
     assert_eq!(c.distinct(), n);
 }
 
@@ -383,7 +402,7 @@ fn sqs_three_forwarders_share_one_dead_letter_queue() {
     assert_eq!(listed, t2);
 
     c.set_down(false);
-    let out = forward_with(
+    redrive(
         &[
             "--from",
             dlq_s,
@@ -394,9 +413,9 @@ fn sqs_three_forwarders_share_one_dead_letter_queue() {
             sink_s,
         ],
         &AWS_ENV,
+        &t1,
+        Some(15),
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(ids_with(&out, "ok"), t1);
     assert!(t2.iter().all(|id| !c.has(id)));
     let s = stats_with(&["--from", dlq_s], &AWS_ENV);
     assert_eq!(
@@ -457,22 +476,20 @@ fn a_file_of_dead_letters_is_inspected_and_redriven_by_filter_at_a_pace() {
 
     c.set_down(false);
     let t0 = std::time::Instant::now();
-    let out = forward(&[
-        "--input",
-        dl_s,
-        "--only-tenant",
-        "t1",
-        "--sink",
-        sink_s,
-        "--rate",
-        "10",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(ids_with(&out, "ok"), t1);
-    assert!(
-        text(&out.stderr).contains("left 5"),
-        "{}",
-        text(&out.stderr)
+    redrive(
+        &[
+            "--input",
+            dl_s,
+            "--only-tenant",
+            "t1",
+            "--sink",
+            sink_s,
+            "--rate",
+            "10",
+        ],
+        &[],
+        &t1,
+        Some(5),
     );
     // Five at ten a second: the last goes 0.4 s after the first.
     assert!(
