@@ -12,7 +12,7 @@ pub use config::{
     ClaimConfig, ClaimConfigBuilder, ConfigError, DEFAULT_MAX_CONCURRENT_UPLOADS,
     DEFAULT_PACK_MAX_BYTES, DEFAULT_SWEEP_INTERVAL, SweeperConfig,
 };
-pub use dispatch::{Job, needs_claim, sink_thresholds};
+pub use dispatch::needs_claim;
 pub use error::{ClaimError, StoreError};
 pub use pack::{MAX_PACK_BYTES, MAX_PACK_CLAIMS};
 pub use store::{ClaimItem, ClaimStore, DEFAULT_TENANT, Location};

@@ -9,8 +9,8 @@ use crate::policy::{Action, DispatchPolicy, decide, record};
 use ankusa_claimcheck::{ClaimStore, needs_claim};
 use ankusa_message::TraceContext;
 use ankusa_sink_core::{
-    Capabilities, Claim, Class, Ctx, Envelope, ErrorClass, Failure, InFlight, Reason, Sink,
-    safe_capabilities, safe_deliver,
+    Capabilities, Claim, Class, Ctx, Envelope, Failure, InFlight, Reason, Sink, safe_capabilities,
+    safe_deliver,
 };
 use ankusa_source::{Ack, Settlement};
 use std::cmp::Reverse;

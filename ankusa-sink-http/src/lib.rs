@@ -9,8 +9,6 @@ mod outgoing;
 mod sink;
 mod status_classes;
 
-/// Standard Webhooks signing, shared with every Message v1 sink (core's).
-pub use ankusa_message::signing::{MIN_SECRET_BYTES, Signer};
 pub use config::{
     ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, HttpConfig,
     HttpMethod, HttpSinkBuilder,

@@ -92,10 +92,12 @@ async fn redeem_message_reads_for_the_messages_tenant_size_and_digest() {
         .tenant_id("acme")
         .build()
         .unwrap();
-    let ctx = store
-        .prepare_with_thresholds(&env, Ctx::for_envelope(&env), [NonZeroUsize::new(100)])
+    let claim = store
+        .claim_for(&env, [NonZeroUsize::new(100)])
         .await
-        .unwrap();
+        .unwrap()
+        .expect("over the threshold");
+    let ctx = Ctx::for_envelope(&env).with_claim(claim);
     let wire = ankusa_message::encode(&env, &ctx, NonZeroUsize::new(100)).unwrap();
     let msg = ankusa_message::decode(&wire).unwrap();
     assert!(matches!(msg.body, MessageBody::Claim(_)));

@@ -2,7 +2,7 @@
 //! when every sink takes the body inline.
 
 use crate::{Counting, body};
-use ankusa_claimcheck::{ClaimStore, sink_thresholds};
+use ankusa_claimcheck::ClaimStore;
 use ankusa_message::MessageBody;
 use ankusa_sink_core::{
     Capabilities, Class, Ctx, Envelope, Failure, Reason, Sink, async_trait, safe_deliver,
@@ -67,6 +67,23 @@ fn envelope(len: usize) -> Envelope {
         .unwrap()
 }
 
+/// Each sink's inline threshold, as the dispatcher reads it once.
+fn thresholds(sinks: &[Arc<dyn Sink>]) -> Vec<Option<NonZeroUsize>> {
+    sinks
+        .iter()
+        .map(|s| s.capabilities().inline_max_bytes)
+        .collect()
+}
+
+/// The context of a first attempt: with the claim `claim_for` made, if it made one.
+async fn first_attempt(store: &ClaimStore, env: &Envelope, sinks: &[Arc<dyn Sink>]) -> Ctx {
+    let ctx = Ctx::for_envelope(env);
+    match store.claim_for(env, thresholds(sinks)).await.unwrap() {
+        Some(claim) => ctx.with_claim(claim),
+        None => ctx,
+    }
+}
+
 /// What a consumer does with a message: the inline body, or the redeemed claim.
 async fn consume(store: &ClaimStore, msg: &ankusa_message::Message) -> Vec<u8> {
     store.redeem_message(msg).await.unwrap().to_vec()
@@ -82,10 +99,7 @@ async fn a_fat_hook_to_two_sinks_and_a_retry_is_one_put() {
     let env = envelope(100_000);
 
     // First attempt: checked in once, before any sink runs.
-    let ctx = store
-        .prepare(&env, Ctx::for_envelope(&env), &sinks)
-        .await
-        .unwrap();
+    let ctx = first_attempt(&store, &env, &sinks).await;
     let claim = ctx.claim.clone().expect("over both thresholds");
     assert_eq!(counting.puts(), 1);
     let mut failed = Vec::new();
@@ -98,17 +112,9 @@ async fn a_fat_hook_to_two_sinks_and_a_retry_is_one_put() {
     assert_eq!(failed, [1]);
 
     // The retry of sink b: the claim stored with the hook comes back in its ctx.
-    let retry = store
-        .prepare(
-            &env,
-            Ctx::for_envelope(&env)
-                .with_attempt(2)
-                .with_claim(claim.clone()),
-            &sinks,
-        )
-        .await
-        .unwrap();
-    assert_eq!(retry.claim.as_ref(), Some(&claim));
+    let retry = Ctx::for_envelope(&env)
+        .with_attempt(2)
+        .with_claim(claim.clone());
     safe_deliver(&sinks[1], &env, &retry, None).await.unwrap();
     assert_eq!(counting.puts(), 1, "one put for two sinks and a retry");
 
@@ -134,10 +140,7 @@ async fn nothing_is_written_when_every_sink_takes_the_body_inline() {
     let sinks: Vec<Arc<dyn Sink>> = vec![a.clone(), b.clone()];
     // Exactly the smallest threshold: still inline.
     let env = envelope(1024);
-    let ctx = store
-        .prepare(&env, Ctx::for_envelope(&env), &sinks)
-        .await
-        .unwrap();
+    let ctx = first_attempt(&store, &env, &sinks).await;
     assert!(ctx.claim.is_none());
     for sink in &sinks {
         safe_deliver(sink, &env, &ctx, None).await.unwrap();
@@ -150,10 +153,7 @@ async fn nothing_is_written_when_every_sink_takes_the_body_inline() {
 
     // One byte more and the first sink needs a claim; the second still sends inline.
     let env = envelope(1025);
-    let ctx = store
-        .prepare(&env, Ctx::for_envelope(&env), &sinks)
-        .await
-        .unwrap();
+    let ctx = first_attempt(&store, &env, &sinks).await;
     assert!(ctx.claim.is_some());
     assert_eq!(counting.puts(), 1);
     for sink in &sinks {
@@ -172,85 +172,4 @@ async fn a_sink_called_without_a_claim_fails_with_a_permanent_config_error() {
         .unwrap_err();
     assert_eq!(err.class(), Class::Config);
     assert!(err.to_string().contains("ctx.claim is absent"), "{err}");
-}
-
-#[derive(Debug)]
-struct PanickyThreshold;
-
-#[async_trait]
-impl Sink for PanickyThreshold {
-    async fn deliver(&self, _: &Envelope, _: &Ctx) -> Result<(), Failure> {
-        Ok(())
-    }
-    fn capabilities(&self) -> Capabilities {
-        panic!("threshold lookup failed")
-    }
-}
-
-#[tokio::test]
-async fn a_sink_whose_threshold_panics_still_gets_a_claim() {
-    let sinks: Vec<Arc<dyn Sink>> = vec![Arc::new(PanickyThreshold), QueueSink::new(None, 0)];
-    assert_eq!(sink_thresholds(&sinks), [NonZeroUsize::new(1), None]);
-    let store = ClaimStore::in_memory();
-    let env = envelope(2);
-    let ctx = store
-        .prepare(&env, Ctx::for_envelope(&env), &sinks)
-        .await
-        .unwrap();
-    assert!(ctx.claim.is_some());
-}
-
-#[tokio::test]
-async fn a_dispatch_scan_packs_the_claims_it_needs() {
-    let counting = Counting::new(Arc::new(InMemory::new()));
-    let store = ClaimStore::new(counting.clone());
-    let thresholds = vec![NonZeroUsize::new(1000)];
-    let envs: Vec<Envelope> = (0..5)
-        .map(|i| {
-            Envelope::builder(format!("hook-{i}"), "stripe", body(i as u8, 600 * i))
-                .tenant_id(if i % 2 == 0 { "acme" } else { "globex" })
-                .build()
-                .unwrap()
-        })
-        .collect();
-    // Hook 4 already has a claim from an earlier attempt.
-    let earlier = store
-        .check_in(ankusa_claimcheck::ClaimItem::from_envelope(&envs[4]))
-        .await
-        .unwrap();
-    counting.reset();
-    let jobs = envs
-        .iter()
-        .enumerate()
-        .map(|(i, env)| {
-            let mut ctx = Ctx::for_envelope(env);
-            if i == 4 {
-                ctx = ctx.with_claim(earlier.clone());
-            }
-            (env, ctx, thresholds.clone())
-        })
-        .collect();
-    let ctxs: Vec<Ctx> = store
-        .prepare_batch(jobs)
-        .await
-        .into_iter()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    // 0, 600 bytes: inline. 1200 (globex), 1800 (acme): one pack each. 2400: reused.
-    assert!(ctxs[0].claim.is_none() && ctxs[1].claim.is_none());
-    assert_eq!(ctxs[2].claim.as_ref().unwrap().reference().tenant(), "acme");
-    assert_eq!(
-        ctxs[3].claim.as_ref().unwrap().reference().tenant(),
-        "globex"
-    );
-    assert_eq!(ctxs[4].claim.as_ref(), Some(&earlier));
-    assert_eq!(counting.puts(), 2);
-    for i in 2..5 {
-        let c = ctxs[i].claim.as_ref().unwrap();
-        let bytes = store
-            .redeem_claim(envs[i].tenant_id(), c, envs[i].size())
-            .await
-            .unwrap();
-        assert_eq!(bytes, envs[i].body());
-    }
 }

@@ -4,7 +4,6 @@ use super::*;
 
 impl Scheduler {
     pub(super) fn dead_letter(&mut self, job: Job, failure: Failure) {
-        let error_class = failure.class().error_class();
         let Some(h) = self.hooks.get(&job.hook) else {
             return;
         };
@@ -12,7 +11,6 @@ impl Scheduler {
         let first = job.first_ms.unwrap_or(job.last_ms);
         let outcome = |failure| Outcome::DeadLettered {
             failure,
-            error_class,
             store_error: None,
         };
         let Some(dl) = self.dead_letter.clone() else {

@@ -393,10 +393,8 @@ pub enum Outcome {
     },
     /// Dispatch gave up: the failure decided it, or the horizon or the policy ended it.
     DeadLettered {
-        /// The last failure.
+        /// The last failure (`failure.class().error_class()` is how it is filed).
         failure: Failure,
-        /// How it is filed.
-        error_class: ErrorClass,
         /// Why the dead letter could not be stored, if it could not (it was still given
         /// up on: persist this delivery yourself). A hook with a source acknowledgement
         /// never ends with one: its dead letter is stored again until it is, or until a

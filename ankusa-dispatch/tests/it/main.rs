@@ -284,11 +284,9 @@ pub(crate) async fn recv_n(d: &mut Deliveries, n: usize, within: Duration) -> Ve
 
 pub(crate) fn dead_class(d: &Delivery) -> Option<(ankusa_sink_core::Class, &'static str)> {
     match &d.outcome {
-        Outcome::DeadLettered {
-            failure,
-            error_class,
-            ..
-        } => Some((failure.class(), error_class.as_str())),
+        Outcome::DeadLettered { failure, .. } => {
+            Some((failure.class(), failure.class().error_class().as_str()))
+        }
         _ => None,
     }
 }

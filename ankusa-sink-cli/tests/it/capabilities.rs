@@ -242,3 +242,46 @@ fn the_readme_table_is_what_info_reports() {
     let log = row("log");
     assert_eq!(log[1], "sent");
 }
+
+/// The workspace README's crate table lists every workspace member, each under its
+/// package name, and nothing else.
+#[test]
+fn the_readme_crate_table_is_the_workspace() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let manifest = std::fs::read_to_string(format!("{root}/Cargo.toml")).unwrap();
+    let members: std::collections::BTreeSet<String> = manifest
+        .split("members = [")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .unwrap()
+        .split(',')
+        .map(|m| m.trim().trim_matches('"').to_owned())
+        .filter(|m| !m.is_empty())
+        .collect();
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let table = readme.split("## Crates").nth(1).unwrap();
+    let rows: std::collections::BTreeMap<String, String> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("| [`"))
+        .take_while(|l| l.starts_with("| [`"))
+        .map(|l| {
+            let name = l.split('`').nth(1).unwrap().to_owned();
+            let dir = l.split("](").nth(1).unwrap().split(')').next().unwrap();
+            (dir.to_owned(), name)
+        })
+        .collect();
+    assert_eq!(
+        rows.keys()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>(),
+        members,
+        "README crate table vs workspace members"
+    );
+    for (dir, name) in rows {
+        let m = std::fs::read_to_string(format!("{root}/{dir}/Cargo.toml")).unwrap();
+        assert!(
+            m.contains(&format!("name = \"{name}\"")),
+            "{dir} is not the package {name}"
+        );
+    }
+}

@@ -3,10 +3,9 @@
 
 use crate::server::{Reply, Server, always, sequence};
 use crate::{class_of, deliver, envelope, reason};
+use ankusa_message::signing::Signer;
 use ankusa_sink_core::{Check, Class, Payload, Secret, Sink, Subject};
-use ankusa_sink_http::{
-    ConfigError, HttpConfig, HttpError, HttpMethod, HttpSink, Signer, TransportKind,
-};
+use ankusa_sink_http::{ConfigError, HttpConfig, HttpError, HttpMethod, HttpSink, TransportKind};
 use ankusa_sink_kit::redacted_path;
 use ankusa_sink_testkit::support::LogCapture;
 use std::time::Duration;

@@ -2,9 +2,10 @@
 
 use crate::server::{Captured, Reply, Server, always};
 use crate::{builder, deliver, envelope};
+use ankusa_message::signing::Signer;
 use ankusa_message::{ForwardHeaders, HeaderPolicy};
 use ankusa_sink_core::{Ctx, Envelope, Sink};
-use ankusa_sink_http::{HttpMethod, Signer};
+use ankusa_sink_http::HttpMethod;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
