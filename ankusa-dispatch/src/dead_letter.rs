@@ -1,10 +1,12 @@
 //! Where a (hook, sink) that dispatch gave up on goes: a JSON-lines file, or any sink.
 
 use crate::record::PairState;
+use ankusa_claimcheck::ClaimStore;
 use ankusa_sink_core::{Ctx, Envelope, Failure, Sink, safe_deliver};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io::Write as _;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -86,7 +88,7 @@ pub fn split_record(
 
 /// The dead-letter destination of a dispatcher.
 #[derive(Clone)]
-pub struct DeadLetter(Arc<Kind>);
+pub struct DeadLetter(Arc<Kind>, Option<ClaimStore>);
 
 enum Kind {
     File {
@@ -118,10 +120,13 @@ impl DeadLetter {
     pub fn jsonl(path: impl AsRef<Path>) -> Result<Self, DeadLetterOpenError> {
         let path = path.as_ref().to_owned();
         let file = DeadLetterFile::open(&path)?;
-        Ok(DeadLetter(Arc::new(Kind::File {
-            path,
-            file: Mutex::new(file),
-        })))
+        Ok(DeadLetter(
+            Arc::new(Kind::File {
+                path,
+                file: Mutex::new(file),
+            }),
+            None,
+        ))
     }
 
     /// Deliver each dead letter to `sink` as a message whose body is its record line and
@@ -129,7 +134,21 @@ impl DeadLetter {
     /// a sink that keeps what it takes (a topic, a queue, a stream): a dead letter counts
     /// as stored when the sink said ok.
     pub fn sink(sink: Arc<dyn Sink>) -> Self {
-        DeadLetter(Arc::new(Kind::Sink(sink)))
+        DeadLetter(Arc::new(Kind::Sink(sink)), None)
+    }
+
+    /// Check a record larger than the dead-letter sink's inline threshold into `store`
+    /// first, and send it by claim (a record holds the hook's whole body, and more): without
+    /// a store such a record cannot be sent to a queue sink. The dispatcher gives its own
+    /// claim store to a dead-letter sink that has none.
+    pub fn with_claim_store(mut self, store: ClaimStore) -> Self {
+        self.1 = Some(store);
+        self
+    }
+
+    /// Whether a claim store is set ([`with_claim_store`](Self::with_claim_store)).
+    pub fn has_claim_store(&self) -> bool {
+        self.1.is_some()
     }
 
     /// Store one dead letter (a sink destination has `timeout` to answer); the error says
@@ -152,7 +171,7 @@ impl DeadLetter {
                 let carrier = crate::record::carrier(env, info, &PairState::Dead)
                     .map_err(|e| format!("the dead letter's record is not a valid message: {e}"))?;
                 let attrs = crate::record::record_attrs(info, &PairState::Dead);
-                deliver_carrier(&**sink, &carrier, attrs, timeout).await
+                deliver_carrier(&**sink, &carrier, attrs, self.1.as_ref(), timeout).await
             }
         }
     }
@@ -183,7 +202,14 @@ impl DeadLetter {
                     class: "permanent".to_owned(),
                     reason: "not a hook".to_owned(),
                 };
-                deliver_carrier(&**sink, &carrier, attrs, Duration::from_secs(30)).await
+                deliver_carrier(
+                    &**sink,
+                    &carrier,
+                    attrs,
+                    self.1.as_ref(),
+                    Duration::from_secs(30),
+                )
+                .await
             }
         }
     }
@@ -205,11 +231,22 @@ pub(crate) async fn deliver_carrier(
     sink: &dyn Sink,
     carrier: &Envelope,
     attrs: ankusa_message::RecordAttrs,
+    claims: Option<&ClaimStore>,
     timeout: Duration,
 ) -> Result<(), String> {
-    let ctx = Ctx::for_envelope(carrier)
+    let mut ctx = Ctx::for_envelope(carrier)
         .with_batch(false)
         .with_extension(attrs);
+    // A record over the sink's inline threshold travels by claim, as a hook would.
+    if let Some(store) = claims {
+        let threshold = ankusa_sink_core::safe_capabilities(sink)
+            .map_or(NonZeroUsize::new(1), |c| c.inline_max_bytes);
+        match store.claim_for(carrier, [threshold]).await {
+            Ok(Some(claim)) => ctx = ctx.with_claim(claim),
+            Ok(None) => {}
+            Err(e) => return Err(format!("checking the record in: {e}")),
+        }
+    }
     safe_deliver(sink, carrier, &ctx, Some(timeout))
         .await
         .map_err(|f| f.to_string())

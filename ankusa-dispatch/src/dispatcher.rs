@@ -168,6 +168,13 @@ impl DispatcherBuilder {
             .collect();
         metrics::gauge!(m::DEAD_LETTER_BLOCKED).set(0.0);
         metrics::gauge!(m::WAITING).set(0.0);
+        // A dead-letter sink without a claim store of its own uses the dispatcher's.
+        let dead_letter = match (self.dead_letter, &self.claim_store) {
+            (Some(dl), Some(store)) if !dl.has_claim_store() => {
+                Some(dl.with_claim_store(store.clone()))
+            }
+            (dl, _) => dl,
+        };
         let scheduler = Scheduler {
             waiting_count: shared.waiting.clone(),
             intake_hold: shared.held.clone(),
@@ -176,7 +183,7 @@ impl DispatcherBuilder {
             slots,
             config: self.config,
             claim_store: self.claim_store,
-            dead_letter: self.dead_letter,
+            dead_letter,
             tx: report_tx,
             out: out_tx,
             clock: Clock::new(),

@@ -743,6 +743,14 @@ impl Reader {
             }
         }
         if let Some(p) = present {
+            if !left.is_empty() && p.window_full() && p.only_holds(left.len()) {
+                tracing::warn!(
+                    left = left.len(),
+                    "a redrive stopped with its window full of records it leaves (not \
+                     matching, or another sink's): records past them were not read; raise \
+                     the window (--max-unacked) to reach them"
+                );
+            }
             p.end();
         }
         for w in [watch_window, watch_lag].into_iter().flatten() {
@@ -867,6 +875,9 @@ const CAUGHT_UP_IDLE: Duration = Duration::from_millis(300);
 /// count and how long it has waited.
 const PRESENT_TICK: Duration = Duration::from_millis(100);
 
+/// Records a redrive (or [`browse`]) reads past a Kafka count, at most.
+const KAFKA_AHEAD: usize = 1024;
+
 /// How long a redrive (or [`browse`]) waits for a record while its source cannot count yet.
 const COUNT_WAIT: Duration = Duration::from_secs(30);
 
@@ -874,10 +885,14 @@ const COUNT_WAIT: Duration = Duration::from_secs(30);
 struct Present {
     /// Records read so far.
     read: u64,
-    /// Stop after this many: those read before the source could count, plus its count.
+    /// Stop after this many: the source's count (plus, for a queue's count, the records
+    /// read before it came).
     target: Option<u64>,
-    /// The source's count, once it can say.
-    count: Option<tokio::sync::oneshot::Receiver<u64>>,
+    /// Records a queue had on its way to this reader, not in its count (at most the
+    /// window's): read past the target by at most this many.
+    ahead: u64,
+    /// The source's count, once it can say, and whether it counts what this reader holds.
+    count: Option<tokio::sync::oneshot::Receiver<(u64, bool)>>,
     asking: Option<tokio::task::JoinHandle<()>>,
     window: Option<Window>,
     idle: Duration,
@@ -891,7 +906,7 @@ impl Present {
                 // Kafka says nothing until the group has given this reader its partitions.
                 loop {
                     if let Some(n) = lag.lag().await {
-                        let _ = tx.send(n);
+                        let _ = tx.send((n, lag.counts_read()));
                         return;
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -901,6 +916,7 @@ impl Present {
         Present {
             read: 0,
             target: None,
+            ahead: 0,
             count: asking.as_ref().map(|_| rx),
             asking,
             window: source.window(),
@@ -908,19 +924,31 @@ impl Present {
         }
     }
 
-    /// Whether every record present at the start has been read: the source's count, plus
-    /// what it handed this reader before it could count (a queue's count leaves out the
-    /// records on their way to a consumer: a window's worth at most).
+    /// Whether every record present at the start has been read.
     fn all_read(&mut self) -> bool {
         if let Some(rx) = &mut self.count
-            && let Ok(n) = rx.try_recv()
+            && let Ok((n, counts_read)) = rx.try_recv()
         {
-            self.target = Some(self.read.saturating_add(n));
+            if counts_read {
+                // Kafka: the lag already holds what was read and not committed. Its
+                // watermark may trail the log a little: read on past it while records come
+                // at once, by at most a window's worth (capped, for a busy topic).
+                self.target = Some(n.max(self.read));
+                self.ahead = self
+                    .window
+                    .as_ref()
+                    .map_or(0, |w| w.size().min(KAFKA_AHEAD) as u64);
+            } else {
+                // A queue: what was read, plus its count, plus what was on its way here
+                // (fetched into the window and not read yet) when it counted.
+                let held = self.window.as_ref().map_or(0, |w| w.unsettled() as u64);
+                self.ahead = held.saturating_sub(self.read);
+                self.target = Some(self.read.saturating_add(n));
+            }
             self.count = None;
         }
-        let ahead = self.window.as_ref().map_or(0, |w| w.size() as u64);
         self.target
-            .is_some_and(|t| self.read >= t.saturating_add(ahead))
+            .is_some_and(|t| self.read >= t.saturating_add(self.ahead))
     }
 
     /// How long reading waits for a record before it takes the source as read: `idle`,

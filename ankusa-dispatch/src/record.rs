@@ -138,12 +138,16 @@ pub fn pair_line(
     Ok(line)
 }
 
+/// Longest carrier id kept as it is; a longer one is `<state>.<digest>`.
+const MAX_CARRIER_ID: usize = 120;
+
 /// Longest `ankusa-reason` header a carrier gets, in bytes.
 const REASON_HEADER_MAX: usize = 128;
 
 /// The envelope that carries the record of `env` (at `info`'s sink, in `state`) to a sink:
 /// its body is the record line (JSON), its source and tenant the hook's, and its id
-/// `<id>.<dead|parked>.<sink>.<ms>` (the last attempt's, or the park's, time): each
+/// `<id>.<dead|parked>.<sink>.<ms>` (the last attempt's, or the park's, time; over 120
+/// bytes, `<dead|parked>.<40 hex digits of its SHA-256>`): each
 /// record is a message of its own, never deduplicated against another sink's record of
 /// the same hook or an earlier record of the same pair. Deliver it with
 /// [`record_attrs`] on its context: the sink then sends where and why beside the body.
@@ -160,17 +164,19 @@ pub fn carrier(
         PairState::Dead => info.last_attempt_ms,
         PairState::Parked { parked_at_ms, .. } => parked_at_ms,
     };
-    let mut b = Envelope::builder(
-        format!(
-            "{}.{}.{}.{ms}",
-            env.id(),
-            state.name(),
-            header_text(&info.sink)
-        ),
-        env.source_id(),
-        line,
-    )
-    .content_type("application/json");
+    let mut id = format!(
+        "{}.{}.{}.{ms}",
+        env.id(),
+        state.name(),
+        header_text(&info.sink)
+    );
+    if id.len() > MAX_CARRIER_ID {
+        // Long ids and sink names: a digest keeps it unique and within what every broker
+        // takes as a message or deduplication id (an SQS FIFO one: 128).
+        let digest = ankusa_message::sha256_hex(id.as_bytes());
+        id = format!("{}.{}", state.name(), &digest[..40]);
+    }
+    let mut b = Envelope::builder(id, env.source_id(), line).content_type("application/json");
     if let Some(t) = env.tenant_id() {
         b = b.tenant_id(t);
     }
@@ -420,6 +426,14 @@ mod tests {
             assert_eq!(
                 (attrs.state.as_str(), attrs.reason.as_str()),
                 (state.name(), "HTTP 429")
+            );
+            let long = Envelope::builder("h".repeat(200), "s", "b")
+                .build()
+                .unwrap();
+            let long_id = carrier(&long, &info, &state).unwrap().id().to_owned();
+            assert!(
+                long_id.len() <= 128 && long_id.starts_with(state.name()),
+                "{long_id}"
             );
             let via_carrier = PairRecord::parse(c.body()).unwrap();
             assert_eq!(via_carrier.envelope.id(), "h1");

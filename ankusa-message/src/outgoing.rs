@@ -307,7 +307,7 @@ const CE_PREFIX_BYTES: usize = 3;
 ///   with [`Layout::with_signer`], `WebhookId`, `WebhookTimestamp` (now, Unix seconds: a
 ///   retry is signed afresh) and `WebhookSignature` over the exact body bytes.
 /// - With [`RecordAttrs`] in the [`Ctx`] (a dead letter's or parked hook's carrier), the
-///   four record attributes come last.
+///   four record attributes come last, each only when its value is not empty.
 /// - With a trace context in the [`Ctx`] ([`TraceContext::of`](crate::TraceContext::of), which dispatch sets on every
 ///   attempt), every layout ends with `TraceParent`, then `TraceState` when there is one.
 /// - [`Layout::raw_body`]: the body is the hook's own; attributes in this order: `Id`,
@@ -435,10 +435,17 @@ impl<'a> Outgoing<'a> {
             }
         }
         if let Some(r) = ctx.extension::<RecordAttrs>() {
-            out.push(Attr::RecordState, r.state.as_str().into());
-            out.push(Attr::RecordSink, r.sink.as_str().into());
-            out.push(Attr::RecordClass, r.class.as_str().into());
-            out.push(Attr::RecordReason, r.reason.as_str().into());
+            // An empty value is left out (SQS refuses one; an undecodable record has no sink).
+            for (attr, v) in [
+                (Attr::RecordState, &r.state),
+                (Attr::RecordSink, &r.sink),
+                (Attr::RecordClass, &r.class),
+                (Attr::RecordReason, &r.reason),
+            ] {
+                if !v.is_empty() {
+                    out.push(attr, v.as_str().into());
+                }
+            }
         }
         Ok(out)
     }

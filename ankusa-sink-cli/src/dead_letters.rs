@@ -153,17 +153,18 @@ fn ranked(counts: BTreeMap<String, u64>) -> Vec<(String, u64)> {
     v
 }
 
-/// The UTC hour of a Unix ms, `2026-12-07T21:00Z`.
-fn hour(ms: i64) -> String {
-    let t = std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-    let s = humantime::format_rfc3339_seconds(t).to_string();
-    format!("{}:00Z", &s[..13])
+/// A Unix ms as RFC 3339 (milliseconds, UTC); a value no calendar date holds, as it is.
+fn time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_else(|| ms.to_string())
 }
 
-/// A Unix ms as RFC 3339 (milliseconds, UTC).
-fn time(ms: i64) -> String {
-    let t = std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-    humantime::format_rfc3339_millis(t).to_string()
+/// The UTC hour of a Unix ms, `2026-12-07T21:00Z`.
+fn hour(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%dT%H:00Z").to_string())
+        .unwrap_or_else(|| ms.to_string())
 }
 
 #[derive(Serialize)]
@@ -314,7 +315,7 @@ fn write_list(out: &mut impl std::io::Write, read: &Read, json: bool) -> std::io
                 "{}\t{}\t{}\t{}\t{}\t{}\t{}",
                 escape_control(&e.id),
                 escape_control(&i.sink),
-                i.class,
+                escape_control(&i.class),
                 i.attempts,
                 time(i.first_attempt_ms),
                 time(i.last_attempt_ms),
@@ -383,6 +384,12 @@ mod tests {
             serde_json::from_slice(list.split(|b| *b == b'\n').next().unwrap()).unwrap();
         assert_eq!(first["id"], "h1");
         assert_eq!(first["last_attempt"], "2025-12-07T18:00:00.000Z");
+        assert_eq!(
+            time(i64::MAX),
+            i64::MAX.to_string(),
+            "no panic past year 9999"
+        );
+        assert_eq!(hour(-1), "1969-12-31T23:00Z");
         assert!(first.get("body").is_none());
         let mut only = Read::default();
         let filter = RecordFilter::new().sink("http").between(Some(at + 1), None);

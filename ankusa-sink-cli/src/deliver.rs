@@ -417,6 +417,11 @@ async fn run(
 ) -> Result<ExitCode, UsageError> {
     let names: Vec<String> = sinks.iter().map(|s| s.name.clone()).collect();
     let parks = matches!(input, Input::Source { .. });
+    // A dead letter larger than its sink's inline threshold goes by claim, like a hook.
+    let dead_letter = match (dead_letter, &dispatch.claim_store) {
+        (Some(dl), Some(spec)) => Some(dl.with_claim_store(claim_store(spec)?)),
+        (dl, _) => dl,
+    };
     let (dispatcher, deliveries) = dispatcher(
         &sinks,
         dispatch,
@@ -663,12 +668,20 @@ pub(crate) async fn forward(
     let max_line = usize::try_from(a.max_line_bytes).unwrap_or(usize::MAX);
     let input = if let Some(from) = &a.from {
         crate::from_source::refuse_non_durable(&sinks, a.allow_non_durable)?;
+        let mut concurrency = a
+            .concurrency
+            .unwrap_or(DispatchConfig::default().concurrency);
+        if a.redrive {
+            // The records a redrive leaves hold their places until it ends: a queue's
+            // prefetch (which follows the concurrency) as large as the window lets it read
+            // past them.
+            concurrency = concurrency.max(usize::try_from(a.max_unacked).unwrap_or(usize::MAX));
+        }
         let options = crate::from_source::options(
             a.max_unacked,
             a.max_unacked_bytes,
             Duration::from_secs(a.retry.attempt_timeout),
-            a.concurrency
-                .unwrap_or(DispatchConfig::default().concurrency),
+            concurrency,
         );
         let claims = match &a.dispatch.claim_store {
             Some(spec) => Some(claim_store(spec)?),

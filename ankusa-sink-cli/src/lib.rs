@@ -160,9 +160,9 @@ struct FilterArgs {
     /// Only hooks of this tenant.
     #[arg(long, value_name = "TENANT")]
     only_tenant: Option<String>,
-    /// Only failures of this class (`permanent`, `config`, `retry_after`, `transient`) or
-    /// error class (`throttled`).
-    #[arg(long, value_name = "CLASS")]
+    /// Only failures of this class (`config`, `retry_after`, `transient`) or error class
+    /// (`permanent`, which holds `config` too; `throttled`, which is `retry_after`).
+    #[arg(long, value_name = "CLASS", value_parser = parse_class)]
     only_class: Option<String>,
     /// Only dead letters whose last attempt was at or after this time (RFC 3339).
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
@@ -194,15 +194,27 @@ impl FilterArgs {
     }
 }
 
-/// An RFC 3339 time as Unix milliseconds.
+/// An RFC 3339 time (any offset) as Unix milliseconds.
 fn parse_time(s: &str) -> Result<i64, String> {
-    let t = humantime::parse_rfc3339_weak(s)
-        .map_err(|e| format!("not an RFC 3339 time (2026-12-07T10:00:00Z): {e}"))?;
-    let ms = t
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|_| "a time before 1970".to_owned())?
-        .as_millis();
-    i64::try_from(ms).map_err(|_| "a time too far off".to_owned())
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.timestamp_millis())
+        .map_err(|e| format!("not an RFC 3339 time (2026-12-07T10:00:00Z, or with an offset): {e}"))
+}
+
+/// A failure class or error class `--only-class` takes.
+fn parse_class(s: &str) -> Result<String, String> {
+    const CLASSES: [&str; 5] = [
+        "permanent",
+        "config",
+        "retry_after",
+        "transient",
+        "throttled",
+    ];
+    if CLASSES.contains(&s) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!("one of {}", CLASSES.join(", ")))
+    }
 }
 
 /// A positive, finite rate of hooks per second.
@@ -315,8 +327,9 @@ struct ForwardArgs {
     /// Each one the filters match goes to the sink it died at alone (give that sink's
     /// --sink), keeping its id and carrying this run's replay id; the others are left in
     /// the source. Reads the dead letters present when it starts, then stops with a
-    /// summary. (--input always replays a dead-letter line to its sink.)
-    #[arg(long, requires = "from")]
+    /// summary. Needs --dead-letter: one that fails again is stored there, never lost.
+    /// (--input always replays a dead-letter line to its sink.)
+    #[arg(long, requires_all = ["from", "dead_letter"])]
     redrive: bool,
     #[command(flatten)]
     filter: FilterArgs,

@@ -637,6 +637,11 @@ struct KafkaLag {
 
 #[async_trait::async_trait]
 impl Lag for KafkaLag {
+    // The group's lag runs from its committed offsets: what this reader holds counts.
+    fn counts_read(&self) -> bool {
+        true
+    }
+
     async fn lag(&self) -> Option<u64> {
         if !lock(&self.tracker).assigned {
             return None;

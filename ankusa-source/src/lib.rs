@@ -370,6 +370,14 @@ pub trait Lag: Send + Sync {
     /// Records behind now; `None` when the broker cannot be asked at the moment (the
     /// previous figure then stands).
     async fn lag(&self) -> Option<u64>;
+
+    /// Whether the figure counts the records this reader holds, read and not settled (a
+    /// Kafka group's lag runs from its committed offsets), or only those not handed to a
+    /// reader yet (a queue's ready count: RabbitMQ, NATS `num_pending`, SQS). Default:
+    /// the latter.
+    fn counts_read(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

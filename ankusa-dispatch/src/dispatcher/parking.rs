@@ -68,8 +68,9 @@ impl Scheduler {
         );
         let timeout = self.config.attempt_timeout;
         let tx = self.tx.clone();
+        let claims = self.claim_store.clone();
         let handle = self.tasks.spawn(async move {
-            let result = deliver_carrier(&*park.sink, &env, attrs, timeout).await;
+            let result = deliver_carrier(&*park.sink, &env, attrs, claims.as_ref(), timeout).await;
             let _ = tx.send(Report::Parked { id, result });
         });
         self.task_park.insert(handle.id(), id);

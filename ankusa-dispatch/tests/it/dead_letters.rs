@@ -175,3 +175,55 @@ async fn stored_dead_letters_and_store_errors_are_counted_by_sink() {
     );
     d.shutdown(Duration::ZERO).await;
 }
+
+/// A queue-like dead-letter sink: Message v1 with a 64-byte inline threshold, kept.
+#[derive(Debug, Default)]
+struct SmallQueue(std::sync::Mutex<Vec<Vec<u8>>>);
+
+#[ankusa_sink_core::async_trait]
+impl ankusa_sink_core::Sink for SmallQueue {
+    async fn deliver(
+        &self,
+        env: &Envelope,
+        ctx: &ankusa_sink_core::Ctx,
+    ) -> Result<(), ankusa_sink_core::Failure> {
+        let wire = ankusa_message::encode(env, ctx, std::num::NonZeroUsize::new(64))?;
+        self.0.lock().unwrap().push(wire);
+        Ok(())
+    }
+    fn capabilities(&self) -> ankusa_sink_core::Capabilities {
+        ankusa_sink_core::Capabilities::new(true, std::num::NonZeroUsize::new(64))
+    }
+}
+
+#[tokio::test]
+async fn a_dead_letter_over_its_sinks_threshold_goes_by_claim_from_the_dispatchers_store() {
+    let store = ankusa_claimcheck::ClaimStore::in_memory();
+    let queue = std::sync::Arc::new(SmallQueue::default());
+    let (d, mut out) = Dispatcher::builder()
+        .sink("gone", Script::new(Step::Permanent).arc())
+        .claim_store(store.clone())
+        .dead_letter(DeadLetter::sink(queue.clone()))
+        .build()
+        .unwrap();
+    // Small enough for the main sink's inline body, too large as a record in the queue.
+    let e = Envelope::builder("h1", "stripe", "x".repeat(200))
+        .build()
+        .unwrap();
+    d.submit(Hook::new(e)).await.unwrap();
+    let got = recv_n(&mut out, 1, Duration::from_secs(5)).await;
+    match &got[0].outcome {
+        Outcome::DeadLettered { store_error, .. } => assert_eq!(store_error, &None),
+        o => panic!("{o:?}"),
+    }
+    let sent = queue.0.lock().unwrap().clone();
+    let msg = ankusa_message::decode(&sent[0]).unwrap();
+    assert!(matches!(msg.body, ankusa_message::MessageBody::Claim(_)));
+    let record = store.redeem_message(&msg).await.unwrap();
+    let back = ankusa_dispatch::record::PairRecord::parse(&record).unwrap();
+    assert_eq!(
+        (back.envelope.id(), back.info.sink.as_str()),
+        ("h1", "gone")
+    );
+    d.shutdown(Duration::ZERO).await;
+}

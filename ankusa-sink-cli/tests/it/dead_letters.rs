@@ -204,6 +204,8 @@ async fn amqp_dead_letters_are_counted_listed_and_redriven_by_filter() {
             "--from",
             src_s,
             "--redrive",
+            "--dead-letter",
+            dlq_s,
             "--only-tenant",
             "t1",
             "--sink",
@@ -226,7 +228,15 @@ async fn amqp_dead_letters_are_counted_listed_and_redriven_by_filter() {
 
     // The rest, unfiltered: the queue is empty after.
     redrive(
-        &["--from", src_s, "--redrive", "--sink", sink_s],
+        &[
+            "--from",
+            src_s,
+            "--redrive",
+            "--dead-letter",
+            dlq_s,
+            "--sink",
+            sink_s,
+        ],
         &[],
         &t2,
         None,
@@ -302,12 +312,14 @@ async fn kafka_three_forwarders_share_one_dead_letter_topic_through_a_kill() {
 
     // Redrive t1, then t2: each delivers exactly its own.
     c.set_down(false);
-    let sink_s = sink.to_str().unwrap();
+    let (sink_s, dlq_sink_s) = (sink.to_str().unwrap(), dlq_sink.to_str().unwrap());
     redrive(
         &[
             "--from",
             dlq_s,
             "--redrive",
+            "--dead-letter",
+            dlq_sink_s,
             "--only-tenant",
             "t1",
             "--sink",
@@ -323,6 +335,8 @@ async fn kafka_three_forwarders_share_one_dead_letter_topic_through_a_kill() {
             "--from",
             dlq_s,
             "--redrive",
+            "--dead-letter",
+            dlq_sink_s,
             "--only-tenant",
             "t2",
             "--sink",
@@ -407,6 +421,8 @@ fn sqs_three_forwarders_share_one_dead_letter_queue() {
             "--from",
             dlq_s,
             "--redrive",
+            "--dead-letter",
+            dlq_s,
             "--only-tenant",
             "t1",
             "--sink",
@@ -566,6 +582,38 @@ fn a_dead_letter_sink_file_must_parse_and_keep_what_it_takes() {
         "{}",
         text(&out.stderr)
     );
+    let out = run(&[
+        "forward",
+        "--from",
+        src.to_str().unwrap(),
+        "--sink",
+        "log",
+        "--redrive",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "a redrive needs --dead-letter");
+    assert!(
+        text(&out.stderr).contains("--dead-letter"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&[
+        "dead-letters",
+        "list",
+        "--input",
+        hook_s,
+        "--only-class",
+        "bogus",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    for ok in ["2026-12-07T10:00:00+01:00", "2026-12-07T09:00:00Z"] {
+        let out = run(&["dead-letters", "list", "--input", hook_s, "--since", ok]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "--since {ok}: {}",
+            text(&out.stderr)
+        );
+    }
     for bad in ["0", "-1", "inf", "x"] {
         let out = run(&["forward", "--input", hook_s, "--sink", "log", "--rate", bad]);
         assert_eq!(out.status.code(), Some(2), "--rate {bad}");
