@@ -331,8 +331,13 @@ impl AwsOptions {
         self.batch = batch;
         self
     }
-    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
-    /// `inline_max_bytes`; Kinesis and EventBridge refuse `format` when built).
+    /// Set every message option at once, as the sink file's keys do:
+    /// - `format`/`cloudevents_type`: CloudEvents (binary or structured) instead of Message
+    ///   v1, the default. SQS and SNS only: Kinesis and EventBridge refuse it when built.
+    /// - `[signing]`: Standard Webhooks signing over the exact Message v1 body
+    ///   (`webhook-id`, `webhook-timestamp`, `webhook-signature` message attributes);
+    ///   consumers check it with `ankusa_message::verify`. SQS and SNS only, as `format`.
+    /// - `inline_max_bytes` (default 64 KiB): bodies over it travel by `ctx.claim`.
     pub fn with_message(mut self, message: MessageOptions) -> Self {
         self.message = message;
         self

@@ -448,7 +448,11 @@ impl HttpConfig {
         self
     }
 
-    /// The message options: CloudEvents and the signer (`[signing]`, or `secrets`).
+    /// The message options: CloudEvents and the signer (`[signing]`, or `secrets`). Set
+    /// them with the sink file's keys or [`HttpSinkBuilder::cloudevents`] and
+    /// [`HttpSinkBuilder::secret`]: `format = "cloudevents"` sends the raw body with `ce-*`
+    /// headers, `"cloudevents-structured"` one `application/cloudevents+json` document; the
+    /// `x-ankusa-*` headers and the signature go out as always.
     pub fn message(&self) -> &MessageOptions {
         &self.message
     }

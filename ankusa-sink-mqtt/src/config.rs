@@ -393,8 +393,13 @@ impl MqttConfig {
         self.tls
     }
 
-    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
-    /// `inline_max_bytes`).
+    /// Set every message option at once, as the sink file's keys do:
+    /// - `format`/`cloudevents_type`: CloudEvents (binary or structured) instead of Message
+    ///   v1, the default; CloudEvents travel inline (no claim check).
+    /// - `[signing]`: Standard Webhooks signing over the exact body bytes (`webhook-id`,
+    ///   `webhook-timestamp`, `webhook-signature` user properties); consumers check it with
+    ///   `ankusa_message::verify`.
+    /// - `inline_max_bytes` (default 64 KiB): bodies over it travel by `ctx.claim`.
     pub fn with_message(mut self, message: MessageOptions) -> Self {
         self.message = message;
         self

@@ -145,8 +145,15 @@ impl NatsConfig {
         Ok(c)
     }
 
-    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
-    /// `inline_max_bytes`).
+    /// Set every message option at once, as the sink file's keys do:
+    /// - `format`/`cloudevents_type`: CloudEvents instead of Message v1, by the CloudEvents
+    ///   NATS binding (binary mode as `ce-` headers beside the data, structured mode as the
+    ///   JSON event).
+    /// - `[signing]`: Standard Webhooks signing over the exact Message v1 bytes
+    ///   (`webhook-id`, `webhook-timestamp`, `webhook-signature` as message headers);
+    ///   consumers check it with `ankusa_message::verify`.
+    /// - `inline_max_bytes` (default 65,536 bytes, used as it is): bodies over it travel by
+    ///   `ctx.claim`.
     pub fn with_message(mut self, message: MessageOptions) -> Self {
         self.message = message;
         self

@@ -276,8 +276,15 @@ impl RedisConfig {
         Ok(())
     }
 
-    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
-    /// `inline_max_bytes`).
+    /// Set every message option at once, as the sink file's keys do:
+    /// - `format`/`cloudevents_type`: CloudEvents instead of Message v1. In binary mode
+    ///   (stream mode only) the data is the `message` field and every attribute a
+    ///   `ce-<name>` field beside it; in structured mode the JSON event is the `message`
+    ///   field, or the channel message.
+    /// - `[signing]` (stream mode only): Standard Webhooks signing over the exact Message v1
+    ///   bytes (`webhook-id`, `webhook-timestamp`, `webhook-signature` fields beside
+    ///   `message`); consumers check it with `ankusa_message::verify`.
+    /// - `inline_max_bytes` (default 64 KiB): bodies over it travel by `ctx.claim`.
     ///
     /// # Errors
     /// [`ConfigError::WrongMode`] for signing or binary-mode CloudEvents on a channel: a
