@@ -5,8 +5,6 @@ use crate::broker_url::BrokerUrl;
 use crate::config_error::ConfigError;
 use crate::connection::AmqpConnection;
 use ankusa_message::MessageOptions;
-use ankusa_message::cloudevents::CloudEvents;
-use ankusa_message::signing::Signer;
 use ankusa_message::template::{AbsentTenant, KeyTemplate};
 use ankusa_sink_kit::timeout_ms;
 use serde::Deserialize;
@@ -253,34 +251,13 @@ impl AmqpConfig {
         })
     }
 
-    /// Sign every message the Standard Webhooks way over the exact Message v1 bytes
-    /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` as message headers): the `[signing]`
-    /// table. Consumers check it with `ankusa_message::verify`.
-    pub fn with_signing(mut self, signer: Signer) -> Self {
-        self.message = self.message.with_signing(signer);
-        self
-    }
-
-    /// The signer, when messages are signed.
-    pub fn signing(&self) -> Option<&Signer> {
-        self.message.signing()
-    }
-
-    /// Send CloudEvents instead of Message v1 (`None`: Message v1, the default): the
-    /// `format` (`cloudevents` binary, `cloudevents-structured`) and `cloudevents_type`
-    /// keys. CloudEvents travel inline: the sink asks for no claim check.
-    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
-        self.message = self.message.with_cloudevents(events);
-        self
-    }
-
-    /// The CloudEvents the sink sends, if any.
-    pub fn cloudevents(&self) -> Option<&CloudEvents> {
-        self.message.cloudevents()
-    }
-
-    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
-    /// `inline_max_bytes`).
+    /// Set every message option at once, as the sink file's keys do:
+    /// - `format`/`cloudevents_type`: CloudEvents (binary or structured) instead of Message
+    ///   v1, the default; CloudEvents travel inline (no claim check).
+    /// - `[signing]`: Standard Webhooks signing over the exact Message v1 bytes
+    ///   (`webhook-id`, `webhook-timestamp`, `webhook-signature` as message headers); consumers check
+    ///   it with `ankusa_message::verify`.
+    /// - `inline_max_bytes` (default 64 KiB): bodies over it travel by `ctx.claim`.
     pub fn with_message(mut self, message: MessageOptions) -> Self {
         self.message = message;
         self
@@ -331,12 +308,6 @@ impl AmqpConfig {
         Ok(self)
     }
 
-    /// Bodies larger than this travel by `ctx.claim` (default 64 KiB).
-    pub fn with_inline_max_bytes(mut self, n: NonZeroUsize) -> Self {
-        self.message = self.message.with_inline_max_bytes(n);
-        self
-    }
-
     /// Messages larger than this fail permanently and are not sent (default 128 MiB).
     pub fn with_max_message_bytes(mut self, n: NonZeroUsize) -> Self {
         self.max_message_bytes = n;
@@ -378,10 +349,6 @@ impl AmqpConfig {
     /// The routing key rule.
     pub fn routing_key(&self) -> &KeyTemplate {
         &self.routing_key
-    }
-    /// The inline threshold of Message v1.
-    pub fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.message.inline_max_bytes()
     }
     /// The largest encoded message sent; larger ones fail permanently, unsent.
     pub fn max_message_bytes(&self) -> NonZeroUsize {
@@ -437,7 +404,7 @@ mod tests {
         assert!(!c.declare_exchange());
         assert_eq!(c.routing_key().as_str(), "ankusa.{source_id}");
         assert_eq!(c.routing_key().absent_tenant(), AbsentTenant::Default);
-        assert_eq!(c.inline_max_bytes().get(), 65_536);
+        assert_eq!(c.message().inline_max_bytes().get(), 65_536);
         assert_eq!(c.max_message_bytes(), DEFAULT_MAX_MESSAGE_BYTES);
         assert_eq!(c.confirm_timeout(), Duration::from_secs(5));
         assert_eq!(c.connect_timeout(), Duration::from_secs(5));
@@ -660,7 +627,7 @@ mod tests {
             .unwrap()
             .with_routing_key("k")
             .unwrap()
-            .with_inline_max_bytes(nz(10))
+            .with_message(MessageOptions::new().with_inline_max_bytes(nz(10)))
             .with_max_message_bytes(nz(100))
             .with_confirm_timeout(Duration::from_millis(250))
             .with_max_inflight(nz(8))

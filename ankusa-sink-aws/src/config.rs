@@ -16,8 +16,6 @@ pub(crate) use streams::KINESIS_MAX_PARTITION_KEY_CHARS;
 pub use streams::{EventBridgeConfig, KinesisConfig};
 
 use ankusa_message::MessageOptions;
-use ankusa_message::cloudevents::CloudEvents;
-use ankusa_message::signing::Signer;
 use ankusa_sink_core::Secret;
 use serde::Deserialize;
 use std::num::{NonZeroU64, NonZeroUsize};
@@ -313,11 +311,6 @@ impl AwsOptions {
         self.message_group_id = Some(group.into());
         self
     }
-    /// Set the inline threshold.
-    pub fn with_inline_max_bytes(mut self, n: NonZeroUsize) -> Self {
-        self.message = self.message.with_inline_max_bytes(n);
-        self
-    }
     /// Set the message size limit.
     pub fn with_max_message_bytes(mut self, n: NonZeroUsize) -> Self {
         self.max_message_bytes = Some(n);
@@ -338,19 +331,13 @@ impl AwsOptions {
         self.batch = batch;
         self
     }
-    /// Sign every message the Standard Webhooks way over the exact Message v1 body
-    /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` message attributes): the
-    /// `[signing]` table. Consumers check it with `ankusa_message::verify`.
-    pub fn with_signing(mut self, signer: Signer) -> Self {
-        self.message = self.message.with_signing(signer);
-        self
-    }
-    /// The signer, when messages are signed.
-    pub fn signing(&self) -> Option<&Signer> {
-        self.message.signing()
-    }
-    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
-    /// `inline_max_bytes`; Kinesis and EventBridge refuse `format` when built).
+    /// Set every message option at once, as the sink file's keys do:
+    /// - `format`/`cloudevents_type`: CloudEvents (binary or structured) instead of Message
+    ///   v1, the default. SQS and SNS only: Kinesis and EventBridge refuse it when built.
+    /// - `[signing]`: Standard Webhooks signing over the exact Message v1 body
+    ///   (`webhook-id`, `webhook-timestamp`, `webhook-signature` message attributes);
+    ///   consumers check it with `ankusa_message::verify`. SQS and SNS only, as `format`.
+    /// - `inline_max_bytes` (default 64 KiB): bodies over it travel by `ctx.claim`.
     pub fn with_message(mut self, message: MessageOptions) -> Self {
         self.message = message;
         self
@@ -359,25 +346,9 @@ impl AwsOptions {
     pub fn message(&self) -> &MessageOptions {
         &self.message
     }
-    /// Send every hook as a CloudEvent (`format = "cloudevents"` for
-    /// [`Mode::Binary`](ankusa_message::cloudevents::Mode::Binary), `"cloudevents-structured"` for [`Mode::Structured`](ankusa_message::cloudevents::Mode::Structured), with
-    /// `cloudevents_type`), or Message v1 (`None`, the default). SQS and SNS only: Kinesis
-    /// and EventBridge refuse it.
-    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
-        self.message = self.message.with_cloudevents(events);
-        self
-    }
-    /// The CloudEvents the sink sends, `None` for Message v1.
-    pub fn cloudevents(&self) -> Option<&CloudEvents> {
-        self.message.cloudevents()
-    }
     /// The timeout as a duration.
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms.get())
-    }
-    /// The inline threshold.
-    pub fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.message.inline_max_bytes()
     }
     /// Whether batching is on.
     pub fn batching(&self) -> bool {
@@ -424,7 +395,7 @@ impl AwsOptions {
                 max: AWS_MAX_MESSAGE_BYTES,
             });
         }
-        let inline = self.inline_max_bytes().get();
+        let inline = self.message.inline_max_bytes().get();
         // base64 grows by 4/3; the other fields and attributes fit in 4 KiB unless the
         // forwarded headers are large (those are checked per message).
         let encoded = inline.div_ceil(3) * 4 + 4096;
@@ -442,7 +413,7 @@ impl AwsOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_message::cloudevents::{self, Mode};
+    use ankusa_message::cloudevents::{self, CloudEvents, Mode};
 
     fn opts() -> AwsOptions {
         AwsOptions::default().with_region("us-east-1")
@@ -451,7 +422,9 @@ mod tests {
     #[test]
     fn shared_options_are_checked_against_the_service_limit() {
         let err = opts()
-            .with_inline_max_bytes(NonZeroUsize::new(1_000_000).unwrap())
+            .with_message(
+                MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(1_000_000).unwrap()),
+            )
             .validate(SQS_MAX_MESSAGE_BYTES)
             .unwrap_err();
         assert!(matches!(err, ConfigError::InlineOverLimit { .. }), "{err}");
@@ -491,15 +464,19 @@ mod tests {
             "format": "cloudevents-structured", "cloudevents_type": "t.x"
         }))
         .unwrap();
-        let ce = c.options().cloudevents().unwrap();
+        let ce = c.options().message().cloudevents().unwrap();
         assert_eq!((ce.mode(), ce.event_type()), (Mode::Structured, "t.x"));
         let c = sqs(serde_json::json!({"format": "cloudevents"})).unwrap();
         assert_eq!(
-            c.options().cloudevents().unwrap().event_type(),
+            c.options().message().cloudevents().unwrap().event_type(),
             cloudevents::DEFAULT_TYPE
         );
         assert_eq!(
-            sqs(serde_json::json!({})).unwrap().options().cloudevents(),
+            sqs(serde_json::json!({}))
+                .unwrap()
+                .options()
+                .message()
+                .cloudevents(),
             None
         );
         let e = sqs(serde_json::json!({"format": "cloudevents", "cloudevents_type": "a b"}))
@@ -508,9 +485,10 @@ mod tests {
         assert!(sqs(serde_json::json!({"format": "cloudevent"})).is_err());
         // The setter writes the same options back.
         let binary = CloudEvents::new(Mode::Binary, "t").unwrap();
-        let o = opts().with_cloudevents(Some(binary.clone()));
-        assert_eq!(o.cloudevents(), Some(&binary));
-        assert_eq!(o.with_cloudevents(None).cloudevents(), None);
+        let o = opts().with_message(MessageOptions::new().with_cloudevents(Some(binary.clone())));
+        assert_eq!(o.message().cloudevents(), Some(&binary));
+        let m = o.message().clone().with_cloudevents(None);
+        assert_eq!(o.with_message(m).message().cloudevents(), None);
     }
 
     #[test]

@@ -168,7 +168,7 @@ impl<P: RecordPublisher> RecordSink<P> {
     /// the batcher's pipeline window; the credentials' source.
     pub(crate) fn capabilities(&self) -> Capabilities {
         let l = &self.limits;
-        let mut c = Capabilities::new(true, Some(self.options.inline_max_bytes()))
+        let mut c = Capabilities::new(true, Some(self.options.message().inline_max_bytes()))
             .with_max_message(
                 l.max_entry_bytes,
                 l.counts,

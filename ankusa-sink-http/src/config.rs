@@ -8,7 +8,7 @@ mod error;
 pub use builder::HttpSinkBuilder;
 pub use error::ConfigError;
 
-use ankusa_message::cloudevents::{CloudEvents, Format};
+use ankusa_message::cloudevents::Format;
 use ankusa_message::signing::Signer;
 use ankusa_message::{MessageOption, MessageOptions};
 use ankusa_sink_core::{Secret, SecretEnvError};
@@ -448,21 +448,11 @@ impl HttpConfig {
         self
     }
 
-    /// Send CloudEvents instead of the raw body (`None`: the raw body, the default): the
-    /// `format` (`cloudevents` binary: the raw body with `ce-*` headers;
-    /// `cloudevents-structured`: one `application/cloudevents+json` document) and
-    /// `cloudevents_type` keys. The `x-ankusa-*` headers and the signature go out as always.
-    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
-        self.message = self.message.with_cloudevents(events);
-        self
-    }
-
-    /// The CloudEvents the sink sends, if any.
-    pub fn cloudevents(&self) -> Option<&CloudEvents> {
-        self.message.cloudevents()
-    }
-
-    /// The message options: CloudEvents and the signer (`[signing]`, or `secrets`).
+    /// The message options: CloudEvents and the signer (`[signing]`, or `secrets`). Set
+    /// them with the sink file's keys or [`HttpSinkBuilder::cloudevents`] and
+    /// [`HttpSinkBuilder::secret`]: `format = "cloudevents"` sends the raw body with `ce-*`
+    /// headers, `"cloudevents-structured"` one `application/cloudevents+json` document; the
+    /// `x-ankusa-*` headers and the signature go out as always.
     pub fn message(&self) -> &MessageOptions {
         &self.message
     }

@@ -10,8 +10,6 @@ use crate::property_rules::{
     is_unsafe_property, scrub,
 };
 use ankusa_message::MessageOptions;
-use ankusa_message::cloudevents::CloudEvents;
-use ankusa_message::signing::Signer;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_kit::REDACTED;
 use rdkafka::error::KafkaError as RdKafkaError;
@@ -193,21 +191,13 @@ impl fmt::Debug for KafkaConfig {
 }
 
 impl KafkaConfig {
-    /// Send CloudEvents instead of Message v1 (`None`: Message v1, the default): the
-    /// `format` (`cloudevents` binary, `cloudevents-structured`) and `cloudevents_type`
-    /// keys. CloudEvents travel inline: the sink asks for no claim check.
-    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
-        self.message = self.message.with_cloudevents(events);
-        self
-    }
-
-    /// The CloudEvents the sink sends, if any.
-    pub fn cloudevents(&self) -> Option<&CloudEvents> {
-        self.message.cloudevents()
-    }
-
-    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
-    /// `inline_max_bytes`).
+    /// Set every message option at once, as the sink file's keys do:
+    /// - `format`/`cloudevents_type`: CloudEvents (binary or structured) instead of Message
+    ///   v1, the default; CloudEvents travel inline (no claim check).
+    /// - `[signing]`: Standard Webhooks signing over the exact Message v1 bytes
+    ///   (`webhook-id`, `webhook-timestamp`, `webhook-signature` as record headers); consumers check
+    ///   it with `ankusa_message::verify`.
+    /// - `inline_max_bytes` (default 64 KiB): bodies over it travel by `ctx.claim`.
     pub fn with_message(mut self, message: MessageOptions) -> Self {
         self.message = message;
         self
@@ -216,19 +206,6 @@ impl KafkaConfig {
     /// The message options.
     pub fn message(&self) -> &MessageOptions {
         &self.message
-    }
-
-    /// Sign every message the Standard Webhooks way over the exact Message v1 bytes
-    /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` as record headers): the `[signing]`
-    /// table. Consumers check it with `ankusa_message::verify`.
-    pub fn with_signing(mut self, signer: Signer) -> Self {
-        self.message = self.message.with_signing(signer);
-        self
-    }
-
-    /// The signer, when messages are signed.
-    pub fn signing(&self) -> Option<&Signer> {
-        self.message.signing()
     }
 
     /// A configuration for `topic` on `bootstrap_servers` (`"host:port"`, or several joined
@@ -259,11 +236,6 @@ impl KafkaConfig {
     pub fn with_key(mut self, template: &str) -> Result<Self, ConfigError> {
         self.key = parse_key(template)?;
         Ok(self)
-    }
-    /// Set the inline threshold.
-    pub fn with_inline_max_bytes(mut self, max: NonZeroUsize) -> Self {
-        self.message = self.message.with_inline_max_bytes(max);
-        self
     }
     /// Set the record size limit (value + key), at most 999,934,464.
     pub fn with_max_record_bytes(mut self, max: NonZeroUsize) -> Result<Self, ConfigError> {

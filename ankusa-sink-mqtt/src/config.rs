@@ -1,8 +1,6 @@
 //! The sink file's keys (`Repr`), validated once into an always-valid [`MqttConfig`].
 
 use ankusa_message::MessageOptions;
-use ankusa_message::cloudevents::CloudEvents;
-use ankusa_message::signing::Signer;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::Secret;
 use ankusa_sink_kit::timeout_ms;
@@ -10,7 +8,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::num::{NonZeroU64, NonZeroUsize};
+use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -375,28 +373,6 @@ impl MqttConfig {
         self
     }
 
-    /// Set the inline threshold of Message v1 bodies.
-    pub fn with_inline_max_bytes(mut self, max: NonZeroUsize) -> Self {
-        self.message = self.message.with_inline_max_bytes(max);
-        self
-    }
-
-    /// Sign every message the Standard Webhooks way over the exact body bytes
-    /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` user properties): the
-    /// `[signing]` table. Consumers check it with `ankusa_message::verify`.
-    pub fn with_signing(mut self, signer: Signer) -> Self {
-        self.message = self.message.with_signing(signer);
-        self
-    }
-
-    /// Send CloudEvents instead of Message v1 (`None`: Message v1, the default): the
-    /// `format` (`cloudevents` binary, `cloudevents-structured`) and `cloudevents_type`
-    /// keys. CloudEvents travel inline: the sink asks for no claim check.
-    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
-        self.message = self.message.with_cloudevents(events);
-        self
-    }
-
     /// The URL without credentials: `mqtt://host:port` or `mqtts://host:port`.
     pub fn url(&self) -> String {
         let scheme = if self.tls { "mqtts" } else { "mqtt" };
@@ -417,18 +393,13 @@ impl MqttConfig {
         self.tls
     }
 
-    /// The signer, when messages are signed.
-    pub fn signing(&self) -> Option<&Signer> {
-        self.message.signing()
-    }
-
-    /// The CloudEvents the sink sends, if any.
-    pub fn cloudevents(&self) -> Option<&CloudEvents> {
-        self.message.cloudevents()
-    }
-
-    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
-    /// `inline_max_bytes`).
+    /// Set every message option at once, as the sink file's keys do:
+    /// - `format`/`cloudevents_type`: CloudEvents (binary or structured) instead of Message
+    ///   v1, the default; CloudEvents travel inline (no claim check).
+    /// - `[signing]`: Standard Webhooks signing over the exact body bytes (`webhook-id`,
+    ///   `webhook-timestamp`, `webhook-signature` user properties); consumers check it with
+    ///   `ankusa_message::verify`.
+    /// - `inline_max_bytes` (default 64 KiB): bodies over it travel by `ctx.claim`.
     pub fn with_message(mut self, message: MessageOptions) -> Self {
         self.message = message;
         self
@@ -495,7 +466,7 @@ mod tests {
         assert!(c.retain && c.durable && c.is_tls());
         assert_eq!(c.no_subscriber(), NoSubscriber::Ok);
         assert_eq!(c.timeout(), Duration::from_millis(100));
-        assert_eq!(c.cloudevents().unwrap().event_type(), "t.x");
+        assert_eq!(c.message().cloudevents().unwrap().event_type(), "t.x");
         let c = parse(serde_json::json!({"url": "mqtt://[::1]:1884", "topic": "t"})).unwrap();
         assert_eq!(c.url(), "mqtt://[::1]:1884");
         let c = parse(

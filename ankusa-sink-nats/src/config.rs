@@ -2,15 +2,13 @@
 
 use crate::connection::NatsConnection;
 use ankusa_message::MessageOptions;
-use ankusa_message::cloudevents::CloudEvents;
-use ankusa_message::signing::Signer;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::Secret;
 use ankusa_sink_kit::timeout_ms;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
-use std::num::{NonZeroU64, NonZeroUsize};
+use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -147,21 +145,15 @@ impl NatsConfig {
         Ok(c)
     }
 
-    /// Sign every message the Standard Webhooks way over the exact Message v1 bytes
-    /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` as message headers): the `[signing]`
-    /// table. Consumers check it with `ankusa_message::verify`.
-    pub fn with_signing(mut self, signer: Signer) -> Self {
-        self.message = self.message.with_signing(signer);
-        self
-    }
-
-    /// The signer, when messages are signed.
-    pub fn signing(&self) -> Option<&Signer> {
-        self.message.signing()
-    }
-
-    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
-    /// `inline_max_bytes`).
+    /// Set every message option at once, as the sink file's keys do:
+    /// - `format`/`cloudevents_type`: CloudEvents instead of Message v1, by the CloudEvents
+    ///   NATS binding (binary mode as `ce-` headers beside the data, structured mode as the
+    ///   JSON event).
+    /// - `[signing]`: Standard Webhooks signing over the exact Message v1 bytes
+    ///   (`webhook-id`, `webhook-timestamp`, `webhook-signature` as message headers);
+    ///   consumers check it with `ankusa_message::verify`.
+    /// - `inline_max_bytes` (default 65,536 bytes, used as it is): bodies over it travel by
+    ///   `ctx.claim`.
     pub fn with_message(mut self, message: MessageOptions) -> Self {
         self.message = message;
         self
@@ -170,20 +162,6 @@ impl NatsConfig {
     /// The message options.
     pub fn message(&self) -> &MessageOptions {
         &self.message
-    }
-
-    /// Send every hook as a CloudEvent instead of Message v1 (`format = "cloudevents"` or
-    /// `"cloudevents-structured"`, with `cloudevents_type`), by the CloudEvents NATS
-    /// binding: binary mode as `ce-` headers beside the data, structured mode as the JSON
-    /// event. `None`: Message v1.
-    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
-        self.message = self.message.with_cloudevents(events);
-        self
-    }
-
-    /// The CloudEvents the sink sends, if any.
-    pub fn cloudevents(&self) -> Option<&CloudEvents> {
-        self.message.cloudevents()
     }
 
     /// The connection part of a sink or source file, validated (the subject a
@@ -347,12 +325,6 @@ impl NatsConfig {
         self
     }
 
-    /// Set the largest body sent inline (default 65,536 bytes), used as it is.
-    pub fn with_inline_max_bytes(mut self, n: NonZeroUsize) -> Self {
-        self.message = self.message.with_inline_max_bytes(n);
-        self
-    }
-
     /// The server URL, without userinfo.
     pub fn url(&self) -> &str {
         &self.url
@@ -371,11 +343,6 @@ impl NatsConfig {
     /// The connection timeout.
     pub fn connect_timeout(&self) -> Duration {
         Duration::from_millis(self.connect_timeout_ms.get())
-    }
-
-    /// The largest body sent inline.
-    pub fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.message.inline_max_bytes()
     }
 
     /// The CA file trusted for `tls://`, if any.
@@ -472,6 +439,8 @@ pub(crate) fn subject_problem(subject: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_message::cloudevents::CloudEvents;
+    use ankusa_message::signing::Signer;
 
     fn parse(toml: &str) -> Result<NatsConfig, String> {
         let v: serde_json::Value = toml_like(toml);
@@ -489,7 +458,7 @@ mod tests {
         assert_eq!(c.url(), "nats://127.0.0.1:4222");
         assert_eq!(c.subject(), "hooks.in");
         assert_eq!(c.timeout(), DEFAULT_PUBLISH_TIMEOUT);
-        assert_eq!(c.inline_max_bytes().get(), 65_536);
+        assert_eq!(c.message().inline_max_bytes().get(), 65_536);
         assert_eq!(c.auth, Auth::None);
         assert!(!c.tls);
         let c = parse(
@@ -499,7 +468,7 @@ mod tests {
         .unwrap();
         assert!(c.tls);
         assert_eq!(c.timeout(), Duration::from_millis(250));
-        assert_eq!(c.inline_max_bytes().get(), 1_000_000);
+        assert_eq!(c.message().inline_max_bytes().get(), 1_000_000);
         assert!(parse(r#"{"url": "nats://h", "subject": "a", "nope": 1}"#).is_err());
     }
 
@@ -601,14 +570,17 @@ mod tests {
                 "signing": {"secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]}}"#,
         )
         .unwrap();
-        assert_eq!(c.inline_max_bytes().get(), 10);
+        assert_eq!(c.message().inline_max_bytes().get(), 10);
         assert_eq!(c.message().signing().map(Signer::len), Some(1));
         let ce = parse(
             r#"{"url": "nats://127.0.0.1", "subject": "s", "format": "cloudevents-structured",
                 "cloudevents_type": "t.x"}"#,
         )
         .unwrap();
-        assert_eq!(ce.cloudevents().map(CloudEvents::event_type), Some("t.x"));
+        assert_eq!(
+            ce.message().cloudevents().map(CloudEvents::event_type),
+            Some("t.x")
+        );
         let e = parse(r#"{"url": "nats://127.0.0.1", "subject": "s", "bogus": 1}"#).unwrap_err();
         assert!(e.contains("unknown field `bogus`"), "{e}");
     }

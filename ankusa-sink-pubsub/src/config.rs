@@ -2,8 +2,6 @@
 //! always-valid [`PubSubConfig`] with `with_*` builders that re-check what they change.
 
 use ankusa_message::MessageOptions;
-use ankusa_message::cloudevents::CloudEvents;
-use ankusa_message::signing::Signer;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_kit::{DEFAULT_SUBSCRIBER_CHECK_INTERVAL, subscriber_check_interval};
 use serde::Deserialize;
@@ -296,12 +294,6 @@ impl PubSubConfig {
         Ok(self)
     }
 
-    /// Set the inline threshold: larger bodies travel by `ctx.claim`.
-    pub fn with_inline_max_bytes(mut self, max: NonZeroUsize) -> Self {
-        self.message = self.message.with_inline_max_bytes(max);
-        self
-    }
-
     /// Set the message size limit (data + attributes + ordering key), at most 10,000,000.
     pub fn with_max_message_bytes(mut self, max: NonZeroUsize) -> Result<Self, ConfigError> {
         self.max_message_bytes = max;
@@ -351,34 +343,13 @@ impl PubSubConfig {
         self.checked()
     }
 
-    /// Sign every message the Standard Webhooks way over the exact Message v1 bytes
-    /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` as attributes): the `[signing]`
-    /// table. Consumers check it with `ankusa_message::verify`.
-    pub fn with_signing(mut self, signer: Signer) -> Self {
-        self.message = self.message.with_signing(signer);
-        self
-    }
-
-    /// The signer, when messages are signed.
-    pub fn signing(&self) -> Option<&Signer> {
-        self.message.signing()
-    }
-
-    /// Send CloudEvents instead of Message v1 (`None`: Message v1, the default): the
-    /// `format` (`cloudevents` binary, `cloudevents-structured`) and `cloudevents_type`
-    /// keys. CloudEvents travel inline: the sink asks for no claim check.
-    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Self {
-        self.message = self.message.with_cloudevents(events);
-        self
-    }
-
-    /// The CloudEvents the sink sends, if any.
-    pub fn cloudevents(&self) -> Option<&CloudEvents> {
-        self.message.cloudevents()
-    }
-
-    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
-    /// `inline_max_bytes`).
+    /// Set every message option at once, as the sink file's keys do:
+    /// - `format`/`cloudevents_type`: CloudEvents (binary or structured) instead of Message
+    ///   v1, the default; CloudEvents travel inline (no claim check).
+    /// - `[signing]`: Standard Webhooks signing over the exact Message v1 bytes
+    ///   (`webhook-id`, `webhook-timestamp`, `webhook-signature` as attributes); consumers check
+    ///   it with `ankusa_message::verify`.
+    /// - `inline_max_bytes` (default 64 KiB): bodies over it travel by `ctx.claim`.
     pub fn with_message(mut self, message: MessageOptions) -> Self {
         self.message = message;
         self
@@ -412,11 +383,6 @@ impl PubSubConfig {
     /// The ordering key template, if any.
     pub fn ordering_key(&self) -> Option<&KeyTemplate> {
         self.ordering_key.as_ref()
-    }
-
-    /// The inline threshold.
-    pub fn inline_max_bytes(&self) -> NonZeroUsize {
-        self.message.inline_max_bytes()
     }
 
     /// The message size limit (data + attributes + ordering key).
@@ -607,7 +573,7 @@ mod tests {
         assert_eq!(c.endpoint(), GOOGLE_ENDPOINT);
         assert_eq!(c.auth(), Auth::ApplicationDefault);
         assert_eq!(c.topic_name(), "projects/proj/topics/hooks");
-        assert_eq!(c.inline_max_bytes().get(), 65_536);
+        assert_eq!(c.message().inline_max_bytes().get(), 65_536);
         assert_eq!(c.max_message_bytes.get(), 10_000_000);
         assert_eq!(c.timeout(), Duration::from_secs(10));
         assert_eq!(c.batch, PubSubBatch::default());

@@ -69,7 +69,10 @@ impl fmt::Debug for PubSubSink {
                 "ordering_key",
                 &self.config.ordering_key.as_ref().map(KeyTemplate::as_str),
             )
-            .field("inline_max_bytes", &self.config.inline_max_bytes())
+            .field(
+                "inline_max_bytes",
+                &self.config.message().inline_max_bytes(),
+            )
             .field("max_message_bytes", &self.config.max_message_bytes)
             .field("timeout_ms", &self.config.timeout_ms)
             .field("batch", &self.config.batch)

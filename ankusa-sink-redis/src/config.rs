@@ -2,7 +2,6 @@
 
 use ankusa_message::MessageOptions;
 use ankusa_message::cloudevents::{CloudEvents, Mode};
-use ankusa_message::signing::Signer;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::Secret;
 use ankusa_sink_kit::{redact_url, timeout_ms};
@@ -277,49 +276,19 @@ impl RedisConfig {
         Ok(())
     }
 
-    /// Send every hook as a CloudEvent instead of Message v1 (`format = "cloudevents"` or
-    /// `"cloudevents-structured"`, with `cloudevents_type`): in binary mode the data is the
-    /// `message` field and every attribute a `ce-<name>` field beside it (stream mode only);
-    /// in structured mode the JSON event is the `message` field, or the channel message.
-    /// `None`: Message v1.
+    /// Set every message option at once, as the sink file's keys do:
+    /// - `format`/`cloudevents_type`: CloudEvents instead of Message v1. In binary mode
+    ///   (stream mode only) the data is the `message` field and every attribute a
+    ///   `ce-<name>` field beside it; in structured mode the JSON event is the `message`
+    ///   field, or the channel message.
+    /// - `[signing]` (stream mode only): Standard Webhooks signing over the exact Message v1
+    ///   bytes (`webhook-id`, `webhook-timestamp`, `webhook-signature` fields beside
+    ///   `message`); consumers check it with `ankusa_message::verify`.
+    /// - `inline_max_bytes` (default 64 KiB): bodies over it travel by `ctx.claim`.
     ///
     /// # Errors
-    /// [`ConfigError::WrongMode`] for binary mode on a channel: a `PUBLISH` carries the
-    /// body alone.
-    pub fn with_cloudevents(mut self, events: Option<CloudEvents>) -> Result<Self, ConfigError> {
-        self.message = self.message.with_cloudevents(events);
-        self.validate()?;
-        Ok(self)
-    }
-
-    /// The CloudEvents the sink sends, if any.
-    pub fn cloudevents(&self) -> Option<&CloudEvents> {
-        self.message.cloudevents()
-    }
-
-    /// Sign every stream entry the Standard Webhooks way over the exact Message v1 bytes
-    /// (`webhook-id`, `webhook-timestamp`, `webhook-signature` fields beside `message`): the
-    /// `[signing]` table. Consumers check it with `ankusa_message::verify`.
-    ///
-    /// # Errors
-    /// [`ConfigError::WrongMode`] for a channel: a `PUBLISH` carries the body alone.
-    pub fn with_signing(mut self, signer: Signer) -> Result<Self, ConfigError> {
-        self.message = self.message.with_signing(signer);
-        self.validate()?;
-        Ok(self)
-    }
-
-    /// The signer, when stream entries are signed.
-    pub fn signing(&self) -> Option<&Signer> {
-        self.message.signing()
-    }
-
-    /// Set every message option at once (`format`, `cloudevents_type`, `[signing]`,
-    /// `inline_max_bytes`).
-    ///
-    /// # Errors
-    /// As [`with_signing`](Self::with_signing) and
-    /// [`with_cloudevents`](Self::with_cloudevents).
+    /// [`ConfigError::WrongMode`] for signing or binary-mode CloudEvents on a channel: a
+    /// `PUBLISH` carries the body alone.
     pub fn with_message(mut self, message: MessageOptions) -> Result<Self, ConfigError> {
         self.message = message;
         self.validate()?;
@@ -388,12 +357,6 @@ impl RedisConfig {
         self
     }
 
-    /// Set the inline threshold of Message v1 bodies.
-    pub fn with_inline_max_bytes(mut self, max: NonZeroUsize) -> Self {
-        self.message = self.message.with_inline_max_bytes(max);
-        self
-    }
-
     /// Set the largest Message v1 sent (set it to the server's `proto-max-bulk-len`);
     /// a larger one is refused, permanent, before anything is sent.
     pub fn with_max_message_bytes(mut self, max: NonZeroUsize) -> Self {
@@ -420,6 +383,7 @@ impl RedisConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_message::signing::Signer;
 
     fn parse(toml_like: serde_json::Value) -> Result<RedisConfig, String> {
         serde_json::from_value(toml_like).map_err(|e| e.to_string())
@@ -457,7 +421,7 @@ mod tests {
             "url": "redis://127.0.0.1:6379", "stream": "hooks", "signing": secrets
         }))
         .unwrap();
-        assert_eq!(c.signing().map(Signer::len), Some(1));
+        assert_eq!(c.message().signing().map(Signer::len), Some(1));
         assert!(
             !format!("{c:?}").contains("MfKQ9r8"),
             "the secret is not printed"
@@ -467,9 +431,13 @@ mod tests {
         }))
         .unwrap_err();
         assert!(e.contains("signing applies only to stream mode"), "{e}");
-        let signer = c.signing().unwrap().clone();
+        let signer = c.message().signing().unwrap().clone();
         let channel = RedisConfig::channel("redis://127.0.0.1:6379", "c").unwrap();
-        assert!(channel.with_signing(signer).is_err());
+        assert!(
+            channel
+                .with_message(MessageOptions::new().with_signing(signer))
+                .is_err()
+        );
     }
 
     #[test]
@@ -479,14 +447,14 @@ mod tests {
             "format": "cloudevents", "cloudevents_type": "t.x"
         }))
         .unwrap();
-        let ce = c.cloudevents().unwrap();
+        let ce = c.message().cloudevents().unwrap();
         assert_eq!((ce.mode(), ce.event_type()), (Mode::Binary, "t.x"));
         let c = parse(serde_json::json!({
             "url": "redis://127.0.0.1:6379", "channel": "hooks",
             "format": "cloudevents-structured"
         }))
         .unwrap();
-        assert_eq!(c.cloudevents().unwrap().mode(), Mode::Structured);
+        assert_eq!(c.message().cloudevents().unwrap().mode(), Mode::Structured);
         let e = parse(serde_json::json!({
             "url": "redis://127.0.0.1:6379", "channel": "hooks", "format": "cloudevents"
         }))
@@ -503,7 +471,8 @@ mod tests {
         assert!(e.contains("cloudevents_type"), "{e}");
         let binary = CloudEvents::new(Mode::Binary, "t").unwrap();
         let channel = RedisConfig::channel("redis://127.0.0.1:6379", "c").unwrap();
-        assert!(channel.with_cloudevents(Some(binary)).is_err());
+        let binary = MessageOptions::new().with_cloudevents(Some(binary));
+        assert!(channel.with_message(binary).is_err());
     }
 
     #[test]

@@ -571,7 +571,7 @@ mod tests {
         let SinkConfig::Kafka(k) = c else {
             panic!("not kafka")
         };
-        assert!(k.cloudevents().is_some());
+        assert!(k.message().cloudevents().is_some());
     }
 
     #[test]

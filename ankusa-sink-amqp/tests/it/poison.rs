@@ -4,6 +4,7 @@
 //! up for the next hook. Everything else RabbitMQ takes, and the table proves it.
 
 use crate::common::*;
+use ankusa_message::MessageOptions;
 use ankusa_message::cloudevents::{CloudEvents, Mode};
 use ankusa_sink_amqp::AmqpSink;
 use ankusa_sink_testkit::support::poison::{self, Field, Parts, Poison, Row, Want};
@@ -53,7 +54,8 @@ fn poison_sink(exchange: &str, cloudevents: bool) -> AmqpSink {
         .with_routing_key_template("p-{dedupe_key}")
         .unwrap();
     if cloudevents {
-        c = c.with_cloudevents(Some(CloudEvents::new(Mode::Binary, "t.x").unwrap()));
+        let events = CloudEvents::new(Mode::Binary, "t.x").unwrap();
+        c = c.with_message(MessageOptions::new().with_cloudevents(Some(events)));
     }
     AmqpSink::new(c)
 }

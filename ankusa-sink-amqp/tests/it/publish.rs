@@ -1,7 +1,7 @@
 //! What reaches the broker: body, properties, headers, routing keys, claims, concurrency.
 
 use crate::common::*;
-use ankusa_message::{Attr, EmptyValues, Layout, MessageBody, Outgoing};
+use ankusa_message::{Attr, EmptyValues, Layout, MessageBody, MessageOptions, Outgoing};
 use ankusa_sink_amqp::{AmqpConfig, AmqpError, AmqpSink};
 use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Envelope, Sink};
 use ankusa_sink_testkit::support::{current_thread_runtime, deliver_all};
@@ -154,7 +154,8 @@ async fn body_over_threshold_carries_the_claim() {
     let _g = shared().await;
     let mut admin = Admin::new().await;
     let (x, q) = admin.topic_with_queue("#").await;
-    let sink = AmqpSink::new(config(&x).with_inline_max_bytes(nz(16)));
+    let sink =
+        AmqpSink::new(config(&x).with_message(MessageOptions::new().with_inline_max_bytes(nz(16))));
 
     let body = vec![b'z'; 100];
     let env = Envelope::builder("hook-fat", "s3", body.clone())

@@ -389,7 +389,9 @@ mod tests {
         }
         let err = SqsConfig::new(
             "http://h/1/q",
-            opts().with_inline_max_bytes(NonZeroUsize::new(1_000_000).unwrap()),
+            opts().with_message(
+                MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(1_000_000).unwrap()),
+            ),
         )
         .unwrap_err();
         assert!(matches!(err, ConfigError::InlineOverLimit { .. }), "{err}");
@@ -501,15 +503,15 @@ mod tests {
             "signing": {"secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]}
         }))
         .unwrap();
-        assert_eq!(c.options().inline_max_bytes().get(), 1000);
-        assert!(c.options().signing().is_some());
+        assert_eq!(c.options().message().inline_max_bytes().get(), 1000);
+        assert!(c.options().message().signing().is_some());
         let ce: SnsConfig = serde_json::from_value(serde_json::json!({
             "topic_arn": "arn:aws:sns:us-east-1:000000000000:t",
             "format": "cloudevents", "cloudevents_type": "com.example.t"
         }))
         .unwrap();
         assert_eq!(
-            ce.options().cloudevents().map(|e| e.event_type()),
+            ce.options().message().cloudevents().map(|e| e.event_type()),
             Some("com.example.t")
         );
         let e = serde_json::from_value::<SnsConfig>(serde_json::json!({

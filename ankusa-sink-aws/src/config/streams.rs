@@ -459,11 +459,19 @@ mod tests {
         for (sink, e) in [
             (
                 "kinesis",
-                KinesisConfig::new("s", opts().with_signing(signer.clone())).unwrap_err(),
+                KinesisConfig::new(
+                    "s",
+                    opts().with_message(MessageOptions::new().with_signing(signer.clone())),
+                )
+                .unwrap_err(),
             ),
             (
                 "eventbridge",
-                EventBridgeConfig::new("app", opts().with_signing(signer)).unwrap_err(),
+                EventBridgeConfig::new(
+                    "app",
+                    opts().with_message(MessageOptions::new().with_signing(signer)),
+                )
+                .unwrap_err(),
             ),
         ] {
             assert_eq!(
@@ -478,8 +486,16 @@ mod tests {
         }
         let events = CloudEvents::new(Mode::Structured, "t.x").unwrap();
         for e in [
-            KinesisConfig::new("s", opts().with_cloudevents(Some(events.clone()))).unwrap_err(),
-            EventBridgeConfig::new("app", opts().with_cloudevents(Some(events))).unwrap_err(),
+            KinesisConfig::new(
+                "s",
+                opts().with_message(MessageOptions::new().with_cloudevents(Some(events.clone()))),
+            )
+            .unwrap_err(),
+            EventBridgeConfig::new(
+                "app",
+                opts().with_message(MessageOptions::new().with_cloudevents(Some(events))),
+            )
+            .unwrap_err(),
         ] {
             assert!(
                 e.to_string()

@@ -590,9 +590,13 @@ struct Sns;
 impl Sns {
     /// A sink for `arn` that lets SNS (moto: 256 KiB) judge sizes up to 1 MiB itself.
     async fn lenient(&self, arn: &str, opts: AwsOptions) -> Result<SnsSink, BoxError> {
+        let message = opts
+            .message()
+            .clone()
+            .with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap());
         let opts = opts
             .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap())
-            .with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap());
+            .with_message(message);
         self.sink(arn, opts).await
     }
 }

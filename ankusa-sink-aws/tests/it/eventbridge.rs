@@ -4,6 +4,7 @@
 
 use crate::common::*;
 use crate::scripted::{Req, Resp, Scripted};
+use ankusa_message::MessageOptions;
 use ankusa_sink_aws::{AwsBatch, AwsOptions, EventBridgeConfig, EventBridgeSink};
 use ankusa_sink_core::{Check, Class, Sink, Subject};
 use std::num::NonZeroUsize;
@@ -137,7 +138,7 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
     let url = bus_to_queue(&bus, SOURCE).await;
     let opts = options(&moto())
         .with_max_message_bytes(NonZeroUsize::new(8192).unwrap())
-        .with_inline_max_bytes(NonZeroUsize::new(100).unwrap());
+        .with_message(MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(100).unwrap()));
     let s = sink(&bus, opts).await;
     let small = env("h-small", &[b'y'; 100]);
     s.deliver(&small, &ctx(&small)).await.unwrap();

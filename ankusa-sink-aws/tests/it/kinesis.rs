@@ -5,6 +5,7 @@
 
 use crate::common::*;
 use crate::scripted::{Req, Resp, Scripted};
+use ankusa_message::MessageOptions;
 use ankusa_sink_aws::{AwsBatch, AwsOptions, KinesisConfig, KinesisSink};
 use ankusa_sink_core::{Check, Class, Sink, Subject};
 use std::num::NonZeroUsize;
@@ -143,7 +144,7 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
     let stream = moto_stream().await;
     let opts = options(&kinesis_moto())
         .with_max_message_bytes(NonZeroUsize::new(8192).unwrap())
-        .with_inline_max_bytes(NonZeroUsize::new(100).unwrap());
+        .with_message(MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(100).unwrap()));
     let s = sink(&stream, opts).await;
     let small = env("h-small", &[b'y'; 100]);
     s.deliver(&small, &ctx(&small)).await.unwrap();

@@ -6,6 +6,7 @@
 //! one poison hook among them through one batching sink.
 
 use crate::common::*;
+use ankusa_message::MessageOptions;
 use ankusa_sink_aws::{AwsBatch, KinesisConfig, KinesisSink, SnsConfig, SnsSink};
 use ankusa_sink_aws::{SqsConfig, SqsSink};
 use ankusa_sink_testkit::support::poison::{self, Poison, Row, Sent, Want};
@@ -149,7 +150,7 @@ async fn kinesis_poison_table() {
     create_stream(&kinesis_moto(), &stream).await;
     // A limit small enough for a row to cross it with a long dedupe key.
     let opts = options(&kinesis_moto())
-        .with_inline_max_bytes(NonZeroUsize::new(2048).unwrap())
+        .with_message(MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(2048).unwrap()))
         .with_max_message_bytes(NonZeroUsize::new(8192).unwrap());
     let s = KinesisSink::new(KinesisConfig::new(&stream, opts).unwrap())
         .await
@@ -228,7 +229,7 @@ async fn kinesis_batch_mixed_run_fails_only_the_poison_hook() {
     let batch = AwsBatch::default().with_linger(Duration::from_millis(20));
     let opts = options(&kinesis_moto())
         .with_batch(batch)
-        .with_inline_max_bytes(NonZeroUsize::new(2048).unwrap())
+        .with_message(MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(2048).unwrap()))
         .with_max_message_bytes(NonZeroUsize::new(8192).unwrap());
     let s = Arc::new(
         KinesisSink::new(KinesisConfig::new(&stream, opts).unwrap())

@@ -3,6 +3,7 @@
 
 use crate::common::*;
 use crate::scripted::{Req, Resp, Scripted};
+use ankusa_message::MessageOptions;
 use ankusa_sink_aws::{AwsBatch, AwsOptions, SnsConfig, SnsSink};
 use ankusa_sink_core::{Check, Class, Sink, Subject};
 use std::num::NonZeroUsize;
@@ -122,7 +123,9 @@ async fn oversize_is_permanent_from_sns_and_before_sending() {
     // Over SNS's 256 KiB (moto's limit) with the pre-check raised to 1 MiB: SNS refuses it.
     let big_opts = options(&moto())
         .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap())
-        .with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap());
+        .with_message(
+            MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap()),
+        );
     let s = sink(&arn, big_opts).await;
     let e = env("h-huge", &vec![b'x'; 300_000]);
     let res = s.deliver(&e, &ctx(&e)).await;
@@ -131,7 +134,9 @@ async fn oversize_is_permanent_from_sns_and_before_sending() {
     // The default 256 KiB pre-check: refused here.
     let s = sink(
         &arn,
-        options(&moto()).with_inline_max_bytes(NonZeroUsize::new(190_000).unwrap()),
+        options(&moto()).with_message(
+            MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(190_000).unwrap()),
+        ),
     )
     .await;
     let e = ankusa_sink_core::Envelope::builder("h-pre", "stripe", vec![b'y'; 190_000])
@@ -161,7 +166,9 @@ async fn a_batch_with_a_refused_entry_answers_each_delivery() {
     let (sqs, url, arn) = topic(false).await;
     let opts = options(&moto())
         .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap())
-        .with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap())
+        .with_message(
+            MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(400_000).unwrap()),
+        )
         .with_batch(AwsBatch::default().with_linger(Duration::from_millis(300)));
     let (s, counter) = counted_sink(&arn, opts).await;
     let envs = [10usize, 300_000, 10]

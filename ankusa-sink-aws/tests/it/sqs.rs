@@ -2,6 +2,7 @@
 
 use crate::common::*;
 use crate::scripted::{Req, Resp, Scripted, md5_hex};
+use ankusa_message::MessageOptions;
 use ankusa_sink_aws::{AwsBatch, AwsOptions, SqsConfig, SqsSink};
 use ankusa_sink_core::{Check, Class, Sink, Subject};
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -126,7 +127,9 @@ async fn oversize_is_permanent_from_the_queue_and_before_sending() {
         &url,
         options(&moto())
             .with_max_message_bytes(NonZeroUsize::new(8192).unwrap())
-            .with_inline_max_bytes(NonZeroUsize::new(100).unwrap()),
+            .with_message(
+                MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(100).unwrap()),
+            ),
     )
     .await;
     let e = env("h-over", &[b'y'; 100]);

@@ -5,6 +5,7 @@
 //! tansu that requires authentication.
 
 use crate::common::*;
+use ankusa_message::MessageOptions;
 use ankusa_sink_core::{BoxError, Ctx, Sink, async_trait};
 use ankusa_sink_kafka::{KafkaConfig, KafkaSink, SaslConfig, SaslMechanism};
 use ankusa_sink_testkit::support::TcpProxy;
@@ -378,7 +379,10 @@ impl Harness for KafkaHarness {
                 let topic = self.new_topic("oversized").await;
                 let cfg = self
                     .config(&topic)
-                    .with_inline_max_bytes(NonZeroUsize::new(1 << 20).unwrap())
+                    .with_message(
+                        MessageOptions::new()
+                            .with_inline_max_bytes(NonZeroUsize::new(1 << 20).unwrap()),
+                    )
                     .with_max_record_bytes(NonZeroUsize::new(10_000).unwrap())
                     .unwrap();
                 // Body size from capabilities(): one byte over max_record_bytes.
@@ -459,7 +463,10 @@ impl Harness for KafkaHarness {
                 let topic = self.new_topic("warm-oversized").await;
                 let cfg = self
                     .config(&topic)
-                    .with_inline_max_bytes(NonZeroUsize::new(1 << 20).unwrap())
+                    .with_message(
+                        MessageOptions::new()
+                            .with_inline_max_bytes(NonZeroUsize::new(1 << 20).unwrap()),
+                    )
                     .with_max_record_bytes(NonZeroUsize::new(10_000).unwrap())?;
                 WarmFault::standing(self.setup(&topic, KafkaSink::new(cfg)?)?)
             }

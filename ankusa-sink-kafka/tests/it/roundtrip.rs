@@ -2,6 +2,7 @@
 
 use crate::common::*;
 use ankusa_message::MessageBody;
+use ankusa_message::MessageOptions;
 use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Sink, Subject};
 use ankusa_sink_kafka::{KafkaConfig, KafkaSink};
 use ankusa_sink_testkit::support::{current_thread_runtime, deliver_all};
@@ -133,12 +134,11 @@ async fn five_thousand_concurrent_deliveries_none_lost() {
 async fn body_over_threshold_carries_the_claim() {
     ankusa_sink_testkit::require_broker!("Kafka", broker_addr());
     let topic = Topic::new("claim", 1).await;
-    let sink = KafkaSink::new(
-        topic
-            .config()
-            .with_inline_max_bytes(NonZeroUsize::new(16).unwrap()),
-    )
-    .unwrap();
+    let sink =
+        KafkaSink::new(topic.config().with_message(
+            MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(16).unwrap()),
+        ))
+        .unwrap();
     let body = vec![b'x'; 17];
     let env = envelope("fat", body.clone());
     // Over the threshold without a claim: dispatch must have checked it in (config).

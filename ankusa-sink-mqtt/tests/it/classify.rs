@@ -7,6 +7,7 @@ use crate::common::{
     Broker, BrokerConfig, Reply, Script, Scripted, Subscriber, clear_retained, deliver, free_port,
     shared_addr, shared_url, unique_name,
 };
+use ankusa_message::MessageOptions;
 use ankusa_sink_core::{Check, Class, Ctx, Envelope, Failure, Secret, Sink};
 use ankusa_sink_mqtt::{MqttConfig, MqttSink, NoSubscriber};
 use rumqttc::v5::mqttbytes::v5::{ConnectReturnCode, DisconnectReasonCode, PubAckReason};
@@ -267,11 +268,9 @@ async fn a_puback_the_client_cannot_parse_is_a_lost_connection() {
         ..BrokerConfig::default()
     })
     .await;
-    let s = sink(
-        MqttConfig::new(&broker.url(), "t")
-            .unwrap()
-            .with_inline_max_bytes(NonZeroUsize::new(1 << 20).unwrap()),
-    );
+    let s = sink(MqttConfig::new(&broker.url(), "t").unwrap().with_message(
+        MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(1 << 20).unwrap()),
+    ));
     let big = Envelope::builder(unique_name("h"), "src", vec![b'x'; 4000])
         .build()
         .unwrap();

@@ -4,6 +4,7 @@
 //! connection for a control character or noncharacter in any string of a PUBLISH.
 
 use crate::common::{Subscriber, shared_addr, shared_url, unique_name};
+use ankusa_message::MessageOptions;
 use ankusa_message::cloudevents::{CloudEvents, Mode};
 use ankusa_sink_mqtt::{MqttConfig, MqttSink, NoSubscriber};
 use ankusa_sink_testkit::support::poison::{self, Field, Parts, Poison, Row, Want};
@@ -78,7 +79,8 @@ fn sink(topic: &str, cloudevents: bool) -> MqttSink {
         .with_no_subscriber(NoSubscriber::Transient)
         .with_timeout(Duration::from_secs(5));
     if cloudevents {
-        c = c.with_cloudevents(Some(CloudEvents::new(Mode::Binary, "t.x").unwrap()));
+        let events = CloudEvents::new(Mode::Binary, "t.x").unwrap();
+        c = c.with_message(MessageOptions::new().with_cloudevents(Some(events)));
     }
     MqttSink::new(c).unwrap()
 }

@@ -4,6 +4,7 @@
 //! mode by the CloudEvents MQTT binding; then `describe`, `durable` and `check`.
 
 use crate::common::{shared_addr, shared_url, unique_name};
+use ankusa_message::MessageOptions;
 use ankusa_message::cloudevents::{CloudEvents, Mode};
 use ankusa_message::template::{AbsentTenant, KeyTemplate};
 use ankusa_message::{Attr, DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
@@ -135,7 +136,7 @@ async fn paho_reads_the_message_its_content_type_and_the_kafka_header_names() {
     let ce_sink = MqttSink::new(
         MqttConfig::new(&shared_url(), &topic)
             .unwrap()
-            .with_cloudevents(Some(ce.clone())),
+            .with_message(MessageOptions::new().with_cloudevents(Some(ce.clone()))),
     )
     .unwrap();
     let raw = Envelope::builder(unique_name("h"), source.as_str(), &b"raw text"[..])

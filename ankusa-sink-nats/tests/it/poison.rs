@@ -4,6 +4,7 @@
 //! which closes the connection for a publish whose control line is over 4,096 bytes.
 
 use crate::common::*;
+use ankusa_message::MessageOptions;
 use ankusa_sink_nats::NatsSink;
 use ankusa_sink_testkit::ankusa_message::cloudevents::{CloudEvents, Mode};
 use ankusa_sink_testkit::support::poison::{self, Field, Parts, Poison, Row, Want};
@@ -54,7 +55,8 @@ fn sink(subject: &str, cloudevents: bool) -> NatsSink {
         .with_subject_template(&format!("{subject}.{{dedupe_key}}"))
         .unwrap();
     if cloudevents {
-        c = c.with_cloudevents(Some(CloudEvents::new(Mode::Binary, "t.x").unwrap()));
+        let events = CloudEvents::new(Mode::Binary, "t.x").unwrap();
+        c = c.with_message(MessageOptions::new().with_cloudevents(Some(events)));
     }
     NatsSink::new(c)
 }

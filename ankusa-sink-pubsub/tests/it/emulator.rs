@@ -1,6 +1,7 @@
 //! Against the official Pub/Sub emulator (scripts/services/pubsub.sh).
 
 use crate::common::{Admin, PROJECT, PrivateEmulator, config_at, envelope, unique};
+use ankusa_message::MessageOptions;
 use ankusa_message::{EmptyValues, Layout, MessageBody, Outgoing, sha256_hex};
 use ankusa_sink_core::{Check, Claim, ClaimRef, Class, Ctx, Envelope, Sink};
 use ankusa_sink_pubsub::PubSubSink;
@@ -293,12 +294,12 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
 async fn body_over_the_threshold_carries_the_claim() {
     ankusa_sink_testkit::require_broker!("Pub/Sub emulator", crate::common::emulator_host());
     let t = Admin::shared().topic_with_subscription().await.unwrap();
-    let sink = PubSubSink::new(
-        t.config()
-            .with_inline_max_bytes(NonZeroUsize::new(16).unwrap()),
-    )
-    .await
-    .unwrap();
+    let sink =
+        PubSubSink::new(t.config().with_message(
+            MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(16).unwrap()),
+        ))
+        .await
+        .unwrap();
     let exact = envelope("inline-16", &[b'i'; 16]);
     sink.deliver(&exact, &Ctx::for_envelope(&exact))
         .await

@@ -5,6 +5,7 @@
 //! never gives to this sink's commands (`TRYAGAIN`, `MOVED`, a bare `ERR`).
 
 use crate::common::{Script, Scripted, Server, admin, del, entries, env, free_port, shared_url};
+use ankusa_message::MessageOptions;
 use ankusa_sink_core::{Check, Class, Ctx, Failure, Secret, Sink};
 use ankusa_sink_redis::{NoSubscriber, RedisConfig, RedisSink};
 use ankusa_sink_testkit::support::unique_name;
@@ -54,7 +55,10 @@ async fn over_max_message_bytes_is_permanent_and_nothing_is_sent() {
     let stream = unique_name("too-large");
     let cfg = RedisConfig::stream(server.url(), &stream)
         .unwrap()
-        .with_inline_max_bytes(NonZeroUsize::new(4 << 20).unwrap())
+        .with_message(
+            MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(4 << 20).unwrap()),
+        )
+        .unwrap()
         .with_max_message_bytes(NonZeroUsize::new(1 << 20).unwrap());
     let sink = RedisSink::new(cfg).unwrap();
     let big = ankusa_sink_core::Envelope::builder(unique_name("h"), "src", vec![b'x'; 1 << 20])
@@ -83,7 +87,10 @@ async fn over_the_servers_bulk_length_is_permanent_and_nothing_is_sent() {
     let cfg = RedisConfig::stream(server.url(), &stream)
         .unwrap()
         .with_timeout(Duration::from_secs(5))
-        .with_inline_max_bytes(NonZeroUsize::new(4 << 20).unwrap())
+        .with_message(
+            MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(4 << 20).unwrap()),
+        )
+        .unwrap()
         .with_max_message_bytes(NonZeroUsize::new(4 << 20).unwrap());
     let sink = RedisSink::new(cfg).unwrap();
     let big = ankusa_sink_core::Envelope::builder(unique_name("h"), "src", vec![b'x'; 1 << 20])
@@ -111,7 +118,10 @@ async fn over_the_servers_bulk_length_is_permanent_and_nothing_is_sent() {
     let server = Server::start(&["--proto-max-bulk-len", "2mb"]).await;
     let cfg = RedisConfig::stream(server.url(), &stream)
         .unwrap()
-        .with_inline_max_bytes(NonZeroUsize::new(4 << 20).unwrap())
+        .with_message(
+            MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(4 << 20).unwrap()),
+        )
+        .unwrap()
         .with_max_message_bytes(NonZeroUsize::new(4 << 20).unwrap());
     RedisSink::new(cfg)
         .unwrap()
@@ -139,7 +149,10 @@ async fn a_refused_config_get_leaves_max_message_bytes_alone() {
     let cfg = RedisConfig::stream(server.url(), &stream)
         .unwrap()
         .with_user("noconfig", Secret::new("nc-pa55"))
-        .with_inline_max_bytes(NonZeroUsize::new(4 << 20).unwrap())
+        .with_message(
+            MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(4 << 20).unwrap()),
+        )
+        .unwrap()
         .with_max_message_bytes(NonZeroUsize::new(4 << 20).unwrap());
     let sink = RedisSink::new(cfg).unwrap();
     let fits = ankusa_sink_core::Envelope::builder(unique_name("h"), "src", vec![b'y'; 900 << 10])

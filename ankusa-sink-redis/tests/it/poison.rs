@@ -7,6 +7,7 @@
 //! them would fail this table.
 
 use crate::common::{del, entries, shared_addr, shared_url};
+use ankusa_message::MessageOptions;
 use ankusa_message::cloudevents::{CloudEvents, Mode};
 use ankusa_sink_redis::{RedisConfig, RedisSink};
 use ankusa_sink_testkit::support::poison::{self, Field, Parts, Row, Step, Want};
@@ -44,7 +45,10 @@ fn sink(prefix: &str, cloudevents: bool) -> RedisSink {
     let mut c = RedisConfig::stream(shared_url(), &format!("{prefix}:{{source_id}}")).unwrap();
     if cloudevents {
         c = c
-            .with_cloudevents(Some(CloudEvents::new(Mode::Binary, "t.x").unwrap()))
+            .with_message(
+                MessageOptions::new()
+                    .with_cloudevents(Some(CloudEvents::new(Mode::Binary, "t.x").unwrap())),
+            )
             .unwrap();
     }
     RedisSink::new(c).unwrap()
