@@ -6,13 +6,13 @@
 use super::brokers::{AWS_ENV, moto, xml_field};
 use super::from_kafka::Topic;
 use super::from_source::{Collector, Forwarder, wait_until};
-use super::{amqp_channel, amqp_queue, bin, json_lines, run, run_with, temp_file, text};
+use super::{amqp_channel, amqp_queue, json_lines, run, run_with, temp_file, text};
 use ankusa_sink_testkit::support::unique_name;
 use lapin::options::{BasicGetOptions, BasicNackOptions};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 /// `n` hooks as `gen` lines, tenants `t1` and `t2` in turn; their ids by tenant.
@@ -310,42 +310,29 @@ async fn kafka_three_forwarders_share_one_dead_letter_topic_through_a_kill() {
     let ids: BTreeSet<String> = listed(&["--from", dlq_s]).into_iter().collect();
     assert_eq!(ids.len(), n, "every hook's dead letter is in the topic");
 
-    // Redrive t1, then t2: each delivers exactly its own.
+    // Redrive t1, then t2: each delivers exactly its own, the other left in the topic.
     c.set_down(false);
     let (sink_s, dlq_sink_s) = (sink.to_str().unwrap(), dlq_sink.to_str().unwrap());
-    redrive(
-        &[
-            "--from",
-            dlq_s,
-            "--redrive",
-            "--dead-letter",
-            dlq_sink_s,
-            "--only-tenant",
-            "t1",
-            "--sink",
-            sink_s,
-        ],
-        &[],
-        &t1,
-        None,
-    );
-    assert!(t2.iter().all(|id| !c.has(id)), "t2 left in the topic");
-    redrive(
-        &[
-            "--from",
-            dlq_s,
-            "--redrive",
-            "--dead-letter",
-            dlq_sink_s,
-            "--only-tenant",
-            "t2",
-            "--sink",
-            sink_s,
-        ],
-        &[],
-        &t2,
-        None,
-    );
+    for (tenant, want) in [("t1", &t1), ("t2", &t2)] {
+        let before = c.distinct();
+        redrive(
+            &[
+                "--from",
+                dlq_s,
+                "--redrive",
+                "--dead-letter",
+                dlq_sink_s,
+                "--only-tenant",
+                tenant,
+                "--sink",
+                sink_s,
+            ],
+            &[],
+            want,
+            None,
+        );
+        assert_eq!(c.distinct(), before + want.len(), "only {tenant}'s hooks");
+    }
     assert_eq!(c.distinct(), n);
 }
 
@@ -516,6 +503,14 @@ fn a_file_of_dead_letters_is_inspected_and_redriven_by_filter_at_a_pace() {
     assert_eq!(c.distinct(), 5);
 }
 
+/// Exit 2, and stderr says `says`.
+fn usage_error(args: &[&str], says: &str) {
+    let out = run(args);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(says), "{args:?}: {err}");
+}
+
 #[test]
 fn a_dead_letter_sink_file_must_parse_and_keep_what_it_takes() {
     let hook = temp_file(
@@ -525,88 +520,77 @@ fn a_dead_letter_sink_file_must_parse_and_keep_what_it_takes() {
     let hook_s = hook.to_str().unwrap();
     let garbage = temp_file("dlq.toml", "type = \"kafka\"\nnot toml at all [\n");
     let before = std::fs::read(&garbage).unwrap();
-    let out = run(&[
-        "forward",
-        "--input",
-        hook_s,
-        "--sink",
-        "log",
+    let forward_to = |dl: &Path| -> Vec<String> {
+        [
+            "forward",
+            "--input",
+            hook_s,
+            "--sink",
+            "log",
+            "--dead-letter",
+        ]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .chain([dl.to_str().unwrap().to_owned()])
+        .collect()
+    };
+    let args = forward_to(&garbage);
+    usage_error(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
         "--dead-letter",
-        garbage.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("--dead-letter"),
-        "{}",
-        text(&out.stderr)
     );
     assert_eq!(
         std::fs::read(&garbage).unwrap(),
         before,
         "never appended to"
     );
-
     let log = temp_file("dl-log.toml", "type = \"log\"\n");
-    let out = run(&[
-        "forward",
-        "--input",
-        hook_s,
-        "--sink",
-        "log",
-        "--dead-letter",
-        log.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("must keep what it takes"),
-        "{}",
-        text(&out.stderr)
+    let args = forward_to(&log);
+    usage_error(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        "must keep what it takes",
     );
 
     let src = temp_file(
         "src.toml",
         "type = \"kafka\"\nbrokers = [\"127.0.0.1:9\"]\ntopic = \"t\"\ngroup = \"g\"\n",
     );
-    let out = run(&[
-        "forward",
-        "--from",
-        src.to_str().unwrap(),
-        "--sink",
-        "log",
-        "--only-sink",
-        "a",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("add --redrive"),
-        "{}",
-        text(&out.stderr)
-    );
-    let out = run(&[
-        "forward",
-        "--from",
-        src.to_str().unwrap(),
-        "--sink",
-        "log",
-        "--redrive",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "a redrive needs --dead-letter");
-    assert!(
-        text(&out.stderr).contains("--dead-letter"),
-        "{}",
-        text(&out.stderr)
-    );
-    let out = run(&[
-        "dead-letters",
-        "list",
-        "--input",
-        hook_s,
-        "--only-class",
-        "bogus",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let src = src.to_str().unwrap();
+    let list = ["dead-letters", "list", "--input", hook_s];
+    for (args, says) in [
+        (
+            vec![
+                "forward",
+                "--from",
+                src,
+                "--sink",
+                "log",
+                "--only-sink",
+                "a",
+            ],
+            "add --redrive",
+        ),
+        (
+            vec!["forward", "--from", src, "--sink", "log", "--redrive"],
+            "--dead-letter",
+        ),
+        (
+            [&list[..], &["--only-class", "bogus"]].concat(),
+            "--only-class",
+        ),
+        ([&list[..], &["--since", "yesterday"]].concat(), "--since"),
+        (vec!["dead-letters", "stats"], "--from"),
+    ] {
+        usage_error(&args, says);
+    }
+    for bad in ["0", "-1", "inf", "x"] {
+        usage_error(
+            &["forward", "--input", hook_s, "--sink", "log", "--rate", bad],
+            "--rate",
+        );
+    }
     for ok in ["2026-12-07T10:00:00+01:00", "2026-12-07T09:00:00Z"] {
-        let out = run(&["dead-letters", "list", "--input", hook_s, "--since", ok]);
+        let out = run(&[&list[..], &["--since", ok]].concat());
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -614,25 +598,6 @@ fn a_dead_letter_sink_file_must_parse_and_keep_what_it_takes() {
             text(&out.stderr)
         );
     }
-    for bad in ["0", "-1", "inf", "x"] {
-        let out = run(&["forward", "--input", hook_s, "--sink", "log", "--rate", bad]);
-        assert_eq!(out.status.code(), Some(2), "--rate {bad}");
-    }
-    let out = run(&[
-        "dead-letters",
-        "list",
-        "--input",
-        hook_s,
-        "--since",
-        "yesterday",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    let out = bin()
-        .args(["dead-letters", "stats"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "--from or --input is required");
 }
 
 #[test]
