@@ -603,6 +603,74 @@ mod tests {
     }
 
     #[test]
+    fn legacy_spellings_load_with_one_warning_each_never_a_value() {
+        use ankusa_sink_testkit::support::LogCapture;
+        const KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let path = std::env::var("PATH").expect("PATH is set");
+        let logs = LogCapture::new();
+        let _capturing = logs.set_default();
+
+        // Top-level `secrets`: still the signer, one warning naming the key and `[signing]`.
+        let c =
+            parse(serde_json::json!({ "url": "http://127.0.0.1:9/in", "secrets": [KEY] })).unwrap();
+        assert_eq!(c.message.signing().map(Signer::len), Some(1));
+        let w = logs.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("`secrets`") && w[0].contains("[signing]"),
+            "{}",
+            w[0]
+        );
+        assert!(!w[0].contains("MfKQ9r8"), "{}", w[0]);
+
+        // `{ env = "VAR" }`: still read, one warning for the whole file naming each key and
+        // the `${VAR}` to write, never the variable's value.
+        let c = parse(serde_json::json!({
+            "url": "http://127.0.0.1:9/in",
+            "headers": { "x-team": { "env": "PATH" }, "x-other": { "env": "PATH" } },
+        }))
+        .unwrap();
+        assert_eq!(c.headers["x-team"], path.as_str());
+        let w = logs.warnings();
+        assert_eq!(w.len(), 2, "{w:?}");
+        for part in [
+            "env = \"VAR\"",
+            "headers.x-team = \"${PATH}\"",
+            "headers.x-other = \"${PATH}\"",
+        ] {
+            assert!(w[1].contains(part), "{part}: {}", w[1]);
+        }
+        assert!(!w[1].contains(&path), "{}", w[1]);
+
+        // Both in one file: one warning for each form.
+        parse(serde_json::json!({
+            "url": "http://127.0.0.1:9/in",
+            "secrets": [KEY],
+            "headers": { "x-team": { "env": "PATH" } },
+        }))
+        .unwrap();
+        let w = logs.warnings();
+        assert_eq!(w.len(), 4, "{w:?}");
+        assert!(
+            w.iter()
+                .all(|w| !w.contains("MfKQ9r8") && !w.contains(&path)),
+            "{w:?}"
+        );
+
+        // The current spellings and the builder's own setters warn of nothing.
+        parse(serde_json::json!({
+            "url": "http://127.0.0.1:9/in", "signing": { "secrets": [KEY] },
+        }))
+        .unwrap();
+        HttpSinkBuilder::new(Secret::from("http://127.0.0.1:9/in"))
+            .secret(KEY)
+            .secret_header("x-team", Secret::from("ops"))
+            .build_config()
+            .unwrap();
+        assert_eq!(logs.warnings().len(), 4, "{:?}", logs.warnings());
+    }
+
+    #[test]
     fn an_env_header_is_a_credential_over_cleartext() {
         let remote = |value: serde_json::Value| {
             parse(serde_json::json!({
