@@ -1,25 +1,37 @@
 //! Options of the HTTP sink: the operator's keys (`Repr`), checked once by `TryFrom` into an
 //! always-valid [`HttpConfig`]; [`HttpSinkBuilder`] (`builder.rs`) collects the same keys
-//! in code; [`ConfigError`] (`error.rs`) says why a config was refused.
+//! in code; [`ConfigError`] (`error.rs`) says why a config was refused. This file holds the
+//! common keys (url, method, headers, timeouts, message options, signing); each feature
+//! parses its own keys the same way, `...Repr` then `TryFrom`: `oauth2.rs` (`[oauth2]`),
+//! `deny_private.rs` (`deny_private`, `allow_cidrs`) and `tls.rs` (`[tls]`, mutual TLS).
+//! `value.rs` is what they share.
 
 mod builder;
+mod deny_private;
 mod error;
+mod oauth2;
+mod tls;
+mod value;
 
 pub use builder::HttpSinkBuilder;
 pub use error::ConfigError;
 
+use deny_private::DenyPrivateRepr;
+use oauth2::OAuth2Repr;
+use tls::{Tls, TlsRepr};
+use value::{Endpoint, Value, WithEndpoint, cleartext, has_host, has_userinfo, http_url};
+
 use ankusa_message::cloudevents::Format;
 use ankusa_message::signing::Signer;
 use ankusa_message::{MessageOption, MessageOptions};
-use ankusa_sink_core::{Secret, SecretEnvError};
-use ankusa_sink_kit::{is_loopback_host, timeout_ms};
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use ankusa_sink_core::Secret;
+use ankusa_sink_kit::timeout_ms;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::num::{NonZeroU64, NonZeroUsize};
-use std::path::PathBuf;
 use std::time::Duration;
 use url::Url;
 
@@ -90,52 +102,6 @@ impl HttpMethod {
     }
 }
 
-/// A value in the sink file that may be secret: a plain string, or `{ env = "VAR" }` (read
-/// when the file is parsed; kept so existing files work, beside the registry's `${VAR}`).
-#[derive(Clone, Deserialize)]
-#[serde(untagged)]
-enum Value {
-    /// The value itself.
-    Plain(Secret),
-    /// The name of an environment variable holding the value.
-    Env { env: String },
-    /// A value given in code and marked secret ([`HttpSinkBuilder::secret_header`]).
-    #[serde(skip)]
-    Marked(Secret),
-}
-
-impl Value {
-    /// The value, and whether it is marked secret (`{ env }` or [`Value::Marked`]); `what`
-    /// names it in the error (never the value).
-    fn resolve(self, what: impl FnOnce() -> String) -> Result<(Secret, bool), ConfigError> {
-        match self {
-            Value::Plain(s) => Ok((s, false)),
-            Value::Marked(s) => Ok((s, true)),
-            Value::Env { env } => match Secret::from_env(&env) {
-                Ok(s) => Ok((s, true)),
-                Err(SecretEnvError::NotUnicode(var)) => {
-                    Err(ConfigError::NotUnicodeEnv { what: what(), var })
-                }
-                Err(_) => Err(ConfigError::MissingEnv {
-                    what: what(),
-                    var: env,
-                }),
-            },
-        }
-    }
-}
-
-/// `tls` in the sink file.
-#[derive(Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct TlsRepr {
-    ca_files: Vec<PathBuf>,
-    ca_pem: Vec<String>,
-    only: bool,
-    client_cert_file: Option<PathBuf>,
-    client_key_file: Option<PathBuf>,
-}
-
 /// The operator's keys, exactly as written in a sink file (`type` already removed).
 #[derive(Clone, Deserialize)]
 struct Repr {
@@ -146,9 +112,14 @@ struct Repr {
     headers: BTreeMap<String, Value>,
     timeout_ms: Option<u64>,
     connect_timeout_ms: Option<u64>,
-    /// The older spelling of `[signing] secrets` (values may be `{ env = "VAR" }`).
+    /// The older spelling of `[signing] secrets` (values may be `{ env = "VAR" }`):
+    /// deprecated, still read.
     #[serde(default)]
     secrets: Vec<Value>,
+    /// Signing secrets given in code ([`HttpSinkBuilder::secret`]): the builder's own
+    /// list, so that using it is not the deprecated `secrets` key.
+    #[serde(skip)]
+    built_secrets: Vec<Secret>,
     max_response_bytes: Option<usize>,
     #[serde(default)]
     tls: TlsRepr,
@@ -159,10 +130,10 @@ struct Repr {
     proxy: Option<Value>,
     #[serde(default)]
     status_classes: BTreeMap<String, crate::StatusClass>,
-    #[serde(default)]
-    deny_private: bool,
-    #[serde(default)]
-    allow_cidrs: Vec<String>,
+    /// `deny_private` and `allow_cidrs` (before `unknown`: a flattened struct takes its
+    /// keys first).
+    #[serde(flatten)]
+    private: DenyPrivateRepr,
     oauth2: Option<OAuth2Repr>,
     /// `format`, `cloudevents_type`, `[signing]` (`inline_max_bytes` is refused: the raw
     /// body always travels inline).
@@ -177,17 +148,6 @@ struct Repr {
     unknown: BTreeMap<String, IgnoredAny>,
 }
 
-/// `[oauth2]` in the sink file.
-#[derive(Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OAuth2Repr {
-    token_url: Value,
-    client_id: String,
-    client_secret: Value,
-    scope: Option<String>,
-    audience: Option<String>,
-}
-
 impl Repr {
     fn new(url: Value) -> Self {
         Repr {
@@ -197,14 +157,14 @@ impl Repr {
             timeout_ms: None,
             connect_timeout_ms: None,
             secrets: Vec::new(),
+            built_secrets: Vec::new(),
             max_response_bytes: None,
             tls: TlsRepr::default(),
             show_path: false,
             allow_insecure: false,
             proxy: None,
             status_classes: BTreeMap::new(),
-            deny_private: false,
-            allow_cidrs: Vec::new(),
+            private: DenyPrivateRepr::default(),
             oauth2: None,
             message: MessageOptions::new(),
             built_format: None,
@@ -260,6 +220,7 @@ impl TryFrom<Repr> for HttpConfig {
         if let Some(k) = r.unknown.keys().next() {
             return Err(ConfigError::UnknownField(k.clone()));
         }
+        warn_legacy(&r);
         // The raw body always travels inline: no claim check to size.
         if let Some(k) = r.message.key_set(MessageOption::InlineMaxBytes) {
             return Err(ConfigError::UnknownField(k.to_owned()));
@@ -276,7 +237,12 @@ impl TryFrom<Repr> for HttpConfig {
         if message.format() == Some(Format::MessageV1) {
             return Err(ConfigError::Format);
         }
-        match (signer(r.secrets)?, message.signing()) {
+        let secrets = r
+            .secrets
+            .into_iter()
+            .chain(r.built_secrets.into_iter().map(Value::Plain))
+            .collect();
+        match (signer(secrets)?, message.signing()) {
             (Some(_), Some(_)) => return Err(ConfigError::SecretsAndSigning),
             (Some(from_secrets), None) => message = message.with_signing(from_secrets),
             (None, _) => {}
@@ -298,16 +264,27 @@ impl TryFrom<Repr> for HttpConfig {
             Some(what) if r.allow_insecure => Some(what),
             Some(what) => return Err(ConfigError::Insecure(what)),
         };
-        let ca_pems = load_pems(&r.tls)?;
-        let client_identity = client_identity(&r.tls)?;
-        if r.tls.only && ca_pems.is_empty() {
-            return Err(ConfigError::NoRoots);
-        }
+        let tls = Tls::try_from(r.tls)?;
         let status_classes = crate::StatusClasses::new(r.status_classes)?;
-        let guard = address_guard(r.deny_private, &r.allow_cidrs, &url, proxy.as_ref())?;
+        let endpoint = Endpoint {
+            url: &url,
+            proxy: proxy.as_ref(),
+            headers: &headers,
+            allow_insecure: r.allow_insecure,
+        };
+        let guard = WithEndpoint {
+            repr: r.private,
+            endpoint: &endpoint,
+        }
+        .try_into()?;
         let oauth2 = r
             .oauth2
-            .map(|o| oauth2_config(o, &url, proxy.as_ref(), &headers, r.allow_insecure))
+            .map(|repr| {
+                crate::oauth2::OAuth2Config::try_from(WithEndpoint {
+                    repr,
+                    endpoint: &endpoint,
+                })
+            })
             .transpose()?
             .map(Box::new);
         Ok(HttpConfig {
@@ -317,9 +294,9 @@ impl TryFrom<Repr> for HttpConfig {
             timeout_ms,
             connect_timeout_ms,
             max_response_bytes,
-            ca_pems,
-            client_identity,
-            tls_only: r.tls.only,
+            ca_pems: tls.ca_pems,
+            client_identity: tls.client_identity,
+            tls_only: tls.only,
             show_path: r.show_path,
             allow_insecure: r.allow_insecure,
             proxy,
@@ -330,98 +307,6 @@ impl TryFrom<Repr> for HttpConfig {
             oauth2,
         })
     }
-}
-
-/// `[oauth2]`, checked: an `http`/`https` token URL with a host, one source of
-/// `Authorization` only, and neither the client secret nor the bearer token in cleartext
-/// unless `allow_insecure`.
-fn oauth2_config(
-    o: OAuth2Repr,
-    url: &Url,
-    proxy: Option<&Url>,
-    headers: &HeaderMap,
-    allow_insecure: bool,
-) -> Result<crate::oauth2::OAuth2Config, ConfigError> {
-    let token_url = http_url(
-        o.token_url,
-        "oauth2.token_url",
-        ConfigError::InvalidTokenUrl,
-    )?;
-    if !matches!(token_url.scheme(), "http" | "https") {
-        return Err(ConfigError::UnsupportedScheme(
-            token_url.scheme().to_owned(),
-        ));
-    }
-    let token_url = has_host(token_url, ConfigError::NoHost)?;
-    if headers.contains_key(AUTHORIZATION) || has_userinfo(url) {
-        return Err(ConfigError::TwoAuthorizations);
-    }
-    let clear = |u: &Url| u.scheme() == "http" && (cleartext(u) || proxy.is_some_and(cleartext));
-    if !allow_insecure {
-        if clear(&token_url) {
-            return Err(ConfigError::Insecure("the oauth2 client secret".into()));
-        }
-        if clear(url) {
-            return Err(ConfigError::Insecure("the oauth2 bearer token".into()));
-        }
-    }
-    let (client_secret, _) = o
-        .client_secret
-        .resolve(|| "oauth2.client_secret".to_owned())?;
-    if o.client_id.is_empty() || client_secret.expose().is_empty() {
-        return Err(ConfigError::Zero("oauth2 client_id and client_secret"));
-    }
-    Ok(crate::oauth2::OAuth2Config {
-        token_url,
-        client_id: o.client_id,
-        client_secret,
-        scope: o.scope,
-        audience: o.audience,
-    })
-}
-
-/// `deny_private` and `allow_cidrs`, checked: a literal address in the URL is refused here;
-/// a name is checked on every connect (the resolver). Behind a proxy the destination is
-/// resolved by the proxy, where no guard of ours can see it: refused, not ignored.
-fn address_guard(
-    deny: bool,
-    allow: &[String],
-    url: &Url,
-    proxy: Option<&Url>,
-) -> Result<Option<std::sync::Arc<crate::AddressGuard>>, ConfigError> {
-    if !deny {
-        return match allow.is_empty() {
-            true => Ok(None),
-            false => Err(ConfigError::AllowWithoutDeny),
-        };
-    }
-    if proxy.is_some() {
-        return Err(ConfigError::DenyPrivateBehindProxy);
-    }
-    let nets = allow
-        .iter()
-        .map(|c| crate::guard::parse_cidr(c).ok_or_else(|| ConfigError::Cidr(c.clone())))
-        .collect::<Result<Vec<_>, _>>()?;
-    guarding(url, crate::AddressGuard::new(nets)).map(Some)
-}
-
-/// `guard` for a sink to `url`: a literal address in it that the guard refuses is a config
-/// error now (no resolver ever sees it).
-fn guarding(
-    url: &Url,
-    guard: crate::AddressGuard,
-) -> Result<std::sync::Arc<crate::AddressGuard>, ConfigError> {
-    let literal = match url.host() {
-        Some(url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
-        Some(url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
-        _ => None,
-    };
-    if let Some(ip) = literal
-        && guard.refuses(ip)
-    {
-        return Err(ConfigError::PrivateDestination(ip.to_string()));
-    }
-    Ok(std::sync::Arc::new(guard))
 }
 
 impl HttpConfig {
@@ -437,7 +322,10 @@ impl HttpConfig {
         if self.proxy.is_some() {
             return Err(ConfigError::DenyPrivateBehindProxy);
         }
-        self.guard = Some(guarding(&self.url, crate::AddressGuard::new(allow))?);
+        self.guard = Some(deny_private::guarding(
+            &self.url,
+            crate::AddressGuard::new(allow),
+        )?);
         Ok(self)
     }
 
@@ -543,21 +431,40 @@ fn parse_proxy(value: Value) -> Result<Url, ConfigError> {
     has_host(url, ConfigError::NoProxyHost)
 }
 
-/// `value` parsed as an absolute URL; `what` names the option in an environment error.
-fn http_url(
-    value: Value,
-    what: &'static str,
-    invalid: fn(url::ParseError) -> ConfigError,
-) -> Result<Url, ConfigError> {
-    let (raw, _) = value.resolve(|| what.to_owned())?;
-    Url::parse(raw.expose()).map_err(invalid)
-}
-
-fn has_host(url: Url, none: ConfigError) -> Result<Url, ConfigError> {
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(none);
+/// The deprecated spellings in `r`, one WARN each per load: what to write instead, never
+/// a value (a variable's name is not one).
+fn warn_legacy(r: &Repr) {
+    if !r.secrets.is_empty() {
+        tracing::warn!(
+            "the top-level `secrets` key is deprecated: write the same list as `secrets` in a `[signing]` table"
+        );
     }
-    Ok(url)
+    let mut env = Vec::new();
+    let mut note = |key: String, v: &Value| {
+        if let Some(var) = v.env_var() {
+            env.push(format!("{key} = \"${{{var}}}\""));
+        }
+    };
+    note("url".into(), &r.url);
+    if let Some(p) = &r.proxy {
+        note("proxy".into(), p);
+    }
+    for (name, v) in &r.headers {
+        note(format!("headers.{name}"), v);
+    }
+    for (i, v) in r.secrets.iter().enumerate() {
+        note(format!("secrets[{i}]"), v);
+    }
+    if let Some(o) = &r.oauth2 {
+        note("oauth2.token_url".into(), &o.token_url);
+        note("oauth2.client_secret".into(), &o.client_secret);
+    }
+    if !env.is_empty() {
+        tracing::warn!(
+            "`{{ env = \"VAR\" }}` tables are deprecated: write the registry's expansion instead, {}",
+            env.join(", ")
+        );
+    }
 }
 
 /// The signer of `secrets`, `None` without any.
@@ -614,16 +521,6 @@ fn positive_ms(
     }
 }
 
-fn has_userinfo(url: &Url) -> bool {
-    !url.username().is_empty() || url.password().is_some()
-}
-
-/// Whether talking to `url` crosses the network in cleartext: plain `http` to a host that
-/// is not loopback.
-fn cleartext(url: &Url) -> bool {
-    url.scheme() == "http" && !url.host_str().is_some_and(is_loopback_host)
-}
-
 /// The credentials that would travel in cleartext, if any, listed by what they are
 /// (`header "authorization"`), never by value. `credential_headers` are the operator
 /// headers that carry credentials (by name, or marked secret).
@@ -653,56 +550,6 @@ fn cleartext_credentials(
         exposed.push("the proxy's userinfo (basic auth)".to_owned());
     }
     (!exposed.is_empty()).then(|| exposed.join(", "))
-}
-
-/// The client certificate chain and key for mutual TLS, read and checked (PEM, the chain
-/// then the key), or `None` without them. Both or neither.
-fn client_identity(tls: &TlsRepr) -> Result<Option<Secret>, ConfigError> {
-    let (cert, key) = match (&tls.client_cert_file, &tls.client_key_file) {
-        (None, None) => return Ok(None),
-        (Some(c), Some(k)) => (c, k),
-        _ => {
-            return Err(ConfigError::ClientIdentity(
-                "give both client_cert_file and client_key_file".into(),
-            ));
-        }
-    };
-    let read = |path: &PathBuf| {
-        std::fs::read(path).map_err(|source| ConfigError::CaFile {
-            path: path.clone(),
-            source,
-        })
-    };
-    let mut pem = read(cert)?;
-    pem.push(b'\n');
-    pem.extend(read(key)?);
-    let pem = String::from_utf8(pem)
-        .map_err(|_| ConfigError::ClientIdentity("the files are not PEM text".into()))?;
-    // Checked now, so a bad pair is a config error at build, not a failure per delivery.
-    reqwest::Identity::from_pem(pem.as_bytes()).map_err(|_| {
-        ConfigError::ClientIdentity("the files hold no certificate and private key in PEM".into())
-    })?;
-    Ok(Some(Secret::from(pem)))
-}
-
-/// Each CA source's PEM text, read and checked to hold at least one certificate.
-fn load_pems(tls: &TlsRepr) -> Result<Vec<Vec<u8>>, ConfigError> {
-    let check = |pem: Vec<u8>, what: String| match reqwest::Certificate::from_pem_bundle(&pem) {
-        Ok(certs) if !certs.is_empty() => Ok(pem),
-        _ => Err(ConfigError::CaPem(what)),
-    };
-    let mut pems = Vec::new();
-    for path in &tls.ca_files {
-        let pem = std::fs::read(path).map_err(|source| ConfigError::CaFile {
-            path: path.clone(),
-            source,
-        })?;
-        pems.push(check(pem, format!("ca file {path:?}"))?);
-    }
-    for (i, pem) in tls.ca_pem.iter().enumerate() {
-        pems.push(check(pem.as_bytes().to_vec(), format!("ca_pem #{i}"))?);
-    }
-    Ok(pems)
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub enum HttpError {
     },
     /// `[oauth2]`: no access token could be had; nothing was sent.
     #[error("oauth2: {0}")]
-    Token(crate::TokenError),
+    Token(crate::oauth2::TokenError),
     /// `deny_private`: every address the destination resolved to is refused; nothing was
     /// sent.
     #[error("{0}")]
@@ -304,10 +304,18 @@ pub(crate) fn classify(err: &HttpError) -> Class {
         | HttpError::PrivateDestination(_) => Class::Config,
         HttpError::HeaderValue(_) => Class::Permanent,
         HttpError::Token(t) => match t {
-            crate::TokenError::Refused { .. } | crate::TokenError::Malformed => Class::Config,
+            crate::oauth2::TokenError::Refused { .. } | crate::oauth2::TokenError::Malformed => {
+                Class::Config
+            }
             _ => Class::Transient,
         },
         HttpError::Transport { .. } | HttpError::Unreachable { .. } => Class::Transient,
+    }
+}
+
+impl From<crate::oauth2::TokenError> for HttpError {
+    fn from(e: crate::oauth2::TokenError) -> Self {
+        HttpError::Token(e)
     }
 }
 

@@ -1,9 +1,9 @@
 //! `[oauth2]`: OAuth 2.0 client credentials (RFC 6749 §4.4). The sink asks the token
 //! endpoint for an access token, sends it as `Authorization: Bearer`, keeps it until 30 s
 //! before it expires (one refresh at a time, shared by concurrent deliveries) and, when the
-//! destination answers 401, gets a new one and retries that delivery once.
+//! destination answers 401, gets a new one and retries that delivery once. A leaf: its
+//! [`TokenError`] becomes an `HttpError` in `error.rs`, never the other way.
 
-use crate::HttpError;
 use ankusa_sink_core::Secret;
 use reqwest::header::HeaderValue;
 use std::fmt;
@@ -102,14 +102,14 @@ impl OAuth2 {
     }
 
     /// The `Authorization` value to send: the cached token, or a new one.
-    pub(crate) async fn bearer(&self, client: &reqwest::Client) -> Result<HeaderValue, HttpError> {
+    pub(crate) async fn bearer(&self, client: &reqwest::Client) -> Result<HeaderValue, TokenError> {
         let mut cache = self.cache.lock().await;
         if let Some(t) = cache.as_ref()
             && t.renew_at.is_none_or(|at| Instant::now() < at)
         {
             return Ok(t.bearer.clone());
         }
-        let token = self.fetch(client).await.map_err(HttpError::Token)?;
+        let token = self.fetch(client).await?;
         let bearer = token.bearer.clone();
         *cache = Some(token);
         Ok(bearer)

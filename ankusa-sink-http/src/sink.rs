@@ -99,6 +99,13 @@ impl Reach {
     }
 }
 
+impl HttpSinkBuilder {
+    /// Check every option and build the sink.
+    pub fn build(self) -> Result<HttpSink, ConfigError> {
+        HttpSink::new(self.build_config()?)
+    }
+}
+
 impl HttpSink {
     /// A builder for `url`: collects options in code, checked when it builds.
     pub fn builder(url: impl Into<Secret>) -> HttpSinkBuilder {

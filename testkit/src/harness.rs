@@ -1,6 +1,6 @@
 //! What a sink author writes: a [`Harness`] that builds sinks for fresh destinations.
 
-use crate::Case;
+use crate::case::Case;
 use ankusa_sink_core::{BoxError, Bytes, Envelope, Sink, async_trait};
 use futures_util::future::BoxFuture;
 use std::fmt;

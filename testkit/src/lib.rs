@@ -1,15 +1,17 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
+mod case;
 mod harness;
 pub mod memory;
 mod suite;
 pub mod support;
 
+pub use case::Case;
 pub use harness::{
     Expect, Fault, Harness, MixedBatch, Probe, Received, Setup, Teardown, WarmFault,
 };
-pub use suite::{Case, Outcome, run_case};
+pub use suite::{Outcome, run_case};
 
 /// Re-exported so a harness builds messages with the same wire crate the adapters use.
 pub use ankusa_message;

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 /// Collects the options of an [`HttpConfig`] in code; [`build`](Self::build) checks them
 /// as a sink file's would be and builds the sink. Start with
-/// [`HttpSink::builder`](crate::HttpSink::builder).
+/// [`HttpSink::builder`](crate::HttpSink::builder). (Both are in `sink.rs`: the sink
+/// depends on its config, never the other way; these are doc links only.)
 #[derive(Clone)]
 pub struct HttpSinkBuilder {
     repr: Repr,
@@ -20,7 +21,7 @@ impl fmt::Debug for HttpSinkBuilder {
         // Nothing is checked yet: header names only.
         f.debug_struct("HttpSinkBuilder")
             .field("headers", &self.repr.headers.keys().collect::<Vec<_>>())
-            .field("secrets", &self.repr.secrets.len())
+            .field("secrets", &self.repr.built_secrets.len())
             .finish_non_exhaustive()
     }
 }
@@ -68,7 +69,7 @@ impl HttpSinkBuilder {
 
     /// Add a signing secret (after any earlier ones).
     pub fn secret(mut self, secret: impl Into<Secret>) -> Self {
-        self.repr.secrets.push(Value::Plain(secret.into()));
+        self.repr.built_secrets.push(secret.into());
         self
     }
 
@@ -101,7 +102,7 @@ impl HttpSinkBuilder {
     /// unspecified addresses (see the sink file's `deny_private`): for URLs you did not
     /// write.
     pub fn deny_private(mut self, deny: bool) -> Self {
-        self.repr.deny_private = deny;
+        self.repr.private.deny_private = deny;
         self
     }
 
@@ -112,7 +113,7 @@ impl HttpSinkBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.repr.allow_cidrs = cidrs.into_iter().map(Into::into).collect();
+        self.repr.private.allow_cidrs = cidrs.into_iter().map(Into::into).collect();
         self
     }
 
@@ -145,10 +146,5 @@ impl HttpSinkBuilder {
     /// Check every option, as a sink file's are checked, into a config.
     pub fn build_config(self) -> Result<HttpConfig, ConfigError> {
         self.repr.try_into()
-    }
-
-    /// Check every option and build the sink.
-    pub fn build(self) -> Result<crate::HttpSink, ConfigError> {
-        crate::HttpSink::new(self.build_config()?)
     }
 }

@@ -13,6 +13,7 @@ mod round_trip;
 mod util;
 mod volume;
 
+use crate::case::Case;
 use crate::harness::{Fault, Harness, MixedBatch, Probe, Received, Setup, Teardown, WarmFault};
 use crate::support::SecretScan;
 use ankusa_sink_core::{Check, Ctx, Envelope, Failure, Sink, safe_deliver};
@@ -25,49 +26,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// `Case`, `Case::ALL`, `Case::name`, `Case::doc` and `run_case`'s dispatch, from the one
-/// case list in [`__with_cases!`](crate::__with_cases).
-macro_rules! define_cases {
+/// `run_case`'s dispatch, from the one case list in
+/// [`__with_cases!`](crate::__with_cases) (the [`Case`] enum itself is generated in
+/// `case.rs`, a leaf the harness uses too).
+macro_rules! define_dispatch {
     ([] $($name:ident => $case:ident : $run:path, $doc:literal;)*) => {
-        /// Every case of the suite, named as the generated tests are.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum Case {
-            $(
-                #[doc = $doc]
-                $case,
-            )*
-        }
-
-        impl Case {
-            /// Every case, in suite order.
-            pub const ALL: [Case; [$(Case::$case),*].len()] = [$(Case::$case),*];
-
-            /// The test name, e.g. `round_trip`.
-            pub const fn name(self) -> &'static str {
-                match self {
-                    $(Case::$case => stringify!($name),)*
-                }
-            }
-
-            /// What the case checks, in one sentence.
-            pub const fn doc(self) -> &'static str {
-                match self {
-                    $(Case::$case => $doc,)*
-                }
-            }
-
-            /// The case named `name` (a test name), if there is one.
-            pub fn from_name(name: &str) -> Option<Case> {
-                Case::ALL.into_iter().find(|c| c.name() == name)
-            }
-
-            /// Whether a **not provided** skip of this case keeps a report from saying
-            /// "certified": the fault cases (`classify_*`, cold and warm) and `recovery`.
-            pub fn certifies(self) -> bool {
-                self.name().starts_with("classify_") || matches!(self, Case::Recovery)
-            }
-        }
-
         async fn dispatch<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
             match cx.case {
                 $(Case::$case => $run(cx).await,)*
@@ -76,13 +39,7 @@ macro_rules! define_cases {
     };
 }
 
-crate::__with_cases!(define_cases;);
-
-impl fmt::Display for Case {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::__with_cases!(define_dispatch;);
 
 /// What a case found.
 #[derive(Debug, Clone, PartialEq, Eq)]
