@@ -392,8 +392,10 @@ mod tests {
     use super::*;
     use ankusa_sink_core::{Failure, Reason};
 
+    /// A hook with a fixed `received_at`: two built apart compare equal.
     fn hook() -> Envelope {
         Envelope::builder("h1", "stripe", &b"{\"a\":1}"[..])
+            .received_at(1_765_130_000_000)
             .tenant_id("acme")
             .header("Authorization", "Bearer t")
             .header("X-Event", "paid")
