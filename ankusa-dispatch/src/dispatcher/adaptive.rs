@@ -13,8 +13,9 @@
 //! from the hook it refused: one that refuses at once (a 429 in no time) would otherwise see
 //! the limit's worth of attempts again and again in no time, however low the limit.
 
-use super::*;
-
+use std::collections::VecDeque;
+use std::time::Duration;
+use tokio::time::Instant;
 /// Decrease: the limit times this (at least 1).
 const DECREASE: f64 = 0.9;
 /// A window's mean round trip this far above the baseline is queueing: decrease. Below it

@@ -1,7 +1,16 @@
 //! Hooks coming in: jobs per sink, the claim check-in, and starting what the limits allow.
 
-use super::*;
+use super::scheduler::{ClaimPhase, HookState, Job, Permit, Report, Scheduler, copy};
+use super::sink::Refused;
+use super::tasks::TaskOf;
+use super::types::{Hook, HookSettle, Unfinished};
+use crate::metrics as m;
+use ankusa_claimcheck::needs_claim;
+use ankusa_message::TraceContext;
+use ankusa_sink_core::{Claim, Ctx, Failure};
 use std::hash::BuildHasher as _;
+use std::time::Duration;
+use tokio::time::Instant;
 
 impl Scheduler {
     pub(super) fn submit(&mut self, hook: Hook, sinks: &[usize], permits: Vec<Permit>) {
@@ -12,7 +21,7 @@ impl Scheduler {
                 for &i in sinks {
                     s.unfinished.push(Unfinished {
                         envelope: env.clone(),
-                        sink: self.slots[i].name.clone(),
+                        sink: self.sinks[i].name.clone(),
                         attempts: 0,
                         last_failure: None,
                         was_in_flight: false,
@@ -33,7 +42,7 @@ impl Scheduler {
         let size = hook.envelope.size();
         // A check-in needs them, and only a claim store checks in.
         let thresholds: Vec<_> = if self.claim_store.is_some() {
-            sinks.iter().map(|&i| self.slots[i].threshold).collect()
+            sinks.iter().map(|&i| self.sinks[i].threshold).collect()
         } else {
             Vec::new()
         };
@@ -75,7 +84,7 @@ impl Scheduler {
         // next attempt waits for the not-before (in the retry queue, holding no permit).
         let resume = hook.resume;
         for (&sink, permit) in sinks.iter().zip(permits) {
-            let weight = match self.slots[sink].threshold {
+            let weight = match self.sinks[sink].threshold {
                 Some(t) if claims && size > t.get() as u64 => 0,
                 _ => u32::try_from(size).unwrap_or(u32::MAX),
             };
@@ -95,7 +104,7 @@ impl Scheduler {
                 self.enqueue(job);
                 continue;
             };
-            self.slots[sink].metrics.unparked.increment(1);
+            self.sinks[sink].metrics.unparked.increment(1);
             let mut job = job;
             job.first_ms = Some(first_ms);
             let wait = u64::try_from(not_before_ms.saturating_sub(now)).unwrap_or(0);
@@ -131,7 +140,7 @@ impl Scheduler {
         let env = h.env.clone();
         let thresholds = h.thresholds.clone();
         let tx = self.tx.clone();
-        let handle = self.tasks.spawn(async move {
+        self.tasks.spawn(TaskOf::CheckIn(hook), async move {
             let result = store
                 .claim_for(&env, thresholds)
                 .await
@@ -140,7 +149,6 @@ impl Scheduler {
                 .increment(1);
             let _ = tx.send(Report::Claimed { hook, result });
         });
-        self.task_claim.insert(handle.id(), hook);
     }
 
     pub(super) fn claimed(&mut self, hook: u64, result: Result<Option<Claim>, Failure>) {
@@ -167,29 +175,25 @@ impl Scheduler {
                     job.attempts += 1;
                     job.first_ms.get_or_insert(now);
                     job.last_ms = now;
-                    self.failed(job, copy(&failure), false);
+                    let failure = copy(&failure);
+                    let decision = self.decide(&job, &failure);
+                    self.after_failure(job, failure, decision);
                 }
             }
         }
     }
 
-    /// Queue a job for its sink. A job held by an open breaker keeps no intake permit:
-    /// fresh hooks to other sinks flow.
-    pub(super) fn push_ready(&mut self, mut job: Job) {
-        if self.breakers[job.sink].is_open() {
-            job.permit = None;
-        }
-        self.ready[job.sink].push_back(job);
+    /// Queue a job for its sink.
+    pub(super) fn push_ready(&mut self, job: Job) {
+        self.sinks[job.sink].push_ready(job);
     }
 
     /// Start every attempt the limits and breakers allow.
     pub(super) fn pump(&mut self, now: Instant) {
-        let n = self.slots.len();
+        let n = self.sinks.len();
         for i in 0..n {
-            // Once per HELD_SCAN, not on every message: a scan walks the whole queue.
-            if self.breakers[i].is_open() && !self.ready[i].is_empty() && now >= self.held_scan[i] {
+            if self.sinks[i].held_scan_due(now) {
                 self.expire_held(i);
-                self.held_scan[i] = now + HELD_SCAN;
             }
         }
         // Round robin, one attempt per sink per turn, starting after the sink served last:
@@ -199,78 +203,20 @@ impl Scheduler {
             let mut started = false;
             for k in 0..n {
                 let i = (self.next_sink + k) % n;
-                let cap = self.tenant_cap(i);
-                let Some(next) = self.ready[i].peek(cap) else {
-                    continue;
-                };
-                if !self.has_room(i, next.weight) || !self.may_start(i, now) {
-                    continue;
+                match self.sinks[i].admit(now, &mut self.in_flight_shared, &self.config) {
+                    Ok(job) => {
+                        self.start(job);
+                        self.next_sink = (i + 1) % n;
+                        started = true;
+                    }
+                    Err(Refused::Idle) => {}
+                    Err(refused) => {
+                        tracing::trace!(target: "ankusa_dispatch", sink = &*self.sinks[i].name, ?refused, "not started");
+                    }
                 }
-                let before = self.breakers[i].state();
-                if !self.breakers[i].admit(now) {
-                    continue;
-                }
-                self.breaker_moved(i, before);
-                let job = self.ready[i].pop(cap).expect("peeked");
-                self.start(job);
-                self.next_sink = (i + 1) % n;
-                started = true;
             }
             if !started {
                 return;
-            }
-        }
-    }
-
-    /// The cap on one tenant's attempts in flight on sink `i` (never on a batching sink,
-    /// whose attempts wait in its batcher).
-    pub(super) fn tenant_cap(&self, i: usize) -> Option<u32> {
-        let slot = &self.slots[i];
-        slot.tenant_concurrency.filter(|_| !slot.batched)
-    }
-
-    /// Whether sink `i` may start an attempt at `now`: no pause the destination asked for
-    /// (an adaptive sink), a token in its rate limit's bucket (taken when it starts).
-    pub(super) fn may_start(&mut self, i: usize, now: Instant) -> bool {
-        let slot = &mut self.slots[i];
-        if let Some(Limit::Adaptive(a)) = &slot.limit
-            && now < a.ready_at()
-        {
-            return false;
-        }
-        slot.bucket.as_mut().is_none_or(|b| b.ready(now))
-    }
-
-    /// Whether sink `i` may start an attempt of `weight` body bytes now.
-    pub(super) fn has_room(&self, i: usize, weight: u32) -> bool {
-        let slot = &self.slots[i];
-        if !slot.counted() {
-            return true;
-        }
-        let per_sink = self.config.sink_concurrency;
-        if let Some(limit) = &slot.limit {
-            let bytes = self.in_flight_bytes[i];
-            let fits = slot.window.is_none_or(|w| {
-                bytes == 0 || bytes.saturating_add(weight as usize) <= w.bytes.get()
-            });
-            return self.in_flight[i] < limit.current() && fits;
-        }
-        match slot.window {
-            None => {
-                self.in_flight_total < self.config.concurrency
-                    && per_sink.is_none_or(|c| self.in_flight[i] < c)
-            }
-            Some(w) => {
-                let bytes = self.in_flight_bytes[i];
-                // A batching sink's deliveries are not counted against `sink_concurrency`:
-                // they wait in its batcher for a batch to fill, which a cap on deliveries
-                // would prevent. Its window bounds them; its batcher bounds requests.
-                let cap = match per_sink {
-                    Some(c) if !slot.batched => c,
-                    _ => w.deliveries.get(),
-                };
-                self.in_flight[i] < cap
-                    && (bytes == 0 || bytes.saturating_add(weight as usize) <= w.bytes.get())
             }
         }
     }

@@ -1,8 +1,15 @@
 //! Final words: a finished job's delivery, an unfinished one, and a shutdown that hands
 //! back what is left.
 
-use super::*;
-
+use super::desk::PendingDeadLetter;
+use super::scheduler::{In, Job, Report, Scheduler, Stopping};
+use super::types::{Delivery, HookSettle, Outcome, Unfinished};
+use std::cmp::Reverse;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
 impl Scheduler {
     /// Build the delivery for a finished job and retire it from its hook.
     pub(super) fn delivery(&mut self, job: Job, outcome: Outcome) -> Delivery {
@@ -17,7 +24,7 @@ impl Scheduler {
         }
         Delivery {
             envelope,
-            sink: self.slots[job.sink].name.clone(),
+            sink: self.sinks[job.sink].name.clone(),
             attempts: job.attempts,
             first_attempt_ms: job.first_ms.unwrap_or(job.last_ms),
             last_attempt_ms: job.last_ms,
@@ -40,7 +47,7 @@ impl Scheduler {
     }
 
     pub(super) fn emit(&mut self, d: Delivery) {
-        if let Some(slot) = self.slots.iter().find(|s| Arc::ptr_eq(&s.name, &d.sink)) {
+        if let Some(slot) = self.sinks.iter().find(|s| Arc::ptr_eq(&s.name, &d.sink)) {
             match &d.outcome {
                 Outcome::Delivered => slot.metrics.delivered(),
                 Outcome::DeadLettered { failure, .. } => {
@@ -61,7 +68,7 @@ impl Scheduler {
         };
         let u = Unfinished {
             envelope: h.env.clone(),
-            sink: self.slots[job.sink].name.clone(),
+            sink: self.sinks[job.sink].name.clone(),
             attempts: job.attempts,
             last_failure: job.last_failure,
             was_in_flight,
@@ -101,8 +108,8 @@ impl Scheduler {
         });
         // Nothing new starts: every job not in flight is handed back now.
         let mut idle: Vec<Job> = Vec::new();
-        for q in &mut self.ready {
-            idle.extend(q.take_all());
+        for sink in &mut self.sinks {
+            idle.extend(sink.ready.take_all());
         }
         idle.extend(self.waiting.drain().map(|Reverse(w)| w.job));
         for h in self.hooks.values_mut() {
@@ -114,18 +121,10 @@ impl Scheduler {
             self.unfinished(job, false);
         }
         // Held dead letters go back to their source now (nack), not at the deadline.
-        let held: Vec<u64> = self
-            .pending_dead_letters
-            .iter()
-            .filter(|(_, p)| p.retry_at.is_some())
-            .map(|(&id, _)| id)
-            .collect();
-        for id in held {
-            if let Some(p) = self.pending_dead_letters.remove(&id) {
-                self.hand_back(p);
-            }
+        for p in self.desk.take_held() {
+            self.hand_back(p);
         }
-        self.held_changed();
+        self.desk.held_changed();
     }
 
     /// A dead letter still pending at a shutdown goes back with its last failure (its
@@ -172,13 +171,11 @@ impl Scheduler {
             self.unfinished(job, true);
         }
         // Dead letters still being stored go back.
-        let pending: Vec<PendingDeadLetter> =
-            self.pending_dead_letters.drain().map(|(_, p)| p).collect();
-        for p in pending {
+        for p in self.desk.take_dead_letters() {
             self.hand_back(p);
         }
         self.hand_back_parks();
-        self.held_changed();
+        self.desk.held_changed();
         if let Some(s) = self.stopping.take() {
             let _ = s.reply.send(s.unfinished);
             for r in s.more_replies {

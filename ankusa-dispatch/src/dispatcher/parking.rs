@@ -1,17 +1,22 @@
 //! Parking: a pair whose next attempt is far off is written to its sink's park destination
 //! and finished here, so its source record holds no commit and no window place meanwhile.
 
-use super::dead_letters::DEAD_LETTER_LOG_EVERY;
-use super::*;
-use crate::dead_letter::deliver_carrier;
+use super::desk::PendingPark;
+use super::scheduler::{Job, Report, Scheduler};
+use super::tasks::TaskOf;
+use super::types::Outcome;
+use crate::dead_letter::{DeadLetterInfo, deliver_carrier};
 use crate::record::{PairState, carrier, record_attrs};
+use ankusa_sink_core::{Failure, Reason};
+use std::time::Duration;
+use tokio::time::Instant;
 
 impl Scheduler {
     /// Whether `job`'s retry in `delay` goes to its sink's park destination instead of the
     /// retry queue: the sink parks, the wait reaches its threshold, and the hook came from
     /// a durable source (a hook from input lines has no record to free).
     pub(super) fn parks(&self, job: &Job, delay: Duration) -> bool {
-        self.slots[job.sink]
+        self.sinks[job.sink]
             .park
             .as_ref()
             .is_some_and(|p| delay >= p.after)
@@ -26,7 +31,7 @@ impl Scheduler {
     /// finished as [`Outcome::Parked`]; not written, it waits in the retry queue as it
     /// would have.
     pub(super) fn park(&mut self, mut job: Job, delay: Duration) {
-        let (Some(park), Some(h)) = (self.slots[job.sink].park.clone(), self.hooks.get(&job.hook))
+        let (Some(park), Some(h)) = (self.sinks[job.sink].park.clone(), self.hooks.get(&job.hook))
         else {
             return;
         };
@@ -35,7 +40,7 @@ impl Scheduler {
             now.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
         let unknown = Failure::transient(Reason("parked".into()));
         let info = DeadLetterInfo::new(
-            &self.slots[job.sink].name,
+            &self.sinks[job.sink].name,
             job.last_failure.as_ref().unwrap_or(&unknown),
             self.attempt_number(&job, job.attempts),
             job.first_ms.unwrap_or(job.last_ms),
@@ -56,9 +61,8 @@ impl Scheduler {
                 return;
             }
         };
-        let id = self.next_dead_letter;
-        self.next_dead_letter += 1;
-        self.pending_parks.insert(
+        let id = self.tasks.next_record();
+        self.desk.add_park(
             id,
             PendingPark {
                 job,
@@ -68,16 +72,15 @@ impl Scheduler {
         );
         let timeout = self.config.attempt_timeout;
         let tx = self.tx.clone();
-        let handle = self.tasks.spawn(async move {
+        self.tasks.spawn(TaskOf::Park(id), async move {
             let result = deliver_carrier(&*park.sink, &env, attrs, timeout).await;
             let _ = tx.send(Report::Parked { id, result });
         });
-        self.task_park.insert(handle.id(), id);
     }
 
     /// The park `id` was written (the pair is finished here) or not (it waits in memory).
     pub(super) fn parked(&mut self, id: u64, result: Result<(), String>) {
-        let Some(p) = self.pending_parks.remove(&id) else {
+        let Some(p) = self.desk.remove_park(id) else {
             return;
         };
         match result {
@@ -87,7 +90,7 @@ impl Scheduler {
                     .last_failure
                     .take()
                     .unwrap_or_else(|| Failure::transient(Reason("parked".into())));
-                self.slots[job.sink].metrics.parked.increment(1);
+                self.sinks[job.sink].metrics.parked.increment(1);
                 self.finish(
                     job,
                     Outcome::Parked {
@@ -104,13 +107,8 @@ impl Scheduler {
     /// A park could not be written: the pair waits in the retry queue instead, as without
     /// a park destination (a WARN at most once a minute).
     fn park_failed(&mut self, job: Job, at: Instant, error: &str) {
-        let sink = self.slots[job.sink].name.clone();
-        let now = Instant::now();
-        if self
-            .park_log
-            .is_none_or(|t| now.duration_since(t) >= DEAD_LETTER_LOG_EVERY)
-        {
-            self.park_log = Some(now);
+        let sink = self.sinks[job.sink].name.clone();
+        self.desk.log_park_error(|| {
             tracing::warn!(
                 target: "ankusa_dispatch",
                 sink = &*sink,
@@ -118,7 +116,7 @@ impl Scheduler {
                 "a long retry wait could not be parked: it waits in memory, holding its \
                  source record"
             );
-        }
+        });
         if self.stopping.is_some() {
             return self.unfinished(job, false);
         }
@@ -128,17 +126,8 @@ impl Scheduler {
     /// Parks still being written at a shutdown's end go back unfinished (written or not,
     /// the record is released: a replay is a duplicate, never a loss).
     pub(super) fn hand_back_parks(&mut self) {
-        let pending: Vec<PendingPark> = self.pending_parks.drain().map(|(_, p)| p).collect();
-        for p in pending {
+        for p in self.desk.take_parks() {
             self.unfinished(p.job, false);
         }
     }
-}
-
-/// A park on its way to the destination.
-pub(super) struct PendingPark {
-    pub(super) job: Job,
-    /// When the job would retry, should the park fail.
-    pub(super) at: Instant,
-    pub(super) not_before_ms: i64,
 }

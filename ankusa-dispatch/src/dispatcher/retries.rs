@@ -1,7 +1,13 @@
 //! What waits: the retry queue, the jobs an open breaker holds, and the breaker's moves.
 
-use super::*;
-
+use super::scheduler::{Job, Scheduler, Waiting, copy};
+use super::sink::SinkState;
+use crate::metrics as m;
+use crate::policy::{Action, decide};
+use ankusa_sink_core::{Class, Failure, Reason};
+use std::cmp::Reverse;
+use std::sync::atomic::Ordering;
+use tokio::time::Instant;
 impl Scheduler {
     /// Dead-letter the jobs an open breaker held past the horizon, and those whose next
     /// attempt would be their last: the policy allows no retry after it (a run without
@@ -9,7 +15,7 @@ impl Scheduler {
     /// destination stays down: they fail now, as that attempt most likely would.
     pub(super) fn expire_held(&mut self, sink: usize) {
         let now = self.clock.now_ms();
-        let queue = self.ready[sink].take_all();
+        let queue = self.sinks[sink].ready.take_all();
         for job in queue {
             let start = job
                 .first_ms
@@ -42,7 +48,7 @@ impl Scheduler {
                 );
                 self.dead_letter(job, failure);
             } else {
-                self.ready[sink].push_back(job);
+                self.sinks[sink].ready.push_back(job);
             }
         }
     }
@@ -80,70 +86,14 @@ impl Scheduler {
     /// The waiting gauge: jobs in the retry queue and jobs an open breaker holds (they
     /// wait too, and an outage would otherwise show nothing waiting). Set when it moved.
     pub(super) fn report_waiting(&mut self) {
-        let held: usize = self
-            .ready
-            .iter()
-            .zip(&self.breakers)
-            .filter(|(_, b)| b.is_open())
-            .map(|(q, _)| q.len())
-            .sum();
+        let held: usize = self.sinks.iter().map(SinkState::held).sum();
         let n = self.waiting.len() + held;
         if n != self.waiting_reported {
             self.waiting_reported = n;
             metrics::gauge!(m::WAITING).set(n as f64);
         }
-        for (i, q) in self.ready.iter().enumerate() {
-            let tenants = q.tenants_waiting();
-            if tenants != self.tenants_reported[i] {
-                self.tenants_reported[i] = tenants;
-                self.slots[i].metrics.tenants_waiting.set(tenants as f64);
-            }
+        for sink in &mut self.sinks {
+            sink.report_tenants();
         }
-    }
-
-    /// Log a breaker's move from `before` to its state now, naming the sink: an outage
-    /// is never silent, and its end is visible too.
-    pub(super) fn breaker_moved(&self, sink: usize, before: BreakerState) {
-        let after = self.breakers[sink].state();
-        let name = &*self.slots[sink].name;
-        let open_for_s = self.config.breaker.open_for.as_secs();
-        match (before, after) {
-            (BreakerState::Closed { .. }, BreakerState::Open { .. }) => tracing::warn!(
-                target: "ankusa_dispatch",
-                sink = name,
-                failures = self.config.breaker.failures,
-                open_for_s,
-                "circuit breaker opened: the sink's attempts are held"
-            ),
-            (BreakerState::HalfOpen { .. }, BreakerState::Open { .. }) => tracing::warn!(
-                target: "ankusa_dispatch",
-                sink = name,
-                open_for_s,
-                "circuit breaker open again: the probe failed"
-            ),
-            (BreakerState::Open { .. }, BreakerState::HalfOpen { .. }) => tracing::info!(
-                target: "ankusa_dispatch",
-                sink = name,
-                "circuit breaker half-open: one probe goes"
-            ),
-            (
-                BreakerState::Open { .. } | BreakerState::HalfOpen { .. },
-                BreakerState::Closed { .. },
-            ) => tracing::info!(
-                target: "ankusa_dispatch",
-                sink = name,
-                "circuit breaker closed: the sink's attempts flow again"
-            ),
-            _ => {}
-        }
-    }
-
-    pub(super) fn set_breaker_gauge(&self, sink: usize) {
-        let open = if self.breakers[sink].is_open() {
-            1.0
-        } else {
-            0.0
-        };
-        self.slots[sink].metrics.breaker_open.set(open);
     }
 }

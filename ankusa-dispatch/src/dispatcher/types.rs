@@ -1,8 +1,16 @@
 //! The dispatcher's public values: its config, its errors, a hook on its way in, and what
 //! becomes of each (hook, sink) pair.
 
-use super::*;
-
+use super::scheduler::Permit;
+use crate::BreakerConfig;
+use crate::policy::DispatchPolicy;
+use ankusa_sink_core::{Claim, Envelope, Failure, Sink};
+use ankusa_source::{Ack, Settlement};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::mpsc;
 /// The dispatcher's knobs.
 #[derive(Debug)]
 #[non_exhaustive]
