@@ -6,7 +6,7 @@ use crate::dead_letter::DeadLetter;
 use crate::metrics as m;
 use ankusa_claimcheck::ClaimStore;
 use ankusa_sink_core::{Capabilities, Sink, safe_capabilities};
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -33,6 +33,7 @@ mod scheduler;
 mod sink;
 mod tasks;
 mod types;
+mod waiting;
 
 use desk::Desk;
 use scheduler::{Clock, DEFAULT_INTAKE_BYTES, In, MAX_INTAKE_BYTES, Permit, READ_AHEAD, Scheduler};
@@ -43,6 +44,7 @@ pub use types::{
     BuildError, Concurrency, Deliveries, Delivery, DispatchConfig, Hook, Outcome, Park,
     SinkDispatch, SubmitError, Unfinished,
 };
+use waiting::RetryQueue;
 
 /// Builds a [`Dispatcher`].
 #[derive(Debug, Default)]
@@ -156,8 +158,6 @@ impl DispatcherBuilder {
         metrics::gauge!(m::DEAD_LETTER_BLOCKED).set(0.0);
         metrics::gauge!(m::WAITING).set(0.0);
         let scheduler = Scheduler {
-            waiting_count: shared.waiting.clone(),
-            waiting_reported: 0,
             sinks: slots,
             config: self.config,
             claim_store: self.claim_store,
@@ -170,8 +170,7 @@ impl DispatcherBuilder {
             in_flight_shared: 0,
             running: IdMap::default(),
             tasks: Tasks::default(),
-            waiting: BinaryHeap::new(),
-            seq: 0,
+            waiting: RetryQueue::new(shared.waiting.clone()),
             next_sink: 0,
             desk: Desk::new(self.dead_letter, shared.held.clone()),
             stopping: None,

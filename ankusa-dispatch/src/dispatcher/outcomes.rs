@@ -4,7 +4,6 @@
 use super::desk::PendingDeadLetter;
 use super::scheduler::{In, Job, Report, Scheduler, Stopping};
 use super::types::{Delivery, HookSettle, Outcome, Unfinished};
-use std::cmp::Reverse;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -111,11 +110,11 @@ impl Scheduler {
         for sink in &mut self.sinks {
             idle.extend(sink.ready.take_all());
         }
-        idle.extend(self.waiting.drain().map(|Reverse(w)| w.job));
+        idle.extend(self.waiting.take_all());
         for h in self.hooks.values_mut() {
             idle.append(&mut h.parked);
         }
-        self.waiting_changed();
+        self.waiting.changed();
         self.report_waiting();
         for job in idle {
             self.unfinished(job, false);

@@ -1,12 +1,9 @@
 //! What waits: the retry queue, the jobs an open breaker holds, and the breaker's moves.
 
-use super::scheduler::{Job, Scheduler, Waiting, copy};
+use super::scheduler::{Job, Scheduler, copy};
 use super::sink::SinkState;
-use crate::metrics as m;
 use crate::policy::{Action, decide};
 use ankusa_sink_core::{Class, Failure, Reason};
-use std::cmp::Reverse;
-use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 impl Scheduler {
     /// Dead-letter the jobs an open breaker held past the horizon, and those whose next
@@ -53,45 +50,27 @@ impl Scheduler {
         }
     }
 
-    /// Put `job` in the retry queue until `at`. A waiting job holds no intake permit (and
-    /// no concurrency slot): fresh hooks flow meanwhile.
-    pub(super) fn wait(&mut self, mut job: Job, at: Instant) {
-        job.permit = None;
-        self.seq += 1;
-        self.waiting.push(Reverse(Waiting {
-            at,
-            seq: self.seq,
-            job,
-        }));
-        self.waiting_changed();
+    /// Put `job` in the retry queue until `at`.
+    pub(super) fn wait(&mut self, job: Job, at: Instant) {
+        self.waiting.push(job, at);
     }
 
     pub(super) fn wake_due(&mut self, now: Instant) {
         let mut woke = false;
-        while self.waiting.peek().is_some_and(|Reverse(w)| w.at <= now) {
-            let Reverse(w) = self.waiting.pop().expect("peeked");
-            self.enqueue(w.job);
+        while let Some(job) = self.waiting.pop_due(now) {
+            self.enqueue(job);
             woke = true;
         }
         if woke {
-            self.waiting_changed();
+            self.waiting.changed();
         }
-    }
-
-    pub(super) fn waiting_changed(&self) {
-        self.waiting_count
-            .store(self.waiting.len(), Ordering::Relaxed);
     }
 
     /// The waiting gauge: jobs in the retry queue and jobs an open breaker holds (they
     /// wait too, and an outage would otherwise show nothing waiting). Set when it moved.
     pub(super) fn report_waiting(&mut self) {
         let held: usize = self.sinks.iter().map(SinkState::held).sum();
-        let n = self.waiting.len() + held;
-        if n != self.waiting_reported {
-            self.waiting_reported = n;
-            metrics::gauge!(m::WAITING).set(n as f64);
-        }
+        self.waiting.report(held);
         for sink in &mut self.sinks {
             sink.report_tenants();
         }

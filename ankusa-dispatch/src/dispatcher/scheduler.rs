@@ -5,14 +5,12 @@ use super::desk::Desk;
 use super::sink::SinkState;
 use super::tasks::Tasks;
 use super::types::{Delivery, DispatchConfig, Hook, HookSettle, Unfinished};
+use super::waiting::RetryQueue;
 use ankusa_claimcheck::ClaimStore;
 use ankusa_message::TraceContext;
 use ankusa_sink_core::{Claim, Ctx, Envelope, Failure, Reason};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::sync::mpsc;
@@ -105,30 +103,6 @@ pub(super) struct Permit {
     pub(super) _bytes: OwnedSemaphorePermit,
 }
 
-/// A job waiting for its retry time.
-pub(super) struct Waiting {
-    pub(super) at: Instant,
-    pub(super) seq: u64,
-    pub(super) job: Job,
-}
-
-impl PartialEq for Waiting {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Waiting {}
-impl PartialOrd for Waiting {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Waiting {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
-}
-
 /// Unix ms on the runtime's monotonic clock, anchored to the wall clock once, when the
 /// dispatcher starts: the horizon and the retry times then agree with the timer queue (and
 /// with `tokio::time::pause`), and a wall-clock step neither shortens nor stretches a
@@ -177,9 +151,6 @@ pub(super) const READ_AHEAD: usize = 4096;
 pub(super) const BURST: usize = 256;
 
 pub(super) struct Scheduler {
-    pub(super) waiting_count: Arc<AtomicUsize>,
-    /// The value last set on the waiting gauge.
-    pub(super) waiting_reported: usize,
     pub(super) sinks: Vec<SinkState>,
     pub(super) config: DispatchConfig,
     pub(super) claim_store: Option<ClaimStore>,
@@ -195,8 +166,7 @@ pub(super) struct Scheduler {
     pub(super) in_flight_shared: usize,
     pub(super) running: IdMap<u64, Job>,
     pub(super) tasks: Tasks,
-    pub(super) waiting: BinaryHeap<Reverse<Waiting>>,
-    pub(super) seq: u64,
+    pub(super) waiting: RetryQueue,
     /// The sink `pump` serves first (round robin).
     pub(super) next_sink: usize,
     pub(super) desk: Desk,
@@ -276,7 +246,7 @@ impl Scheduler {
     }
 
     pub(super) fn next_wake(&self) -> Option<Instant> {
-        let mut wake = self.waiting.peek().map(|Reverse(w)| w.at);
+        let mut wake = self.waiting.next_at();
         let mut earliest = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
         let now = Instant::now();
         for sink in &self.sinks {
