@@ -20,15 +20,11 @@ use tokio::time::Instant;
 type IdMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 mod adaptive;
-mod attempts;
-mod dead_letters;
 mod desk;
+mod endings;
 mod fair;
-mod intake;
-mod outcomes;
-mod parking;
+mod jobs;
 mod rate;
-mod retries;
 mod scheduler;
 mod sink;
 mod tasks;
