@@ -398,7 +398,7 @@ impl Scheduler {
         if self.stopping.is_some() {
             return self.unfinished(job, false);
         }
-        self.wait(job, at);
+        self.waiting.push(job, at);
     }
 
     /// Parks still being written at a shutdown's end go back unfinished (written or not,

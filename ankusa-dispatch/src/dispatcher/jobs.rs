@@ -118,7 +118,8 @@ impl Scheduler {
                 self.enqueue(job);
                 continue;
             }
-            self.wait(job, Instant::now() + Duration::from_millis(wait));
+            self.waiting
+                .push(job, Instant::now() + Duration::from_millis(wait));
         }
     }
 
@@ -129,7 +130,7 @@ impl Scheduler {
             return;
         };
         match h.claim {
-            ClaimPhase::Ready => self.push_ready(job),
+            ClaimPhase::Ready => self.sinks[job.sink].push_ready(job),
             ClaimPhase::Pending => h.parked.push(job),
             ClaimPhase::Needed => {
                 h.claim = ClaimPhase::Pending;
@@ -169,7 +170,7 @@ impl Scheduler {
                 }
                 h.claim = ClaimPhase::Ready;
                 for job in parked {
-                    self.push_ready(job);
+                    self.sinks[job.sink].push_ready(job);
                 }
             }
             Err(failure) => {
@@ -187,11 +188,6 @@ impl Scheduler {
                 }
             }
         }
-    }
-
-    /// Queue a job for its sink.
-    pub(super) fn push_ready(&mut self, job: Job) {
-        self.sinks[job.sink].push_ready(job);
     }
 
     /// Start every attempt the limits and breakers allow.
@@ -216,9 +212,13 @@ impl Scheduler {
                         started = true;
                     }
                     Err(Refused::Idle) => {}
-                    Err(refused) => {
-                        tracing::trace!(target: "ankusa_dispatch", sink = &*self.sinks[i].name, ?refused, "not started");
-                    }
+                    // Why a sink with ready jobs sends nothing, for whoever asks (trace).
+                    Err(refused) => tracing::trace!(
+                        target: "ankusa_dispatch",
+                        sink = &*self.sinks[i].name,
+                        ?refused,
+                        "attempt not started"
+                    ),
                 }
             }
             if !started {
@@ -351,7 +351,7 @@ impl Scheduler {
                 if self.parks(&job, delay) {
                     self.park(job, delay);
                 } else {
-                    self.wait(job, Instant::now() + delay);
+                    self.waiting.push(job, Instant::now() + delay);
                 }
             }
             Action::Retry { .. } => {
@@ -410,11 +410,6 @@ impl Scheduler {
                 self.sinks[sink].ready.push_back(job);
             }
         }
-    }
-
-    /// Put `job` in the retry queue until `at`.
-    pub(super) fn wait(&mut self, job: Job, at: Instant) {
-        self.waiting.push(job, at);
     }
 
     pub(super) fn wake_due(&mut self, now: Instant) {
