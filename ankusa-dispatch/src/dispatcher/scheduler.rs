@@ -82,7 +82,7 @@ pub(super) struct HookState {
 pub(super) struct Job {
     pub(super) hook: u64,
     pub(super) sink: usize,
-    /// The hook's tenant, hashed: its queue in the sink's [`fair::Ready`].
+    /// The hook's tenant, hashed: its queue in the sink's [`Ready`](super::fair::Ready).
     pub(super) tenant: u64,
     pub(super) attempts: u32,
     pub(super) first_ms: Option<i64>,

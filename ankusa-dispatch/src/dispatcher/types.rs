@@ -35,8 +35,9 @@ pub struct DispatchConfig {
     /// The per-sink circuit breaker.
     pub breaker: BreakerConfig,
     /// (hook, sink) jobs of one sink admitted before their first attempt has settled:
-    /// what [`Dispatcher::submit`] waits on, for each sink of the hook (every sink has an
-    /// intake of its own, so a slow or failing sink never holds up hooks for the others).
+    /// what [`Dispatcher::submit`](super::Dispatcher::submit) waits on, for each sink of
+    /// the hook (every sink has an intake of its own, so a slow or failing sink never holds
+    /// up hooks for the others).
     /// Default: `concurrency` plus the sink's own window or concurrency, plus 4,096 more:
     /// the read-ahead round robin over tenants reaches, so that one tenant's backlog does
     /// not delay another's hooks (bounded by `intake_bytes` too).
