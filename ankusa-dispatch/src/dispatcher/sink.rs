@@ -150,6 +150,9 @@ impl SinkState {
     /// in flight over the sinks that share `concurrency`); otherwise why not. The checks
     /// run in this order, each only if the last passed: the rate bucket refills and the
     /// breaker lets its probe go only when the attempt would otherwise start.
+    // Inlined into `pump`, its one caller: without it the scheduler ran ~1 % more
+    // instructions than before the split (callgrind, the dispatcher bench).
+    #[inline]
     pub(super) fn admit(
         &mut self,
         now: Instant,
@@ -271,6 +274,8 @@ impl SinkState {
 
     /// `job`'s attempt answered after `took`: it leaves the in-flight counts, and the
     /// answer moves the adaptive limit (back pressure or not) and the breaker.
+    // Inlined into `done`, its one caller, for the same reason as `admit`.
+    #[inline]
     pub(super) fn answered(
         &mut self,
         job: &Job,
