@@ -1,27 +1,16 @@
 //! The dispatcher: one scheduler task owns every (hook, sink) job; attempts run in tasks of
 //! their own and report back.
 
-use crate::attempt;
-use crate::breaker::{Breaker, BreakerConfig, State as BreakerState};
-use crate::dead_letter::{DeadLetter, DeadLetterInfo, dead_letter_backoff};
+use crate::breaker::Breaker;
+use crate::dead_letter::DeadLetter;
 use crate::metrics as m;
-use crate::policy::{Action, DispatchPolicy, decide, record};
-use ankusa_claimcheck::{ClaimStore, needs_claim};
-use ankusa_message::TraceContext;
-use ankusa_sink_core::{
-    Capabilities, Claim, Class, Ctx, Envelope, Failure, InFlight, Reason, Sink, safe_capabilities,
-    safe_deliver,
-};
-use ankusa_source::{Ack, Settlement};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::fmt;
-use std::num::{NonZeroU32, NonZeroUsize};
+use ankusa_claimcheck::ClaimStore;
+use ankusa_sink_core::{Capabilities, Sink, safe_capabilities};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
-use tokio::task::JoinSet;
+use std::time::Duration;
+use tokio::sync::{Semaphore, mpsc, oneshot};
 // tokio's clock, not std's: the same in production, and it follows `tokio::time::pause`
 // (a std deadline under a paused clock made the scheduler spin).
 use tokio::time::Instant;
@@ -31,24 +20,27 @@ use tokio::time::Instant;
 type IdMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 mod adaptive;
-mod attempts;
-mod dead_letters;
+mod desk;
+mod endings;
 mod fair;
-mod intake;
-mod outcomes;
-mod parking;
+mod jobs;
 mod rate;
-mod retries;
 mod scheduler;
+mod sink;
+mod tasks;
 mod types;
+mod waiting;
 
-use dead_letters::PendingDeadLetter;
-use scheduler::*;
-use types::HookSettle;
+use desk::Desk;
+use scheduler::{Clock, DEFAULT_INTAKE_BYTES, In, MAX_INTAKE_BYTES, Permit, READ_AHEAD, Scheduler};
+
+use sink::{Limit, SinkState};
+use tasks::Tasks;
 pub use types::{
     BuildError, Concurrency, Deliveries, Delivery, DispatchConfig, Hook, Outcome, Park,
     SinkDispatch, SubmitError, Unfinished,
 };
+use waiting::RetryQueue;
 
 /// Builds a [`Dispatcher`].
 #[derive(Debug, Default)]
@@ -159,13 +151,6 @@ impl DispatcherBuilder {
         // intake channel closes when the last `Dispatcher` handle is dropped.
         let (report_tx, report_rx) = mpsc::unbounded_channel();
         let (out_tx, out_rx) = mpsc::unbounded_channel();
-        let breakers = slots
-            .iter()
-            .map(|s| {
-                let own = self.settings.get(&*s.name).and_then(|d| d.breaker);
-                Breaker::new(own.unwrap_or(self.config.breaker))
-            })
-            .collect();
         metrics::gauge!(m::DEAD_LETTER_BLOCKED).set(0.0);
         metrics::gauge!(m::WAITING).set(0.0);
         // A dead-letter sink without a claim store of its own uses the dispatcher's.
@@ -176,41 +161,21 @@ impl DispatcherBuilder {
             (dl, _) => dl,
         };
         let scheduler = Scheduler {
-            waiting_count: shared.waiting.clone(),
-            intake_hold: shared.held.clone(),
-            dead_letter_log: None,
-            waiting_reported: 0,
-            slots,
+            sinks: slots,
             config: self.config,
             claim_store: self.claim_store,
-            dead_letter,
             tx: report_tx,
             out: out_tx,
             clock: Clock::new(),
             hooks: IdMap::default(),
             next_hook: 0,
-            ready: (0..n).map(|_| fair::Ready::default()).collect(),
             tenant_keys: foldhash::fast::RandomState::default(),
-            tenants_reported: vec![0; n],
-            in_flight: vec![0; n],
-            in_flight_bytes: vec![0; n],
-            in_flight_total: 0,
+            in_flight_shared: 0,
             running: IdMap::default(),
-            next_attempt: 0,
-            tasks: JoinSet::new(),
-            task_attempt: IdMap::default(),
-            task_dead_letter: IdMap::default(),
-            task_claim: IdMap::default(),
-            breakers,
-            waiting: BinaryHeap::new(),
-            seq: 0,
+            tasks: Tasks::default(),
+            waiting: RetryQueue::new(shared.waiting.clone()),
             next_sink: 0,
-            held_scan: vec![Instant::now(); n],
-            pending_dead_letters: IdMap::default(),
-            next_dead_letter: 0,
-            pending_parks: IdMap::default(),
-            task_park: IdMap::default(),
-            park_log: None,
+            desk: Desk::new(dead_letter, shared.held.clone()),
             stopping: None,
             intake_open: true,
         };
@@ -225,7 +190,7 @@ impl DispatcherBuilder {
 /// `config.intake` says; the bytes: [`DEFAULT_INTAKE_BYTES`], or twice the sink's window
 /// bytes when that is more, unless `config.intake_bytes` says.
 fn slot_intake(
-    slot: &Slot,
+    slot: &SinkState,
     settings: &HashMap<String, SinkDispatch>,
     config: &DispatchConfig,
 ) -> (usize, usize) {
@@ -258,7 +223,7 @@ fn slots(
     sinks: Vec<(String, Arc<dyn Sink>)>,
     settings: &HashMap<String, SinkDispatch>,
     config: &DispatchConfig,
-) -> Result<(HashMap<String, usize>, Vec<Slot>), BuildError> {
+) -> Result<(HashMap<String, usize>, Vec<SinkState>), BuildError> {
     if let Some(name) = settings
         .keys()
         .find(|n| !sinks.iter().any(|(s, _)| s == *n))
@@ -310,18 +275,20 @@ fn slots(
             (None, None) => config.sink_concurrency.unwrap_or(config.concurrency),
         };
         metrics.concurrency_limit.set(limit_now as f64);
-        slots.push(Slot {
-            metrics,
-            name: Arc::from(name.as_str()),
-            batched: caps.batched,
+        let breaker = Breaker::new(own.breaker.unwrap_or(config.breaker));
+        slots.push(SinkState::new(
+            Arc::from(name.as_str()),
+            sink,
+            caps.batched,
             window,
             threshold,
-            sink,
+            metrics,
             limit,
             bucket,
             tenant_concurrency,
-            park: own.park,
-        });
+            own.park,
+            breaker,
+        ));
     }
     Ok((index, slots))
 }

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
+mod aimd;
 mod batcher;
 mod flatten;
 mod redact;
@@ -8,6 +9,7 @@ mod represent;
 mod subscribers;
 mod text;
 
+pub use aimd::Aimd;
 pub use batcher::{BatchConfig, BatchError, BatchSend, Batcher};
 pub use flatten::keyed;
 pub use redact::{

@@ -13,8 +13,10 @@
 //! from the hook it refused: one that refuses at once (a 429 in no time) would otherwise see
 //! the limit's worth of attempts again and again in no time, however low the limit.
 
-use super::*;
-
+use ankusa_sink_kit::Aimd;
+use std::collections::VecDeque;
+use std::time::Duration;
+use tokio::time::Instant;
 /// Decrease: the limit times this (at least 1).
 const DECREASE: f64 = 0.9;
 /// A window's mean round trip this far above the baseline is queueing: decrease. Below it
@@ -34,7 +36,8 @@ const FIRST_WINDOW: Duration = Duration::from_millis(50);
 #[derive(Debug)]
 pub(super) struct Adaptive {
     limit: usize,
-    max: usize,
+    /// Whole steps: one up, [`DECREASE`] down, rounded down.
+    aimd: Aimd,
     window_start: Instant,
     window: Duration,
     rtt_sum: Duration,
@@ -57,7 +60,7 @@ impl Adaptive {
     pub(super) fn new(max: usize, now: Instant) -> Self {
         Adaptive {
             limit: 1,
-            max: max.max(1),
+            aimd: Aimd::new(max, DECREASE),
             window_start: now,
             window: FIRST_WINDOW,
             rtt_sum: Duration::ZERO,
@@ -114,13 +117,13 @@ impl Adaptive {
         let baseline = self.means.iter().min().copied();
         let queueing = baseline.is_some_and(|b| mean.as_secs_f64() > b.as_secs_f64() * QUEUEING);
         if self.back_pressure || queueing {
-            self.limit = ((self.limit as f64 * DECREASE) as usize).max(1);
+            self.limit = self.aimd.decrease(self.limit as f64) as usize;
             self.hold = self.next_hold;
             self.next_hold = (self.next_hold * 2).min(MAX_HOLD);
         } else if self.hold > 0 {
             self.hold -= 1;
         } else if self.reached {
-            self.limit = (self.limit + 1).min(self.max);
+            self.limit = self.aimd.increase(self.limit as f64, 1.0) as usize;
             self.next_hold = HOLD;
         }
         if !self.back_pressure {

@@ -2,8 +2,9 @@
 //! delays another tenant's first hook by one round at most. A tenant may be capped to a
 //! number of attempts in flight on the sink (`tenant_concurrency`).
 
-use super::*;
-
+use super::IdMap;
+use super::scheduler::Job;
+use std::collections::VecDeque;
 /// A sink's ready jobs by tenant (the tenant id's hash: [`Job::tenant`]).
 #[derive(Default)]
 pub(super) struct Ready {

@@ -1,8 +1,8 @@
 //! A sink's rate limit: a token bucket. A hook over the rate waits for a token; it is not
 //! a failure.
 
-use super::*;
-
+use std::time::Duration;
+use tokio::time::Instant;
 /// Tokens refill at `per_s`; the bucket holds a tenth of a second's worth (at least one),
 /// so a sink idle for a while sends a short burst, not a second's worth at once.
 #[derive(Debug)]

@@ -1,57 +1,21 @@
 //! The scheduler's state and its loop: the one task that owns every (hook, sink) job.
 
-use super::*;
-
-/// A sink in the scheduler.
-pub(super) struct Slot {
-    pub(super) name: Arc<str>,
-    pub(super) sink: Arc<dyn Sink>,
-    pub(super) batched: bool,
-    /// The sink's own pipeline window, when it has one and windows are on.
-    pub(super) window: Option<InFlight>,
-    pub(super) threshold: Option<NonZeroUsize>,
-    pub(super) metrics: m::SinkMetrics,
-    /// The sink's own concurrency, when it has one: it then runs on it, outside the shared
-    /// `concurrency` and instead of its window's delivery count.
-    pub(super) limit: Option<Limit>,
-    /// The sink's rate limit, if it has one.
-    pub(super) bucket: Option<rate::Bucket>,
-    /// Attempts of one tenant in flight on it, at most (its own, or the dispatcher's).
-    pub(super) tenant_concurrency: Option<u32>,
-    /// Where its long waits are parked, if anywhere.
-    pub(super) park: Option<Park>,
-}
-
-/// A sink's own concurrency.
-#[derive(Debug)]
-pub(super) enum Limit {
-    Fixed(usize),
-    Adaptive(adaptive::Adaptive),
-}
-
-impl Limit {
-    pub(super) fn current(&self) -> usize {
-        match self {
-            Limit::Fixed(n) => *n,
-            Limit::Adaptive(a) => a.limit(),
-        }
-    }
-}
-
-impl Slot {
-    /// Whether this sink's attempts count against a limit: a batching sink without a
-    /// window is bounded by its own batcher alone; with one, it runs on its window like any
-    /// pipelining sink.
-    pub(super) fn counted(&self) -> bool {
-        !self.batched || self.window.is_some() || self.limit.is_some()
-    }
-
-    /// Whether its attempts count against the shared `concurrency`.
-    pub(super) fn shares_concurrency(&self) -> bool {
-        self.window.is_none() && self.limit.is_none()
-    }
-}
-
+use super::IdMap;
+use super::desk::Desk;
+use super::sink::SinkState;
+use super::tasks::Tasks;
+use super::types::{Delivery, DispatchConfig, Hook, HookSettle, Unfinished};
+use super::waiting::RetryQueue;
+use ankusa_claimcheck::ClaimStore;
+use ankusa_message::TraceContext;
+use ankusa_sink_core::{Claim, Ctx, Envelope, Failure, Reason};
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::mpsc;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
 /// What the `Dispatcher` handles send.
 pub(super) enum In {
     Submit {
@@ -118,7 +82,7 @@ pub(super) struct HookState {
 pub(super) struct Job {
     pub(super) hook: u64,
     pub(super) sink: usize,
-    /// The hook's tenant, hashed: its queue in the sink's [`fair::Ready`].
+    /// The hook's tenant, hashed: its queue in the sink's [`Ready`](super::fair::Ready).
     pub(super) tenant: u64,
     pub(super) attempts: u32,
     pub(super) first_ms: Option<i64>,
@@ -137,30 +101,6 @@ pub(super) struct Job {
 pub(super) struct Permit {
     pub(super) _job: OwnedSemaphorePermit,
     pub(super) _bytes: OwnedSemaphorePermit,
-}
-
-/// A job waiting for its retry time.
-pub(super) struct Waiting {
-    pub(super) at: Instant,
-    pub(super) seq: u64,
-    pub(super) job: Job,
-}
-
-impl PartialEq for Waiting {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Waiting {}
-impl PartialOrd for Waiting {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Waiting {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
 }
 
 /// Unix ms on the runtime's monotonic clock, anchored to the wall clock once, when the
@@ -211,60 +151,25 @@ pub(super) const READ_AHEAD: usize = 4096;
 pub(super) const BURST: usize = 256;
 
 pub(super) struct Scheduler {
-    pub(super) waiting_count: Arc<AtomicUsize>,
-    /// Shared with `submit`: paused while a dead letter is held.
-    pub(super) intake_hold: Arc<IntakeHold>,
-    /// When a dead letter's failure to be stored was last logged (at most once a minute).
-    pub(super) dead_letter_log: Option<Instant>,
-    /// The value last set on the waiting gauge.
-    pub(super) waiting_reported: usize,
-    pub(super) slots: Vec<Slot>,
+    pub(super) sinks: Vec<SinkState>,
     pub(super) config: DispatchConfig,
     pub(super) claim_store: Option<ClaimStore>,
-    pub(super) dead_letter: Option<DeadLetter>,
     pub(super) tx: mpsc::UnboundedSender<Report>,
     pub(super) out: mpsc::UnboundedSender<Delivery>,
     pub(super) clock: Clock,
     pub(super) hooks: IdMap<u64, HookState>,
     pub(super) next_hook: u64,
-    pub(super) ready: Vec<fair::Ready>,
     /// Hashes tenant ids into [`Job::tenant`] (keyed per process: an id cannot be chosen
     /// to collide with another).
     pub(super) tenant_keys: foldhash::fast::RandomState,
-    /// The value last set on each sink's tenants-waiting gauge.
-    pub(super) tenants_reported: Vec<usize>,
-    pub(super) in_flight: Vec<usize>,
-    /// Body bytes in flight per sink (windowed sinks only).
-    pub(super) in_flight_bytes: Vec<usize>,
     /// Attempts in flight over the sinks that share `concurrency`.
-    pub(super) in_flight_total: usize,
+    pub(super) in_flight_shared: usize,
     pub(super) running: IdMap<u64, Job>,
-    pub(super) next_attempt: u64,
-    pub(super) tasks: JoinSet<()>,
-    /// Which attempt each attempt task runs, to fail it if the task dies.
-    pub(super) task_attempt: IdMap<tokio::task::Id, u64>,
-    /// Which dead letter each store task stores, to report it if the task dies.
-    pub(super) task_dead_letter: IdMap<tokio::task::Id, u64>,
-    /// Which hook each check-in task checks in, to fail the check-in if the task dies.
-    pub(super) task_claim: IdMap<tokio::task::Id, u64>,
-    pub(super) breakers: Vec<Breaker>,
-    pub(super) waiting: BinaryHeap<Reverse<Waiting>>,
-    pub(super) seq: u64,
-    /// When each sink's held jobs are next checked against the horizon.
-    pub(super) held_scan: Vec<Instant>,
+    pub(super) tasks: Tasks,
+    pub(super) waiting: RetryQueue,
     /// The sink `pump` serves first (round robin).
     pub(super) next_sink: usize,
-    /// Dead letters being stored, or held to be stored again, by id: their deliveries
-    /// wait for the store's answer.
-    pub(super) pending_dead_letters: IdMap<u64, PendingDeadLetter>,
-    /// Ids of dead letters and parks.
-    pub(super) next_dead_letter: u64,
-    /// Parks being written, by id.
-    pub(super) pending_parks: IdMap<u64, parking::PendingPark>,
-    /// Which park each park task writes, to report it if the task dies.
-    pub(super) task_park: IdMap<tokio::task::Id, u64>,
-    /// When a failed park was last logged.
-    pub(super) park_log: Option<Instant>,
+    pub(super) desk: Desk,
     pub(super) stopping: Option<Stopping>,
     /// Whether a `Dispatcher` handle may still send.
     pub(super) intake_open: bool,
@@ -292,19 +197,12 @@ impl Scheduler {
                 self.report_waiting();
             }
             if let Some(s) = &self.stopping {
-                if (self.running.is_empty()
-                    && self.pending_dead_letters.is_empty()
-                    && self.pending_parks.is_empty())
-                    || Instant::now() >= s.deadline
+                if (self.running.is_empty() && self.desk.is_idle()) || Instant::now() >= s.deadline
                 {
                     self.finish_shutdown(&mut rx, &mut reports);
                     return;
                 }
-            } else if !self.intake_open
-                && self.hooks.is_empty()
-                && self.pending_dead_letters.is_empty()
-                && self.pending_parks.is_empty()
-            {
+            } else if !self.intake_open && self.hooks.is_empty() && self.desk.is_idle() {
                 // Every handle was dropped and every hook is finished: end the stream.
                 return;
             }
@@ -318,7 +216,7 @@ impl Scheduler {
                 },
                 Some(report) = reports.recv() => self.handle(report),
                 () = sleep_until(wake) => {}
-                Some(joined) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
+                Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
                     self.joined(joined);
                 }
             }
@@ -336,7 +234,7 @@ impl Scheduler {
                     self.take(msg);
                     any = true;
                 }
-                if let Some(joined) = self.tasks.try_join_next_with_id() {
+                if let Some(joined) = self.tasks.try_join_next() {
                     self.joined(joined);
                     any = true;
                 }
@@ -348,33 +246,16 @@ impl Scheduler {
     }
 
     pub(super) fn next_wake(&self) -> Option<Instant> {
-        let mut wake = self.waiting.peek().map(|Reverse(w)| w.at);
+        let mut wake = self.waiting.next_at();
         let mut earliest = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
-        for (i, b) in self.breakers.iter().enumerate() {
-            if b.is_open() && !self.ready[i].is_empty() {
-                earliest(self.held_scan[i]);
-                if let Some(at) = b.reopens_at() {
-                    earliest(at);
-                }
-            }
-        }
-        for (i, slot) in self.slots.iter().enumerate() {
-            if self.ready[i].is_empty() {
-                continue;
-            }
-            if let Some(Limit::Adaptive(a)) = &slot.limit
-                && a.ready_at() > Instant::now()
-            {
-                earliest(a.ready_at());
-            }
-            if let Some(b) = &slot.bucket {
-                earliest(b.next_token());
-            }
-        }
-        for p in self.pending_dead_letters.values() {
-            if let Some(at) = p.retry_at {
+        let now = Instant::now();
+        for sink in &self.sinks {
+            if let Some(at) = sink.wake_at(now) {
                 earliest(at);
             }
+        }
+        if let Some(at) = self.desk.wake_at() {
+            earliest(at);
         }
         if let Some(s) = &self.stopping {
             earliest(s.deadline);

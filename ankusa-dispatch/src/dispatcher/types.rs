@@ -1,8 +1,16 @@
 //! The dispatcher's public values: its config, its errors, a hook on its way in, and what
 //! becomes of each (hook, sink) pair.
 
-use super::*;
-
+use super::scheduler::Permit;
+use crate::BreakerConfig;
+use crate::policy::DispatchPolicy;
+use ankusa_sink_core::{Claim, Envelope, Failure, Sink};
+use ankusa_source::{Ack, Settlement};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::mpsc;
 /// The dispatcher's knobs.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -27,8 +35,9 @@ pub struct DispatchConfig {
     /// The per-sink circuit breaker.
     pub breaker: BreakerConfig,
     /// (hook, sink) jobs of one sink admitted before their first attempt has settled:
-    /// what [`Dispatcher::submit`] waits on, for each sink of the hook (every sink has an
-    /// intake of its own, so a slow or failing sink never holds up hooks for the others).
+    /// what [`Dispatcher::submit`](super::Dispatcher::submit) waits on, for each sink of
+    /// the hook (every sink has an intake of its own, so a slow or failing sink never holds
+    /// up hooks for the others).
     /// Default: `concurrency` plus the sink's own window or concurrency, plus 4,096 more:
     /// the read-ahead round robin over tenants reaches, so that one tenant's backlog does
     /// not delay another's hooks (bounded by `intake_bytes` too).

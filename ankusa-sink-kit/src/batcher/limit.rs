@@ -7,6 +7,7 @@
 //! then turns its queue into call timeouts, each a `may_have_landed` duplicate. Vector's
 //! adaptive request concurrency works the same way.
 
+use crate::Aimd;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -18,7 +19,7 @@ use tokio::time::Instant;
 const DECREASE: f64 = 0.75;
 
 pub(super) struct Limit {
-    max: f64,
+    aimd: Aimd,
     target: Option<Duration>,
     state: Mutex<State>,
     freed: Notify,
@@ -44,12 +45,12 @@ struct State {
 
 impl Limit {
     pub(super) fn new(max: usize, target: Option<Duration>) -> Self {
-        let max = max.max(1) as f64;
+        let aimd = Aimd::new(max, DECREASE);
         Limit {
-            max,
+            aimd,
             target,
             state: Mutex::new(State {
-                limit: if target.is_some() { 1.0 } else { max },
+                limit: if target.is_some() { 1.0 } else { aimd.max() },
                 in_flight: 0,
                 slow_start: true,
                 started: 0,
@@ -107,7 +108,7 @@ impl Limit {
         if let (Some(target), Some(throttled)) = (self.target, t.throttled) {
             if throttled || t.at.elapsed() > target {
                 if t.seq >= st.cut_at {
-                    st.limit = (st.limit * DECREASE).max(1.0);
+                    st.limit = self.aimd.decrease(st.limit);
                     st.cut_at = st.started;
                     st.slow_start = false;
                 }
@@ -115,7 +116,7 @@ impl Limit {
                 // Grow only when the whole limit was in flight: a limit that light load
                 // never reaches says nothing about the destination.
                 let step = if st.slow_start { 1.0 } else { 1.0 / st.limit };
-                st.limit = (st.limit + step).min(self.max);
+                st.limit = self.aimd.increase(st.limit, step);
             }
         }
         drop(st);
