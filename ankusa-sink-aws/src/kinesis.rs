@@ -5,12 +5,11 @@ use crate::config::{
     KinesisConfig,
 };
 use crate::error::{self, AwsError};
-use crate::outgoing::{self, Record};
-use crate::records::{Limits, RecordPublisher, RecordSink};
-use crate::sink::{BatchResults, fail_all, forward_sink};
+use crate::outgoing::{self, Ids, Record};
+use crate::sink::{self, AwsSink, BatchResults, Limits, Publisher, fail_all, forward_sink};
+use ankusa_message::Outgoing;
 use ankusa_message::template::KeyTemplate;
-use ankusa_message::{EmptyValues, Outgoing};
-use ankusa_sink_core::{Description, Ordering, Payload, Subject, async_trait};
+use ankusa_sink_core::{Description, InFlight, Ordering, Payload, Subject, async_trait};
 use ankusa_sink_kit::host_port;
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
@@ -33,7 +32,7 @@ const COUNTS: &str = "data + partition key";
 ///   (`FailedRecordCount` > 0) fails only the records that carry an `ErrorCode`.
 /// - `check()` reads the stream's summary (`DescribeStreamSummary`); nothing is written.
 pub struct KinesisSink {
-    inner: RecordSink<KinesisPublisher>,
+    inner: AwsSink<KinesisPublisher>,
 }
 
 impl fmt::Debug for KinesisSink {
@@ -65,9 +64,7 @@ impl KinesisSink {
                 .map(|r| format!("kinesis.{r}.amazonaws.com")),
         };
         let options = config.options().clone();
-        let mut layout = options
-            .message()
-            .layout(Payload::Message, EmptyValues::Drop);
+        let mut layout = sink::layout(&options);
         if let Some(key) = config.partition_key_template() {
             layout = layout.with_key(key.clone());
         }
@@ -83,9 +80,10 @@ impl KinesisSink {
             counts: COUNTS,
             max_entries: KINESIS_MAX_BATCH_RECORDS,
             max_batch_bytes: KINESIS_MAX_BATCH_BYTES,
+            max_window: InFlight::PIPELINE.deliveries.get(),
         };
         KinesisSink {
-            inner: RecordSink::new(publisher, options, layout, limits),
+            inner: AwsSink::new(publisher, options, layout, limits),
         }
     }
 
@@ -133,11 +131,11 @@ fn confirm(
 }
 
 #[async_trait]
-impl RecordPublisher for KinesisPublisher {
+impl Publisher for KinesisPublisher {
     type Entry = Record;
     const SERVICE: &'static str = "kinesis";
 
-    fn entry(&self, out: Outgoing<'_>) -> Result<(Record, usize), AwsError> {
+    fn entry(&self, out: Outgoing<'_>, _ids: Ids) -> Result<(Record, usize), AwsError> {
         let record = outgoing::to_record(out)?;
         let size = record.size();
         Ok((record, size))

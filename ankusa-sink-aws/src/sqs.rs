@@ -1,9 +1,12 @@
 //! The SQS sink: `SendMessage`, `SendMessageBatch`, `GetQueueAttributes`.
 
-use crate::config::{ConfigError, SQS_MAX_BATCH_BYTES, SqsConfig};
+use crate::config::{ConfigError, SQS_MAX_BATCH_BYTES, SQS_MAX_MESSAGE_BYTES, SqsConfig};
 use crate::error::{self, AwsError};
-use crate::outgoing::Entry;
-use crate::sink::{AwsSink, BatchResults, Publisher, body_md5, confirm, fail_all, forward_sink};
+use crate::outgoing::{self, Entry, Ids};
+use crate::sink::{
+    self, AwsSink, BatchResults, Limits, Publisher, body_md5, confirm, fail_all, forward_sink,
+};
+use ankusa_message::Outgoing;
 use ankusa_sink_core::{Description, Payload, Subject, async_trait};
 use ankusa_sink_kit::host_port;
 use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
@@ -54,13 +57,20 @@ impl SqsSink {
             fifo: config.fifo(),
             host,
         };
-        let max = config.max_message_bytes();
+        let limits = Limits {
+            max_entry_bytes: config.max_message_bytes(),
+            default_max_entry_bytes: SQS_MAX_MESSAGE_BYTES,
+            counts: sink::MESSAGE_COUNTS,
+            max_entries: sink::MAX_MESSAGE_ENTRIES,
+            max_batch_bytes: SQS_MAX_BATCH_BYTES,
+            max_window: usize::MAX,
+        };
         SqsSink {
             inner: AwsSink::new(
                 publisher,
                 config.options().clone(),
-                max,
-                SQS_MAX_BATCH_BYTES,
+                sink::layout(config.options()),
+                limits,
             ),
         }
     }
@@ -106,14 +116,22 @@ async fn while_in_flight<F: Future, T>(send: F, work: impl FnOnce() -> T) -> (F:
 
 #[async_trait]
 impl Publisher for SqsPublisher {
-    type Attribute = MessageAttributeValue;
-
-    fn default_max_message_bytes(&self) -> usize {
-        crate::config::SQS_MAX_MESSAGE_BYTES
-    }
+    type Entry = Entry<MessageAttributeValue>;
+    const SERVICE: &'static str = "sqs";
 
     fn fifo(&self) -> bool {
         self.fifo
+    }
+
+    fn entry(&self, out: Outgoing<'_>, ids: Ids) -> Result<(Self::Entry, usize), AwsError> {
+        outgoing::to_entry(out, ids).map(Entry::sized)
+    }
+
+    fn too_large(&self, size: usize, limits: &Limits) -> AwsError {
+        AwsError::MessageTooLarge {
+            size,
+            max: limits.max_entry_bytes,
+        }
     }
 
     async fn publish(&self, e: Entry<MessageAttributeValue>) -> Result<(), AwsError> {

@@ -364,6 +364,15 @@ pub(crate) fn to_entry<A: AttributeValue>(
     })
 }
 
+impl<A> Entry<A> {
+    /// The entry and its size, as [`Publisher::entry`](crate::sink::Publisher::entry)
+    /// returns them.
+    pub(crate) fn sized(self) -> (Self, usize) {
+        let size = self.size;
+        (self, size)
+    }
+}
+
 impl<A> fmt::Debug for Entry<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut names: Vec<&str> = self.attributes.keys().map(String::as_str).collect();
