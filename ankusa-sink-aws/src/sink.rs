@@ -67,15 +67,10 @@ pub(crate) trait Publisher: Send + Sync + fmt::Debug + 'static {
     /// counts it; a value of the hook the service refuses fails here, before any batch.
     /// `ids` are the FIFO ids (empty where the service has none).
     fn entry(&self, out: Outgoing<'_>, ids: Ids) -> Result<(Self::Entry, usize), AwsError>;
-    /// The error for an entry of `size` over `limits.max_entry_bytes`.
-    fn too_large(&self, size: usize, limits: &Limits) -> AwsError {
-        AwsError::EntryTooLarge {
-            service: Self::SERVICE,
-            counts: limits.counts,
-            size,
-            max: limits.max_entry_bytes,
-        }
-    }
+    /// Whether an entry over the limit is reported as a message (SQS, SNS:
+    /// [`AwsError::MessageTooLarge`]) rather than as the service's entry
+    /// ([`AwsError::EntryTooLarge`]).
+    const TOO_LARGE_AS_MESSAGE: bool = false;
     /// Send one entry; `Ok` only when the service confirmed it.
     async fn publish(&self, entry: Self::Entry) -> Result<(), AwsError>;
     /// Send a batch in one request; one result per entry, in order.
@@ -189,8 +184,19 @@ impl<P: Publisher> AwsSink<P> {
     fn prepare(&self, env: &Envelope, ctx: &Ctx) -> Result<(P::Entry, usize), Failure> {
         let out = Outgoing::new(env, ctx, &self.layout)?;
         let (entry, size) = self.publisher.entry(out, self.ids(env, ctx))?;
-        if size > self.limits.max_entry_bytes {
-            return Err(self.publisher.too_large(size, &self.limits).into());
+        let max = self.limits.max_entry_bytes;
+        if size > max {
+            return Err(if P::TOO_LARGE_AS_MESSAGE {
+                AwsError::MessageTooLarge { size, max }
+            } else {
+                AwsError::EntryTooLarge {
+                    service: P::SERVICE,
+                    counts: self.limits.counts,
+                    size,
+                    max,
+                }
+            }
+            .into());
         }
         Ok((entry, size))
     }

@@ -157,6 +157,7 @@ fn confirm_id(operation: &'static str, message_id: Option<&str>) -> Result<(), A
 #[async_trait]
 impl Publisher for SnsPublisher {
     type Entry = Entry<MessageAttributeValue>;
+    const TOO_LARGE_AS_MESSAGE: bool = true;
     const SERVICE: &'static str = "sns";
 
     fn fifo(&self) -> bool {
@@ -165,13 +166,6 @@ impl Publisher for SnsPublisher {
 
     fn entry(&self, out: Outgoing<'_>, ids: Ids) -> Result<(Self::Entry, usize), AwsError> {
         outgoing::to_entry(out, ids).map(Entry::sized)
-    }
-
-    fn too_large(&self, size: usize, limits: &Limits) -> AwsError {
-        AwsError::MessageTooLarge {
-            size,
-            max: limits.max_entry_bytes,
-        }
     }
 
     async fn publish(&self, e: Entry<MessageAttributeValue>) -> Result<(), AwsError> {

@@ -117,6 +117,7 @@ async fn while_in_flight<F: Future, T>(send: F, work: impl FnOnce() -> T) -> (F:
 #[async_trait]
 impl Publisher for SqsPublisher {
     type Entry = Entry<MessageAttributeValue>;
+    const TOO_LARGE_AS_MESSAGE: bool = true;
     const SERVICE: &'static str = "sqs";
 
     fn fifo(&self) -> bool {
@@ -125,13 +126,6 @@ impl Publisher for SqsPublisher {
 
     fn entry(&self, out: Outgoing<'_>, ids: Ids) -> Result<(Self::Entry, usize), AwsError> {
         outgoing::to_entry(out, ids).map(Entry::sized)
-    }
-
-    fn too_large(&self, size: usize, limits: &Limits) -> AwsError {
-        AwsError::MessageTooLarge {
-            size,
-            max: limits.max_entry_bytes,
-        }
     }
 
     async fn publish(&self, e: Entry<MessageAttributeValue>) -> Result<(), AwsError> {
