@@ -1,6 +1,6 @@
 //! The EventBridge sink: `PutEvents`, `DescribeEventBus`.
 
-use crate::config::{ConfigError, EVENTBRIDGE_MAX_ENTRY_BYTES, EventBridgeConfig};
+use crate::config::{EVENTBRIDGE_MAX_ENTRY_BYTES, EventBridgeConfig};
 use crate::error::{self, AwsError};
 use crate::outgoing::{self, Event, Ids};
 use crate::sink::{self, AwsSink, BatchResults, Limits, Publisher, fail_all, forward_sink};
@@ -29,24 +29,13 @@ pub struct EventBridgeSink {
     inner: AwsSink<EventBridgePublisher>,
 }
 
-impl fmt::Debug for EventBridgeSink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EventBridgeSink")
-            .field("inner", &self.inner)
-            .finish()
-    }
-}
+forward_sink!(
+    EventBridgeSink,
+    EventBridgeConfig,
+    aws_sdk_eventbridge::Client
+);
 
 impl EventBridgeSink {
-    /// A sink with a client built from [`EventBridgeConfig::sdk_config`].
-    pub async fn new(config: EventBridgeConfig) -> Result<Self, ConfigError> {
-        let sdk = config.sdk_config().await?;
-        Ok(Self::from_client(
-            config,
-            aws_sdk_eventbridge::Client::new(&sdk),
-        ))
-    }
-
     /// A sink using `client` (its region, endpoint, credentials and interceptors); the
     /// config's connection options are not used.
     pub fn from_client(config: EventBridgeConfig, client: aws_sdk_eventbridge::Client) -> Self {
@@ -78,14 +67,7 @@ impl EventBridgeSink {
             inner: AwsSink::new(publisher, options, layout, limits),
         }
     }
-
-    /// The SDK client.
-    pub fn client(&self) -> &aws_sdk_eventbridge::Client {
-        &self.inner.publisher().client
-    }
 }
-
-forward_sink!(EventBridgeSink);
 
 pub(crate) struct EventBridgePublisher {
     client: aws_sdk_eventbridge::Client,

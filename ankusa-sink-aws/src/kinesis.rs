@@ -1,8 +1,7 @@
 //! The Kinesis Data Streams sink: `PutRecord`, `PutRecords`, `DescribeStreamSummary`.
 
 use crate::config::{
-    ConfigError, KINESIS_MAX_BATCH_BYTES, KINESIS_MAX_BATCH_RECORDS, KINESIS_MAX_RECORD_BYTES,
-    KinesisConfig,
+    KINESIS_MAX_BATCH_BYTES, KINESIS_MAX_BATCH_RECORDS, KINESIS_MAX_RECORD_BYTES, KinesisConfig,
 };
 use crate::error::{self, AwsError};
 use crate::outgoing::{self, Ids, Record};
@@ -35,24 +34,9 @@ pub struct KinesisSink {
     inner: AwsSink<KinesisPublisher>,
 }
 
-impl fmt::Debug for KinesisSink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KinesisSink")
-            .field("inner", &self.inner)
-            .finish()
-    }
-}
+forward_sink!(KinesisSink, KinesisConfig, aws_sdk_kinesis::Client);
 
 impl KinesisSink {
-    /// A sink with a client built from [`KinesisConfig::sdk_config`].
-    pub async fn new(config: KinesisConfig) -> Result<Self, ConfigError> {
-        let sdk = config.sdk_config().await?;
-        Ok(Self::from_client(
-            config,
-            aws_sdk_kinesis::Client::new(&sdk),
-        ))
-    }
-
     /// A sink using `client` (its region, endpoint, credentials and interceptors); the
     /// config's connection options are not used.
     pub fn from_client(config: KinesisConfig, client: aws_sdk_kinesis::Client) -> Self {
@@ -86,14 +70,7 @@ impl KinesisSink {
             inner: AwsSink::new(publisher, options, layout, limits),
         }
     }
-
-    /// The SDK client.
-    pub fn client(&self) -> &aws_sdk_kinesis::Client {
-        &self.inner.publisher().client
-    }
 }
-
-forward_sink!(KinesisSink);
 
 pub(crate) struct KinesisPublisher {
     client: aws_sdk_kinesis::Client,

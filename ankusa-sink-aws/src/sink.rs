@@ -281,9 +281,31 @@ impl<P: Publisher> AwsSink<P> {
     }
 }
 
-/// Implements `Sink` for a public sink type wrapping `AwsSink<P>` in field `inner`.
+/// For a public sink type `$ty` wrapping `AwsSink` in field `inner` (its publisher's
+/// SDK client in field `client`): `Debug`, `new` from `$config`, `client`, and `Sink`.
 macro_rules! forward_sink {
-    ($ty:ty) => {
+    ($ty:ident, $config:ident, $client:ty) => {
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("inner", &self.inner)
+                    .finish()
+            }
+        }
+
+        impl $ty {
+            #[doc = concat!("A sink with a client built from [`", stringify!($config), "::sdk_config`].")]
+            pub async fn new(config: $config) -> Result<Self, $crate::ConfigError> {
+                let sdk = config.sdk_config().await?;
+                Ok(Self::from_client(config, <$client>::new(&sdk)))
+            }
+
+            /// The SDK client.
+            pub fn client(&self) -> &$client {
+                &self.inner.publisher().client
+            }
+        }
+
         #[ankusa_sink_core::async_trait]
         impl ankusa_sink_core::Sink for $ty {
             async fn deliver(

@@ -1,6 +1,6 @@
 //! The SNS sink: `Publish`, `PublishBatch`, `GetTopicAttributes`.
 
-use crate::config::{ConfigError, SNS_MAX_MESSAGE_BYTES, SnsConfig};
+use crate::config::{SNS_MAX_MESSAGE_BYTES, SnsConfig};
 use crate::error::{self, AwsError};
 use crate::outgoing::{self, Entry, Ids};
 use crate::sink::{
@@ -33,21 +33,9 @@ pub struct SnsSink {
     inner: AwsSink<SnsPublisher>,
 }
 
-impl fmt::Debug for SnsSink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SnsSink")
-            .field("inner", &self.inner)
-            .finish()
-    }
-}
+forward_sink!(SnsSink, SnsConfig, aws_sdk_sns::Client);
 
 impl SnsSink {
-    /// A sink with a client built from [`SnsConfig::sdk_config`].
-    pub async fn new(config: SnsConfig) -> Result<Self, ConfigError> {
-        let sdk = config.sdk_config().await?;
-        Ok(Self::from_client(config, aws_sdk_sns::Client::new(&sdk)))
-    }
-
     /// A sink using `client` (its region, endpoint, credentials and interceptors); the
     /// config's connection options are not used.
     pub fn from_client(config: SnsConfig, client: aws_sdk_sns::Client) -> Self {
@@ -84,14 +72,7 @@ impl SnsSink {
             ),
         }
     }
-
-    /// The SDK client.
-    pub fn client(&self) -> &aws_sdk_sns::Client {
-        &self.inner.publisher().client
-    }
 }
-
-forward_sink!(SnsSink);
 
 pub(crate) struct SnsPublisher {
     client: aws_sdk_sns::Client,

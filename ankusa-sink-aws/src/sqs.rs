@@ -1,6 +1,6 @@
 //! The SQS sink: `SendMessage`, `SendMessageBatch`, `GetQueueAttributes`.
 
-use crate::config::{ConfigError, SQS_MAX_BATCH_BYTES, SQS_MAX_MESSAGE_BYTES, SqsConfig};
+use crate::config::{SQS_MAX_BATCH_BYTES, SQS_MAX_MESSAGE_BYTES, SqsConfig};
 use crate::error::{self, AwsError};
 use crate::outgoing::{self, Entry, Ids};
 use crate::sink::{
@@ -31,21 +31,9 @@ pub struct SqsSink {
     inner: AwsSink<SqsPublisher>,
 }
 
-impl fmt::Debug for SqsSink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SqsSink")
-            .field("inner", &self.inner)
-            .finish()
-    }
-}
+forward_sink!(SqsSink, SqsConfig, aws_sdk_sqs::Client);
 
 impl SqsSink {
-    /// A sink with a client built from [`SqsConfig::sdk_config`].
-    pub async fn new(config: SqsConfig) -> Result<Self, ConfigError> {
-        let sdk = config.sdk_config().await?;
-        Ok(Self::from_client(config, aws_sdk_sqs::Client::new(&sdk)))
-    }
-
     /// A sink using `client` (its region, endpoint, credentials and interceptors); the
     /// config's connection options are not used.
     pub fn from_client(config: SqsConfig, client: aws_sdk_sqs::Client) -> Self {
@@ -74,14 +62,7 @@ impl SqsSink {
             ),
         }
     }
-
-    /// The SDK client.
-    pub fn client(&self) -> &aws_sdk_sqs::Client {
-        &self.inner.publisher().client
-    }
 }
-
-forward_sink!(SqsSink);
 
 pub(crate) struct SqsPublisher {
     client: aws_sdk_sqs::Client,
