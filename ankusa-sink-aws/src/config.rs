@@ -7,6 +7,7 @@
 //! destination and those options; `sdk.rs` turns one into the SDK's config.
 
 mod destination;
+mod resolved;
 mod sdk;
 mod streams;
 

@@ -1,20 +1,17 @@
 //! The EventBridge sink: `PutEvents`, `DescribeEventBus`.
 
-use crate::config::{ConfigError, EVENTBRIDGE_MAX_ENTRY_BYTES, EventBridgeConfig};
+use crate::config::{EVENTBRIDGE_MAX_ENTRY_BYTES, EventBridgeConfig};
 use crate::error::{self, AwsError};
-use crate::outgoing::{self, Event};
-use crate::records::{Limits, RecordPublisher, RecordSink};
-use crate::sink::{BatchResults, fail_all, forward_sink};
-use ankusa_message::{EmptyValues, Outgoing};
-use ankusa_sink_core::{Description, Ordering, Payload, Subject, async_trait};
+use crate::outgoing::{self, Event, Ids};
+use crate::sink::{self, AwsSink, BatchResults, Limits, Publisher, fail_all, forward_sink};
+use ankusa_message::Outgoing;
+use ankusa_sink_core::{Description, InFlight, Ordering, Payload, Subject, async_trait};
 use ankusa_sink_kit::host_port;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use std::fmt;
 
 /// What EventBridge counts toward an entry's limit.
 const COUNTS: &str = "Detail + Source + DetailType";
-/// Entries in one `PutEvents` request.
-const MAX_ENTRIES: usize = 10;
 
 /// Puts each hook on an event bus as one event whose `Detail` is the Message v1 JSON (an
 /// object), with the configured `Source` and `DetailType`, no `Resources`.
@@ -29,27 +26,16 @@ const MAX_ENTRIES: usize = 10;
 /// - EventBridge re-serializes `Detail`: a rule's target receives the same JSON value,
 ///   not the same bytes.
 pub struct EventBridgeSink {
-    inner: RecordSink<EventBridgePublisher>,
+    inner: AwsSink<EventBridgePublisher>,
 }
 
-impl fmt::Debug for EventBridgeSink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EventBridgeSink")
-            .field("inner", &self.inner)
-            .finish()
-    }
-}
+forward_sink!(
+    EventBridgeSink,
+    EventBridgeConfig,
+    aws_sdk_eventbridge::Client
+);
 
 impl EventBridgeSink {
-    /// A sink with a client built from [`EventBridgeConfig::sdk_config`].
-    pub async fn new(config: EventBridgeConfig) -> Result<Self, ConfigError> {
-        let sdk = config.sdk_config().await?;
-        Ok(Self::from_client(
-            config,
-            aws_sdk_eventbridge::Client::new(&sdk),
-        ))
-    }
-
     /// A sink using `client` (its region, endpoint, credentials and interceptors); the
     /// config's connection options are not used.
     pub fn from_client(config: EventBridgeConfig, client: aws_sdk_eventbridge::Client) -> Self {
@@ -61,9 +47,7 @@ impl EventBridgeSink {
                 .map(|r| format!("events.{r}.amazonaws.com")),
         };
         let options = config.options().clone();
-        let layout = options
-            .message()
-            .layout(Payload::Message, EmptyValues::Drop);
+        let layout = sink::layout(&options);
         let publisher = EventBridgePublisher {
             client,
             bus: config.event_bus_name().to_owned(),
@@ -75,21 +59,15 @@ impl EventBridgeSink {
             max_entry_bytes: config.max_message_bytes(),
             default_max_entry_bytes: EVENTBRIDGE_MAX_ENTRY_BYTES,
             counts: COUNTS,
-            max_entries: MAX_ENTRIES,
+            max_entries: sink::MAX_MESSAGE_ENTRIES,
             max_batch_bytes: EVENTBRIDGE_MAX_ENTRY_BYTES,
+            max_window: InFlight::PIPELINE.deliveries.get(),
         };
         EventBridgeSink {
-            inner: RecordSink::new(publisher, options, layout, limits),
+            inner: AwsSink::new(publisher, options, layout, limits),
         }
     }
-
-    /// The SDK client.
-    pub fn client(&self) -> &aws_sdk_eventbridge::Client {
-        &self.inner.publisher().client
-    }
 }
-
-forward_sink!(EventBridgeSink);
 
 pub(crate) struct EventBridgePublisher {
     client: aws_sdk_eventbridge::Client,
@@ -157,13 +135,13 @@ impl EventBridgePublisher {
 }
 
 #[async_trait]
-impl RecordPublisher for EventBridgePublisher {
+impl Publisher for EventBridgePublisher {
     type Entry = Event;
     const SERVICE: &'static str = "eventbridge";
 
     /// `Detail` is the Message v1 JSON, valid JSON by construction, and `Source` and
     /// `DetailType` are the config's: nothing of the hook can be refused.
-    fn entry(&self, out: Outgoing<'_>) -> Result<(Event, usize), AwsError> {
+    fn entry(&self, out: Outgoing<'_>, _ids: Ids) -> Result<(Event, usize), AwsError> {
         let event = outgoing::to_event(out, &self.source, &self.detail_type);
         let size = event.size;
         Ok((event, size))

@@ -1,16 +1,14 @@
 //! The Kinesis Data Streams sink: `PutRecord`, `PutRecords`, `DescribeStreamSummary`.
 
 use crate::config::{
-    ConfigError, KINESIS_MAX_BATCH_BYTES, KINESIS_MAX_BATCH_RECORDS, KINESIS_MAX_RECORD_BYTES,
-    KinesisConfig,
+    KINESIS_MAX_BATCH_BYTES, KINESIS_MAX_BATCH_RECORDS, KINESIS_MAX_RECORD_BYTES, KinesisConfig,
 };
 use crate::error::{self, AwsError};
-use crate::outgoing::{self, Record};
-use crate::records::{Limits, RecordPublisher, RecordSink};
-use crate::sink::{BatchResults, fail_all, forward_sink};
+use crate::outgoing::{self, Ids, Record};
+use crate::sink::{self, AwsSink, BatchResults, Limits, Publisher, fail_all, forward_sink};
+use ankusa_message::Outgoing;
 use ankusa_message::template::KeyTemplate;
-use ankusa_message::{EmptyValues, Outgoing};
-use ankusa_sink_core::{Description, Ordering, Payload, Subject, async_trait};
+use ankusa_sink_core::{Description, InFlight, Ordering, Payload, Subject, async_trait};
 use ankusa_sink_kit::host_port;
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
@@ -33,27 +31,12 @@ const COUNTS: &str = "data + partition key";
 ///   (`FailedRecordCount` > 0) fails only the records that carry an `ErrorCode`.
 /// - `check()` reads the stream's summary (`DescribeStreamSummary`); nothing is written.
 pub struct KinesisSink {
-    inner: RecordSink<KinesisPublisher>,
+    inner: AwsSink<KinesisPublisher>,
 }
 
-impl fmt::Debug for KinesisSink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KinesisSink")
-            .field("inner", &self.inner)
-            .finish()
-    }
-}
+forward_sink!(KinesisSink, KinesisConfig, aws_sdk_kinesis::Client);
 
 impl KinesisSink {
-    /// A sink with a client built from [`KinesisConfig::sdk_config`].
-    pub async fn new(config: KinesisConfig) -> Result<Self, ConfigError> {
-        let sdk = config.sdk_config().await?;
-        Ok(Self::from_client(
-            config,
-            aws_sdk_kinesis::Client::new(&sdk),
-        ))
-    }
-
     /// A sink using `client` (its region, endpoint, credentials and interceptors); the
     /// config's connection options are not used.
     pub fn from_client(config: KinesisConfig, client: aws_sdk_kinesis::Client) -> Self {
@@ -65,9 +48,7 @@ impl KinesisSink {
                 .map(|r| format!("kinesis.{r}.amazonaws.com")),
         };
         let options = config.options().clone();
-        let mut layout = options
-            .message()
-            .layout(Payload::Message, EmptyValues::Drop);
+        let mut layout = sink::layout(&options);
         if let Some(key) = config.partition_key_template() {
             layout = layout.with_key(key.clone());
         }
@@ -83,19 +64,13 @@ impl KinesisSink {
             counts: COUNTS,
             max_entries: KINESIS_MAX_BATCH_RECORDS,
             max_batch_bytes: KINESIS_MAX_BATCH_BYTES,
+            max_window: InFlight::PIPELINE.deliveries.get(),
         };
         KinesisSink {
-            inner: RecordSink::new(publisher, options, layout, limits),
+            inner: AwsSink::new(publisher, options, layout, limits),
         }
     }
-
-    /// The SDK client.
-    pub fn client(&self) -> &aws_sdk_kinesis::Client {
-        &self.inner.publisher().client
-    }
 }
-
-forward_sink!(KinesisSink);
 
 pub(crate) struct KinesisPublisher {
     client: aws_sdk_kinesis::Client,
@@ -133,11 +108,11 @@ fn confirm(
 }
 
 #[async_trait]
-impl RecordPublisher for KinesisPublisher {
+impl Publisher for KinesisPublisher {
     type Entry = Record;
     const SERVICE: &'static str = "kinesis";
 
-    fn entry(&self, out: Outgoing<'_>) -> Result<(Record, usize), AwsError> {
+    fn entry(&self, out: Outgoing<'_>, _ids: Ids) -> Result<(Record, usize), AwsError> {
         let record = outgoing::to_record(out)?;
         let size = record.size();
         Ok((record, size))

@@ -1,7 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
-// With neither SQS nor SNS enabled their generic sink idles (Kinesis and EventBridge share
-// only its helpers); with no service at all, only the config types remain.
+// With neither SQS nor SNS enabled their FIFO ids, attributes and by-id batch results
+// idle; with no service at all, only the config types remain.
 #![cfg_attr(
     not(any(feature = "sqs", feature = "sns")),
     allow(dead_code, unused_macros, unused_imports)
@@ -14,8 +14,6 @@ mod eventbridge;
 #[cfg(feature = "kinesis")]
 mod kinesis;
 mod outgoing;
-#[cfg(any(feature = "kinesis", feature = "eventbridge"))]
-mod records;
 mod sink;
 #[cfg(feature = "sns")]
 mod sns;

@@ -1,9 +1,9 @@
-//! The one generic sink SQS and SNS share, over the private [`Publisher`] trait, and the
-//! helpers every service uses (confirmation, batch results by entry).
+//! The one generic sink every service shares, [`AwsSink`], over the private [`Publisher`]
+//! trait, and the helpers every service uses (confirmation, batch results by entry).
 
 use crate::config::AwsOptions;
 use crate::error::AwsError;
-use crate::outgoing::{self, AttributeValue, Entry, Ids};
+use crate::outgoing::Ids;
 use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Capabilities, Ordering, Payload};
 use ankusa_sink_core::{
@@ -17,29 +17,75 @@ use std::sync::Arc;
 /// SQS and SNS FIFO: a deduplication id seen within 5 minutes is dropped.
 const FIFO_DEDUPE_WINDOW_S: u64 = 300;
 
-/// What differs between SQS and SNS: how one message and one batch are sent, the
-/// preflight, and the description. Everything else lives in [`AwsSink`].
+/// What SQS and SNS count toward a message's limit.
+pub(crate) const MESSAGE_COUNTS: &str = "body + attribute names, types and values";
+/// Entries in one `SendMessageBatch`, `PublishBatch` or `PutEvents` request.
+pub(crate) const MAX_MESSAGE_ENTRIES: usize = 10;
+
+/// The layout every service starts from: Message v1 (or a CloudEvent, SQS and SNS only).
+/// SQS refuses empty attribute values: a hook without a tenant has no tenant attribute
+/// (SNS follows SQS, its subscribers are often queues; the others carry no attributes).
+pub(crate) fn layout(options: &AwsOptions) -> Layout {
+    options
+        .message()
+        .layout(Payload::Message, EmptyValues::Drop)
+}
+
+/// A service's size and batch limits, as the sink enforces them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// The largest entry (the resolved `max_message_bytes`).
+    pub(crate) max_entry_bytes: usize,
+    /// The service's own limit (what `max_message_bytes` defaults to).
+    pub(crate) default_max_entry_bytes: usize,
+    /// What counts toward an entry's size.
+    pub(crate) counts: &'static str,
+    /// Entries per batch request.
+    pub(crate) max_entries: usize,
+    /// Bytes per batch request (the same count, summed).
+    pub(crate) max_batch_bytes: usize,
+    /// The most deliveries the batching window declares (`usize::MAX`: the batcher's queue
+    /// alone bounds it).
+    pub(crate) max_window: usize,
+}
+
+/// What differs between the services: the entry a record carries (how it is built from
+/// [`Outgoing`] and its size), how one and a batch are sent and their results mapped back,
+/// the preflight, the order and the description. Everything else lives in [`AwsSink`].
 #[async_trait]
 pub(crate) trait Publisher: Send + Sync + fmt::Debug + 'static {
-    /// The SDK's `MessageAttributeValue`.
-    type Attribute: AttributeValue;
-    /// Whether the destination is FIFO (group and dedup ids are required).
-    fn fifo(&self) -> bool;
-    /// Send one message; `Ok` only on a message id the service confirmed.
-    async fn publish(&self, entry: Entry<Self::Attribute>) -> Result<(), AwsError>;
-    /// Send up to 10 messages in one request; one result per entry, in order.
-    async fn publish_batch(
-        &self,
-        entries: Vec<Entry<Self::Attribute>>,
-    ) -> Vec<Result<(), AwsError>>;
-    /// Read the destination's attributes, sending nothing.
+    /// One prepared entry.
+    type Entry: Send + 'static;
+    /// `sqs`, `sns`, `kinesis` or `eventbridge`.
+    const SERVICE: &'static str;
+    /// Whether the destination is FIFO (group and dedup ids are required; in order per
+    /// group, deduplicated). Default: not.
+    fn fifo(&self) -> bool {
+        false
+    }
+    /// The entry for `out` (the one mapping, in `outgoing`) and its size as the service
+    /// counts it; a value of the hook the service refuses fails here, before any batch.
+    /// `ids` are the FIFO ids (empty where the service has none).
+    fn entry(&self, out: Outgoing<'_>, ids: Ids) -> Result<(Self::Entry, usize), AwsError>;
+    /// Whether an entry over the limit is reported as a message (SQS, SNS:
+    /// [`AwsError::MessageTooLarge`]) rather than as the service's entry
+    /// ([`AwsError::EntryTooLarge`]).
+    const TOO_LARGE_AS_MESSAGE: bool = false;
+    /// Send one entry; `Ok` only when the service confirmed it.
+    async fn publish(&self, entry: Self::Entry) -> Result<(), AwsError>;
+    /// Send a batch in one request; one result per entry, in order.
+    async fn publish_batch(&self, entries: Vec<Self::Entry>) -> Vec<Result<(), AwsError>>;
+    /// Read the destination's description or attributes, sending nothing.
     async fn check(&self) -> Result<(), AwsError>;
-    /// The service's own message size limit (what `max_message_bytes` defaults to).
-    fn default_max_message_bytes(&self) -> usize;
     /// Refuse a delivery the destination would accept and drop (an SNS topic without a
     /// subscription, with `require_subscriber`). Default: nothing to refuse.
     async fn require_subscriber(&self) -> Result<(), Failure> {
         Ok(())
+    }
+    /// The order consumers see of a destination that is not FIFO, with or without
+    /// batching. Default: none.
+    fn ordering(&self, _batched: bool) -> Ordering {
+        Ordering::None
     }
     /// Where this publisher sends.
     fn describe(&self, subject: &Subject) -> Description;
@@ -47,12 +93,12 @@ pub(crate) trait Publisher: Send + Sync + fmt::Debug + 'static {
 
 /// Adapts a publisher to the core batcher.
 #[derive(Debug)]
-pub(crate) struct Requests<P>(pub(crate) Arc<P>);
+pub(crate) struct Requests<P>(Arc<P>);
 
 #[async_trait]
 impl<P: Publisher> BatchSend for Requests<P> {
-    type Entry = Entry<P::Attribute>;
-    async fn send_batch(&self, entries: Vec<Self::Entry>) -> Vec<Result<(), Failure>> {
+    type Entry = P::Entry;
+    async fn send_batch(&self, entries: Vec<P::Entry>) -> Vec<Result<(), Failure>> {
         let results = self.0.publish_batch(entries).await;
         results
             .into_iter()
@@ -66,8 +112,7 @@ pub(crate) struct AwsSink<P: Publisher> {
     publisher: Arc<P>,
     options: AwsOptions,
     layout: Layout,
-    max_message_bytes: usize,
-    max_batch_bytes: usize,
+    limits: Limits,
     batcher: Option<Batcher<Requests<P>>>,
 }
 
@@ -76,27 +121,21 @@ impl<P: Publisher> fmt::Debug for AwsSink<P> {
         f.debug_struct("AwsSink")
             .field("publisher", &self.publisher)
             .field("options", &self.options)
-            .field("max_message_bytes", &self.max_message_bytes)
+            .field("limits", &self.limits)
             .field("batched", &self.batcher.is_some())
             .finish()
     }
 }
 
 impl<P: Publisher> AwsSink<P> {
-    /// `max_message_bytes` is the resolved per-message limit; batches are bounded by
-    /// `max_batch_bytes` in total.
-    pub(crate) fn new(
-        publisher: P,
-        options: AwsOptions,
-        max_message_bytes: usize,
-        max_batch_bytes: usize,
-    ) -> Self {
+    /// `layout` is the service's layout (Kinesis adds its key template).
+    pub(crate) fn new(publisher: P, options: AwsOptions, layout: Layout, limits: Limits) -> Self {
         let publisher = Arc::new(publisher);
         let batcher = options.batching().then(|| {
             let b = options.batch();
             let cfg = BatchConfig::new(
-                NonZeroUsize::new(10).expect("non-zero"),
-                NonZeroUsize::new(max_batch_bytes.max(1)).expect("non-zero"),
+                NonZeroUsize::new(limits.max_entries).unwrap_or(NonZeroUsize::MIN),
+                NonZeroUsize::new(limits.max_batch_bytes).unwrap_or(NonZeroUsize::MIN),
             )
             .with_linger(b.linger())
             .with_max_queued(b.max_queued)
@@ -107,17 +146,11 @@ impl<P: Publisher> AwsSink<P> {
             .with_latency_target(options.timeout() / 4);
             Batcher::new(Requests(Arc::clone(&publisher)), cfg)
         });
-        // SQS refuses empty attribute values: a hook without a tenant has no tenant
-        // attribute (SNS follows SQS, its subscribers are often queues).
-        let layout = options
-            .message()
-            .layout(Payload::Message, EmptyValues::Drop);
         AwsSink {
             publisher,
             options,
             layout,
-            max_message_bytes,
-            max_batch_bytes,
+            limits,
             batcher,
         }
     }
@@ -127,7 +160,8 @@ impl<P: Publisher> AwsSink<P> {
     }
 
     /// The FIFO ids of `env`: the configured group (else `<tenant>/<source>` on FIFO) and
-    /// the hook id, or `<id>:replay:<replay_id>` for a replay (FIFO only).
+    /// the hook id, or `<id>:replay:<replay_id>` for a replay (FIFO only). Kinesis and
+    /// EventBridge refuse `message_group_id` and are not FIFO: none.
     fn ids(&self, env: &Envelope, ctx: &Ctx) -> Ids {
         let fifo = self.publisher.fifo();
         let group = match &self.options.message_group_id {
@@ -146,79 +180,88 @@ impl<P: Publisher> AwsSink<P> {
         Ids { group, dedup }
     }
 
-    /// The entry for `env`; a message over the size limit is refused before anything is
-    /// sent.
-    fn prepare(&self, env: &Envelope, ctx: &Ctx) -> Result<Entry<P::Attribute>, Failure> {
+    /// The entry for `env`; one over the size limit is refused before anything is sent.
+    fn prepare(&self, env: &Envelope, ctx: &Ctx) -> Result<(P::Entry, usize), Failure> {
         let out = Outgoing::new(env, ctx, &self.layout)?;
-        let entry = outgoing::to_entry(out, self.ids(env, ctx))?;
-        if entry.size > self.max_message_bytes {
-            return Err(AwsError::MessageTooLarge {
-                size: entry.size,
-                max: self.max_message_bytes,
+        let (entry, size) = self.publisher.entry(out, self.ids(env, ctx))?;
+        let max = self.limits.max_entry_bytes;
+        if size > max {
+            return Err(if P::TOO_LARGE_AS_MESSAGE {
+                AwsError::MessageTooLarge { size, max }
+            } else {
+                AwsError::EntryTooLarge {
+                    service: P::SERVICE,
+                    counts: self.limits.counts,
+                    size,
+                    max,
+                }
             }
             .into());
         }
-        Ok(entry)
+        Ok((entry, size))
     }
 
     pub(crate) async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
-        let entry = self.prepare(env, ctx)?;
+        let (entry, size) = self.prepare(env, ctx)?;
         self.publisher.require_subscriber().await?;
         match &self.batcher {
             // The batcher's only entry point takes the attempt: it pauses a delivery it
             // cannot queue.
-            Some(b) if ctx.batch => {
-                let size = entry.size;
-                b.submit(env.tenant_id(), size, entry).await
-            }
+            Some(b) if ctx.batch => b.submit(env.tenant_id(), size, entry).await,
             _ => Ok(self.publisher.publish(entry).await?),
         }
     }
 
-    /// With batching on, the batcher's pipeline: a full batch of 10 in each request in
-    /// flight and as many filling behind them (at most `max_queued`), the pipeline's bytes.
-    /// Without it, one request per delivery: the dispatcher's shared limit.
+    /// With batching on, two full requests per request permit, at most `max_queued` and
+    /// the service's window cap: SQS and SNS 20 deliveries a request permit; EventBridge
+    /// 320 at the defaults, Kinesis (500 records a request) core's pipeline window (1,024
+    /// deliveries); the pipeline's bytes. Without it, the dispatcher's shared limit.
     fn window(&self) -> Option<InFlight> {
         self.batcher.as_ref()?;
         let b = self.options.batch();
         let deliveries = b
             .max_requests
             .get()
-            .saturating_mul(20)
-            .min(b.max_queued.get());
+            .saturating_mul(2 * self.limits.max_entries)
+            .min(b.max_queued.get())
+            .min(self.limits.max_window);
         Some(InFlight::new(
             NonZeroUsize::new(deliveries).unwrap_or(NonZeroUsize::MIN),
             InFlight::PIPELINE.bytes,
         ))
     }
 
-    /// What travels: Message v1, or a CloudEvent.
+    /// What travels: Message v1, or a CloudEvent (SQS and SNS).
     pub(crate) fn payload(&self) -> Payload {
         self.layout.payload()
     }
 
-    /// Stored (a message id); bodies over `inline_max_bytes` by claim (`None` with
-    /// CloudEvents, which travel inline); `max_message_bytes` of body plus attributes; FIFO:
-    /// in order per message group, deduplicated for 5 minutes; the batch limits and the
+    /// Stored (a message id, a sequence number, an event id); bodies over
+    /// `inline_max_bytes` by claim (`None` with CloudEvents, which travel inline); the
+    /// entry limit as the service counts it; FIFO: in order per message group,
+    /// deduplicated for 5 minutes, else the service's order; the batch limits and the
     /// batcher's pipeline window; the credentials' source.
     pub(crate) fn capabilities(&self) -> Capabilities {
-        let default = self.publisher.default_max_message_bytes();
+        let l = &self.limits;
         let mut c = Capabilities::new(true, self.layout.inline_max_bytes()).with_max_message(
-            self.max_message_bytes,
-            "body + attribute names, types and values",
-            Capabilities::limit_source(self.max_message_bytes, default),
+            l.max_entry_bytes,
+            l.counts,
+            Capabilities::limit_source(l.max_entry_bytes, l.default_max_entry_bytes),
         );
-        if self.publisher.fifo() {
+        c = if self.publisher.fifo() {
             let key = match &self.options.message_group_id {
                 Some(g) => g.replace('{', "{{").replace('}', "}}"),
                 None => "{tenant_id}/{source_id}".to_owned(),
             };
-            c = c
-                .with_ordering(Ordering::PerKey { key })
-                .with_dedupe_window_s(FIFO_DEDUPE_WINDOW_S);
-        }
+            c.with_ordering(Ordering::PerKey { key })
+                .with_dedupe_window_s(FIFO_DEDUPE_WINDOW_S)
+        } else {
+            c.with_ordering(self.publisher.ordering(self.batcher.is_some()))
+        };
         if self.batcher.is_some() {
-            c = c.with_batch(Some(self.options.batch_limits(10, self.max_batch_bytes)));
+            c = c.with_batch(Some(
+                self.options.batch_limits(l.max_entries, l.max_batch_bytes),
+            ));
         }
         if let Some(window) = self.window() {
             c = c.with_in_flight(window);
@@ -238,9 +281,31 @@ impl<P: Publisher> AwsSink<P> {
     }
 }
 
-/// Implements `Sink` for a public sink type wrapping `AwsSink<P>` in field `inner`.
+/// For a public sink type `$ty` wrapping `AwsSink` in field `inner` (its publisher's
+/// SDK client in field `client`): `Debug`, `new` from `$config`, `client`, and `Sink`.
 macro_rules! forward_sink {
-    ($ty:ty) => {
+    ($ty:ident, $config:ident, $client:ty) => {
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("inner", &self.inner)
+                    .finish()
+            }
+        }
+
+        impl $ty {
+            #[doc = concat!("A sink with a client built from [`", stringify!($config), "::sdk_config`].")]
+            pub async fn new(config: $config) -> Result<Self, $crate::ConfigError> {
+                let sdk = config.sdk_config().await?;
+                Ok(Self::from_client(config, <$client>::new(&sdk)))
+            }
+
+            /// The SDK client.
+            pub fn client(&self) -> &$client {
+                &self.inner.publisher().client
+            }
+        }
+
         #[ankusa_sink_core::async_trait]
         impl ankusa_sink_core::Sink for $ty {
             async fn deliver(

@@ -1,9 +1,12 @@
 //! The SNS sink: `Publish`, `PublishBatch`, `GetTopicAttributes`.
 
-use crate::config::{ConfigError, SnsConfig};
+use crate::config::{SNS_MAX_MESSAGE_BYTES, SnsConfig};
 use crate::error::{self, AwsError};
-use crate::outgoing::Entry;
-use crate::sink::{AwsSink, BatchResults, Publisher, confirm, fail_all, forward_sink};
+use crate::outgoing::{self, Entry, Ids};
+use crate::sink::{
+    self, AwsSink, BatchResults, Limits, Publisher, confirm, fail_all, forward_sink,
+};
+use ankusa_message::Outgoing;
 use ankusa_sink_core::{Description, Failure, Payload, Subject, async_trait};
 use ankusa_sink_kit::SubscriberCache;
 use ankusa_sink_kit::host_port;
@@ -30,21 +33,9 @@ pub struct SnsSink {
     inner: AwsSink<SnsPublisher>,
 }
 
-impl fmt::Debug for SnsSink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SnsSink")
-            .field("inner", &self.inner)
-            .finish()
-    }
-}
+forward_sink!(SnsSink, SnsConfig, aws_sdk_sns::Client);
 
 impl SnsSink {
-    /// A sink with a client built from [`SnsConfig::sdk_config`].
-    pub async fn new(config: SnsConfig) -> Result<Self, ConfigError> {
-        let sdk = config.sdk_config().await?;
-        Ok(Self::from_client(config, aws_sdk_sns::Client::new(&sdk)))
-    }
-
     /// A sink using `client` (its region, endpoint, credentials and interceptors); the
     /// config's connection options are not used.
     pub fn from_client(config: SnsConfig, client: aws_sdk_sns::Client) -> Self {
@@ -63,18 +54,25 @@ impl SnsSink {
                 .then(|| SubscriberCache::new(config.subscriber_check_interval())),
         };
         let max = config.max_message_bytes();
+        // PublishBatch's limit is the message's: 256 KiB for the whole request.
+        let limits = Limits {
+            max_entry_bytes: max,
+            default_max_entry_bytes: SNS_MAX_MESSAGE_BYTES,
+            counts: sink::MESSAGE_COUNTS,
+            max_entries: sink::MAX_MESSAGE_ENTRIES,
+            max_batch_bytes: max,
+            max_window: usize::MAX,
+        };
         SnsSink {
-            inner: AwsSink::new(publisher, config.options().clone(), max, max),
+            inner: AwsSink::new(
+                publisher,
+                config.options().clone(),
+                sink::layout(config.options()),
+                limits,
+            ),
         }
     }
-
-    /// The SDK client.
-    pub fn client(&self) -> &aws_sdk_sns::Client {
-        &self.inner.publisher().client
-    }
 }
-
-forward_sink!(SnsSink);
 
 pub(crate) struct SnsPublisher {
     client: aws_sdk_sns::Client,
@@ -139,14 +137,16 @@ fn confirm_id(operation: &'static str, message_id: Option<&str>) -> Result<(), A
 
 #[async_trait]
 impl Publisher for SnsPublisher {
-    type Attribute = MessageAttributeValue;
-
-    fn default_max_message_bytes(&self) -> usize {
-        crate::config::SNS_MAX_MESSAGE_BYTES
-    }
+    type Entry = Entry<MessageAttributeValue>;
+    const TOO_LARGE_AS_MESSAGE: bool = true;
+    const SERVICE: &'static str = "sns";
 
     fn fifo(&self) -> bool {
         self.fifo
+    }
+
+    fn entry(&self, out: Outgoing<'_>, ids: Ids) -> Result<(Self::Entry, usize), AwsError> {
+        outgoing::to_entry(out, ids).map(Entry::sized)
     }
 
     async fn publish(&self, e: Entry<MessageAttributeValue>) -> Result<(), AwsError> {

@@ -1,9 +1,12 @@
 //! The SQS sink: `SendMessage`, `SendMessageBatch`, `GetQueueAttributes`.
 
-use crate::config::{ConfigError, SQS_MAX_BATCH_BYTES, SqsConfig};
+use crate::config::{SQS_MAX_BATCH_BYTES, SQS_MAX_MESSAGE_BYTES, SqsConfig};
 use crate::error::{self, AwsError};
-use crate::outgoing::Entry;
-use crate::sink::{AwsSink, BatchResults, Publisher, body_md5, confirm, fail_all, forward_sink};
+use crate::outgoing::{self, Entry, Ids};
+use crate::sink::{
+    self, AwsSink, BatchResults, Limits, Publisher, body_md5, confirm, fail_all, forward_sink,
+};
+use ankusa_message::Outgoing;
 use ankusa_sink_core::{Description, Payload, Subject, async_trait};
 use ankusa_sink_kit::host_port;
 use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
@@ -28,21 +31,9 @@ pub struct SqsSink {
     inner: AwsSink<SqsPublisher>,
 }
 
-impl fmt::Debug for SqsSink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SqsSink")
-            .field("inner", &self.inner)
-            .finish()
-    }
-}
+forward_sink!(SqsSink, SqsConfig, aws_sdk_sqs::Client);
 
 impl SqsSink {
-    /// A sink with a client built from [`SqsConfig::sdk_config`].
-    pub async fn new(config: SqsConfig) -> Result<Self, ConfigError> {
-        let sdk = config.sdk_config().await?;
-        Ok(Self::from_client(config, aws_sdk_sqs::Client::new(&sdk)))
-    }
-
     /// A sink using `client` (its region, endpoint, credentials and interceptors); the
     /// config's connection options are not used.
     pub fn from_client(config: SqsConfig, client: aws_sdk_sqs::Client) -> Self {
@@ -54,24 +45,24 @@ impl SqsSink {
             fifo: config.fifo(),
             host,
         };
-        let max = config.max_message_bytes();
+        let limits = Limits {
+            max_entry_bytes: config.max_message_bytes(),
+            default_max_entry_bytes: SQS_MAX_MESSAGE_BYTES,
+            counts: sink::MESSAGE_COUNTS,
+            max_entries: sink::MAX_MESSAGE_ENTRIES,
+            max_batch_bytes: SQS_MAX_BATCH_BYTES,
+            max_window: usize::MAX,
+        };
         SqsSink {
             inner: AwsSink::new(
                 publisher,
                 config.options().clone(),
-                max,
-                SQS_MAX_BATCH_BYTES,
+                sink::layout(config.options()),
+                limits,
             ),
         }
     }
-
-    /// The SDK client.
-    pub fn client(&self) -> &aws_sdk_sqs::Client {
-        &self.inner.publisher().client
-    }
 }
-
-forward_sink!(SqsSink);
 
 pub(crate) struct SqsPublisher {
     client: aws_sdk_sqs::Client,
@@ -106,14 +97,16 @@ async fn while_in_flight<F: Future, T>(send: F, work: impl FnOnce() -> T) -> (F:
 
 #[async_trait]
 impl Publisher for SqsPublisher {
-    type Attribute = MessageAttributeValue;
-
-    fn default_max_message_bytes(&self) -> usize {
-        crate::config::SQS_MAX_MESSAGE_BYTES
-    }
+    type Entry = Entry<MessageAttributeValue>;
+    const TOO_LARGE_AS_MESSAGE: bool = true;
+    const SERVICE: &'static str = "sqs";
 
     fn fifo(&self) -> bool {
         self.fifo
+    }
+
+    fn entry(&self, out: Outgoing<'_>, ids: Ids) -> Result<(Self::Entry, usize), AwsError> {
+        outgoing::to_entry(out, ids).map(Entry::sized)
     }
 
     async fn publish(&self, e: Entry<MessageAttributeValue>) -> Result<(), AwsError> {

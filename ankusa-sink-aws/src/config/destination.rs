@@ -1,6 +1,7 @@
 //! The always-valid configs of the two services: a queue URL or topic ARN, checked and
 //! taken apart once, plus the shared [`AwsOptions`].
 
+use super::resolved::{Resolved, resolved_accessors};
 use super::{AwsOptions, ConfigError, SNS_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES};
 use ankusa_message::MessageOptions;
 use ankusa_sink_kit::{DEFAULT_SUBSCRIBER_CHECK_INTERVAL, subscriber_check_interval};
@@ -84,10 +85,7 @@ pub struct SqsConfig {
     queue_url: String,
     queue_name: String,
     fifo: bool,
-    endpoint: Option<String>,
-    region: Option<String>,
-    max_message_bytes: usize,
-    options: AwsOptions,
+    resolved: Resolved,
 }
 
 /// The keys of an SQS sink file.
@@ -138,10 +136,12 @@ impl SqsConfig {
             fifo: queue_name.ends_with(".fifo"),
             queue_url,
             queue_name,
-            endpoint,
-            region,
-            max_message_bytes,
-            options,
+            resolved: Resolved {
+                region,
+                endpoint,
+                max_message_bytes,
+                options,
+            },
         })
     }
 
@@ -157,31 +157,9 @@ impl SqsConfig {
     pub fn fifo(&self) -> bool {
         self.fifo
     }
-    /// The endpoint the client uses, when not the SDK's own.
-    pub fn endpoint(&self) -> Option<&str> {
-        self.endpoint.as_deref()
-    }
-    /// The resolved message size limit.
-    pub fn max_message_bytes(&self) -> usize {
-        self.max_message_bytes
-    }
-    /// The shared options.
-    pub fn options(&self) -> &AwsOptions {
-        &self.options
-    }
-
-    /// The SDK configuration this sink's client uses: region, endpoint, credentials,
-    /// timeouts, and no SDK retries (dispatch retries, by class). Build your own client
-    /// from it (e.g. to add interceptors) and pass it to `SqsSink::from_client`.
-    pub async fn sdk_config(&self) -> Result<aws_config::SdkConfig, ConfigError> {
-        super::sdk::load(
-            &self.options,
-            self.region.as_deref(),
-            self.endpoint.as_deref(),
-        )
-        .await
-    }
 }
+
+resolved_accessors!(SqsConfig, "The resolved message size limit.");
 
 /// The SNS sink's options: a valid topic ARN and valid [`AwsOptions`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -190,10 +168,8 @@ impl SqsConfig {
 pub struct SnsConfig {
     topic_arn: String,
     topic_name: String,
-    region: String,
     fifo: bool,
-    max_message_bytes: usize,
-    options: AwsOptions,
+    resolved: Resolved,
     require_subscriber: bool,
     subscriber_check_interval: Duration,
 }
@@ -228,6 +204,11 @@ impl TryFrom<SnsRepr> for SnsConfig {
     }
 }
 
+resolved_accessors!(
+    SnsConfig,
+    "The resolved message size limit (also the batch request's limit)."
+);
+
 impl SnsConfig {
     /// Options for the topic `topic_arn` (a name ending in `.fifo` is a FIFO topic).
     pub fn new(topic_arn: impl Into<String>, options: AwsOptions) -> Result<Self, ConfigError> {
@@ -248,13 +229,14 @@ impl SnsConfig {
             _ => return Err(ConfigError::TopicArn(topic_arn)),
         };
         let max_message_bytes = options.validate(SNS_MAX_MESSAGE_BYTES)?;
+        let mut resolved = Resolved::new(options, max_message_bytes);
+        // The `region` option, else the ARN's: an SNS config always has one.
+        resolved.region = Some(resolved.region.unwrap_or(region));
         Ok(SnsConfig {
             fifo: topic_name.ends_with(".fifo"),
-            region: options.region.clone().unwrap_or(region),
             topic_arn,
             topic_name,
-            max_message_bytes,
-            options,
+            resolved,
             require_subscriber: false,
             subscriber_check_interval: DEFAULT_SUBSCRIBER_CHECK_INTERVAL,
         })
@@ -309,27 +291,8 @@ impl SnsConfig {
     }
     /// The resolved region.
     pub fn region(&self) -> &str {
-        &self.region
-    }
-    /// The endpoint override, when set.
-    pub fn endpoint(&self) -> Option<&str> {
-        self.options
-            .endpoint
-            .as_deref()
-            .map(|e| e.trim_end_matches('/'))
-    }
-    /// The resolved message size limit (also the batch request's limit).
-    pub fn max_message_bytes(&self) -> usize {
-        self.max_message_bytes
-    }
-    /// The shared options.
-    pub fn options(&self) -> &AwsOptions {
-        &self.options
-    }
-
-    /// The SDK configuration this sink's client uses (see [`SqsConfig::sdk_config`]).
-    pub async fn sdk_config(&self) -> Result<aws_config::SdkConfig, ConfigError> {
-        super::sdk::load(&self.options, Some(&self.region), self.endpoint()).await
+        // Always `Some`: `new` resolves it.
+        self.resolved.region.as_deref().unwrap_or_default()
     }
 }
 
@@ -365,7 +328,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(aws.endpoint(), None, "the SDK resolves AWS endpoints");
-        assert_eq!(aws.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(aws.resolved.region.as_deref(), Some("eu-west-1"));
         assert!(!aws.fifo());
         assert_eq!(
             queue_host_region("eu-north-1.queue.amazonaws.com").as_deref(),

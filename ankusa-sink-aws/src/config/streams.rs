@@ -3,6 +3,7 @@
 //! they cannot honour (`message_group_id`, `[signing]`, a CloudEvents `format`).
 
 use super::destination::refuse_unknown;
+use super::resolved::{Resolved, resolved_accessors};
 use super::{AwsOptions, ConfigError, EVENTBRIDGE_MAX_ENTRY_BYTES, KINESIS_MAX_RECORD_BYTES};
 use ankusa_message::template::{AbsentTenant, KeyTemplate, Placeholder};
 use ankusa_message::{MessageOption, MessageOptions};
@@ -72,8 +73,7 @@ fn service_limit(options: &AwsOptions, max: usize) -> Result<usize, ConfigError>
 pub struct KinesisConfig {
     stream: String,
     partition_key: Option<KeyTemplate>,
-    max_message_bytes: usize,
-    options: AwsOptions,
+    resolved: Resolved,
 }
 
 /// The keys of a Kinesis sink file.
@@ -131,8 +131,7 @@ impl KinesisConfig {
         Ok(KinesisConfig {
             stream,
             partition_key: None,
-            max_message_bytes,
-            options,
+            resolved: Resolved::new(options, max_message_bytes),
         })
     }
 
@@ -170,32 +169,13 @@ impl KinesisConfig {
     pub fn partition_key_template(&self) -> Option<&KeyTemplate> {
         self.partition_key.as_ref()
     }
-    /// The region, when set (else the standard chain's).
-    pub fn region(&self) -> Option<&str> {
-        self.options.region.as_deref()
-    }
-    /// The endpoint override, when set.
-    pub fn endpoint(&self) -> Option<&str> {
-        self.options
-            .endpoint
-            .as_deref()
-            .map(|e| e.trim_end_matches('/'))
-    }
-    /// The resolved record size limit (data plus partition key).
-    pub fn max_message_bytes(&self) -> usize {
-        self.max_message_bytes
-    }
-    /// The shared options.
-    pub fn options(&self) -> &AwsOptions {
-        &self.options
-    }
-
-    /// The SDK configuration this sink's client uses (see
-    /// [`SqsConfig::sdk_config`](super::SqsConfig::sdk_config)).
-    pub async fn sdk_config(&self) -> Result<aws_config::SdkConfig, ConfigError> {
-        super::sdk::load(&self.options, self.region(), self.endpoint()).await
-    }
 }
+
+resolved_accessors!(
+    KinesisConfig,
+    "The resolved record size limit (data plus partition key).",
+    region
+);
 
 /// The EventBridge sink's options: an event bus, the events' `Source` and `DetailType`, and
 /// valid [`AwsOptions`].
@@ -206,9 +186,7 @@ pub struct EventBridgeConfig {
     event_bus_name: String,
     source: String,
     detail_type: String,
-    region: Option<String>,
-    max_message_bytes: usize,
-    options: AwsOptions,
+    resolved: Resolved,
 }
 
 /// The keys of an EventBridge sink file.
@@ -266,6 +244,12 @@ fn event_bus_arn_region(bus: &str) -> Result<Option<String>, ConfigError> {
     }
 }
 
+resolved_accessors!(
+    EventBridgeConfig,
+    "The resolved entry size limit (`Detail`, `Source` and `DetailType`).",
+    region
+);
+
 impl EventBridgeConfig {
     /// Options for events of `source` on the default event bus, with `DetailType`
     /// `ankusa.message.v1`. EventBridge refuses a `source` that starts with `aws.` (AWS
@@ -294,9 +278,7 @@ impl EventBridgeConfig {
             event_bus_name: DEFAULT_EVENT_BUS.to_owned(),
             source,
             detail_type: DEFAULT_DETAIL_TYPE.to_owned(),
-            region: options.region.clone(),
-            max_message_bytes,
-            options,
+            resolved: Resolved::new(options, max_message_bytes),
         })
     }
 
@@ -315,7 +297,8 @@ impl EventBridgeConfig {
             });
         }
         let from_arn = event_bus_arn_region(&bus)?;
-        self.region = self.options.region.clone().or(from_arn);
+        // The `region` option, else the ARN's.
+        self.resolved.region = self.resolved.options.region.clone().or(from_arn);
         self.event_bus_name = bus;
         Ok(self)
     }
@@ -348,32 +331,6 @@ impl EventBridgeConfig {
     /// The events' `DetailType`.
     pub fn detail_type(&self) -> &str {
         &self.detail_type
-    }
-    /// The region: the `region` option, else the event bus ARN's, else the standard
-    /// chain's (`None`).
-    pub fn region(&self) -> Option<&str> {
-        self.region.as_deref()
-    }
-    /// The endpoint override, when set.
-    pub fn endpoint(&self) -> Option<&str> {
-        self.options
-            .endpoint
-            .as_deref()
-            .map(|e| e.trim_end_matches('/'))
-    }
-    /// The resolved entry size limit (`Detail`, `Source` and `DetailType`).
-    pub fn max_message_bytes(&self) -> usize {
-        self.max_message_bytes
-    }
-    /// The shared options.
-    pub fn options(&self) -> &AwsOptions {
-        &self.options
-    }
-
-    /// The SDK configuration this sink's client uses (see
-    /// [`SqsConfig::sdk_config`](super::SqsConfig::sdk_config)).
-    pub async fn sdk_config(&self) -> Result<aws_config::SdkConfig, ConfigError> {
-        super::sdk::load(&self.options, self.region(), self.endpoint()).await
     }
 }
 
