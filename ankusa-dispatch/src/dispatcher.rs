@@ -276,7 +276,7 @@ fn slots(
         };
         metrics.concurrency_limit.set(limit_now as f64);
         let breaker = Breaker::new(own.breaker.unwrap_or(config.breaker));
-        slots.push(SinkState::new(
+        let mut state = SinkState::new(
             Arc::from(name.as_str()),
             sink,
             caps.batched,
@@ -288,7 +288,9 @@ fn slots(
             tenant_concurrency,
             own.park,
             breaker,
-        ));
+        );
+        state.header_policy = own.header_policy.or_else(|| config.header_policy.clone());
+        slots.push(state);
     }
     Ok((index, slots))
 }

@@ -237,11 +237,14 @@ impl Scheduler {
         let now = self.clock.now_ms();
         job.first_ms.get_or_insert(now);
         job.last_ms = now;
-        let ctx = h
+        let mut ctx = h
             .ctx
             .clone()
             .with_attempt(h.first_attempt.saturating_add(job.attempts - 1))
             .with_batch(slot.batched);
+        if let Some(p) = &slot.header_policy {
+            ctx = ctx.with_extension(p.clone());
+        }
         let env = h.env.clone();
         let sink = slot.sink.clone();
         let name = slot.name.clone();

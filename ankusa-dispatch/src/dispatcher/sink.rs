@@ -79,6 +79,8 @@ pub(super) struct SinkState {
     pub(super) tenant_concurrency: Option<u32>,
     /// Where its long waits are parked, if anywhere.
     pub(super) park: Option<Park>,
+    /// The header policy its attempts carry, when not the default.
+    pub(super) header_policy: Option<ankusa_message::HeaderPolicy>,
     /// Its jobs ready to start, per tenant.
     pub(super) ready: Ready,
     breaker: Breaker,
@@ -119,6 +121,7 @@ impl SinkState {
             bucket,
             tenant_concurrency,
             park,
+            header_policy: None,
             ready: Ready::default(),
             breaker,
             in_flight: 0,

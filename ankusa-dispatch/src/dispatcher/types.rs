@@ -46,6 +46,11 @@ pub struct DispatchConfig {
     /// most (a larger body is admitted alone). Default: 64 MiB, or twice the sink's window
     /// bytes when that is more.
     pub intake_bytes: Option<usize>,
+    /// Which provider headers every attempt forwards, and how many
+    /// ([`HeaderPolicy`](ankusa_message::HeaderPolicy): an allow-list, or the default
+    /// deny-list; the caps). `None`: the default policy. A sink's own
+    /// ([`SinkDispatch::header_policy`]) wins.
+    pub header_policy: Option<ankusa_message::HeaderPolicy>,
 }
 
 impl Default for DispatchConfig {
@@ -60,6 +65,7 @@ impl Default for DispatchConfig {
             breaker: BreakerConfig::default(),
             intake: None,
             intake_bytes: None,
+            header_policy: None,
         }
     }
 }
@@ -105,6 +111,12 @@ impl DispatchConfig {
     /// The circuit breaker.
     pub fn with_breaker(mut self, breaker: BreakerConfig) -> Self {
         self.breaker = breaker;
+        self
+    }
+
+    /// The header policy of every attempt (see [`header_policy`](Self::header_policy)).
+    pub fn with_header_policy(mut self, policy: ankusa_message::HeaderPolicy) -> Self {
+        self.header_policy = Some(policy);
         self
     }
 
@@ -187,6 +199,9 @@ pub struct SinkDispatch {
     pub breaker: Option<BreakerConfig>,
     /// Where a (hook, sink) pair whose next attempt is far off waits instead of in memory.
     pub park: Option<Park>,
+    /// Which provider headers this sink's attempts forward, and how many (over the
+    /// dispatcher's [`DispatchConfig::header_policy`]).
+    pub header_policy: Option<ankusa_message::HeaderPolicy>,
 }
 
 /// Parking for one sink: a (hook, sink) pair from a durable source whose next attempt is
@@ -249,6 +264,13 @@ impl SinkDispatch {
     /// Park this sink's long waits ([`Park`]).
     pub fn with_park(mut self, park: Park) -> Self {
         self.park = Some(park);
+        self
+    }
+
+    /// This sink's header policy: an allow-list of the provider headers it forwards
+    /// (`HeaderPolicy::from(ForwardHeaders::only([...])?)`), or other caps.
+    pub fn with_header_policy(mut self, policy: ankusa_message::HeaderPolicy) -> Self {
+        self.header_policy = Some(policy);
         self
     }
 }

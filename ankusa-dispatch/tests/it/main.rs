@@ -7,6 +7,7 @@ mod classes;
 mod dead_letters;
 mod fanout;
 mod forward;
+mod headers;
 mod http;
 mod parking;
 mod routing;
