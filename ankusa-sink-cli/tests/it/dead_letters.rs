@@ -584,8 +584,10 @@ fn a_dead_letter_sink_file_must_parse_and_keep_what_it_takes() {
         usage_error(&args, says);
     }
     for bad in ["0", "-1", "inf", "x"] {
+        // `--rate=-1`: as `--rate -1`, clap would read `-1` as a flag of its own.
+        let rate = format!("--rate={bad}");
         usage_error(
-            &["forward", "--input", hook_s, "--sink", "log", "--rate", bad],
+            &["forward", "--input", hook_s, "--sink", "log", &rate],
             "--rate",
         );
     }
