@@ -1,0 +1,75 @@
+//! Fixtures several adapters' tests share: the interop venv's Python, the two hooks a
+//! wire test delivers, and waiting for a broker process a test started.
+
+use ankusa_sink_core::{Ctx, Envelope};
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The interop venv's Python (`scripts/services/interop.sh`): `$ANKUSA_INTEROP_VENV/bin/python`,
+/// else `~/.cache/ankusa-sinks/interop/venv/bin/python`.
+///
+/// # Panics
+/// When neither `ANKUSA_INTEROP_VENV` nor `HOME` is set, or the Python is missing.
+#[must_use]
+pub fn interop_python() -> PathBuf {
+    let venv = std::env::var_os("ANKUSA_INTEROP_VENV")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/ankusa-sinks/interop/venv"))
+        })
+        .expect("ANKUSA_INTEROP_VENV or HOME is set");
+    let python = venv.join("bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/services/interop.sh",
+        python.display()
+    );
+    python
+}
+
+/// The two hooks from `source` a wire test delivers, each with its context, in order: a
+/// tenantless hook with body `{}`, then a replay (`rp-1`) of tenant `acme`'s hook with body
+/// `{"a":1}`, dedupe key `evt_1` and a `User-Agent` header. Ids are [`unique_name`]s.
+///
+/// [`unique_name`]: super::unique_name
+///
+/// # Panics
+/// Never for a valid `source` id.
+#[must_use]
+pub fn wire_hooks(source: &str) -> [(Envelope, Ctx); 2] {
+    let tenantless = Envelope::builder(super::unique_name("h"), source, &b"{}"[..])
+        .build()
+        .unwrap();
+    let replay = Envelope::builder(super::unique_name("h"), source, &b"{\"a\":1}"[..])
+        .tenant_id("acme")
+        .dedupe_key("evt_1")
+        .header("User-Agent", "Stripe/1.0")
+        .build()
+        .unwrap();
+    let (tenantless_ctx, replay_ctx) = (
+        Ctx::for_envelope(&tenantless),
+        Ctx::for_envelope(&replay).with_replay_id("rp-1"),
+    );
+    [(tenantless, tenantless_ctx), (replay, replay_ctx)]
+}
+
+/// Waits for a broker process a test started: asks `ready` every 25 ms, 200 times at most.
+///
+/// # Panics
+/// With `what` (e.g. `"mosquitto on port 1883 did not listen"`) when `ready` never answers
+/// true.
+pub async fn wait_ready<F, Fut>(what: &str, mut ready: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..200 {
+        if ready().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{what}");
+}
