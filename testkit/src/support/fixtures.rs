@@ -1,9 +1,13 @@
 //! Fixtures several adapters' tests share: the interop venv's Python, the two hooks a
-//! wire test delivers, and waiting for a broker process a test started.
+//! wire test delivers, waiting for a broker process a test started, and the warm
+//! unacknowledged fault through a proxy.
 
+use super::TcpProxy;
+use crate::{Setup, WarmFault};
 use ankusa_sink_core::{Ctx, Envelope};
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The interop venv's Python (`scripts/services/interop.sh`): `$ANKUSA_INTEROP_VENV/bin/python`,
@@ -72,4 +76,15 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     panic!("{what}");
+}
+
+/// The warm [`Fault::Unacknowledged`](crate::Fault::Unacknowledged) of a sink that reaches
+/// its destination through `proxy`: `setup` works for the warm-up, then `proxy`
+/// [blackholes](TcpProxy::blackhole) the sink's open connections (the write is taken, no
+/// answer comes).
+pub fn silent_after_warm_up<S>(setup: Setup<S>, proxy: Arc<TcpProxy>) -> WarmFault<S> {
+    WarmFault::new(setup, move || async move {
+        proxy.blackhole();
+        Ok(())
+    })
 }
