@@ -8,6 +8,7 @@ macro_rules! needs {
     };
 }
 
+mod amqp_fanout;
 mod asyncapi;
 mod aws_streams;
 mod brokers;
