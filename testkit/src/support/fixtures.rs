@@ -1,10 +1,10 @@
 //! Fixtures several adapters' tests share: the interop venv's Python, the two hooks a
 //! wire test delivers, waiting for a broker process a test started, and the warm
-//! unacknowledged fault through a proxy.
+//! unacknowledged fault through a proxy, and delivering again after a restart.
 
 use super::TcpProxy;
 use crate::{Setup, WarmFault};
-use ankusa_sink_core::{Ctx, Envelope};
+use ankusa_sink_core::{Class, Ctx, Envelope, Failure};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -87,4 +87,32 @@ pub fn silent_after_warm_up<S>(setup: Setup<S>, proxy: Arc<TcpProxy>) -> WarmFau
         proxy.blackhole();
         Ok(())
     })
+}
+
+/// Delivers with `deliver` until one succeeds, every 50 ms, 100 times at most, every
+/// failure in between transient: the same sink reconnects on its own once its destination
+/// is back.
+///
+/// # Panics
+/// On a failure that is not transient, or when none of the 100 succeeded ("the sink never
+/// reconnected").
+pub async fn delivers_again<F, Fut>(mut deliver: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), Failure>>,
+{
+    let mut delivered = false;
+    for _ in 0..100 {
+        match deliver().await {
+            Ok(()) => {
+                delivered = true;
+                break;
+            }
+            Err(f) => {
+                assert_eq!(f.class(), Class::Transient, "{f}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    assert!(delivered, "the sink never reconnected");
 }
