@@ -539,3 +539,18 @@ pub(crate) async fn small_sent_big_refused(s: &impl Sink, limit: &str) {
     assert_eq!(f.may_have_landed(), Some(false));
     assert!(f.to_string().contains(limit), "{f}");
 }
+
+/// `$sink::from_client` for the config `$cfg`, with a client of `$sdk` (an `aws_sdk_*`
+/// crate) that counts its HTTP requests into the [`RequestCounter`](crate::request_counter::RequestCounter)
+/// `$counter`. Used in an async fn (it awaits the config's SDK config).
+macro_rules! sink_counted_by {
+    ($sink:ident, $sdk:ident, $cfg:expr, $counter:expr) => {{
+        let cfg = $cfg;
+        let sdk = cfg.sdk_config().await.unwrap();
+        let conf = $sdk::config::Builder::from(&sdk)
+            .interceptor($counter.clone())
+            .build();
+        $sink::from_client(cfg, $sdk::Client::from_conf(conf))
+    }};
+}
+pub(crate) use sink_counted_by;

@@ -62,12 +62,8 @@ async fn counted(bus: &str, options: AwsOptions) -> (EventBridgeSink, RequestCou
         .unwrap()
         .with_event_bus_name(bus)
         .unwrap();
-    let sdk = cfg.sdk_config().await.unwrap();
     let counter = RequestCounter::default();
-    let conf = aws_sdk_eventbridge::config::Builder::from(&sdk)
-        .interceptor(counter.clone())
-        .build();
-    let s = EventBridgeSink::from_client(cfg, aws_sdk_eventbridge::Client::from_conf(conf));
+    let s = sink_counted_by!(EventBridgeSink, aws_sdk_eventbridge, cfg, counter);
     (s, counter)
 }
 

@@ -68,12 +68,8 @@ async fn round_trip_data_and_partition_key() {
 /// A sink on `stream` whose client counts its HTTP requests.
 async fn counted(stream: &str, options: AwsOptions) -> (KinesisSink, RequestCounter) {
     let cfg = KinesisConfig::new(stream, options).unwrap();
-    let sdk = cfg.sdk_config().await.unwrap();
     let counter = RequestCounter::default();
-    let conf = aws_sdk_kinesis::config::Builder::from(&sdk)
-        .interceptor(counter.clone())
-        .build();
-    let s = KinesisSink::from_client(cfg, aws_sdk_kinesis::Client::from_conf(conf));
+    let s = sink_counted_by!(KinesisSink, aws_sdk_kinesis, cfg, counter);
     (s, counter)
 }
 

@@ -183,12 +183,12 @@ async fn describe_names_the_queue_never_credentials() {
 
 /// A sink on `url` whose client counts its HTTP requests into `counter`.
 async fn counted_by(url: &str, options: AwsOptions, counter: &RequestCounter) -> SqsSink {
-    let cfg = SqsConfig::new(url, options).unwrap();
-    let sdk = cfg.sdk_config().await.unwrap();
-    let conf = aws_sdk_sqs::config::Builder::from(&sdk)
-        .interceptor(counter.clone())
-        .build();
-    SqsSink::from_client(cfg, aws_sdk_sqs::Client::from_conf(conf))
+    sink_counted_by!(
+        SqsSink,
+        aws_sdk_sqs,
+        SqsConfig::new(url, options).unwrap(),
+        counter
+    )
 }
 
 /// A sink on `url` whose client counts its HTTP requests.
