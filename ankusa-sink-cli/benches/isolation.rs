@@ -25,14 +25,16 @@
 //! `ANKUSA_KAFKA_BROKERS` (127.0.0.1:9092), `ANKUSA_NATS_URL` (nats://127.0.0.1:4222),
 //! `ANKUSA_AMQP_URL` (amqp://guest:guest@127.0.0.1:5672/%2f).
 
+#[path = "../tests/it/amqp_fanout.rs"]
+mod amqp_fanout;
+use amqp_fanout::{durable_fanout, publish_confirmed};
 use async_nats::jetstream;
 use futures_util::StreamExt as _;
 use lapin::options::{
-    ConfirmSelectOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
-    QueueDeclareOptions, QueueDeleteOptions,
+    ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::FieldTable;
-use lapin::{BasicProperties, Connection, ConnectionProperties, ExchangeKind};
+use lapin::{Connection, ConnectionProperties};
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -394,17 +396,7 @@ impl Src {
                     .await
                     .unwrap();
                 let ch = conn.create_channel().await.unwrap();
-                ch.exchange_declare(
-                    exchange.as_str().into(),
-                    ExchangeKind::Fanout,
-                    ExchangeDeclareOptions {
-                        durable: true,
-                        ..Default::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .unwrap();
+                durable_fanout(&ch, exchange).await;
                 for q in queues {
                     ch.queue_declare(
                         q.as_str().into(),
@@ -426,28 +418,7 @@ impl Src {
                     .await
                     .unwrap();
                 }
-                ch.confirm_select(ConfirmSelectOptions::default())
-                    .await
-                    .unwrap();
-                for chunk in hooks.chunks(1024) {
-                    let mut confirms = Vec::with_capacity(chunk.len());
-                    for h in chunk {
-                        confirms.push(
-                            ch.basic_publish(
-                                exchange.as_str().into(),
-                                "".into(),
-                                Default::default(),
-                                h,
-                                BasicProperties::default().with_delivery_mode(2),
-                            )
-                            .await
-                            .unwrap(),
-                        );
-                    }
-                    for c in confirms {
-                        assert!(c.await.unwrap().is_ack());
-                    }
-                }
+                publish_confirmed(&ch, exchange, hooks, 1024).await;
                 let _ = conn.close(200, "filled".into()).await;
                 std::fs::write(
                     file,

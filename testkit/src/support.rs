@@ -6,7 +6,8 @@
 //! searches the logs of every thread for the planted secrets through the global
 //! subscriber of [`install_global`]; a test binary with a global subscriber of its own adds
 //! [`global_layer`] to it. [`poison`] runs a table of poison values through a sink (issue
-//! 60).
+//! 60). [`interop_python`], [`wire_hooks`], [`wait_ready`], [`silent_after_warm_up`] and
+//! [`delivers_again`] are fixtures several adapters' tests share.
 //!
 //! ```
 //! use ankusa_sink_testkit::support::{LogCapture, unique_name};
@@ -23,10 +24,12 @@
 //! ```
 
 mod brokers;
+mod fixtures;
 mod global;
 mod net;
 pub mod poison;
 pub use brokers::{TEST_BROKERS_VAR, broker_enabled};
+pub use fixtures::{delivers_again, interop_python, silent_after_warm_up, wait_ready, wire_hooks};
 pub(crate) use global::SecretScan;
 pub use global::{GlobalGuard, GlobalLayer, global_layer, install_global};
 pub use net::{TcpProxy, free_port};

@@ -539,10 +539,7 @@ impl Harness for AmqpHarness {
             // Silent on the connection the sink holds: the publish is taken, never confirmed.
             Fault::Unacknowledged => {
                 let (setup, proxy) = proxied(d, Duration::from_secs(1)).await?;
-                WarmFault::new(setup, move || async move {
-                    proxy.blackhole();
-                    Ok(())
-                })
+                ankusa_sink_testkit::support::silent_after_warm_up(setup, proxy)
             }
         }))
     }

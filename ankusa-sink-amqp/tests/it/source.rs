@@ -48,15 +48,29 @@ async fn settles_at(admin: &Admin, queue: &str, want: u32) {
     }
 }
 
+/// The shared broker's read guard, an admin and a plain queue holding `n` messages `r0`,
+/// `r1`, ….
+async fn queue_of(n: usize) -> (tokio::sync::RwLockReadGuard<'static, ()>, Admin, String) {
+    let g = shared().await;
+    let mut admin = Admin::new().await;
+    let q = admin.plain_queue().await;
+    for i in 0..n {
+        admin.publish(&q, format!("r{i}").as_bytes()).await;
+    }
+    (g, admin, q)
+}
+
+/// Closes `source` (5 s of grace), waits for `queue` to hold nothing ready, and cleans up.
+async fn close_and_settle_empty(source: AmqpSource, admin: Admin, queue: &str) {
+    Box::new(source).close(Duration::from_secs(5)).await;
+    settles_at(&admin, queue, 0).await;
+    admin.cleanup().await;
+}
+
 #[tokio::test]
 async fn records_are_read_and_acks_remove_them() {
     ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
-    let _g = shared().await;
-    let mut admin = Admin::new().await;
-    let q = admin.plain_queue().await;
-    for i in 0..5 {
-        admin.publish(&q, format!("r{i}").as_bytes()).await;
-    }
+    let (_g, admin, q) = queue_of(5).await;
     let mut source = open(&q, 10).await;
     assert!(source.is_connected());
     assert_eq!(
@@ -78,20 +92,13 @@ async fn records_are_read_and_acks_remove_them() {
     assert_eq!(got, ["r0", "r1", "r2", "r3", "r4"]);
     source.stop();
     assert!(source.next().await.is_none(), "stopped: no more records");
-    Box::new(source).close(Duration::from_secs(5)).await;
-    settles_at(&admin, &q, 0).await;
-    admin.cleanup().await;
+    close_and_settle_empty(source, admin, &q).await;
 }
 
 #[tokio::test]
 async fn released_records_are_requeued_and_read_again() {
     ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
-    let _g = shared().await;
-    let mut admin = Admin::new().await;
-    let q = admin.plain_queue().await;
-    for i in 0..3 {
-        admin.publish(&q, format!("r{i}").as_bytes()).await;
-    }
+    let (_g, admin, q) = queue_of(3).await;
     let mut source = open(&q, 10).await;
     let mut first = Vec::new();
     for _ in 0..3 {
@@ -120,20 +127,13 @@ async fn released_records_are_requeued_and_read_again() {
     first.sort();
     again.sort();
     assert_eq!(first, again, "the released records come back");
-    Box::new(source).close(Duration::from_secs(5)).await;
-    settles_at(&admin, &q, 0).await;
-    admin.cleanup().await;
+    close_and_settle_empty(source, admin, &q).await;
 }
 
 #[tokio::test]
 async fn the_window_bounds_unsettled_records_and_close_returns_them() {
     ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
-    let _g = shared().await;
-    let mut admin = Admin::new().await;
-    let q = admin.plain_queue().await;
-    for i in 0..5 {
-        admin.publish(&q, format!("r{i}").as_bytes()).await;
-    }
+    let (_g, admin, q) = queue_of(5).await;
     let mut source = open(&q, 2).await;
     let a = next(&mut source).await;
     let b = next(&mut source).await;
@@ -184,9 +184,7 @@ async fn a_missing_queue_is_a_config_error() {
 #[tokio::test]
 async fn a_refused_login_is_a_config_error_without_the_password() {
     ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
-    let _g = shared().await;
-    let mut admin = Admin::new().await;
-    let q = admin.plain_queue().await;
+    let (_g, admin, q) = queue_of(0).await;
     let cfg = AmqpSourceConfig::new(&url_with("guest", "wrong-s3cr3t", "/"), &q).unwrap();
     let err = AmqpSource::new(&cfg, &options(4))
         .await
@@ -254,9 +252,7 @@ async fn close_connections_of(queue: &str) -> usize {
 #[tokio::test]
 async fn a_lost_connection_is_reopened_and_its_records_redelivered() {
     ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
-    let _g = shared().await;
-    let mut admin = Admin::new().await;
-    let q = admin.plain_queue().await;
+    let (_g, admin, q) = queue_of(0).await;
     admin.publish(&q, b"one").await;
     admin.publish(&q, b"two").await;
     let mut source = open(&q, 10).await;
@@ -283,9 +279,7 @@ async fn a_lost_connection_is_reopened_and_its_records_redelivered() {
     assert_eq!(got, [b"one".to_vec(), b"two".to_vec()]);
     assert!(got.contains(&held_payload), "the held record came back");
     assert!(source.is_connected());
-    Box::new(source).close(Duration::from_secs(5)).await;
-    settles_at(&admin, &q, 0).await;
-    admin.cleanup().await;
+    close_and_settle_empty(source, admin, &q).await;
 }
 
 #[tokio::test]
@@ -326,9 +320,7 @@ async fn an_unreachable_broker_is_waited_for_not_an_error() {
 #[tokio::test]
 async fn a_queue_deleted_while_consuming_ends_the_source_with_a_config_error() {
     ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
-    let _g = shared().await;
-    let mut admin = Admin::new().await;
-    let q = admin.plain_queue().await;
+    let (_g, admin, q) = queue_of(0).await;
     admin.publish(&q, b"one").await;
     let mut source = open(&q, 4).await;
     let r = next(&mut source).await;
@@ -362,12 +354,7 @@ async fn lag_reaches(lag: &dyn ankusa_source::Lag, want: u64) -> Vec<Option<u64>
 #[tokio::test]
 async fn lag_is_the_queue_s_ready_messages() {
     ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
-    let _g = shared().await;
-    let mut admin = Admin::new().await;
-    let q = admin.plain_queue().await;
-    for i in 0..10 {
-        admin.publish(&q, format!("r{i}").as_bytes()).await;
-    }
+    let (_g, admin, q) = queue_of(10).await;
     // A prefetch of 3 and a window of 3: the broker gives out three and keeps seven ready.
     let o = SourceOptions::new(nz(3), Duration::from_secs(5), nz(3));
     let mut source = AmqpSource::new(&config(&q), &o).await.unwrap();

@@ -508,3 +508,49 @@ pub(crate) fn event_detail(sqs_body: &str) -> Vec<u8> {
     let event: serde_json::Value = serde_json::from_str(sqs_body).unwrap();
     serde_json::to_vec(&event["detail"]).unwrap()
 }
+
+/// `opts` with `max_message_bytes` 8192 and hooks inline up to 100 bytes, for the tests of a
+/// message over the limit.
+pub(crate) fn capped_at_8192(opts: AwsOptions) -> AwsOptions {
+    opts.with_max_message_bytes(std::num::NonZeroUsize::new(8192).unwrap())
+        .with_message(
+            ankusa_message::MessageOptions::new()
+                .with_inline_max_bytes(std::num::NonZeroUsize::new(100).unwrap()),
+        )
+}
+
+/// Hook `id` from `stripe`, a 100-byte body and a 9000-byte `x-big` header: over a
+/// [`capped_at_8192`] sink's limit, whatever the body.
+pub(crate) fn header_heavy(id: &str) -> Envelope {
+    Envelope::builder(id, "stripe", vec![b'y'; 100])
+        .header("x-big", "z".repeat(9000))
+        .build()
+        .unwrap()
+}
+
+/// `s` (a [`capped_at_8192`] sink) sends a 100-byte hook `h-small`, then refuses
+/// [`header_heavy`] `h-big` as permanent, never sent, with `limit` in the failure.
+pub(crate) async fn small_sent_big_refused(s: &impl Sink, limit: &str) {
+    let small = env("h-small", &[b'y'; 100]);
+    s.deliver(&small, &ctx(&small)).await.unwrap();
+    let big = header_heavy("h-big");
+    let f = s.deliver(&big, &ctx(&big)).await.unwrap_err();
+    assert_eq!(f.class(), Class::Permanent, "{f}");
+    assert_eq!(f.may_have_landed(), Some(false));
+    assert!(f.to_string().contains(limit), "{f}");
+}
+
+/// `$sink::from_client` for the config `$cfg`, with a client of `$sdk` (an `aws_sdk_*`
+/// crate) that counts its HTTP requests into the [`RequestCounter`](crate::request_counter::RequestCounter)
+/// `$counter`. Used in an async fn (it awaits the config's SDK config).
+macro_rules! sink_counted_by {
+    ($sink:ident, $sdk:ident, $cfg:expr, $counter:expr) => {{
+        let cfg = $cfg;
+        let sdk = cfg.sdk_config().await.unwrap();
+        let conf = $sdk::config::Builder::from(&sdk)
+            .interceptor($counter.clone())
+            .build();
+        $sink::from_client(cfg, $sdk::Client::from_conf(conf))
+    }};
+}
+pub(crate) use sink_counted_by;

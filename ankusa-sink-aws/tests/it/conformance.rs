@@ -482,10 +482,9 @@ impl<S: Service> Harness for AwsHarness<S> {
                 })
             }
             // Silent on the connections the sink holds (2 s timeout).
-            Fault::Unacknowledged => WarmFault::new(setup, move || async move {
-                proxy.blackhole();
-                Ok(())
-            }),
+            Fault::Unacknowledged => {
+                ankusa_sink_testkit::support::silent_after_warm_up(setup, proxy)
+            }
             Fault::Oversized => unreachable!("returned above"),
         }))
     }

@@ -4,10 +4,8 @@
 
 use crate::common::*;
 use crate::scripted::{Req, Resp, Scripted};
-use ankusa_message::MessageOptions;
 use ankusa_sink_aws::{AwsBatch, AwsOptions, EventBridgeConfig, EventBridgeSink};
 use ankusa_sink_core::{Check, Class, Sink, Subject};
-use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,12 +62,8 @@ async fn counted(bus: &str, options: AwsOptions) -> (EventBridgeSink, RequestCou
         .unwrap()
         .with_event_bus_name(bus)
         .unwrap();
-    let sdk = cfg.sdk_config().await.unwrap();
     let counter = RequestCounter::default();
-    let conf = aws_sdk_eventbridge::config::Builder::from(&sdk)
-        .interceptor(counter.clone())
-        .build();
-    let s = EventBridgeSink::from_client(cfg, aws_sdk_eventbridge::Client::from_conf(conf));
+    let s = sink_counted_by!(EventBridgeSink, aws_sdk_eventbridge, cfg, counter);
     (s, counter)
 }
 
@@ -136,24 +130,12 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
     ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let bus = unique("bus");
     let url = bus_to_queue(&bus, SOURCE).await;
-    let opts = options(&moto())
-        .with_max_message_bytes(NonZeroUsize::new(8192).unwrap())
-        .with_message(MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(100).unwrap()));
-    let s = sink(&bus, opts).await;
-    let small = env("h-small", &[b'y'; 100]);
-    s.deliver(&small, &ctx(&small)).await.unwrap();
-    let big = ankusa_sink_core::Envelope::builder("h-big", "stripe", vec![b'y'; 100])
-        .header("x-big", "z".repeat(9000))
-        .build()
-        .unwrap();
-    let f = s.deliver(&big, &ctx(&big)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Permanent, "{f}");
-    assert_eq!(f.may_have_landed(), Some(false));
-    assert!(
-        f.to_string()
-            .contains("(Detail + Source + DetailType) exceeds max_message_bytes 8192"),
-        "{f}"
-    );
+    let s = sink(&bus, capped_at_8192(options(&moto()))).await;
+    small_sent_big_refused(
+        &s,
+        "(Detail + Source + DetailType) exceeds max_message_bytes 8192",
+    )
+    .await;
     let sqs = sqs_admin(&moto()).await;
     let got = receive(&sqs, &url, 1).await;
     assert_eq!(hook_ids_of_events(&got), ["h-small"]);

@@ -5,10 +5,8 @@
 
 use crate::common::*;
 use crate::scripted::{Req, Resp, Scripted};
-use ankusa_message::MessageOptions;
 use ankusa_sink_aws::{AwsBatch, AwsOptions, KinesisConfig, KinesisSink};
 use ankusa_sink_core::{Check, Class, Sink, Subject};
-use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,12 +68,8 @@ async fn round_trip_data_and_partition_key() {
 /// A sink on `stream` whose client counts its HTTP requests.
 async fn counted(stream: &str, options: AwsOptions) -> (KinesisSink, RequestCounter) {
     let cfg = KinesisConfig::new(stream, options).unwrap();
-    let sdk = cfg.sdk_config().await.unwrap();
     let counter = RequestCounter::default();
-    let conf = aws_sdk_kinesis::config::Builder::from(&sdk)
-        .interceptor(counter.clone())
-        .build();
-    let s = KinesisSink::from_client(cfg, aws_sdk_kinesis::Client::from_conf(conf));
+    let s = sink_counted_by!(KinesisSink, aws_sdk_kinesis, cfg, counter);
     (s, counter)
 }
 
@@ -142,25 +136,9 @@ async fn check_passes_and_writes_nothing() {
 async fn over_max_message_bytes_is_permanent_and_not_sent() {
     ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let stream = moto_stream().await;
-    let opts = options(&kinesis_moto())
-        .with_max_message_bytes(NonZeroUsize::new(8192).unwrap())
-        .with_message(MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(100).unwrap()));
-    let s = sink(&stream, opts).await;
-    let small = env("h-small", &[b'y'; 100]);
-    s.deliver(&small, &ctx(&small)).await.unwrap();
+    let s = sink(&stream, capped_at_8192(options(&kinesis_moto()))).await;
     // Forwarded headers travel in the body: they can make a record too large.
-    let big = ankusa_sink_core::Envelope::builder("h-big", "stripe", vec![b'y'; 100])
-        .header("x-big", "z".repeat(9000))
-        .build()
-        .unwrap();
-    let f = s.deliver(&big, &ctx(&big)).await.unwrap_err();
-    assert_eq!(f.class(), Class::Permanent, "{f}");
-    assert_eq!(f.may_have_landed(), Some(false));
-    assert!(
-        f.to_string()
-            .contains("(data + partition key) exceeds max_message_bytes 8192"),
-        "{f}"
-    );
+    small_sent_big_refused(&s, "(data + partition key) exceeds max_message_bytes 8192").await;
     let got = read_stream(&kinesis_admin(&kinesis_moto()).await, &stream).await;
     assert_eq!(got.len(), 1, "only the small record was written");
     delete_stream(&kinesis_moto(), &stream).await;

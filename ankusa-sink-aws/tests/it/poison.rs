@@ -80,6 +80,16 @@ fn ids(sent: Vec<Sent>) -> Vec<String> {
     sorted(sent.into_iter().map(|s| s.id).collect())
 }
 
+/// The hook ids of Kinesis `records`, sorted.
+fn record_ids(records: &[StreamRecord]) -> Vec<String> {
+    sorted(
+        records
+            .iter()
+            .map(|r| ankusa_message::decode(&r.data).unwrap().id)
+            .collect(),
+    )
+}
+
 /// `rows` through an SQS sink to a new queue (`name`, `attrs`): every hook that went is
 /// received, and what was received is returned.
 async fn sqs_table(
@@ -169,11 +179,7 @@ async fn kinesis_poison_table() {
     ];
     let want = ids(poison::run_on(&rows, &s).await);
     let got = read_stream(&kinesis_admin(&kinesis_moto()).await, &stream).await;
-    let ids: Vec<String> = got
-        .iter()
-        .map(|r| ankusa_message::decode(&r.data).unwrap().id)
-        .collect();
-    assert_eq!(sorted(ids), want);
+    assert_eq!(record_ids(&got), want);
     let keys: Vec<&str> = got.iter().map(|r| r.partition_key.as_str()).collect();
     assert!(keys.contains(&"acme:stripe:evt\u{FFFF}x"), "{keys:?}");
     delete_stream(&kinesis_moto(), &stream).await;
@@ -242,10 +248,6 @@ async fn kinesis_batch_mixed_run_fails_only_the_poison_hook() {
     let value = format!("\u{FFFF}{}", "k".repeat(8192));
     let want = mixed(&s, "kmix", &value, "max_message_bytes").await;
     let got = read_stream(&kinesis_admin(&kinesis_moto()).await, &stream).await;
-    let ids: Vec<String> = got
-        .iter()
-        .map(|r| ankusa_message::decode(&r.data).unwrap().id)
-        .collect();
-    assert_eq!(sorted(ids), want);
+    assert_eq!(record_ids(&got), want);
     delete_stream(&kinesis_moto(), &stream).await;
 }

@@ -38,12 +38,8 @@ async fn counted_sink(arn: &str, options: AwsOptions) -> (SnsSink, RequestCounte
 /// A sink for `cfg` whose client counts the requests it sends.
 async fn counted(cfg: SnsConfig) -> (SnsSink, RequestCounter) {
     let counter = RequestCounter::default();
-    let sdk = cfg.sdk_config().await.unwrap();
-    let conf = aws_sdk_sns::config::Builder::from(&sdk)
-        .interceptor(counter.clone())
-        .build();
     (
-        SnsSink::from_client(cfg, aws_sdk_sns::Client::from_conf(conf)),
+        sink_counted_by!(SnsSink, aws_sdk_sns, cfg, counter),
         counter,
     )
 }

@@ -2,7 +2,6 @@
 
 use crate::common::*;
 use crate::scripted::{Req, Resp, Scripted, md5_hex};
-use ankusa_message::MessageOptions;
 use ankusa_sink_aws::{AwsBatch, AwsOptions, SqsConfig, SqsSink};
 use ankusa_sink_core::{Check, Class, Sink, Subject};
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -123,20 +122,9 @@ async fn oversize_is_permanent_from_the_queue_and_before_sending() {
     );
 
     // Over max_message_bytes: refused here, nothing sent.
-    let tiny = sink(
-        &url,
-        options(&moto())
-            .with_max_message_bytes(NonZeroUsize::new(8192).unwrap())
-            .with_message(
-                MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(100).unwrap()),
-            ),
-    )
-    .await;
+    let tiny = sink(&url, capped_at_8192(options(&moto()))).await;
     let e = env("h-over", &[b'y'; 100]);
-    let big_header = ankusa_sink_core::Envelope::builder("h-over", "stripe", vec![b'y'; 100])
-        .header("x-big", "z".repeat(9000))
-        .build()
-        .unwrap();
+    let big_header = header_heavy("h-over");
     assert!(tiny.deliver(&e, &ctx(&e)).await.is_ok());
     let res = tiny.deliver(&big_header, &ctx(&big_header)).await;
     assert_class(&res, Class::Permanent);
@@ -195,12 +183,12 @@ async fn describe_names_the_queue_never_credentials() {
 
 /// A sink on `url` whose client counts its HTTP requests into `counter`.
 async fn counted_by(url: &str, options: AwsOptions, counter: &RequestCounter) -> SqsSink {
-    let cfg = SqsConfig::new(url, options).unwrap();
-    let sdk = cfg.sdk_config().await.unwrap();
-    let conf = aws_sdk_sqs::config::Builder::from(&sdk)
-        .interceptor(counter.clone())
-        .build();
-    SqsSink::from_client(cfg, aws_sdk_sqs::Client::from_conf(conf))
+    sink_counted_by!(
+        SqsSink,
+        aws_sdk_sqs,
+        SqsConfig::new(url, options).unwrap(),
+        counter
+    )
 }
 
 /// A sink on `url` whose client counts its HTTP requests.

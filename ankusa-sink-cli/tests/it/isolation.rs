@@ -3,15 +3,13 @@
 //! to the exchange each), so a sink answering 503 holds back none of the other's hooks; a
 //! kill -9 and a restart lose nothing for either; the failing sink, back, gets every hook.
 
+use super::amqp_fanout::{durable_fanout, publish_confirmed};
 use super::from_kafka::Topic;
 use super::from_source::{Collector, Forwarder, envelopes, wait_until};
 use super::{NATS_URL, amqp_channel, amqp_url, nats_stream, temp_file};
 use ankusa_sink_testkit::support::unique_name;
-use lapin::options::{
-    ExchangeDeclareOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
-};
+use lapin::options::{ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
-use lapin::{BasicProperties, ExchangeKind};
 use std::path::Path;
 use std::time::Duration;
 
@@ -134,17 +132,7 @@ fn amqp_bound_to_an_exchange_a_failing_sink_holds_back_no_other() {
     let exchange = unique_name("iso-x");
     let (_conn, ch) = rt.block_on(async {
         let (conn, ch) = amqp_channel().await;
-        ch.exchange_declare(
-            exchange.as_str().into(),
-            ExchangeKind::Fanout,
-            ExchangeDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+        durable_fanout(&ch, &exchange).await;
         (conn, ch)
     });
     let src = temp_file(
@@ -177,24 +165,7 @@ fn amqp_bound_to_an_exchange_a_failing_sink_holds_back_no_other() {
         });
         rt.block_on(async {
             let (_c, pch) = amqp_channel().await;
-            pch.confirm_select(Default::default()).await.unwrap();
-            let mut confirms = Vec::new();
-            for h in hooks {
-                confirms.push(
-                    pch.basic_publish(
-                        exchange.as_str().into(),
-                        "".into(),
-                        Default::default(),
-                        h,
-                        BasicProperties::default().with_delivery_mode(2),
-                    )
-                    .await
-                    .unwrap(),
-                );
-            }
-            for c in confirms {
-                assert!(c.await.unwrap().is_ack());
-            }
+            publish_confirmed(&pch, &exchange, hooks, hooks.len().max(1)).await;
         });
     });
     rt.block_on(async {

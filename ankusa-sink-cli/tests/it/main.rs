@@ -8,6 +8,7 @@ macro_rules! needs {
     };
 }
 
+mod amqp_fanout;
 mod asyncapi;
 mod aws_streams;
 mod brokers;
@@ -192,6 +193,24 @@ fn check_then_deliver(sink: &Path, id: &str, env: &[(&str, &str)]) {
     );
     let out = run_with(&["deliver", "--sink", sink, "--id", id, "--json"], env);
     assert_delivered(&out, id, sink_name(sink), 1);
+}
+
+/// [`check_then_deliver`] of `id`, then 20 generated hooks of 300 bytes through `forward
+/// --json --concurrency 16`, which exits 0: 21 messages at the sink.
+fn check_deliver_then_forward_20(sink: &Path, id: &str) {
+    check_then_deliver(sink, id, &[]);
+    let hooks = temp_file(
+        "hooks.jsonl",
+        &text(&run(&["gen", "--count", "20", "--size", "300"]).stdout),
+    );
+    let out = bin()
+        .args(["forward", "--sink", sink.to_str().unwrap(), "--input"])
+        .arg(&hooks)
+        .args(["--json", "--concurrency", "16"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
 /// `out` exited 0 and its stdout is exactly the ok line of `id` at `sink`.

@@ -3,7 +3,7 @@
 
 use super::signed::python;
 use super::{
-    assert_describe_hides, bin, check_then_deliver, deliver_says_config, run, run_with, temp_file,
+    assert_describe_hides, check_deliver_then_forward_20, deliver_says_config, run_with, temp_file,
     text,
 };
 use ankusa_sink_testkit::support::unique_name;
@@ -65,19 +65,7 @@ fn mqtt_from_a_config_file_read_back_by_paho() {
             mqtt_addr()
         ),
     );
-    check_then_deliver(&f, "m-1", &[]);
-    let hooks = temp_file(
-        "hooks.jsonl",
-        &text(&run(&["gen", "--count", "20", "--size", "300"]).stdout),
-    );
-    let out = bin()
-        .args(["forward", "--sink", f.to_str().unwrap(), "--input"])
-        .arg(&hooks)
-        .args(["--json", "--concurrency", "16"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    check_deliver_then_forward_20(&f, "m-1");
     let got = reader.finish();
     assert_eq!(got.len(), 21);
     let mut ids = Vec::new();

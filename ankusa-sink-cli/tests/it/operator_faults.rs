@@ -15,6 +15,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Output, Stdio};
 use std::time::Duration;
 
+/// SIGTERM to the forwarder `child`: it exits 143 within 30 s and leaves `queue` (no
+/// consumer) within 10 s.
+fn sigterm_and_leave(child: Child, queue: &Broker) {
+    signal(&child, "-TERM");
+    let out = wait_within(child, Duration::from_secs(30), "forward after SIGTERM");
+    assert_eq!(out.status.code(), Some(143));
+    wait_until(
+        Duration::from_secs(10),
+        "the forwarder left the queue",
+        || queue.counts().1 == 0,
+    );
+}
+
 fn dev_full() -> std::fs::File {
     std::fs::OpenOptions::new()
         .write(true)
@@ -422,14 +435,7 @@ fn from_a_durable_source_an_unwritable_dead_letter_holds_its_hook_and_pauses_int
         "logged once a minute at most: {stderr}"
     );
     // Stopped: what was held goes back to the queue; nothing was acknowledged.
-    signal(&child, "-TERM");
-    let out = wait_within(child, Duration::from_secs(30), "forward after SIGTERM");
-    assert_eq!(out.status.code(), Some(143));
-    wait_until(
-        Duration::from_secs(10),
-        "the forwarder left the queue",
-        || queue.counts().1 == 0,
-    );
+    sigterm_and_leave(child, &queue);
     assert_eq!(
         queue.counts().0,
         N as u32,
@@ -615,14 +621,7 @@ fn an_undecodable_record_whose_dead_letter_cannot_be_written_is_held_not_looped(
     // Released to the broker, it came back about once a second for ever.
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(invalid(), 1, "held, not redelivered");
-    signal(&child, "-TERM");
-    let out = wait_within(child, Duration::from_secs(30), "forward after SIGTERM");
-    assert_eq!(out.status.code(), Some(143));
-    wait_until(
-        Duration::from_secs(10),
-        "the forwarder left the queue",
-        || queue.counts().1 == 0,
-    );
+    sigterm_and_leave(child, &queue);
     assert_eq!(
         queue.counts().0,
         1,

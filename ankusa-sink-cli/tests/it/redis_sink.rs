@@ -1,12 +1,11 @@
 //! The Redis sink through the binary, by config only, against the Redis on 127.0.0.1:6379.
 
 use super::{
-    assert_describe_hides, bin, check_says_config, check_then_deliver, deliver_says_config, run,
+    assert_describe_hides, check_deliver_then_forward_20, check_says_config, deliver_says_config,
     run_with, temp_file, text,
 };
 use ankusa_sink_testkit::support::unique_name;
 use std::path::Path;
-use std::process::Stdio;
 
 /// One stream entry as `XRANGE` answers it: the id and the (field, value) list.
 type Entry = (String, Vec<(String, Vec<u8>)>);
@@ -40,19 +39,7 @@ async fn redis_stream_from_a_config_file_read_back() {
             redis_url()
         ),
     );
-    check_then_deliver(&f, "r-1", &[]);
-    let hooks = temp_file(
-        "hooks.jsonl",
-        &text(&run(&["gen", "--count", "20", "--size", "300"]).stdout),
-    );
-    let out = bin()
-        .args(["forward", "--sink", f.to_str().unwrap(), "--input"])
-        .arg(&hooks)
-        .args(["--json", "--concurrency", "16"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    check_deliver_then_forward_20(&f, "r-1");
     let entries: Vec<Entry> = redis::cmd("XRANGE")
         .arg(&stream)
         .arg("-")

@@ -17,20 +17,7 @@ use std::time::SystemTime;
 
 /// The interop venv's Python (`scripts/services/interop.sh`).
 pub(crate) fn python() -> PathBuf {
-    let venv = std::env::var_os("ANKUSA_INTEROP_VENV")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/ankusa-sinks/interop/venv"))
-        })
-        .expect("ANKUSA_INTEROP_VENV or HOME is set");
-    let python = venv.join("bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/services/interop.sh",
-        python.display()
-    );
-    python
+    ankusa_sink_testkit::support::interop_python()
 }
 
 /// A fresh 32-byte key as a `whsec_` secret.

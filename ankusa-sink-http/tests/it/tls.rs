@@ -38,10 +38,15 @@ pub(crate) fn acceptor() -> Tls {
 }
 
 pub(crate) async fn https_server() -> (Server, String) {
+    https_server_with(acceptor()).await
+}
+
+/// A server answering 200 over TLS with `tls`, and its `https://…/hooks` URL.
+async fn https_server_with(tls: Tls) -> (Server, String) {
     let server = Server::start_on(
         "127.0.0.1:0".parse().unwrap(),
         always(Reply::status(200)),
-        Some(acceptor()),
+        Some(tls),
     )
     .await;
     let url = format!("https://127.0.0.1:{}/hooks", server.addr().port());
@@ -119,13 +124,7 @@ fn mutual_acceptor() -> Tls {
 /// A sink to a mutual-TLS server, trusting the test CA, with the client certificate
 /// `cert`/`key` (fixtures), if any.
 async fn mutual(cert_key: Option<(&str, &str)>) -> (Server, Result<(), ankusa_sink_core::Failure>) {
-    let server = Server::start_on(
-        "127.0.0.1:0".parse().unwrap(),
-        always(Reply::status(200)),
-        Some(mutual_acceptor()),
-    )
-    .await;
-    let url = format!("https://127.0.0.1:{}/hooks", server.addr().port());
+    let (server, url) = https_server_with(mutual_acceptor()).await;
     let mut tls = serde_json::json!({"ca_files": [fixture("ca.pem")]});
     if let Some((cert, key)) = cert_key {
         tls["client_cert_file"] = serde_json::json!(fixture(cert));

@@ -395,19 +395,6 @@ async fn a_lost_connection_is_transient_and_the_sink_reconnects() {
     broker.restart().await;
     let sub = Subscriber::start(&broker.addr(), &topic).await.unwrap();
     // The same sink delivers again once it has reconnected.
-    let mut delivered = false;
-    for _ in 0..100 {
-        match deliver(&s).await {
-            Ok(()) => {
-                delivered = true;
-                break;
-            }
-            Err(f) => {
-                assert_eq!(f.class(), Class::Transient, "{f}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-    assert!(delivered, "the sink never reconnected");
+    ankusa_sink_testkit::support::delivers_again(|| deliver(&s)).await;
     assert_eq!(sub.wait_for(1).await.len(), 1);
 }

@@ -294,13 +294,12 @@ impl Broker {
             .spawn()
             .expect("mosquitto is installed (scripts/services/mosquitto.sh)");
         self.child = Some(child);
-        for _ in 0..200 {
-            if TcpStream::connect(("127.0.0.1", self.port)).await.is_ok() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("mosquitto on port {} did not listen", self.port);
+        let port = self.port;
+        ankusa_sink_testkit::support::wait_ready(
+            &format!("mosquitto on port {port} did not listen"),
+            || async move { TcpStream::connect(("127.0.0.1", port)).await.is_ok() },
+        )
+        .await;
     }
 
     /// `host:port`.

@@ -10,28 +10,11 @@ use ankusa_message::template::{AbsentTenant, KeyTemplate};
 use ankusa_message::{Attr, DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Check, Ctx, Envelope, Payload, Secret, Sink, Subject};
 use ankusa_sink_mqtt::{MqttConfig, MqttSink};
+use ankusa_sink_testkit::support::{interop_python, wire_hooks};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, BufReader};
-
-/// The interop venv's Python (`scripts/services/interop.sh`).
-fn python() -> PathBuf {
-    let venv = std::env::var_os("ANKUSA_INTEROP_VENV")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/ankusa-sinks/interop/venv"))
-        })
-        .expect("ANKUSA_INTEROP_VENV or HOME is set");
-    let python = venv.join("bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/services/interop.sh",
-        python.display()
-    );
-    python
-}
 
 /// What Python's paho-mqtt read: one JSON object per message.
 struct Reader {
@@ -44,7 +27,7 @@ impl Reader {
     async fn start(topic: &str, count: usize) -> Reader {
         let script =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/interop/brokers.py");
-        let mut child = tokio::process::Command::new(python())
+        let mut child = tokio::process::Command::new(interop_python())
             .arg(script)
             .args(["mqtt-read", "--topic", topic, "--count", &count.to_string()])
             .env("ANKUSA_MQTT_ADDR", shared_addr())
@@ -112,23 +95,11 @@ async fn paho_reads_the_message_its_content_type_and_the_kafka_header_names() {
     let reader = Reader::start(&topic, 3).await;
     let sink = MqttSink::new(MqttConfig::with_template(&shared_url(), "wire/{source_id}").unwrap())
         .unwrap();
-    let tenantless = Envelope::builder(unique_name("h"), source.as_str(), &b"{}"[..])
-        .build()
-        .unwrap();
-    let replay = Envelope::builder(unique_name("h"), source.as_str(), &b"{\"a\":1}"[..])
-        .tenant_id("acme")
-        .dedupe_key("evt_1")
-        .header("User-Agent", "Stripe/1.0")
-        .build()
-        .unwrap();
     let layout = Layout::message(Some(DEFAULT_INLINE_MAX_BYTES), EmptyValues::Keep);
     let mut want = Vec::new();
-    for (e, ctx) in [
-        (&tenantless, Ctx::for_envelope(&tenantless)),
-        (&replay, Ctx::for_envelope(&replay).with_replay_id("rp-1")),
-    ] {
-        sink.deliver(e, &ctx).await.unwrap();
-        let out = Outgoing::new(e, &ctx, &layout).unwrap();
+    for (e, ctx) in &wire_hooks(&source) {
+        sink.deliver(e, ctx).await.unwrap();
+        let out = Outgoing::new(e, ctx, &layout).unwrap();
         want.push((expected(&out), out.body().to_vec()));
     }
     // A CloudEvent in binary mode to the same topic.

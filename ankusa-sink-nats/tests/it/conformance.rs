@@ -249,10 +249,7 @@ impl Harness for NatsHarness {
             // Silent on the connection the sink holds: the publish is taken, no ack comes.
             Fault::Unacknowledged => {
                 let (setup, proxy, _) = self.proxied("warm_silent").await?;
-                WarmFault::new(setup, move || async move {
-                    proxy.blackhole();
-                    Ok(())
-                })
+                ankusa_sink_testkit::support::silent_after_warm_up(setup, proxy)
             }
         }))
     }

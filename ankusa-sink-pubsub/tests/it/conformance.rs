@@ -247,10 +247,9 @@ impl Harness for PubSubHarness {
                 })
             }
             // Silent on the connection the sink holds (2 s timeout).
-            Fault::Unacknowledged => WarmFault::new(setup, move || async move {
-                proxy.blackhole();
-                Ok(())
-            }),
+            Fault::Unacknowledged => {
+                ankusa_sink_testkit::support::silent_after_warm_up(setup, proxy)
+            }
             Fault::Oversized => unreachable!("returned above"),
         }))
     }

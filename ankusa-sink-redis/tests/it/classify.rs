@@ -478,19 +478,6 @@ async fn a_lost_connection_is_transient_and_the_sink_reconnects() {
     assert_eq!(class_of(&sink).await, Class::Transient);
     server.restart().await;
     // The same sink delivers again once it has reconnected.
-    let mut delivered = false;
-    for _ in 0..100 {
-        match deliver(&sink).await {
-            Ok(()) => {
-                delivered = true;
-                break;
-            }
-            Err(f) => {
-                assert_eq!(f.class(), Class::Transient, "{f}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-    assert!(delivered, "the sink never reconnected");
+    ankusa_sink_testkit::support::delivers_again(|| deliver(&sink)).await;
     assert_eq!(entries(&server.url(), &stream).await.unwrap().len(), 1);
 }

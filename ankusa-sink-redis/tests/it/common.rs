@@ -164,13 +164,12 @@ openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.
             .spawn()
             .expect("redis-server is installed (scripts/services/redis.sh)");
         self.child = Some(child);
-        for _ in 0..200 {
-            if answers(self.port, self.tls).await {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("redis-server on port {} did not answer", self.port);
+        let (port, tls) = (self.port, self.tls);
+        ankusa_sink_testkit::support::wait_ready(
+            &format!("redis-server on port {port} did not answer"),
+            || answers(port, tls),
+        )
+        .await;
     }
 
     /// `host:port`.

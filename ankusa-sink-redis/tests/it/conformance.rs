@@ -269,10 +269,7 @@ impl Harness for RedisHarness {
             // Silent on the connection the sink holds: the XADD is taken, never answered.
             Fault::Unacknowledged => {
                 let (setup, proxy, _) = self.proxied("silent").await?;
-                WarmFault::new(setup, move || async move {
-                    proxy.blackhole();
-                    Ok(())
-                })
+                ankusa_sink_testkit::support::silent_after_warm_up(setup, proxy)
             }
         };
         Ok(Some(warm))

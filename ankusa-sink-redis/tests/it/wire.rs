@@ -3,9 +3,9 @@
 
 use crate::common::{admin, del, entries, env, shared_url};
 use ankusa_message::{DEFAULT_INLINE_MAX_BYTES, EmptyValues, Layout, Outgoing};
-use ankusa_sink_core::{Check, Ctx, Envelope, Payload, Sink, Subject};
+use ankusa_sink_core::{Check, Ctx, Payload, Sink, Subject};
 use ankusa_sink_redis::{MESSAGE_FIELD, RedisConfig, RedisSink};
-use ankusa_sink_testkit::support::unique_name;
+use ankusa_sink_testkit::support::{unique_name, wire_hooks};
 use futures_util::StreamExt as _;
 use std::num::NonZeroU64;
 
@@ -27,23 +27,11 @@ async fn a_stream_entry_is_the_message_then_the_kafka_header_names() {
     let key = format!("wire-{source}");
     let sink =
         RedisSink::new(RedisConfig::stream(shared_url(), "wire-{source_id}").unwrap()).unwrap();
-    let tenantless = Envelope::builder(unique_name("h"), source.as_str(), &b"{}"[..])
-        .build()
-        .unwrap();
-    let replay = Envelope::builder(unique_name("h"), source.as_str(), &b"{\"a\":1}"[..])
-        .tenant_id("acme")
-        .dedupe_key("evt_1")
-        .header("User-Agent", "Stripe/1.0")
-        .build()
-        .unwrap();
     let layout = Layout::message(Some(DEFAULT_INLINE_MAX_BYTES), EmptyValues::Keep);
     let mut want = Vec::new();
-    for (e, ctx) in [
-        (&tenantless, Ctx::for_envelope(&tenantless)),
-        (&replay, Ctx::for_envelope(&replay).with_replay_id("rp-1")),
-    ] {
-        sink.deliver(e, &ctx).await.unwrap();
-        want.push(expected(&Outgoing::new(e, &ctx, &layout).unwrap()));
+    for (e, ctx) in &wire_hooks(&source) {
+        sink.deliver(e, ctx).await.unwrap();
+        want.push(expected(&Outgoing::new(e, ctx, &layout).unwrap()));
     }
     let got = entries(&shared_url(), &key).await.unwrap();
     del(&shared_url(), &key).await.unwrap();

@@ -147,6 +147,36 @@ struct LiarHarness {
     lie: Lie,
 }
 
+/// `#[async_trait] impl Harness for $harness` with `$items`, and the rest as the memory
+/// harness in its `inner` field has it, except that the sink reports landing and the
+/// destination restarts.
+macro_rules! harness_over_memory {
+    ($harness:ty { $($items:tt)* }) => {
+        #[async_trait]
+        impl Harness for $harness {
+            $($items)*
+            fn check_detects(&self, fault: Fault) -> bool {
+                self.inner.check_detects(fault)
+            }
+            fn secrets(&self) -> Vec<String> {
+                self.inner.secrets()
+            }
+            fn reports_landing(&self) -> bool {
+                true
+            }
+            fn can_restart(&self) -> bool {
+                true
+            }
+            async fn stop(&self) -> Result<(), BoxError> {
+                self.inner.stop().await
+            }
+            async fn start(&self) -> Result<(), BoxError> {
+                self.inner.start().await
+            }
+        }
+    };
+}
+
 impl LiarHarness {
     fn new(lie: Lie) -> Self {
         LiarHarness {
@@ -164,8 +194,7 @@ impl LiarHarness {
     }
 }
 
-#[async_trait]
-impl Harness for LiarHarness {
+harness_over_memory!(LiarHarness {
     type Sink = Liar;
     async fn destination(&self, case: Case) -> Result<Setup<Liar>, BoxError> {
         Ok(self
@@ -188,24 +217,6 @@ impl Harness for LiarHarness {
             .await?
             .map(|w| w.map_sink(|s| self.wrap(s))))
     }
-    fn check_detects(&self, fault: Fault) -> bool {
-        self.inner.check_detects(fault)
-    }
-    fn secrets(&self) -> Vec<String> {
-        self.inner.secrets()
-    }
-    fn reports_landing(&self) -> bool {
-        true
-    }
-    fn can_restart(&self) -> bool {
-        true
-    }
-    async fn stop(&self) -> Result<(), BoxError> {
-        self.inner.stop().await
-    }
-    async fn start(&self) -> Result<(), BoxError> {
-        self.inner.start().await
-    }
     fn deadline(&self) -> Duration {
         // Every honest delivery here answers in milliseconds.
         Duration::from_secs(2)
@@ -214,7 +225,7 @@ impl Harness for LiarHarness {
         // Every delivery here is synchronous: what is missing after 2 s never arrives.
         Duration::from_secs(2)
     }
-}
+});
 
 async fn outcome(lie: Lie, case: Case) -> Outcome {
     run_case(&LiarHarness::new(lie), case).await
@@ -355,8 +366,7 @@ impl Partial {
     }
 }
 
-#[async_trait]
-impl Harness for Partial {
+harness_over_memory!(Partial {
     type Sink = MemorySink;
     async fn destination(&self, case: Case) -> Result<Setup<MemorySink>, BoxError> {
         self.inner.destination(case).await
@@ -383,25 +393,7 @@ impl Harness for Partial {
             .contains(&case)
             .then(|| "the emulator takes minutes for it".to_owned())
     }
-    fn check_detects(&self, fault: Fault) -> bool {
-        self.inner.check_detects(fault)
-    }
-    fn secrets(&self) -> Vec<String> {
-        self.inner.secrets()
-    }
-    fn reports_landing(&self) -> bool {
-        true
-    }
-    fn can_restart(&self) -> bool {
-        true
-    }
-    async fn stop(&self) -> Result<(), BoxError> {
-        self.inner.stop().await
-    }
-    async fn start(&self) -> Result<(), BoxError> {
-        self.inner.start().await
-    }
-}
+});
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contract_fails_when_no_failure_was_checked_for_secrets() {
