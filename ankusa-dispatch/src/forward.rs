@@ -224,16 +224,29 @@ impl Redrive {
     }
 }
 
-/// Spaces submissions evenly: at most one per `every`.
+/// Spaces submissions evenly, over every caller that shares it: at most one per interval.
+/// What [`Forward::rate`] paces with; `ankusa-sink forward --input --rate` uses it too.
 #[derive(Debug)]
-struct Pacer {
+pub struct Pacer {
     every: Duration,
     next: tokio::sync::Mutex<tokio::time::Instant>,
 }
 
 impl Pacer {
+    /// At most `per_second` turns a second; `None` when that is not positive and finite
+    /// (no limit).
+    pub fn per_second(per_second: f64) -> Option<Self> {
+        Duration::try_from_secs_f64(1.0 / per_second)
+            .ok()
+            .filter(|_| per_second > 0.0)
+            .map(|every| Pacer {
+                every,
+                next: tokio::sync::Mutex::new(tokio::time::Instant::now()),
+            })
+    }
+
     /// Wait for this submission's turn.
-    async fn turn(&self) {
+    pub async fn turn(&self) {
         let at = {
             let mut next = self.next.lock().await;
             let at = (*next).max(tokio::time::Instant::now());
@@ -349,15 +362,7 @@ impl Forward {
     /// Submit at most `per_second` hooks a second, evenly spaced (over every source): a
     /// redrive that cannot starve live traffic. Not positive or not finite: no limit.
     pub fn rate(mut self, per_second: f64) -> Self {
-        self.reader.pacer = Duration::try_from_secs_f64(1.0 / per_second)
-            .ok()
-            .filter(|_| per_second > 0.0)
-            .map(|every| {
-                Arc::new(Pacer {
-                    every,
-                    next: tokio::sync::Mutex::new(tokio::time::Instant::now()),
-                })
-            });
+        self.reader.pacer = Pacer::per_second(per_second).map(Arc::new);
         self
     }
 

@@ -112,6 +112,7 @@ fn dispatcher(
     retry: &RetryArgs,
     concurrency: Option<usize>,
     parks: bool,
+    claims: Option<ClaimStore>,
     dead_letter: Option<DeadLetter>,
 ) -> Result<(Dispatcher, ankusa_dispatch::Deliveries), UsageError> {
     let mut config = DispatchConfig::default();
@@ -140,8 +141,8 @@ fn dispatcher(
             b = b.sink_settings(s.name.clone(), settings);
         }
     }
-    if let Some(spec) = &d.claim_store {
-        b = b.claim_store(claim_store(spec)?);
+    if let Some(store) = claims {
+        b = b.claim_store(store);
     }
     if let Some(dl) = dead_letter {
         b = b.dead_letter(dl);
@@ -417,9 +418,15 @@ async fn run(
 ) -> Result<ExitCode, UsageError> {
     let names: Vec<String> = sinks.iter().map(|s| s.name.clone()).collect();
     let parks = matches!(input, Input::Source { .. });
-    // A dead letter larger than its sink's inline threshold goes by claim, like a hook.
-    let dead_letter = match (dead_letter, &dispatch.claim_store) {
-        (Some(dl), Some(spec)) => Some(dl.with_claim_store(claim_store(spec)?)),
+    let claims = dispatch
+        .claim_store
+        .as_deref()
+        .map(claim_store)
+        .transpose()?;
+    // A dead letter larger than its sink's inline threshold goes by claim, like a hook
+    // (the run's own handle too: it files what the dispatcher never sees).
+    let dead_letter = match (dead_letter, &claims) {
+        (Some(dl), Some(store)) => Some(dl.with_claim_store(store.clone())),
         (dl, _) => dl,
     };
     let (dispatcher, deliveries) = dispatcher(
@@ -428,6 +435,7 @@ async fn run(
         retry,
         concurrency,
         parks,
+        claims,
         dead_letter.clone(),
     )?;
     let progress = progress_bar(retry.json);
@@ -854,7 +862,7 @@ mod tests {
             json: true,
         };
         let (dispatcher, mut deliveries) =
-            dispatcher(&sinks, &d, &r, Some(1), false, None).unwrap();
+            dispatcher(&sinks, &d, &r, Some(1), false, None, None).unwrap();
         let env = Envelope::builder("h-1", "s", "x").build().unwrap();
         dispatcher
             .submit(ankusa_dispatch::Hook::new(env))

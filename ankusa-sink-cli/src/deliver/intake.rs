@@ -210,8 +210,7 @@ pub(super) async fn read_and_submit(
         } => {
             // One replay job per run: every dead-letter line it replays carries its id.
             let replay_id = ulid::Ulid::new().to_string();
-            let every = rate.and_then(|r| Duration::try_from_secs_f64(1.0 / r).ok());
-            let mut next_turn = tokio::time::Instant::now();
+            let pacer = rate.and_then(ankusa_dispatch::forward::Pacer::per_second);
             loop {
                 let batch = tokio::select! {
                     biased;
@@ -250,13 +249,11 @@ pub(super) async fn read_and_submit(
                                 let _ = tx.send(Read::Left);
                                 continue;
                             }
-                            if let Some(every) = every {
-                                let at = next_turn.max(tokio::time::Instant::now());
-                                next_turn = at + every;
+                            if let Some(p) = &pacer {
                                 tokio::select! {
                                     biased;
                                     _ = stop.wait_for(Option::is_some) => return None,
-                                    () = tokio::time::sleep_until(at) => {}
+                                    () = p.turn() => {}
                                 }
                             }
                             let Some(sink) = info.map(|i| i.sink) else {
