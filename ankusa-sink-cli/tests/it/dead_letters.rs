@@ -244,6 +244,76 @@ async fn amqp_dead_letters_are_counted_listed_and_redriven_by_filter() {
     assert_eq!(stats(&["--from", src_s])["dead_letters"], 0);
 }
 
+#[test]
+fn a_dead_letter_sink_that_refuses_is_a_dead_letter_error_and_exit_74() {
+    needs!("RabbitMQ");
+    let c = Collector::start();
+    c.set_down(true);
+    let sink = c.sink_file_named("hooks");
+    let dir = sink.parent().unwrap().to_owned();
+    // The default exchange to a queue nobody declared: unroutable, so refused every time.
+    let (dlq, _) = amqp_dlq(&dir, &unique_name("no-such-queue"));
+    let (lines, ids, _) = hooks(2);
+    let input = dir.join("hooks.jsonl");
+    std::fs::write(&input, lines[..1].concat()).unwrap();
+    let t0 = std::time::Instant::now();
+    let out = forward(&[
+        "--input",
+        input.to_str().unwrap(),
+        "--sink",
+        sink.to_str().unwrap(),
+        "--dead-letter",
+        dlq.to_str().unwrap(),
+        "--retry",
+        "--max-attempts",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(74), "{}", text(&out.stderr));
+    let line = &json_lines(&out.stdout)[0];
+    assert_eq!(line["outcome"], "failed", "never dead_lettered: {line}");
+    assert!(ids.contains(line["id"].as_str().unwrap()));
+    assert!(
+        line["dead_letter_error"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty()),
+        "{line}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "no hang: {:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn inspecting_to_a_full_device_exits_74() {
+    let dl = temp_file(
+        "dead.jsonl",
+        &ankusa_dispatch::record_line(
+            &ankusa_sink_core::Envelope::builder("h1", "s", "b")
+                .build()
+                .unwrap(),
+            &ankusa_dispatch::DeadLetterInfo::new(
+                "hooks",
+                &ankusa_sink_core::Failure::permanent(ankusa_sink_core::Reason("gone".into())),
+                1,
+                1,
+                1,
+            ),
+        )
+        .unwrap(),
+    );
+    for cmd in ["stats", "list"] {
+        let out = super::bin()
+            .args(["dead-letters", cmd, "--input", dl.to_str().unwrap()])
+            .stdin(std::process::Stdio::null())
+            .stdout(super::operator_faults::dev_full())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(74), "{cmd}: {}", text(&out.stderr));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_three_forwarders_share_one_dead_letter_topic_through_a_kill() {
     needs!("Kafka");

@@ -28,7 +28,7 @@ fn sigterm_and_leave(child: Child, queue: &Broker) {
     );
 }
 
-fn dev_full() -> std::fs::File {
+pub(super) fn dev_full() -> std::fs::File {
     std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")
