@@ -63,7 +63,8 @@ impl DeadLetterInfo {
 ///
 /// Only the headers a sink would forward are stored
 /// ([`is_forwardable`](ankusa_message::is_forwardable)): credentials a provider
-/// sent (an `Authorization`, an API key) never land on disk.
+/// sent (an `Authorization`, an API key) never land on disk, and the path's query values
+/// are masked (`?token=REDACTED`).
 pub fn record_line(env: &Envelope, info: &DeadLetterInfo) -> serde_json::Result<String> {
     crate::record::pair_line(env, info, &PairState::Dead)
 }
@@ -282,6 +283,31 @@ pub enum DeadLetterOpenError {
         /// The holder's process id, when the system says.
         holder: Option<u32>,
     },
+    /// The existing file can be read or written by others (group or world bits): its
+    /// records hold hook bodies. Not used while a group or other bit is set (chmod 600).
+    #[error(
+        "the dead-letter file {} has mode {mode:04o}, readable or writable by others: \
+         dead letters hold hook bodies; chmod 600 it or give a new path",
+        path.display()
+    )]
+    Mode {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The existing file belongs to another user.
+    #[error(
+        "the dead-letter file {} belongs to uid {uid}, not this process's user: give a file \
+         of your own",
+        path.display()
+    )]
+    Owner {
+        /// The file.
+        path: PathBuf,
+        /// Its owner.
+        uid: u32,
+    },
 }
 
 /// The process holding an `flock` on the file of `meta`, from `/proc/locks`
@@ -303,6 +329,31 @@ fn flock_holder(meta: &std::fs::Metadata) -> Option<u32> {
             .then(|| f.get(4)?.parse().ok())
             .flatten()
     })
+}
+
+/// Refuses a dead-letter file others could read or that another user owns: its records
+/// hold hook bodies. A file this run creates is 0600 already; one found in place is taken
+/// only as private as that.
+fn private_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), DeadLetterOpenError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(DeadLetterOpenError::Mode {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    // `/proc/self` belongs to the process's effective user (no `unsafe` geteuid needed);
+    // without /proc the owner is not checked.
+    if let Ok(me) = std::fs::metadata("/proc/self")
+        && meta.uid() != me.uid()
+    {
+        return Err(DeadLetterOpenError::Owner {
+            path: path.to_owned(),
+            uid: meta.uid(),
+        });
+    }
+    Ok(())
 }
 
 /// An open dead-letter file and what is known of its end.
@@ -337,7 +388,11 @@ impl DeadLetterFile {
         // One writer per regular file, for the life of the run (the lock goes with the
         // descriptor; `flock` on Linux): a second writer would cut back the other's lines
         // after a failed write. A device (`/dev/null`) is never cut back: not locked.
-        let regular = file.metadata().map_err(io)?.file_type().is_file();
+        let meta = file.metadata().map_err(io)?;
+        let regular = meta.file_type().is_file();
+        if regular {
+            private_file(path, &meta)?;
+        }
         match if regular { file.try_lock() } else { Ok(()) } {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {

@@ -733,10 +733,19 @@ impl Reader {
                         position: position.clone(),
                         reason: reason.clone(),
                     });
+                    // A record over the limit is kept only up to it: one huge record must
+                    // not become a huge dead letter.
+                    let mut raw = payload;
+                    let raw_bytes = (raw.len() > max_record_bytes).then(|| {
+                        let len = raw.len();
+                        raw.truncate(max_record_bytes);
+                        len
+                    });
                     let invalid = InvalidRecord {
                         position,
                         reason,
-                        raw: payload,
+                        raw,
+                        raw_bytes,
                         ack,
                     };
                     dead_letter_invalid(dead_letter.as_ref(), invalid, stop.0.subscribe()).await;
@@ -1247,6 +1256,8 @@ struct InvalidRecord {
     position: String,
     reason: String,
     raw: Vec<u8>,
+    /// The record's whole length, when `raw` is cut to the record limit.
+    raw_bytes: Option<usize>,
     ack: Ack,
 }
 
@@ -1254,6 +1265,12 @@ struct InvalidRecord {
 #[derive(Serialize)]
 struct RawDeadLetter<'a> {
     raw_base64: String,
+    /// `true` when `raw_base64` holds only the first `--max-line-bytes` of the record.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    raw_truncated: bool,
+    /// The record's whole length, when truncated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw_bytes: Option<usize>,
     position: &'a str,
     dead_letter: RawInfo<'a>,
 }
@@ -1280,6 +1297,7 @@ async fn dead_letter_invalid(
         position,
         reason,
         raw,
+        raw_bytes,
         ack,
     } = record;
     let Some(dl) = dl else {
@@ -1288,6 +1306,8 @@ async fn dead_letter_invalid(
     use base64::Engine as _;
     let line = RawDeadLetter {
         raw_base64: base64::engine::general_purpose::STANDARD.encode(&raw),
+        raw_truncated: raw_bytes.is_some(),
+        raw_bytes,
         position: &position,
         dead_letter: RawInfo {
             sink: None,

@@ -80,10 +80,13 @@ struct ParkedInfo<I> {
     parked_at_ms: i64,
 }
 
-/// The envelope with only the headers a sink would forward.
+/// The envelope with only the headers a sink would forward, and its path's query values
+/// masked (a webhook's query often carries its token; the logs mask it the same way).
 fn forwardable_only(env: &Envelope) -> std::borrow::Cow<'_, Envelope> {
     let forwardable = |n: &str| ankusa_message::is_forwardable(&n.to_ascii_lowercase());
-    if env.headers().iter().all(|(n, _)| forwardable(n)) {
+    let path = ankusa_sink_kit::redact_path_query(env.path());
+    let path_kept = matches!(path, std::borrow::Cow::Borrowed(p) if p == env.path());
+    if path_kept && env.headers().iter().all(|(n, _)| forwardable(n)) {
         return std::borrow::Cow::Borrowed(env);
     }
     let kept = env
@@ -92,10 +95,12 @@ fn forwardable_only(env: &Envelope) -> std::borrow::Cow<'_, Envelope> {
         .filter(|(n, _)| forwardable(n))
         .cloned()
         .collect();
-    // Headers only change: the copy is as valid as the envelope it came from.
+    // Headers go and query values are masked: the copy is as valid as the envelope it
+    // came from.
     std::borrow::Cow::Owned(
         env.to_builder()
             .headers(kept)
+            .path(path.into_owned())
             .build()
             .unwrap_or_else(|_| env.clone()),
     )

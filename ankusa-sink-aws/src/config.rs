@@ -96,6 +96,13 @@ pub enum ConfigError {
     /// An option this sink does not have (a typo?).
     #[error("unknown option `{0}`")]
     UnknownOption(String),
+    /// An `http://` endpoint or queue URL on a host that is not loopback: every request
+    /// would carry the access key id and any session token unencrypted.
+    #[error(
+        "{0}: http:// sends the credentials' key id and session token unencrypted to a host \
+         that is not loopback; use https://, or set allow_insecure = true to accept that"
+    )]
+    Insecure(&'static str),
     /// No region in the options, the queue URL or ARN, or the environment.
     #[error("no AWS region: set `region` (or AWS_REGION)")]
     NoRegion,
@@ -242,6 +249,10 @@ pub struct AwsOptions {
     pub(crate) batching: bool,
     /// Batching limits.
     pub(crate) batch: AwsBatch,
+    /// Accept an `http://` endpoint (or SQS queue URL) on a host that is not loopback.
+    /// Default false: refused, since every request carries the access key id and any
+    /// session token in the clear.
+    pub(crate) allow_insecure: bool,
     /// `format` and `cloudevents_type` (SQS and SNS only: Kinesis and EventBridge refuse
     /// them), `[signing]` and `inline_max_bytes` (bodies up to it travel inline, larger
     /// ones by claim; default 64 KiB). A sink file's keys are read by each sink's own
@@ -261,6 +272,7 @@ impl Default for AwsOptions {
             timeout_ms: NonZeroU64::new(5_000).expect("non-zero"),
             batching: true,
             batch: AwsBatch::default(),
+            allow_insecure: false,
             message: MessageOptions::new(),
         }
     }
@@ -296,6 +308,16 @@ impl AwsOptions {
     pub fn with_region(mut self, region: impl Into<String>) -> Self {
         self.region = Some(region.into());
         self
+    }
+    /// Accept an `http://` endpoint or queue URL on a host that is not loopback (the
+    /// `allow_insecure` key; default `false`: such a config is refused when built).
+    pub fn with_allow_insecure(mut self, allow: bool) -> Self {
+        self.allow_insecure = allow;
+        self
+    }
+    /// Whether an `http://` endpoint on a host that is not loopback is accepted.
+    pub fn allow_insecure(&self) -> bool {
+        self.allow_insecure
     }
     /// Set the endpoint override.
     pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
@@ -369,7 +391,8 @@ impl AwsOptions {
             return Err(ConfigError::Empty("region"));
         }
         if let Some(e) = &self.endpoint {
-            destination::check_url("endpoint", e)?;
+            let url = destination::check_url("endpoint", e)?;
+            destination::check_cleartext("endpoint", &url, self.allow_insecure)?;
         }
         if let Some(c) = &self.credentials {
             c.validate()?;
@@ -490,6 +513,54 @@ mod tests {
         assert_eq!(o.message().cloudevents(), Some(&binary));
         let m = o.message().clone().with_cloudevents(None);
         assert_eq!(o.with_message(m).message().cloudevents(), None);
+    }
+
+    #[test]
+    fn an_http_endpoint_on_a_remote_host_needs_allow_insecure() {
+        let remote = |extra: serde_json::Value| {
+            let mut v = serde_json::json!({"endpoint": "http://aws-proxy.example:4566"});
+            v.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            let o: AwsOptions = serde_json::from_value(v).unwrap();
+            SnsConfig::new("arn:aws:sns:us-east-1:123456789012:t", o)
+        };
+        assert_eq!(
+            remote(serde_json::json!({})).unwrap_err(),
+            ConfigError::Insecure("endpoint")
+        );
+        assert!(remote(serde_json::json!({"allow_insecure": true})).is_ok());
+        // A remote http:// queue URL is the SQS endpoint: the same rule.
+        let queue = "http://sqs-proxy.example:9324/000000000000/q";
+        assert_eq!(
+            SqsConfig::new(queue, AwsOptions::default()).unwrap_err(),
+            ConfigError::Insecure("queue_url")
+        );
+        assert!(SqsConfig::new(queue, AwsOptions::default().with_allow_insecure(true)).is_ok());
+        let e = SqsConfig::new(queue, AwsOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("queue_url:") && e.contains("allow_insecure"),
+            "{e}"
+        );
+        // https, loopback and AWS's own hosts pass without it.
+        for ok in [
+            "https://sqs-proxy.example/000000000000/q",
+            "http://127.0.0.1:4566/000000000000/q",
+            "http://localhost:4566/000000000000/q",
+            "https://sqs.us-east-1.amazonaws.com/000000000000/q",
+        ] {
+            assert!(SqsConfig::new(ok, AwsOptions::default()).is_ok(), "{ok}");
+        }
+        for ty in ["kinesis", "eventbridge"] {
+            let o = AwsOptions::default().with_endpoint("http://10.0.0.7:4566");
+            let e = match ty {
+                "kinesis" => KinesisConfig::new("s", o.clone()).map(drop),
+                _ => EventBridgeConfig::new("src", o.clone()).map(drop),
+            };
+            assert_eq!(e.unwrap_err(), ConfigError::Insecure("endpoint"), "{ty}");
+        }
     }
 
     #[test]

@@ -603,6 +603,17 @@ mod tests {
     }
 
     #[test]
+    fn an_env_reference_with_another_key_is_refused_not_read() {
+        for json in [
+            serde_json::json!({ "url": { "env": "PATH", "pad": 1 } }),
+            serde_json::json!({ "url": "http://x/", "headers": { "a": { "env": "PATH", "x": 1 } } }),
+        ] {
+            let e = parse(json.clone()).unwrap_err();
+            assert!(!e.contains(&std::env::var("PATH").unwrap()), "{json}: {e}");
+        }
+    }
+
+    #[test]
     fn an_env_header_is_a_credential_over_cleartext() {
         let remote = |value: serde_json::Value| {
             parse(serde_json::json!({

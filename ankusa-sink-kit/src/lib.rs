@@ -13,7 +13,8 @@ pub use aimd::Aimd;
 pub use batcher::{BatchConfig, BatchError, BatchSend, Batcher};
 pub use flatten::keyed;
 pub use redact::{
-    REDACTED, host_port, is_loopback_host, redact_url, redact_url_keep_path, redacted_path,
+    REDACTED, host_port, is_loopback_host, redact_path_query, redact_url, redact_url_keep_path,
+    redacted_path,
 };
 pub use represent::{Unrepresentable, check_text, is_noncharacter};
 pub use subscribers::{

@@ -58,6 +58,38 @@ fn redact(raw: &str, keep_path: bool) -> String {
     url.to_string()
 }
 
+/// A request `path` with every query value replaced by [`REDACTED`] (names kept, a
+/// fragment dropped), as [`redact_url`] treats a URL's query: a webhook's query often
+/// carries its token (`/in/stripe?token=...`). Borrowed when there is no query.
+///
+/// ```
+/// use ankusa_sink_kit::redact_path_query;
+/// assert_eq!(redact_path_query("/in/s?token=t0k&x"), "/in/s?token=REDACTED&x=REDACTED");
+/// assert_eq!(redact_path_query("/in/s"), "/in/s");
+/// ```
+pub fn redact_path_query(path: &str) -> std::borrow::Cow<'_, str> {
+    let path = path.split_once('#').map_or(path, |(p, _)| p);
+    let Some((before, query)) = path.split_once('?') else {
+        return std::borrow::Cow::Borrowed(path);
+    };
+    let mut out = String::with_capacity(path.len() + 16);
+    out.push_str(before);
+    out.push('?');
+    for (i, pair) in query.split('&').enumerate() {
+        if i > 0 {
+            out.push('&');
+        }
+        if pair.is_empty() {
+            continue;
+        }
+        let name = pair.split_once('=').map_or(pair, |(n, _)| n);
+        out.push_str(name);
+        out.push('=');
+        out.push_str(REDACTED);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The `host[:port]` of a URL, for `Description::host`: the port only when the URL
 /// names one that is not its scheme's default, IPv6 in brackets, never userinfo, path or
 /// query. `None` for text that is not an absolute URL with a host.

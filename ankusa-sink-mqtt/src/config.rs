@@ -3,7 +3,7 @@
 use ankusa_message::MessageOptions;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::Secret;
-use ankusa_sink_kit::timeout_ms;
+use ankusa_sink_kit::{is_loopback_host, timeout_ms};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
@@ -35,6 +35,8 @@ struct Repr {
     tls_ca_file: Option<PathBuf>,
     timeout_ms: Option<NonZeroU64>,
     connect_timeout_ms: Option<NonZeroU64>,
+    allow_insecure: Option<bool>,
+    topic_values_may_add_levels: Option<bool>,
     /// `format`, `cloudevents_type`, `[signing]`, `inline_max_bytes`.
     #[serde(flatten)]
     message: MessageOptions,
@@ -80,6 +82,8 @@ pub struct MqttConfig {
     pub(crate) tls_ca_file: Option<PathBuf>,
     pub(crate) timeout_ms: NonZeroU64,
     pub(crate) connect_timeout_ms: NonZeroU64,
+    pub(crate) allow_insecure: bool,
+    pub(crate) topic_values_may_add_levels: bool,
     pub(crate) message: MessageOptions,
 }
 
@@ -97,6 +101,11 @@ impl fmt::Debug for MqttConfig {
             .field("tls_ca_file", &self.tls_ca_file)
             .field("timeout_ms", &self.timeout_ms)
             .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .field("allow_insecure", &self.allow_insecure)
+            .field(
+                "topic_values_may_add_levels",
+                &self.topic_values_may_add_levels,
+            )
             .field("message", &self.message)
             .finish()
     }
@@ -138,6 +147,13 @@ pub enum ConfigError {
     /// A key the sink does not know.
     #[error("unknown field `{0}`")]
     UnknownField(String),
+    /// `username`/`password` over `mqtt://` to a host that is not loopback: the login would
+    /// cross the network unencrypted.
+    #[error(
+        "username: mqtt:// sends the user name and password unencrypted to a host that is \
+         not loopback; use mqtts://, or set allow_insecure = true to accept that"
+    )]
+    Insecure,
 }
 
 impl TryFrom<Repr> for MqttConfig {
@@ -165,6 +181,8 @@ impl TryFrom<Repr> for MqttConfig {
         c.tls_ca_file = r.tls_ca_file;
         c.timeout_ms = r.timeout_ms.unwrap_or(c.timeout_ms);
         c.connect_timeout_ms = r.connect_timeout_ms.unwrap_or(c.connect_timeout_ms);
+        c.allow_insecure = r.allow_insecure.unwrap_or(false);
+        c.topic_values_may_add_levels = r.topic_values_may_add_levels.unwrap_or(false);
         c.message = r.message;
         c.validate()?;
         Ok(c)
@@ -292,6 +310,8 @@ impl MqttConfig {
             tls_ca_file: None,
             timeout_ms: timeout_ms(DEFAULT_TIMEOUT),
             connect_timeout_ms: timeout_ms(DEFAULT_CONNECT_TIMEOUT),
+            allow_insecure: false,
+            topic_values_may_add_levels: false,
             message: MessageOptions::new(),
         })
     }
@@ -303,6 +323,13 @@ impl MqttConfig {
         if self.tls_ca_file.is_some() && !self.tls {
             return Err(ConfigError::CaWithoutTls);
         }
+        if self.username.is_some()
+            && !self.tls
+            && !is_loopback_host(&self.host)
+            && !self.allow_insecure
+        {
+            return Err(ConfigError::Insecure);
+        }
         if let Some(id) = &self.client_id
             && (id.is_empty() || id.len() > MAX_TOPIC_BYTES)
         {
@@ -312,10 +339,48 @@ impl MqttConfig {
     }
 
     /// Log in with `username` and `password` (MQTT `CONNECT`).
-    pub fn with_credentials(mut self, username: impl Into<String>, password: Secret) -> Self {
+    ///
+    /// # Errors
+    /// [`ConfigError::Insecure`] over `mqtt://` to a host that is not loopback, unless
+    /// [`with_allow_insecure`](Self::with_allow_insecure) said so first.
+    pub fn with_credentials(
+        mut self,
+        username: impl Into<String>,
+        password: Secret,
+    ) -> Result<Self, ConfigError> {
         self.username = Some(username.into());
         self.password = Some(password);
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Accept sending the login over `mqtt://` to a host that is not loopback (the
+    /// `allow_insecure` key; default `false`: such a config is refused).
+    ///
+    /// # Errors
+    /// [`ConfigError::Insecure`] for `false` when the config already holds such a login.
+    pub fn with_allow_insecure(mut self, allow: bool) -> Result<Self, ConfigError> {
+        self.allow_insecure = allow;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Let a value the topic template inserts hold `/` and so add topic levels (the
+    /// `topic_values_may_add_levels` key; default `false`: such a hook fails permanent,
+    /// nothing sent, so a hook's value cannot move it past a subscriber's `+`).
+    pub fn with_topic_values_may_add_levels(mut self, allow: bool) -> Self {
+        self.topic_values_may_add_levels = allow;
         self
+    }
+
+    /// Whether a value the topic template inserts may hold `/`.
+    pub fn topic_values_may_add_levels(&self) -> bool {
+        self.topic_values_may_add_levels
+    }
+
+    /// Whether a cleartext login to a remote host was accepted (`allow_insecure`).
+    pub fn allow_insecure(&self) -> bool {
+        self.allow_insecure
     }
 
     /// Connect as `client_id` (default: `ankusa-` and a fresh ULID per sink, so that two
@@ -582,6 +647,57 @@ mod tests {
     }
 
     #[test]
+    fn a_cleartext_login_to_a_remote_host_needs_allow_insecure() {
+        let login = |url: &str, allow: Option<bool>| {
+            let mut v = serde_json::json!({
+                "url": url, "topic": "t", "username": "u", "password": "s3cret"
+            });
+            if let Some(a) = allow {
+                v["allow_insecure"] = a.into();
+            }
+            parse(v)
+        };
+        let e = login("mqtt://broker.example", None).unwrap_err();
+        assert!(
+            e.starts_with("username:") && e.contains("allow_insecure"),
+            "{e}"
+        );
+        assert!(!e.contains("s3cret"), "{e}");
+        assert!(login("mqtt://broker.example", Some(false)).is_err());
+        assert!(
+            login("mqtt://broker.example", Some(true))
+                .unwrap()
+                .allow_insecure()
+        );
+        for url in [
+            "mqtts://broker.example",
+            "mqtt://127.0.0.1",
+            "mqtt://localhost",
+            "mqtt://[::1]",
+        ] {
+            assert!(login(url, None).is_ok(), "{url}");
+        }
+        // The builder holds the same rule, in either order.
+        let remote = MqttConfig::new("mqtt://broker.example", "t").unwrap();
+        assert_eq!(
+            remote
+                .clone()
+                .with_credentials("u", Secret::new("p"))
+                .unwrap_err(),
+            ConfigError::Insecure
+        );
+        assert!(
+            remote
+                .with_allow_insecure(true)
+                .unwrap()
+                .with_credentials("u", Secret::new("p"))
+                .unwrap()
+                .with_allow_insecure(false)
+                .is_err()
+        );
+    }
+
+    #[test]
     fn builders_recheck() {
         let c = MqttConfig::new("mqtt://127.0.0.1", "t").unwrap();
         assert!(c.clone().with_tls_ca_file("/ca.pem").is_err());
@@ -597,7 +713,8 @@ mod tests {
     fn debug_shows_no_secret() {
         let c = MqttConfig::new("mqtt://127.0.0.1:1883", "t")
             .unwrap()
-            .with_credentials("user", Secret::new("pa55w0rd-mqtt"));
+            .with_credentials("user", Secret::new("pa55w0rd-mqtt"))
+            .unwrap();
         let d = format!("{c:?}");
         assert!(!d.contains("pa55w0rd-mqtt"), "{d}");
         assert!(d.contains("REDACTED"), "{d}");

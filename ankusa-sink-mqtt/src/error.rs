@@ -68,6 +68,17 @@ pub enum MqttError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A value the topic template inserts (`{tenant_id}`, ...) holds `/`, which would add a
+    /// topic level the template does not describe (a subscriber's `+` would not match);
+    /// refused unless `topic_values_may_add_levels`. Nothing was sent.
+    #[error(
+        "topic_template: the hook's {placeholder} holds `/`, which would add a topic level \
+         (topic_values_may_add_levels = true allows it); not sent"
+    )]
+    TopicValue {
+        /// The placeholder whose value holds it (`tenant_id`, `source_id`, ...).
+        placeholder: &'static str,
+    },
     /// A value of the hook that no MQTT string may carry (NUL, a control character, a
     /// noncharacter, over 65,535 bytes), in the topic, the Content Type or a user property:
     /// Mosquitto would close the connection for it. Names the field, never the value;
@@ -155,6 +166,7 @@ pub(crate) fn reason_name(code: u8) -> &'static str {
 /// | --- | --- |
 /// | `TooLarge` (over the CONNACK's Maximum Packet Size, nothing sent) | `Permanent` |
 /// | `Topic` (a rendered topic with a wildcard, NUL, a `$` start, empty or too long; nothing sent) | `Permanent` |
+/// | `TopicValue` (an inserted value holds `/`; nothing sent) | `Permanent` |
 /// | `Unrepresentable` (a control character or noncharacter in the topic, Content Type or a user property, or one over 65,535 bytes; nothing sent) | `Permanent` |
 /// | PUBACK 0x10 No matching subscribers | `no_subscriber`: `Config` (default) or `Transient` (`ok` never fails) |
 /// | PUBACK 0x87 Not authorized (an ACL refuses the topic) | `Config` |
@@ -171,9 +183,10 @@ pub(crate) fn reason_name(code: u8) -> &'static str {
 /// | `Connect` (refused, reset, TLS handshake), `ConnectTimeout`, `AckTimeout` | `Transient` |
 pub(crate) fn classify(err: &MqttError) -> Class {
     match err {
-        MqttError::TooLarge { .. } | MqttError::Topic { .. } | MqttError::Unrepresentable(_) => {
-            Class::Permanent
-        }
+        MqttError::TooLarge { .. }
+        | MqttError::Topic { .. }
+        | MqttError::TopicValue { .. }
+        | MqttError::Unrepresentable(_) => Class::Permanent,
         MqttError::Tls(_) | MqttError::Unsupported { .. } => Class::Config,
         MqttError::PubAck {
             code,
@@ -210,7 +223,7 @@ pub(crate) fn classify(err: &MqttError) -> Class {
 ///
 /// | Error | May have landed |
 /// | --- | --- |
-/// | `Tls`, `Refused`, `Connect`, `ConnectTimeout`, `Unsupported`, `TooLarge`, `Topic`, `Unrepresentable` (nothing published) | `Some(false)` |
+/// | `Tls`, `Refused`, `Connect`, `ConnectTimeout`, `Unsupported`, `TooLarge`, `Topic`, `TopicValue`, `Unrepresentable` (nothing published) | `Some(false)` |
 /// | a PUBACK other than 0x10 (the broker answered no) | `Some(false)` |
 /// | PUBACK 0x10 No matching subscribers | `Some(retain)`: a retained message is kept |
 /// | `Disconnected`, `AckTimeout` after the PUBLISH was written | `Some(true)` |
@@ -228,6 +241,7 @@ pub(crate) fn landed(err: &MqttError) -> Option<bool> {
         | MqttError::Unsupported { .. }
         | MqttError::TooLarge { .. }
         | MqttError::Topic { .. }
+        | MqttError::TopicValue { .. }
         | MqttError::Unrepresentable(_)
         | MqttError::PubAck { .. } => Some(false),
     }
@@ -276,6 +290,12 @@ mod tests {
         for (e, want) in [
             (MqttError::TooLarge { size: 2, max: 1 }, Class::Permanent),
             (MqttError::Topic { reason: "x" }, Class::Permanent),
+            (
+                MqttError::TopicValue {
+                    placeholder: "tenant_id",
+                },
+                Class::Permanent,
+            ),
             (
                 Unrepresentable::new("user property \"ankusa_id\"", "x").into(),
                 Class::Permanent,
@@ -367,6 +387,12 @@ mod tests {
             (refused(0x86), Some(false)),
             (MqttError::TooLarge { size: 2, max: 1 }, Some(false)),
             (MqttError::Topic { reason: "x" }, Some(false)),
+            (
+                MqttError::TopicValue {
+                    placeholder: "tenant_id",
+                },
+                Some(false),
+            ),
             (Unrepresentable::new("topic", "x").into(), Some(false)),
             (puback(0x97, NoSubscriber::Config), Some(false)),
             (puback(0x10, NoSubscriber::Config), Some(false)),

@@ -572,6 +572,15 @@ impl Sink for MqttSink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
         let out = Outgoing::new(env, ctx, &self.layout)?;
         if !self.config.topic.is_static() {
+            // A hook's `/` would add a level the operator's template does not describe.
+            if !self.config.topic_values_may_add_levels
+                && let Some((placeholder, _)) = self.config.topic.inserted_char(env, |c| c == '/')
+            {
+                return Err(MqttError::TopicValue {
+                    placeholder: placeholder.as_str(),
+                }
+                .into());
+            }
             let rendered = out.key().unwrap_or_default();
             if let Some(reason) = topic_problem(rendered) {
                 return Err(MqttError::Topic { reason }.into());
@@ -653,7 +662,8 @@ mod tests {
             "hooks/{tenant_id}/{source_id}",
         )
         .unwrap()
-        .with_credentials("u", ankusa_sink_core::Secret::new("describe-pa55"));
+        .with_credentials("u", ankusa_sink_core::Secret::new("describe-pa55"))
+        .unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -662,7 +672,8 @@ mod tests {
         assert!(matches!(sink, Err(MqttError::Tls(_))));
         let c = MqttConfig::with_template("mqtt://127.0.0.1:1883", "hooks/{tenant_id}/{source_id}")
             .unwrap()
-            .with_credentials("u", ankusa_sink_core::Secret::new("describe-pa55"));
+            .with_credentials("u", ankusa_sink_core::Secret::new("describe-pa55"))
+            .unwrap();
         let sink = MqttSink::new(c).unwrap();
         let d = sink
             .describe(&Subject::new("stripe", Some("acme".into())))

@@ -4,7 +4,7 @@ use crate::connection::NatsConnection;
 use ankusa_message::MessageOptions;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::Secret;
-use ankusa_sink_kit::timeout_ms;
+use ankusa_sink_kit::{is_loopback_host, timeout_ms};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
@@ -24,6 +24,7 @@ struct Repr {
     conn: NatsConnection,
     subject: Option<String>,
     subject_template: Option<String>,
+    subject_values_may_add_tokens: Option<bool>,
     /// `format`, `cloudevents_type`, `[signing]`, `inline_max_bytes`.
     #[serde(flatten)]
     message: MessageOptions,
@@ -65,6 +66,8 @@ pub struct NatsConfig {
     pub(crate) client_name: Option<String>,
     pub(crate) timeout_ms: NonZeroU64,
     pub(crate) connect_timeout_ms: NonZeroU64,
+    pub(crate) allow_insecure: bool,
+    pub(crate) subject_values_may_add_tokens: bool,
     pub(crate) message: MessageOptions,
 }
 
@@ -107,6 +110,13 @@ pub enum ConfigError {
     /// An empty `client_name`, token or password.
     #[error("{0} must not be empty")]
     Empty(&'static str),
+    /// A user + password or a token over `nats://` to a host that is not loopback: the
+    /// login would cross the network unencrypted.
+    #[error(
+        "credentials: nats:// sends the password or token unencrypted to a host that is not \
+         loopback; use tls://, or set allow_insecure = true to accept that"
+    )]
+    Insecure,
     /// A source option NATS or the source would refuse (`stream`, `consumer`, ...).
     #[error("{key}: {reason}")]
     Value {
@@ -130,6 +140,7 @@ impl TryFrom<Repr> for NatsConfig {
             (None, Some(t)) => template_subject(&t)?,
             _ => return Err(ConfigError::Subject),
         };
+        c.subject_values_may_add_tokens = r.subject_values_may_add_tokens.unwrap_or(false);
         c.message = r.message;
         Ok(c)
     }
@@ -140,9 +151,9 @@ impl NatsConfig {
     /// as user + password, or as a token when it has no password) and a fixed `subject`.
     /// Fails as `TryFrom` would.
     pub fn new(url: impl AsRef<str>, subject: impl AsRef<str>) -> Result<Self, ConfigError> {
-        let mut c = NatsConfig::parse_url(url.as_ref())?;
+        let mut c = NatsConfig::parse_url(url.as_ref(), false)?;
         c.subject = literal_subject(subject.as_ref())?;
-        Ok(c)
+        c.cleartext_checked()
     }
 
     /// Set every message option at once, as the sink file's keys do:
@@ -167,7 +178,7 @@ impl NatsConfig {
     /// The connection part of a sink or source file, validated (the subject a
     /// placeholder until the caller sets one).
     pub(crate) fn from_connection(k: NatsConnection) -> Result<Self, ConfigError> {
-        let mut c = NatsConfig::parse_url(&k.url)?;
+        let mut c = NatsConfig::parse_url(&k.url, k.allow_insecure.unwrap_or(false))?;
         let mut schemes = Vec::new();
         match (k.user, k.password) {
             (Some(u), Some(p)) => schemes.push(Auth::UserPassword(u, p)),
@@ -190,11 +201,12 @@ impl NatsConfig {
         if let Some(ms) = k.connect_timeout_ms {
             c.connect_timeout_ms = ms;
         }
-        Ok(c)
+        c.cleartext_checked()
     }
 
-    /// The URL with a placeholder subject, before the subject is set.
-    pub(crate) fn parse_url(raw: &str) -> Result<Self, ConfigError> {
+    /// The URL with a placeholder subject, before the subject is set; `allow_insecure` as
+    /// the key says (userinfo in the URL is checked against it).
+    pub(crate) fn parse_url(raw: &str, allow_insecure: bool) -> Result<Self, ConfigError> {
         let mut url = url::Url::parse(raw).map_err(|_| ConfigError::Url("does not parse"))?;
         let tls = match url.scheme() {
             "nats" => false,
@@ -230,6 +242,8 @@ impl NatsConfig {
             client_name: None,
             timeout_ms: timeout_ms(DEFAULT_PUBLISH_TIMEOUT),
             connect_timeout_ms: timeout_ms(DEFAULT_CONNECT_TIMEOUT),
+            allow_insecure,
+            subject_values_may_add_tokens: false,
             message: MessageOptions::new(),
         };
         c.with_auth(auth)
@@ -259,6 +273,51 @@ impl NatsConfig {
         Ok(self)
     }
 
+    /// `self`, unless a password or token would go over `nats://` to a host that is not
+    /// loopback without `allow_insecure`. An NKey seed or a `.creds` file never crosses the
+    /// wire (the server's nonce is signed), so they pass. A `nats://` server that requires
+    /// TLS is upgraded by the client, but that is not known before connecting: `tls://`
+    /// states it.
+    pub(crate) fn cleartext_checked(self) -> Result<Self, ConfigError> {
+        let secret_on_wire = matches!(self.auth, Auth::UserPassword(..) | Auth::Token(_));
+        let remote = url::Url::parse(&self.url)
+            .ok()
+            .and_then(|u| u.host_str().map(|h| !is_loopback_host(h)))
+            .unwrap_or(true);
+        if secret_on_wire && !self.tls && remote && !self.allow_insecure {
+            return Err(ConfigError::Insecure);
+        }
+        Ok(self)
+    }
+
+    /// Accept a password or token over `nats://` to a host that is not loopback (the
+    /// `allow_insecure` key; default `false`: such a config is refused).
+    ///
+    /// # Errors
+    /// [`ConfigError::Insecure`] for `false` when the config already holds such a login.
+    pub fn with_allow_insecure(mut self, allow: bool) -> Result<Self, ConfigError> {
+        self.allow_insecure = allow;
+        self.cleartext_checked()
+    }
+
+    /// Let a value the subject template inserts hold `.` and so add subject tokens (the
+    /// `subject_values_may_add_tokens` key; default `false`: such a hook fails permanent,
+    /// nothing sent, so a hook's value cannot move it past a subscriber's `*`).
+    pub fn with_subject_values_may_add_tokens(mut self, allow: bool) -> Self {
+        self.subject_values_may_add_tokens = allow;
+        self
+    }
+
+    /// Whether a value the subject template inserts may hold `.`.
+    pub fn subject_values_may_add_tokens(&self) -> bool {
+        self.subject_values_may_add_tokens
+    }
+
+    /// Whether a cleartext login to a remote host was accepted (`allow_insecure`).
+    pub fn allow_insecure(&self) -> bool {
+        self.allow_insecure
+    }
+
     /// Publish every hook to `subject` (taken as it is: braces are text).
     pub fn with_subject(mut self, subject: &str) -> Result<Self, ConfigError> {
         self.subject = literal_subject(subject)?;
@@ -279,12 +338,13 @@ impl NatsConfig {
         user: impl Into<String>,
         password: Secret,
     ) -> Result<Self, ConfigError> {
-        self.with_auth(Auth::UserPassword(user.into(), password))
+        self.with_auth(Auth::UserPassword(user.into(), password))?
+            .cleartext_checked()
     }
 
     /// Log in with a token.
     pub fn with_token(self, token: Secret) -> Result<Self, ConfigError> {
-        self.with_auth(Auth::Token(token))
+        self.with_auth(Auth::Token(token))?.cleartext_checked()
     }
 
     /// Log in with an NKey user seed (`SU...`).
@@ -537,6 +597,62 @@ mod tests {
             assert!(err.contains(want), "{json}: {err}");
             assert!(!err.contains("hunter2"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_cleartext_login_to_a_remote_host_needs_allow_insecure() {
+        for (json, ok) in [
+            (r#""url": "nats://u:hunter2@nats.example""#, false),
+            (r#""url": "nats://hunter2@nats.example""#, false),
+            (
+                r#""url": "nats://nats.example", "user": "u", "password": "hunter2""#,
+                false,
+            ),
+            (r#""url": "nats://nats.example", "token": "hunter2""#, false),
+            (
+                r#""url": "nats://u:hunter2@nats.example", "allow_insecure": true"#,
+                true,
+            ),
+            (
+                r#""url": "nats://nats.example", "token": "hunter2", "allow_insecure": true"#,
+                true,
+            ),
+            (r#""url": "tls://u:hunter2@nats.example""#, true),
+            (r#""url": "nats://u:hunter2@127.0.0.1""#, true),
+            (
+                r#""url": "nats://nats.example", "credentials_file": "/x.creds""#,
+                true,
+            ),
+        ] {
+            let r = parse(&format!(r#"{{{json}, "subject": "a"}}"#));
+            match (r, ok) {
+                (Ok(_), true) => {}
+                (Err(e), false) => {
+                    assert!(
+                        e.starts_with("credentials:") && e.contains("allow_insecure"),
+                        "{e}"
+                    );
+                    assert!(!e.contains("hunter2"), "{e}");
+                }
+                (r, _) => panic!("{json}: {r:?}"),
+            }
+        }
+        assert_eq!(
+            NatsConfig::new("nats://u:p@nats.example", "a").unwrap_err(),
+            ConfigError::Insecure
+        );
+        let remote = NatsConfig::new("nats://nats.example", "a").unwrap();
+        assert_eq!(
+            remote.clone().with_token(Secret::new("t")).unwrap_err(),
+            ConfigError::Insecure
+        );
+        let allowed = remote.with_allow_insecure(true).unwrap();
+        let c = allowed.with_token(Secret::new("t")).unwrap();
+        assert!(c.allow_insecure());
+        assert_eq!(
+            c.with_allow_insecure(false).unwrap_err(),
+            ConfigError::Insecure
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::num::NonZeroU64;
 use std::path::PathBuf;
 
 /// `url`, `user`, `password`, `token`, `nkey_seed`, `credentials_file`, `tls_ca_file`,
-/// `client_name`, `timeout_ms` and `connect_timeout_ms`, as written (checked by
+/// `client_name`, `timeout_ms`, `connect_timeout_ms` and `allow_insecure`, as written (checked by
 /// `NatsConfig::from_connection`).
 #[derive(serde::Deserialize)]
 #[serde(remote = "Self")]
@@ -22,6 +22,7 @@ pub(crate) struct NatsConnection {
     pub(crate) client_name: Option<String>,
     pub(crate) timeout_ms: Option<NonZeroU64>,
     pub(crate) connect_timeout_ms: Option<NonZeroU64>,
+    pub(crate) allow_insecure: Option<bool>,
 }
 
 ankusa_sink_kit::keyed_flatten!(NatsConnection);

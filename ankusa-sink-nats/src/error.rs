@@ -58,6 +58,14 @@ pub enum NatsError {
     /// The subject a template rendered for this hook cannot be published to.
     #[error("subject rendered for this hook is not publishable: {0}")]
     Subject(&'static str),
+    /// A value the subject template inserts (`{tenant_id}`, ...) holds `.`, which would
+    /// add a token the template does not describe (a subscriber's `*` would not match);
+    /// refused unless `subject_values_may_add_tokens`.
+    #[error(
+        "subject_template: the hook's {0} holds `.`, which would add a subject token \
+         (subject_values_may_add_tokens = true allows it)"
+    )]
+    SubjectValue(&'static str),
     /// The message was sent and no ack came within `timeout_ms`: it may have landed.
     #[error("no JetStream ack within {ms} ms (the message may have been stored)")]
     AckTimeout {
@@ -106,6 +114,7 @@ pub enum NatsError {
 /// | `TooLarge` (over the server's `max_payload`) | `Permanent` |
 /// | `JetStream` with `err_code` 10054 (over the stream's `max_msg_size`) | `Permanent` |
 /// | `Subject`, `HeaderValue` (a hook's values make an unpublishable subject, e.g. one starting with `$`, or header) | `Permanent` |
+/// | `SubjectValue` (an inserted value holds `.`) | `Permanent` |
 /// | `JetStream` with code 429 or 503 (stream full with discard-new, unavailable), `Status` 429 | `Throttled` |
 /// | `Connect` with `Io`, `TimedOut`, `Dns`, `MaxReconnects`; `ConnectTimeout` | `Transient` |
 /// | `NotConnected`, `AckTimeout`, `Request` (lost connection, ...) | `Transient` |
@@ -121,9 +130,10 @@ pub(crate) fn classify(err: &NatsError) -> Class {
             _ => Class::Transient,
         },
         NatsError::CredentialsFile(_) | NatsError::NoStream { .. } => Class::Config,
-        NatsError::TooLarge { .. } | NatsError::Subject(_) | NatsError::HeaderValue(_) => {
-            Class::Permanent
-        }
+        NatsError::TooLarge { .. }
+        | NatsError::Subject(_)
+        | NatsError::SubjectValue(_)
+        | NatsError::HeaderValue(_) => Class::Permanent,
         NatsError::JetStream { code, err_code, .. } => match (*code, *err_code) {
             (_, JS_MESSAGE_TOO_LARGE) => Class::Permanent,
             (_, JS_STREAM_NOT_FOUND) | (401 | 403 | 404, _) => Class::Config,
@@ -179,7 +189,7 @@ impl From<NatsError> for Failure {
 ///
 /// | Error | May have landed |
 /// | --- | --- |
-/// | no connection (refused, timed out, credentials), not connected, no stream bound to the subject, over `max_payload`, an unpublishable subject or header, a JetStream API error (the stream refused it), a `503` status (no responders) | `Some(false)` |
+/// | no connection (refused, timed out, credentials), not connected, no stream bound to the subject, over `max_payload`, an unpublishable subject, subject value or header, a JetStream API error (the stream refused it), a `503` status (no responders) | `Some(false)` |
 /// | no ack within `timeout_ms`; a reply that is not an ack | `Some(true)` |
 /// | the request failed after it was handed to the client; another status | `None` |
 pub(crate) fn landed(err: &NatsError) -> Option<bool> {
@@ -192,6 +202,7 @@ pub(crate) fn landed(err: &NatsError) -> Option<bool> {
         | NatsError::TooLarge { .. }
         | NatsError::HeaderValue(_)
         | NatsError::Subject(_)
+        | NatsError::SubjectValue(_)
         | NatsError::JetStream { .. }
         | NatsError::Status { status: 503 } => Some(false),
         NatsError::AckTimeout { .. } | NatsError::BadAck(_) => Some(true),
@@ -240,6 +251,10 @@ mod tests {
         assert_eq!(classify(&NatsError::NotConnected), Class::Transient);
         assert_eq!(classify(&NatsError::Subject("empty")), Class::Permanent);
         assert_eq!(
+            classify(&NatsError::SubjectValue("tenant_id")),
+            Class::Permanent
+        );
+        assert_eq!(
             classify(&NatsError::CredentialsFile(std::io::Error::other("x"))),
             Class::Config
         );
@@ -260,6 +275,7 @@ mod tests {
             (NatsError::TooLarge { max: 1 }, Some(false)),
             (NatsError::HeaderValue("h"), Some(false)),
             (NatsError::Subject("s"), Some(false)),
+            (NatsError::SubjectValue("source_id"), Some(false)),
             (
                 NatsError::ConnectTimeout {
                     host: "h".into(),

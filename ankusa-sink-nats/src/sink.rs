@@ -307,6 +307,12 @@ fn install_crypto_provider() {
 #[ankusa_sink_core::async_trait]
 impl Sink for NatsSink {
     async fn deliver(&self, env: &Envelope, ctx: &Ctx) -> Result<(), Failure> {
+        // A hook's `.` would add a token the operator's template does not describe.
+        if !self.config.subject_values_may_add_tokens
+            && let Some((placeholder, _)) = self.config.subject.inserted_char(env, |c| c == '.')
+        {
+            return Err(NatsError::SubjectValue(placeholder.as_str()).into());
+        }
         let out = Outgoing::new(env, ctx, &self.layout)?;
         let publish = outgoing::to_publish(out)?;
         if !self.config.subject.is_static()

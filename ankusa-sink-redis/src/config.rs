@@ -4,7 +4,7 @@ use ankusa_message::MessageOptions;
 use ankusa_message::cloudevents::{CloudEvents, Mode};
 use ankusa_message::template::{AbsentTenant, KeyTemplate, TemplateError};
 use ankusa_sink_core::Secret;
-use ankusa_sink_kit::{redact_url, timeout_ms};
+use ankusa_sink_kit::{is_loopback_host, redact_url, timeout_ms};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
@@ -33,6 +33,7 @@ struct Repr {
     tls_ca_file: Option<PathBuf>,
     timeout_ms: Option<NonZeroU64>,
     max_message_bytes: Option<NonZeroUsize>,
+    allow_insecure: Option<bool>,
     /// `format`, `cloudevents_type`, `[signing]`, `inline_max_bytes`.
     #[serde(flatten)]
     message: MessageOptions,
@@ -99,6 +100,7 @@ pub struct RedisConfig {
     pub(crate) tls_ca_file: Option<PathBuf>,
     pub(crate) timeout_ms: NonZeroU64,
     pub(crate) max_message_bytes: NonZeroUsize,
+    pub(crate) allow_insecure: bool,
     pub(crate) message: MessageOptions,
 }
 
@@ -112,6 +114,7 @@ impl fmt::Debug for RedisConfig {
             .field("tls_ca_file", &self.tls_ca_file)
             .field("timeout_ms", &self.timeout_ms)
             .field("max_message_bytes", &self.max_message_bytes)
+            .field("allow_insecure", &self.allow_insecure)
             .field("message", &self.message)
             .finish()
     }
@@ -148,6 +151,13 @@ pub enum ConfigError {
     /// `username` without `password`.
     #[error("username needs a password")]
     UsernameWithoutPassword,
+    /// A password (the `password` key or the URL's userinfo) over `redis://` to a host that
+    /// is not loopback: the login would cross the network unencrypted.
+    #[error(
+        "password: redis:// sends the password unencrypted to a host that is not loopback; \
+         use rediss://, or set allow_insecure = true to accept that"
+    )]
+    Insecure,
 }
 
 impl TryFrom<Repr> for RedisConfig {
@@ -190,6 +200,7 @@ impl TryFrom<Repr> for RedisConfig {
             tls_ca_file: r.tls_ca_file,
             timeout_ms: r.timeout_ms.unwrap_or(timeout_ms(DEFAULT_TIMEOUT)),
             max_message_bytes: r.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
+            allow_insecure: r.allow_insecure.unwrap_or(false),
             message: r.message,
         };
         config.validate()?;
@@ -204,6 +215,12 @@ fn template(key: &'static str, text: &str) -> Result<KeyTemplate, ConfigError> {
 
 /// Whether `url` is a `redis://` or `rediss://` URL with a host.
 fn tls_of(url: &str) -> Result<bool, ConfigError> {
+    url_of(url).map(|(tls, _)| tls)
+}
+
+/// `url`'s TLS flag and the parsed URL, if it is a `redis://` or `rediss://` URL with a
+/// host.
+fn url_of(url: &str) -> Result<(bool, url::Url), ConfigError> {
     let parsed = url::Url::parse(url).map_err(|_| ConfigError::Url)?;
     let tls = match parsed.scheme() {
         "redis" => false,
@@ -213,7 +230,7 @@ fn tls_of(url: &str) -> Result<bool, ConfigError> {
     if parsed.host_str().is_none_or(str::is_empty) {
         return Err(ConfigError::Url);
     }
-    Ok(tls)
+    Ok((tls, parsed))
 }
 
 impl RedisConfig {
@@ -249,6 +266,7 @@ impl RedisConfig {
             tls_ca_file: None,
             timeout_ms: timeout_ms(DEFAULT_TIMEOUT),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            allow_insecure: false,
             message: MessageOptions::new(),
         };
         config.validate()?;
@@ -256,7 +274,13 @@ impl RedisConfig {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        let tls = tls_of(&self.url)?;
+        let (tls, url) = url_of(&self.url)?;
+        let login =
+            self.password.is_some() || !url.username().is_empty() || url.password().is_some();
+        let remote = !url.host_str().is_some_and(is_loopback_host);
+        if login && !tls && remote && !self.allow_insecure {
+            return Err(ConfigError::Insecure);
+        }
         if self.tls_ca_file.is_some() && !tls {
             return Err(ConfigError::CaWithoutTls);
         }
@@ -301,17 +325,46 @@ impl RedisConfig {
     }
 
     /// Log in as ACL `username` with `password` (over any userinfo in the URL).
-    pub fn with_user(mut self, username: impl Into<String>, password: Secret) -> Self {
+    ///
+    /// # Errors
+    /// [`ConfigError::Insecure`] over `redis://` to a host that is not loopback, unless
+    /// [`with_allow_insecure`](Self::with_allow_insecure) said so first.
+    pub fn with_user(
+        mut self,
+        username: impl Into<String>,
+        password: Secret,
+    ) -> Result<Self, ConfigError> {
         self.username = Some(username.into());
         self.password = Some(password);
-        self
+        self.validate()?;
+        Ok(self)
     }
 
     /// Log in as the `default` user with `password` (`AUTH password`).
-    pub fn with_password(mut self, password: Secret) -> Self {
+    ///
+    /// # Errors
+    /// As [`with_user`](Self::with_user).
+    pub fn with_password(mut self, password: Secret) -> Result<Self, ConfigError> {
         self.username = None;
         self.password = Some(password);
-        self
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Accept sending a password over `redis://` to a host that is not loopback (the
+    /// `allow_insecure` key; default `false`: such a config is refused).
+    ///
+    /// # Errors
+    /// [`ConfigError::Insecure`] for `false` when the config already holds such a login.
+    pub fn with_allow_insecure(mut self, allow: bool) -> Result<Self, ConfigError> {
+        self.allow_insecure = allow;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Whether a cleartext login to a remote host was accepted (`allow_insecure`).
+    pub fn allow_insecure(&self) -> bool {
+        self.allow_insecure
     }
 
     /// `MAXLEN ~ maxlen` on every `XADD` (stream mode only).
@@ -572,10 +625,72 @@ mod tests {
     }
 
     #[test]
+    fn a_cleartext_login_to_a_remote_host_needs_allow_insecure() {
+        for (v, ok) in [
+            (
+                serde_json::json!({"url": "redis://:s3cret@redis.example", "stream": "s"}),
+                false,
+            ),
+            (
+                serde_json::json!({"url": "redis://u:s3cret@redis.example", "stream": "s"}),
+                false,
+            ),
+            (
+                serde_json::json!({"url": "redis://redis.example", "stream": "s", "password": "s3cret"}),
+                false,
+            ),
+            (
+                serde_json::json!({"url": "redis://redis.example", "stream": "s", "password": "s3cret", "allow_insecure": true}),
+                true,
+            ),
+            (
+                serde_json::json!({"url": "rediss://u:s3cret@redis.example", "stream": "s"}),
+                true,
+            ),
+            (
+                serde_json::json!({"url": "redis://u:s3cret@127.0.0.1", "stream": "s"}),
+                true,
+            ),
+            (
+                serde_json::json!({"url": "redis://redis.example", "stream": "s"}),
+                true,
+            ),
+        ] {
+            match (parse(v.clone()), ok) {
+                (Ok(_), true) => {}
+                (Err(e), false) => {
+                    assert!(
+                        e.starts_with("password:") && e.contains("allow_insecure"),
+                        "{e}"
+                    );
+                    assert!(!e.contains("s3cret"), "{e}");
+                }
+                (r, _) => panic!("{v}: {r:?}"),
+            }
+        }
+        let remote = RedisConfig::stream("redis://redis.example", "s").unwrap();
+        assert_eq!(
+            remote.clone().with_password(Secret::new("p")).unwrap_err(),
+            ConfigError::Insecure
+        );
+        let c = remote
+            .with_allow_insecure(true)
+            .unwrap()
+            .with_user("u", Secret::new("p"))
+            .unwrap();
+        assert!(c.allow_insecure());
+        assert_eq!(
+            c.with_allow_insecure(false).unwrap_err(),
+            ConfigError::Insecure
+        );
+    }
+
+    #[test]
     fn debug_shows_no_secret() {
         let c = RedisConfig::stream("redis://admin:pa55w0rd@127.0.0.1:6379/0", "s")
             .unwrap()
-            .with_user("acl-user-name", Secret::new("other-s3cret"));
+            .with_user("acl-user-name", Secret::new("other-s3cret"))
+            .unwrap();
         let d = format!("{c:?}");
         for secret in ["pa55w0rd", "admin", "acl-user-name", "other-s3cret"] {
             assert!(!d.contains(secret), "{d}");

@@ -591,6 +591,44 @@ mod tests {
         assert!(SinkConfig::from_toml_str_with("type = \"log\"", &EnvAccess::None).is_ok());
     }
 
+    /// Every place the HTTP sink reads a `{ env = "VAR" }` value, in the padded form that
+    /// slipped past a guard looking only at one-key tables: refused, key named.
+    #[cfg(feature = "http")]
+    #[test]
+    fn untrusted_configs_cannot_read_the_environment_through_env_tables() {
+        let env = r#"{ env = "HOME", pad = 1 }"#;
+        let base = "type = \"http\"\nurl = \"https://example.com/h\"";
+        for (text, key) in [
+            (format!("type = \"http\"\nurl = {env}"), "url"),
+            (format!("{base}\nproxy = {env}"), "proxy"),
+            (format!("{base}\nsecrets = [{env}]"), "secrets[0]"),
+            (format!("{base}\n[headers]\nx-a = {env}"), "headers.x-a"),
+            (
+                format!(
+                    "{base}\n[oauth2]\ntoken_url = {env}\nclient_id = \"c\"\nclient_secret = \"s\""
+                ),
+                "oauth2.token_url",
+            ),
+            (
+                format!(
+                    "{base}\n[oauth2]\ntoken_url = \"https://example.com/t\"\nclient_id = \"c\"\nclient_secret = {env}"
+                ),
+                "oauth2.client_secret",
+            ),
+        ] {
+            for access in [EnvAccess::None, EnvAccess::Prefix("ANKUSA_T_".into())] {
+                let e = SinkConfig::from_toml_str_with(&text, &access)
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    e.contains("may not read environment variables"),
+                    "{text}: {e}"
+                );
+                assert!(e.contains(key), "{text}: {e}");
+            }
+        }
+    }
+
     #[test]
     fn json_works_too() {
         let c = SinkConfig::from_json_str(r#"{"type":"log","messages":false}"#).unwrap();

@@ -58,13 +58,21 @@ pub(crate) fn expand_with(
     };
     match value {
         // The HTTP sink's `{ env = "VAR" }` secret reads a variable when the sink is built:
-        // hold it to the same rule.
-        toml::Value::Table(t) if *access != EnvAccess::Any && t.len() == 1 => {
-            if let Some(toml::Value::String(name)) = t.get("env") {
-                guarded(name)?;
-            } else {
-                for (k, v) in t.iter_mut() {
-                    expand_with(v, &join(path, k), access, lookup)?;
+        // hold it to the same rule. Any table with an `env` key counts, whatever else it
+        // holds (`{ env = "X", pad = 1 }`) or whatever `env` is: the guard must not depend
+        // on what a parser downstream happens to accept.
+        toml::Value::Table(t) if *access != EnvAccess::Any && t.contains_key("env") => {
+            match t.get("env") {
+                Some(toml::Value::String(name)) if t.len() == 1 => {
+                    guarded(name)?;
+                }
+                _ => {
+                    return Err(ConfigError::Env {
+                        path: path.to_owned(),
+                        detail: "this config may not read environment variables \
+                                 (a table with an `env` key is an environment reference)"
+                            .into(),
+                    });
                 }
             }
         }
@@ -218,5 +226,18 @@ k = ["${NOPE}"]"#,
         assert!(e.to_string().contains("t.secret"), "{e}");
         let mut v: toml::Value = toml::from_str(text).unwrap();
         expand_with(&mut v, "", &EnvAccess::Any, &lookup).unwrap();
+        // A table with an `env` key and anything else, or an `env` that is not a string,
+        // is refused too, under either restriction, even with an allowed name.
+        for text in [
+            "[t]\nsecret = { env = \"TOKEN\", pad = 1 }",
+            "[t]\nsecret = { env = { env = \"TOKEN\" } }",
+            "[t]\nsecret = { env = [\"TOKEN\"] }",
+        ] {
+            for access in [&none, &prefix] {
+                let mut v: toml::Value = toml::from_str(text).unwrap();
+                let e = expand_with(&mut v, "", access, &lookup).unwrap_err();
+                assert!(e.to_string().contains("t.secret"), "{text}: {e}");
+            }
+        }
     }
 }

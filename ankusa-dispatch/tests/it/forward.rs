@@ -68,7 +68,11 @@ async fn every_record_is_delivered_or_dead_lettered_then_acknowledged() {
     let raw = base64::engine::general_purpose::STANDARD
         .decode(lines[1]["raw_base64"].as_str().unwrap())
         .unwrap();
-    assert_eq!(raw, vec![b'x'; 4096]);
+    // Over the limit, the record is kept only up to it, and says so.
+    assert_eq!(raw, vec![b'x'; 1024]);
+    assert_eq!(lines[1]["raw_truncated"], true);
+    assert_eq!(lines[1]["raw_bytes"], 4096);
+    assert!(lines[0].get("raw_truncated").is_none() && lines[0].get("raw_bytes").is_none());
 }
 
 #[tokio::test(start_paused = true)]

@@ -5,7 +5,7 @@ use super::resolved::{Resolved, resolved_accessors};
 use super::{AwsOptions, ConfigError, SNS_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES};
 use ankusa_message::MessageOptions;
 use ankusa_sink_kit::{DEFAULT_SUBSCRIBER_CHECK_INTERVAL, subscriber_check_interval};
-use ankusa_sink_kit::{redact_url, redact_url_keep_path};
+use ankusa_sink_kit::{is_loopback_host, redact_url, redact_url_keep_path};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
@@ -51,6 +51,21 @@ pub(super) fn check_url(field: &'static str, raw: &str) -> Result<url::Url, Conf
         return Err(bad("query and fragment are not allowed"));
     }
     Ok(url)
+}
+
+/// Refuses `url` when it is `http://` on a host that is not loopback, unless the operator
+/// said `allow_insecure`: SigV4 keeps the secret key off the wire, but the access key id and
+/// a session token travel as headers, and a session token is enough to act as the role.
+pub(super) fn check_cleartext(
+    field: &'static str,
+    url: &url::Url,
+    allow_insecure: bool,
+) -> Result<(), ConfigError> {
+    let remote = !url.host_str().is_some_and(is_loopback_host);
+    if url.scheme() == "http" && remote && !allow_insecure {
+        return Err(ConfigError::Insecure(field));
+    }
+    Ok(())
 }
 
 fn is_aws_host(host: &str) -> bool {
@@ -128,7 +143,10 @@ impl SqsConfig {
         let host = url.host_str().unwrap_or_default();
         let endpoint = match &options.endpoint {
             Some(e) => Some(e.trim_end_matches('/').to_owned()),
-            None if !is_aws_host(host) => Some(origin(&url)),
+            None if !is_aws_host(host) => {
+                check_cleartext("queue_url", &url, options.allow_insecure)?;
+                Some(origin(&url))
+            }
             None => None,
         };
         let region = options.region.clone().or_else(|| queue_host_region(host));

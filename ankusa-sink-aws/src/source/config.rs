@@ -18,7 +18,7 @@ const MAX_MESSAGES: u32 = 10;
 
 /// The operator's keys, exactly as written in a `--from` file (`type` already removed).
 /// The connection keys are the SQS sink's (`queue_url`, `region`, `endpoint`,
-/// `credentials`, `timeout_ms`); the sink's delivery keys (batching, message format) mean
+/// `credentials`, `timeout_ms`, `allow_insecure`); the sink's delivery keys (batching, message format) mean
 /// nothing to a reader and are refused.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -32,6 +32,8 @@ struct SourceRepr {
     credentials: Option<StaticCredentials>,
     #[serde(default)]
     timeout_ms: Option<NonZeroU64>,
+    #[serde(default)]
+    allow_insecure: bool,
     #[serde(default)]
     wait_seconds: Option<u32>,
     #[serde(default)]
@@ -50,6 +52,7 @@ impl TryFrom<SourceRepr> for SqsSourceConfig {
             endpoint: r.endpoint,
             credentials: r.credentials,
             timeout_ms: r.timeout_ms.unwrap_or(defaults.timeout_ms),
+            allow_insecure: r.allow_insecure,
             ..defaults
         };
         let mut c = SqsSourceConfig::new(r.queue_url, options)?;
@@ -87,7 +90,7 @@ pub struct SqsSourceConfig {
 
 impl SqsSourceConfig {
     /// A source reading the queue at `queue_url` with the connection options of `options`
-    /// (region, endpoint, credentials, timeout; its sink-only options are not kept), a
+    /// (region, endpoint, credentials, timeout, allow_insecure; its sink-only options are not kept), a
     /// long poll of 5 s, a visibility timeout of 300 s and up to 10 messages per receive.
     ///
     /// # Errors
@@ -99,6 +102,7 @@ impl SqsSourceConfig {
             endpoint: options.endpoint,
             credentials: options.credentials,
             timeout_ms: options.timeout_ms,
+            allow_insecure: options.allow_insecure,
             ..AwsOptions::default()
         };
         Ok(SqsSourceConfig {

@@ -578,7 +578,10 @@ fn a_record_longer_than_max_line_bytes_is_dead_lettered_and_acked_undecoded() {
         "{}",
         invalid[0]
     );
-    let dl = the_dead_letter(&dead, &long[0].1);
+    // Kept only up to --max-line-bytes, and flagged so.
+    let dl = the_dead_letter(&dead, &long[0].1[..2000]);
+    assert_eq!(dl["raw_truncated"], true);
+    assert_eq!(dl["raw_bytes"], long[0].1.len());
     assert_eq!(dl["dead_letter"]["reason"], invalid[0]["reason"]);
     assert!(!collector.has(&long[0].0), "never decoded nor delivered");
     fwd.stop(Duration::from_secs(20));

@@ -172,6 +172,10 @@ fn temp_file(name: &str, contents: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
     std::fs::write(&p, contents).unwrap();
+    // Private, as a dead-letter file must be (one the run finds in place is refused
+    // otherwise) and as a sink file with credentials should be.
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
     p
 }
 

@@ -339,6 +339,21 @@ fn a_torn_last_line_is_ended_before_the_next_record_and_replay_goes_on() {
 }
 
 #[test]
+fn an_existing_dead_letter_file_others_can_read_is_refused_with_its_mode() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dl = temp_file("dead.jsonl", "");
+    std::fs::set_permissions(&dl, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let input = temp_file("hooks.jsonl", &hooks(1));
+    let (out, _) = dead_letter_gone(&input, &dl, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(dl.to_str().unwrap()), "{stderr}");
+    assert!(stderr.contains("mode 0644"), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing delivered");
+    assert_eq!(std::fs::read(&dl).unwrap(), b"", "nothing written");
+}
+
+#[test]
 fn the_dead_letter_file_is_private_never_a_symlink_and_keeps_no_credentials() {
     use std::os::unix::fs::PermissionsExt as _;
     let dir = temp_file("x", "").with_file_name("");

@@ -16,11 +16,19 @@ pub(super) enum Value {
     /// The value itself.
     Plain(Secret),
     /// The name of an environment variable holding the value.
-    Env { env: String },
+    Env(EnvRef),
     /// A value given in code and marked secret
     /// ([`HttpSinkBuilder::secret_header`](super::HttpSinkBuilder::secret_header)).
     #[serde(skip)]
     Marked(Secret),
+}
+
+/// `{ env = "VAR" }` and nothing else: a stray key is an error, not ignored, so what the
+/// file says is what is read.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EnvRef {
+    env: String,
 }
 
 impl Value {
@@ -33,7 +41,7 @@ impl Value {
         match self {
             Value::Plain(s) => Ok((s, false)),
             Value::Marked(s) => Ok((s, true)),
-            Value::Env { env } => match Secret::from_env(&env) {
+            Value::Env(EnvRef { env }) => match Secret::from_env(&env) {
                 Ok(s) => Ok((s, true)),
                 Err(SecretEnvError::NotUnicode(var)) => {
                     Err(ConfigError::NotUnicodeEnv { what: what(), var })
@@ -49,7 +57,7 @@ impl Value {
     /// The variable named by the deprecated `{ env = "VAR" }` form, for its warning.
     pub(super) fn env_var(&self) -> Option<&str> {
         match self {
-            Value::Env { env } => Some(env),
+            Value::Env(EnvRef { env }) => Some(env),
             Value::Plain(_) | Value::Marked(_) => None,
         }
     }

@@ -83,7 +83,8 @@ async fn an_acl_that_denies_the_topic_is_config() {
         sink(
             MqttConfig::new(&broker.url(), topic)
                 .unwrap()
-                .with_credentials("hooks", Secret::new("hooks-pa55")),
+                .with_credentials("hooks", Secret::new("hooks-pa55"))
+                .unwrap(),
         )
     };
     let sub = Subscriber::start_as(&broker.addr(), "allowed/#", Some(("hooks", "hooks-pa55")))
@@ -111,10 +112,12 @@ async fn refused_logins_are_config() {
     for cfg in [
         MqttConfig::new(&broker.url(), topic)
             .unwrap()
-            .with_credentials("hooks", Secret::new("wrong-pa55")),
+            .with_credentials("hooks", Secret::new("wrong-pa55"))
+            .unwrap(),
         MqttConfig::new(&broker.url(), topic)
             .unwrap()
-            .with_credentials("nobody", Secret::new("wrong-pa55")),
+            .with_credentials("nobody", Secret::new("wrong-pa55"))
+            .unwrap(),
         MqttConfig::new(&broker.url(), topic).unwrap(),
     ] {
         let s = sink(cfg);
@@ -129,6 +132,7 @@ async fn refused_logins_are_config() {
         MqttConfig::new(&broker.url(), topic)
             .unwrap()
             .with_credentials("hooks", Secret::new("hooks-pa55"))
+            .unwrap()
             .with_no_subscriber(NoSubscriber::Ok),
     );
     assert_eq!(ok.check().await.unwrap(), Check::Reachable);
@@ -349,6 +353,40 @@ async fn a_rendered_topic_with_a_wildcard_or_dollar_is_permanent_and_nothing_is_
     let got = sub.wait_for(1).await;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].topic, format!("{topic}/evt_1"));
+}
+
+#[tokio::test]
+async fn a_slash_in_an_inserted_value_is_permanent_unless_the_config_allows_levels() {
+    ankusa_sink_testkit::require_broker!("Mosquitto", crate::common::shared_addr());
+    let topic = unique_name("lvl");
+    let sub = Subscriber::start(&shared_addr(), &format!("{topic}/#"))
+        .await
+        .unwrap();
+    let template = format!("{topic}/{{tenant_id}}/{{dedupe_key}}");
+    let strict = sink(MqttConfig::with_template(&shared_url(), &template).unwrap());
+    let e = Envelope::builder(unique_name("h"), "src", &b"{}"[..])
+        .tenant_id("acme")
+        .dedupe_key("evt/other")
+        .build()
+        .unwrap();
+    let f = strict
+        .deliver(&e, &Ctx::for_envelope(&e))
+        .await
+        .unwrap_err();
+    assert_eq!(f.class(), Class::Permanent, "{f}");
+    assert_eq!(f.may_have_landed(), Some(false));
+    assert!(f.to_string().contains("dedupe_key"), "{f}");
+    assert!(!f.to_string().contains("evt/other"), "{f}");
+    // Said otherwise in the config, the value adds its level.
+    let loose = sink(
+        MqttConfig::with_template(&shared_url(), &template)
+            .unwrap()
+            .with_topic_values_may_add_levels(true),
+    );
+    loose.deliver(&e, &Ctx::for_envelope(&e)).await.unwrap();
+    let got = sub.wait_for(1).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].topic, format!("{topic}/acme/evt/other"));
 }
 
 #[tokio::test]

@@ -43,6 +43,7 @@ impl Probe for SubscriberProbe {
 fn config(addr: &str, topic: &str) -> Result<MqttConfig, BoxError> {
     Ok(MqttConfig::new(&format!("mqtt://{addr}"), topic)?
         .with_credentials("ankusa", Secret::new(PLANTED))
+        .unwrap()
         .with_timeout(Duration::from_secs(2))
         .with_connect_timeout(Duration::from_secs(2)))
 }

@@ -67,7 +67,9 @@ fn rows() -> Vec<Row> {
         rows.push(replay(format!("r-{ok}"), Delivered));
         rows.push(content_type(format!("text/plain; x=\"{ok}\""), Delivered));
     }
-    rows.push(dedupe("évt/😀/\u{FFFD}", Delivered));
+    // A `/` in the value would add a topic level (allowed only when the config says so).
+    rows.push(dedupe("évt/😀", Refused("topic_template")));
+    rows.push(dedupe("évt-😀-\u{FFFD}", Delivered));
     rows.push(id("i".repeat(60_000), Delivered));
     rows.push(content_type("x".repeat(60_000), Delivered));
     rows

@@ -22,7 +22,8 @@ async fn mqtts_with_the_ca_file_delivers_and_without_it_is_refused() {
     let topic = unique_name("tls");
     let config = MqttConfig::new(&broker.url(), &topic)
         .unwrap()
-        .with_credentials("hooks", Secret::new("tls-pa55"));
+        .with_credentials("hooks", Secret::new("tls-pa55"))
+        .unwrap();
     let sink = MqttSink::new(config.clone().with_tls_ca_file(broker.ca_file()).unwrap()).unwrap();
     assert_eq!(sink.check().await.unwrap(), Check::Reachable);
     let sub = Subscriber::start_as(

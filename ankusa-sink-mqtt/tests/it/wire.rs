@@ -167,6 +167,7 @@ async fn describe_durable_and_check() {
         MqttConfig::with_template(&shared_url(), "hooks/{tenant_id}/{source_id}")
             .unwrap()
             .with_credentials("ankusa", Secret::new("desc-pa55"))
+            .unwrap()
             .with_durable(true)
             .with_retain(true),
     )

@@ -109,11 +109,21 @@ impl NatsSourceConfig {
         check_name("stream", &stream)?;
         check_name("consumer", &consumer)?;
         Ok(NatsSourceConfig {
-            conn: NatsConfig::parse_url(url.as_ref())?,
+            conn: NatsConfig::parse_url(url.as_ref(), false)?.cleartext_checked()?,
             stream,
             consumer,
             ack_wait_ms: None,
         })
+    }
+
+    /// Accept a password or token over `nats://` to a host that is not loopback, as for
+    /// the sink ([`NatsConfig::with_allow_insecure`]).
+    ///
+    /// # Errors
+    /// [`ConfigError::Insecure`] for `false` when the config already holds such a login.
+    pub fn with_allow_insecure(mut self, allow: bool) -> Result<Self, ConfigError> {
+        self.conn = self.conn.with_allow_insecure(allow)?;
+        Ok(self)
     }
 
     /// Log in with `user` and `password`.

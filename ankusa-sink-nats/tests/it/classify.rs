@@ -322,6 +322,42 @@ async fn a_hooks_value_that_breaks_the_subject_is_permanent() {
 /// A template that starts with a placeholder renders whatever the hook says: a hook whose
 /// `source_id` is `$JS.API.STREAM.PURGE.<stream>` must not purge that stream. Refused,
 /// permanent, nothing published; the stream keeps its messages.
+/// A `.` in a value the template inserts would add a token: refused (permanent, nothing
+/// stored, the placeholder named) unless the config says values may add tokens.
+#[tokio::test]
+async fn a_dot_in_an_inserted_value_is_permanent_unless_the_config_allows_tokens() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
+    let (stream, subject) = names("tokens");
+    // The stream takes exactly the subject the value's tokens make.
+    let want = format!("{subject}.acme.evt.other");
+    create_stream(SHARED_URL, &stream, &want, Limits::default()).await;
+    let template = format!("{subject}.{{tenant_id}}.{{dedupe_key}}");
+    let strict = NatsSink::new(
+        sink_config(SHARED_URL, &subject)
+            .with_subject_template(&template)
+            .unwrap(),
+    );
+    let e = Envelope::builder(unique_name("h"), "src", &b"{}"[..])
+        .tenant_id("acme")
+        .dedupe_key("evt.other")
+        .build()
+        .unwrap();
+    let f = fails_as(&strict, &e, Class::Permanent).await;
+    assert_eq!(f.may_have_landed(), Some(false), "{f}");
+    assert!(f.to_string().contains("dedupe_key"), "{f}");
+    assert!(!f.to_string().contains("evt.other"), "{f}");
+    assert!(stored_on(SHARED_URL, &stream).await.is_empty());
+    let loose = NatsSink::new(
+        sink_config(SHARED_URL, &subject)
+            .with_subject_template(&template)
+            .unwrap()
+            .with_subject_values_may_add_tokens(true),
+    );
+    deliver(&loose, &e).await.unwrap();
+    assert_eq!(stored_on(SHARED_URL, &stream).await.len(), 1);
+    delete_stream(SHARED_URL, &stream).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_rendered_subject_under_dollar_is_permanent_and_reaches_no_api() {
     ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
@@ -331,10 +367,12 @@ async fn a_rendered_subject_under_dollar_is_permanent_and_reaches_no_api() {
     for id in ["k1", "k2"] {
         deliver(&keep, &env(id, 8)).await.unwrap();
     }
+    // Even where values may add tokens, a `$` start is refused.
     let sink = NatsSink::new(
         sink_config(SHARED_URL, &subject)
             .with_subject_template("{source_id}")
-            .unwrap(),
+            .unwrap()
+            .with_subject_values_may_add_tokens(true),
     );
     for api in [
         format!("$JS.API.STREAM.PURGE.{stream}"),

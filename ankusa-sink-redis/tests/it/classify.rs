@@ -149,6 +149,7 @@ async fn a_refused_config_get_leaves_max_message_bytes_alone() {
     let cfg = RedisConfig::stream(server.url(), &stream)
         .unwrap()
         .with_user("noconfig", Secret::new("nc-pa55"))
+        .unwrap()
         .with_message(
             MessageOptions::new().with_inline_max_bytes(NonZeroUsize::new(4 << 20).unwrap()),
         )
@@ -263,7 +264,8 @@ async fn noauth_and_wrongpass_are_config() {
     // A wrong one: WRONGPASS at login.
     let wrong = RedisConfig::stream(server.url(), "k")
         .unwrap()
-        .with_password(Secret::new("wrong-pa55"));
+        .with_password(Secret::new("wrong-pa55"))
+        .unwrap();
     let sink = RedisSink::new(wrong).unwrap();
     let f = deliver(&sink).await.unwrap_err();
     assert_eq!(f.class(), Class::Config, "{f}");
@@ -272,7 +274,8 @@ async fn noauth_and_wrongpass_are_config() {
     // The right one.
     let ok = RedisConfig::stream(server.url(), "k")
         .unwrap()
-        .with_password(Secret::new("right-pa55"));
+        .with_password(Secret::new("right-pa55"))
+        .unwrap();
     let sink = RedisSink::new(ok).unwrap();
     assert_eq!(sink.check().await.unwrap(), Check::Passed);
     deliver(&sink).await.unwrap();
@@ -300,6 +303,7 @@ async fn acl_user_noperm_and_wrongpass_are_config() {
         RedisConfig::stream(server.url(), key)
             .unwrap()
             .with_user("hooks", Secret::new(pass))
+            .unwrap()
     };
     // Allowed key: Ok.
     let sink = RedisSink::new(user("allowed:s", "hooks-pa55")).unwrap();
@@ -311,7 +315,8 @@ async fn acl_user_noperm_and_wrongpass_are_config() {
     // Another channel: NOPERM too.
     let cfg = RedisConfig::channel(server.url(), "other-channel")
         .unwrap()
-        .with_user("hooks", Secret::new("hooks-pa55"));
+        .with_user("hooks", Secret::new("hooks-pa55"))
+        .unwrap();
     assert_eq!(class_of(&RedisSink::new(cfg).unwrap()).await, Class::Config);
     // The user's wrong password: WRONGPASS at login.
     let sink = RedisSink::new(user("allowed:s", "not-it")).unwrap();

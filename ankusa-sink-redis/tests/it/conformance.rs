@@ -49,6 +49,7 @@ fn setup(url: String, stream: String, sink: RedisSink) -> Setup<RedisSink> {
 fn stream_sink(addr: &str, stream: &str) -> Result<RedisSink, BoxError> {
     let cfg = RedisConfig::stream(format!("redis://{addr}"), stream)?
         .with_user("default", Secret::new(PLANTED))
+        .unwrap()
         .with_timeout(Duration::from_secs(2));
     Ok(RedisSink::new(cfg)?)
 }
@@ -130,14 +131,16 @@ impl Harness for RedisHarness {
                     format!("redis://{}", shared_addr()),
                     &unique_name("tk-nobody"),
                 )?
-                .with_user("default", Secret::new(PLANTED));
+                .with_user("default", Secret::new(PLANTED))
+                .unwrap();
                 Setup::new(RedisSink::new(cfg)?)
             }
             // An ACL user that does not exist: WRONGPASS at login.
             Fault::RefusedCredential => {
                 let stream = unique_name("tk-refused");
                 let cfg = RedisConfig::stream(format!("redis://{}", shared_addr()), &stream)?
-                    .with_user("tk-no-such-user", Secret::new(PLANTED));
+                    .with_user("tk-no-such-user", Secret::new(PLANTED))
+                    .unwrap();
                 setup(
                     format!("redis://{}", shared_addr()),
                     stream,
@@ -166,6 +169,7 @@ impl Harness for RedisHarness {
                 let stream = unique_name("tk-oversized");
                 let cfg = RedisConfig::stream(format!("redis://{}", shared_addr()), &stream)?
                     .with_user("default", Secret::new(PLANTED))
+                    .unwrap()
                     .with_max_message_bytes(NonZeroUsize::new(4096).unwrap());
                 setup(
                     format!("redis://{}", shared_addr()),
@@ -194,6 +198,7 @@ impl Harness for RedisHarness {
                 subscriber.subscribe(&channel).await?;
                 let cfg = RedisConfig::channel(shared.clone(), &channel)?
                     .with_user("default", Secret::new(PLANTED))
+                    .unwrap()
                     .with_timeout(Duration::from_secs(2));
                 let setup = Setup::new(RedisSink::new(cfg)?);
                 WarmFault::new(setup, move || async move {
@@ -263,6 +268,7 @@ impl Harness for RedisHarness {
                 let stream = unique_name("tk-warm-oversized");
                 let cfg = RedisConfig::stream(shared.clone(), &stream)?
                     .with_user("default", Secret::new(PLANTED))
+                    .unwrap()
                     .with_max_message_bytes(NonZeroUsize::new(4096).unwrap());
                 WarmFault::standing(setup(shared, stream, RedisSink::new(cfg)?))
             }

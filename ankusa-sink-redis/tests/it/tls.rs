@@ -13,6 +13,7 @@ async fn rediss_with_the_ca_file_delivers_and_reads_back() {
     let cfg = RedisConfig::stream(server.url(), "tls-stream")
         .unwrap()
         .with_user("default", Secret::new("tls-pa55"))
+        .unwrap()
         .with_tls_ca_file(&ca)
         .unwrap();
     let sink = RedisSink::new(cfg).unwrap();
@@ -48,7 +49,8 @@ async fn rediss_with_the_ca_file_delivers_and_reads_back() {
     // The system roots do not know this CA: refused, and the password never shows.
     let cfg = RedisConfig::stream(server.url(), "tls-stream")
         .unwrap()
-        .with_user("default", Secret::new("tls-pa55"));
+        .with_user("default", Secret::new("tls-pa55"))
+        .unwrap();
     let sink = RedisSink::new(cfg).unwrap();
     let f = sink.deliver(&e, &Ctx::for_envelope(&e)).await.unwrap_err();
     assert!(!f.to_string().contains("tls-pa55"), "{f}");
