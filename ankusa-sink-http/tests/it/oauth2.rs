@@ -370,7 +370,10 @@ async fn deny_private_guards_the_token_endpoint_too() {
         "oauth2": {"token_url": tokens.url("/token"), "client_id": "ankusa", "client_secret": SECRET}
     }))
     .unwrap();
-    let e = config.with_deny_private(Vec::new()).unwrap_err().to_string();
+    let e = config
+        .with_deny_private(Vec::new())
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("oauth2.token_url address 127.0.0.1 is private"),
         "{e}"
