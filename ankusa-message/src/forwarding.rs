@@ -144,6 +144,7 @@ pub const NEVER_FORWARDED: &[&str] = &[
     "x-azure-clientip",
     "x-azure-socketip",
     "x-original-forwarded-for",
+    "fly-client-ip",
     // Proxy trust: the original host, URL and method a front end may route or act on.
     "x-host",
     "x-original-host",
@@ -164,13 +165,22 @@ pub const NEVER_FORWARDED: &[&str] = &[
     "x-goog-iap-jwt-assertion",
     "x-client-cert",
     "ssl-client-cert",
+    // IIS Application Request Routing's verified client certificate; WSO2's signed
+    // assertion; Sentry's key (`sentry_key=...`); oauth2-proxy's `GAP-Auth` user.
+    "x-arr-clientcert",
+    "x-jwt-assertion",
+    "x-sentry-auth",
+    "gap-auth",
 ];
 
 /// Name prefixes never forwarded: ours (`x-ankusa-`), proxy-owned (`proxy-`: proxy
 /// credentials and `proxy-connection`), proxy trust (`x-forwarded-`, `x-envoy-`) and
 /// identity or credentials of an auth proxy (`x-auth-`, `x-amzn-oidc-`,
 /// `x-ms-client-principal`, `x-goog-authenticated-user-`, `cf-access-`: Cloudflare
-/// Access's `cf-access-jwt-assertion`, `cf-access-client-id`, `cf-access-client-secret`).
+/// Access's `cf-access-jwt-assertion`, `cf-access-client-id`, `cf-access-client-secret`;
+/// `x-consumer-`: Kong's authenticated consumer; `x-ssl-client-`: nginx's verified client
+/// certificate; `tailscale-user-`: Tailscale Serve's user; `x-pomerium-`: Pomerium's
+/// signed assertion and claims).
 pub const NEVER_FORWARDED_PREFIXES: &[&str] = &[
     "x-ankusa-",
     "proxy-",
@@ -181,6 +191,10 @@ pub const NEVER_FORWARDED_PREFIXES: &[&str] = &[
     "x-ms-client-principal",
     "x-goog-authenticated-user-",
     "cf-access-",
+    "x-consumer-",
+    "x-ssl-client-",
+    "tailscale-user-",
+    "x-pomerium-",
 ];
 
 /// Substrings that mark a credential: a name containing any is never forwarded
@@ -427,6 +441,23 @@ mod tests {
             "x-amzn-oidc-data",
             "x-amzn-oidc-identity",
             "x-amzn-oidc-accesstoken",
+            // Issue 64: Kong, nginx, IIS ARR, WSO2, Tailscale, Sentry, oauth2-proxy,
+            // Pomerium, Fly.io.
+            "x-consumer-id",
+            "x-consumer-username",
+            "x-consumer-custom-id",
+            "x-ssl-client-cert",
+            "x-ssl-client-verify",
+            "x-ssl-client-s-dn",
+            "x-arr-clientcert",
+            "x-jwt-assertion",
+            "tailscale-user-login",
+            "tailscale-user-name",
+            "x-sentry-auth",
+            "gap-auth",
+            "x-pomerium-jwt-assertion",
+            "x-pomerium-claim-email",
+            "fly-client-ip",
         ] {
             assert!(!is_forwardable(name), "{name}");
             let e = Envelope::builder("h", "s", &b""[..])
@@ -444,6 +475,10 @@ mod tests {
             "cf-ray",
             "x-client-certainty-score",
             "x-amzn-trace-id",
+            "x-consumer",
+            "tailscale-user",
+            "fly-region",
+            "x-sentry-trace",
         ] {
             assert!(is_forwardable(name), "{name}");
         }

@@ -74,21 +74,35 @@ fn policy(retry: &RetryArgs) -> DispatchPolicy {
     }
 }
 
+/// What a claim read may bring into memory when the input sets no bound of its own
+/// (`deliver` of one hook): `--max-line-bytes`'s default.
+const CLAIM_READ_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
 /// A claim store from `--claim-store`: `file:///abs/dir`, `memory://`, or `s3://bucket`
 /// with the usual AWS environment (`AWS_ENDPOINT_URL` and `AWS_ALLOW_HTTP` for a local S3).
-pub(crate) fn claim_store(spec: &str) -> Result<ClaimStore, UsageError> {
+/// No read brings more than `max_read_bytes` into memory: a claim is redeemed from a store
+/// others write too, and a body the run would refuse inline (longer than
+/// `--max-line-bytes`) is not taken by claim either.
+pub(crate) fn claim_store(spec: &str, max_read_bytes: u64) -> Result<ClaimStore, UsageError> {
     let bad = |why: &str| UsageError(format!("--claim-store: {why}"));
     let url = url::Url::parse(spec)
         .map_err(|_| bad("not a URL (file:///dir, memory://, s3://bucket)"))?;
+    let config = ankusa_claimcheck::ClaimConfig::builder()
+        .max_read_bytes(max_read_bytes.max(1))
+        .build()
+        .map_err(|e| bad(&e.to_string()))?;
     match url.scheme() {
-        "memory" => Ok(ClaimStore::in_memory()),
+        "memory" => Ok(ClaimStore::with_config(
+            Arc::new(ankusa_claimcheck::object_store::memory::InMemory::new()),
+            config,
+        )),
         "file" => {
             let dir = url
                 .to_file_path()
                 .map_err(|()| bad("a file URL needs an absolute path"))?;
             std::fs::create_dir_all(&dir)
                 .map_err(|e| bad(&format!("cannot create {}: {e}", dir.display())))?;
-            ClaimStore::local(dir, Default::default()).map_err(|e| bad(&e.to_string()))
+            ClaimStore::local(dir, config).map_err(|e| bad(&e.to_string()))
         }
         #[cfg(feature = "s3")]
         "s3" | "s3a" => {
@@ -97,7 +111,7 @@ pub(crate) fn claim_store(spec: &str) -> Result<ClaimStore, UsageError> {
                 .with_url(spec)
                 .build()
                 .map_err(|e| bad(&format!("S3: {e}")))?;
-            Ok(ClaimStore::new(Arc::new(s3)))
+            Ok(ClaimStore::with_config(Arc::new(s3), config))
         }
         #[cfg(not(feature = "s3"))]
         "s3" | "s3a" => Err(bad("S3 needs the CLI's `s3` feature (part of the default)")),
@@ -418,10 +432,16 @@ async fn run(
 ) -> Result<ExitCode, UsageError> {
     let names: Vec<String> = sinks.iter().map(|s| s.name.clone()).collect();
     let parks = matches!(input, Input::Source { .. });
+    let max_read = match &input {
+        Input::Lines { max_line, .. } | Input::Source { max_line, .. } => {
+            u64::try_from(*max_line).unwrap_or(u64::MAX)
+        }
+        Input::One(_) => CLAIM_READ_MAX_BYTES,
+    };
     let claims = dispatch
         .claim_store
         .as_deref()
-        .map(claim_store)
+        .map(|spec| claim_store(spec, max_read))
         .transpose()?;
     // A dead letter larger than its sink's inline threshold goes by claim, like a hook
     // (the run's own handle too: it files what the dispatcher never sees).
@@ -692,7 +712,7 @@ pub(crate) async fn forward(
             concurrency,
         );
         let claims = match &a.dispatch.claim_store {
-            Some(spec) => Some(claim_store(spec)?),
+            Some(spec) => Some(claim_store(spec, a.max_line_bytes)?),
             None => None,
         };
         let source = crate::from_source::open(from, &options, &sinks, a.redrive).await?;
@@ -746,6 +766,31 @@ pub(crate) async fn forward(
 mod tests {
     use super::*;
     use ankusa_sink_core::Sink;
+
+    /// A claim store the CLI opens bounds its reads: a claim is not a way past
+    /// `--max-line-bytes`, whatever another writer of the store checked in.
+    #[tokio::test]
+    async fn the_claim_store_reads_no_more_than_the_line_cap() {
+        let dir = std::env::temp_dir().join(format!("ankusa-claim-cap-{}", ulid::Ulid::new()));
+        let spec = format!("file://{}", dir.display());
+        for spec in [spec.as_str(), "memory://"] {
+            let store = claim_store(spec, 1024).unwrap();
+            assert_eq!(store.config().max_read_bytes(), Some(1024), "{spec}");
+            let claim = store
+                .check_in(ankusa_claimcheck::ClaimItem::new("acme", vec![b'x'; 4096]))
+                .await
+                .unwrap();
+            let e = store
+                .redeem_claim(Some("acme"), &claim, 4096)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(e, ankusa_claimcheck::ClaimError::ReadTooLarge { .. }),
+                "{spec}: {e}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn lines_without_a_failure_are_the_bytes_serde_writes() {
@@ -853,6 +898,7 @@ mod tests {
             tenant_concurrency: 0,
             drain_timeout: 30,
             otlp_endpoint: None,
+            otlp_allow_insecure: false,
         };
         let r = RetryArgs {
             retry,

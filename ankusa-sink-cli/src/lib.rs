@@ -148,6 +148,10 @@ struct DispatchArgs {
     /// (`http://HOST:4318` gets `/v1/traces`; headers from OTEL_EXPORTER_OTLP_HEADERS).
     #[arg(long, value_name = "URL")]
     otlp_endpoint: Option<String>,
+    /// Let OTEL_EXPORTER_OTLP_HEADERS go to an http:// collector that is not loopback
+    /// (cleartext): refused without it.
+    #[arg(long, requires = "otlp_endpoint")]
+    otlp_allow_insecure: bool,
 }
 
 /// Which dead letters a redrive, `dead-letters stats` or `dead-letters list` takes: every
@@ -640,13 +644,14 @@ where
         .with_target(false)
 }
 
-/// The `--otlp-endpoint` of a command that dispatches.
-fn otlp_endpoint(cli: &Cli) -> Option<&str> {
-    match &cli.command {
-        Command::Deliver(a) => a.dispatch.otlp_endpoint.as_deref(),
-        Command::Forward(a) => a.dispatch.otlp_endpoint.as_deref(),
-        _ => None,
-    }
+/// The `--otlp-endpoint` of a command that dispatches, with its `--otlp-allow-insecure`.
+fn otlp_endpoint(cli: &Cli) -> Option<(&str, bool)> {
+    let d = match &cli.command {
+        Command::Deliver(a) => &a.dispatch,
+        Command::Forward(a) => &a.dispatch,
+        _ => return None,
+    };
+    Some((d.otlp_endpoint.as_deref()?, d.otlp_allow_insecure))
 }
 
 /// Turn SIGINT and SIGTERM into a [`hooks::Stop`]: stop taking hooks, finish what is in
@@ -852,9 +857,9 @@ where
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(EXIT_USAGE));
         }
     };
-    let otlp = match otlp_endpoint(&cli)
-        .map(|raw| otlp::endpoint(raw).and_then(|e| otlp::Otlp::start(&e)))
-    {
+    let otlp = match otlp_endpoint(&cli).map(|(raw, insecure)| {
+        otlp::endpoint(raw, otlp::headers_set(), insecure).and_then(|e| otlp::Otlp::start(&e))
+    }) {
         None => None,
         Some(Ok(o)) => Some(o),
         Some(Err(msg)) => {

@@ -272,7 +272,7 @@ impl TryFrom<Repr> for HttpConfig {
             headers: &headers,
             allow_insecure: r.allow_insecure,
         };
-        let guard = WithEndpoint {
+        let guard: Option<std::sync::Arc<crate::AddressGuard>> = WithEndpoint {
             repr: r.private,
             endpoint: &endpoint,
         }
@@ -287,6 +287,9 @@ impl TryFrom<Repr> for HttpConfig {
             })
             .transpose()?
             .map(Box::new);
+        if let Some(o) = &oauth2 {
+            deny_private::token_url_allowed(&o.token_url, guard.as_deref())?;
+        }
         Ok(HttpConfig {
             url,
             method: r.method,
@@ -322,10 +325,11 @@ impl HttpConfig {
         if self.proxy.is_some() {
             return Err(ConfigError::DenyPrivateBehindProxy);
         }
-        self.guard = Some(deny_private::guarding(
-            &self.url,
-            crate::AddressGuard::new(allow),
-        )?);
+        let guard = deny_private::guarding(&self.url, crate::AddressGuard::new(allow))?;
+        if let Some(o) = &self.oauth2 {
+            deny_private::token_url_allowed(&o.token_url, Some(&guard))?;
+        }
+        self.guard = Some(guard);
         Ok(self)
     }
 

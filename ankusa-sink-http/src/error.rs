@@ -238,8 +238,8 @@ impl HttpError {
     /// Reads typed errors in reqwest's source chain, never error text; drops the URL.
     pub(crate) fn from_transport(err: reqwest::Error) -> HttpError {
         let err = err.without_url();
-        if let Some(refused) = chain(&err).find_map(|e| e.downcast_ref::<crate::guard::Refused>()) {
-            return HttpError::PrivateDestination(refused.to_string());
+        if let Some(refused) = guard_refusal(&err) {
+            return HttpError::PrivateDestination(refused);
         }
         if let Some(alert) = client_certificate_refused(&err) {
             return HttpError::ClientCertificate(alert);
@@ -252,6 +252,14 @@ impl HttpError {
             source: err,
         }
     }
+}
+
+/// `deny_private`'s refusal in `err`'s chain (the resolver found only refused addresses),
+/// as its reason: typed, never read from the text.
+pub(crate) fn guard_refusal(err: &reqwest::Error) -> Option<String> {
+    chain(err)
+        .find_map(|e| e.downcast_ref::<crate::guard::Refused>())
+        .map(ToString::to_string)
 }
 
 /// What dispatch does with `err`: a pure, deterministic function of the error.
@@ -271,7 +279,8 @@ impl HttpError {
 /// | a hook value that cannot be a header value | permanent |
 /// | a status `[status_classes]` names | its class; `retry_after` honours a valid `Retry-After`, else throttled |
 /// | `deny_private`: every address the name resolved to is refused | config, nothing sent |
-/// | `[oauth2]`: the token endpoint refuses the client (400/401/403) or answers no token | config, nothing sent |
+/// | `[oauth2]`: the token endpoint refuses the client (400/401/403), answers no token or more than 64 KiB | config, nothing sent |
+/// | `[oauth2]`: `deny_private` refuses every address of the token endpoint | config, nothing sent |
 /// | `[oauth2]`: the token endpoint is unreachable or answers another error | transient, nothing sent |
 pub(crate) fn classify(err: &HttpError) -> Class {
     match err {
@@ -304,9 +313,10 @@ pub(crate) fn classify(err: &HttpError) -> Class {
         | HttpError::PrivateDestination(_) => Class::Config,
         HttpError::HeaderValue(_) => Class::Permanent,
         HttpError::Token(t) => match t {
-            crate::oauth2::TokenError::Refused { .. } | crate::oauth2::TokenError::Malformed => {
-                Class::Config
-            }
+            crate::oauth2::TokenError::Refused { .. }
+            | crate::oauth2::TokenError::Malformed
+            | crate::oauth2::TokenError::TooLarge
+            | crate::oauth2::TokenError::PrivateEndpoint(_) => Class::Config,
             _ => Class::Transient,
         },
         HttpError::Transport { .. } | HttpError::Unreachable { .. } => Class::Transient,
@@ -559,6 +569,31 @@ mod tests {
             classify(&HttpError::HeaderValue("x-ankusa-replay-id")),
             Class::Permanent
         );
+    }
+
+    #[test]
+    fn token_rows_refused_malformed_oversized_or_private_are_config_the_rest_transient() {
+        use crate::oauth2::TokenError as T;
+        for (e, want) in [
+            (
+                T::Refused {
+                    status: 401,
+                    error: None,
+                },
+                Class::Config,
+            ),
+            (T::Malformed, Class::Config),
+            (T::TooLarge, Class::Config),
+            (
+                T::PrivateEndpoint("auth.internal resolves only to refused addresses".into()),
+                Class::Config,
+            ),
+            (T::Unavailable { status: 503 }, Class::Transient),
+        ] {
+            let e = HttpError::Token(e);
+            assert_eq!(classify(&e), want, "{e}");
+            assert_eq!(landed(&e), Some(false), "{e}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `deny_private`: the HTTP sink refuses destinations on loopback, private, link-local
-//! (cloud metadata included), CGNAT, unique-local or unspecified addresses, unless
+//! (cloud metadata included), CGNAT, benchmarking, site-local, unique-local, local NAT64,
+//! IPv4-compatible or unspecified addresses, unless
 //! `allow_cidrs` lets a range through. Checked on the addresses the client actually
 //! connects to: the resolver itself drops the refused ones, so a name that resolves to a
 //! public address at a check and a private one at the connect (DNS rebinding) cannot pass.
@@ -36,8 +37,9 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Loopback, private, link-local, CGNAT, unique-local, unspecified (and the rest of
-/// `0.0.0.0/8`, broadcast, NAT64 of a private address).
+/// Loopback, private, link-local, CGNAT, benchmarking, site-local, unique-local, local
+/// NAT64, IPv4-compatible, unspecified (and the rest of `0.0.0.0/8`, broadcast, NAT64 of a
+/// private address, Azure's host address).
 fn is_private(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => private_v4(v4),
@@ -45,10 +47,18 @@ fn is_private(ip: IpAddr) -> bool {
             let s = v6.segments();
             v6.is_loopback()
                 || v6.is_unspecified()
+                // ::/96, IPv4-compatible (`::a.b.c.d`, deprecated by RFC 4291): some stacks
+                // still route it to the IPv4 address, whichever that is.
+                || s[..6] == [0; 6]
                 // fc00::/7, unique local.
                 || (s[0] & 0xfe00) == 0xfc00
                 // fe80::/10, link-local.
                 || (s[0] & 0xffc0) == 0xfe80
+                // fec0::/10, site-local (deprecated, still routed inside some networks).
+                || (s[0] & 0xffc0) == 0xfec0
+                // 64:ff9b:1::/48, NAT64 for local use (RFC 8215): a translator of the
+                // operator's network, whatever IPv4 address it embeds.
+                || s[..3] == [0x64, 0xff9b, 1]
                 // 64:ff9b::/96, NAT64 of an IPv4 address.
                 || (s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
                     && private_v4(Ipv4Addr::from(
@@ -68,19 +78,25 @@ fn private_v4(v4: Ipv4Addr) -> bool {
         || o[0] == 0
         // 100.64.0.0/10: carrier-grade NAT.
         || (o[0] == 100 && (o[1] & 0xc0) == 64)
+        // 198.18.0.0/15: benchmarking (RFC 2544), used inside data centres.
+        || (o[0] == 198 && (o[1] & 0xfe) == 18)
+        // Azure's virtual host address (DNS, DHCP, the instance's health and metadata).
+        || o == [168, 63, 129, 16]
 }
 
-/// Why a destination was refused: every address its name resolved to is private.
+/// Why a destination was refused: every address its name resolved to is private. Names the
+/// host, never the addresses (they would map the operator's private network for whoever
+/// reads the reason).
 #[derive(Debug, thiserror::Error)]
-#[error("the destination resolves only to refused addresses ({addrs}): deny_private is set")]
+#[error("{host} resolves only to refused addresses: deny_private is set")]
 pub(crate) struct Refused {
-    addrs: String,
+    host: String,
 }
 
-/// A [`Refused`] for `name` (`check()`'s connect, which names no addresses).
+/// A [`Refused`] for `name`.
 pub(crate) fn refused_error(name: &str) -> Refused {
     Refused {
-        addrs: format!("every address of {name}"),
+        host: ankusa_sink_kit::printable(name),
     }
 }
 
@@ -93,20 +109,12 @@ impl reqwest::dns::Resolve for GuardedResolver {
         let guard = self.0.clone();
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let found: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let allowed: Vec<SocketAddr> = found
-                .iter()
-                .copied()
+            let allowed: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+                .await?
                 .filter(|a| !guard.refuses(a.ip()))
                 .collect();
             if allowed.is_empty() {
-                let addrs = found
-                    .iter()
-                    .map(|a| a.ip().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                return Err(Box::new(Refused { addrs }) as Box<_>);
+                return Err(Box::new(refused_error(&host)) as Box<_>);
             }
             Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
         })
@@ -148,6 +156,19 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:169.254.169.254",
             "64:ff9b::a00:1",
+            // Issue 64's gaps: Azure's host, local NAT64, IPv4-compatible, site-local,
+            // benchmarking.
+            "168.63.129.16",
+            "64:ff9b:1::808:808",
+            "64:ff9b:1:ffff::1",
+            "::127.0.0.1",
+            "::8.8.8.8",
+            "::a9fe:a9fe",
+            "fec0::1",
+            "feff:ffff::1",
+            "198.18.0.1",
+            "198.19.255.254",
+            "::ffff:198.18.0.1",
         ] {
             assert!(g.refuses(ip.parse().unwrap()), "{ip}");
         }
@@ -160,6 +181,10 @@ mod tests {
             "2606:4700::1111",
             "::ffff:8.8.8.8",
             "64:ff9b::808:808",
+            "168.63.129.17",
+            "198.17.255.255",
+            "198.20.0.1",
+            "64:ff9b:2::1",
         ] {
             assert!(!g.refuses(ip.parse().unwrap()), "{ip}");
         }

@@ -1,18 +1,35 @@
 //! `[oauth2]`: OAuth 2.0 client credentials (RFC 6749 §4.4). The sink asks the token
 //! endpoint for an access token, sends it as `Authorization: Bearer`, keeps it until 30 s
-//! before it expires (one refresh at a time, shared by concurrent deliveries) and, when the
-//! destination answers 401, gets a new one and retries that delivery once. A leaf: its
-//! [`TokenError`] becomes an `HttpError` in `error.rs`, never the other way.
+//! before it expires (one refresh at a time, shared by concurrent deliveries, and so is a
+//! refresh that failed) and, when the destination answers 401, gets a new one and retries
+//! that delivery once, at most once per [`MIN_TOKEN_LIFETIME`]. The answer is not trusted:
+//! read up to [`MAX_ANSWER_BYTES`], its lifetime clamped to [`MAX_TOKEN_LIFETIME`]. A leaf:
+//! its [`TokenError`] becomes an `HttpError` in `error.rs`, never the other way.
 
 use ankusa_sink_core::Secret;
 use reqwest::header::HeaderValue;
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 use url::Url;
 
 /// A token is renewed this long before it expires.
 const MARGIN: Duration = Duration::from_secs(30);
+
+/// The most of a token endpoint's answer read (64 KiB): a token answer is a few hundred
+/// bytes; a larger one is not a token (and is not held in memory).
+pub(crate) const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// The longest a token is kept, whatever its `expires_in` says (one day): a lifetime near
+/// `u64::MAX` seconds cannot be added to a clock.
+pub(crate) const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A token the destination refused (401) is replaced at most once per this (60 s): a
+/// destination that refuses every token costs one token request a minute, not one per
+/// delivery.
+pub(crate) const MIN_TOKEN_LIFETIME: Duration = Duration::from_secs(60);
 
 /// The client's credentials and where to trade them for a token.
 #[derive(Clone, PartialEq, Eq)]
@@ -39,8 +56,9 @@ impl fmt::Debug for OAuth2Config {
     }
 }
 
-/// Why no token could be had.
-#[derive(Debug, thiserror::Error)]
+/// Why no token could be had. Cloned when a failed refresh is shared by the deliveries that
+/// waited for it.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum TokenError {
     /// The token endpoint refused the client (400, 401, 403): its `error` code
@@ -61,9 +79,16 @@ pub enum TokenError {
     /// The token endpoint answered 2xx without a usable bearer token.
     #[error("the token endpoint's answer holds no bearer access_token")]
     Malformed,
+    /// The token endpoint answered 2xx with more than 64 KiB (`MAX_ANSWER_BYTES`).
+    #[error("the token endpoint's answer is over 64 KiB: not a token answer")]
+    TooLarge,
+    /// `deny_private`: the token endpoint's name resolves only to refused addresses;
+    /// nothing was sent to it.
+    #[error("the token endpoint: {0}")]
+    PrivateEndpoint(String),
     /// The token endpoint could not be reached.
     #[error("the token endpoint could not be reached")]
-    Unreachable(#[source] reqwest::Error),
+    Unreachable(#[source] Arc<reqwest::Error>),
 }
 
 struct Token {
@@ -71,11 +96,24 @@ struct Token {
     renew_at: Option<Instant>,
 }
 
+/// What the token cache holds, behind its lock.
+#[derive(Default)]
+struct State {
+    token: Option<Token>,
+    /// How the last refresh failed, for the deliveries that waited on it.
+    failed: Option<TokenError>,
+    /// When a 401 last made the cache drop a token.
+    dropped_at: Option<Instant>,
+}
+
 /// The token cache: one refresh at a time (the lock is held across it).
 pub(crate) struct OAuth2 {
     config: OAuth2Config,
     timeout: Duration,
-    cache: tokio::sync::Mutex<Option<Token>>,
+    state: tokio::sync::Mutex<State>,
+    /// Refreshes finished (each under the lock): a delivery that saw this change while it
+    /// waited for the lock takes that refresh's outcome instead of asking again.
+    refreshes: AtomicU64,
 }
 
 impl fmt::Debug for OAuth2 {
@@ -88,8 +126,24 @@ impl fmt::Debug for OAuth2 {
 struct Answer {
     access_token: Option<String>,
     token_type: Option<String>,
+    #[serde(default, deserialize_with = "seconds")]
     expires_in: Option<u64>,
     error: Option<String>,
+}
+
+/// `expires_in` as a number or a string of one (`"3599"`: Azure AD v1), whole or not;
+/// anything else (negative, not a number) is as if absent. Saturates at `u64::MAX`.
+fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    use serde::Deserialize as _;
+    let v = Option::<serde_json::Value>::deserialize(d)?;
+    let n = match v {
+        Some(serde_json::Value::Number(n)) => n.as_f64(),
+        Some(serde_json::Value::String(s)) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    // `as` saturates a float; it is exact far beyond the one day a lifetime is clamped to.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    Ok(n.filter(|f| f.is_finite() && *f >= 0.0).map(|f| f as u64))
 }
 
 impl OAuth2 {
@@ -97,30 +151,62 @@ impl OAuth2 {
         OAuth2 {
             config,
             timeout,
-            cache: tokio::sync::Mutex::new(None),
+            state: tokio::sync::Mutex::new(State::default()),
+            refreshes: AtomicU64::new(0),
         }
     }
 
-    /// The `Authorization` value to send: the cached token, or a new one.
+    /// The `Authorization` value to send: the cached token, or a new one. A refresh that
+    /// failed while this call waited for the lock is this call's failure too: one request
+    /// to the token endpoint per wave of deliveries, not one per delivery.
     pub(crate) async fn bearer(&self, client: &reqwest::Client) -> Result<HeaderValue, TokenError> {
-        let mut cache = self.cache.lock().await;
-        if let Some(t) = cache.as_ref()
+        let seen = self.refreshes.load(Ordering::Acquire);
+        let mut state = self.state.lock().await;
+        if let Some(t) = state.token.as_ref()
             && t.renew_at.is_none_or(|at| Instant::now() < at)
         {
             return Ok(t.bearer.clone());
         }
-        let token = self.fetch(client).await?;
-        let bearer = token.bearer.clone();
-        *cache = Some(token);
-        Ok(bearer)
+        if self.refreshes.load(Ordering::Acquire) != seen
+            && let Some(e) = &state.failed
+        {
+            return Err(e.clone());
+        }
+        let fetched = self.fetch(client).await;
+        self.refreshes.fetch_add(1, Ordering::AcqRel);
+        match fetched {
+            Ok(token) => {
+                let bearer = token.bearer.clone();
+                state.token = Some(token);
+                state.failed = None;
+                Ok(bearer)
+            }
+            Err(e) => {
+                state.failed = Some(e.clone());
+                Err(e)
+            }
+        }
     }
 
-    /// The destination refused `used` (401): forget it, unless a newer one replaced it.
-    pub(crate) async fn refused(&self, used: &HeaderValue) {
-        let mut cache = self.cache.lock().await;
-        if cache.as_ref().is_some_and(|t| t.bearer == *used) {
-            *cache = None;
+    /// The destination refused `used` (401). Whether the delivery may try once more with
+    /// what [`bearer`](Self::bearer) gives next: yes when a newer token replaced `used`, or
+    /// when `used` is dropped now; no when a 401 already dropped a token less than
+    /// [`MIN_TOKEN_LIFETIME`] ago (`used` is kept, and the 401 is the answer).
+    pub(crate) async fn refused(&self, used: &HeaderValue) -> bool {
+        let mut state = self.state.lock().await;
+        if state.token.as_ref().is_none_or(|t| t.bearer != *used) {
+            return true;
         }
+        let now = Instant::now();
+        if state
+            .dropped_at
+            .is_some_and(|at| now.duration_since(at) < MIN_TOKEN_LIFETIME)
+        {
+            return false;
+        }
+        state.token = None;
+        state.dropped_at = Some(now);
+        true
     }
 
     async fn fetch(&self, client: &reqwest::Client) -> Result<Token, TokenError> {
@@ -137,7 +223,11 @@ impl OAuth2 {
             form.finish()
         };
         let asked = Instant::now();
-        let resp = client
+        let unreachable = |e: reqwest::Error| match crate::error::guard_refusal(&e) {
+            Some(refused) => TokenError::PrivateEndpoint(refused),
+            None => TokenError::Unreachable(Arc::new(e.without_url())),
+        };
+        let mut resp = client
             .post(self.config.token_url.clone())
             .basic_auth(
                 &self.config.client_id,
@@ -152,25 +242,24 @@ impl OAuth2 {
             .timeout(self.timeout)
             .send()
             .await
-            .map_err(|e| TokenError::Unreachable(e.without_url()))?;
+            .map_err(unreachable)?;
         let status = resp.status().as_u16();
-        // A token answer is small; a huge one is not a token.
-        let body = resp
-            .bytes()
-            .await
-            .map_err(|e| TokenError::Unreachable(e.without_url()))?;
-        let answer: Option<Answer> = serde_json::from_slice(&body).ok();
+        let body = read_capped(&mut resp).await;
         match status {
             200..=299 => {}
             400 | 401 | 403 => {
-                let error = answer
+                let error = body
+                    .ok()
+                    .flatten()
+                    .and_then(|b| serde_json::from_slice::<Answer>(&b).ok())
                     .and_then(|a| a.error)
                     .filter(|e| e.len() <= 64 && e.bytes().all(|b| b.is_ascii_graphic()));
                 return Err(TokenError::Refused { status, error });
             }
             _ => return Err(TokenError::Unavailable { status }),
         }
-        let a = answer.ok_or(TokenError::Malformed)?;
+        let body = body.map_err(unreachable)?.ok_or(TokenError::TooLarge)?;
+        let a: Answer = serde_json::from_slice(&body).map_err(|_| TokenError::Malformed)?;
         let bearer_type = a
             .token_type
             .as_deref()
@@ -180,9 +269,65 @@ impl OAuth2 {
             .and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok())
             .ok_or(TokenError::Malformed)?;
         bearer.set_sensitive(true);
-        let renew_at = a
-            .expires_in
-            .map(|s| asked + Duration::from_secs(s).saturating_sub(MARGIN));
+        let renew_at = a.expires_in.map(|s| {
+            let lifetime = Duration::from_secs(s).min(MAX_TOKEN_LIFETIME);
+            asked + lifetime.saturating_sub(MARGIN)
+        });
         Ok(Token { bearer, renew_at })
+    }
+}
+
+/// The answer's body, or `None` when it is longer than [`MAX_ANSWER_BYTES`] (read no
+/// further: the connection is dropped with the response).
+async fn read_capped(resp: &mut reqwest::Response) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+    {
+        return Ok(None);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lifetime(json: &str) -> Option<u64> {
+        serde_json::from_str::<Answer>(json).unwrap().expires_in
+    }
+
+    #[test]
+    fn expires_in_is_a_number_or_a_string_of_one() {
+        assert_eq!(lifetime(r#"{"expires_in":3599}"#), Some(3599));
+        assert_eq!(lifetime(r#"{"expires_in":"3599"}"#), Some(3599));
+        assert_eq!(lifetime(r#"{"expires_in":" 3599 "}"#), Some(3599));
+        assert_eq!(lifetime(r#"{"expires_in":3599.7}"#), Some(3599));
+        assert_eq!(
+            lifetime(r#"{"expires_in":18446744073709551615}"#),
+            Some(u64::MAX)
+        );
+        assert_eq!(
+            lifetime(r#"{"expires_in":"99999999999999999999999"}"#),
+            Some(u64::MAX)
+        );
+        for absent in [
+            r#"{}"#,
+            r#"{"expires_in":null}"#,
+            r#"{"expires_in":-5}"#,
+            r#"{"expires_in":"soon"}"#,
+            r#"{"expires_in":"NaN"}"#,
+            r#"{"expires_in":"inf"}"#,
+            r#"{"expires_in":[1]}"#,
+        ] {
+            assert_eq!(lifetime(absent), None, "{absent}");
+        }
     }
 }

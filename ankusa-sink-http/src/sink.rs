@@ -389,7 +389,8 @@ impl Sink for HttpSink {
 
 impl HttpSink {
     /// Send `req` with the bearer token; a 401 gets a new token and one more try (the token
-    /// may have been revoked or rotated before it expired).
+    /// may have been revoked or rotated before it expired), unless a 401 replaced a token
+    /// less than `MIN_TOKEN_LIFETIME` ago: then this 401 is the answer.
     async fn with_token(
         &self,
         oauth2: &crate::oauth2::OAuth2,
@@ -406,8 +407,10 @@ impl HttpSink {
         let Some(mut again) = again.filter(|_| resp.status() == StatusCode::UNAUTHORIZED) else {
             return Ok(resp);
         };
+        if !oauth2.refused(&bearer).await {
+            return Ok(resp);
+        }
         drop(resp);
-        oauth2.refused(&bearer).await;
         let bearer = oauth2.bearer(&self.client).await?;
         again.headers_mut().insert(AUTHORIZATION, bearer);
         self.client

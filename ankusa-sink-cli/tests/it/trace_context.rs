@@ -5,7 +5,7 @@
 
 use super::dispatch_http::{Server, server_on};
 use super::http::{OK, UNAVAILABLE};
-use super::{free_addr, run, temp_file, text};
+use super::{free_addr, run, run_with, temp_file, text};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::{Span, span::SpanKind, status::StatusCode};
@@ -23,6 +23,17 @@ fn server(response: &'static str) -> Server {
 /// `deliver --json` of hook `id` to an HTTP sink at `dest`, with `extra` arguments; its
 /// output must be exit 0 (or 3 when `failed`).
 fn deliver(dest: &Server, id: &str, extra: &[&str], failed: bool) -> String {
+    deliver_env(dest, id, extra, failed, &[])
+}
+
+/// [`deliver`] with `env` for the child.
+fn deliver_env(
+    dest: &Server,
+    id: &str,
+    extra: &[&str],
+    failed: bool,
+    env: &[(&str, &str)],
+) -> String {
     let sink = temp_file(
         "traced.toml",
         &format!("type = \"http\"\nurl = \"{}\"\n", dest.url),
@@ -36,7 +47,7 @@ fn deliver(dest: &Server, id: &str, extra: &[&str], failed: bool) -> String {
         "--json",
     ];
     args.extend_from_slice(extra);
-    let out = run(&args);
+    let out = run_with(&args, env);
     let want = if failed { 3 } else { 0 };
     assert_eq!(
         out.status.code(),
@@ -240,4 +251,141 @@ fn a_bad_otlp_endpoint_is_a_usage_error_that_hides_credentials() {
         0,
         "nothing was delivered"
     );
+}
+
+/// The collector's endpoint (its URL without the path the server names).
+fn endpoint_of(collector: &Server) -> String {
+    collector.url.trim_end_matches("/hook").to_owned()
+}
+
+/// A fixed answer of the test servers, made once.
+fn leaked(answer: String) -> &'static str {
+    Box::leak(answer.into_boxed_str())
+}
+
+#[test]
+fn otlp_takes_no_proxy_from_the_environment() {
+    // A proxy in the environment is not the collector's way: the spans go direct.
+    let proxy = server(OK);
+    let collector = server(OK);
+    let dest = server(OK);
+    let proxy_url = endpoint_of(&proxy);
+    let env = [
+        ("HTTP_PROXY", proxy_url.as_str()),
+        ("http_proxy", proxy_url.as_str()),
+        ("ALL_PROXY", proxy_url.as_str()),
+    ];
+    let args = ["--otlp-endpoint", &endpoint_of(&collector)];
+    deliver_env(&dest, "t-otlp-proxy", &args, false, &env);
+    assert_eq!(exported(&collector).len(), 1);
+    assert_eq!(proxy.requests.lock().unwrap().len(), 0, "no proxy");
+}
+
+#[test]
+fn otlp_follows_no_redirect() {
+    // A collector that redirects is not followed: the export fails (counted, logged).
+    let elsewhere = server(OK);
+    let redirect = leaked(format!(
+        "HTTP/1.1 307 Temporary Redirect\r\nlocation: {}/v1/traces\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        endpoint_of(&elsewhere)
+    ));
+    let redirector = server(redirect);
+    let dest = server(OK);
+    let args = ["--otlp-endpoint", &endpoint_of(&redirector)];
+    let stderr = deliver(&dest, "t-otlp-redirect", &args, false);
+    assert_eq!(redirector.requests.lock().unwrap().len(), 1);
+    assert_eq!(elsewhere.requests.lock().unwrap().len(), 0, "not followed");
+    assert!(stderr.contains("OTLP: spans not exported"), "{stderr}");
+}
+
+#[test]
+fn a_collector_answer_over_64_kib_fails_the_export() {
+    let big = leaked(format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
+        100 * 1024,
+        "\0".repeat(100 * 1024)
+    ));
+    let collector = server(big);
+    let dest = server(OK);
+    let args = ["--otlp-endpoint", &endpoint_of(&collector)];
+    let stderr = deliver(&dest, "t-otlp-big", &args, false);
+    assert_eq!(received(&dest).len(), 1, "the delivery is not held up");
+    assert!(stderr.contains("OTLP: spans not exported"), "{stderr}");
+}
+
+#[test]
+fn every_attempt_is_exported_whatever_the_hooks_sampled_flag() {
+    // The hook's sender chose `00` (not sampled); the operator asked for every attempt.
+    let collector = server(OK);
+    let dest = server(OK);
+    let tp = format!("traceparent: 00-{TRACE}-{PARENT}-00");
+    let args = ["--header", &tp, "--otlp-endpoint", &endpoint_of(&collector)];
+    deliver(&dest, "t-otlp-unsampled", &args, false);
+    let spans = exported(&collector);
+    assert_eq!(spans.len(), 1, "{spans:?}");
+    assert_eq!(
+        hex::encode(&spans[0].trace_id),
+        TRACE,
+        "in the hook's trace"
+    );
+    assert_eq!(hex::encode(&spans[0].parent_span_id), PARENT);
+    // The attempt was recorded: the destination is told so.
+    let ((_, _, flags), _) = &received(&dest)[0];
+    assert_eq!(flags, "01");
+}
+
+#[test]
+fn a_long_hook_id_is_cut_in_the_span_not_refused_with_its_batch() {
+    let collector = server(OK);
+    let dest = server(OK);
+    let id = format!("long-{}", "é".repeat(4000));
+    let args = ["--otlp-endpoint", &endpoint_of(&collector)];
+    deliver(&dest, &id, &args, false);
+    let spans = exported(&collector);
+    assert_eq!(spans.len(), 1, "{spans:?}");
+    let hook_id = attribute(&spans[0], "hook_id").unwrap();
+    assert!(hook_id.len() <= 256, "{}", hook_id.len());
+    assert!(
+        hook_id.starts_with("long-é") && hook_id.ends_with('…'),
+        "{hook_id}"
+    );
+}
+
+#[test]
+fn collector_headers_are_not_sent_in_cleartext_beyond_loopback() {
+    let dest = server(OK);
+    let sink = temp_file(
+        "traced.toml",
+        &format!("type = \"http\"\nurl = \"{}\"\n", dest.url),
+    );
+    for var in [
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    ] {
+        let out = run_with(
+            &[
+                "deliver",
+                "--sink",
+                sink.to_str().unwrap(),
+                "--otlp-endpoint",
+                "http://192.0.2.10:4318",
+            ],
+            &[(var, "authorization=Bearer%20hunter2")],
+        );
+        assert_eq!(out.status.code(), Some(2), "{var}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("--otlp-allow-insecure"), "{stderr}");
+        assert!(!stderr.contains("hunter2"), "{stderr}");
+    }
+    assert_eq!(dest.requests.lock().unwrap().len(), 0);
+    // To loopback, or without headers, the same URL shape is fine (tested in-file too).
+    let collector = server(OK);
+    let env = [(
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "authorization=Bearer%20hunter2",
+    )];
+    let args = ["--otlp-endpoint", &endpoint_of(&collector)];
+    deliver_env(&dest, "t-otlp-headers", &args, false, &env);
+    let requests = collector.requests.lock().unwrap();
+    assert_eq!(requests[0].header("authorization"), Some("Bearer hunter2"));
 }

@@ -45,15 +45,30 @@ impl TryFrom<WithEndpoint<'_, DenyPrivateRepr>> for Option<Arc<AddressGuard>> {
 /// `guard` for a sink to `url`: a literal address in it that the guard refuses is a config
 /// error now (no resolver ever sees it).
 pub(super) fn guarding(url: &Url, guard: AddressGuard) -> Result<Arc<AddressGuard>, ConfigError> {
-    let literal = match url.host() {
-        Some(url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
-        Some(url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
-        _ => None,
-    };
-    if let Some(ip) = literal
-        && guard.refuses(ip)
-    {
+    if let Some(ip) = refused_literal(url, &guard) {
         return Err(ConfigError::PrivateDestination(ip.to_string()));
     }
     Ok(Arc::new(guard))
+}
+
+/// `[oauth2]`'s token endpoint under the destination's guard: its name goes through the
+/// same resolver (the sink's one client), a literal address is checked here.
+pub(super) fn token_url_allowed(
+    token_url: &Url,
+    guard: Option<&AddressGuard>,
+) -> Result<(), ConfigError> {
+    match guard.and_then(|g| refused_literal(token_url, g)) {
+        Some(ip) => Err(ConfigError::PrivateTokenUrl(ip.to_string())),
+        None => Ok(()),
+    }
+}
+
+/// The literal address of `url` when `guard` refuses it.
+fn refused_literal(url: &Url, guard: &AddressGuard) -> Option<std::net::IpAddr> {
+    let ip = match url.host()? {
+        url::Host::Ipv4(ip) => std::net::IpAddr::V4(ip),
+        url::Host::Ipv6(ip) => std::net::IpAddr::V6(ip),
+        url::Host::Domain(_) => return None,
+    };
+    guard.refuses(ip).then_some(ip)
 }

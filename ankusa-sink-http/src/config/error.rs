@@ -86,6 +86,11 @@ pub enum ConfigError {
     /// `deny_private` refuses the URL's literal address.
     #[error("url address {0} is private and deny_private is set (allow_cidrs can let it through)")]
     PrivateDestination(String),
+    /// `deny_private` refuses the literal address of `oauth2.token_url`.
+    #[error(
+        "oauth2.token_url address {0} is private and deny_private is set (allow_cidrs can let it through)"
+    )]
+    PrivateTokenUrl(String),
     /// An `allow_cidrs` entry is not a network or an address.
     #[error("allow_cidrs entry {0:?} is not a network (10.0.0.0/8) or an address")]
     Cidr(String),

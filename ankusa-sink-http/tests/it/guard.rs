@@ -24,10 +24,25 @@ async fn a_name_that_resolves_to_loopback_is_refused_as_config_and_nothing_is_se
     let f = r.unwrap_err();
     assert_eq!(f.may_have_landed(), Some(false));
     assert!(f.to_string().contains("deny_private"), "{f}");
+    // The host is named; the addresses it resolved to are not (they map a private network).
+    assert!(
+        f.to_string()
+            .contains("localhost resolves only to refused addresses"),
+        "{f}"
+    );
+    assert!(
+        !f.to_string().contains("127.0.0.1") && !f.to_string().contains("::1"),
+        "{f}"
+    );
     assert_eq!(server.captured().len(), 0, "nothing reached it");
     // The preflight says the same, never "reachable".
     let c = sink.check().await.unwrap_err();
     assert_eq!(c.class(), Class::Config, "{c}");
+    assert!(
+        c.to_string()
+            .contains("localhost resolves only to refused addresses"),
+        "{c}"
+    );
     assert_eq!(server.captured().len(), 0);
 }
 
@@ -53,6 +68,11 @@ fn literal_private_addresses_and_impossible_settings_are_refused_at_build() {
         "http://[::1]:9/h",
         "http://[fd00::5]/h",
         "http://100.64.1.1/h",
+        "http://168.63.129.16/machine",
+        "http://198.18.0.1/h",
+        "http://[64:ff9b:1::a00:1]/h",
+        "http://[::127.0.0.1]/h",
+        "http://[fec0::1]/h",
     ] {
         let e = HttpSink::builder(url)
             .deny_private(true)

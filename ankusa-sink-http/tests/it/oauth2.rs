@@ -220,3 +220,175 @@ fn oauth2_settings_that_cannot_work_are_config_errors() {
     .to_string();
     assert!(e.contains("client secret"), "{e}");
 }
+
+/// A token answer with `expires_in` as written (a number, a string, ...).
+fn token_raw(value: &str, expires_in: &str) -> Reply {
+    Reply::Answer {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: format!(
+            r#"{{"access_token":"{value}","token_type":"Bearer","expires_in":{expires_in}}}"#
+        )
+        .into_bytes(),
+    }
+}
+
+#[tokio::test]
+async fn a_lifetime_near_u64_max_is_clamped_and_a_string_lifetime_is_read() {
+    // u64::MAX seconds once panicked adding to the clock ("sink panicked", transient).
+    let tokens = Server::start(always(token("tok-1", u64::MAX))).await;
+    let dest = Server::start(always(Reply::status(200))).await;
+    let clamped = sink(&dest, &tokens.url("/token"));
+    deliver(&clamped, &envelope(b"{}")).await.unwrap();
+    deliver(&clamped, &envelope(b"{}")).await.unwrap();
+    assert_eq!(tokens.requests(), 1, "kept (for a day at most)");
+
+    // Azure AD v1 sends `"expires_in": "3599"`: a lifetime, not a malformed answer. A
+    // string of 30 s is read too: renewed at once, as the number would be.
+    let tokens = Server::start(sequence(
+        vec![token_raw("tok-1", r#""30""#)],
+        token_raw("tok-2", r#""3599""#),
+    ))
+    .await;
+    let dest = Server::start(always(Reply::status(200))).await;
+    let sink = sink(&dest, &tokens.url("/token"));
+    for _ in 0..3 {
+        deliver(&sink, &envelope(b"{}")).await.unwrap();
+    }
+    assert_eq!(tokens.requests(), 2);
+    assert_eq!(
+        bearers(&dest),
+        [
+            Some("Bearer tok-1".into()),
+            Some("Bearer tok-2".into()),
+            Some("Bearer tok-2".into())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_token_answer_over_64_kib_is_refused_unread() {
+    // A valid token padded past the cap: never taken.
+    let mut body = br#"{"access_token":"tok-1","token_type":"Bearer","expires_in":3600}"#.to_vec();
+    body.extend(std::iter::repeat_n(b' ', 64 * 1024));
+    let tokens = Server::start(always(Reply::Answer {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body,
+    }))
+    .await;
+    let dest = Server::start(always(Reply::status(200))).await;
+    let r = deliver(&sink(&dest, &tokens.url("/token")), &envelope(b"{}")).await;
+    assert_eq!(class_of(&r), Class::Config);
+    let f = r.unwrap_err();
+    assert!(f.to_string().contains("over 64 KiB"), "{f}");
+    assert_eq!(dest.captured().len(), 0);
+    // An endless answer is not read to its end either.
+    let tokens = Server::start(always(Reply::Huge {
+        status: 200,
+        total: 1 << 30,
+    }))
+    .await;
+    let r = deliver(&sink(&dest, &tokens.url("/token")), &envelope(b"{}")).await;
+    assert_eq!(class_of(&r), Class::Config);
+}
+
+#[tokio::test]
+async fn a_failed_refresh_is_shared_by_the_deliveries_that_waited_for_it() {
+    // The answer is slow so that every delivery is waiting while the one request is out.
+    let tokens = Server::start(always(Reply::Slow(
+        std::time::Duration::from_millis(200),
+        Box::new(Reply::status(503)),
+    )))
+    .await;
+    let dest = Server::start(always(Reply::status(200))).await;
+    let sink = Arc::new(sink(&dest, &tokens.url("/token")));
+    let mut all = Vec::new();
+    for _ in 0..20 {
+        let sink = sink.clone();
+        all.push(tokio::spawn(async move {
+            deliver(&sink, &envelope(b"{}")).await
+        }));
+    }
+    for d in all {
+        let r = d.await.unwrap();
+        assert_eq!(class_of(&r), Class::Transient);
+    }
+    assert_eq!(
+        tokens.requests(),
+        1,
+        "one token request for the wave, not one per delivery"
+    );
+    // A delivery after the wave asks again.
+    let r = deliver(&sink, &envelope(b"{}")).await;
+    assert_eq!(class_of(&r), Class::Transient);
+    assert_eq!(tokens.requests(), 2);
+    assert_eq!(dest.captured().len(), 0);
+}
+
+#[tokio::test]
+async fn a_destination_refusing_every_token_costs_one_token_request_a_minute() {
+    let tokens = Server::start(always(token("tok", 3600))).await;
+    let dest = Server::start(always(Reply::status(401))).await;
+    let sink = sink(&dest, &tokens.url("/token"));
+    for _ in 0..5 {
+        let r = deliver(&sink, &envelope(b"{}")).await;
+        assert_eq!(class_of(&r), Class::Config);
+    }
+    // The first 401 replaces the token and retries; within the minimum lifetime (60 s) a
+    // 401 is the answer, with the token kept.
+    assert_eq!(tokens.requests(), 2);
+    assert_eq!(dest.captured().len(), 6);
+}
+
+/// A sink to a public literal address (never reached: the token comes first) with
+/// `deny_private` and the token endpoint at `token_url`.
+fn guarded(token_url: &str, allow: &[&str]) -> Result<HttpConfig, String> {
+    serde_json::from_value(serde_json::json!({
+        "url": "https://203.0.113.9/hooks",
+        "deny_private": true,
+        "allow_cidrs": allow,
+        "oauth2": {"token_url": token_url, "client_id": "ankusa", "client_secret": SECRET}
+    }))
+    .map_err(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn deny_private_guards_the_token_endpoint_too() {
+    let tokens = Server::start(always(token("tok-1", 3600))).await;
+    // A literal private address: refused when the config is read.
+    let e = guarded(&tokens.url("/token"), &[]).unwrap_err();
+    assert!(
+        e.contains("oauth2.token_url address 127.0.0.1 is private"),
+        "{e}"
+    );
+    assert!(!e.contains(SECRET), "{e}");
+    guarded(&tokens.url("/token"), &["127.0.0.1"]).unwrap();
+    // Set on a config that already has the token URL.
+    let config: HttpConfig = serde_json::from_value(serde_json::json!({
+        "url": "https://203.0.113.9/hooks",
+        "oauth2": {"token_url": tokens.url("/token"), "client_id": "ankusa", "client_secret": SECRET}
+    }))
+    .unwrap();
+    let e = config
+        .with_deny_private(Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("oauth2.token_url address 127.0.0.1 is private"),
+        "{e}"
+    );
+    // A name: refused on the connect, as config (not a transient outage), nothing sent.
+    let by_name = tokens.url("/token").replace("127.0.0.1", "localhost");
+    let sink = HttpSink::new(guarded(&by_name, &[]).unwrap()).unwrap();
+    let r = deliver(&sink, &envelope(b"{}")).await;
+    assert_eq!(class_of(&r), Class::Config);
+    let f = r.unwrap_err();
+    assert_eq!(f.may_have_landed(), Some(false));
+    assert!(
+        f.to_string()
+            .contains("localhost resolves only to refused addresses"),
+        "{f}"
+    );
+    assert_eq!(tokens.requests(), 0, "the token endpoint was never asked");
+}
