@@ -600,9 +600,9 @@ impl Sink for AmqpSink {
                             endpoint = %self.endpoint,
                             queue = %printable(&queue),
                             reply_code = code,
-                            "amqp sink: check could not ask whether the queue is durable (it \
-                             is missing, exclusive, or declared with arguments or flags the \
-                             probe does not repeat)"
+                            "amqp sink: check could not ask whether the queue is durable \
+                             (missing, exclusive, no configure permission, or declared with \
+                             arguments or flags the probe does not repeat)"
                         );
                         Ok(())
                     }
