@@ -230,6 +230,17 @@ pub enum AmqpError {
     /// The broker confirmed a publish without confirm mode (should never happen).
     #[error("broker did not confirm: the channel is not in confirm mode")]
     NotConfirmed,
+    /// `check()`: the queue the default exchange routes the fixed key to is not durable,
+    /// so it and its messages are lost when the broker restarts, and the sink is durable.
+    #[error(
+        "queue {:?} is not durable: it and its messages do not survive a broker restart \
+         (declare it durable)",
+        printable(queue)
+    )]
+    QueueNotDurable {
+        /// The queue.
+        queue: String,
+    },
 }
 
 /// The AMQP client's own error, kept opaque so that the client library is not part of this
@@ -280,7 +291,7 @@ impl From<AmqpError> for Failure {
 ///
 /// | Error | May have landed |
 /// | --- | --- |
-/// | connect, channel or declare failed; not connected; connect timeout; busy; over a limit or a bad routing value; the publish itself failed; basic.return; basic.nack; the broker closed the channel over this publish (a reply code at the confirm) | `Some(false)` |
+/// | connect, channel or declare failed; a queue that is not durable (`check()`); not connected; connect timeout; busy; over a limit or a bad routing value; the publish itself failed; basic.return; basic.nack; the broker closed the channel over this publish (a reply code at the confirm) | `Some(false)` |
 /// | no confirm within `confirm_timeout`; the connection lost (IO, heartbeat) while the confirm was awaited; a publish without a confirm | `Some(true)` |
 /// | connection.blocked (before or after the publish left); abandoned | `None` |
 pub(crate) fn landed(err: &AmqpError) -> Option<bool> {
@@ -297,7 +308,8 @@ pub(crate) fn landed(err: &AmqpError) -> Option<bool> {
         | AmqpError::Unwritten { .. }
         | AmqpError::TooLarge { .. }
         | AmqpError::TooLong { .. }
-        | AmqpError::RoutingValue { .. } => Some(false),
+        | AmqpError::RoutingValue { .. }
+        | AmqpError::QueueNotDurable { .. } => Some(false),
         AmqpError::ConfirmTimeout { .. } | AmqpError::NotConfirmed => Some(true),
         AmqpError::Blocked | AmqpError::Abandoned => None,
     }
@@ -310,6 +322,7 @@ pub(crate) fn landed(err: &AmqpError) -> Option<bool> {
 /// | basic.return 312 NO_ROUTE (or 313 NO_CONSUMERS) | config |
 /// | 403 ACCESS_REFUSED, 530 NOT_ALLOWED, 402 INVALID_PATH, login refused (403) | config |
 /// | 404 NOT_FOUND (exchange missing) | config |
+/// | `check()`: the default exchange's queue is not durable | config |
 /// | 406 PRECONDITION_FAILED at connect, channel open or declare | config |
 /// | 406 PRECONDITION_FAILED on publish (e.g. over the broker's `max_message_size`), 311 | permanent |
 /// | over `max_message_bytes`, routing key, hook id or a binary-mode CloudEvent's content type over 255 bytes (nothing sent) | permanent |
@@ -333,6 +346,7 @@ pub(crate) fn classify(err: &AmqpError) -> Class {
         AmqpError::NotConnected { source, .. } => classify(source),
         AmqpError::Returned { code, .. } => classify_code(Stage::Confirm, *code),
         AmqpError::Nacked { .. } | AmqpError::Blocked => Class::Throttled,
+        AmqpError::QueueNotDurable { .. } => Class::Config,
         AmqpError::TooLarge { .. } | AmqpError::TooLong { .. } | AmqpError::RoutingValue { .. } => {
             Class::Permanent
         }
@@ -616,6 +630,7 @@ mod tests {
                 exchange: "x".into(),
                 routing_key: "k".into(),
             },
+            AmqpError::QueueNotDurable { queue: "q".into() },
         ] {
             assert_eq!(landed(&e), no, "{e}");
         }

@@ -4,7 +4,7 @@
 use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::config::{AmqpConfig, ExchangeType};
 use crate::driver::Driver;
-use crate::error::{AmqpError, Stage, printable};
+use crate::error::{AmqpError, Stage, printable, reply_code};
 use crate::outgoing::{self, Publish};
 use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::Capabilities;
@@ -12,9 +12,11 @@ use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, InFlight, Payload, Sink, Subject, async_trait,
 };
 use futures_util::StreamExt as _;
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
-use lapin::types::FieldTable;
-use lapin::{Channel, Confirmation, Connection, Event};
+use lapin::options::{
+    BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Channel, Confirmation, Connection, ErrorKind, Event};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
@@ -569,7 +571,9 @@ impl Sink for AmqpSink {
     }
 
     /// Opens the connection and channel (login, vhost) and passively declares the
-    /// exchange on a throwaway channel. Publishes nothing.
+    /// exchange on a throwaway channel. With the default exchange and a fixed routing key
+    /// it also asks whether the queue the key names is durable (the sink is: a transient
+    /// queue fails config; see `queue_durability`). Publishes nothing.
     async fn check(&self) -> Result<Check, Failure> {
         let fail = Failure::from;
         let link = self.link().await.map_err(fail)?;
@@ -584,13 +588,113 @@ impl Sink for AmqpSink {
             if channel.status().connected() {
                 let _ = channel.close(200, "OK".into()).await;
             }
-            res
+            res?;
+            let key = self.cfg.routing_key();
+            let queue = key.is_static().then(|| key.render_for("", None)).flatten();
+            match queue.filter(|_| self.cfg.exchange().is_empty()) {
+                Some(queue) => match self.queue_durability(&link.conn.conn, &queue).await? {
+                    QueueDurability::Durable => Ok(()),
+                    QueueDurability::Transient => Err(AmqpError::QueueNotDurable { queue }),
+                    QueueDurability::Unknown(code) => {
+                        tracing::warn!(
+                            endpoint = %self.endpoint,
+                            queue = %printable(&queue),
+                            reply_code = code,
+                            "amqp sink: check could not ask whether the queue is durable \
+                             (missing, exclusive, no configure permission, or declared with \
+                             arguments or flags the probe does not repeat)"
+                        );
+                        Ok(())
+                    }
+                },
+                None => Ok(()),
+            }
         };
         match timeout(self.cfg.connect_timeout(), probe).await {
             Ok(res) => res.map_err(fail)?,
             Err(_) => return Err(fail(self.connect_timeout_err())),
         }
         Ok(Check::Passed)
+    }
+}
+
+/// What `check()` learned of the queue the default exchange routes a fixed key to.
+enum QueueDurability {
+    /// It survives a broker restart (a durable classic, quorum or stream queue).
+    Durable,
+    /// It is lost, with its messages, when the broker restarts.
+    Transient,
+    /// The broker would not say: the reply code of the refusal.
+    Unknown(u16),
+}
+
+impl AmqpSink {
+    /// Whether `queue` is durable. AMQP 0-9-1 has no query for a queue's flags and a
+    /// passive declare does not report them; a declare of an existing queue must repeat
+    /// its flags or the broker refuses it with 406 PRECONDITION_FAILED (a typed reply
+    /// code). So: a passive declare (it exists; nothing is created), then declares that
+    /// match only a durable queue (classic, quorum, stream), then one that matches only a
+    /// transient queue. Each runs on a throwaway channel, since a refusal closes it. A
+    /// queue deleted between the passive declare and the next would be created durable:
+    /// the one write this probe can make, and only in that race.
+    async fn queue_durability(
+        &self,
+        conn: &Connection,
+        queue: &str,
+    ) -> Result<QueueDurability, AmqpError> {
+        if let Err(code) = self.declare_queue(conn, queue, true, false, None).await? {
+            return Ok(QueueDurability::Unknown(code));
+        }
+        for kind in [None, Some("quorum"), Some("stream")] {
+            match self.declare_queue(conn, queue, false, true, kind).await? {
+                Ok(()) => return Ok(QueueDurability::Durable),
+                Err(reply_code::PRECONDITION_FAILED) => {}
+                Err(code) => return Ok(QueueDurability::Unknown(code)),
+            }
+        }
+        Ok(
+            match self.declare_queue(conn, queue, false, false, None).await? {
+                Ok(()) => QueueDurability::Transient,
+                Err(code) => QueueDurability::Unknown(code),
+            },
+        )
+    }
+
+    /// One `queue.declare` of `queue` on a channel of its own: passive, or with `durable`
+    /// and the `x-queue-type` `kind`. `Err(code)`: the broker refused it with that reply
+    /// code; an error only when the connection failed.
+    async fn declare_queue(
+        &self,
+        conn: &Connection,
+        queue: &str,
+        passive: bool,
+        durable: bool,
+        kind: Option<&str>,
+    ) -> Result<Result<(), u16>, AmqpError> {
+        let channel = conn
+            .create_channel()
+            .await
+            .map_err(|e| self.lapin_err(Stage::Channel, e))?;
+        let mut args = FieldTable::default();
+        if let Some(kind) = kind {
+            args.insert("x-queue-type".into(), AMQPValue::LongString(kind.into()));
+        }
+        let options = QueueDeclareOptions {
+            passive,
+            durable,
+            ..QueueDeclareOptions::default()
+        };
+        let res = channel.queue_declare(queue.into(), options, args).await;
+        if channel.status().connected() {
+            let _ = channel.close(200, "OK".into()).await;
+        }
+        match res {
+            Ok(_) => Ok(Ok(())),
+            Err(e) => match e.kind() {
+                ErrorKind::ProtocolError(p) => Ok(Err(p.get_id())),
+                _ => Err(self.lapin_err(Stage::Channel, e)),
+            },
+        }
     }
 }
 

@@ -65,6 +65,17 @@ pub enum KafkaError {
     /// The producer went away before it reported on the record (it was replaced or shut
     /// down).
     ReportDropped,
+    /// `check()`: on a cluster of several brokers the topic's `min.insync.replicas` is
+    /// under 2, so an `acks=all` write may be acknowledged by its leader alone and lost
+    /// with it, and the sink declares itself durable.
+    WeakReplication {
+        /// The topic.
+        topic: String,
+        /// Its `min.insync.replicas`.
+        min_insync_replicas: u32,
+        /// Brokers in the cluster's metadata.
+        brokers: usize,
+    },
 }
 
 impl fmt::Display for KafkaError {
@@ -103,6 +114,16 @@ impl fmt::Display for KafkaError {
             KafkaError::ReportDropped => {
                 f.write_str("kafka: the producer dropped the delivery report")
             }
+            KafkaError::WeakReplication {
+                topic,
+                min_insync_replicas,
+                brokers,
+            } => write!(
+                f,
+                "kafka topic {topic:?} has min.insync.replicas={min_insync_replicas} on a \
+                 cluster of {brokers} brokers: an acks=all write may rest on one replica \
+                 (set it to 2 or more; the sink is durable)"
+            ),
         }
     }
 }
@@ -165,6 +186,7 @@ impl KafkaError {
 /// | `Explained`: a record timed out while librdkafka reported a config-class client error (a refused SASL login) | `Config` |
 /// | `RecordTooLarge`: value + key over `max_record_bytes` | `Permanent` |
 /// | `TopicMissing`: a metadata refresh confirms the topic does not exist | `Config` |
+/// | `WeakReplication` (`check()`: `min.insync.replicas` under 2 on several brokers) | `Config` |
 /// | `Refused`, `Create`: librdkafka refused the configuration | `Config` |
 /// | `NoDeliveryReport`, `Client`, `BrokersDown`, `ReportDropped` | `Transient` |
 pub(crate) fn classify(err: &KafkaError) -> Class {
@@ -172,6 +194,7 @@ pub(crate) fn classify(err: &KafkaError) -> Class {
         KafkaError::Code { code, .. } => code_class(*code),
         KafkaError::Explained { .. }
         | KafkaError::TopicMissing { .. }
+        | KafkaError::WeakReplication { .. }
         | KafkaError::Refused { .. }
         | KafkaError::Create(_) => Class::Config,
         KafkaError::RecordTooLarge { .. } => Class::Permanent,
@@ -195,13 +218,14 @@ impl From<KafkaError> for Failure {
 ///
 /// | Error | May have landed |
 /// | --- | --- |
-/// | over `max_record_bytes`, topic missing, brokers down, refused or failed configuration, any `enqueue` or `metadata` code (the record never left the process) | `Some(false)` |
+/// | over `max_record_bytes`, topic missing, weak replication (`check()`), brokers down, refused or failed configuration, any `enqueue` or `metadata` code (the record never left the process) | `Some(false)` |
 /// | no delivery report in time (librdkafka may still send it) | `Some(true)` |
 /// | a `produce` code without its report's status, a client error, a dropped report | `None` |
 pub(crate) fn landed(err: &KafkaError) -> Option<bool> {
     match err {
         KafkaError::RecordTooLarge { .. }
         | KafkaError::TopicMissing { .. }
+        | KafkaError::WeakReplication { .. }
         | KafkaError::BrokersDown { .. }
         | KafkaError::Refused { .. }
         | KafkaError::Create(_) => Some(false),
@@ -773,6 +797,14 @@ mod tests {
         for (e, want) in [
             (KafkaError::RecordTooLarge { size: 2, max: 1 }, Some(false)),
             (KafkaError::TopicMissing { topic: "t".into() }, Some(false)),
+            (
+                KafkaError::WeakReplication {
+                    topic: "t".into(),
+                    min_insync_replicas: 1,
+                    brokers: 3,
+                },
+                Some(false),
+            ),
             (KafkaError::BrokersDown { for_ms: 1 }, Some(false)),
             (KafkaError::Refused { during: "create" }, Some(false)),
             (code("enqueue", RDKafkaErrorCode::QueueFull), Some(false)),

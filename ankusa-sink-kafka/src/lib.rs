@@ -8,6 +8,7 @@ mod error;
 mod outgoing;
 mod properties;
 mod property_rules;
+mod replication;
 mod sink;
 #[cfg(feature = "source")]
 mod source;

@@ -8,6 +8,7 @@ use crate::error::{
 };
 use crate::outgoing::{check, to_record};
 use crate::property_rules::RECORD_OVERHEAD;
+use crate::replication::{self, Replication};
 use ankusa_message::template::{KeyTemplate, Placeholder, TemplateFields};
 use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_core::{Capabilities, Ordering};
@@ -153,6 +154,42 @@ impl KafkaSink {
         if why != Renewal::TimedOut {
             old.get()
                 .purge(PurgeConfig::default().queue().non_blocking());
+        }
+    }
+
+    /// `check()`'s question about `acks=all`: see [`replication::judge`].
+    async fn check_replication(&self, brokers: usize, timeout: Duration) -> Result<(), KafkaError> {
+        let min = replication::min_insync_replicas(&self.config, &self.monitor, timeout).await;
+        let topic = &self.config.topic;
+        match replication::judge(brokers, min) {
+            Replication::Replicated => Ok(()),
+            Replication::OneBroker {
+                min_insync_replicas,
+            } => {
+                tracing::warn!(
+                    %topic,
+                    min_insync_replicas = min_insync_replicas.map_or(-1, i64::from),
+                    "kafka sink: a one-broker cluster: an acks=all write rests on that broker \
+                     alone (durable only as far as its disk is)"
+                );
+                Ok(())
+            }
+            Replication::NotAsked => {
+                tracing::warn!(
+                    %topic,
+                    brokers,
+                    "kafka sink: check could not ask the topic's min.insync.replicas \
+                     (describe configs refused or unanswered): acks=all may rest on one replica"
+                );
+                Ok(())
+            }
+            Replication::Weak {
+                min_insync_replicas,
+            } => Err(KafkaError::WeakReplication {
+                topic: topic.clone(),
+                min_insync_replicas,
+                brokers,
+            }),
         }
     }
 
@@ -371,7 +408,11 @@ impl Sink for KafkaSink {
         Some(d)
     }
 
-    /// Fetch the topic's metadata, producing nothing and creating nothing.
+    /// Fetch the topic's metadata, then ask its `min.insync.replicas` (describe configs):
+    /// the sink writes `acks=all` and declares itself durable, which means little when the
+    /// leader alone may acknowledge. Under 2 on a cluster of several brokers fails config
+    /// ([`KafkaError::WeakReplication`]); on a one-broker cluster, or when the cluster
+    /// will not say, it is reported (a WARN) and passes. Produces nothing, creates nothing.
     async fn check(&self) -> Result<Check, Failure> {
         let (generation, shared) = self.usable_producer();
         let topic = self.config.topic.clone();
@@ -400,7 +441,12 @@ impl Sink for KafkaSink {
             .find(|t| t.name() == self.config.topic);
         let code = found.and_then(|t| t.error()).map(RDKafkaErrorCode::from);
         let err = match (topic_state_of(&metadata, &self.config.topic), code) {
-            (TopicState::Present, _) => return Ok(Check::Passed),
+            (TopicState::Present, _) => {
+                let brokers = metadata.brokers().len();
+                drop(metadata);
+                self.check_replication(brokers, timeout).await?;
+                return Ok(Check::Passed);
+            }
             (TopicState::Missing, _) => KafkaError::TopicMissing {
                 topic: self.config.topic.clone(),
             },

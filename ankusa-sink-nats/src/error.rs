@@ -100,6 +100,16 @@ pub enum NatsError {
     /// The reply was not a JetStream ack.
     #[error("unexpected reply to the publish: {0}")]
     BadAck(String),
+    /// `check()`: the stream bound to the subject keeps its messages in memory, so an ack
+    /// does not outlive a restart of the server, and this sink declares itself durable.
+    #[error(
+        "stream {stream:?} is on memory storage: its acks do not survive a server restart \
+         (the sink is durable; use a file stream)"
+    )]
+    MemoryStorage {
+        /// The stream's name.
+        stream: String,
+    },
 }
 
 /// What dispatch does with `err`: a pure, deterministic function of the error.
@@ -110,6 +120,7 @@ pub enum NatsError {
 /// | `Connect` with `Tls`, or `Io` caused by a `rustls::Error` (certificate refused, no TLS on the server), or `ServerParse` (bad address) | `Config` |
 /// | `CredentialsFile` | `Config` |
 /// | `NoStream` (no responders: no stream bound to the subject), `Status` 503 (the no-responders status) | `Config` |
+/// | `MemoryStorage` (`check()`: the stream is on memory storage) | `Config` |
 /// | `JetStream` with `err_code` 10059 (stream not found), or code 401 / 403 / 404 | `Config` |
 /// | `TooLarge` (over the server's `max_payload`) | `Permanent` |
 /// | `JetStream` with `err_code` 10054 (over the stream's `max_msg_size`) | `Permanent` |
@@ -129,7 +140,9 @@ pub(crate) fn classify(err: &NatsError) -> Class {
             _ if tls_refused(source) => Class::Config,
             _ => Class::Transient,
         },
-        NatsError::CredentialsFile(_) | NatsError::NoStream { .. } => Class::Config,
+        NatsError::CredentialsFile(_)
+        | NatsError::NoStream { .. }
+        | NatsError::MemoryStorage { .. } => Class::Config,
         NatsError::TooLarge { .. }
         | NatsError::Subject(_)
         | NatsError::SubjectValue(_)
@@ -189,7 +202,7 @@ impl From<NatsError> for Failure {
 ///
 /// | Error | May have landed |
 /// | --- | --- |
-/// | no connection (refused, timed out, credentials), not connected, no stream bound to the subject, over `max_payload`, an unpublishable subject, subject value or header, a JetStream API error (the stream refused it), a `503` status (no responders) | `Some(false)` |
+/// | no connection (refused, timed out, credentials), not connected, no stream bound to the subject, a memory stream (`check()`), over `max_payload`, an unpublishable subject, subject value or header, a JetStream API error (the stream refused it), a `503` status (no responders) | `Some(false)` |
 /// | no ack within `timeout_ms`; a reply that is not an ack | `Some(true)` |
 /// | the request failed after it was handed to the client; another status | `None` |
 pub(crate) fn landed(err: &NatsError) -> Option<bool> {
@@ -199,6 +212,7 @@ pub(crate) fn landed(err: &NatsError) -> Option<bool> {
         | NatsError::CredentialsFile(_)
         | NatsError::NotConnected
         | NatsError::NoStream { .. }
+        | NatsError::MemoryStorage { .. }
         | NatsError::TooLarge { .. }
         | NatsError::HeaderValue(_)
         | NatsError::Subject(_)
@@ -249,6 +263,9 @@ mod tests {
         );
         assert_eq!(classify(&NatsError::BadAck("x".into())), Class::Transient);
         assert_eq!(classify(&NatsError::NotConnected), Class::Transient);
+        let memory = NatsError::MemoryStorage { stream: "s".into() };
+        assert_eq!(classify(&memory), Class::Config);
+        assert_eq!(landed(&memory), Some(false));
         assert_eq!(classify(&NatsError::Subject("empty")), Class::Permanent);
         assert_eq!(
             classify(&NatsError::SubjectValue("tenant_id")),

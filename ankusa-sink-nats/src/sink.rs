@@ -76,6 +76,30 @@ struct StreamNames {
     error: Option<ApiError>,
 }
 
+/// The part of `$JS.API.STREAM.INFO.<stream>`'s answer `check()` reads: the storage type.
+#[derive(Deserialize)]
+struct StreamInfo {
+    config: Option<StreamConfig>,
+    error: Option<ApiError>,
+}
+
+#[derive(Deserialize)]
+struct StreamConfig {
+    /// `"file"` or `"memory"`.
+    storage: Storage,
+}
+
+/// A stream's storage type as JetStream names it; a type this sink does not know yet is
+/// `Other` and is not called memory.
+#[derive(Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Storage {
+    File,
+    Memory,
+    #[serde(other)]
+    Other,
+}
+
 impl NatsSink {
     /// Builds the sink from a valid config; connects on first use, validates nothing.
     pub fn new(config: NatsConfig) -> Self {
@@ -226,12 +250,42 @@ impl NatsSink {
         if let Some(e) = names.error {
             return Err(api_error(e));
         }
-        if names.streams.unwrap_or_default().is_empty() {
+        let streams = names.streams.unwrap_or_default();
+        if streams.is_empty() {
             return Err(NatsError::NoStream {
                 subject: printable(self.config.subject.as_str()),
             });
         }
+        for stream in &streams {
+            self.require_file_storage(client, stream).await?;
+        }
         Ok(Check::Passed)
+    }
+
+    /// The sink declares itself durable: a stream on memory storage acks what it will lose
+    /// when the server restarts, so it fails as [`NatsError::MemoryStorage`] (config).
+    /// Asked with `$JS.API.STREAM.INFO.<stream>`, read-only.
+    async fn require_file_storage(&self, client: &Client, stream: &str) -> Result<(), NatsError> {
+        let request = Request::new()
+            .payload(bytes::Bytes::new())
+            .timeout(Some(self.config.timeout()));
+        let reply = client
+            .send_request(format!("$JS.API.STREAM.INFO.{stream}"), request)
+            .await
+            .map_err(|e| self.request_error(client, e, self.config.subject.as_str()))?;
+        let info: StreamInfo = serde_json::from_slice(&reply.payload)
+            .map_err(|e| NatsError::BadAck(printable(&e.to_string())))?;
+        if let Some(e) = info.error {
+            return Err(api_error(e));
+        }
+        match info.config {
+            Some(StreamConfig {
+                storage: Storage::Memory,
+            }) => Err(NatsError::MemoryStorage {
+                stream: printable(stream),
+            }),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -362,8 +416,11 @@ impl Sink for NatsSink {
     }
 
     /// Connect with the credentials, then look up the streams bound to the subject
-    /// (`$JS.API.STREAM.NAMES`): `Passed` when one is; for a subject template, `Reachable`
-    /// once JetStream answered (`$JS.API.INFO`). Publishes nothing.
+    /// (`$JS.API.STREAM.NAMES`) and their storage (`$JS.API.STREAM.INFO`): `Passed` when one
+    /// is bound and none keeps its messages in memory (the sink declares itself durable; a
+    /// memory stream fails `config`); for a subject template, `Reachable` once JetStream
+    /// answered (`$JS.API.INFO`): the stream, and so its storage, is known per hook.
+    /// Publishes nothing.
     async fn check(&self) -> Result<Check, Failure> {
         Ok(self.preflight().await?)
     }

@@ -65,6 +65,18 @@ pub enum RedisError {
         /// The configured class of this failure.
         class: NoSubscriber,
     },
+    /// `check()` of a sink configured `durable`: the server keeps no append-only file
+    /// (`appendonly no`), so an answered `XADD` is lost when it restarts (an RDB snapshot,
+    /// `save`, keeps only what came before the last one).
+    #[error(
+        "redis keeps no append-only file (appendonly no{}): an acknowledged entry does not \
+         survive a restart, and the sink is configured durable",
+        if *.snapshots { "; RDB snapshots only" } else { "; no RDB snapshots either" }
+    )]
+    NotPersistent {
+        /// Whether the server takes RDB snapshots (`save` is set).
+        snapshots: bool,
+    },
     /// The encoded message is over `max_message_bytes`, or over the server's
     /// `proto-max-bulk-len`; nothing was sent.
     #[error(
@@ -88,6 +100,7 @@ pub enum RedisError {
 /// | `ERR Protocol error: invalid bulk length` (a value over the server's `proto-max-bulk-len`, when its limit could not be asked) | `Permanent` |
 /// | `ERR max number of clients reached` (`maxclients`: a passing overload) | `Transient` |
 /// | `NoSubscriber` | `no_subscriber`: `Config` (default) or `Transient` |
+/// | `NotPersistent` (`check()` of a durable stream sink: `appendonly no`) | `Config` |
 /// | `WrongType`, code `WRONGTYPE` | `Config` |
 /// | authentication failed (`WRONGPASS` at login), codes `NOAUTH`, `WRONGPASS`, `NOPERM` | `Config` |
 /// | `MOVED`, `ASK`, `CROSSSLOT` (a cluster node: this sink talks to one server) | `Config` |
@@ -104,7 +117,9 @@ pub(crate) fn classify(err: &RedisError) -> Class {
             NoSubscriber::Config => Class::Config,
             NoSubscriber::Transient => Class::Transient,
         },
-        RedisError::WrongType { .. } | RedisError::Build(_) => Class::Config,
+        RedisError::WrongType { .. } | RedisError::Build(_) | RedisError::NotPersistent { .. } => {
+            Class::Config
+        }
         RedisError::Client { source, .. } => classify_client(source),
     }
 }
@@ -158,7 +173,7 @@ impl From<RedisError> for Failure {
 ///
 /// | Error | May have landed |
 /// | --- | --- |
-/// | over `max_message_bytes` or the server's limit, a key of another type, a client that cannot be built, a `PUBLISH` that reached no subscriber, any error reply of the server, a refused connection, any failure of `CONFIG GET` | `Some(false)` |
+/// | over `max_message_bytes` or the server's limit, a key of another type, a client that cannot be built, a `PUBLISH` that reached no subscriber, a server without persistence (`check()`), any error reply of the server, a refused connection, any failure of `CONFIG GET` | `Some(false)` |
 /// | no reply in time, the connection dropped (reset, closed) | `Some(true)` |
 /// | another client error | `None` |
 pub(crate) fn landed(err: &RedisError) -> Option<bool> {
@@ -166,6 +181,7 @@ pub(crate) fn landed(err: &RedisError) -> Option<bool> {
         RedisError::TooLarge { .. }
         | RedisError::WrongType { .. }
         | RedisError::Build(_)
+        | RedisError::NotPersistent { .. }
         | RedisError::NoSubscriber { .. } => Some(false),
         // Only asked, nothing written.
         RedisError::Client {
@@ -194,6 +210,11 @@ mod tests {
     #[test]
     fn rows_without_a_server() {
         assert_eq!(classify(&RedisError::Build("x".into())), Class::Config);
+        for snapshots in [false, true] {
+            let e = RedisError::NotPersistent { snapshots };
+            assert_eq!(classify(&e), Class::Config);
+            assert_eq!(landed(&e), Some(false));
+        }
         let io = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
         assert_eq!(
             classify(&RedisError::Client {

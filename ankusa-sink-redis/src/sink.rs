@@ -10,7 +10,7 @@ use ankusa_sink_core::{Capabilities, OkMeans, Ordering, Payload};
 use ankusa_sink_core::{
     Check, Ctx, Description, Envelope, Failure, InFlight, Sink, Subject, async_trait,
 };
-use ankusa_sink_kit::host_port;
+use ankusa_sink_kit::{host_port, printable};
 use redis::IntoConnectionInfo;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::fmt;
@@ -103,30 +103,69 @@ impl RedisSink {
         Ok(server.map_or(configured, |s| s.min(configured)))
     }
 
-    /// `CONFIG GET proto-max-bulk-len`: `None` when the server does not say (CONFIG refused
-    /// to an ACL user, renamed or disabled on a managed service, or an unexpected answer);
-    /// an error only when the connection failed (the delivery fails as it would have).
+    /// `CONFIG GET proto-max-bulk-len`: `None` when the server does not say; an error only
+    /// when the connection failed (the delivery fails as it would have).
     async fn ask_max_bulk(&self) -> Result<Option<usize>, RedisError> {
+        let value = self.config_get("proto-max-bulk-len", Op::ConfigGet).await?;
+        Ok(value.and_then(|v| v.parse().ok()))
+    }
+
+    /// `CONFIG GET <parameter>`: `None` when the server does not say (CONFIG refused to an
+    /// ACL user, renamed or disabled on a managed service, an unknown parameter, or an
+    /// unexpected answer); an error only when the connection failed.
+    async fn config_get(&self, parameter: &str, op: Op) -> Result<Option<String>, RedisError> {
         let reply: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
             .arg("GET")
-            .arg("proto-max-bulk-len")
+            .arg(parameter)
             .query_async(&mut self.conn.clone())
             .await;
         match reply {
-            Ok(pair) => Ok(pair.get(1).and_then(|v| v.parse().ok())),
+            Ok(pair) => Ok(pair.into_iter().nth(1)),
             Err(source)
                 if source.is_io_error()
                     || source.is_timeout()
                     || source.is_connection_dropped()
                     || source.is_connection_refusal() =>
             {
-                Err(RedisError::Client {
-                    op: Op::ConfigGet,
-                    source,
-                })
+                Err(RedisError::Client { op, source })
             }
             Err(_) => Ok(None),
         }
+    }
+
+    /// For a sink configured `durable`: ask the server whether it keeps what it answers.
+    /// `appendonly no` fails as [`RedisError::NotPersistent`] (config); `appendfsync` other
+    /// than `always` is reported (a WARN: a Redis restart keeps the entries, an OS crash
+    /// may lose the last second of them); a server that does not answer `CONFIG GET`
+    /// (refused to an ACL user, renamed, a managed service) is reported as not asked and
+    /// passes: the operator's word stands.
+    async fn require_persistence(&self) -> Result<(), RedisError> {
+        let host = host_port(&self.config.url).unwrap_or_default();
+        let Some(appendonly) = self.config_get("appendonly", Op::Check).await? else {
+            tracing::warn!(
+                %host,
+                "redis sink: check could not ask whether the server persists (CONFIG GET \
+                 appendonly refused or renamed); durable is the config's word alone"
+            );
+            return Ok(());
+        };
+        if appendonly != "yes" {
+            let save = self.config_get("save", Op::Check).await?;
+            return Err(RedisError::NotPersistent {
+                snapshots: save.is_some_and(|s| !s.trim().is_empty()),
+            });
+        }
+        match self.config_get("appendfsync", Op::Check).await? {
+            Some(fsync) if fsync == "always" => {}
+            fsync => tracing::warn!(
+                %host,
+                appendfsync = %fsync.as_deref().map_or_else(|| "not asked".to_owned(), printable),
+                "redis sink: the server keeps an append-only file but does not fsync each \
+                 write (appendfsync always): an OS crash may lose the last second of \
+                 acknowledged entries"
+            ),
+        }
+        Ok(())
     }
 }
 
@@ -269,9 +308,10 @@ impl Sink for RedisSink {
         Some(d)
     }
 
-    /// `PING` (connects and logs in), then, for a fixed key, `TYPE` (stream mode: the key
-    /// is absent or a stream) or `PUBSUB NUMSUB` (channel mode: someone listens). Nothing
-    /// is written.
+    /// `PING` (connects and logs in); for a stream configured `durable`, `CONFIG GET
+    /// appendonly` (`no` fails config; see `require_persistence`); then, for a fixed key,
+    /// `TYPE` (stream mode: the key is absent or a stream) or `PUBSUB NUMSUB` (channel mode:
+    /// someone listens). Nothing is written.
     async fn check(&self) -> Result<Check, Failure> {
         let failed = |source| RedisError::Client {
             op: Op::Check,
@@ -282,6 +322,9 @@ impl Sink for RedisSink {
             .query_async(&mut conn)
             .await
             .map_err(failed)?;
+        if matches!(self.config.target, Target::Stream { durable: true, .. }) {
+            self.require_persistence().await?;
+        }
         let key = self.config.target.key();
         let Some(name) = key.is_static().then(|| key.render_for("", None)).flatten() else {
             return Ok(Check::Passed);

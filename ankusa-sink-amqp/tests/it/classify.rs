@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use ankusa_sink_amqp::{AmqpConfig, AmqpError, AmqpSink};
-use ankusa_sink_core::{Class, Ctx, Failure, Sink};
+use ankusa_sink_core::{Check, Class, Ctx, Failure, Sink};
 use lapin::ExchangeKind;
 use lapin::types::AMQPValue;
 use std::time::Duration;
@@ -337,4 +337,91 @@ async fn connection_lost_is_transient_and_the_next_delivery_reconnects() {
     deliver_until(&sink, &e, &ctx, |r| r.is_ok()).await.unwrap();
     assert!(sink.is_connected().await);
     admin.cleanup().await;
+}
+
+/// The sink is durable: with the default exchange, `check()` asks whether the queue the
+/// fixed routing key names is durable. A transient queue fails config (`QueueNotDurable`);
+/// a durable classic queue and a quorum queue pass; a queue declared with arguments the
+/// probe does not repeat (`x-expires`) cannot be asked and passes. Nothing is published,
+/// and every queue keeps its flags.
+#[tokio::test]
+async fn check_fails_a_transient_queue_behind_the_default_exchange_as_config() {
+    ankusa_sink_testkit::require_broker!("RabbitMQ", broker_addr());
+    use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
+    use lapin::types::FieldTable;
+    let _g = shared().await;
+    let logs = ankusa_sink_testkit::support::LogCapture::for_targets(&["ankusa_sink_amqp"]);
+    let _attached = logs.attach_global();
+    let conn = lapin::Connection::connect(&url(), lapin::ConnectionProperties::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    let declare = |name: String, durable: bool, args: &[(&str, AMQPValue)]| {
+        let ch = ch.clone();
+        let mut table = FieldTable::default();
+        for (k, v) in args {
+            table.insert((*k).into(), v.clone());
+        }
+        async move {
+            let options = QueueDeclareOptions {
+                durable,
+                ..QueueDeclareOptions::default()
+            };
+            ch.queue_declare(name.as_str().into(), options, table)
+                .await
+                .unwrap()
+        }
+    };
+    let check = |queue: &str| {
+        let cfg = AmqpConfig::new(&url(), "")
+            .unwrap()
+            .with_routing_key_template(queue)
+            .unwrap();
+        async move { AmqpSink::new(cfg).check().await }
+    };
+    let quorum = [("x-queue-type", AMQPValue::LongString("quorum".into()))];
+    let expires = [("x-expires", AMQPValue::LongInt(300_000))];
+    let transient = unique("transient");
+    let durable = unique("durable");
+    let quorum_q = unique("quorum");
+    let with_args = unique("expires");
+    declare(transient.clone(), false, &[]).await;
+    declare(durable.clone(), true, &[]).await;
+    declare(quorum_q.clone(), true, &quorum).await;
+    declare(with_args.clone(), true, &expires).await;
+
+    let f = check(&transient).await.unwrap_err();
+    assert_eq!(f.class(), Class::Config, "{f}");
+    assert_eq!(f.may_have_landed(), Some(false));
+    assert!(
+        matches!(typed(&f), AmqpError::QueueNotDurable { queue } if *queue == transient),
+        "{f}"
+    );
+    for q in [&durable, &quorum_q, &with_args] {
+        assert_eq!(check(q).await.unwrap(), Check::Passed, "{q}");
+    }
+    // Only the queue with arguments could not be asked, and the check says so.
+    for q in [&transient, &durable, &quorum_q] {
+        assert!(logs.lines_with(q).is_empty(), "{q}: {}", logs.text());
+    }
+    let warned = logs.lines_with(&with_args);
+    assert!(
+        warned.len() == 1 && warned[0].to_string().contains("reply_code=406"),
+        "{warned:?}"
+    );
+    // The probe changed no queue: each still takes its own declaration, and holds nothing.
+    let again = declare(transient.clone(), false, &[]).await;
+    assert_eq!(again.message_count(), 0);
+    assert_eq!(declare(durable.clone(), true, &[]).await.message_count(), 0);
+    assert_eq!(
+        declare(quorum_q.clone(), true, &quorum)
+            .await
+            .message_count(),
+        0
+    );
+    for q in [&transient, &durable, &quorum_q, &with_args] {
+        ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+            .await
+            .unwrap();
+    }
 }

@@ -422,3 +422,30 @@ async fn may_have_landed_is_what_librdkafka_knows_of_the_record() {
     eprintln!("broker down -> {f:?}");
     assert_eq!(f.may_have_landed(), Some(false), "{f:?}");
 }
+
+/// On a cluster of several brokers `check()` needs the topic's `min.insync.replicas`;
+/// librdkafka's mock cluster does not answer describe configs, so the check could not ask:
+/// it passes and says so (never the one-broker report).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_on_several_brokers_that_will_not_say_min_insync_replicas_passes_and_says_so() {
+    let cluster = MockCluster::new(3).expect("mock cluster");
+    let topic = "ankusa.mock.replicated";
+    cluster.create_topic(topic, 1, 3).expect("mock topic");
+    let logs = ankusa_sink_testkit::support::LogCapture::for_targets(&["ankusa_sink_kafka"]);
+    let _attached = logs.attach_global();
+    let sink = KafkaSink::new(
+        KafkaConfig::new(cluster.bootstrap_servers(), topic)
+            .unwrap()
+            .with_produce_timeout(Duration::from_secs(2)),
+    )
+    .unwrap();
+    assert_eq!(sink.check().await.unwrap(), ankusa_sink_core::Check::Passed);
+    let reported = logs.lines_with(topic);
+    assert!(
+        reported.len() == 1
+            && reported[0].text.contains("could not ask")
+            && reported[0].text.contains("brokers=3"),
+        "{}",
+        logs.text()
+    );
+}

@@ -414,3 +414,26 @@ async fn keyed_records_land_on_the_java_clients_partition() {
     assert!(used.len() >= 8, "{used:?}");
     topic.cleanup().await;
 }
+
+/// The sink writes `acks=all` and declares itself durable: `check()` asks the topic's
+/// `min.insync.replicas`. The tests' broker is one node, so whatever it answers, the check
+/// passes and reports that an `acks=all` write rests on that one broker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_reports_what_acks_all_means_on_a_one_broker_cluster() {
+    ankusa_sink_testkit::require_broker!("Kafka", broker_addr());
+    let logs = ankusa_sink_testkit::support::LogCapture::for_targets(&["ankusa_sink_kafka"]);
+    let _attached = logs.attach_global();
+    let topic = Topic::new("insync", 1).await;
+    let sink = topic.sink();
+    assert_eq!(sink.check().await.unwrap(), Check::Passed);
+    let reported = logs.lines_with(&topic.name);
+    assert!(
+        reported.len() == 1
+            && reported[0].level == tracing::Level::WARN
+            && reported[0].text.contains("one-broker cluster"),
+        "{}",
+        logs.text()
+    );
+    assert_eq!(high_watermark(&topic.brokers, &topic.name), 0);
+    topic.cleanup().await;
+}

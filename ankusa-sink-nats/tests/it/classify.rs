@@ -171,6 +171,42 @@ async fn check_passes_and_publishes_nothing() {
     delete_stream(SHARED_URL, &stream).await.unwrap();
 }
 
+/// The sink declares itself durable: a stream on memory storage acks what a server
+/// restart loses, so `check()` fails it as config; the same subject on a file stream
+/// passes. Nothing is published either way.
+#[tokio::test]
+async fn check_fails_a_memory_stream_as_config_and_passes_a_file_stream() {
+    ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");
+    use async_nats::jetstream::{self, stream};
+    let (name, subject) = names("memory");
+    let js = jetstream::new(raw(SHARED_URL).await);
+    js.create_stream(stream::Config {
+        name: name.clone(),
+        subjects: vec![subject.clone()],
+        storage: stream::StorageType::Memory,
+        ..Default::default()
+    })
+    .await
+    .expect("create the memory stream");
+    let sink = sink(SHARED_URL, &subject);
+    assert!(sink.capabilities().durable);
+    let err = sink.check().await.unwrap_err();
+    assert_eq!(err.class(), Class::Config);
+    assert_eq!(err.may_have_landed(), Some(false));
+    let reason = err.reason_chain();
+    assert!(
+        reason.contains("memory storage") && reason.contains(&name),
+        "{reason}"
+    );
+    assert!(!reason.contains(PLANTED_TOKEN), "{reason}");
+    assert!(stored_on(SHARED_URL, &name).await.is_empty());
+    delete_stream(SHARED_URL, &name).await.unwrap();
+
+    create_stream(SHARED_URL, &name, &subject, Limits::default()).await;
+    assert_eq!(sink.check().await.unwrap(), Check::Passed);
+    delete_stream(SHARED_URL, &name).await.unwrap();
+}
+
 #[tokio::test]
 async fn over_the_servers_max_payload_is_permanent_and_nothing_is_sent() {
     ankusa_sink_testkit::require_broker!("NATS", "127.0.0.1:4222");

@@ -486,3 +486,90 @@ async fn a_lost_connection_is_transient_and_the_sink_reconnects() {
     ankusa_sink_testkit::support::delivers_again(|| deliver(&sink)).await;
     assert_eq!(entries(&server.url(), &stream).await.unwrap().len(), 1);
 }
+
+/// A durable stream sink's `check()` asks the server whether it persists: `appendonly no`
+/// is `NotPersistent` (config, nothing written), with or without RDB snapshots; `appendonly
+/// yes` with `appendfsync always` passes without a word; another `appendfsync` passes with
+/// a warning; a server that will not answer `CONFIG GET` (an ACL user without `CONFIG`,
+/// `CONFIG` renamed away) passes with a warning that it could not be asked. A sink not
+/// configured durable never asks.
+#[tokio::test]
+async fn a_durable_stream_sink_checks_that_the_server_persists() {
+    ankusa_sink_testkit::require_broker!("Redis", crate::common::shared_addr());
+    let logs = ankusa_sink_testkit::support::LogCapture::for_targets(&["ankusa_sink_redis"]);
+    let _attached = logs.attach_global();
+    let durable = |url: &str, stream: &str| {
+        let cfg = RedisConfig::stream(url, stream)
+            .unwrap()
+            .with_timeout(Duration::from_secs(2))
+            .with_durable(true)
+            .unwrap();
+        RedisSink::new(cfg).unwrap()
+    };
+    let stream = unique_name("durable-check");
+
+    for (snapshots, args) in [(false, &[][..]), (true, &["--save", "3600 1"][..])] {
+        let server = Server::start(args).await;
+        let err = durable(&server.url(), &stream).check().await.unwrap_err();
+        assert_eq!(err.class(), Class::Config, "{err}");
+        assert_eq!(err.may_have_landed(), Some(false));
+        let reason = err.reason_chain();
+        assert!(reason.contains("appendonly no"), "{reason}");
+        let said = reason.contains("RDB snapshots only");
+        assert_eq!(said, snapshots, "{reason}");
+        assert_eq!(
+            stream_sink(&server.url(), &stream).check().await.unwrap(),
+            Check::Passed,
+            "not durable: not asked"
+        );
+        assert!(entries(&server.url(), &stream).await.unwrap().is_empty());
+    }
+
+    let always = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]).await;
+    let sink = durable(&always.url(), &stream);
+    assert_eq!(sink.check().await.unwrap(), Check::Passed);
+    assert!(
+        logs.lines_with(&always.addr()).is_empty(),
+        "{}",
+        logs.text()
+    );
+
+    let everysec = Server::start(&["--appendonly", "yes", "--appendfsync", "everysec"]).await;
+    let sink = durable(&everysec.url(), &stream);
+    assert_eq!(sink.check().await.unwrap(), Check::Passed);
+    let warned = logs.lines_with(&everysec.addr());
+    assert!(
+        warned.len() == 1 && warned[0].to_string().contains("appendfsync=everysec"),
+        "{warned:?}"
+    );
+
+    let renamed = Server::start(&["--rename-command", "CONFIG", ""]).await;
+    let acl = Server::start(&[]).await;
+    exec(
+        &acl.url(),
+        &[
+            "ACL", "SETUSER", "noconfig", "on", ">nc-pa55", "~*", "&*", "+@all", "-config",
+        ],
+    )
+    .await;
+    let acl_sink = RedisSink::new(
+        RedisConfig::stream(acl.url(), &stream)
+            .unwrap()
+            .with_durable(true)
+            .unwrap()
+            .with_user("noconfig", Secret::new("nc-pa55")),
+    )
+    .unwrap();
+    for (server, sink) in [
+        (&renamed, durable(&renamed.url(), &stream)),
+        (&acl, acl_sink),
+    ] {
+        assert_eq!(sink.check().await.unwrap(), Check::Passed);
+        let warned = logs.lines_with(&server.addr());
+        assert!(
+            warned.len() == 1 && warned[0].to_string().contains("could not ask"),
+            "{warned:?}"
+        );
+    }
+    assert!(!logs.text().contains("nc-pa55"));
+}
