@@ -557,7 +557,8 @@ async fn a_durable_stream_sink_checks_that_the_server_persists() {
             .unwrap()
             .with_durable(true)
             .unwrap()
-            .with_user("noconfig", Secret::new("nc-pa55")),
+            .with_user("noconfig", Secret::new("nc-pa55"))
+            .unwrap(),
     )
     .unwrap();
     for (server, sink) in [
