@@ -102,7 +102,7 @@ impl Breaker {
                 failures: failures + 1,
             },
             _ => State::Open {
-                until: now + self.config.open_for,
+                until: crate::dispatcher::later(now, self.config.open_for),
             },
         };
     }

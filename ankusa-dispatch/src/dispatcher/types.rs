@@ -11,6 +11,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
+/// The most attempts in flight any concurrency takes (`concurrency`, `sink_concurrency`,
+/// `tenant_concurrency`, a sink's [`Concurrency`]): 1,000,000. More is a typo, and past
+/// what a semaphore can count it would stop the scheduler.
+pub const MAX_CONCURRENCY: usize = 1_000_000;
+
+/// The rates a sink's `rate_per_second` takes: 0.001 (one attempt in 1,000 s) to 1,000,000.
+pub const RATE_PER_SECOND: std::ops::RangeInclusive<f64> = 0.001..=1_000_000.0;
+
+/// The longest a breaker stays open before its probe ([`BreakerConfig::open_for`]): a day,
+/// the default horizon. An open breaker past the horizon only holds hooks that dead-letter.
+pub const MAX_BREAKER_OPEN: Duration = Duration::from_secs(86_400);
+
 /// The dispatcher's knobs.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -160,9 +172,20 @@ pub enum BuildError {
     /// Settings were given for a sink that was not added.
     #[error("settings are given for `{0}`, which is not a sink")]
     NoSuchSink(String),
-    /// A sink's `rate_per_second` is not a positive, finite number.
-    #[error("sink `{0}`: rate_per_second must be a positive number")]
+    /// A sink's `rate_per_second` is outside [`RATE_PER_SECOND`].
+    #[error("sink `{0}`: rate_per_second must be a number from 0.001 to 1000000")]
     BadRate(String),
+    /// A setting is outside its range: `key` names it (`concurrency`,
+    /// `breaker.open_for`, ...), `sink` the sink whose own setting it is.
+    #[error("{}`{key}` must be {range}", sink.as_ref().map(|s| format!("sink `{s}`: ")).unwrap_or_default())]
+    OutOfRange {
+        /// The sink, for a sink's own setting ([`SinkDispatch`]).
+        sink: Option<String>,
+        /// The setting.
+        key: &'static str,
+        /// Its range, in words.
+        range: &'static str,
+    },
 }
 
 /// A sink's own concurrency ([`DispatcherBuilder::sink_concurrency`](crate::DispatcherBuilder::sink_concurrency)).
