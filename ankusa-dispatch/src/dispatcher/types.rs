@@ -30,7 +30,9 @@ pub struct DispatchConfig {
     /// Retry policy, the retry-after cap and the horizon.
     pub policy: DispatchPolicy,
     /// Attempts in flight at once over every sink without a window of its own (see
-    /// `sink_windows`; batching sinks' attempts are not counted).
+    /// `sink_windows`; batching sinks' attempts are not counted). 1 to
+    /// [`MAX_CONCURRENCY`], checked at build, as are `sink_concurrency` and
+    /// `tenant_concurrency`.
     pub concurrency: usize,
     /// Attempts in flight at once per sink (the attempts of a batching sink without a window
     /// not counted); for a sink with a window, this replaces the window's delivery count.
@@ -266,7 +268,8 @@ impl SinkDispatch {
         self
     }
 
-    /// Attempts started per second, at most (positive and finite).
+    /// Attempts started per second, at most (within [`RATE_PER_SECOND`], checked at
+    /// build: [`BuildError::BadRate`]).
     pub fn with_rate_per_second(mut self, per_s: f64) -> Self {
         self.rate_per_second = Some(per_s);
         self
