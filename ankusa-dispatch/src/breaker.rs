@@ -11,7 +11,8 @@ pub struct BreakerConfig {
     /// Consecutive counted failures (transient, retry-after) that open the breaker.
     /// Default 5. Permanent and config failures never count.
     pub failures: u32,
-    /// How long it stays open before one probe may go through. Default 30 s.
+    /// How long it stays open before one probe may go through. Default 30 s; at most
+    /// [`MAX_BREAKER_OPEN`](crate::MAX_BREAKER_OPEN) (a day), checked at build.
     pub open_for: Duration,
 }
 
@@ -102,7 +103,7 @@ impl Breaker {
                 failures: failures + 1,
             },
             _ => State::Open {
-                until: now + self.config.open_for,
+                until: crate::dispatcher::later(now, self.config.open_for),
             },
         };
     }

@@ -15,6 +15,16 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 // (a std deadline under a paused clock made the scheduler spin).
 use tokio::time::Instant;
 
+/// `at + d`, or a far future (30 years on) when that is past what the clock can hold: a
+/// wait built from an extreme setting (a retry policy's delay, a breaker's `open_for`) is
+/// a wait without end, never a panic in the scheduler task.
+pub(crate) fn later(at: Instant, d: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
+    at.checked_add(d)
+        .or_else(|| at.checked_add(FAR))
+        .unwrap_or(at)
+}
+
 /// A map keyed by a number the dispatcher assigns itself (hook, attempt, task ids), never
 /// by input: a fast hash instead of SipHash, which was 4 % of a delivery's CPU.
 type IdMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -37,8 +47,8 @@ use scheduler::{Clock, DEFAULT_INTAKE_BYTES, In, MAX_INTAKE_BYTES, Permit, READ_
 use sink::{Limit, SinkState};
 use tasks::Tasks;
 pub use types::{
-    BuildError, Concurrency, Deliveries, Delivery, DispatchConfig, Hook, Outcome, Park,
-    SinkDispatch, SubmitError, Unfinished,
+    BuildError, Concurrency, Deliveries, Delivery, DispatchConfig, Hook, MAX_BREAKER_OPEN,
+    MAX_CONCURRENCY, Outcome, Park, RATE_PER_SECOND, SinkDispatch, SubmitError, Unfinished,
 };
 use waiting::RetryQueue;
 
@@ -116,6 +126,7 @@ impl DispatcherBuilder {
         if self.config.concurrency == 0 || self.config.sink_concurrency == Some(0) {
             return Err(BuildError::ZeroConcurrency);
         }
+        check_ranges(&self.config)?;
         let (index, slots) = slots(self.sinks, &self.settings, &self.config)?;
         let routes = routes(self.routes, &index)?;
         let n = slots.len();
@@ -143,6 +154,7 @@ impl DispatcherBuilder {
                 .map(|&(_, bytes)| u32::try_from(bytes).unwrap_or(u32::MAX))
                 .collect(),
             closed: AtomicBool::new(false),
+            died: AtomicBool::new(false),
             waiting: Arc::new(AtomicUsize::new(0)),
             held: Arc::new(IntakeHold::default()),
         });
@@ -179,9 +191,105 @@ impl DispatcherBuilder {
             stopping: None,
             intake_open: true,
         };
-        tokio::spawn(scheduler.run(rx, report_rx));
+        tokio::spawn(watched(scheduler.run(rx, report_rx), shared.clone()));
         Ok((Dispatcher { shared, tx }, Deliveries(out_rx)))
     }
+}
+
+const CONCURRENCY_RANGE: &str = "from 1 to 1000000";
+const BREAKER_OPEN_RANGE: &str = "at most a day (86400 s)";
+
+/// Every dispatcher-wide number within its documented range (see [`DispatchConfig`]):
+/// an extreme one would otherwise panic at start or in the scheduler task.
+fn check_ranges(config: &DispatchConfig) -> Result<(), BuildError> {
+    let out = |key| BuildError::OutOfRange {
+        sink: None,
+        key,
+        range: CONCURRENCY_RANGE,
+    };
+    if config.concurrency > MAX_CONCURRENCY {
+        return Err(out("concurrency"));
+    }
+    if config.sink_concurrency.is_some_and(|n| n > MAX_CONCURRENCY) {
+        return Err(out("sink_concurrency"));
+    }
+    if config
+        .tenant_concurrency
+        .is_some_and(|n| n as usize > MAX_CONCURRENCY)
+    {
+        return Err(BuildError::OutOfRange {
+            sink: None,
+            key: "tenant_concurrency",
+            range: "at most 1000000",
+        });
+    }
+    if config.breaker.open_for > MAX_BREAKER_OPEN {
+        return Err(BuildError::OutOfRange {
+            sink: None,
+            key: "breaker.open_for",
+            range: BREAKER_OPEN_RANGE,
+        });
+    }
+    Ok(())
+}
+
+/// A sink's own settings within their ranges (`name` is the sink).
+fn check_sink_ranges(name: &str, own: &SinkDispatch) -> Result<(), BuildError> {
+    let out = |key, range| BuildError::OutOfRange {
+        sink: Some(name.to_owned()),
+        key,
+        range,
+    };
+    match own.concurrency {
+        Some(Concurrency::Fixed(n)) if n > MAX_CONCURRENCY => {
+            return Err(out("concurrency", CONCURRENCY_RANGE));
+        }
+        Some(Concurrency::Adaptive { max }) if max == 0 || max > MAX_CONCURRENCY => {
+            return Err(out("concurrency.max", CONCURRENCY_RANGE));
+        }
+        _ => {}
+    }
+    if own
+        .tenant_concurrency
+        .is_some_and(|n| n as usize > MAX_CONCURRENCY)
+    {
+        return Err(out("tenant_concurrency", "at most 1000000"));
+    }
+    if own.breaker.is_some_and(|b| b.open_for > MAX_BREAKER_OPEN) {
+        return Err(out("breaker.open_for", BREAKER_OPEN_RANGE));
+    }
+    Ok(())
+}
+
+/// The scheduler's loop, with a panic in it caught: the handles are told of the death
+/// (and intake closed) while the loop's state, the [`Deliveries`] sender with it, is still
+/// alive, so whoever sees the deliveries end early sees [`Dispatcher::has_died`] too.
+/// Without it a dead scheduler left `forward` reading on (each hook refused) and never
+/// ending: a hang.
+async fn watched(run: impl std::future::Future<Output = ()>, shared: Arc<Shared>) {
+    let mut run = std::pin::pin!(run);
+    let died = std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run.as_mut().poll(cx))) {
+            Ok(poll) => poll.map(|()| None),
+            Err(payload) => std::task::Poll::Ready(Some(payload)),
+        }
+    })
+    .await;
+    if let Some(payload) = died {
+        let panic = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("non-text panic payload");
+        tracing::error!(
+            target: "ankusa_dispatch",
+            %panic,
+            "the dispatcher's scheduler task died (a bug): the pairs it held have no \
+             outcome; hooks from a durable source are released to it"
+        );
+        shared.scheduler_died();
+    }
+    // Only now is the loop's state dropped: its deliveries sender, its intake permits.
 }
 
 /// One sink's intake: (hook, sink) jobs admitted before their first attempt settles, and
@@ -206,10 +314,12 @@ fn slot_intake(
         .concurrency
         .saturating_add(window)
         .saturating_add(own);
+    // A semaphore counts to MAX_INTAKE_BYTES at most (more panics): a window a sink
+    // declares, however large, cannot stop the dispatcher from starting.
     let jobs = config
         .intake
         .unwrap_or(in_flight.saturating_add(READ_AHEAD))
-        .max(1);
+        .clamp(1, MAX_INTAKE_BYTES);
     let window_bytes = slot.window.map_or(0, |w| w.bytes.get());
     let bytes = config
         .intake_bytes
@@ -248,6 +358,7 @@ fn slots(
         });
         let threshold = caps.inline_max_bytes;
         let own = settings.get(&name).cloned().unwrap_or_default();
+        check_sink_ranges(&name, &own)?;
         let limit = match own.concurrency {
             None => None,
             Some(Concurrency::Fixed(0)) => return Err(BuildError::ZeroConcurrency),
@@ -259,7 +370,7 @@ fn slots(
         };
         let bucket = match own.rate_per_second {
             None => None,
-            Some(r) if r.is_finite() && r > 0.0 => Some(rate::Bucket::new(r, Instant::now())),
+            Some(r) if RATE_PER_SECOND.contains(&r) => Some(rate::Bucket::new(r, Instant::now())),
             Some(_) => return Err(BuildError::BadRate(name)),
         };
         let tenant_concurrency = match own.tenant_concurrency {
@@ -353,6 +464,8 @@ struct Shared {
     intake_bytes: Vec<Arc<Semaphore>>,
     intake_bytes_max: Vec<u32>,
     closed: AtomicBool,
+    /// The scheduler task panicked.
+    died: AtomicBool,
     waiting: Arc<AtomicUsize>,
     /// Intake is paused: a dead letter of a hook from a durable source could not be
     /// stored and is being written again (`DeadLetterHold`).
@@ -384,6 +497,20 @@ impl IntakeHold {
                 return;
             }
             resumed.await;
+        }
+    }
+}
+
+impl Shared {
+    /// The scheduler task died: intake closes (a waiting `submit` gets its hook back) and
+    /// [`Dispatcher::has_died`] says so. Set before the task's channels drop, so whoever
+    /// sees [`Deliveries`] end early sees this too.
+    fn scheduler_died(&self) {
+        self.died.store(true, Ordering::Release);
+        self.closed.store(true, Ordering::Release);
+        self.held.resumed.notify_waiters();
+        for s in self.intake.iter().chain(&self.intake_bytes) {
+            s.close();
         }
     }
 }
@@ -463,6 +590,17 @@ impl Dispatcher {
         }
     }
 
+    /// Whether the scheduler task died (a panic: a bug in this crate) instead of ending by a
+    /// [`shutdown`](Self::shutdown) or after every handle was dropped. The pairs it held
+    /// then have no outcome: [`Deliveries`] ends early, `submit` hands each hook back
+    /// ([`SubmitError::ShuttingDown`]), `shutdown` returns nothing, and the hooks of a
+    /// durable source are released to it, never acknowledged. A caller that sees the
+    /// deliveries end before it asked for a shutdown checks this and ends with an error
+    /// ([`forward::drive`](crate::forward::drive) does).
+    pub fn has_died(&self) -> bool {
+        self.shared.died.load(Ordering::Acquire)
+    }
+
     /// (hook, sink) jobs waiting in the retry queue now.
     pub fn waiting(&self) -> usize {
         self.shared.waiting.load(Ordering::Relaxed)
@@ -498,5 +636,84 @@ impl Dispatcher {
             return Vec::new();
         }
         rx.await.unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forward::{DispatcherDied, ForwardReport, drive};
+    use ankusa_sink_core::{Ctx, Envelope, Failure, async_trait};
+    use scheduler::PANIC_HOOK;
+
+    #[derive(Debug)]
+    struct Accept;
+
+    #[async_trait]
+    impl Sink for Accept {
+        async fn deliver(&self, _: &Envelope, _: &Ctx) -> Result<(), Failure> {
+            Ok(())
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::new(true, None)
+        }
+    }
+
+    fn hook(id: &str) -> Hook {
+        Hook::new(Envelope::builder(id, "src", "{}").build().unwrap())
+    }
+
+    fn dispatcher() -> (Dispatcher, Deliveries) {
+        Dispatcher::builder()
+            .sink("s", Arc::new(Accept))
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dead_scheduler_ends_the_deliveries_and_says_so() {
+        let (d, mut out) = dispatcher();
+        d.submit(hook("before")).await.unwrap();
+        assert!(out.recv().await.is_some());
+        assert!(!d.has_died());
+        d.submit(hook(PANIC_HOOK)).await.unwrap();
+        assert!(out.recv().await.is_none(), "the stream ends");
+        assert!(d.has_died());
+        assert!(matches!(
+            d.submit(hook("after")).await,
+            Err(SubmitError::ShuttingDown(_))
+        ));
+        assert!(d.shutdown(Duration::ZERO).await.is_empty());
+    }
+
+    /// An intake that never ends by itself (a durable source): before, a dead scheduler
+    /// left `drive` waiting on it for ever.
+    #[tokio::test(start_paused = true)]
+    async fn drive_ends_with_an_error_when_the_scheduler_dies() {
+        let (d, out) = dispatcher();
+        let (tx, events) = mpsc::unbounded_channel();
+        let submitter = d.clone();
+        let intake = async move {
+            let _tx = tx;
+            let _ = submitter.submit(hook(PANIC_HOOK)).await;
+            std::future::pending::<Option<Box<dyn ankusa_source::Source>>>().await
+        };
+        let mut report = ForwardReport::default();
+        let ended = tokio::time::timeout(
+            Duration::from_secs(3600),
+            drive(
+                d.clone(),
+                out,
+                intake,
+                events,
+                std::future::pending(),
+                Duration::from_secs(1),
+                &mut report,
+            ),
+        )
+        .await
+        .expect("drive ends when the scheduler dies");
+        assert_eq!(ended, Err(DispatcherDied));
+        assert!(d.has_died());
     }
 }

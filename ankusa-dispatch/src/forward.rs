@@ -96,7 +96,21 @@ pub enum ForwardError {
     /// route or sink): every other record would be refused the same way.
     #[error("{0}")]
     Submit(SubmitError),
+    /// The dispatcher's scheduler task died ([`DispatcherDied`]): reading stopped.
+    #[error("{0}")]
+    Died(DispatcherDied),
 }
+
+/// The dispatcher's scheduler task died (a panic: a bug in `ankusa-dispatch`;
+/// [`Dispatcher::has_died`]): [`drive`] stopped reading, and the pairs the scheduler held
+/// have no outcome. Hooks from a durable source are released to it, never acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the dispatcher's scheduler task died (a bug): reading stopped; the hooks it held have \
+     no outcome (those from a durable source are released to it)"
+)]
+#[non_exhaustive]
+pub struct DispatcherDied;
 
 /// What happened to one record, as [`Forward::read`] reports it.
 #[derive(Debug)]
@@ -476,7 +490,7 @@ impl Forward {
             }
         };
         let mut report = ForwardReport::default();
-        drive(
+        let ended = drive(
             dispatcher,
             deliveries,
             intake,
@@ -486,6 +500,11 @@ impl Forward {
             &mut report,
         )
         .await;
+        if let Err(died) = ended {
+            // The lanes of a source per sink read in tasks of their own: stop them too.
+            stop.stop();
+            report.error = Some(ForwardError::Died(died));
+        }
         drop(stop);
         report
     }
@@ -522,6 +541,11 @@ const BURST: usize = 1024;
 /// dispatcher shuts down within `drain`, releasing what is unfinished). Only then, with
 /// every delivery reported and dropped (so settled), is the source closed within `drain`:
 /// its acknowledgements made final. [`Forward::run`] and the `ankusa-sink` CLI both run it.
+///
+/// Should the dispatcher's scheduler task die ([`Dispatcher::has_died`]), the intake is
+/// stopped (dropped: a durable source's records go back to it), what was reported is
+/// reported, and the loop ends with [`DispatcherDied`] instead of waiting for outcomes
+/// that will never come.
 pub async fn drive<O: Observer>(
     dispatcher: Dispatcher,
     mut deliveries: Deliveries,
@@ -530,8 +554,9 @@ pub async fn drive<O: Observer>(
     stop: impl std::future::Future<Output = ()>,
     drain: Duration,
     observer: &mut O,
-) {
+) -> Result<(), DispatcherDied> {
     let reader = tokio::spawn(intake);
+    let mut died = false;
     let mut stop = std::pin::pin!(stop);
     let (mut expected, mut received) = (0usize, 0usize);
     let mut intake_done = false;
@@ -565,8 +590,15 @@ pub async fn drive<O: Observer>(
                     }
                     observer.burst(&dispatcher);
                 }
-                // The dispatcher has shut down and every delivery is in.
-                None => break,
+                // The dispatcher has shut down and every delivery is in; or it died.
+                None => {
+                    if dispatcher.has_died() {
+                        // Every hook it is given now is refused: reading on would never end.
+                        reader.abort();
+                        died = true;
+                    }
+                    break;
+                }
             },
             () = &mut stop, if shutdown.is_none() => {
                 let d = dispatcher.clone();
@@ -593,6 +625,10 @@ pub async fn drive<O: Observer>(
     if let Some(source) = source {
         source.close(drain).await;
     }
+    if died || dispatcher.has_died() {
+        return Err(DispatcherDied);
+    }
+    Ok(())
 }
 
 impl Observer for ForwardReport {

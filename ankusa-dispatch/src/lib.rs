@@ -20,7 +20,8 @@ pub use dead_letter::{
 };
 pub use dispatcher::{
     BuildError, Concurrency, Deliveries, Delivery, DispatchConfig, Dispatcher, DispatcherBuilder,
-    Hook, Outcome, Park, SinkDispatch, SubmitError, Unfinished,
+    Hook, MAX_BREAKER_OPEN, MAX_CONCURRENCY, Outcome, Park, RATE_PER_SECOND, SinkDispatch,
+    SubmitError, Unfinished,
 };
 pub use policy::{
     Action, CONFIG_ERRORS_METRIC, Decision, DispatchPolicy, Exponential, RetryPolicy, decide,

@@ -53,6 +53,10 @@ pub const DEAD_LETTERS: &str = "ankusa_dead_letters_total";
 /// Dead letters the destination refused or failed to take, each try counted (a held one is
 /// tried again), `{sink}`.
 pub const DEAD_LETTER_ERRORS: &str = "ankusa_dead_letter_errors_total";
+/// Attempts that panicked in the sink, `{sink}`: a bug in the sink, logged at ERROR once
+/// per hook; the (hook, sink) pair is retried and given up on (permanent, "sink
+/// panicked") at its third panic. Neither opens the breaker nor counts as back pressure.
+pub const SINK_PANICS: &str = "ankusa_sink_panics_total";
 /// Claim check-ins, `{result = ok | failed}`.
 pub const CLAIM_CHECKINS: &str = "ankusa_dispatch_claim_checkins_total";
 
@@ -68,6 +72,7 @@ pub(crate) struct SinkMetrics {
     pub(crate) parked: Counter,
     pub(crate) unparked: Counter,
     pub(crate) dead_letter_errors: Counter,
+    pub(crate) panics: Counter,
     delivered: Counter,
     dead: [Counter; 4],
     stored: [Counter; 4],
@@ -100,6 +105,7 @@ impl SinkMetrics {
                 stored("transient"),
             ],
             dead_letter_errors: metrics::counter!(DEAD_LETTER_ERRORS, "sink" => sink.to_owned()),
+            panics: metrics::counter!(SINK_PANICS, "sink" => sink.to_owned()),
         };
         // Present from the start, so a dashboard sees the sink and its config errors at 0.
         m.breaker_open.set(0.0);
@@ -112,6 +118,7 @@ impl SinkMetrics {
         m.parked.increment(0);
         m.unparked.increment(0);
         m.dead_letter_errors.increment(0);
+        m.panics.increment(0);
         for c in &m.stored {
             c.increment(0);
         }

@@ -14,6 +14,7 @@ mod logging;
 mod metrics_server;
 mod otlp;
 mod output;
+mod signals;
 
 use ankusa_sink_core::{Check, Sink, Subject, safe_describe};
 use ankusa_sinks::{Registry, SinkConfig};
@@ -32,6 +33,8 @@ const EXIT_NOT_CHECKED: u8 = 4;
 /// Exit code when an outcome line or a dead letter could not be written (sysexits'
 /// EX_IOERR).
 const EXIT_OUTPUT: u8 = 74;
+/// Exit code when the dispatcher's scheduler task died, a bug (sysexits' EX_SOFTWARE).
+const EXIT_SOFTWARE: u8 = 70;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -131,18 +134,23 @@ struct DispatchArgs {
     /// Serve Prometheus metrics at `http://HOST:PORT/metrics` while the command runs.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// With --metrics-addr: answer only requests that carry this token as `Authorization:
+    /// Bearer TOKEN` (401 otherwise); the token is the file's first line. For a listener
+    /// bound beyond loopback.
+    #[arg(long, value_name = "PATH", requires = "metrics_addr")]
+    metrics_token_file: Option<PathBuf>,
     /// Consecutive transient or retry-after failures that open a sink's circuit breaker.
-    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     breaker_failures: u32,
     /// Attempts of one tenant in flight at once per sink, at most (0: no cap). Whatever
     /// the cap, each sink serves the tenants with waiting hooks round robin.
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     tenant_concurrency: u32,
-    /// Seconds an open circuit breaker holds attempts before one probe.
-    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    /// Seconds an open circuit breaker holds attempts before one probe (at most a day).
+    #[arg(long, default_value_t = 30, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(0..=86_400))]
     breaker_open: u64,
-    /// On SIGINT or SIGTERM: seconds to let attempts in flight finish.
-    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    /// On SIGINT or SIGTERM: seconds to let attempts in flight finish (at most a day).
+    #[arg(long, default_value_t = 30, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(0..=86_400))]
     drain_timeout: u64,
     /// Export every attempt span over OTLP/HTTP (protobuf) to this collector URL
     /// (`http://HOST:4318` gets `/v1/traces`; headers from OTEL_EXPORTER_OTLP_HEADERS).
@@ -221,6 +229,23 @@ fn parse_class(s: &str) -> Result<String, String> {
     }
 }
 
+/// `--max-unacked-bytes`' most: 1 TiB.
+const MAX_TIB: u64 = 1 << 40;
+/// `--max-line-bytes`' most: 4 GiB (a 1 GiB body, base64, with its envelope fits).
+const MAX_LINE_BYTES: u64 = 4 << 30;
+
+/// `--concurrency`: attempts in flight, 1 to [`ankusa_dispatch::MAX_CONCURRENCY`] (more
+/// panicked the dispatcher: past what a semaphore counts).
+fn parse_concurrency(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=ankusa_dispatch::MAX_CONCURRENCY).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "a number from 1 to {}",
+            ankusa_dispatch::MAX_CONCURRENCY
+        )),
+    }
+}
+
 /// A positive, finite rate of hooks per second.
 fn parse_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -235,15 +260,16 @@ struct RetryArgs {
     /// --dead-letter, if given).
     #[arg(long)]
     retry: bool,
-    /// With --retry: dead-letter a hook still failing this many seconds after its first attempt.
-    #[arg(long, default_value_t = 86_400, value_name = "SECONDS")]
+    /// With --retry: dead-letter a hook still failing this many seconds after its first
+    /// attempt (at most 365 days).
+    #[arg(long, default_value_t = 86_400, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(0..=31_536_000))]
     max_elapsed: u64,
-    /// With --retry: give up after this many attempts (at least 1).
-    #[arg(long, default_value_t = 84, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    /// With --retry: give up after this many attempts (1 to 1000000).
+    #[arg(long, default_value_t = 84, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_attempts: u32,
-    /// Abandon an attempt that has not answered after this many seconds (transient; at
-    /// least 1).
-    #[arg(long, default_value_t = 30, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Abandon an attempt that has not answered after this many seconds (transient; 1 to
+    /// 86400).
+    #[arg(long, default_value_t = 30, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     attempt_timeout: u64,
     /// One JSON outcome line per hook on stdout.
     #[arg(long)]
@@ -278,8 +304,8 @@ struct DeliverArgs {
     /// Deliver as part of this replay job.
     #[arg(long)]
     replay_id: Option<String>,
-    /// The attempt number of the first attempt.
-    #[arg(long, default_value_t = 1)]
+    /// The attempt number of the first attempt (1 to 1000000).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     attempt: u32,
     #[command(flatten)]
     retry: RetryArgs,
@@ -301,12 +327,12 @@ struct ForwardArgs {
     from: Option<PathBuf>,
     /// With --from: records read and not yet acknowledged, at most (a slow sink slows
     /// reading instead of growing memory).
-    #[arg(long, default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_unacked: u64,
     /// With --from: bytes of records read and not yet acknowledged, at most; what each
     /// source fetches ahead (AMQP prefetch, Kafka fetch queue, NATS pull) is sized by it
     /// too. A record larger than this goes through alone.
-    #[arg(long, default_value_t = 268_435_456, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 268_435_456, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..=MAX_TIB))]
     max_unacked_bytes: u64,
     /// With --from: accept sinks that keep nothing (`log`, a Redis channel): each record is
     /// acknowledged, so removed from the source, once such a sink took it. Without it,
@@ -316,8 +342,8 @@ struct ForwardArgs {
     /// Deliveries in flight at once, over every sink. Default: each sink's own pipeline
     /// window (Kafka, NATS, Redis, Pub/Sub: 1024 deliveries; AMQP: its max_inflight, 4096
     /// by default; SQS/SNS with batching: 320), and 32 shared by the sinks that make one
-    /// request per delivery (HTTP, log, SQS/SNS without batching).
-    #[arg(long, value_name = "N")]
+    /// request per delivery (HTTP, log, SQS/SNS without batching). 1 to 1000000.
+    #[arg(long, value_name = "N", value_parser = parse_concurrency)]
     concurrency: Option<usize>,
     /// With --input: read past the first N lines without delivering or reporting them,
     /// to resume a stopped run (its summary names N).
@@ -325,7 +351,7 @@ struct ForwardArgs {
     skip_lines: u64,
     /// An input line longer than this is reported invalid without being held in memory; a
     /// --from record longer than this is reported invalid, dead-lettered and acknowledged.
-    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..=MAX_LINE_BYTES))]
     max_line_bytes: u64,
     /// With --from: the source holds dead letters (a --dead-letter sink's destination).
     /// Each one the filters match goes to the sink it died at alone (give that sink's
@@ -516,11 +542,21 @@ async fn load_park(
     })
 }
 
-/// Serve `GET /metrics` for the run (Prometheus text); an address that cannot be bound is a
+/// Serve `GET /metrics` for the run (Prometheus text), with `--metrics-token-file`'s token
+/// if given; an address that cannot be bound, or a token file that cannot be read, is a
 /// usage error naming it.
-fn serve_metrics(addr: Option<std::net::SocketAddr>) -> Result<(), UsageError> {
-    let Some(addr) = addr else { return Ok(()) };
-    metrics_server::start(addr).map_err(|e| UsageError(format!("--metrics-addr {addr}: {e}")))
+fn serve_metrics(d: &DispatchArgs) -> Result<(), UsageError> {
+    let Some(addr) = d.metrics_addr else {
+        return Ok(());
+    };
+    let token = d
+        .metrics_token_file
+        .as_deref()
+        .map(metrics_server::read_token)
+        .transpose()
+        .map_err(UsageError)?;
+    metrics_server::start(addr, token)
+        .map_err(|e| UsageError(format!("--metrics-addr {addr}: {e}")))
 }
 
 async fn load_sink(
@@ -654,29 +690,6 @@ fn otlp_endpoint(cli: &Cli) -> Option<(&str, bool)> {
     Some((d.otlp_endpoint.as_deref()?, d.otlp_allow_insecure))
 }
 
-/// Turn SIGINT and SIGTERM into a [`hooks::Stop`]: stop taking hooks, finish what is in
-/// flight, report every hook read.
-fn watch_signals() -> Arc<tokio::sync::watch::Sender<Option<hooks::Stop>>> {
-    let (tx, _) = tokio::sync::watch::channel(None);
-    let tx = Arc::new(tx);
-    let sender = tx.clone();
-    tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            return;
-        };
-        let sig = tokio::select! {
-            _ = int.recv() => 2,
-            _ = term.recv() => 15,
-        };
-        sender.send_replace(Some(hooks::Stop::Signal(sig)));
-    });
-    tx
-}
-
 /// Write a command's result to stdout: exit code `EXIT_OUTPUT` if it could not be.
 fn print(line: &str, code: ExitCode) -> ExitCode {
     if output::Output::new().stdout_line(line) {
@@ -706,17 +719,19 @@ async fn run(cli: Cli, registry: &Registry) -> Result<ExitCode, UsageError> {
     match cli.command {
         Command::Gen(a) => gen_cmd::run(&a),
         Command::Deliver(a) => {
-            serve_metrics(a.dispatch.metrics_addr)?;
+            serve_metrics(&a.dispatch)?;
             logging::register_metrics();
             if a.dispatch.otlp_endpoint.is_some() {
                 otlp::register_metrics();
             }
             let sinks = load_sinks(registry, &a.sink.sinks, a.retry.json).await?;
             let dl = load_dead_letter(registry, &a.dispatch).await?;
-            deliver::deliver_one(&a, sinks, dl, watch_signals()).await
+            // Removed when the run returns (dropped at the end of this arm).
+            let (stop, _signals) = signals::watch();
+            deliver::deliver_one(&a, sinks, dl, stop).await
         }
         Command::Forward(a) => {
-            serve_metrics(a.dispatch.metrics_addr)?;
+            serve_metrics(&a.dispatch)?;
             logging::register_metrics();
             if a.dispatch.otlp_endpoint.is_some() {
                 otlp::register_metrics();
@@ -730,7 +745,8 @@ async fn run(cli: Cli, registry: &Registry) -> Result<ExitCode, UsageError> {
                 ));
             }
             let dl = load_dead_letter(registry, &a.dispatch).await?;
-            deliver::forward(&a, sinks, dl, watch_signals()).await
+            let (stop, _signals) = signals::watch();
+            deliver::forward(&a, sinks, dl, stop).await
         }
         Command::DeadLetters(c) => dead_letters::run(c).await,
         Command::Check(a) => check(registry, &a).await,
@@ -834,7 +850,8 @@ async fn describe(registry: &Registry, a: &DescribeArgs) -> Result<ExitCode, Usa
 }
 
 /// Run the `ankusa-sink` command line of this process (`std::env::args_os()`) with the sink
-/// types of `registry`: what a `main` that adds sinks of its own returns.
+/// types of `registry`: what a `main` that adds sinks of its own returns. As
+/// [`run_with`].
 pub fn main_with(registry: Registry) -> ExitCode {
     run_with(registry, std::env::args_os())
 }
@@ -843,11 +860,48 @@ pub fn main_with(registry: Registry) -> ExitCode {
 /// `std::env::args_os()` gives it) with the sink types of `registry`, and return its exit
 /// code. Usage errors, `--help` and `--version` are printed as the binary prints them and
 /// return their code instead of exiting the process.
+///
+/// The command runs on a Tokio runtime of its own. Called within another runtime (in a
+/// task, or in `block_on`), where a second one cannot start on the same thread, it runs on
+/// a thread of its own and this call blocks until it ends, as any blocking call would:
+/// call it from `spawn_blocking` (or a thread of yours) to keep a worker free.
+///
+/// `deliver` and `forward` handle SIGINT and SIGTERM while they run (a signal stops the
+/// run: see the exit codes); when the call returns, the handlers are removed and each
+/// signal acts as it did before: a process that did not handle it ends by it again, one
+/// that handles it (its own handler, `tokio::signal`) keeps its handling.
 pub fn run_with<I, T>(registry: Registry, args: I) -> ExitCode
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    if tokio::runtime::Handle::try_current().is_err() {
+        return run_here(registry, args);
+    }
+    // Starting our runtime on a runtime's thread would panic ("cannot start a runtime from
+    // within a runtime"): run on a thread of our own, with a main thread's stack.
+    std::thread::scope(|s| {
+        let thread = std::thread::Builder::new()
+            .name("ankusa-sink".into())
+            .stack_size(8 << 20)
+            .spawn_scoped(s, move || run_here(registry, args));
+        match thread {
+            Ok(t) => t
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(e) => {
+                output::note(&format!(
+                    "ankusa-sink: cannot start a thread for the run: {e}"
+                ));
+                ExitCode::from(EXIT_FAILED)
+            }
+        }
+    })
+}
+
+/// [`run_with`] on this thread, which must not be in a runtime.
+fn run_here(registry: Registry, args: Vec<OsString>) -> ExitCode {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -915,6 +969,90 @@ mod tests {
         assert_eq!(run(&["ankusa-sink"]), ExitCode::from(super::EXIT_USAGE));
         assert_eq!(run(&["ankusa-sink", "--version"]), ExitCode::SUCCESS);
         assert_eq!(run(&["ankusa-sink", "gen", "--help"]), ExitCode::SUCCESS);
+    }
+
+    const FORWARD_NOTHING: [&str; 6] = [
+        "ankusa-sink",
+        "forward",
+        "--sink",
+        "log",
+        "--input",
+        "/dev/null",
+    ];
+
+    /// Inside a runtime (here a current-thread one, in `block_on`), `run_with` used to
+    /// panic ("cannot start a runtime from within a runtime"); it runs the command on a
+    /// thread of its own.
+    #[tokio::test]
+    async fn run_with_inside_a_runtime_runs_the_command() {
+        assert_eq!(
+            run_with(Registry::builtin(), FORWARD_NOTHING),
+            ExitCode::SUCCESS
+        );
+        assert_eq!(
+            run_with(Registry::builtin(), ["ankusa-sink", "gen", "--count", "0"]),
+            ExitCode::SUCCESS
+        );
+        // A task of a multi-thread runtime too.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let code = rt
+            .spawn(async { run_with(Registry::builtin(), FORWARD_NOTHING) })
+            .await
+            .unwrap();
+        assert_eq!(code, ExitCode::SUCCESS);
+        rt.shutdown_background();
+    }
+
+    /// What [`signals_act_as_before_once_it_returns`] runs in a process of its own: a run
+    /// that watches signals, a line once it returned, then a wait the signal must cut.
+    #[test]
+    #[ignore = "a child process of signals_act_as_before_once_it_returns"]
+    fn signal_child() {
+        if std::env::var_os("ANKUSA_SIGNAL_CHILD").is_none() {
+            return;
+        }
+        assert_eq!(
+            run_with(Registry::builtin(), FORWARD_NOTHING),
+            ExitCode::SUCCESS
+        );
+        println!("ANKUSA-SIGNAL-CHILD-RETURNED");
+        std::thread::sleep(std::time::Duration::from_secs(30));
+    }
+
+    /// Once `run_with` returned, SIGINT and SIGTERM end a process that did not handle them,
+    /// as before the call: `tokio::signal`'s handlers stayed and dropped each one.
+    #[test]
+    fn signals_act_as_before_once_it_returns() {
+        use std::io::BufRead as _;
+        use std::os::unix::process::ExitStatusExt as _;
+        for (sig, number) in [("-INT", 2), ("-TERM", 15)] {
+            let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "tests::signal_child", "--ignored", "--nocapture"])
+                .env("ANKUSA_SIGNAL_CHILD", "1")
+                .env("RUST_LOG", "off")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+            let returned = stdout
+                .lines()
+                .map_while(Result::ok)
+                .any(|l| l.contains("ANKUSA-SIGNAL-CHILD-RETURNED"));
+            assert!(returned, "the child's run did not return");
+            let sent = std::process::Command::new("kill")
+                .args([sig, &child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(sent.success());
+            // Had the signal been dropped, the child would sleep on and exit 0.
+            let status = child.wait().unwrap();
+            assert_eq!(status.signal(), Some(number), "{sig}: {status:?}");
+        }
     }
 
     #[test]

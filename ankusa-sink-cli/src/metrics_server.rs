@@ -5,15 +5,20 @@
 //! It runs as tasks on the command's one runtime thread, so nothing here blocks: reads and
 //! writes are async and bounded by a deadline, and rendering goes to the blocking pool.
 //! One request per connection (`Connection: close`): a scraper opens one per scrape anyway.
+//! Idle connections cannot starve scrapes: with every slot taken, the connection open
+//! longest without a whole request head is closed to make room. With a token
+//! (`--metrics-token-file`), every request must carry it as `Authorization: Bearer`.
 
+use ankusa_sink_core::Secret;
 use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, oneshot};
 
 /// Connections served at once. Further ones wait in the kernel's accept queue rather than
 /// being accepted and closed: accepting costs a descriptor, the very thing a flood exhausts,
@@ -60,9 +65,10 @@ impl std::fmt::Display for StartError {
     }
 }
 
-/// Bind `addr`, install the Prometheus recorder and serve it there for the rest of the run.
+/// Bind `addr`, install the Prometheus recorder and serve it there for the rest of the run;
+/// with a `token`, only to requests that carry it (`Authorization: Bearer TOKEN`).
 /// Must be called on the runtime: the listener and its tasks live there.
-pub(crate) fn start(addr: SocketAddr) -> Result<(), StartError> {
+pub(crate) fn start(addr: SocketAddr, token: Option<Secret>) -> Result<(), StartError> {
     // Bind first: an address that cannot be served leaves nothing installed.
     let listener = bind(addr).map_err(StartError::Bind)?;
     let handle = PrometheusBuilder::new()
@@ -75,8 +81,81 @@ pub(crate) fn start(addr: SocketAddr) -> Result<(), StartError> {
             upkeep.run_upkeep();
         }
     });
-    tokio::spawn(accept_loop(listener, handle, connection_timeout()));
+    let serving = Serving {
+        handle,
+        token: token.map(Arc::new),
+        timeout: connection_timeout(),
+    };
+    tokio::spawn(accept_loop(listener, serving));
     Ok(())
+}
+
+/// The token of `--metrics-token-file PATH`: the file's first line, without its line end
+/// and surrounding blanks. An unreadable file, or an empty or non-ASCII first line, is an
+/// error naming the path, never the content.
+pub(crate) fn read_token(path: &std::path::Path) -> Result<Secret, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "--metrics-token-file {}: cannot read it: {e}",
+            path.display()
+        )
+    })?;
+    let token = text.lines().next().unwrap_or("").trim();
+    // A header value: visible ASCII only (RFC 9110, 5.5), or no client could send it.
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "--metrics-token-file {}: its first line must be the token (visible ASCII, no \
+             spaces)",
+            path.display()
+        ));
+    }
+    Ok(Secret::new(token))
+}
+
+/// What every connection is served with.
+#[derive(Clone)]
+struct Serving {
+    handle: PrometheusHandle,
+    /// The bearer token every request must carry, if any.
+    token: Option<Arc<Secret>>,
+    /// How long a connection may stay open.
+    timeout: Duration,
+}
+
+/// Connections that have not sent a whole request head yet, oldest first, each with the
+/// sender that closes it. When every slot is taken, the oldest is closed to make room: a
+/// client holding connections open without a request cannot keep a scraper out for longer
+/// than it takes to open one more.
+#[derive(Debug, Default)]
+struct Idle(Mutex<VecDeque<(u64, oneshot::Sender<()>)>>);
+
+impl Idle {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, oneshot::Sender<()>)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn push(&self, id: u64, close: oneshot::Sender<()>) {
+        self.lock().push_back((id, close));
+    }
+
+    /// Connection `id` sent its whole head: it is answered, no longer idle.
+    fn remove(&self, id: u64) {
+        self.lock().retain(|(i, _)| *i != id);
+    }
+
+    /// Close the idle connection open longest (skipping any that ended meanwhile); `false`
+    /// when there is none.
+    fn close_oldest(&self) -> bool {
+        let mut idle = self.lock();
+        while let Some((_, close)) = idle.pop_front() {
+            if close.send(()).is_ok() {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 /// A listening socket on `addr` with our backlog.
@@ -108,20 +187,44 @@ fn connection_timeout() -> Duration {
     CONNECTION_TIMEOUT
 }
 
-/// Accept while a slot is free; serve each connection on its own task.
-async fn accept_loop(listener: TcpListener, handle: PrometheusHandle, timeout: Duration) {
+/// Accept while a slot is free, or once the oldest idle connection gave its slot up;
+/// serve each connection on its own task.
+async fn accept_loop(listener: TcpListener, serving: Serving) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let idle = Arc::new(Idle::default());
+    let mut next_id = 0u64;
     let mut backoff = Backoff::default();
     let mut log = LogLimit::default();
     loop {
-        // Waits while all slots are taken: the connection stays in the kernel's queue.
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return; // never closed
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(TryAcquireError::Closed) => return, // never closed
+            Err(TryAcquireError::NoPermits) => {
+                // Every slot is taken: the connection open longest without a request gives
+                // its slot up (its task ends at once). Without an idle one, wait for a
+                // request being answered to end; the next connection stays in the kernel's
+                // queue meanwhile.
+                idle.close_oldest();
+                let Ok(slot) = slots.clone().acquire_owned().await else {
+                    return;
+                };
+                slot
+            }
         };
         match listener.accept().await {
             Ok((stream, _)) => {
                 backoff = Backoff::default();
-                tokio::spawn(serve_connection(stream, handle.clone(), timeout, slot));
+                let (close, closed) = oneshot::channel();
+                let id = next_id;
+                next_id += 1;
+                idle.push(id, close);
+                let conn = Connection {
+                    id,
+                    idle: idle.clone(),
+                    closed,
+                    _slot: slot,
+                };
+                tokio::spawn(serve_connection(stream, serving.clone(), conn));
             }
             Err(e) => match accept_failure(&e) {
                 AcceptFailure::ThatConnection => {}
@@ -211,25 +314,52 @@ impl LogLimit {
     }
 }
 
-/// One connection, closed at the latest `timeout` after it was accepted; its slot is freed
-/// when this returns.
-async fn serve_connection(
-    mut stream: TcpStream,
-    handle: PrometheusHandle,
-    timeout: Duration,
+/// One accepted connection's place: its slot, and its entry among the idle ones until
+/// its head is whole.
+struct Connection {
+    id: u64,
+    idle: Arc<Idle>,
+    /// Fires when the accept loop closes this connection to make room.
+    closed: oneshot::Receiver<()>,
     _slot: OwnedSemaphorePermit,
-) {
-    // Any failure or the deadline ends the exchange the same way: the socket is dropped
-    // (closed). There is no one to report a client's misbehaviour to.
-    let _ = tokio::time::timeout(timeout, exchange(&mut stream, &handle)).await;
 }
 
-/// Read one request head, answer it, and wait for the client to close.
-async fn exchange(stream: &mut TcpStream, handle: &PrometheusHandle) -> std::io::Result<()> {
+/// One connection, closed at the latest `timeout` after it was accepted, or when it is
+/// closed to make room while still without a whole head; its slot is freed when this
+/// returns.
+async fn serve_connection(mut stream: TcpStream, serving: Serving, conn: Connection) {
+    let Connection {
+        id,
+        idle,
+        closed,
+        _slot,
+    } = conn;
+    let made_room = async {
+        // A sender dropped (the head came whole, so it left the idle list) is no close.
+        if closed.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    // Any failure or the deadline ends the exchange the same way: the socket is dropped
+    // (closed). There is no one to report a client's misbehaviour to.
+    tokio::select! {
+        _ = tokio::time::timeout(serving.timeout, exchange(&mut stream, &serving, || idle.remove(id))) => {}
+        () = made_room => {}
+    }
+    idle.remove(id);
+}
+
+/// Read one request head, answer it, and wait for the client to close; `whole` is called
+/// once the head is.
+async fn exchange(
+    stream: &mut TcpStream,
+    serving: &Serving,
+    whole: impl FnOnce(),
+) -> std::io::Result<()> {
     let mut head = Vec::new();
     let mut chunk = [0u8; 1024];
     let answer = loop {
-        if let Some(answer) = answer(&head) {
+        if let Some(answer) = answer(&head, serving.token.as_deref()) {
             break answer;
         }
         let n = stream.read(&mut chunk).await?;
@@ -238,9 +368,10 @@ async fn exchange(stream: &mut TcpStream, handle: &PrometheusHandle) -> std::io:
         }
         head.extend_from_slice(&chunk[..n]);
     };
+    whole();
     let response = match answer {
         Answer::Metrics => {
-            let handle = handle.clone();
+            let handle = serving.handle.clone();
             let body = tokio::task::spawn_blocking(move || handle.render())
                 .await
                 .map_err(std::io::Error::other)?;
@@ -266,6 +397,11 @@ async fn exchange(stream: &mut TcpStream, handle: &PrometheusHandle) -> std::io:
             "505 HTTP Version Not Supported",
             &[],
             "HTTP/1.0 and HTTP/1.1 only\n",
+        ),
+        Answer::Unauthorized => response(
+            "401 Unauthorized",
+            &[("WWW-Authenticate", "Bearer realm=\"metrics\"")],
+            "unauthorized: send the metrics token as Authorization: Bearer\n",
         ),
     };
     let response = if is_head(&head) {
@@ -316,11 +452,14 @@ enum Answer {
     HeadTooLarge,
     /// A well-formed request line of another HTTP version: 505.
     VersionNotSupported,
+    /// A token is required and the request did not carry it: 401.
+    Unauthorized,
 }
 
-/// The answer to the bytes received so far, or `None` while the head is incomplete.
-/// Headers are not needed for any answer, so they are only skipped.
-fn answer(received: &[u8]) -> Option<Answer> {
+/// The answer to the bytes received so far, or `None` while the head is incomplete. With
+/// a `token`, a well-formed request without it is 401 (whatever its path: nothing is told
+/// to a client without it).
+fn answer(received: &[u8], token: Option<&Secret>) -> Option<Answer> {
     // A server should ignore empty lines before the request line (RFC 9112, 2.2).
     let start = received
         .iter()
@@ -337,7 +476,43 @@ fn answer(received: &[u8]) -> Option<Answer> {
     let line = head[..line_end]
         .strip_suffix(b"\r")
         .unwrap_or(&head[..line_end]);
-    Some(route(line))
+    let routed = route(line);
+    let needs_token = matches!(
+        routed,
+        Answer::Metrics | Answer::NotFound | Answer::MethodNotAllowed
+    );
+    match token {
+        Some(t) if needs_token && !carries(&head[line_end..end], t) => Some(Answer::Unauthorized),
+        _ => Some(routed),
+    }
+}
+
+/// Whether the header lines `headers` carry `Authorization: Bearer TOKEN` (the first
+/// `Authorization` header decides; the scheme is case-insensitive, the token exact).
+fn carries(headers: &[u8], token: &Secret) -> bool {
+    let Some(value) = headers.split(|&b| b == b'\n').find_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = memchr::memchr(b':', line)?;
+        line[..colon]
+            .eq_ignore_ascii_case(b"authorization")
+            .then(|| line[colon + 1..].trim_ascii())
+    }) else {
+        return false;
+    };
+    let Some(sent) = value
+        .get(..7)
+        .filter(|scheme| scheme.eq_ignore_ascii_case(b"bearer "))
+        .map(|_| value[7..].trim_ascii())
+    else {
+        return false;
+    };
+    same(sent, token.expose().as_bytes())
+}
+
+/// `a == b` in a time that depends on their lengths only, not on where they differ: the
+/// answer's timing tells a guesser nothing about how much of the token was right.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Where the head ends (just past its empty line), if it does: lines end in CRLF or, as
@@ -416,7 +591,58 @@ mod tests {
     use super::*;
 
     fn a(head: &str) -> Option<Answer> {
-        answer(head.as_bytes())
+        answer(head.as_bytes(), None)
+    }
+
+    #[test]
+    fn with_a_token_only_requests_that_carry_it_are_answered() {
+        let t = Secret::new("s3cr3t-t0ken");
+        let with = |head: &str| answer(head.as_bytes(), Some(&t));
+        let ok = "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cr3t-t0ken\r\n\r\n";
+        assert_eq!(with(ok), Some(Answer::Metrics));
+        assert_eq!(
+            with("GET /metrics HTTP/1.1\nauthorization:  bearer   s3cr3t-t0ken \n\n"),
+            Some(Answer::Metrics)
+        );
+        for refused in [
+            "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET /metrics HTTP/1.1\r\nAuthorization: Bearer s3cr3t-t0kem\r\n\r\n",
+            "GET /metrics HTTP/1.1\r\nAuthorization: Bearer s3cr3t-t0ken2\r\n\r\n",
+            "GET /metrics HTTP/1.1\r\nAuthorization: Basic s3cr3t-t0ken\r\n\r\n",
+            "GET /metrics HTTP/1.1\r\nAuthorization: s3cr3t-t0ken\r\n\r\n",
+            "GET /metrics HTTP/1.1\r\nX-Authorization: Bearer s3cr3t-t0ken\r\n\r\n",
+            // Another path or method tells a client without the token nothing either.
+            "GET /other HTTP/1.1\r\n\r\n",
+            "POST /metrics HTTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(with(refused), Some(Answer::Unauthorized), "{refused:?}");
+        }
+        // Malformed requests are answered as before; an incomplete head waits.
+        assert_eq!(with("nonsense\r\n\r\n"), Some(Answer::BadRequest));
+        assert_eq!(
+            with("GET /metrics HTTP/1.1\r\nAuthorization: Bearer s3"),
+            None
+        );
+    }
+
+    #[test]
+    fn the_token_is_the_first_line_of_its_file() {
+        let dir = std::env::temp_dir().join(format!("ankusa-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("token");
+        std::fs::write(&f, "  abc.DEF-123 \r\nsecond line\n").unwrap();
+        assert_eq!(read_token(&f).unwrap().expose(), "abc.DEF-123");
+        for bad in ["", "\nabc", "two words\n", "caf\u{e9}\n"] {
+            std::fs::write(&f, bad).unwrap();
+            let e = read_token(&f).unwrap_err();
+            assert!(e.contains("--metrics-token-file"), "{e}");
+            if !bad.trim().is_empty() {
+                assert!(!e.contains(bad.trim()), "the content is never told: {e}");
+            }
+        }
+        let e = read_token(&dir.join("missing")).unwrap_err();
+        assert!(e.contains("cannot read"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -22,6 +22,17 @@ pub enum ConcurrencySetting {
     },
 }
 
+/// The most `concurrency`, `max_concurrency` and `tenant_concurrency` take (as the
+/// dispatcher's `MAX_CONCURRENCY`).
+const MAX_CONCURRENCY: usize = 1_000_000;
+/// The most `breaker_failures` takes.
+const MAX_BREAKER_FAILURES: u32 = 1_000_000;
+/// The most `breaker_open_seconds` and `park_after_seconds` take: a day, the default
+/// horizon (as the dispatcher's `MAX_BREAKER_OPEN`).
+const MAX_SECONDS: u64 = 86_400;
+/// The rates `rate_per_second` takes (as the dispatcher's `RATE_PER_SECOND`).
+const RATE_PER_SECOND: std::ops::RangeInclusive<f64> = 0.001..=1_000_000.0;
+
 /// `max_concurrency`'s default for `concurrency = "adaptive"` (the specification's).
 pub const DEFAULT_MAX_CONCURRENCY: NonZeroUsize = NonZeroUsize::new(256).expect("not zero");
 
@@ -115,10 +126,39 @@ impl DispatchTable {
                 ));
             }
         };
+        match concurrency {
+            Some(ConcurrencySetting::Fixed(n)) if n.get() > MAX_CONCURRENCY => {
+                return Err(bad(
+                    "key `concurrency`: a number from 1 to 1000000, or \"adaptive\"",
+                ));
+            }
+            Some(ConcurrencySetting::Adaptive { max }) if max.get() > MAX_CONCURRENCY => {
+                return Err(bad("key `max_concurrency`: a number from 1 to 1000000"));
+            }
+            _ => {}
+        }
         if let Some(r) = r.rate_per_second
-            && !(r.is_finite() && r > 0.0)
+            && !RATE_PER_SECOND.contains(&r)
         {
-            return Err(bad("key `rate_per_second`: a positive number"));
+            return Err(bad("key `rate_per_second`: a number from 0.001 to 1000000"));
+        }
+        if r.tenant_concurrency
+            .is_some_and(|n| n as usize > MAX_CONCURRENCY)
+        {
+            return Err(bad("key `tenant_concurrency`: a number from 0 to 1000000"));
+        }
+        if r.breaker_failures
+            .is_some_and(|n| n.get() > MAX_BREAKER_FAILURES)
+        {
+            return Err(bad("key `breaker_failures`: a number from 1 to 1000000"));
+        }
+        if r.breaker_open_seconds.is_some_and(|s| s > MAX_SECONDS) {
+            return Err(bad("key `breaker_open_seconds`: a number from 0 to 86400"));
+        }
+        if r.park_after_seconds
+            .is_some_and(|s| u64::from(s.get()) > MAX_SECONDS)
+        {
+            return Err(bad("key `park_after_seconds`: a number from 1 to 86400"));
         }
         let park = match (r.park, r.park_from, r.park_after_seconds) {
             (Some(sink), Some(from), after) => Some(ParkTable {
@@ -197,6 +237,16 @@ mod tests {
         assert_eq!(d.tenant_concurrency, Some(3));
         assert_eq!(d.breaker_failures, NonZeroU32::new(2));
         assert_eq!(d.breaker_open_seconds, Some(9));
+        // The ends of every range are taken.
+        let d = table(
+            "concurrency = 1000000\nrate_per_second = 0.001\ntenant_concurrency = 1000000\n\
+             breaker_failures = 1000000\nbreaker_open_seconds = 86400",
+        )
+        .unwrap();
+        assert_eq!(d.rate_per_second, Some(0.001));
+        assert_eq!(d.breaker_open_seconds, Some(86_400));
+        assert!(table("rate_per_second = 1000000\nbreaker_open_seconds = 0").is_ok());
+        assert!(table("concurrency = \"adaptive\"\nmax_concurrency = 1000000").is_ok());
         assert_eq!(
             table("concurrency = 8").unwrap().concurrency,
             Some(ConcurrencySetting::Fixed(NonZeroUsize::new(8).unwrap()))
@@ -225,8 +275,32 @@ mod tests {
             ("rate_per_second = -1.5", "rate_per_second"),
             ("breaker_failures = 0", "breaker_failures"),
             ("retries = 3", "retries"),
+            // Extreme numbers: each panicked at start or in the scheduler task.
+            ("rate_per_second = 1e-300", "rate_per_second"),
+            ("rate_per_second = 1e300", "rate_per_second"),
+            ("concurrency = 1000001", "concurrency"),
+            ("concurrency = 9223372036854775807", "concurrency"),
+            (
+                "concurrency = \"adaptive\"\nmax_concurrency = 2305843009213693952",
+                "max_concurrency",
+            ),
+            ("tenant_concurrency = 4294967295", "tenant_concurrency"),
+            ("breaker_failures = 4294967295", "breaker_failures"),
+            ("breaker_open_seconds = 86401", "breaker_open_seconds"),
+            (
+                "breaker_open_seconds = 9223372036854775807",
+                "breaker_open_seconds",
+            ),
+            ("breaker_open_seconds = -1", "breaker_open_seconds"),
+            (
+                "park = \"a.toml\"\npark_from = \"b.toml\"\npark_after_seconds = 86401",
+                "park_after_seconds",
+            ),
         ] {
-            let e = table(text).unwrap_err();
+            let e = match table(text) {
+                Ok(d) => panic!("{text}: taken as {d:?}"),
+                Err(e) => e,
+            };
             assert!(e.contains(key), "{text}: {e}");
             assert!(e.contains("dispatch"), "{text}: {e}");
         }

@@ -82,7 +82,7 @@ impl Adaptive {
     /// The destination asked for a pause of `pause`: no attempt of the sink starts before
     /// it ends.
     pub(super) fn pause(&mut self, now: Instant, pause: Duration) {
-        self.ready_at = self.ready_at.max(now + pause);
+        self.ready_at = self.ready_at.max(super::later(now, pause));
     }
 
     /// The limit now.

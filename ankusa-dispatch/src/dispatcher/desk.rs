@@ -118,7 +118,7 @@ impl Desk {
         };
         p.failures = p.failures.saturating_add(1);
         let backoff = dead_letter_backoff(p.failures);
-        p.retry_at = Some(Instant::now() + backoff);
+        p.retry_at = Some(super::later(Instant::now(), backoff));
         let (hook_id, sink) = (p.env.id().to_owned(), p.info.sink.clone());
         self.held_changed();
         let held = self.held();

@@ -328,7 +328,7 @@ impl Scheduler {
             not_before_ms,
             parked_at_ms: now,
         };
-        let at = Instant::now() + delay;
+        let at = super::later(Instant::now(), delay);
         // A parking job holds no intake permit and no slot, as a waiting one does.
         job.permit = None;
         let attrs = record_attrs(&info, &state);

@@ -3,7 +3,9 @@
 //! the answer (`SinkState::answered`, the policy's decision), the retry queue and the jobs
 //! an open breaker holds.
 
-use super::scheduler::{ClaimPhase, HookState, Job, Permit, Report, Scheduler, copy};
+use super::scheduler::{
+    ClaimPhase, HookState, Job, MAX_SINK_PANICS, Permit, Report, Scheduler, copy,
+};
 use super::sink::{Answer, Refused, SinkState};
 use super::tasks::TaskOf;
 use super::types::{Hook, HookSettle, Outcome, Unfinished};
@@ -12,7 +14,7 @@ use crate::metrics as m;
 use crate::policy::{Action, Decision, decide, record};
 use ankusa_claimcheck::needs_claim;
 use ankusa_message::TraceContext;
-use ankusa_sink_core::{Claim, Class, Ctx, Failure, Reason, safe_deliver};
+use ankusa_sink_core::{Claim, Class, Ctx, Failure, Reason, SinkFault, safe_deliver};
 use std::hash::BuildHasher as _;
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -84,6 +86,7 @@ impl Scheduler {
                 submitted_ms: now,
                 first_attempt: hook.first_attempt,
                 settle: HookSettle::new(hook.ack),
+                panic_logged: false,
             },
         );
         // A hook resumed from a park: its horizon counts from its first attempt, and its
@@ -104,6 +107,7 @@ impl Scheduler {
                 last_failure: None,
                 last_pause_ms: None,
                 weight,
+                panics: 0,
                 permit: Some(permit),
             };
             let Some((first_ms, not_before_ms)) = resume else {
@@ -118,8 +122,10 @@ impl Scheduler {
                 self.enqueue(job);
                 continue;
             }
-            self.waiting
-                .push(job, Instant::now() + Duration::from_millis(wait));
+            self.waiting.push(
+                job,
+                super::later(Instant::now(), Duration::from_millis(wait)),
+            );
         }
     }
 
@@ -300,11 +306,21 @@ impl Scheduler {
     }
 
     pub(super) fn done(&mut self, attempt: u64, result: Result<(), Failure>, took: Duration) {
-        let Some(job) = self.running.remove(&attempt) else {
+        let Some(mut job) = self.running.remove(&attempt) else {
             return;
+        };
+        let mut panicked = false;
+        let result = match result {
+            Err(f) if panic_text(&f).is_some() => {
+                panicked = true;
+                Err(self.sink_panicked(&mut job, f))
+            }
+            other => other,
         };
         let decision = result.as_ref().err().map(|f| self.decide(&job, f));
         let answer = match (&result, &decision) {
+            // A panic is the sink's bug, not the destination's answer: see `Answer::Panicked`.
+            (Err(_), Some(_)) if panicked => Answer::Panicked,
             (Err(failure), Some(d)) => Answer::Failed {
                 failure,
                 counts_toward_breaker: d.counts_toward_breaker,
@@ -316,6 +332,47 @@ impl Scheduler {
             (Err(f), Some(d)) => self.after_failure(job, f, d),
             _ => self.finish(job, Outcome::Delivered),
         }
+    }
+
+    /// A panic in the sink on `job`'s last attempt: counted, logged at ERROR once per hook,
+    /// and the failure to decide on: transient (retried like any) until the pair's
+    /// [`MAX_SINK_PANICS`]th panic, then permanent ("sink panicked"): a bug does not go
+    /// away by waiting, and retrying it to the horizon only keeps its intake place.
+    fn sink_panicked(&mut self, job: &mut Job, failure: Failure) -> Failure {
+        let sink = &self.sinks[job.sink];
+        sink.metrics.panics.increment(1);
+        job.panics = job.panics.saturating_add(1);
+        let text = panic_text(&failure).unwrap_or_default().to_owned();
+        let attempt = self.attempt_number(job, job.attempts);
+        let gives_up = job.panics >= MAX_SINK_PANICS;
+        if let Some(h) = self.hooks.get_mut(&job.hook) {
+            if h.panic_logged {
+                tracing::debug!(
+                    target: "ankusa_dispatch",
+                    sink = &*sink.name,
+                    hook_id = h.env.id(),
+                    attempt,
+                    panics = job.panics,
+                    "sink panicked again"
+                );
+            } else {
+                h.panic_logged = true;
+                tracing::error!(
+                    target: "ankusa_dispatch",
+                    sink = &*sink.name,
+                    hook_id = h.env.id(),
+                    attempt,
+                    panic = %text,
+                    "sink panicked delivering a hook (a bug in the sink); the pair is given up \
+                     on after {MAX_SINK_PANICS} panics"
+                );
+            }
+        }
+        if !gives_up {
+            return failure;
+        }
+        Failure::permanent(SinkFault::Panicked(text))
+            .with_may_have_landed(failure.may_have_landed())
     }
 
     /// The policy's decision on `failure` of `job`'s last attempt (or check-in), counted
@@ -354,7 +411,7 @@ impl Scheduler {
                 if self.parks(&job, delay) {
                     self.park(job, delay);
                 } else {
-                    self.waiting.push(job, Instant::now() + delay);
+                    self.waiting.push(job, super::later(Instant::now(), delay));
                 }
             }
             Action::Retry { .. } => {
@@ -434,5 +491,14 @@ impl Scheduler {
         for sink in &mut self.sinks {
             sink.report_tenants();
         }
+    }
+}
+
+/// The panic message of a failure `safe_deliver` made of a panic in the sink, read from its
+/// typed reason (a sink's own failure whose text says "panicked" is not one).
+fn panic_text(failure: &Failure) -> Option<&str> {
+    match failure.reason().downcast_ref::<SinkFault>() {
+        Some(SinkFault::Panicked(text)) => Some(text),
+        _ => None,
     }
 }

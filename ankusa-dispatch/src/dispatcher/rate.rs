@@ -44,7 +44,9 @@ impl Bucket {
     /// When the next token is there.
     pub(super) fn next_token(&self) -> Instant {
         let missing = (1.0 - self.tokens).max(0.0);
-        self.last + Duration::from_secs_f64(missing / self.per_s)
+        // A rate is at least 0.001 a second (checked at build): at most 1,000 s a token.
+        let wait = Duration::try_from_secs_f64(missing / self.per_s).unwrap_or(Duration::MAX);
+        super::later(self.last, wait)
     }
 }
 

@@ -77,6 +77,9 @@ pub(super) struct HookState {
     pub(super) first_attempt: u32,
     /// The source acknowledgement, if the hook came from a durable source.
     pub(super) settle: Option<Arc<HookSettle>>,
+    /// A sink panicked on this hook and it was logged at ERROR: later panics of the hook
+    /// are logged at DEBUG (the metric counts every one).
+    pub(super) panic_logged: bool,
 }
 
 pub(super) struct Job {
@@ -94,6 +97,9 @@ pub(super) struct Job {
     /// Body bytes an attempt charges to its sink's window: the body when it goes inline,
     /// nothing when a claim goes instead (saturating).
     pub(super) weight: u32,
+    /// Attempts of this pair that panicked in the sink (saturating): at
+    /// [`MAX_SINK_PANICS`] the pair is given up on. In the padding after `weight`.
+    pub(super) panics: u8,
     pub(super) permit: Option<Permit>,
 }
 
@@ -146,6 +152,15 @@ pub(super) const MAX_INTAKE_BYTES: usize = usize::MAX >> 3;
 /// have ~80 of them within reach. Bounded by bytes as well ([`DEFAULT_INTAKE_BYTES`]): at
 /// 1 KiB bodies, about 4 MiB of bodies and 3 MiB of state per sink.
 pub(super) const READ_AHEAD: usize = 4096;
+
+/// Panics of one (hook, sink) pair's attempts after which dispatch gives up on the pair
+/// (permanent, "sink panicked"): a panic is a bug, not a network blip, yet one may come
+/// from a rare race inside a client library, so the pair gets two more tries, no more.
+pub(super) const MAX_SINK_PANICS: u8 = 3;
+
+/// A hook with this id panics the scheduler task (tests only).
+#[cfg(test)]
+pub(crate) const PANIC_HOOK: &str = "ankusa-dispatch-test-scheduler-panic";
 
 /// At most this many messages are taken between two pumps.
 pub(super) const BURST: usize = 256;
@@ -269,7 +284,14 @@ impl Scheduler {
                 hook,
                 sinks,
                 permits,
-            } => self.submit(*hook, &sinks, permits),
+            } => {
+                // The tests of a dead scheduler kill it with this hook.
+                #[cfg(test)]
+                if hook.envelope.id() == PANIC_HOOK {
+                    panic!("injected scheduler panic");
+                }
+                self.submit(*hook, &sinks, permits)
+            }
             In::Shutdown { grace, reply } => self.begin_shutdown(grace, reply),
         }
     }

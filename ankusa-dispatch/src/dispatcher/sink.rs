@@ -59,6 +59,12 @@ pub(super) enum Answer<'a> {
         /// The policy counts it toward the breaker (otherwise it is neutral there).
         counts_toward_breaker: bool,
     },
+    /// The sink panicked. Neither toward the breaker nor the adaptive limit: a panic is a
+    /// bug in the sink (often one hook's input), not the destination failing or pushing
+    /// back, and counted it would let one bad hook hold a healthy sink's breaker open for
+    /// the whole horizon. Not a success either: a panicking probe keeps the breaker as it
+    /// is (`neutral`), so a sink that panics on everything does not close it.
+    Panicked,
 }
 
 /// A sink in the scheduler.
@@ -291,10 +297,12 @@ impl SinkState {
         self.uncount(job, shared);
         self.metrics.seconds.record(took.as_secs_f64());
         let class = match &answer {
-            Answer::Delivered => None,
+            Answer::Delivered | Answer::Panicked => None,
             Answer::Failed { failure, .. } => Some(failure.class()),
         };
-        if let Some(Limit::Adaptive(a)) = &mut self.limit {
+        if let Some(Limit::Adaptive(a)) = &mut self.limit
+            && !matches!(answer, Answer::Panicked)
+        {
             // The destination pushing back: a throttle, or a transient failure (a timeout,
             // a 5xx, a lost connection). A permanent answer says nothing of its load.
             let pushed = matches!(
@@ -330,7 +338,7 @@ impl SinkState {
             // Neither counted nor a success: a permanent or config answer may come from
             // the sink itself, without a word from the destination, so it never closes the
             // breaker (only a success does); a probe it answered lets the next one go.
-            Answer::Failed { .. } => self.breaker.neutral(),
+            Answer::Failed { .. } | Answer::Panicked => self.breaker.neutral(),
         }
         self.breaker_moved(before, config);
         self.set_breaker_gauge();

@@ -11,6 +11,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
+/// The most attempts in flight any concurrency takes (`concurrency`, `sink_concurrency`,
+/// `tenant_concurrency`, a sink's [`Concurrency`]): 1,000,000. More is a typo, and past
+/// what a semaphore can count it would stop the scheduler.
+pub const MAX_CONCURRENCY: usize = 1_000_000;
+
+/// The rates a sink's `rate_per_second` takes: 0.001 (one attempt in 1,000 s) to 1,000,000.
+pub const RATE_PER_SECOND: std::ops::RangeInclusive<f64> = 0.001..=1_000_000.0;
+
+/// The longest a breaker stays open before its probe ([`BreakerConfig::open_for`]): a day,
+/// the default horizon. An open breaker past the horizon only holds hooks that dead-letter.
+pub const MAX_BREAKER_OPEN: Duration = Duration::from_secs(86_400);
+
 /// The dispatcher's knobs.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -18,7 +30,9 @@ pub struct DispatchConfig {
     /// Retry policy, the retry-after cap and the horizon.
     pub policy: DispatchPolicy,
     /// Attempts in flight at once over every sink without a window of its own (see
-    /// `sink_windows`; batching sinks' attempts are not counted).
+    /// `sink_windows`; batching sinks' attempts are not counted). 1 to
+    /// [`MAX_CONCURRENCY`], checked at build, as are `sink_concurrency` and
+    /// `tenant_concurrency`.
     pub concurrency: usize,
     /// Attempts in flight at once per sink (the attempts of a batching sink without a window
     /// not counted); for a sink with a window, this replaces the window's delivery count.
@@ -160,9 +174,20 @@ pub enum BuildError {
     /// Settings were given for a sink that was not added.
     #[error("settings are given for `{0}`, which is not a sink")]
     NoSuchSink(String),
-    /// A sink's `rate_per_second` is not a positive, finite number.
-    #[error("sink `{0}`: rate_per_second must be a positive number")]
+    /// A sink's `rate_per_second` is outside [`RATE_PER_SECOND`].
+    #[error("sink `{0}`: rate_per_second must be a number from 0.001 to 1000000")]
     BadRate(String),
+    /// A setting is outside its range: `key` names it (`concurrency`,
+    /// `breaker.open_for`, ...), `sink` the sink whose own setting it is.
+    #[error("{}`{key}` must be {range}", sink.as_ref().map(|s| format!("sink `{s}`: ")).unwrap_or_default())]
+    OutOfRange {
+        /// The sink, for a sink's own setting ([`SinkDispatch`]).
+        sink: Option<String>,
+        /// The setting.
+        key: &'static str,
+        /// Its range, in words.
+        range: &'static str,
+    },
 }
 
 /// A sink's own concurrency ([`DispatcherBuilder::sink_concurrency`](crate::DispatcherBuilder::sink_concurrency)).
@@ -243,7 +268,8 @@ impl SinkDispatch {
         self
     }
 
-    /// Attempts started per second, at most (positive and finite).
+    /// Attempts started per second, at most (within [`RATE_PER_SECOND`], checked at
+    /// build: [`BuildError::BadRate`]).
     pub fn with_rate_per_second(mut self, per_s: f64) -> Self {
         self.rate_per_second = Some(per_s);
         self

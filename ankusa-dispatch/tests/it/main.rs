@@ -9,6 +9,7 @@ mod fanout;
 mod forward;
 mod headers;
 mod http;
+mod panics;
 mod parking;
 mod routing;
 mod settings;

@@ -13,7 +13,7 @@ use std::time::Duration;
 /// the whole process (one run in four saw no span at all). A global subscriber that wants
 /// every span keeps that cache from ever saying "never"; this test then keeps its own
 /// spans by their unique hook id.
-fn global_capture() -> &'static LogCapture {
+pub(crate) fn global_capture() -> &'static LogCapture {
     static CAPTURE: OnceLock<LogCapture> = OnceLock::new();
     CAPTURE.get_or_init(|| {
         use tracing_subscriber::layer::SubscriberExt as _;

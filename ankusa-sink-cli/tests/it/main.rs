@@ -31,6 +31,7 @@ mod mqtt_sink;
 mod nats;
 mod operator_faults;
 mod pubsub;
+mod ranges;
 mod redis_sink;
 mod signed;
 mod tenants;

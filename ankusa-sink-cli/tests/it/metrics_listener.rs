@@ -38,6 +38,18 @@ struct Run {
 /// `forward --json --sink SINK --metrics-addr ... args`, its descriptor limit lowered to
 /// `nofile` (soft and hard) by the shell: setting it in `pre_exec` would need `unsafe`.
 fn forward(nofile: Option<u32>, sink: &str, args: &[&str]) -> Run {
+    forward_with(nofile, sink, args, TIMEOUT_MS, None)
+}
+
+/// [`forward`] with the connection timeout `timeout_ms`, and `token` sent with every scrape
+/// (the run given `--metrics-token-file` of it).
+fn forward_with(
+    nofile: Option<u32>,
+    sink: &str,
+    args: &[&str],
+    timeout_ms: &str,
+    token: Option<&str>,
+) -> Run {
     let metrics = free_addr();
     let dir = std::env::temp_dir().join(ankusa_sink_testkit::support::unique_name("metrics"));
     std::fs::create_dir_all(&dir).unwrap();
@@ -52,7 +64,7 @@ fn forward(nofile: Option<u32>, sink: &str, args: &[&str]) -> Run {
         .args(args)
         .env("RUST_LOG", "warn")
         .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("ANKUSA_METRICS_IDLE_TIMEOUT_MS", TIMEOUT_MS)
+        .env("ANKUSA_METRICS_IDLE_TIMEOUT_MS", timeout_ms)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         // A file: a run that floods stderr must not block on a full pipe.
@@ -71,7 +83,7 @@ fn forward(nofile: Option<u32>, sink: &str, args: &[&str]) -> Run {
     };
     // Up once a scrape is answered.
     let start = Instant::now();
-    while get(run.metrics, "/metrics").is_none() {
+    while get_with(run.metrics, "/metrics", token).is_none() {
         assert!(start.elapsed() < PATIENCE, "no /metrics at {}", run.metrics);
         thread::sleep(Duration::from_millis(50));
     }
@@ -155,7 +167,14 @@ fn exchange(addr: SocketAddr, request: &[u8]) -> Option<String> {
 
 /// `GET path`'s answer when it is a 200.
 fn get(addr: SocketAddr, path: &str) -> Option<String> {
-    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    get_with(addr, path, None)
+}
+
+/// [`get`] with `Authorization: Bearer TOKEN` when a token is given.
+fn get_with(addr: SocketAddr, path: &str, token: Option<&str>) -> Option<String> {
+    let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n");
     exchange(addr, request.as_bytes()).filter(|a| a.starts_with("HTTP/1.1 200 OK\r\n"))
 }
 
@@ -366,4 +385,95 @@ fn a_metrics_address_in_use_is_a_usage_error_naming_it() {
         "{stderr}"
     );
     assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+}
+
+/// Issue 64, finding 11: connections that never send a request used to hold every slot
+/// until their timeout (here 10 minutes) while a scrape waited in the kernel's queue. Now
+/// the one open longest without a request is closed to make room.
+#[test]
+fn idle_connections_cannot_starve_a_scrape() {
+    let run = forward_with(None, "log", &[], "600000", None);
+    let addr = run.metrics;
+    // Every slot taken twice over by connections that stopped halfway, and more that sent
+    // nothing at all.
+    let mut held = half_requests(addr, 128);
+    held.extend((0..64).map(|_| TcpStream::connect(addr).unwrap()));
+    for i in 0..3 {
+        // `exchange` waits PATIENCE (60 s) at most: far less than the idle timeout.
+        let scraped = get(addr, "/metrics").unwrap_or_else(|| panic!("scrape {i} starved"));
+        assert!(scraped.contains("ankusa_dispatch_"), "{scraped}");
+    }
+    drop(held);
+    run.finish(0);
+}
+
+/// `--metrics-token-file`: every request must carry the file's first line as a bearer
+/// token (401 otherwise), and the token is never written to the log.
+#[test]
+fn a_metrics_token_file_guards_the_listener() {
+    const TOKEN: &str = "tok-3f9a1c7e55b2-metrics";
+    let dir = std::env::temp_dir().join(ankusa_sink_testkit::support::unique_name("token"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("metrics.token");
+    std::fs::write(&file, format!("{TOKEN}\nsecond line ignored\n")).unwrap();
+    let path = file.to_str().unwrap();
+    let mut run = forward_with(
+        None,
+        "log",
+        &["--metrics-token-file", path],
+        TIMEOUT_MS,
+        Some(TOKEN),
+    );
+    run.send_hooks(1);
+    next_ok(&mut run, "a hook");
+    let addr = run.metrics;
+    let scraped = get_with(addr, "/metrics", Some(TOKEN)).expect("a scrape with the token");
+    assert!(
+        scraped.contains("ankusa_dispatch_attempts_total"),
+        "{scraped}"
+    );
+    for request in [
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_owned(),
+        format!(
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}x\r\n\
+             Connection: close\r\n\r\n"
+        ),
+        format!(
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {TOKEN}\r\n\
+             Connection: close\r\n\r\n"
+        ),
+        "GET /other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_owned(),
+    ] {
+        let answer = exchange(addr, request.as_bytes()).expect("an answer");
+        assert!(
+            answer.starts_with("HTTP/1.1 401 Unauthorized\r\n"),
+            "{request:?}: {answer}"
+        );
+        assert!(answer.contains("\r\nWWW-Authenticate: Bearer"), "{answer}");
+        assert!(!answer.contains("ankusa_dispatch"), "{answer}");
+    }
+    let stderr = run.finish(1);
+    assert!(!stderr.contains(TOKEN), "{stderr}");
+
+    // The flag needs --metrics-addr, and a file without a token is a usage error naming
+    // the flag, never the content.
+    let out = super::run(&["forward", "--sink", "log", "--metrics-token-file", path]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    std::fs::write(&file, "\n").unwrap();
+    let metrics = free_addr().to_string();
+    let out = super::run(&[
+        "forward",
+        "--sink",
+        "log",
+        "--input",
+        "/dev/null",
+        "--metrics-addr",
+        &metrics,
+        "--metrics-token-file",
+        path,
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--metrics-token-file"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
