@@ -23,7 +23,7 @@ import os
 import subprocess
 import tempfile
 
-from brokers import AWS_ENV, RUN, STREAMS, cleanup_all, finish
+from brokers import AWS_ENV, RUN, STREAMS, as_read, cleanup_all, finish
 
 HOOK = f"streams-{RUN}"
 REPLAY = "replay-7"
@@ -107,9 +107,7 @@ def main():
                     replays.append(m.get("replay_id"))
             if sorted(replays, key=str) != sorted([None, REPLAY], key=str):
                 problems.append(f"{name}: the delivered hooks' replay ids {replays}")
-            out[name] = [
-                {"headers": h, "body_b64": base64.b64encode(body).decode()} for h, body, _ in got
-            ]
+            out[name] = as_read(got)
     finally:
         cleanup_all(made)
     finish(out, problems)

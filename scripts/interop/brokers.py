@@ -469,6 +469,11 @@ def cleanup_all(made):
             print(f"cleanup {name}: {e}", file=sys.stderr)
 
 
+def as_read(got):
+    """The messages `read` returned as the Rust side takes them: headers, base64 body."""
+    return [{"headers": h, "body_b64": base64.b64encode(body).decode()} for h, body, _ in got]
+
+
 def finish(out, problems):
     """Print `out` as JSON and each problem on stderr; exit 0 only without problems."""
     print(json.dumps(out))

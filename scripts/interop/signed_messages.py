@@ -24,7 +24,6 @@ The brokers are brokers.py's (its environment variables name them).
 """
 
 import argparse
-import base64
 import os
 import re
 import secrets
@@ -33,7 +32,7 @@ import tempfile
 from datetime import datetime, timedelta
 
 import standardwebhooks.webhooks as swh
-from brokers import AWS_ENV, BROKERS, RUN, cleanup_all, finish
+from brokers import AWS_ENV, BROKERS, RUN, as_read, cleanup_all, finish
 
 HOOK = f"signed-{RUN}"
 REPLAY = "replay-7"
@@ -142,9 +141,7 @@ def main():
             for (headers, body, _), want in zip(got, [HOOK, f"{HOOK}:replay:{REPLAY}"]):
                 verify(name, headers, body, a.secret, want, problems)
                 verify_trace(name, headers, want, problems)
-            out[name] = [
-                {"headers": h, "body_b64": base64.b64encode(body).decode()} for h, body, _ in got
-            ]
+            out[name] = as_read(got)
     finally:
         cleanup_all(made)
     finish(out, problems)
