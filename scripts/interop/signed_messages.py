@@ -32,7 +32,7 @@ import tempfile
 from datetime import datetime, timedelta
 
 import standardwebhooks.webhooks as swh
-from brokers import AWS_ENV, BROKERS, RUN, as_read, cleanup_all, finish
+from brokers import AWS_ENV, BROKERS, RUN, as_read, destinations
 
 HOOK = f"signed-{RUN}"
 REPLAY = "replay-7"
@@ -112,11 +112,8 @@ def main():
     a = ap.parse_args()
 
     names = a.only or list(BROKERS)
-    made = {}
-    problems = []
-    out = {}
-    work = tempfile.mkdtemp(prefix="ankusa-signed-")
-    try:
+    with destinations() as (made, out, problems):
+        work = tempfile.mkdtemp(prefix="ankusa-signed-")
         for name in names:
             made[name] = BROKERS[name]()
         signing = "\n[signing]\nsecrets = [" + ", ".join(f'"{s}"' for s in a.secret) + "]\n"
@@ -142,9 +139,6 @@ def main():
                 verify(name, headers, body, a.secret, want, problems)
                 verify_trace(name, headers, want, problems)
             out[name] = as_read(got)
-    finally:
-        cleanup_all(made)
-    finish(out, problems)
 
 
 if __name__ == "__main__":
