@@ -2,7 +2,9 @@
 //! deliveries with, read by `httparse` rather than by hand.
 
 use std::io::Read;
-use tokio::io::{AsyncRead, AsyncReadExt as _};
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll, Waker};
+use tokio::io::{AsyncRead, AsyncReadExt as _, ReadBuf};
 
 /// The head of one HTTP/1.1 request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,19 +101,33 @@ pub async fn read_request<R: AsyncRead + Unpin>(
 }
 
 /// [`read_request`] for a blocking `conn` (a `std::net::TcpStream`).
-pub fn read_request_blocking<R: Read>(
+pub fn read_request_blocking<R: Read + Unpin>(
     conn: &mut R,
     buf: &mut Vec<u8>,
 ) -> Option<(String, Vec<u8>)> {
-    let mut chunk = [0u8; 8192];
-    loop {
-        if let Some(request) = take_request(buf).ok()? {
-            return Some(request);
-        }
-        match conn.read(&mut chunk) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
+    let mut conn = Blocking(conn);
+    let mut reading = pin!(read_request(&mut conn, buf));
+    match reading
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(request) => request,
+        Poll::Pending => unreachable!("a blocking read is never pending"),
+    }
+}
+
+/// A blocking reader as an [`AsyncRead`] whose reads are always ready (they block instead).
+struct Blocking<'r, R>(&'r mut R);
+
+impl<R: Read + Unpin> AsyncRead for Blocking<'_, R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let n = self.get_mut().0.read(buf.initialize_unfilled())?;
+        buf.advance(n);
+        Poll::Ready(Ok(()))
     }
 }
 
