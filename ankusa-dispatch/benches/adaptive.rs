@@ -139,12 +139,7 @@ async fn run(url: &str, c: Concurrency, warm: Duration, measure: Duration) -> Me
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    ankusa_bench_support::indexed::runtime().block_on(async {
         let (url, _) = serve(queueing).await;
         let (warm, measure) = (Duration::from_millis(700), Duration::from_secs(2));
         let mut best: Option<(usize, Measured)> = None;

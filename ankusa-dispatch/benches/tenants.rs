@@ -68,12 +68,7 @@ async fn b_finishes(url: &str, backlog: usize, b: usize) -> f64 {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    ankusa_bench_support::indexed::runtime().block_on(async {
         let (url, _) = endpoint::serve(|_| (Duration::from_millis(50), false)).await;
         // Warm the connection pool once.
         b_finishes(&url, 0, 64).await;

@@ -11,85 +11,20 @@
 //! (default 50,000) records of 1 KiB, three partitions. Environment:
 //! `ANKUSA_KAFKA_BROKERS` (default 127.0.0.1:9092).
 
-use futures_util::StreamExt as _;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureRecord;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const PARTITIONS: i32 = 3;
+mod kafka;
 
-fn brokers() -> String {
-    std::env::var("ANKUSA_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
-}
+use kafka::{PARTITIONS, brokers, create, delete, producer};
 
 fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", ulid::Ulid::new().to_string().to_lowercase())
-}
-
-async fn create(admin: &AdminClient<DefaultClientContext>, topic: &str) {
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    for r in admin
-        .create_topics(
-            &[NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1))],
-            &opts,
-        )
-        .await
-        .unwrap()
-    {
-        r.unwrap();
-    }
-}
-
-/// Delete `topic`, best effort (a leftover topic costs the in-memory broker only memory).
-/// No consumer may still be fetching it: tansu answers a fetch for a deleted topic with a
-/// zero topic id and leader tags, and librdkafka 2.12.1 then crashes (SIGSEGV).
-async fn delete(admin: &AdminClient<DefaultClientContext>, topic: &str) {
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    let _ = admin.delete_topics(&[topic], &opts).await;
-}
-
-fn producer() -> FutureProducer {
-    ClientConfig::new()
-        .set("bootstrap.servers", brokers())
-        .set("acks", "all")
-        .set("enable.idempotence", "true")
-        .create()
-        .unwrap()
-}
-
-/// `n` envelopes of 1 KiB as the `gen` format's JSON into `topic`, round robin.
-async fn fill(topic: &str, n: usize) {
-    let p = producer();
-    let body = "x".repeat(1024);
-    let mut pending = futures_util::stream::FuturesUnordered::new();
-    for i in 0..n {
-        let env = ankusa_sink_core::Envelope::builder(format!("h{i}"), "bench", body.clone())
-            .tenant_id("acme")
-            .build()
-            .unwrap();
-        let json = serde_json::to_vec(&env).unwrap();
-        let p = p.clone();
-        let topic = topic.to_owned();
-        pending.push(async move {
-            p.send(
-                FutureRecord::<(), _>::to(&topic)
-                    .payload(&json)
-                    .partition(i32::try_from(i).unwrap() % PARTITIONS),
-                Duration::from_secs(60),
-            )
-            .await
-            .map_err(|(e, _)| e)
-            .unwrap();
-        });
-        if pending.len() >= 10_000 {
-            pending.next().await;
-        }
-    }
-    while pending.next().await.is_some() {}
 }
 
 /// A consumer of `topic` that has joined its group (it holds an assignment) before the
@@ -206,13 +141,10 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(50_000);
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers())
-        .create()
-        .unwrap();
+    let admin = kafka::admin();
     let input = unique("bench-from-in");
     create(&admin, &input).await;
-    fill(&input, n).await;
+    kafka::fill(&input, &kafka::hooks("h", n)).await;
     println!("from_kafka: {n} hooks of 1 KiB, {PARTITIONS} partitions, acks=all + idempotence");
 
     // What reading alone costs here: a consumer that only counts the input topic.

@@ -27,18 +27,12 @@
 
 #[path = "../tests/it/amqp_fanout.rs"]
 mod amqp_fanout;
-use amqp_fanout::{durable_fanout, publish_confirmed};
+mod kafka;
+use amqp_fanout::{delete_all, durable_fanout, publish_confirmed};
 use async_nats::jetstream;
-use futures_util::StreamExt as _;
-use lapin::options::{
-    ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
-};
+use lapin::options::{QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
-use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -48,16 +42,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const PARTITIONS: i32 = 3;
 /// How long any one wait may take before the bench gives up (and says what it waited for).
 const LIMIT: Duration = Duration::from_secs(300);
 
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
-}
-
-fn brokers() -> String {
-    env_or("ANKUSA_KAFKA_BROKERS", "127.0.0.1:9092")
 }
 
 fn nats_url() -> String {
@@ -334,25 +323,15 @@ impl Src {
     async fn fill(&self, hooks: &[Vec<u8>]) {
         match self {
             Src::Kafka { file, topic } => {
-                let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-                for r in admin()
-                    .create_topics(
-                        &[NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1))],
-                        &opts,
-                    )
-                    .await
-                    .unwrap()
-                {
-                    r.unwrap();
-                }
-                kafka_fill(topic, hooks).await;
+                kafka::create(&kafka::admin(), topic).await;
+                kafka::fill(topic, hooks).await;
                 std::fs::write(
                     file,
                     format!(
                         "type = \"kafka\"\nbrokers = [\"{}\"]\ntopic = \"{topic}\"\ngroup = \"{}\"\n\
                          [properties]\n\"session.timeout.ms\" = \"6000\"\n\
                          \"heartbeat.interval.ms\" = \"500\"\n",
-                        brokers(),
+                        kafka::brokers(),
                         unique("fwd")
                     ),
                 )
@@ -436,10 +415,7 @@ impl Src {
     /// deleted topic from tansu crashes librdkafka).
     async fn delete(self) {
         match self {
-            Src::Kafka { topic, .. } => {
-                let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-                let _ = admin().delete_topics(&[&topic], &opts).await;
-            }
+            Src::Kafka { topic, .. } => kafka::delete(&kafka::admin(), &topic).await,
             Src::Nats { stream, .. } => {
                 if let Ok(c) = async_nats::connect(nats_url()).await {
                     let _ = jetstream::new(c).delete_stream(&stream).await;
@@ -456,69 +432,11 @@ impl Src {
                 let Ok(ch) = conn.create_channel().await else {
                     return;
                 };
-                for q in &queues {
-                    let _ = ch
-                        .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-                        .await;
-                }
-                let _ = ch
-                    .exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
-                    .await;
+                delete_all(&ch, &exchange, &queues).await;
                 let _ = conn.close(200, "deleted".into()).await;
             }
         }
     }
-}
-
-fn admin() -> AdminClient<DefaultClientContext> {
-    ClientConfig::new()
-        .set("bootstrap.servers", brokers())
-        .create()
-        .unwrap()
-}
-
-/// `hooks` into `topic`, round robin over its partitions, acks=all.
-async fn kafka_fill(topic: &str, hooks: &[Vec<u8>]) {
-    let p: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", brokers())
-        .set("acks", "all")
-        .set("enable.idempotence", "true")
-        .create()
-        .unwrap();
-    let mut pending = futures_util::stream::FuturesUnordered::new();
-    for (i, h) in hooks.iter().enumerate() {
-        let p = p.clone();
-        pending.push(async move {
-            p.send(
-                FutureRecord::<(), _>::to(topic)
-                    .payload(h)
-                    .partition(i32::try_from(i).unwrap() % PARTITIONS),
-                Duration::from_secs(60),
-            )
-            .await
-            .map_err(|(e, _)| e)
-            .unwrap();
-        });
-        if pending.len() >= 10_000 {
-            pending.next().await;
-        }
-    }
-    while pending.next().await.is_some() {}
-}
-
-/// `n` envelopes of 1 KiB as the `gen` format's JSON, ids `{prefix}-{i}`.
-fn hooks(prefix: &str, n: usize) -> Vec<Vec<u8>> {
-    let body = "x".repeat(1024);
-    (0..n)
-        .map(|i| {
-            let env =
-                ankusa_sink_core::Envelope::builder(format!("{prefix}-{i}"), "bench", body.clone())
-                    .tenant_id("acme")
-                    .build()
-                    .unwrap();
-            serde_json::to_vec(&env).unwrap()
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -631,7 +549,7 @@ async fn measure(kind: Kind, n: usize, with_bad: bool, label: &str) -> Run {
     } else {
         &["good"]
     };
-    let src = Src::create(kind, &dir, &Arc::new(hooks(&unique("h"), n)), sinks).await;
+    let src = Src::create(kind, &dir, &Arc::new(kafka::hooks(&unique("h"), n)), sinks).await;
     let good = Endpoint::start(true);
     let bad = Endpoint::start(false);
     let mut files = vec![good.sink_file(&dir, "good")];
@@ -675,7 +593,7 @@ async fn kill_and_restart(kind: Kind, n: usize) -> (u64, u64, usize) {
     let src = Src::create(
         kind,
         &dir,
-        &Arc::new(hooks(&unique("h"), n)),
+        &Arc::new(kafka::hooks(&unique("h"), n)),
         &["good", "bad"],
     )
     .await;

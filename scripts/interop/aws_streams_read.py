@@ -23,7 +23,7 @@ import os
 import subprocess
 import tempfile
 
-from brokers import AWS_ENV, RUN, STREAMS, cleanup_all, finish
+from brokers import AWS_ENV, RUN, STREAMS, as_read, destinations
 
 HOOK = f"streams-{RUN}"
 REPLAY = "replay-7"
@@ -63,10 +63,9 @@ def main():
     a = ap.parse_args()
 
     names = a.only or list(STREAMS)
-    made, problems, out = {}, [], {}
-    work = tempfile.mkdtemp(prefix="ankusa-streams-")
     env = dict(os.environ, **AWS_ENV)
-    try:
+    with destinations() as (made, out, problems):
+        work = tempfile.mkdtemp(prefix="ankusa-streams-")
         for name in names:
             made[name] = STREAMS[name]()
         gen = subprocess.run(
@@ -107,12 +106,7 @@ def main():
                     replays.append(m.get("replay_id"))
             if sorted(replays, key=str) != sorted([None, REPLAY], key=str):
                 problems.append(f"{name}: the delivered hooks' replay ids {replays}")
-            out[name] = [
-                {"headers": h, "body_b64": base64.b64encode(body).decode()} for h, body, _ in got
-            ]
-    finally:
-        cleanup_all(made)
-    finish(out, problems)
+            out[name] = as_read(got)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ wire-format test).
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import sys
@@ -467,6 +468,24 @@ def cleanup_all(made):
             dest.cleanup()
         except Exception as e:  # noqa: BLE001
             print(f"cleanup {name}: {e}", file=sys.stderr)
+
+
+def as_read(got):
+    """The messages `read` returned as the Rust side takes them: headers, base64 body."""
+    return [{"headers": h, "body_b64": base64.b64encode(body).decode()} for h, body, _ in got]
+
+
+@contextlib.contextmanager
+def destinations():
+    """What an interop script makes and finds, as `(made, out, problems)`: on leaving, every
+    destination in `made` is cleaned up (also after an exception, which then goes on), then
+    `finish` prints `out` and the problems."""
+    made, out, problems = {}, {}, []
+    try:
+        yield made, out, problems
+    finally:
+        cleanup_all(made)
+    finish(out, problems)
 
 
 def finish(out, problems):

@@ -60,7 +60,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote
 
 import standardwebhooks.webhooks as swh
-from brokers import AWS_ENV, BROKERS, RUN, cleanup_all, finish
+from brokers import AWS_ENV, BROKERS, RUN, destinations
 from cloudevents.core.bindings import http as ce_http
 from cloudevents.core.bindings import kafka as ce_kafka
 from cloudevents.core.bindings import rabbitmq as ce_rabbitmq
@@ -352,9 +352,8 @@ def main():
     if a.secret:
         variants += [(mode, True) for mode in FORMATS]
     env = dict(os.environ, **AWS_ENV)
-    made, problems, out = {}, [], {}
-    work = tempfile.mkdtemp(prefix="ankusa-ce-")
-    try:
+    with destinations() as (made, out, problems):
+        work = tempfile.mkdtemp(prefix="ankusa-ce-")
         for mode, signed in variants:
             variant = mode + ("+signed" if signed else "")
             tag = f"ce-{mode}{'-s' if signed else ''}"
@@ -416,11 +415,8 @@ def main():
                     verify(headers, body, a.secret, want_id, fail_at)
                 read.append({"id": ident, "type": kind})
             out.setdefault(name, {})[variant] = read
-    finally:
-        cleanup_all(made)
-    # Also in the object: brokers' client libraries log on stderr too (librdkafka).
-    out["problems"] = problems
-    finish(out, problems)
+        # Also in the object: brokers' client libraries log on stderr too (librdkafka).
+        out["problems"] = problems
 
 
 if __name__ == "__main__":

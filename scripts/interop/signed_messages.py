@@ -24,7 +24,6 @@ The brokers are brokers.py's (its environment variables name them).
 """
 
 import argparse
-import base64
 import os
 import re
 import secrets
@@ -33,7 +32,7 @@ import tempfile
 from datetime import datetime, timedelta
 
 import standardwebhooks.webhooks as swh
-from brokers import AWS_ENV, BROKERS, RUN, cleanup_all, finish
+from brokers import AWS_ENV, BROKERS, RUN, as_read, destinations
 
 HOOK = f"signed-{RUN}"
 REPLAY = "replay-7"
@@ -113,11 +112,8 @@ def main():
     a = ap.parse_args()
 
     names = a.only or list(BROKERS)
-    made = {}
-    problems = []
-    out = {}
-    work = tempfile.mkdtemp(prefix="ankusa-signed-")
-    try:
+    with destinations() as (made, out, problems):
+        work = tempfile.mkdtemp(prefix="ankusa-signed-")
         for name in names:
             made[name] = BROKERS[name]()
         signing = "\n[signing]\nsecrets = [" + ", ".join(f'"{s}"' for s in a.secret) + "]\n"
@@ -142,12 +138,7 @@ def main():
             for (headers, body, _), want in zip(got, [HOOK, f"{HOOK}:replay:{REPLAY}"]):
                 verify(name, headers, body, a.secret, want, problems)
                 verify_trace(name, headers, want, problems)
-            out[name] = [
-                {"headers": h, "body_b64": base64.b64encode(body).decode()} for h, body, _ in got
-            ]
-    finally:
-        cleanup_all(made)
-    finish(out, problems)
+            out[name] = as_read(got)
 
 
 if __name__ == "__main__":

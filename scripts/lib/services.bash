@@ -7,6 +7,12 @@
 # Runs CMD under nohup (output appended to LOG), writes its pid to PIDFILE, then polls
 # PROBE_URL every 0.5 s for up to 60 s until it is `answering`. Fails, with the log's last
 # lines, when the server exits or does not answer in time.
+#
+# And for the scripts that install a tool rather than start a server:
+#
+#   present TOOL VERSION_CMD...          true, saying so with VERSION_CMD's first line, when
+#                                        TOOL is on PATH
+#   apt_install PACKAGE...               installs Debian packages quietly, without recommends
 answering() {
   curl -sf -o /dev/null --max-time 2 "$1"
 }
@@ -32,4 +38,16 @@ start_and_wait() {
   echo "$name: not ready after 60 s; last log lines:" >&2
   tail -n 20 "$log" >&2 || true
   return 1
+}
+
+present() {
+  local tool="$1"
+  shift
+  command -v "$tool" >/dev/null 2>&1 || return 1
+  echo "[$(basename "$0")] already installed: $("$@" 2>&1 | head -1)" >&2
+}
+
+apt_install() {
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }

@@ -4,16 +4,13 @@
 # package only when promtool is missing, and never leaves a Prometheus server running (the
 # package would start one listening on every interface).
 set -euo pipefail
+# shellcheck source=scripts/lib/services.bash
+source "$(dirname "$0")/../lib/services.bash"
 
 log() { echo "[promtool.sh] $*" >&2; }
 
-if command -v promtool >/dev/null 2>&1; then
-    log "already installed: $(promtool --version 2>&1 | head -1)"
-    exit 0
-fi
-
+present promtool promtool --version && exit 0
 log "installing prometheus (for promtool) via apt, its server not started"
-export DEBIAN_FRONTEND=noninteractive
 # No daemon may start during the install (invoke-rc.d honours policy-rc.d).
 policy=/usr/sbin/policy-rc.d
 had_policy=0
@@ -24,8 +21,7 @@ restore() {
     if [ "$had_policy" = 1 ]; then mv "$policy.ankusa-saved" "$policy"; else rm -f "$policy"; fi
 }
 trap restore EXIT
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+apt_install prometheus
 # Whatever started anyway (no init system honours the policy) is stopped.
 pkill -x prometheus 2>/dev/null || true
 pkill -f prometheus-node-exporter 2>/dev/null || true

@@ -3,16 +3,12 @@
 # check-in fsync its pack and directory before the reference is returned (tests/it/
 # durability.rs). Idempotent: installs the Debian package only when strace is missing.
 set -euo pipefail
+# shellcheck source=scripts/lib/services.bash
+source "$(dirname "$0")/../lib/services.bash"
 
 log() { echo "[strace.sh] $*" >&2; }
 
-if command -v strace >/dev/null 2>&1; then
-    log "already installed: $(strace -V | head -1)"
-    exit 0
-fi
-
+present strace strace -V && exit 0
 log "installing strace via apt"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends strace >/dev/null
+apt_install strace
 log "installed: $(strace -V | head -1)"

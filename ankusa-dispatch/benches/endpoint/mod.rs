@@ -2,12 +2,13 @@
 //! sink: each request is answered after the delay `answer` decides, 200 or 429
 //! (`Retry-After: 1`), keeping connections alive.
 
+use ankusa_bench_support::http::read_request;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::io::AsyncWriteExt as _;
 
 /// What the endpoint counts.
 #[derive(Default)]
@@ -37,25 +38,10 @@ pub(crate) async fn serve(answer: Answer) -> (String, Arc<Server>) {
             };
             let s = s.clone();
             tokio::spawn(async move {
-                let (r, mut w) = stream.into_split();
-                let mut r = BufReader::new(r);
+                let (mut r, mut w) = stream.into_split();
+                let mut buf = Vec::new();
                 loop {
-                    let mut len = 0usize;
-                    loop {
-                        let mut line = String::new();
-                        if r.read_line(&mut line).await.unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let lower = line.to_ascii_lowercase();
-                        if let Some(v) = lower.strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
-                    let mut body = vec![0; len];
-                    if r.read_exact(&mut body).await.is_err() {
+                    if read_request(&mut r, &mut buf).await.is_none() {
                         return;
                     }
                     s.requests.fetch_add(1, Ordering::SeqCst);

@@ -1,16 +1,26 @@
 //! The circuit breaker per sink.
 
 use crate::*;
-use ankusa_dispatch::{BreakerConfig, Dispatcher, Hook, Outcome, metrics::BREAKER_OPEN};
+use ankusa_dispatch::{BreakerConfig, Deliveries, Dispatcher, Outcome, metrics::BREAKER_OPEN};
 use ankusa_sink_core::Class;
+use std::sync::Arc;
 use std::time::Duration;
 
-fn breaker_config(failures: u32, open_for: Duration, horizon: Duration) -> DispatchConfig {
-    config(policy(Duration::from_millis(100), 100, horizon))
+/// `sink` named `name`, alone, one attempt at a time, behind a breaker that opens after
+/// `failures` and stays open `open_for`; hooks dead-letter at `horizon`.
+fn behind_breaker(
+    name: &str,
+    sink: &Arc<Script>,
+    failures: u32,
+    open_for: Duration,
+    horizon: Duration,
+) -> (Dispatcher, Deliveries) {
+    let config = config(policy(Duration::from_millis(100), 100, horizon))
         .with_concurrency(1)
         // Deliveries are read after all hooks are in.
         .with_intake(100)
-        .with_breaker(BreakerConfig::new(failures, open_for))
+        .with_breaker(BreakerConfig::new(failures, open_for));
+    alone(name, sink, config)
 }
 
 #[tokio::test(start_paused = true)]
@@ -27,20 +37,16 @@ async fn failures_open_it_one_probe_after_open_for_and_a_success_closes_it() {
             Step::Transient,
         ])
         .arc();
-    let (d, mut out) = Dispatcher::builder()
-        .sink(&name, sink.clone())
-        .config(breaker_config(
-            3,
-            Duration::from_secs(10),
-            Duration::from_secs(3600),
-        ))
-        .build()
-        .unwrap();
+    let (d, mut out) = behind_breaker(
+        &name,
+        &sink,
+        3,
+        Duration::from_secs(10),
+        Duration::from_secs(3600),
+    );
     assert_eq!(gauge(BREAKER_OPEN, &labels), Some(0.0));
     let t0 = tokio::time::Instant::now();
-    for i in 0..5 {
-        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
-    }
+    submit_hooks(&d, 5).await;
     tokio::time::sleep_until(t0 + Duration::from_secs(9)).await;
     assert_eq!(sink.calls(), 3, "open after three failures: attempts stop");
     assert_eq!(gauge(BREAKER_OPEN, &labels), Some(1.0));
@@ -61,18 +67,14 @@ async fn permanent_failures_never_open_it() {
     recorder();
     let name = unique_name("brk-perm");
     let sink = Script::new(Step::Permanent).arc();
-    let (d, mut out) = Dispatcher::builder()
-        .sink(&name, sink.clone())
-        .config(breaker_config(
-            2,
-            Duration::from_secs(3600),
-            Duration::from_secs(3600),
-        ))
-        .build()
-        .unwrap();
-    for i in 0..6 {
-        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
-    }
+    let (d, mut out) = behind_breaker(
+        &name,
+        &sink,
+        2,
+        Duration::from_secs(3600),
+        Duration::from_secs(3600),
+    );
+    submit_hooks(&d, 6).await;
     let got = recv_n(&mut out, 6, Duration::from_secs(1)).await;
     assert!(
         got.iter()
@@ -85,19 +87,15 @@ async fn permanent_failures_never_open_it() {
 #[tokio::test(start_paused = true)]
 async fn hooks_held_by_an_open_breaker_dead_letter_at_the_horizon() {
     let sink = Script::new(Step::Transient).arc();
-    let (d, mut out) = Dispatcher::builder()
-        .sink("down", sink.clone())
-        .config(breaker_config(
-            1,
-            Duration::from_secs(3600),
-            Duration::from_secs(5),
-        ))
-        .build()
-        .unwrap();
+    let (d, mut out) = behind_breaker(
+        "down",
+        &sink,
+        1,
+        Duration::from_secs(3600),
+        Duration::from_secs(5),
+    );
     let t0 = tokio::time::Instant::now();
-    for i in 0..3 {
-        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
-    }
+    submit_hooks(&d, 3).await;
     let got = recv_n(&mut out, 3, Duration::from_secs(10)).await;
     let at = t0.elapsed();
     assert!(
@@ -121,23 +119,16 @@ async fn without_retries_the_jobs_an_open_breaker_holds_fail_at_once() {
     let sink = Script::new(Step::Transient).arc();
     // One attempt each (a run without `--retry`): holding a job for a probe every
     // `open_for` would keep the run going for hours while the destination is down.
-    let (d, mut out) = Dispatcher::builder()
-        .sink(&name, sink.clone())
-        .config(
-            config(policy(
-                Duration::from_millis(100),
-                1,
-                Duration::from_secs(86_400),
-            ))
-            .with_concurrency(1)
-            .with_intake(100)
-            .with_breaker(BreakerConfig::new(2, Duration::from_secs(3600))),
-        )
-        .build()
-        .unwrap();
-    for i in 0..10 {
-        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
-    }
+    let config = config(policy(
+        Duration::from_millis(100),
+        1,
+        Duration::from_secs(86_400),
+    ))
+    .with_concurrency(1)
+    .with_intake(100)
+    .with_breaker(BreakerConfig::new(2, Duration::from_secs(3600)));
+    let (d, mut out) = alone(&name, &sink, config);
+    submit_hooks(&d, 10).await;
     let got = recv_n(&mut out, 10, Duration::from_secs(5)).await;
     assert_eq!(
         sink.calls(),
@@ -169,19 +160,15 @@ async fn only_a_success_closes_it_a_permanent_answer_to_a_probe_does_not() {
     let sink = Script::new(Step::Transient)
         .first([Step::Transient, Step::Transient, Step::Permanent])
         .arc();
-    let (d, _out) = Dispatcher::builder()
-        .sink(&name, sink.clone())
-        .config(breaker_config(
-            2,
-            Duration::from_secs(10),
-            Duration::from_secs(3600),
-        ))
-        .build()
-        .unwrap();
+    let (d, _out) = behind_breaker(
+        &name,
+        &sink,
+        2,
+        Duration::from_secs(10),
+        Duration::from_secs(3600),
+    );
     let t0 = tokio::time::Instant::now();
-    for i in 0..8 {
-        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
-    }
+    submit_hooks(&d, 8).await;
     tokio::time::sleep_until(t0 + Duration::from_secs(15)).await;
     // At 10 s: the probe (permanent) frees the probe's place, the next probe fails and
     // opens it again. Closed by the permanent answer, the other held hooks would have

@@ -1,12 +1,12 @@
 //! A real sink: ankusa-sink-http against a loopback server that scripts its statuses.
 
 use crate::*;
-use ankusa_bench_support::http::request_head;
+use ankusa_bench_support::http::read_request;
 use ankusa_dispatch::{DeadLetter, Dispatcher, Hook, Outcome, split_record};
 use ankusa_sink_core::Class;
 use ankusa_sink_http::HttpSink;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 /// A status and an optional extra header.
@@ -36,31 +36,10 @@ impl Server {
                 };
                 let s = s.clone();
                 tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    let (head_end, len, path) = loop {
-                        let n = conn.read(&mut chunk).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        match request_head(&buf) {
-                            Ok(Some(h)) => break (h.len, h.content_length, h.path.to_owned()),
-                            Ok(None) => {}
-                            Err(_) => return,
-                        }
+                    let Some(request) = read_request(&mut conn, &mut Vec::new()).await else {
+                        return;
                     };
-                    while buf.len() < head_end + len {
-                        let n = conn.read(&mut chunk).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                    }
-                    s.got
-                        .lock()
-                        .unwrap()
-                        .push((path, buf[head_end..head_end + len].to_vec()));
+                    s.got.lock().unwrap().push(request);
                     let (status, header) =
                         s.script.lock().unwrap().pop_front().unwrap_or((200, None));
                     let extra = header

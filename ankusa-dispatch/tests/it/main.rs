@@ -21,7 +21,7 @@ mod tenants;
 mod windows;
 
 use ankusa_dispatch::{
-    Deliveries, Delivery, DispatchConfig, DispatchPolicy, Dispatcher, Exponential, Outcome,
+    Deliveries, Delivery, DispatchConfig, DispatchPolicy, Dispatcher, Exponential, Hook, Outcome,
 };
 use ankusa_sink_core::{
     Capabilities, Claim, Class, Ctx, Envelope, Failure, InFlight, Reason, Sink, async_trait,
@@ -267,6 +267,26 @@ pub(crate) fn one_slot_beside_plain(
         .build()
         .unwrap();
     (d, out, plain)
+}
+
+/// A dispatcher for `sink` alone, named `name`, under `config`.
+pub(crate) fn alone(
+    name: &str,
+    sink: &Arc<Script>,
+    config: DispatchConfig,
+) -> (Dispatcher, Deliveries) {
+    Dispatcher::builder()
+        .sink(name, sink.clone())
+        .config(config)
+        .build()
+        .unwrap()
+}
+
+/// Submits `n` hooks, `h0` to `h<n-1>`.
+pub(crate) async fn submit_hooks(d: &Dispatcher, n: usize) {
+    for i in 0..n {
+        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
+    }
 }
 
 /// The next `n` deliveries; fails the test after `within` (virtual time under a paused

@@ -67,9 +67,7 @@ async fn batched_sinks_get_ctx_batch_and_are_not_counted_against_concurrency() {
         .batched()
         .arc();
     let (d, mut out, plain) = one_slot_beside_plain("batched", &batched);
-    for i in 0..5 {
-        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
-    }
+    submit_hooks(&d, 5).await;
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert_eq!(batched.calls(), 5, "every batched attempt at once");
     assert_eq!(plain.calls(), 1, "one global slot for the others");

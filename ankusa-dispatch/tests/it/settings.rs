@@ -14,9 +14,7 @@ async fn a_rate_limit_makes_hooks_wait_not_fail() {
         .build()
         .unwrap();
     let t0 = tokio::time::Instant::now();
-    for i in 0..22 {
-        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
-    }
+    submit_hooks(&d, 22).await;
     let got = recv_n(&mut out, 22, Duration::from_secs(10)).await;
     assert!(
         got.iter()

@@ -23,9 +23,7 @@ async fn nothing_is_dropped_every_pair_is_delivered_or_handed_back() {
         .build()
         .unwrap();
     let hooks = 3;
-    for i in 0..hooks {
-        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
-    }
+    submit_hooks(&d, hooks).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(d.waiting(), 3, "each of waiting's attempts failed at once");
     let left = d.shutdown(Duration::from_secs(5)).await;
@@ -144,9 +142,7 @@ async fn two_shutdowns_lose_nothing() {
         )
         .build()
         .unwrap();
-    for i in 0..3 {
-        d.submit(Hook::new(env(&format!("h{i}")))).await.unwrap();
-    }
+    submit_hooks(&d, 3).await;
     tokio::time::sleep(Duration::from_millis(10)).await;
     let (a, b) = tokio::join!(
         d.shutdown(Duration::from_secs(1)),

@@ -4,6 +4,7 @@
 
 use crate::*;
 use ankusa_dispatch::{Dispatcher, Hook, Outcome};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `n` hooks of `size` body bytes for sink `sink`.
@@ -77,11 +78,7 @@ async fn windows_off_or_a_per_sink_limit_override_the_window() {
         let piped = Script::new(Step::after(Duration::from_secs(1), Step::Ok))
             .window(8, 1 << 20)
             .arc();
-        let (d, mut out) = Dispatcher::builder()
-            .sink("piped", piped.clone())
-            .config(config)
-            .build()
-            .unwrap();
+        let (d, mut out) = alone("piped", &piped, config);
         submit_n(&d, "piped", 10, 100).await;
         recv_n(&mut out, 10, Duration::from_secs(10)).await;
         assert_eq!(piped.peak(), want);
@@ -93,11 +90,11 @@ async fn the_intake_bounds_body_bytes_and_admits_a_larger_body_alone() {
     let slow = Script::new(Step::after(Duration::from_secs(1), Step::Ok))
         .window(100, 1 << 20)
         .arc();
-    let (d, mut out) = Dispatcher::builder()
-        .sink("slow", slow.clone())
-        .config(DispatchConfig::default().with_intake_bytes(3_000))
-        .build()
-        .unwrap();
+    let (d, mut out) = alone(
+        "slow",
+        &slow,
+        DispatchConfig::default().with_intake_bytes(3_000),
+    );
     submit_n(&d, "slow", 3, 1_000).await;
     let d2 = d.clone();
     let fourth = tokio::spawn(async move { submit_n(&d2, "slow", 1, 1_000).await });
@@ -121,19 +118,24 @@ async fn the_intake_bounds_body_bytes_and_admits_a_larger_body_alone() {
     recv_n(&mut out, 1, Duration::from_secs(5)).await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_batching_sink_with_a_window_runs_on_it_and_sizes_the_intake() {
-    let batching = Script::new(Step::after(Duration::from_secs(1), Step::Ok))
+/// A batching sink whose deliveries take 1 s, with a window of 40 deliveries (1 MiB).
+fn batching_windowed() -> Arc<Script> {
+    Script::new(Step::after(Duration::from_secs(1), Step::Ok))
         .batched()
         .window(40, 1 << 20)
-        .arc();
+        .arc()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batching_sink_with_a_window_runs_on_it_and_sizes_the_intake() {
+    let batching = batching_windowed();
     // The default intake: twice (concurrency 1 + the window of 40) = 82 jobs, far above
     // the 2 that concurrency alone would give.
-    let (d, mut out) = Dispatcher::builder()
-        .sink("batching", batching.clone())
-        .config(DispatchConfig::default().with_concurrency(1))
-        .build()
-        .unwrap();
+    let (d, mut out) = alone(
+        "batching",
+        &batching,
+        DispatchConfig::default().with_concurrency(1),
+    );
     // Each delivery dropped as it comes: it holds its intake permit until then.
     let reader = tokio::spawn(async move {
         let mut delivered = 0;
@@ -166,19 +168,11 @@ async fn sink_concurrency_never_caps_a_batching_sinks_deliveries() {
     // The specification: a batching sink's attempts wait in its batcher for a batch to
     // fill, so `sink_concurrency` counts its requests, not its deliveries; its window
     // bounds the deliveries.
-    let batching = Script::new(Step::after(Duration::from_secs(1), Step::Ok))
-        .batched()
-        .window(40, 1 << 20)
-        .arc();
-    let (d, mut out) = Dispatcher::builder()
-        .sink("batching", batching.clone())
-        .config(
-            DispatchConfig::default()
-                .with_sink_concurrency(2)
-                .with_intake(200),
-        )
-        .build()
-        .unwrap();
+    let batching = batching_windowed();
+    let config = DispatchConfig::default()
+        .with_sink_concurrency(2)
+        .with_intake(200);
+    let (d, mut out) = alone("batching", &batching, config);
     submit_n(&d, "batching", 100, 100).await;
     recv_n(&mut out, 100, Duration::from_secs(30)).await;
     assert_eq!(

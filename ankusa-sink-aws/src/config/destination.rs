@@ -12,11 +12,33 @@ use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 use std::time::Duration;
 
-/// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
-pub(super) fn refuse_unknown(unknown: &BTreeMap<String, IgnoredAny>) -> Result<(), ConfigError> {
-    match unknown.keys().next() {
-        Some(k) => Err(ConfigError::UnknownOption(k.clone())),
-        None => Ok(()),
+/// The keys of a sink file of any of the four services: the service's own (`T`), the
+/// shared [`AwsOptions`] and the message options.
+#[derive(Deserialize)]
+pub(super) struct SinkFile<T> {
+    #[serde(flatten)]
+    own: T,
+    #[serde(flatten)]
+    options: AwsOptions,
+    /// `[signing]`, `inline_max_bytes` (beside `options`: a flattened struct inside a
+    /// flattened struct would leave its keys to `unknown` as well).
+    #[serde(flatten)]
+    message: MessageOptions,
+    /// Whatever no option took: refused (`flatten` cannot deny unknown fields itself).
+    #[serde(flatten)]
+    unknown: BTreeMap<String, IgnoredAny>,
+}
+
+impl<T> SinkFile<T> {
+    /// The service's own keys and the options, the message options among them.
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownOption`] for the first key no option took.
+    pub(super) fn split(self) -> Result<(T, AwsOptions), ConfigError> {
+        match self.unknown.into_keys().next() {
+            Some(k) => Err(ConfigError::UnknownOption(k)),
+            None => Ok((self.own, self.options.with_message(self.message))),
+        }
     }
 }
 
@@ -94,7 +116,7 @@ fn queue_host_region(host: &str) -> Option<String> {
 
 /// The SQS sink's options: a valid queue URL and valid [`AwsOptions`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "SqsRepr")]
+#[serde(try_from = "SinkFile<SqsKeys>")]
 #[non_exhaustive]
 pub struct SqsConfig {
     queue_url: String,
@@ -103,25 +125,17 @@ pub struct SqsConfig {
     resolved: Resolved,
 }
 
-/// The keys of an SQS sink file.
+/// The SQS keys of a sink file.
 #[derive(Deserialize)]
-struct SqsRepr {
+struct SqsKeys {
     queue_url: String,
-    #[serde(flatten)]
-    options: AwsOptions,
-    /// `[signing]`, `inline_max_bytes` (beside `options`: a flattened struct inside a
-    /// flattened struct would leave its keys to `unknown` as well).
-    #[serde(flatten)]
-    message: MessageOptions,
-    #[serde(flatten)]
-    unknown: BTreeMap<String, IgnoredAny>,
 }
 
-impl TryFrom<SqsRepr> for SqsConfig {
+impl TryFrom<SinkFile<SqsKeys>> for SqsConfig {
     type Error = ConfigError;
-    fn try_from(r: SqsRepr) -> Result<Self, ConfigError> {
-        refuse_unknown(&r.unknown)?;
-        SqsConfig::new(r.queue_url, r.options.with_message(r.message))
+    fn try_from(file: SinkFile<SqsKeys>) -> Result<Self, ConfigError> {
+        let (own, options) = file.split()?;
+        SqsConfig::new(own.queue_url, options)
     }
 }
 
@@ -181,7 +195,7 @@ resolved_accessors!(SqsConfig, "The resolved message size limit.");
 
 /// The SNS sink's options: a valid topic ARN and valid [`AwsOptions`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "SnsRepr")]
+#[serde(try_from = "SinkFile<SnsKeys>")]
 #[non_exhaustive]
 pub struct SnsConfig {
     topic_arn: String,
@@ -192,30 +206,22 @@ pub struct SnsConfig {
     subscriber_check_interval: Duration,
 }
 
-/// The keys of an SNS sink file.
+/// The SNS keys of a sink file.
 #[derive(Deserialize)]
-struct SnsRepr {
+struct SnsKeys {
     topic_arn: String,
     #[serde(default)]
     require_subscriber: bool,
     subscriber_check_interval_s: Option<NonZeroU64>,
-    #[serde(flatten)]
-    options: AwsOptions,
-    /// `[signing]`, `inline_max_bytes` (beside `options`: a flattened struct inside a
-    /// flattened struct would leave its keys to `unknown` as well).
-    #[serde(flatten)]
-    message: MessageOptions,
-    #[serde(flatten)]
-    unknown: BTreeMap<String, IgnoredAny>,
 }
 
-impl TryFrom<SnsRepr> for SnsConfig {
+impl TryFrom<SinkFile<SnsKeys>> for SnsConfig {
     type Error = ConfigError;
-    fn try_from(r: SnsRepr) -> Result<Self, ConfigError> {
-        refuse_unknown(&r.unknown)?;
-        let config = SnsConfig::new(r.topic_arn, r.options.with_message(r.message))?
-            .with_require_subscriber(r.require_subscriber);
-        match r.subscriber_check_interval_s {
+    fn try_from(file: SinkFile<SnsKeys>) -> Result<Self, ConfigError> {
+        let (own, options) = file.split()?;
+        let config =
+            SnsConfig::new(own.topic_arn, options)?.with_require_subscriber(own.require_subscriber);
+        match own.subscriber_check_interval_s {
             Some(s) => config.with_subscriber_check_interval(Duration::from_secs(s.get())),
             None => Ok(config),
         }

@@ -2,14 +2,12 @@
 //! stream and an EventBridge event bus, plus the shared [`AwsOptions`] minus the two options
 //! they cannot honour (`message_group_id`, `[signing]`, a CloudEvents `format`).
 
-use super::destination::refuse_unknown;
+use super::destination::SinkFile;
 use super::resolved::{Resolved, resolved_accessors};
 use super::{AwsOptions, ConfigError, EVENTBRIDGE_MAX_ENTRY_BYTES, KINESIS_MAX_RECORD_BYTES};
+use ankusa_message::MessageOption;
 use ankusa_message::template::{AbsentTenant, KeyTemplate, Placeholder};
-use ankusa_message::{MessageOption, MessageOptions};
 use serde::Deserialize;
-use serde::de::IgnoredAny;
-use std::collections::BTreeMap;
 
 /// Kinesis: the longest partition key, in Unicode characters.
 #[cfg(feature = "kinesis")]
@@ -68,7 +66,7 @@ fn service_limit(options: &AwsOptions, max: usize) -> Result<usize, ConfigError>
 /// The Kinesis Data Streams sink's options: a valid stream name, a partition key template
 /// and valid [`AwsOptions`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "KinesisRepr")]
+#[serde(try_from = "SinkFile<KinesisKeys>")]
 #[non_exhaustive]
 pub struct KinesisConfig {
     stream: String,
@@ -76,27 +74,19 @@ pub struct KinesisConfig {
     resolved: Resolved,
 }
 
-/// The keys of a Kinesis sink file.
+/// The Kinesis keys of a sink file.
 #[derive(Deserialize)]
-struct KinesisRepr {
+struct KinesisKeys {
     stream: String,
     partition_key_template: Option<String>,
-    #[serde(flatten)]
-    options: AwsOptions,
-    /// `[signing]`, `inline_max_bytes` (beside `options`: a flattened struct inside a
-    /// flattened struct would leave its keys to `unknown` as well).
-    #[serde(flatten)]
-    message: MessageOptions,
-    #[serde(flatten)]
-    unknown: BTreeMap<String, IgnoredAny>,
 }
 
-impl TryFrom<KinesisRepr> for KinesisConfig {
+impl TryFrom<SinkFile<KinesisKeys>> for KinesisConfig {
     type Error = ConfigError;
-    fn try_from(r: KinesisRepr) -> Result<Self, ConfigError> {
-        refuse_unknown(&r.unknown)?;
-        let config = KinesisConfig::new(r.stream, r.options.with_message(r.message))?;
-        match r.partition_key_template {
+    fn try_from(file: SinkFile<KinesisKeys>) -> Result<Self, ConfigError> {
+        let (own, options) = file.split()?;
+        let config = KinesisConfig::new(own.stream, options)?;
+        match own.partition_key_template {
             Some(t) => config.with_partition_key_template(&t),
             None => Ok(config),
         }
@@ -180,7 +170,7 @@ resolved_accessors!(
 /// The EventBridge sink's options: an event bus, the events' `Source` and `DetailType`, and
 /// valid [`AwsOptions`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "EventBridgeRepr")]
+#[serde(try_from = "SinkFile<EventBridgeKeys>")]
 #[non_exhaustive]
 pub struct EventBridgeConfig {
     event_bus_name: String,
@@ -189,32 +179,24 @@ pub struct EventBridgeConfig {
     resolved: Resolved,
 }
 
-/// The keys of an EventBridge sink file.
+/// The EventBridge keys of a sink file.
 #[derive(Deserialize)]
-struct EventBridgeRepr {
+struct EventBridgeKeys {
     event_bus_name: Option<String>,
     source: String,
     detail_type: Option<String>,
-    #[serde(flatten)]
-    options: AwsOptions,
-    /// `[signing]`, `inline_max_bytes` (beside `options`: a flattened struct inside a
-    /// flattened struct would leave its keys to `unknown` as well).
-    #[serde(flatten)]
-    message: MessageOptions,
-    #[serde(flatten)]
-    unknown: BTreeMap<String, IgnoredAny>,
 }
 
-impl TryFrom<EventBridgeRepr> for EventBridgeConfig {
+impl TryFrom<SinkFile<EventBridgeKeys>> for EventBridgeConfig {
     type Error = ConfigError;
-    fn try_from(r: EventBridgeRepr) -> Result<Self, ConfigError> {
-        refuse_unknown(&r.unknown)?;
-        let config = EventBridgeConfig::new(r.source, r.options.with_message(r.message))?;
-        let config = match r.event_bus_name {
+    fn try_from(file: SinkFile<EventBridgeKeys>) -> Result<Self, ConfigError> {
+        let (own, options) = file.split()?;
+        let config = EventBridgeConfig::new(own.source, options)?;
+        let config = match own.event_bus_name {
             Some(bus) => config.with_event_bus_name(bus)?,
             None => config,
         };
-        match r.detail_type {
+        match own.detail_type {
             Some(t) => config.with_detail_type(t),
             None => Ok(config),
         }
@@ -337,6 +319,7 @@ impl EventBridgeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ankusa_message::MessageOptions;
     use ankusa_message::cloudevents::{CloudEvents, Mode};
     use ankusa_message::signing::Signer;
     use std::num::NonZeroUsize;

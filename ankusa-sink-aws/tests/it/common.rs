@@ -2,7 +2,7 @@
 
 use ankusa_message::{EmptyValues, Layout, Outgoing};
 use ankusa_sink_aws::{AwsOptions, SnsConfig, SqsConfig, StaticCredentials};
-use ankusa_sink_core::{Class, Ctx, Envelope, Failure, Sink};
+use ankusa_sink_core::{Class, Ctx, Description, Envelope, Failure, Sink};
 use ankusa_sink_testkit::support::unique_name;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use std::collections::HashMap;
@@ -266,6 +266,76 @@ pub(crate) fn hook_ids(got: &[Received]) -> Vec<String> {
         .collect();
     ids.sort();
     ids
+}
+
+/// `prefix0` to `prefix<n-1>`, sorted: the ids of `n` numbered hooks.
+pub(crate) fn numbered_ids(prefix: &str, n: usize) -> Vec<String> {
+    let mut ids: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
+    ids.sort();
+    ids
+}
+
+/// `s`, whose destination does not exist: a delivery fails as config naming `code`, and
+/// so does `check()`, whose failure is returned.
+pub(crate) async fn assert_missing_is_config<S: Sink>(s: &S, code: &str) -> Failure {
+    let e = env("h-missing", b"{}");
+    let res = s.deliver(&e, &ctx(&e)).await;
+    assert_class(&res, Class::Config);
+    assert!(res.unwrap_err().to_string().contains(code));
+    let f = s.check().await.unwrap_err();
+    assert_eq!(f.class(), Class::Config, "{f}");
+    f
+}
+
+/// A key id, a secret and a session token, planted to be searched for in what a sink prints.
+pub(crate) const PLANTED: [&str; 3] = [
+    "AKIAPLANTEDKEYID0000",
+    "planted-secret-value",
+    "planted-session-token",
+];
+
+/// The [`PLANTED`] credentials.
+pub(crate) fn planted_credentials() -> StaticCredentials {
+    StaticCredentials::new(PLANTED[0], PLANTED[1]).with_session_token(PLANTED[2])
+}
+
+/// Neither the description `d` nor the sink `s` prints any of `secrets` (`Debug`, and the
+/// description's JSON).
+pub(crate) fn assert_printed_without(d: &Description, s: &impl std::fmt::Debug, secrets: &[&str]) {
+    let printed = format!("{d:?} {} {s:?}", serde_json::to_string(d).unwrap());
+    for secret in secrets {
+        assert!(!printed.contains(secret), "{printed}");
+    }
+}
+
+/// Hook `h-scripted` delivered by `s` (on `server`, answering from a script): the result,
+/// once `server` took exactly one request (no SDK retries), of `operation` where the
+/// protocol names one (`X-Amz-Target`).
+pub(crate) async fn delivered_once(
+    server: &crate::scripted::Scripted,
+    s: &impl Sink,
+    operation: Option<&str>,
+) -> Result<(), Failure> {
+    let e = env("h-scripted", b"{}");
+    let res = s.deliver(&e, &ctx(&e)).await;
+    assert_eq!(server.count(), 1, "one attempt, no SDK retries");
+    if let Some(operation) = operation {
+        assert_eq!(server.requests.lock().unwrap()[0].operation(), operation);
+    }
+    res
+}
+
+/// Three hooks, `q0` to `q2`, delivered in one batch by `s` (on `server`): each fails as
+/// `class`, and `server` took one request, nothing re-sent.
+pub(crate) async fn assert_batch_fails_as<S: Sink + 'static>(
+    server: &crate::scripted::Scripted,
+    s: &Arc<S>,
+    class: Class,
+) {
+    for res in deliver_batched(s, (0..3).map(|i| env(&format!("q{i}"), b"{}"))).await {
+        assert_class(&res, class);
+    }
+    assert_eq!(server.count(), 1);
 }
 
 /// System attribute `name` of every message of `got`, in order.
@@ -554,3 +624,13 @@ macro_rules! sink_counted_by {
     }};
 }
 pub(crate) use sink_counted_by;
+
+/// [`sink_counted_by!`] with a fresh counter: the sink and its counter.
+macro_rules! sink_counted {
+    ($sink:ident, $sdk:ident, $cfg:expr) => {{
+        let counter = $crate::request_counter::RequestCounter::default();
+        let s = $crate::common::sink_counted_by!($sink, $sdk, $cfg, counter);
+        (s, counter)
+    }};
+}
+pub(crate) use sink_counted;

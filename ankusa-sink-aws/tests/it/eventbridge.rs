@@ -62,9 +62,7 @@ async fn counted(bus: &str, options: AwsOptions) -> (EventBridgeSink, RequestCou
         .unwrap()
         .with_event_bus_name(bus)
         .unwrap();
-    let counter = RequestCounter::default();
-    let s = sink_counted_by!(EventBridgeSink, aws_sdk_eventbridge, cfg, counter);
-    (s, counter)
+    sink_counted!(EventBridgeSink, aws_sdk_eventbridge, cfg)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,9 +87,7 @@ async fn batched_deliveries_share_put_events_and_all_arrive() {
         .map(|m| ankusa_message::decode(&event_detail(&m.body)).unwrap().id)
         .collect();
     ids.sort();
-    let mut want: Vec<String> = (0..25).map(|i| format!("eb{i}")).collect();
-    want.sort();
-    assert_eq!(ids, want);
+    assert_eq!(ids, numbered_ids("eb", 25));
     delete_bus(&bus).await;
     delete_queue(&sqs, &url).await;
 }
@@ -100,16 +96,7 @@ async fn batched_deliveries_share_put_events_and_all_arrive() {
 async fn missing_bus_is_config_on_delivery_and_check() {
     ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let s = sink(&unique("absent"), options(&moto())).await;
-    let e = env("h-missing", b"{}");
-    let res = s.deliver(&e, &ctx(&e)).await;
-    assert_class(&res, Class::Config);
-    assert!(
-        res.unwrap_err()
-            .to_string()
-            .contains("ResourceNotFoundException")
-    );
-    let f = s.check().await.unwrap_err();
-    assert_eq!(f.class(), Class::Config, "{f}");
+    assert_missing_is_config(&s, "ResourceNotFoundException").await;
 }
 
 #[tokio::test]
@@ -169,10 +156,7 @@ async fn describe_and_capabilities_name_the_bus_never_credentials() {
     assert_eq!((batch.max_messages, batch.max_bytes), (10, 262_144));
     assert_eq!(caps.ordering, ankusa_sink_core::Ordering::None);
     assert_eq!(s.capabilities().in_flight.unwrap().deliveries.get(), 320);
-    let printed = format!("{d:?} {} {s:?}", serde_json::to_string(&d).unwrap());
-    for secret in ["AKIAPLANTEDKEYID0000", "planted-secret-value"] {
-        assert!(!printed.contains(secret), "{printed}");
-    }
+    assert_printed_without(&d, &s, &["AKIAPLANTEDKEYID0000", "planted-secret-value"]);
     // Without an endpoint the host is the region's.
     let aws = EventBridgeSink::new(
         EventBridgeConfig::new(SOURCE, AwsOptions::default())
@@ -219,15 +203,17 @@ async fn scripted_sink(server: &Scripted, options: AwsOptions) -> Arc<EventBridg
     Arc::new(sink("scripted", options.with_endpoint(server.endpoint())).await)
 }
 
+/// A sink on `server` that batches (300 ms linger).
+async fn batching(server: &Scripted) -> Arc<EventBridgeSink> {
+    let batch = AwsBatch::default().with_linger(Duration::from_millis(300));
+    scripted_sink(server, options(&server.endpoint()).with_batch(batch)).await
+}
+
 /// One unbatched delivery answered with `resp`.
 async fn scripted_result(resp: Resp) -> Result<(), ankusa_sink_core::Failure> {
     let server = Scripted::start(move |_| resp.clone()).await;
     let s = scripted_sink(&server, options(&server.endpoint())).await;
-    let e = env("h-scripted", b"{}");
-    let res = s.deliver(&e, &ctx(&e)).await;
-    assert_eq!(server.count(), 1, "one attempt, no SDK retries");
-    assert_eq!(server.requests.lock().unwrap()[0].operation(), "PutEvents");
-    res
+    delivered_once(&server, &*s, Some("PutEvents")).await
 }
 
 /// One unbatched delivery whose one entry is answered with `code`.
@@ -287,8 +273,7 @@ async fn a_partial_put_events_fails_only_the_entries_with_an_error_code() {
         Resp::json11_ok(serde_json::json!({"FailedEntryCount": failed, "Entries": entries}))
     })
     .await;
-    let batch = AwsBatch::default().with_linger(Duration::from_millis(300));
-    let s = scripted_sink(&server, options(&server.endpoint()).with_batch(batch)).await;
+    let s = batching(&server).await;
     let results = deliver_batched(&s, (0..5).map(|i| env(&format!("e{i}"), b"{}"))).await;
     assert_eq!(server.count(), 1, "one PutEvents, nothing re-sent");
     assert!(results[0].is_ok() && results[4].is_ok(), "{results:?}");
@@ -304,44 +289,23 @@ async fn a_partial_put_events_fails_only_the_entries_with_an_error_code() {
 
 #[tokio::test]
 async fn request_level_errors_classify_every_entry() {
-    for (resp, class) in [
-        (
-            Resp::json11_error(400, "ThrottlingException"),
-            Class::Throttled,
-        ),
-        (
-            Resp::json11_error(400, "AccessDeniedException"),
-            Class::Config,
-        ),
-        (
-            Resp::json11_error(400, "ResourceNotFoundException"),
-            Class::Config,
-        ),
-        (
-            Resp::json11_error(400, "ValidationException"),
-            Class::Permanent,
-        ),
-        (
-            Resp::json11_error(500, "InternalException"),
-            Class::Transient,
-        ),
+    for (status, code, class) in [
+        (400, "ThrottlingException", Class::Throttled),
+        (400, "AccessDeniedException", Class::Config),
+        (400, "ResourceNotFoundException", Class::Config),
+        (400, "ValidationException", Class::Permanent),
+        (500, "InternalException", Class::Transient),
     ] {
-        let server = Scripted::start(move |_| resp.clone()).await;
-        let batch = AwsBatch::default().with_linger(Duration::from_millis(300));
-        let s = scripted_sink(&server, options(&server.endpoint()).with_batch(batch)).await;
-        for res in deliver_batched(&s, (0..3).map(|i| env(&format!("q{i}"), b"{}"))).await {
-            assert_class(&res, class);
-        }
-        assert_eq!(server.count(), 1);
+        let server = Scripted::start(move |_| Resp::json11_error(status, code)).await;
+        assert_batch_fails_as(&server, &batching(&server).await, class).await;
     }
     let resp = Resp::json11_error(400, "ThrottlingException").header("x-amz-retry-after", "1500");
     assert_eq!(assert_retry_after(&scripted_result(resp).await), 1_500);
-    let xml = Resp::new(
-        403,
-        "<ErrorResponse><Error><Code>AccessDenied</Code></Error></ErrorResponse>",
-    )
-    .header("content-type", "text/xml");
-    assert_class(&scripted_result(xml).await, Class::Config);
+    // Not JSON: config by status.
+    assert_class(
+        &scripted_result(Resp::xml_access_denied()).await,
+        Class::Config,
+    );
 }
 
 #[tokio::test]

@@ -68,9 +68,7 @@ async fn round_trip_data_and_partition_key() {
 /// A sink on `stream` whose client counts its HTTP requests.
 async fn counted(stream: &str, options: AwsOptions) -> (KinesisSink, RequestCounter) {
     let cfg = KinesisConfig::new(stream, options).unwrap();
-    let counter = RequestCounter::default();
-    let s = sink_counted_by!(KinesisSink, aws_sdk_kinesis, cfg, counter);
-    (s, counter)
+    sink_counted!(KinesisSink, aws_sdk_kinesis, cfg)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,9 +88,7 @@ async fn batched_deliveries_share_put_records_and_all_arrive() {
         .map(|r| ankusa_message::decode(&r.data).unwrap().id)
         .collect();
     ids.sort();
-    let mut want: Vec<String> = (0..40).map(|i| format!("kb{i}")).collect();
-    want.sort();
-    assert_eq!(ids, want);
+    assert_eq!(ids, numbered_ids("kb", 40));
     // Without ctx.batch: one PutRecord each.
     let before = counter.count();
     let e = env("kb-single", b"{}");
@@ -105,16 +101,7 @@ async fn batched_deliveries_share_put_records_and_all_arrive() {
 async fn missing_stream_is_config_on_delivery_and_check() {
     ankusa_sink_testkit::require_broker!("moto", moto_addr());
     let s = sink(&unique("absent"), options(&kinesis_moto())).await;
-    let e = env("h-missing", b"{}");
-    let res = s.deliver(&e, &ctx(&e)).await;
-    assert_class(&res, Class::Config);
-    assert!(
-        res.unwrap_err()
-            .to_string()
-            .contains("ResourceNotFoundException"),
-    );
-    let f = s.check().await.unwrap_err();
-    assert_eq!(f.class(), Class::Config, "{f}");
+    let f = assert_missing_is_config(&s, "ResourceNotFoundException").await;
     assert_eq!(f.may_have_landed(), Some(false));
 }
 
@@ -147,9 +134,7 @@ async fn over_max_message_bytes_is_permanent_and_not_sent() {
 #[tokio::test]
 async fn describe_and_capabilities_name_the_stream_never_credentials() {
     ankusa_sink_testkit::require_broker!("moto", moto_addr());
-    let planted =
-        ankusa_sink_aws::StaticCredentials::new("AKIAPLANTEDKEYID0000", "planted-secret-value")
-            .with_session_token("planted-session-token");
+    let planted = planted_credentials();
     let s = sink("orders", options(&kinesis_moto()).with_credentials(planted)).await;
     let d = s.describe(&Subject::new("stripe", None)).unwrap();
     assert_eq!(d.protocol, "kinesis");
@@ -161,14 +146,7 @@ async fn describe_and_capabilities_name_the_stream_never_credentials() {
     let batch = caps.batch.as_ref().unwrap();
     assert_eq!((batch.max_messages, batch.max_bytes), (500, 5 * 1_048_576));
     assert_eq!(caps.auth, ["static_credentials"]);
-    let printed = format!("{d:?} {} {s:?}", serde_json::to_string(&d).unwrap());
-    for secret in [
-        "AKIAPLANTEDKEYID0000",
-        "planted-secret-value",
-        "planted-session-token",
-    ] {
-        assert!(!printed.contains(secret), "{printed}");
-    }
+    assert_printed_without(&d, &s, &PLANTED);
     // Unbatched with a key template: ordered per key; batched (PutRecords) promises none.
     let ordered = KinesisSink::new(
         KinesisConfig::new("orders", options(&kinesis_moto()).with_batching(false))
@@ -224,11 +202,7 @@ async fn batching(server: &Scripted) -> Arc<KinesisSink> {
 async fn scripted_result(resp: Resp) -> Result<(), ankusa_sink_core::Failure> {
     let server = Scripted::start(move |_| resp.clone()).await;
     let s = scripted_sink(&server, options(&server.endpoint())).await;
-    let e = env("h-scripted", b"{}");
-    let res = s.deliver(&e, &ctx(&e)).await;
-    assert_eq!(server.count(), 1, "one attempt, no SDK retries");
-    assert_eq!(server.requests.lock().unwrap()[0].operation(), "PutRecord");
-    res
+    delivered_once(&server, &*s, Some("PutRecord")).await
 }
 
 #[tokio::test]
@@ -292,23 +266,17 @@ async fn a_partial_put_records_fails_only_the_records_with_an_error_code() {
 
 #[tokio::test]
 async fn a_failed_put_records_request_fails_every_record_with_its_class() {
-    for (resp, class) in [
+    for (status, code, class) in [
         (
-            Resp::json11_error(400, "ProvisionedThroughputExceededException"),
+            400,
+            "ProvisionedThroughputExceededException",
             Class::Throttled,
         ),
-        (
-            Resp::json11_error(400, "ResourceNotFoundException"),
-            Class::Config,
-        ),
-        (Resp::json11_error(500, "InternalFailure"), Class::Transient),
+        (400, "ResourceNotFoundException", Class::Config),
+        (500, "InternalFailure", Class::Transient),
     ] {
-        let server = Scripted::start(move |_| resp.clone()).await;
-        let s = batching(&server).await;
-        for res in deliver_batched(&s, (0..3).map(|i| env(&format!("q{i}"), b"{}"))).await {
-            assert_class(&res, class);
-        }
-        assert_eq!(server.count(), 1);
+        let server = Scripted::start(move |_| Resp::json11_error(status, code)).await;
+        assert_batch_fails_as(&server, &batching(&server).await, class).await;
     }
     // An answer with another number of results than records: none is known.
     let server = Scripted::start(|_| {
@@ -341,13 +309,11 @@ async fn config_codes_from_the_wire() {
             Class::Config,
         );
     }
-    // A 403 whose body is not JSON (moto's IAM answers are XML): config by status.
-    let xml = Resp::new(
-        403,
-        "<ErrorResponse><Error><Code>AccessDenied</Code></Error></ErrorResponse>",
-    )
-    .header("content-type", "text/xml");
-    assert_class(&scripted_result(xml).await, Class::Config);
+    // Not JSON: config by status.
+    assert_class(
+        &scripted_result(Resp::xml_access_denied()).await,
+        Class::Config,
+    );
 }
 
 #[tokio::test]

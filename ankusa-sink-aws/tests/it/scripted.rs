@@ -51,6 +51,14 @@ impl Resp {
             hang: false,
         }
     }
+    /// A 403 whose body is not JSON (moto's IAM answers are XML).
+    pub(crate) fn xml_access_denied() -> Self {
+        Resp::new(
+            403,
+            "<ErrorResponse><Error><Code>AccessDenied</Code></Error></ErrorResponse>",
+        )
+        .header("content-type", "text/xml")
+    }
     pub(crate) fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.into(), value.into()));
         self

@@ -236,10 +236,7 @@ async fn scripted_result(resp: Resp) -> Result<(), ankusa_sink_core::Failure> {
         options(&server.endpoint()),
     )
     .await;
-    let e = env("h-scripted", b"{}");
-    let res = s.deliver(&e, &ctx(&e)).await;
-    assert_eq!(server.count(), 1, "one attempt, no SDK retries");
-    res
+    delivered_once(&server, &s, None).await
 }
 
 #[tokio::test]

@@ -1,8 +1,10 @@
 //! What the AMQP isolation test and bench both do to RabbitMQ: declare a durable fanout
-//! exchange and publish persistent hooks to it with confirms. The bench includes this file
-//! by path, so both publish the same way.
+//! exchange, publish persistent hooks to it with confirms, and delete what they made. The
+//! bench includes this file by path, so both publish the same way.
 
-use lapin::options::{ConfirmSelectOptions, ExchangeDeclareOptions};
+use lapin::options::{
+    ConfirmSelectOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueDeleteOptions,
+};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, ExchangeKind};
 
@@ -51,4 +53,16 @@ pub(crate) async fn publish_confirmed(
             assert!(c.await.unwrap().is_ack());
         }
     }
+}
+
+/// Deletes `queues`, then `exchange`, best effort.
+pub(crate) async fn delete_all(ch: &Channel, exchange: &str, queues: &[String]) {
+    for q in queues {
+        let _ = ch
+            .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+            .await;
+    }
+    let _ = ch
+        .exchange_delete(exchange.into(), ExchangeDeleteOptions::default())
+        .await;
 }

@@ -1,7 +1,8 @@
 //! The HTTP sink through the binary, against scripted servers on 127.0.0.1.
 
 use super::{assert_delivered, assert_describe_hides, run, temp_file, text};
-use std::io::{BufRead, BufReader, Read, Write};
+use ankusa_bench_support::http::read_request_blocking;
+use std::io::Write;
 use std::net::TcpListener;
 use std::process::Output;
 use std::sync::{Arc, Mutex};
@@ -23,23 +24,7 @@ pub(super) fn serve(responses: Vec<&'static str>) -> Scripted {
     thread::spawn(move || {
         for (i, stream) in listener.incoming().enumerate() {
             let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let lower = line.to_ascii_lowercase();
-                if let Some(v) = lower.strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-                if line == "\r\n" {
-                    break;
-                }
-            }
-            let mut body = vec![0; len];
-            let _ = reader.read_exact(&mut body);
+            let _ = read_request_blocking(&mut stream, &mut Vec::new());
             seen.lock().unwrap().push(Instant::now());
             let resp = responses[i.min(responses.len() - 1)];
             let _ = stream.write_all(resp.as_bytes());

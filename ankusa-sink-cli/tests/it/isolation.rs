@@ -3,12 +3,12 @@
 //! to the exchange each), so a sink answering 503 holds back none of the other's hooks; a
 //! kill -9 and a restart lose nothing for either; the failing sink, back, gets every hook.
 
-use super::amqp_fanout::{durable_fanout, publish_confirmed};
+use super::amqp_fanout::{delete_all, durable_fanout, publish_confirmed};
 use super::from_kafka::Topic;
 use super::from_source::{Collector, Forwarder, envelopes, wait_until};
 use super::{NATS_URL, amqp_channel, amqp_url, nats_stream, temp_file};
 use ankusa_sink_testkit::support::unique_name;
-use lapin::options::{ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use std::path::Path;
 use std::time::Duration;
@@ -168,16 +168,7 @@ fn amqp_bound_to_an_exchange_a_failing_sink_holds_back_no_other() {
             publish_confirmed(&pch, &exchange, hooks, hooks.len().max(1)).await;
         });
     });
-    rt.block_on(async {
-        for q in &queues {
-            let _ = ch
-                .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-                .await;
-        }
-        let _ = ch
-            .exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
-            .await;
-    });
+    rt.block_on(delete_all(&ch, &exchange, &queues));
 }
 
 #[test]

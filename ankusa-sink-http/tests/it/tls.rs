@@ -22,18 +22,38 @@ pub(crate) fn fixture(name: &str) -> PathBuf {
 }
 
 pub(crate) fn acceptor() -> Tls {
+    server_tls(None)
+}
+
+/// The test server's TLS (the `server.pem` leaf), requiring a client certificate signed by
+/// the fixture CA `client_ca` when one is given.
+fn server_tls(client_ca: Option<&str>) -> Tls {
     let certs = CertificateDer::pem_file_iter(fixture("server.pem"))
         .unwrap()
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
     let key = PrivateKeyDer::from_pem_file(fixture("server.key")).unwrap();
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
         .unwrap();
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_file_iter(fixture(ca)).unwrap() {
+                roots.add(c.unwrap()).unwrap();
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .unwrap();
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let config = builder.with_single_cert(certs, key).unwrap();
     tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
@@ -96,29 +116,7 @@ async fn only_the_configured_roots() {
 
 /// A server that requires a client certificate signed by the test client CA.
 fn mutual_acceptor() -> Tls {
-    let certs = CertificateDer::pem_file_iter(fixture("server.pem"))
-        .unwrap()
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_file(fixture("server.key")).unwrap();
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(fixture("client-ca.pem")).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        provider.clone(),
-    )
-    .build()
-    .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(certs, key)
-        .unwrap();
-    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+    server_tls(Some("client-ca.pem"))
 }
 
 /// A sink to a mutual-TLS server, trusting the test CA, with the client certificate
