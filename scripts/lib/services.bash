@@ -21,7 +21,9 @@ start_and_wait() {
   local name="$1" log="$2" pidfile="$3" url="$4"
   shift 4
   echo "$name: starting on $url (log $log)"
-  nohup "$@" >>"$log" 2>&1 </dev/null &
+  # A session of its own: a caller that kills its process group (a test script's trap,
+  # a job runner) must not take a shared broker down with it.
+  setsid nohup "$@" >>"$log" 2>&1 </dev/null &
   echo $! >"$pidfile"
   for _ in $(seq 1 120); do
     if answering "$url"; then

@@ -58,7 +58,8 @@ start() {
   local bin
   bin=$(tansu_bin)
   say "starting tansu on 127.0.0.1:$PORT (log $LOG)"
-  nohup "$bin" broker \
+  # A session of its own: a caller that kills its process group must not stop tansu.
+  setsid nohup "$bin" broker \
     --listener-url "tcp://127.0.0.1:$PORT" \
     --advertised-listener-url "tcp://127.0.0.1:$PORT" \
     --storage-engine memory://tansu/ >>"$LOG" 2>&1 </dev/null &

@@ -30,7 +30,7 @@ bin="$(command -v nats-server || echo /usr/sbin/nats-server)"
 
 mkdir -p "$store"
 log "starting nats-server with JetStream on 127.0.0.1:${port} (store ${store})"
-nohup "$bin" -a 127.0.0.1 -p "$port" -js -sd "$store" >/tmp/ankusa-nats.log 2>&1 &
+setsid nohup "$bin" -a 127.0.0.1 -p "$port" -js -sd "$store" >/tmp/ankusa-nats.log 2>&1 &
 
 for _ in $(seq 1 60); do
     if answers; then
