@@ -373,7 +373,9 @@ impl<S: fmt::Debug> fmt::Debug for WarmFault<S> {
 /// default that makes the matching case a printed skip: **not provided** for a fault the
 /// harness does not provoke ([`fault`](Harness::fault), [`warm_fault`](Harness::warm_fault))
 /// or a restart it does not do ([`can_restart`](Harness::can_restart)), which keeps the
-/// report from saying "certified"; **impossible** only where the harness says the protocol
+/// report from saying "certified" (a destination it does not restart for `durability`,
+/// [`can_restart_destination`](Harness::can_restart_destination), is a not provided skip
+/// too, that does not); **impossible** only where the harness says the protocol
 /// has no such fault ([`fault_impossible`](Harness::fault_impossible),
 /// [`restart_impossible`](Harness::restart_impossible)). For
 /// [`takes_credentials`](Harness::takes_credentials) the default is a failure until secrets
