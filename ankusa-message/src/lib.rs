@@ -3,6 +3,7 @@
 
 pub mod cloudevents;
 mod decode;
+mod fields;
 mod forwarding;
 mod message;
 mod options;
@@ -15,6 +16,7 @@ mod test_support;
 mod trace;
 
 pub use decode::{DecodeError, Message, MessageBody, VerifiedError, decode, verify};
+pub use fields::{BodyRef, Fields, body_or_claim};
 pub use forwarding::{
     DEFAULT_FORWARD_HEADERS_MAX_BYTES, DEFAULT_MAX_HEADERS, ForwardHeaders, HeaderPolicy,
     NEVER_FORWARDED, NEVER_FORWARDED_PATTERNS, NEVER_FORWARDED_PREFIXES, forwarded_headers,

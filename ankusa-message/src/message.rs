@@ -222,24 +222,10 @@ pub(crate) fn encode_with(
     headers: &[(Cow<'_, str>, Cow<'_, str>)],
 ) -> Result<Vec<u8>, EncodeError> {
     let sha256 = env.body_sha256();
-    let claim = match body_mode(env.size(), inline_max_bytes) {
-        BodyMode::Inline => None,
-        BodyMode::Claim => {
-            let claim = ctx.claim.as_ref().ok_or(EncodeError::NoClaim {
-                size: env.size(),
-                max: inline_max_bytes.map_or(0, NonZeroUsize::get),
-            })?;
-            if claim.sha256() != sha256 {
-                return Err(EncodeError::ClaimDigestMismatch);
-            }
-            if claim.reference().tenant() != env.partition() {
-                return Err(EncodeError::ClaimTenantMismatch {
-                    claim: claim.reference().tenant().to_owned(),
-                    envelope: env.partition().to_owned(),
-                });
-            }
-            Some(claim.reference())
-        }
+    // The one inline/claim decision, shared with `Fields` for sinks that store columns.
+    let claim = match crate::fields::body_or_claim(env, ctx, inline_max_bytes)? {
+        crate::fields::BodyRef::Inline(_) => None,
+        crate::fields::BodyRef::Claim(r) => Some(r),
     };
     let b64_len = match claim {
         None => base64::encoded_len(env.body().len(), true).expect("a body fits in memory"),

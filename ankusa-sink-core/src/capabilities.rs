@@ -99,8 +99,16 @@ pub struct Capabilities {
     /// The order consumers see.
     pub ordering: Ordering,
     /// The destination drops a message whose deduplication id it saw within this many
-    /// seconds (SQS and SNS FIFO: 300), when it has such a window.
+    /// seconds (SQS and SNS FIFO: 300), when it has such a window. `None` both for a
+    /// destination that does not deduplicate and for one that does so forever
+    /// ([`dedupe_forever`](Self::dedupe_forever)); [`dedupe`](Self::dedupe) tells them apart.
     pub dedupe_window_s: Option<u64>,
+    /// The destination keeps one copy per deduplication id for as long as it keeps data
+    /// (a table with a unique key on the idempotency key, an index whose document id is
+    /// it): no window ends. Serialized only when `true`, so a manifest without it reads as
+    /// it always did.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dedupe_forever: bool,
     /// Batching limits, when the sink batches.
     pub batch: Option<BatchLimits>,
     /// The authentication the sink is configured with (`none`, `tls`, `sasl_plain`,
@@ -111,6 +119,17 @@ pub struct Capabilities {
     /// HTTP call), so the dispatcher's shared concurrency limit applies.
     #[serde(skip)]
     pub in_flight: Option<InFlight>,
+}
+
+/// How long a destination keeps one copy per deduplication id: see
+/// [`Capabilities::dedupe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dedupe {
+    /// A repeat within this many seconds of the first copy is dropped (SQS and SNS FIFO:
+    /// 300); a later one is stored again.
+    WindowS(u64),
+    /// A repeat is dropped whenever it comes.
+    Forever,
 }
 
 /// A sink's pipeline window: see [`Capabilities::in_flight`].
@@ -165,6 +184,7 @@ impl Capabilities {
             max_message: None,
             ordering: Ordering::None,
             dedupe_window_s: None,
+            dedupe_forever: false,
             batch: None,
             auth: vec!["none".to_owned()],
             in_flight: None,
@@ -211,10 +231,32 @@ impl Capabilities {
         self
     }
 
-    /// Set the destination's deduplication window in seconds.
+    /// Set the destination's deduplication window in seconds (and clear
+    /// [`dedupe_forever`](Self::dedupe_forever)).
     pub fn with_dedupe_window_s(mut self, seconds: u64) -> Self {
         self.dedupe_window_s = Some(seconds);
+        self.dedupe_forever = false;
         self
+    }
+
+    /// Say the destination keeps one copy per deduplication id with no window (a unique
+    /// key on the idempotency key): [`dedupe_forever`](Self::dedupe_forever), and no
+    /// [`dedupe_window_s`](Self::dedupe_window_s).
+    pub fn with_dedupe_forever(mut self) -> Self {
+        self.dedupe_window_s = None;
+        self.dedupe_forever = true;
+        self
+    }
+
+    /// How long the destination keeps one copy per deduplication id, or `None` when it
+    /// keeps every copy. [`Dedupe::Forever`] wins over a window set beside it (a manifest
+    /// that states both contradicts itself; the testkit's `contract` case refuses it).
+    pub fn dedupe(&self) -> Option<Dedupe> {
+        if self.dedupe_forever {
+            Some(Dedupe::Forever)
+        } else {
+            self.dedupe_window_s.map(Dedupe::WindowS)
+        }
     }
 
     /// Say the sink batches, within these limits (`None`: it batches by its client's own
@@ -290,5 +332,26 @@ mod tests {
             LimitSource::DestinationDefault
         );
         assert_eq!(Capabilities::limit_source(4, 5), LimitSource::Configured);
+    }
+
+    #[test]
+    fn dedupe_forever_is_stated_and_a_window_is_serialized_as_before() {
+        let window = Capabilities::new(true, None).with_dedupe_window_s(300);
+        assert_eq!(window.dedupe(), Some(Dedupe::WindowS(300)));
+        let v = serde_json::to_value(&window).unwrap();
+        assert_eq!(v["dedupe_window_s"], 300);
+        // Absent unless true: `info --json` of every existing sink is unchanged.
+        assert!(v.get("dedupe_forever").is_none(), "{v}");
+
+        let forever = window.with_dedupe_forever();
+        assert_eq!(forever.dedupe(), Some(Dedupe::Forever));
+        assert_eq!(forever.dedupe_window_s, None);
+        let v = serde_json::to_value(&forever).unwrap();
+        assert_eq!(v["dedupe_forever"], true);
+        assert_eq!(v["dedupe_window_s"], serde_json::Value::Null);
+
+        assert_eq!(Capabilities::new(true, None).dedupe(), None);
+        let back = forever.with_dedupe_window_s(60);
+        assert_eq!(back.dedupe(), Some(Dedupe::WindowS(60)));
     }
 }

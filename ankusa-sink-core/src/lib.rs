@@ -11,7 +11,7 @@ mod secret;
 mod sink;
 
 pub use capabilities::{
-    BatchLimits, Capabilities, InFlight, LimitSource, OkMeans, Ordering, SizeLimit,
+    BatchLimits, Capabilities, Dedupe, InFlight, LimitSource, OkMeans, Ordering, SizeLimit,
 };
 pub use claim::{Claim, ClaimRef, ClaimRefError};
 pub use ctx::Ctx;

@@ -5,6 +5,7 @@ use ankusa_sink_core::{BoxError, Bytes, Envelope, Sink, async_trait};
 use futures_util::future::BoxFuture;
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One hook as read back from the destination by a [`Probe`].
@@ -104,7 +105,14 @@ pub struct Setup<S> {
     /// destination, not the sink, refuses (a queue or stream with a lower limit).
     pub body_size: Option<usize>,
     teardown: Option<Teardown>,
+    /// What the sink's parsed configuration prints: (where, text).
+    config_texts: Vec<(String, String)>,
+    heard: Option<Heard>,
 }
+
+/// What a silenced destination took from the sink since it went silent: see
+/// [`Setup::with_heard`].
+pub type Heard = Arc<dyn Fn() -> Vec<u8> + Send + Sync>;
 
 impl<S> Setup<S> {
     /// A sink without a probe.
@@ -114,7 +122,65 @@ impl<S> Setup<S> {
             probe: None,
             body_size: None,
             teardown: None,
+            config_texts: Vec::new(),
+            heard: None,
         }
+    }
+    /// The parsed configuration the sink was built from (a registry's `SinkConfig`, the
+    /// adapter's own config type): the `contract` case searches its `Debug` (plain and
+    /// alternate) for the planted [`secrets`](Harness::secrets), as it searches the sink's.
+    /// Hand it the value an operator's sink file parses into, with the secrets planted in
+    /// that file: a config that derives `Debug` over a URL or a password leaks them in
+    /// every `{:?}` of a parsed sink file.
+    pub fn with_config(mut self, config: &(impl fmt::Debug + ?Sized)) -> Self {
+        self.config_texts
+            .push(("the config's Debug".to_owned(), format!("{config:?}")));
+        self.config_texts.push((
+            "the config's alternate Debug".to_owned(),
+            format!("{config:#?}"),
+        ));
+        self
+    }
+    /// The configuration's `Display` too, for a config that has one (searched like
+    /// [`with_config`](Self::with_config)'s `Debug`).
+    pub fn with_config_display(mut self, config: &(impl fmt::Display + ?Sized)) -> Self {
+        self.config_texts
+            .push(("the config's Display".to_owned(), format!("{config}")));
+        self.config_texts.push((
+            "the config's alternate Display".to_owned(),
+            format!("{config:#}"),
+        ));
+        self
+    }
+    /// Whether a configuration was handed over ([`with_config`](Self::with_config)).
+    pub fn has_config(&self) -> bool {
+        !self.config_texts.is_empty()
+    }
+    pub(crate) fn config_texts(&self) -> &[(String, String)] {
+        &self.config_texts
+    }
+    /// How to read what the destination took from the sink after it went silent: for a
+    /// [`Fault::Unacknowledged`] made by silencing the network (a
+    /// [`TcpProxy::blackhole`](crate::support::TcpProxy::blackhole): pass
+    /// [`TcpProxy::heard`](crate::support::TcpProxy::heard)).
+    ///
+    /// # Behavior
+    /// - The suite reads it once the fault's delivery has answered. When the hook's id is
+    ///   not among the bytes (the sink met the silence before it sent anything of the
+    ///   hook: a new connection whose login went unanswered), nothing of the hook left,
+    ///   and `may_have_landed = Some(false)` is the truth: the suite accepts it (and
+    ///   `Some(true)`, the cautious answer). When the id is there, or without this,
+    ///   `Some(false)` is refused as before.
+    /// - [`support::silent_after_warm_up`](crate::support::silent_after_warm_up) sets it.
+    /// - A sink that compresses or encrypts what it sends hides the id: the suite then
+    ///   accepts `Some(false)` it cannot disprove; give such a sink's harness a plaintext
+    ///   path, or leave this unset.
+    pub fn with_heard(mut self, heard: impl Fn() -> Vec<u8> + Send + Sync + 'static) -> Self {
+        self.heard = Some(Arc::new(heard));
+        self
+    }
+    pub(crate) fn heard(&self) -> Option<&Heard> {
+        self.heard.as_ref()
     }
     /// Add a probe.
     pub fn with_probe(mut self, probe: impl Probe + 'static) -> Self {
@@ -151,6 +217,8 @@ impl<S> Setup<S> {
             probe: self.probe,
             body_size: self.body_size,
             teardown: self.teardown,
+            config_texts: self.config_texts,
+            heard: self.heard,
         }
     }
     /// Whether a teardown is set.
@@ -169,6 +237,8 @@ impl<S: fmt::Debug> fmt::Debug for Setup<S> {
             .field("probe", &self.probe.is_some())
             .field("body_size", &self.body_size)
             .field("teardown", &self.teardown.is_some())
+            .field("config", &!self.config_texts.is_empty())
+            .field("heard", &self.heard.is_some())
             .finish()
     }
 }
@@ -303,7 +373,9 @@ impl<S: fmt::Debug> fmt::Debug for WarmFault<S> {
 /// default that makes the matching case a printed skip: **not provided** for a fault the
 /// harness does not provoke ([`fault`](Harness::fault), [`warm_fault`](Harness::warm_fault))
 /// or a restart it does not do ([`can_restart`](Harness::can_restart)), which keeps the
-/// report from saying "certified"; **impossible** only where the harness says the protocol
+/// report from saying "certified" (a destination it does not restart for `durability`,
+/// [`can_restart_destination`](Harness::can_restart_destination), is a not provided skip
+/// too, that does not); **impossible** only where the harness says the protocol
 /// has no such fault ([`fault_impossible`](Harness::fault_impossible),
 /// [`restart_impossible`](Harness::restart_impossible)). For
 /// [`takes_credentials`](Harness::takes_credentials) the default is a failure until secrets
@@ -440,6 +512,38 @@ pub trait Harness: Send + Sync + 'static {
     /// panics in between.
     async fn start(&self) -> Result<(), BoxError> {
         Err("this harness cannot start its destination".into())
+    }
+
+    /// Whether [`restart_destination`](Harness::restart_destination) works. `false` (the
+    /// default) ends the `durability` case in a **not provided** skip after its read-back
+    /// checks, with [`restart_destination_skip_reason`](Harness::restart_destination_skip_reason).
+    fn can_restart_destination(&self) -> bool {
+        false
+    }
+
+    /// Why this harness does not restart the destination (a hosted service, a shared broker
+    /// whose restart would disturb other tests, a server that keeps nothing on disk),
+    /// printed in the `durability` case's **not provided** skip.
+    fn restart_destination_skip_reason(&self) -> Option<String> {
+        None
+    }
+
+    /// Restart the destination of the `durability` case's setup (what
+    /// [`destination`](Harness::destination) built for [`Case::Durability`]) **keeping its
+    /// data**, as an operator's restart or a crash would: stop the server process (a kill is
+    /// the stronger test), start it again on the same port and store, and return once it
+    /// answers. The case then reads every hook the sink acked back through the same probe:
+    /// a sink that declares `durable` while its destination holds the hook only in memory
+    /// (write-behind, `fsync` off, a memory-only store) fails.
+    ///
+    /// # Behavior
+    /// - Called once, after the hooks were delivered and read back, time-limited by
+    ///   [`harness_timeout`](Harness::harness_timeout); an error fails the case.
+    /// - Restart a destination of the setup's own (a private server on a port of its own),
+    ///   never one other tests share while they run.
+    /// - The probe must read again after the restart (reconnect, or connect per read).
+    async fn restart_destination(&self) -> Result<(), BoxError> {
+        Err("this harness cannot restart its destination".into())
     }
 
     /// Whether the sink says whether a failed message may have landed

@@ -9,7 +9,7 @@ pub mod support;
 
 pub use case::Case;
 pub use harness::{
-    Expect, Fault, Harness, MixedBatch, Probe, Received, Setup, Teardown, WarmFault,
+    Expect, Fault, Harness, Heard, MixedBatch, Probe, Received, Setup, Teardown, WarmFault,
 };
 pub use suite::{Outcome, run_case};
 
@@ -59,6 +59,8 @@ macro_rules! __with_cases {
                 "Capabilities answer without panicking; planted secrets appear in no describe, Debug or failure, and describe holds no URL userinfo; a fault produced a failure to search (else nothing was checked: a failure); no secrets planted is a skip, or a failure when the sink takes credentials.";
             round_trip => RoundTrip: round_trip::run,
                 "Varied envelopes all return Ok and read back exactly; a replay of an already-delivered hook arrives as a second copy carrying its replay id; duplicates are counted.";
+            redelivery => Redelivery: redelivery::run,
+                "The same hook delivered three times (the first delivery, a plain retry, a replay): every copy read back carries the hook's idempotency key; a sink that declares dedupe keeps one copy per key and replay, within its window or forever.";
             inline_boundary => InlineBoundary: inline::run,
                 "Exactly inline_max_bytes is inline; one more byte travels as ctx.claim, and is refused without one.";
             classify_missing_destination => ClassifyMissingDestination: classify::missing_destination,
@@ -90,7 +92,7 @@ macro_rules! __with_cases {
             volume => Volume: volume::run,
                 "At least 5,000 deliveries (VOLUME, or Harness::volume) all return Ok and every one reads back exactly: nothing lost; duplicates counted.";
             durability => Durability: durability::run,
-                "A durable sink's every Ok is readable within DURABILITY_BOUND of the ack.";
+                "A durable sink's every Ok is readable within DURABILITY_BOUND of the ack, and still readable after Harness::restart_destination (a not provided skip without it).";
             panic_safety => PanicSafety: panic_safety::run,
                 "Odd inputs never make the sink panic; a panic is a failure, not a crash.";
             batching => Batching: batching::run,

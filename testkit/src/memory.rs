@@ -69,6 +69,8 @@ pub struct Publish {
 struct Stored {
     request: u64,
     bytes: Vec<u8>,
+    /// Stored while the broker was volatile: lost at the next restart.
+    volatile: bool,
 }
 
 #[derive(Default)]
@@ -87,6 +89,7 @@ struct BrokerState {
     stalled: bool,
     max_message_bytes: Option<usize>,
     requests: u64,
+    volatile: bool,
 }
 
 /// A shared in-memory broker. Clones share state.
@@ -156,6 +159,20 @@ impl MemoryBroker {
     /// Take publishes and never store or acknowledge them (or behave again).
     pub fn set_stalled(&self, stalled: bool) {
         self.lock().stalled = stalled;
+    }
+    /// Acknowledge publishes from memory and write them out later (a database with
+    /// synchronous commit off, a broker without fsync): what is stored while volatile is
+    /// read back as usual, and lost at the next [`restart`](Self::restart).
+    pub fn set_volatile(&self, volatile: bool) {
+        self.lock().volatile = volatile;
+    }
+    /// Restart the broker, as a crash and a start would: every queue keeps what it
+    /// stored, except what was stored while [volatile](Self::set_volatile).
+    pub fn restart(&self) {
+        let mut s = self.lock();
+        for q in s.queues.values_mut() {
+            q.messages.retain(|m| !m.volatile);
+        }
     }
     /// Refuse messages larger than this.
     pub fn set_max_message_bytes(&self, max: usize) {
@@ -238,6 +255,7 @@ impl MemoryBroker {
         s.requests += 1;
         let request = s.requests;
         let max = s.max_message_bytes;
+        let volatile = s.volatile;
         let q = s.queues.get_mut(queue).expect("admitted");
         let results = msgs
             .into_iter()
@@ -256,6 +274,7 @@ impl MemoryBroker {
                     q.messages.push(Stored {
                         request,
                         bytes: m.bytes,
+                        volatile,
                     });
                 }
                 Ok(())
@@ -362,6 +381,7 @@ pub struct MemorySink {
     inline_max_bytes: Option<NonZeroUsize>,
     durable: bool,
     batched: bool,
+    dedupe_forever: bool,
     /// Built on the first batched delivery from the final configuration.
     batcher: Arc<OnceLock<Batcher<BatchTarget>>>,
 }
@@ -392,6 +412,7 @@ impl MemorySink {
             inline_max_bytes: Some(DEFAULT_INLINE_MAX_BYTES),
             durable: false,
             batched: false,
+            dedupe_forever: false,
             batcher: Arc::default(),
         }
     }
@@ -419,6 +440,13 @@ impl MemorySink {
     /// Declare `Ok` durable. A test double's claim: the broker stands in for a durable one.
     pub fn with_durable(mut self, durable: bool) -> Self {
         self.durable = durable;
+        self
+    }
+    /// Declare that the queue keeps one copy per [`dedupe_id`] forever
+    /// ([`Capabilities::dedupe_forever`](ankusa_sink_core::Capabilities::dedupe_forever)):
+    /// true of a queue made with [`MemoryBroker::create_dedupe_queue`].
+    pub fn with_dedupe_forever(mut self, dedupe: bool) -> Self {
+        self.dedupe_forever = dedupe;
         self
     }
     /// Batch deliveries whose `ctx.batch` is set: up to 10 per broker request, each
@@ -477,7 +505,10 @@ impl Sink for MemorySink {
             .map_err(Failure::from)
     }
     fn capabilities(&self) -> Capabilities {
-        let caps = Capabilities::new(self.durable, self.inline_max_bytes);
+        let mut caps = Capabilities::new(self.durable, self.inline_max_bytes);
+        if self.dedupe_forever {
+            caps = caps.with_dedupe_forever();
+        }
         if self.batched {
             caps.with_batch(None)
         } else {
@@ -522,7 +553,8 @@ impl Probe for MemoryProbe {
 }
 
 /// The harness for [`MemorySink`]: every fault provokable on a cold and on a warm sink,
-/// restartable; every queue it makes is deleted by its setup's teardown.
+/// stoppable (`recovery`) and restartable keeping its data (`durability`); every queue it
+/// makes is deleted by its setup's teardown.
 #[derive(Debug, Clone)]
 pub struct MemoryHarness {
     broker: MemoryBroker,
@@ -568,13 +600,15 @@ impl MemoryHarness {
             N.fetch_add(1, Ordering::Relaxed)
         )
     }
-    /// A durable sink on a fresh deduplicating queue of `broker` with the right token.
+    /// A durable sink on a fresh deduplicating queue of `broker` with the right token,
+    /// declaring the queue's dedupe (forever).
     pub fn sink_on(&self, broker: &MemoryBroker) -> MemorySink {
         let q = Self::queue_name();
         broker.create_dedupe_queue(&q);
         MemorySink::new(broker.clone(), q)
             .with_token(self.token.clone())
             .with_durable(true)
+            .with_dedupe_forever(true)
             .with_batched(self.batched)
     }
     /// [`sink_on`](Self::sink_on) with its probe, and a teardown deleting the queue.
@@ -736,6 +770,16 @@ impl Harness for MemoryHarness {
 
     async fn start(&self) -> Result<(), BoxError> {
         self.broker.set_down(false);
+        Ok(())
+    }
+
+    fn can_restart_destination(&self) -> bool {
+        true
+    }
+
+    /// [`MemoryBroker::restart`]: every queue keeps what it stored.
+    async fn restart_destination(&self) -> Result<(), BoxError> {
+        self.broker.restart();
         Ok(())
     }
 }

@@ -3,9 +3,12 @@
 //!
 //! One test per case from `conformance_suite!` with a per-case constructor: every case but
 //! `recovery` holds the shared side of the broker lock; `recovery` stops the broker, so it
-//! holds the exclusive side and is the only one whose harness can restart.
+//! holds the exclusive side and is the only one whose harness can restart. `durability`
+//! runs on a private RabbitMQ node of its own ([`PrivateNode`]), killed and started again
+//! on its data (`restart_destination`).
 
 use crate::common::*;
+use crate::private_node::{PeekProbe, PrivateNode};
 use ankusa_sink_amqp::{AmqpConfig, AmqpSink};
 use ankusa_sink_core::{BoxError, async_trait};
 use ankusa_sink_testkit::support::TcpProxy;
@@ -34,6 +37,8 @@ enum Lock {
 
 struct AmqpHarness {
     _lock: Lock,
+    /// The `durability` case's private node, once `destination` started it.
+    node: Arc<Mutex<Option<Arc<PrivateNode>>>>,
 }
 
 impl AmqpHarness {
@@ -44,7 +49,60 @@ impl AmqpHarness {
         } else {
             Lock::Shared(spin(try_shared))
         };
-        AmqpHarness { _lock: lock }
+        AmqpHarness {
+            _lock: lock,
+            node: Arc::default(),
+        }
+    }
+}
+
+impl AmqpHarness {
+    /// A sink on a durable exchange and queue of a private node, read without taking
+    /// ([`PeekProbe`]); the teardown stops the node and removes its data.
+    async fn durable_setup(&self) -> Result<Setup<AmqpSink>, BoxError> {
+        let node = Arc::new(tokio::task::spawn_blocking(PrivateNode::start).await?);
+        let url = node.url();
+        *self.node.lock().unwrap() = Some(Arc::clone(&node));
+        let (exchange, queue) = (unique("durable"), unique("durable.q"));
+        let conn = Connection::connect(&url, ConnectionProperties::default()).await?;
+        let ch = conn.create_channel().await?;
+        let durable = ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        ch.exchange_declare(
+            exchange.as_str().into(),
+            ExchangeKind::Topic,
+            durable,
+            FieldTable::default(),
+        )
+        .await?;
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        ch.queue_declare(queue.as_str().into(), durable, FieldTable::default())
+            .await?;
+        ch.queue_bind(
+            queue.as_str().into(),
+            exchange.as_str().into(),
+            "#".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+        let _ = conn.close(200, "OK".into()).await;
+        let sink = AmqpSink::new(AmqpConfig::new(&url, &exchange)?);
+        let slot = Arc::clone(&self.node);
+        drop(node);
+        Ok(Setup::new(sink)
+            .with_probe(PeekProbe { url, queue })
+            .with_teardown(move || async move {
+                let node = slot.lock().unwrap().take();
+                // Killing the node and removing its data blocks.
+                tokio::task::spawn_blocking(move || drop(node)).await?;
+                Ok(())
+            }))
     }
 }
 
@@ -386,7 +444,27 @@ impl Harness for AmqpHarness {
 
     type Sink = AmqpSink;
 
+    fn can_restart_destination(&self) -> bool {
+        true
+    }
+
+    /// The private node killed (`SIGKILL`) and started again on its data: the queue is
+    /// durable and every message persistent and confirmed.
+    async fn restart_destination(&self) -> Result<(), BoxError> {
+        let node = self
+            .node
+            .lock()
+            .unwrap()
+            .clone()
+            .ok_or("no private node: destination(Case::Durability) starts it")?;
+        tokio::task::spawn_blocking(move || node.restart()).await?;
+        Ok(())
+    }
+
     async fn destination(&self, case: Case) -> Result<Setup<AmqpSink>, BoxError> {
+        if case == Case::Durability {
+            return self.durable_setup().await;
+        }
         let d = Declared::new(case.name(), &[]).await?;
         let sink = AmqpSink::new(AmqpConfig::new(&url(), &d.exchange)?);
         Ok(d.setup(sink))

@@ -9,6 +9,7 @@ mod classify;
 mod common;
 mod conformance;
 mod poison;
+mod private_node;
 mod publish;
 #[cfg(feature = "source")]
 mod source;

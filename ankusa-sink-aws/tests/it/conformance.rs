@@ -378,6 +378,14 @@ impl<S: Service> Harness for AwsHarness<S> {
 
     type Sink = S::Sink;
 
+    /// Why `durability` does not restart the destination.
+    fn restart_destination_skip_reason(&self) -> Option<String> {
+        Some(
+            "moto keeps everything in memory: a restart loses every queue, topic and stream by design"
+                .into(),
+        )
+    }
+
     /// moto scans the whole queue on every receive: reading back the 200 hooks of
     /// `concurrency` takes 20 receives of up to 0.5 s each, over the default 10 s.
     fn probe_timeout(&self) -> Duration {

@@ -123,6 +123,14 @@ impl Harness for HttpHarness {
 
     type Sink = HttpSink;
 
+    /// Why `durability` does not restart the destination.
+    fn restart_destination_skip_reason(&self) -> Option<String> {
+        Some(
+            "the destination is the test's own in-process capture server: what it took is the probe's memory, with no store behind it to restart"
+                .into(),
+        )
+    }
+
     async fn destination(&self, _case: Case) -> Result<Setup<HttpSink>, BoxError> {
         self.endpoint(Reply::status(200)).await
     }

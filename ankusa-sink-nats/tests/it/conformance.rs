@@ -1,6 +1,7 @@
 //! The shared conformance suite (`ankusa-sink-testkit`) against real NATS servers: the
 //! shared one on 127.0.0.1:4222 for most cases, a private `nats-server` for `recovery`
-//! (stopped and restarted) and for the refused credential (a server with a password).
+//! (stopped and restarted), for `durability` (killed and started again on its own store:
+//! `restart_destination`) and for the refused credential (a server with a password).
 //! Warm faults: the stream deleted, a stream filled to its limit, and a proxy of each
 //! setup's own that stops, goes silent, or comes back as a server wanting another token.
 
@@ -15,14 +16,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 struct NatsHarness {
-    /// A private server for `recovery`; every other case uses the shared one.
+    /// A private server for `recovery` and `durability`, which restart it; every other
+    /// case uses the shared one.
     private: Option<Arc<PrivateServer>>,
 }
 
 impl NatsHarness {
     fn new(case: Case) -> Self {
+        let restarts = matches!(case, Case::Recovery | Case::Durability);
         NatsHarness {
-            private: (case == Case::Recovery).then(|| Arc::new(PrivateServer::start(""))),
+            private: restarts.then(|| Arc::new(PrivateServer::start(""))),
         }
     }
 
@@ -274,6 +277,18 @@ impl Harness for NatsHarness {
     }
 
     async fn start(&self) -> Result<(), BoxError> {
+        let s = self.private.clone().ok_or("no private server")?;
+        tokio::task::spawn_blocking(move || s.restart()).await?;
+        Ok(())
+    }
+
+    fn can_restart_destination(&self) -> bool {
+        self.private.is_some()
+    }
+
+    /// The private server killed (`SIGKILL`) and started again on the same port and
+    /// JetStream store: the stream is file storage, the sink's probe reconnects.
+    async fn restart_destination(&self) -> Result<(), BoxError> {
         let s = self.private.clone().ok_or("no private server")?;
         tokio::task::spawn_blocking(move || s.restart()).await?;
         Ok(())

@@ -152,6 +152,14 @@ impl Harness for PubSubHarness {
 
     type Sink = PubSubSink;
 
+    /// Why `durability` does not restart the destination.
+    fn restart_destination_skip_reason(&self) -> Option<String> {
+        Some(
+            "the Pub/Sub emulator keeps everything in memory: a restart loses every topic and message by design"
+                .into(),
+        )
+    }
+
     async fn destination(&self, _case: Case) -> Result<Setup<PubSubSink>, BoxError> {
         let t = self.topic().await?;
         let sink =

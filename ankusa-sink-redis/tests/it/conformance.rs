@@ -3,7 +3,10 @@
 //! channel nobody subscribes to for the missing destination, and a scripted RESP server
 //! that never answers the `XADD` (unacknowledged). Warm: a channel whose one subscriber
 //! leaves, a proxy that comes back as a server wanting another password, stops, or goes
-//! silent, and a private server that reaches `maxmemory`.
+//! silent, and a private server that reaches `maxmemory`. `durability`: a durable sink on
+//! a private `redis-server` that writes every command to its append-only file before it
+//! answers (`appendonly yes`, `appendfsync always`), killed and started again on that file
+//! (`restart_destination`); the shared server keeps nothing on disk.
 
 use crate::common::{Script, Scripted, Server, admin, del, entries, free_port, shared_addr};
 use ankusa_sink_core::{BoxError, Secret, async_trait};
@@ -61,6 +64,8 @@ type Slot = Arc<Mutex<Option<Server>>>;
 pub(crate) struct RedisHarness {
     proxy: tokio::sync::OnceCell<TcpProxy>,
     keep: Mutex<(Vec<Scripted>, Vec<Server>)>,
+    /// The `durability` case's private server, which `restart_destination` restarts.
+    persistent: tokio::sync::Mutex<Option<Server>>,
 }
 
 impl RedisHarness {
@@ -68,7 +73,22 @@ impl RedisHarness {
         RedisHarness {
             proxy: tokio::sync::OnceCell::new(),
             keep: Mutex::new((Vec::new(), Vec::new())),
+            persistent: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// A durable stream sink on a private server that persists each write before it
+    /// answers; the server is kept for `restart_destination`.
+    async fn persistent_setup(&self) -> Result<Setup<RedisSink>, BoxError> {
+        let server = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]).await;
+        let stream = unique_name("tk-durability");
+        let cfg = RedisConfig::stream(server.url(), &stream)?
+            .with_user("default", Secret::new(PLANTED))
+            .with_timeout(Duration::from_secs(2))
+            .with_durable(true)?;
+        let setup = setup(server.url(), stream, RedisSink::new(cfg)?);
+        *self.persistent.lock().await = Some(server);
+        Ok(setup)
     }
 
     /// A stream-mode sink on a fresh stream of the shared Redis through a proxy of its own,
@@ -117,6 +137,9 @@ impl Harness for RedisHarness {
     type Sink = RedisSink;
 
     async fn destination(&self, case: Case) -> Result<Setup<RedisSink>, BoxError> {
+        if case == Case::Durability {
+            return self.persistent_setup().await;
+        }
         let stream = unique_name(&format!("tk-{}", case.name()));
         let via = self.proxy().await?.addr().to_string();
         let sink = stream_sink(&via, &stream)?;
@@ -301,6 +324,22 @@ impl Harness for RedisHarness {
 
     async fn start(&self) -> Result<(), BoxError> {
         Ok(self.proxy().await?.restart().await?)
+    }
+
+    fn can_restart_destination(&self) -> bool {
+        true
+    }
+
+    /// The `durability` case's private server killed and started again on its
+    /// append-only file.
+    async fn restart_destination(&self) -> Result<(), BoxError> {
+        let mut server = self.persistent.lock().await;
+        server
+            .as_mut()
+            .ok_or("no persistent server: destination(Case::Durability) makes it")?
+            .restart()
+            .await;
+        Ok(())
     }
 }
 

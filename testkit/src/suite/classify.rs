@@ -187,7 +187,12 @@ async fn judge<H: Harness>(
     expect_class(cx, fault, &f, setup.probe.as_deref(), env.id())
         .await
         .map_err(|why| format!("{why}{warm}"))?;
-    expect_landing(cx.h.reports_landing(), fault, temp, &f)
+    // What a silenced destination took: whether anything of the hook left the sink.
+    let sent_hook = setup
+        .heard()
+        .filter(|_| fault == Fault::Unacknowledged)
+        .map(|heard| contains(&heard(), env.id().as_bytes()));
+    expect_landing(cx.h.reports_landing(), fault, temp, sent_hook, &f)
         .map_err(|why| format!("{why}{warm}"))?;
     let checked = match fault {
         Fault::MissingDestination | Fault::RefusedCredential => {
@@ -217,7 +222,28 @@ async fn judge<H: Harness>(
 ///
 /// A warm sink whose destination went away may have written into a connection the outage
 /// cut before it saw the cut: it cannot know that nothing landed, so any answer is right.
-fn expect_landing(strict: bool, fault: Fault, temp: Temp, f: &Failure) -> Result<(), String> {
+///
+/// `sent_hook` is what a silenced destination took ([`Setup::with_heard`](crate::Setup::with_heard)):
+/// `Some(false)` when nothing of the hook reached it (a new connection whose login met the
+/// silence), so `false` is the truth and `true` the cautious answer; with `strict` the
+/// sink must still say one of them.
+fn expect_landing(
+    strict: bool,
+    fault: Fault,
+    temp: Temp,
+    sent_hook: Option<bool>,
+    f: &Failure,
+) -> Result<(), String> {
+    if fault == Fault::Unacknowledged && sent_hook == Some(false) {
+        let got = f.may_have_landed();
+        ensure!(
+            !strict || got.is_some(),
+            "{fault:?}: nothing of the hook reached the silent destination, and \
+             may_have_landed must say so (Some(false), or Some(true)) \
+             (Harness::reports_landing), got None: {f}"
+        );
+        return Ok(());
+    }
     let want = match (fault, temp) {
         (Fault::Unreachable, Temp::Warm) => None,
         (Fault::Unreachable | Fault::Oversized, _) => Some(false),
@@ -231,13 +257,22 @@ fn expect_landing(strict: bool, fault: Fault, temp: Temp, f: &Failure) -> Result
     ensure!(
         got != Some(!want),
         "{fault:?}: may_have_landed is {got:?}, which says the opposite of what happened \
-         (nothing listens or nothing was sent: false; the destination took the write: true)"
+         (nothing listens or nothing was sent: false; the destination took the write: true){}",
+        match sent_hook {
+            Some(true) => "; the silent destination took the hook's bytes",
+            _ => "",
+        }
     );
     ensure!(
         !strict || got == Some(want),
         "{fault:?}: may_have_landed must be Some({want}) (Harness::reports_landing), got {got:?}: {f}"
     );
     Ok(())
+}
+
+/// Whether `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The hook a fault is provoked with: `body_size` bytes for [`Fault::Oversized`] (which must

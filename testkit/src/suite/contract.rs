@@ -62,6 +62,7 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
         "the sink's alternate Debug",
         &format!("{sink:#?}"),
     )?;
+    let mut configs = check_config(&secrets, "", setup.config_texts())?;
     drop(setup);
     // Failures of the faults that answer at once must not leak either (every case
     // searches every failure it meets: `Cx::deliver`). A case that met none has checked
@@ -76,6 +77,7 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
             continue;
         };
         check_secret(&secrets, "a fault sink's Debug", &format!("{:?}", s.sink))?;
+        configs += check_config(&secrets, "a fault sink's ", s.config_texts())?;
         let env = envelope("contract", &b"{}"[..]);
         let _ = cx.deliver(&s.sink, &env, &Ctx::for_envelope(&env)).await;
         let _ = cx.check(&s.sink).await?;
@@ -89,11 +91,36 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
          succeeded",
         secrets.len()
     );
+    let configs = if configs == 0 {
+        "; no parsed config handed over (Setup::with_config): its Debug was not searched".to_owned()
+    } else {
+        format!(", {configs} parsed configs' Debug")
+    };
     Ok(Outcome::Pass(format!(
         "{} planted secrets absent from describe, Debug, {checked} fault failures and every \
-         log line",
+         log line{configs}",
         secrets.len()
     )))
+}
+
+/// Search what a setup's parsed config prints ([`Setup::with_config`](crate::Setup::with_config));
+/// 1 when there was one to search, else 0.
+fn check_config(
+    secrets: &[String],
+    whose: &str,
+    texts: &[(String, String)],
+) -> Result<usize, String> {
+    for (what, text) in texts {
+        check_secret(secrets, &format!("{whose}{what}"), text).map_err(|e| {
+            format!(
+                "{e}: a parsed sink file prints it wherever it is logged or shown ({{:?}} of \
+                 the registry's SinkConfig prints the config's own Debug). Hold the secret as \
+                 ankusa_sink_core::Secret, print URLs through redact_url, or write the \
+                 config's Debug by hand"
+            )
+        })?;
+    }
+    Ok(usize::from(!texts.is_empty()))
 }
 
 /// What makes a manifest contradict itself, or `None`: dispatch trusts every field of it, so
@@ -101,6 +128,12 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
 fn contradiction(caps: &Capabilities) -> Option<String> {
     if caps.durable && caps.ok_means == OkMeans::Sent {
         return Some("durable is true, but ok_means says an Ok is only sent".into());
+    }
+    if caps.dedupe_forever && caps.dedupe_window_s.is_some() {
+        return Some(format!(
+            "dedupe_forever is true, but dedupe_window_s says {} s",
+            caps.dedupe_window_s.unwrap_or_default()
+        ));
     }
     if caps.batch.is_some() && !caps.batched {
         return Some("it states batch limits, but batched is false".into());
@@ -133,6 +166,10 @@ mod tests {
 
         let sent = plain.clone().with_ok_means(OkMeans::Sent);
         assert!(contradiction(&sent).unwrap().contains("ok_means"));
+        let mut both = plain.clone().with_dedupe_forever();
+        both.dedupe_window_s = Some(300);
+        assert!(contradiction(&both).unwrap().contains("dedupe_forever"));
+        assert_eq!(contradiction(&plain.clone().with_dedupe_forever()), None);
         let mut limits_only = plain.clone().with_batch(Some(BatchLimits {
             max_messages: 10,
             max_bytes: 1 << 20,

@@ -1,4 +1,5 @@
-//! `durability`: a durable sink's every `Ok` is readable right after the ack.
+//! `durability`: a durable sink's every `Ok` is readable right after the ack, and still
+//! there after the destination restarts.
 
 use super::util::envelope;
 use super::{CaseResult, Cx, Outcome};
@@ -26,8 +27,10 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
     // A probe's first read may connect or join a group: not part of the bound.
     cx.read(probe).await?;
     let mut latencies = Vec::with_capacity(HOOKS);
+    let mut ids = Vec::with_capacity(HOOKS);
     for i in 0..HOOKS {
         let env = envelope("durable", format!("{{\"d\":{i}}}"));
+        ids.push(env.id().to_owned());
         cx.deliver(&setup.sink, &env, &Ctx::for_envelope(&env))
             .await
             .map_err(|f| format!("delivery {i} failed: {f}"))?;
@@ -59,11 +62,36 @@ pub(super) async fn run<H: Harness>(cx: &mut Cx<'_, H>) -> CaseResult {
     }
     latencies.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    Ok(Outcome::Pass(format!(
+    let read = format!(
         "{HOOKS} acked hooks each readable right after the ack: median {:.1} ms, max {:.1} ms \
          (bound {} ms)",
         ms(latencies[HOOKS / 2]),
         ms(latencies[HOOKS - 1]),
         DURABILITY_BOUND.as_millis()
+    );
+    if !cx.h.can_restart_destination() {
+        let why = cx.h.restart_destination_skip_reason().unwrap_or_else(|| {
+            "Harness::can_restart_destination is false: whether the destination keeps what \
+             it acked across a restart is unchecked"
+                .to_owned()
+        });
+        return Ok(Outcome::NotProvided(format!(
+            "{read}; restart of the destination not provided: {why}"
+        )));
+    }
+    let restarted = Instant::now();
+    cx.restart_destination().await?;
+    let restart_ms = restarted.elapsed().as_millis();
+    let want: Vec<&str> = ids.iter().map(String::as_str).collect();
+    cx.read_until(probe, &want).await.map_err(|why| {
+        format!(
+            "after the destination restarted (Harness::restart_destination): {why}. The sink \
+             declares durable, so every Ok must outlive a restart: a destination that keeps \
+             the hook only in memory (write-behind, fsync or synchronous commit off, a \
+             memory-only store) must not be declared durable"
+        )
+    })?;
+    Ok(Outcome::Pass(format!(
+        "{read}; all {HOOKS} read back after the destination restarted ({restart_ms} ms)"
     )))
 }

@@ -9,6 +9,7 @@ mod durability;
 mod inline;
 mod panic_safety;
 mod recovery;
+mod redelivery;
 mod round_trip;
 mod util;
 mod volume;
@@ -282,6 +283,22 @@ impl<H: Harness> Cx<'_, H> {
             self.keep(&mut m.setup);
         }
         Ok(mixed)
+    }
+
+    /// `restart_destination()` within the harness timeout, a panic included.
+    pub(crate) async fn restart_destination(&self) -> Result<(), String> {
+        AssertUnwindSafe(self.limit(
+            "the harness's restart_destination()",
+            self.h.restart_destination(),
+        ))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|p| {
+            Err(format!(
+                "the harness's restart_destination() panicked: {}",
+                util::panic_text(&*p)
+            ))
+        })
     }
 
     /// `start()` within the harness timeout, a panic included.

@@ -81,8 +81,12 @@ where
 /// The warm [`Fault::Unacknowledged`](crate::Fault::Unacknowledged) of a sink that reaches
 /// its destination through `proxy`: `setup` works for the warm-up, then `proxy`
 /// [blackholes](TcpProxy::blackhole) the sink's open connections (the write is taken, no
-/// answer comes).
+/// answer comes). The setup reads what the silence took ([`Setup::with_heard`] from
+/// [`TcpProxy::heard`]), so a sink that met the silence before sending anything of the
+/// hook may say truthfully that nothing landed.
 pub fn silent_after_warm_up<S>(setup: Setup<S>, proxy: Arc<TcpProxy>) -> WarmFault<S> {
+    let tap = Arc::clone(&proxy);
+    let setup = setup.with_heard(move || tap.heard());
     WarmFault::new(setup, move || async move {
         proxy.blackhole();
         Ok(())

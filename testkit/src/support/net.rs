@@ -64,7 +64,13 @@ pub struct TcpProxy {
     upstream: Arc<Mutex<String>>,
     mode: watch::Sender<Mode>,
     running: Mutex<Option<Running>>,
+    /// What clients sent while silent, since the last `blackhole`.
+    heard: Arc<Mutex<Vec<u8>>>,
 }
+
+/// At most this much of what clients send to a silent proxy is kept for
+/// [`TcpProxy::heard`]: a fault's hook, its login and its retries fit many times over.
+const HEARD_MAX: usize = 16 << 20;
 
 impl TcpProxy {
     /// A running proxy on a free loopback port; each connection it accepts is joined to a
@@ -79,6 +85,7 @@ impl TcpProxy {
             upstream: Arc::new(Mutex::new(upstream.into())),
             mode: watch::Sender::new(Mode::Forward),
             running: Mutex::new(None),
+            heard: Arc::default(),
         };
         proxy.serve(listener);
         Ok(proxy)
@@ -99,11 +106,13 @@ impl TcpProxy {
         let tracked = Arc::clone(&conns);
         let upstream = Arc::clone(&self.upstream);
         let mode = self.mode.subscribe();
+        let heard = Arc::clone(&self.heard);
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let upstream = lock(&upstream).clone();
                 let mode = mode.clone();
-                lock(&tracked).spawn(pump(client, upstream, mode));
+                let heard = Arc::clone(&heard);
+                lock(&tracked).spawn(pump(client, upstream, mode, heard));
             }
         });
         *lock(&self.running) = Some((accept, conns));
@@ -151,8 +160,19 @@ impl TcpProxy {
     /// on a connection it already holds must meet with its own ack timeout. Takes effect on
     /// every connection before the next byte is forwarded; [`restart`](Self::restart)
     /// forwards again.
+    ///
+    /// What the clients send from now on is kept for [`heard`](Self::heard).
     pub fn blackhole(&self) {
+        lock(&self.heard).clear();
         self.mode.send_replace(Mode::Blackhole);
+    }
+
+    /// The bytes clients sent since the last [`blackhole`](Self::blackhole), in the order
+    /// each connection sent them (connections one after another as they were read; the
+    /// first 16 MiB): whether a sink sent anything of a hook into the silence, for
+    /// [`Setup::with_heard`](crate::Setup::with_heard). Empty before any blackhole.
+    pub fn heard(&self) -> Vec<u8> {
+        lock(&self.heard).clone()
     }
 
     /// Join new connections to `upstream` from now on, and cut every open one (returning
@@ -174,7 +194,12 @@ impl TcpProxy {
 /// One proxied connection: joined to `upstream` while the mode is forward, then (once it
 /// is blackhole) the upstream closed and the client's bytes read and dropped until it
 /// closes.
-async fn pump(mut client: TcpStream, upstream: String, mut mode: watch::Receiver<Mode>) {
+async fn pump(
+    mut client: TcpStream,
+    upstream: String,
+    mut mode: watch::Receiver<Mode>,
+    heard: Arc<Mutex<Vec<u8>>>,
+) {
     if *mode.borrow_and_update() == Mode::Forward {
         let Ok(mut up) = TcpStream::connect(&upstream).await else {
             return;
@@ -195,7 +220,11 @@ async fn pump(mut client: TcpStream, upstream: String, mut mode: watch::Receiver
     loop {
         match client.read(&mut buf).await {
             Ok(0) | Err(_) => return,
-            Ok(_) => {}
+            Ok(n) => {
+                let mut kept = lock(&heard);
+                let room = HEARD_MAX.saturating_sub(kept.len()).min(n);
+                kept.extend_from_slice(&buf[..room]);
+            }
         }
     }
 }
@@ -297,6 +326,13 @@ mod tests {
             let read = tokio::time::timeout(Duration::from_millis(300), conn.read(&mut got));
             assert!(read.await.is_err(), "a blackholed connection answered");
         }
+        // What reached the silence is kept, and what went before it (the echoed ping) not.
+        let heard = proxy.heard();
+        assert!(
+            heard == b"lostlost too" || heard == b"lost toolost",
+            "{:?}",
+            String::from_utf8_lossy(&heard)
+        );
         proxy.restart().await.unwrap();
         assert_eq!(echo_through(&proxy).await.unwrap(), b"ping");
     }

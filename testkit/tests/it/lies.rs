@@ -173,6 +173,12 @@ macro_rules! harness_over_memory {
             async fn start(&self) -> Result<(), BoxError> {
                 self.inner.start().await
             }
+            fn can_restart_destination(&self) -> bool {
+                true
+            }
+            async fn restart_destination(&self) -> Result<(), BoxError> {
+                self.inner.restart_destination().await
+            }
         }
     };
 }

@@ -3,6 +3,7 @@
 
 mod broken;
 mod lies;
+mod round_three;
 
 use ankusa_sink_core::{BoxError, Sink, async_trait};
 use ankusa_sink_testkit::memory::{MemoryHarness, MemorySink};
@@ -126,6 +127,7 @@ async fn skips_are_skips_not_passes() {
     for case in [
         Case::Contract,
         Case::RoundTrip,
+        Case::Redelivery,
         Case::ClassifyMissingDestination,
         Case::ClassifyRefusedCredential,
         Case::ClassifyUnreachable,
@@ -156,6 +158,7 @@ async fn skips_are_skips_not_passes() {
             || matches!(
                 case,
                 Case::RoundTrip
+                    | Case::Redelivery
                     | Case::InlineBoundary
                     | Case::Concurrency
                     | Case::Volume
