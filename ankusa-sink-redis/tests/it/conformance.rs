@@ -83,7 +83,7 @@ impl RedisHarness {
         let server = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]).await;
         let stream = unique_name("tk-durability");
         let cfg = RedisConfig::stream(server.url(), &stream)?
-            .with_user("default", Secret::new(PLANTED))
+            .with_user("default", Secret::new(PLANTED))?
             .with_timeout(Duration::from_secs(2))
             .with_durable(true)?;
         let setup = setup(server.url(), stream, RedisSink::new(cfg)?);
