@@ -147,42 +147,6 @@ struct LiarHarness {
     lie: Lie,
 }
 
-/// `#[async_trait] impl Harness for $harness` with `$items`, and the rest as the memory
-/// harness in its `inner` field has it, except that the sink reports landing and the
-/// destination restarts.
-macro_rules! harness_over_memory {
-    ($harness:ty { $($items:tt)* }) => {
-        #[async_trait]
-        impl Harness for $harness {
-            $($items)*
-            fn check_detects(&self, fault: Fault) -> bool {
-                self.inner.check_detects(fault)
-            }
-            fn secrets(&self) -> Vec<String> {
-                self.inner.secrets()
-            }
-            fn reports_landing(&self) -> bool {
-                true
-            }
-            fn can_restart(&self) -> bool {
-                true
-            }
-            async fn stop(&self) -> Result<(), BoxError> {
-                self.inner.stop().await
-            }
-            async fn start(&self) -> Result<(), BoxError> {
-                self.inner.start().await
-            }
-            fn can_restart_destination(&self) -> bool {
-                true
-            }
-            async fn restart_destination(&self) -> Result<(), BoxError> {
-                self.inner.restart_destination().await
-            }
-        }
-    };
-}
-
 impl LiarHarness {
     fn new(lie: Lie) -> Self {
         LiarHarness {

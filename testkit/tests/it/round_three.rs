@@ -160,8 +160,7 @@ impl TwinHarness {
     }
 }
 
-#[async_trait]
-impl Harness for TwinHarness {
+harness_over_memory!(TwinHarness {
     type Sink = TwinSink;
     async fn destination(&self, case: Case) -> Result<Setup<TwinSink>, BoxError> {
         Ok(self.wrap(self.inner.destination(case).await?))
@@ -177,35 +176,11 @@ impl Harness for TwinHarness {
             .await?
             .map(|w| w.map_sink(|inner| TwinSink { inner, twin })))
     }
-    fn check_detects(&self, fault: Fault) -> bool {
-        self.inner.check_detects(fault)
-    }
-    fn secrets(&self) -> Vec<String> {
-        self.inner.secrets()
-    }
-    fn reports_landing(&self) -> bool {
-        true
-    }
-    fn can_restart(&self) -> bool {
-        true
-    }
-    async fn stop(&self) -> Result<(), BoxError> {
-        self.inner.stop().await
-    }
-    async fn start(&self) -> Result<(), BoxError> {
-        self.inner.start().await
-    }
-    fn can_restart_destination(&self) -> bool {
-        true
-    }
-    async fn restart_destination(&self) -> Result<(), BoxError> {
-        self.inner.restart_destination().await
-    }
     fn read_timeout(&self) -> Duration {
         // Every delivery here is synchronous: what is missing after 2 s never arrives.
         Duration::from_secs(2)
     }
-}
+});
 
 /// Run the whole suite on `twin`: it must fail `case` alone, and the reason.
 async fn only_caught_by(twin: Twin, case: Case) -> String {
