@@ -2,7 +2,7 @@
 
 use crate::server::{Reply, Server, always, sequence};
 use crate::{class_of, deliver, envelope};
-use ankusa_sink_core::Class;
+use ankusa_sink_core::{Class, Failure};
 use ankusa_sink_http::{HttpConfig, HttpSink};
 use std::sync::Arc;
 
@@ -53,20 +53,27 @@ fn authorization(c: &crate::server::Captured) -> Option<&str> {
         .map(|(_, v)| v.as_str())
 }
 
+/// Twenty deliveries of one hook on `sink` at once, their results in spawn order.
+async fn twenty_at_once(sink: &Arc<HttpSink>) -> Vec<Result<(), Failure>> {
+    let all: Vec<_> = (0..20)
+        .map(|_| {
+            let sink = sink.clone();
+            tokio::spawn(async move { deliver(&sink, &envelope(b"{}")).await })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for d in all {
+        out.push(d.await.unwrap());
+    }
+    out
+}
+
 #[tokio::test]
 async fn a_token_is_fetched_once_shared_and_sent_as_bearer() {
     let tokens = Server::start(always(token("tok-1", 3600))).await;
     let dest = Server::start(always(Reply::status(200))).await;
-    let sink = Arc::new(sink(&dest, &tokens.url("/token")));
-    let mut all = Vec::new();
-    for _ in 0..20 {
-        let sink = sink.clone();
-        all.push(tokio::spawn(async move {
-            deliver(&sink, &envelope(b"{}")).await
-        }));
-    }
-    for d in all {
-        d.await.unwrap().unwrap();
+    for r in twenty_at_once(&Arc::new(sink(&dest, &tokens.url("/token")))).await {
+        r.unwrap();
     }
     assert_eq!(tokens.requests(), 1, "one refresh, shared by 20 deliveries");
     let asked = &tokens.captured()[0];
@@ -303,15 +310,7 @@ async fn a_failed_refresh_is_shared_by_the_deliveries_that_waited_for_it() {
     .await;
     let dest = Server::start(always(Reply::status(200))).await;
     let sink = Arc::new(sink(&dest, &tokens.url("/token")));
-    let mut all = Vec::new();
-    for _ in 0..20 {
-        let sink = sink.clone();
-        all.push(tokio::spawn(async move {
-            deliver(&sink, &envelope(b"{}")).await
-        }));
-    }
-    for d in all {
-        let r = d.await.unwrap();
+    for r in twenty_at_once(&sink).await {
         assert_eq!(class_of(&r), Class::Transient);
     }
     assert_eq!(
