@@ -70,6 +70,13 @@ promtool test rules deploy/prometheus/ankusa-alerts.test.yml
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
+step "fuzz targets: formatted, compile and lint against the library (not run: scripts/fuzz.sh)"
+# Outside the workspace (nightly to run), but a stable check keeps them building as the
+# parsers change; seconds when warm. Its lock is the workspace's plus libFuzzer.
+cp Cargo.lock fuzz/Cargo.lock
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
+cargo clippy --manifest-path fuzz/Cargo.toml --bins -- -D warnings
+
 step "cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --locked --quiet
 
