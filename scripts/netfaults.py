@@ -36,6 +36,11 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 RUN = uuid.uuid4().hex[:8]
+# When each hook (by its `k`) was acknowledged by the broker, in publish order.
+PUBLISHED_AT = []
+# A hook first delivered this long after it was both published and reachable (the heal) was
+# held somewhere: counted as "late".
+LATE_S = 10
 
 
 def log(msg):
@@ -163,6 +168,7 @@ async def publish_nats(url, subject, envs, seconds):
     gap = seconds / max(len(envs), 1)
     for e in envs:
         await js.publish(subject, e)
+        PUBLISHED_AT.append(time.monotonic())
         await asyncio.sleep(gap)
     await nc.close()
 
@@ -176,6 +182,7 @@ def publish_amqp(url, queue, envs, seconds):
     gap = seconds / max(len(envs), 1)
     for e in envs:
         ch.basic_publish("", queue, e, pika.BasicProperties(delivery_mode=2))
+        PUBLISHED_AT.append(time.monotonic())
         time.sleep(gap)
     conn.close()
 
@@ -322,6 +329,11 @@ async def main():
         cmd = ["ip", "netns", "exec", a.ns, a.bin, "forward", "--from", src_toml, "--sink",
                sink_toml, "--dead-letter", dl, "--max-unacked", "256", "--metrics-addr",
                metrics_addr]
+        # A shorter ack_wait needs a shorter attempt timeout (the source refuses one that
+        # is not longer); the sink's own timeout (5 s) stays under both.
+        timeout_flags = (["--attempt-timeout", str(max(1, a.ack_wait_ms // 2000))]
+                         if a.ack_wait_ms else [])
+        cmd += timeout_flags
         if not a.no_retry:
             cmd.append("--retry")
         summary["retry"] = not a.no_retry
@@ -339,7 +351,8 @@ async def main():
             dls.append(dl2)
             err2_path = os.path.join(a.dir, "forward2.log")
             fwd2 = subprocess.Popen([a.bin, "forward", "--from", src2, "--sink", sink_toml,
-                                     "--dead-letter", dl2, "--max-unacked", "256", "--retry"],
+                                     "--dead-letter", dl2, "--max-unacked", "256", "--retry",
+                                     *timeout_flags],
                                     stdout=subprocess.DEVNULL, stderr=open(err2_path, "w"))
             procs.append(fwd2)
         t0 = time.monotonic()
@@ -380,7 +393,7 @@ async def main():
                 log(f"forwarder exited with {fwd.returncode}")
                 break
             await asyncio.sleep(0.2)
-        summary["metrics"] = scrape(a.ns, metrics_addr)
+        summary["metrics"] = await asyncio.to_thread(scrape, a.ns, metrics_addr)
         got, times = coll.snapshot()
         delivered = wanted & set(got)
         missing = wanted - delivered - dead
@@ -406,10 +419,20 @@ async def main():
             summary["first_delivery_after_heal_s"] = (
                 round(min(after) - heal, 2) if after else None)
             summary["drained_after_heal_s"] = round(drained - heal, 1) if drained else None
+            # Held past the heal: records a broker handed out into the cut, waiting for a
+            # redelivery (NATS: the consumer's ack_wait).
+            late = [k for k, v in got.items() if k in wanted and k < len(PUBLISHED_AT)
+                    and min(v) - max(PUBLISHED_AT[k], heal) > LATE_S]
+            summary["late_after_heal"] = len(late)
+            if late:
+                summary["late_first_delivery_after_heal_s"] = round(
+                    min(min(got[k]) for k in late) - heal, 1)
         summary["recover_limit_s"] = a.recover_limit
         fwd.terminate()
         try:
-            fwd.wait(timeout=40)
+            # Waited off the event loop: the relays run on it, and the forwarder's last
+            # answers and acks still pass through them while it stops.
+            await asyncio.to_thread(fwd.wait, 40)
         except subprocess.TimeoutExpired:
             fwd.kill()
             summary["stop"] = "killed: did not stop within 40 s of SIGTERM"
@@ -418,7 +441,7 @@ async def main():
         summary["forwarder_summary"] = [x for x in lines if x.startswith("delivered ")]
         if fwd2:
             fwd2.terminate()
-            fwd2.wait(timeout=40)
+            await asyncio.to_thread(fwd2.wait, 40)
             lines2 = open(err2_path, errors="replace").read().splitlines()
             summary["second_forwarder_summary"] = [x for x in lines2
                                                    if x.startswith("delivered ")]
