@@ -45,9 +45,14 @@ src_host="10.200.$n.1" sink_host="10.201.$n.1"
 work="$(mktemp -d /tmp/netfaults.XXXXXX)"
 keep_work="${NETFAULTS_KEEP:-}"
 
+case_pid=
 cleanup() {
-  # The forwarder and every helper are children of netfaults.py, which kills them; any left
-  # inside the namespace are killed by pid before it goes.
+  # The forwarder and every helper are children of netfaults.py, which kills them on
+  # SIGTERM; any left inside the namespace are killed by pid before it goes.
+  if [ -n "$case_pid" ]; then
+    kill "$case_pid" 2>/dev/null || true
+    wait "$case_pid" 2>/dev/null || true
+  fi
   local pids
   pids=$(ip netns pids "$ns" 2>/dev/null || true)
   [ -n "$pids" ] && kill -9 $pids 2>/dev/null || true
@@ -56,29 +61,38 @@ cleanup() {
   ip link del "$sink_h" 2>/dev/null || true
   if [ -z "$keep_work" ]; then rm -rf "$work"; else echo "netfaults: kept $work"; fi
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 ip netns add "$ns" 2>/dev/null || skip "ip netns add failed (no network namespaces here)"
 ip -n "$ns" link set lo up
 link() { # host-end ns-end host-addr ns-addr
-  ip link add "$1" type veth peer name "$2"
-  ip link set "$2" netns "$ns"
-  ip addr add "$3/30" dev "$1"
-  ip link set "$1" up
-  ip -n "$ns" addr add "$4/30" dev "$2"
-  ip -n "$ns" link set "$2" up
+  ip link add "$1" type veth peer name "$2" &&
+    ip link set "$2" netns "$ns" &&
+    ip addr add "$3/30" dev "$1" &&
+    ip link set "$1" up &&
+    ip -n "$ns" addr add "$4/30" dev "$2" &&
+    ip -n "$ns" link set "$2" up
 }
-link "$src_h" "$src_n" "$src_host" "10.200.$n.2"
-link "$sink_h" "$sink_n" "$sink_host" "10.201.$n.2"
+link "$src_h" "$src_n" "$src_host" "10.200.$n.2" || skip "cannot make a veth link here"
+link "$sink_h" "$sink_n" "$sink_host" "10.201.$n.2" || skip "cannot make a veth link here"
 
 run_case() { # case [flags...]
   local c="$1"; shift
   local d="$work/$c"
   mkdir -p "$d"
   echo "==> netfaults: $c $*"
+  # In the background and waited for, so a signal to this script runs the trap at once
+  # (the trap stops the case, which stops what it started).
   "$py" scripts/netfaults.py --case "$c" --bin "$bin" --ns "$ns" \
     --src-host "$src_host" --sink-host "$sink_host" --src-link "$src_n" --sink-link "$sink_n" \
-    --dir "$d" "$@"
+    --dir "$d" "$@" &
+  case_pid=$!
+  local rc=0
+  wait "$case_pid" || rc=$?
+  case_pid=
+  return "$rc"
 }
 
 status=0
