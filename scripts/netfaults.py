@@ -13,12 +13,17 @@ Cases:
   JetStream server started for the run on the host end.
 - `amqp-source`: the same against RabbitMQ, reached through a TCP relay on the host end
   (the RabbitMQ on 127.0.0.1 cannot be bound twice); the link going down is the fault.
+- `kafka-source`: the same against a tansu (Kafka) started for the run on the host end
+  (`--tansu`), advertising that address.
 - `nats-sink`: NATS source, a partition between the forwarder and its HTTP sink.
 - `latency`: NATS source; every byte to the NATS server and to the sink passes a relay that
   delays each chunk by `--delay-ms`, and `--stall-pct` % of new connections are held
-  without a byte for `--stall-s` seconds.
+  without a byte for `--stall-s` seconds (the first connection of each relay is spared).
+- `nats-takeover`: a NATS source partition while a second forwarder of the same durable
+  consumer runs on the host; with a partition longer than `--ack-wait-ms` it takes over.
 
-Needs the interop venv (scripts/services/interop.sh: nats-py, pika) and nats-server.
+Needs the interop venv (scripts/services/interop.sh: nats-py, pika, confluent-kafka) and
+nats-server.
 """
 
 import argparse
@@ -194,6 +199,19 @@ async def quiet(_e):
     """nats-py's error callback: the probe for the server's start expects refusals."""
 
 
+def publish_kafka(brokers, topic, envs, seconds):
+    from confluent_kafka import Producer
+
+    prod = Producer({"bootstrap.servers": brokers, "acks": "all"})
+    gap = seconds / max(len(envs), 1)
+    for e in envs:
+        prod.produce(topic, e)
+        if prod.flush(30) != 0:
+            raise SystemExit("kafka: a publish was not acknowledged within 30 s")
+        PUBLISHED_AT.append(time.monotonic())
+        time.sleep(gap)
+
+
 def ns_ip(ns, *args):
     subprocess.run(["ip", "netns", "exec", ns, "ip", *args], check=True)
 
@@ -218,7 +236,8 @@ def scrape(ns, addr):
 async def main():
     p = argparse.ArgumentParser()
     p.add_argument("--case", required=True,
-                   choices=["nats-source", "amqp-source", "nats-sink", "latency", "nats-takeover"])
+                   choices=["nats-source", "amqp-source", "kafka-source", "nats-sink", "latency",
+                            "nats-takeover"])
     p.add_argument("--bin", required=True)
     p.add_argument("--ns", required=True)
     p.add_argument("--src-host", required=True)
@@ -238,6 +257,7 @@ async def main():
     p.add_argument("--delay-ms", type=float, default=200)
     p.add_argument("--stall-pct", type=float, default=5)
     p.add_argument("--stall-s", type=float, default=60)
+    p.add_argument("--tansu", help="the tansu binary (scripts/services/kafka.sh bin)")
     p.add_argument("--amqp-url", default=os.environ.get(
         "ANKUSA_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2f"))
     a = p.parse_args()
@@ -290,6 +310,36 @@ async def main():
                 c.close()
 
             publisher = asyncio.to_thread(publish_amqp, a.amqp_url, queue, envs, a.publish_s)
+        elif a.case == "kafka-source":
+            from confluent_kafka.admin import AdminClient, NewTopic
+
+            if not a.tansu:
+                raise SystemExit("kafka-source needs --tansu")
+            # A Kafka (tansu) of its own on the source link's host end, advertising that
+            # address: a relay would hand the forwarder the loopback listener instead.
+            brokers = f"{a.src_host}:{nats_port}"
+            srv = subprocess.Popen([a.tansu, "broker", "--listener-url", f"tcp://{brokers}",
+                                    "--advertised-listener-url", f"tcp://{brokers}",
+                                    "--storage-engine", "memory://tansu/"],
+                                   stdout=subprocess.DEVNULL,
+                                   stderr=open(os.path.join(a.dir, "tansu.log"), "w"))
+            procs.append(srv)
+            topic = f"netfaults-{RUN}"
+            admin = AdminClient({"bootstrap.servers": brokers})
+            for _ in range(100):
+                try:
+                    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+                        f.result(timeout=5)
+                    break
+                except Exception:
+                    await asyncio.sleep(0.3)
+            else:
+                raise SystemExit("tansu did not start")
+            with open(src_toml, "w") as f:
+                f.write(f'type = "kafka"\nbrokers = ["{brokers}"]\ntopic = "{topic}"\n'
+                        f'group = "netfaults-{RUN}"\nstart = "earliest"\n'
+                        '[properties]\n"session.timeout.ms" = "10000"\n')
+            publisher = asyncio.to_thread(publish_kafka, brokers, topic, envs, a.publish_s)
         else:
             import nats
 

@@ -7,10 +7,10 @@
 # always removes the namespace, the links and the processes.
 #
 #   scripts/netfaults.sh quick     one 8 s partition of a NATS source (~30 s; scripts/test.sh)
-#   scripts/netfaults.sh full      30 s partitions of a NATS and a RabbitMQ source and of the
-#                                  sink; 200 ms latency with 5 % of connections stalled for a
-#                                  minute; a 45 s partition past a 15 s ack_wait while a second
-#                                  forwarder on the host takes over (~10 min)
+#   scripts/netfaults.sh full      30 s partitions of a NATS, a RabbitMQ and a Kafka source
+#                                  and of the sink; 200 ms latency with 5 % of connections
+#                                  stalled for a minute; a 45 s partition past a 15 s ack_wait
+#                                  while a second forwarder on the host takes over (~10 min)
 #   scripts/netfaults.sh CASE [netfaults.py flags...]   one case (see netfaults.py)
 #
 # Skips (exit 0, one line) where namespaces cannot be made: not root, no `ip netns`, or no
@@ -78,6 +78,10 @@ link() { # host-end ns-end host-addr ns-addr
 link "$src_h" "$src_n" "$src_host" "10.200.$n.2" || skip "cannot make a veth link here"
 link "$sink_h" "$sink_n" "$sink_host" "10.201.$n.2" || skip "cannot make a veth link here"
 
+# Kafka: a tansu of the run's own (installed by scripts/services/kafka.sh); without it the
+# Kafka case is left out with a line saying so.
+tansu=$(bash scripts/services/kafka.sh bin 2>/dev/null || true)
+
 run_case() { # case [flags...]
   local c="$1"; shift
   local d="$work/$c"
@@ -87,7 +91,7 @@ run_case() { # case [flags...]
   # (the trap stops the case, which stops what it started).
   "$py" scripts/netfaults.py --case "$c" --bin "$bin" --ns "$ns" \
     --src-host "$src_host" --sink-host "$sink_host" --src-link "$src_n" --sink-link "$sink_n" \
-    --dir "$d" "$@" &
+    --dir "$d" ${tansu:+--tansu "$tansu"} "$@" &
   case_pid=$!
   local rc=0
   wait "$case_pid" || rc=$?
@@ -103,6 +107,11 @@ case "$mode" in
   full)
     run_case nats-source "$@" || status=1
     run_case amqp-source "$@" || status=1
+    if [ -n "$tansu" ]; then
+      run_case kafka-source "$@" || status=1
+    else
+      echo "SKIP netfaults kafka-source: no tansu (scripts/services/kafka.sh)"
+    fi
     run_case nats-sink "$@" || status=1
     run_case latency --publish-s 90 --recover-limit 120 "$@" || status=1
     run_case nats-takeover --cut-s 45 --ack-wait-ms 15000 "$@" || status=1 ;;
