@@ -98,6 +98,11 @@ rm -f "$log"
 # The registry without adapters: types not compiled in must be clear errors.
 cargo test -p ankusa-sinks --lib --locked
 
+step "network faults, quick case: a NATS source partitioned for 8 s (docs/faults.md)"
+# Skips with one line where network namespaces cannot be made (not root, no ip netns);
+# the script removes its namespace, links and processes whatever happens.
+bash scripts/netfaults.sh quick
+
 step "example third-party sink: built, linted, certified and licence-checked from its own directory"
 # Outside the workspace, with its own lock file and path dependencies on core and the
 # testkit, as an outside author's crate is (same CARGO_TARGET_DIR: shared dependencies
