@@ -1,6 +1,7 @@
 //! `ankusa-sink dead-letters stats|list`: what never got delivered, and why, read from a
 //! dead-letter file or from the source a dead-letter sink feeds, without taking any.
 
+use crate::from_source::OpenError;
 use crate::lines::{InputLine, read_line};
 use crate::output::escape_control;
 use crate::{DeadLettersArgs, DeadLettersCommand, UsageError};
@@ -77,7 +78,11 @@ pub(crate) async fn run(c: DeadLettersCommand) -> Result<ExitCode, UsageError> {
         DeadLettersCommand::Stats(a) => (true, a),
         DeadLettersCommand::List(a) => (false, a),
     };
-    let read = read(&a).await?;
+    let read = match read(&a).await {
+        Ok(read) => read,
+        Err(OpenError::Usage(e)) => return Err(e),
+        Err(OpenError::Unavailable(why)) => return Ok(crate::source_unavailable(&why)),
+    };
     let mut out = std::io::stdout().lock();
     let written = if stats {
         write_stats(&mut out, &read, a.json)
@@ -94,7 +99,7 @@ pub(crate) async fn run(c: DeadLettersCommand) -> Result<ExitCode, UsageError> {
 }
 
 /// Read every dead letter of `--input` or `--from`.
-async fn read(a: &DeadLettersArgs) -> Result<Read, UsageError> {
+async fn read(a: &DeadLettersArgs) -> Result<Read, OpenError> {
     let filter = a.filter.filter();
     let mut read = Read::default();
     if let Some(input) = &a.input {
@@ -106,7 +111,7 @@ async fn read(a: &DeadLettersArgs) -> Result<Read, UsageError> {
                 Ok(Some(InputLine::Bytes(b))) if b.iter().all(u8::is_ascii_whitespace) => {}
                 Ok(Some(InputLine::Bytes(b))) => read.take(&b, &filter),
                 Ok(Some(InputLine::TooLong)) => read.not_dead_letters += 1,
-                Err(e) => return Err(UsageError(format!("reading {input}: {e}"))),
+                Err(e) => return Err(UsageError(format!("reading {input}: {e}")).into()),
             }
         }
         return Ok(read);
@@ -125,7 +130,7 @@ async fn read(a: &DeadLettersArgs) -> Result<Read, UsageError> {
     let source = config
         .open(&options)
         .await
-        .map_err(|e| UsageError(format!("{}: {e}", from.display())))?;
+        .map_err(|e| OpenError::of(from.display(), e))?;
     let stop = ankusa_dispatch::forward::ForwardStop::default();
     let browsed = ankusa_dispatch::forward::browse(
         source,

@@ -1,6 +1,7 @@
 //! `deliver` and `forward`: hooks through an `ankusa-dispatch` dispatcher to one sink or
 //! several (fan-out), one outcome line per (hook, sink).
 
+use crate::from_source::OpenError;
 use crate::hooks::{NamedSink, Stop, hook_of};
 use crate::lines::{Parsed, spawn_reader};
 use crate::output::{Output, escape_control};
@@ -714,7 +715,11 @@ pub(crate) async fn forward(
             Some(spec) => Some(claim_store(spec, a.max_line_bytes)?),
             None => None,
         };
-        let source = crate::from_source::open(from, &options, &sinks, a.redrive).await?;
+        let source = match crate::from_source::open(from, &options, &sinks, a.redrive).await {
+            Ok(source) => source,
+            Err(OpenError::Usage(e)) => return Err(e),
+            Err(OpenError::Unavailable(why)) => return Ok(crate::source_unavailable(&why)),
+        };
         let redrive = a.redrive.then(|| {
             ankusa_dispatch::forward::Redrive::new(a.filter.filter(), ulid::Ulid::new().to_string())
         });

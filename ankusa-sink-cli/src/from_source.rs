@@ -6,7 +6,7 @@
 use crate::UsageError;
 use crate::hooks::NamedSink;
 use ankusa_sinks::SourceConfig;
-use ankusa_source::{Source, SourceOptions};
+use ankusa_source::{Source, SourceError, SourceOptions};
 use serde::Serialize;
 use std::num::NonZeroUsize;
 use std::path::Path;
@@ -39,13 +39,13 @@ pub(crate) async fn open(
     options: &SourceOptions,
     named: &[NamedSink],
     redrive: bool,
-) -> Result<Opened, UsageError> {
+) -> Result<Opened, OpenError> {
     if redrive {
         let config = read_config(path, "--from", &path.display().to_string()).await?;
         let source = config
             .open(options)
             .await
-            .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
+            .map_err(|e| OpenError::of(path.display(), e))?;
         return Ok(Opened {
             main: Main::Shared(source),
             parks: Vec::new(),
@@ -62,7 +62,7 @@ pub(crate) async fn open(
 async fn open_parks(
     named: &[NamedSink],
     options: &SourceOptions,
-) -> Result<Vec<(String, Box<dyn Source>)>, UsageError> {
+) -> Result<Vec<(String, Box<dyn Source>)>, OpenError> {
     let mut parks = Vec::new();
     for s in named {
         let Some(p) = &s.park else {
@@ -79,7 +79,7 @@ async fn open_parks(
         let source = config
             .open(options)
             .await
-            .map_err(|e| UsageError(format!("{label}: {e}")))?;
+            .map_err(|e| OpenError::of(&label, e))?;
         tracing::info!(
             sink = %s.name,
             source = %config.reads_as(),
@@ -90,6 +90,32 @@ async fn open_parks(
         parks.push((s.name.clone(), source));
     }
     Ok(parks)
+}
+
+/// Why a source could not be opened at start: its configuration (exit 2), or a source that
+/// did not answer (exit 69: a network fault or a broker down, for a supervisor to retry).
+#[derive(Debug)]
+pub(crate) enum OpenError {
+    /// The files, the options, or what the broker said of them.
+    Usage(UsageError),
+    /// [`SourceError::Fatal`] at open: unreachable, or not answering in time.
+    Unavailable(String),
+}
+
+impl From<UsageError> for OpenError {
+    fn from(e: UsageError) -> Self {
+        OpenError::Usage(e)
+    }
+}
+
+impl OpenError {
+    /// The error of opening the source `label` names.
+    pub(crate) fn of(label: impl std::fmt::Display, e: SourceError) -> Self {
+        match e {
+            SourceError::Config(_) => OpenError::Usage(UsageError(format!("{label}: {e}"))),
+            _ => OpenError::Unavailable(format!("{label}: {e}")),
+        }
+    }
 }
 
 /// The source file at `path` (given as `flag`), parsed; a parse error starts with `label`.
@@ -109,7 +135,7 @@ async fn open_main(
     path: &Path,
     options: &SourceOptions,
     sinks: &[String],
-) -> Result<Main, UsageError> {
+) -> Result<Main, OpenError> {
     let at = |e: &dyn std::fmt::Display| UsageError(format!("{}: {e}", path.display()));
     let config = read_config(path, "--from", &path.display().to_string()).await?;
     let configs = match split(&config, sinks).map_err(|e| at(&e))? {
@@ -126,7 +152,10 @@ async fn open_main(
                     config.kind()
                 );
             }
-            let source = config.open(options).await.map_err(|e| at(&e))?;
+            let source = config
+                .open(options)
+                .await
+                .map_err(|e| OpenError::of(path.display(), e))?;
             return Ok(Main::Shared(source));
         }
     };
@@ -136,7 +165,7 @@ async fn open_main(
         let source = c
             .open(options)
             .await
-            .map_err(|e| UsageError(format!("{} (for sink {sink}): {e}", path.display())))?;
+            .map_err(|e| OpenError::of(format!("{} (for sink {sink})", path.display()), e))?;
         sources.push((sink, source));
     }
     Ok(Main::PerSink(sources))

@@ -35,6 +35,18 @@ const EXIT_NOT_CHECKED: u8 = 4;
 const EXIT_OUTPUT: u8 = 74;
 /// Exit code when the dispatcher's scheduler task died, a bug (sysexits' EX_SOFTWARE).
 const EXIT_SOFTWARE: u8 = 70;
+/// Exit code when the `--from` source did not answer at start: unreachable or not
+/// answering in time, not a configuration error (sysexits' EX_UNAVAILABLE).
+const EXIT_UNAVAILABLE: u8 = 69;
+
+/// Say why the source could not be opened, and the exit code for it: nothing was read.
+fn source_unavailable(why: &str) -> ExitCode {
+    output::note(&format!(
+        "ankusa-sink: the source did not answer (try again; nothing was read): {}",
+        output::escape_control(why)
+    ));
+    ExitCode::from(EXIT_UNAVAILABLE)
+}
 
 #[derive(Parser, Debug)]
 #[command(

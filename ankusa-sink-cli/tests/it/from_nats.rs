@@ -254,3 +254,72 @@ fn an_undecodable_record_is_dead_lettered_and_acked() {
     let i = s.info();
     assert_eq!((i.num_pending, i.num_ack_pending), (0, 0));
 }
+
+/// A source that does not answer at start is not a usage error: exit 69 (EX_UNAVAILABLE,
+/// for a supervisor to retry), nothing read, and the same for `dead-letters`. A source the
+/// broker refuses by its config stays exit 2.
+#[test]
+fn a_source_that_does_not_answer_at_start_exits_69_not_2() {
+    let addr = super::free_addr();
+    let from = temp_file(
+        "from.toml",
+        &format!(
+            "type = \"nats\"\nurl = \"nats://{addr}\"\nstream = \"s\"\nconsumer = \"c\"\n\
+             connect_timeout_ms = 500\n"
+        ),
+    );
+    let sink = temp_file("log.toml", "type = \"log\"\n");
+    let out = super::run_with(
+        &[
+            "forward",
+            "--json",
+            "--from",
+            from.to_str().unwrap(),
+            "--sink",
+            sink.to_str().unwrap(),
+            "--allow-non-durable",
+        ],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{stderr}");
+    assert!(stderr.contains("the source did not answer"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    let out = super::run_with(
+        &["dead-letters", "stats", "--from", from.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(69),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A stream that does not exist on a server that answers: the config's, exit 2.
+    let missing = temp_file(
+        "from.toml",
+        &format!(
+            "type = \"nats\"\nurl = \"{NATS_URL}\"\nstream = \"ankusa_no_such_{}\"\n\
+             consumer = \"c\"\n",
+            std::process::id()
+        ),
+    );
+    let out = super::run_with(
+        &[
+            "forward",
+            "--json",
+            "--from",
+            missing.to_str().unwrap(),
+            "--sink",
+            sink.to_str().unwrap(),
+            "--allow-non-durable",
+        ],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
