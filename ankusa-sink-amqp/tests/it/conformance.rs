@@ -64,34 +64,11 @@ impl AmqpHarness {
         let url = node.url();
         *self.node.lock().unwrap() = Some(Arc::clone(&node));
         let (exchange, queue) = (unique("durable"), unique("durable.q"));
-        let conn = Connection::connect(&url, ConnectionProperties::default()).await?;
-        let ch = conn.create_channel().await?;
         let durable = ExchangeDeclareOptions {
             durable: true,
             ..Default::default()
         };
-        ch.exchange_declare(
-            exchange.as_str().into(),
-            ExchangeKind::Topic,
-            durable,
-            FieldTable::default(),
-        )
-        .await?;
-        let durable = QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        };
-        ch.queue_declare(queue.as_str().into(), durable, FieldTable::default())
-            .await?;
-        ch.queue_bind(
-            queue.as_str().into(),
-            exchange.as_str().into(),
-            "#".into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
-        let _ = conn.close(200, "OK".into()).await;
+        declare_bound(&url, &exchange, &queue, durable, FieldTable::default()).await?;
         let sink = AmqpSink::new(AmqpConfig::new(&url, &exchange)?);
         let slot = Arc::clone(&self.node);
         drop(node);
@@ -104,6 +81,41 @@ impl AmqpHarness {
                 Ok(())
             }))
     }
+}
+
+/// Declare the topic exchange `x` (with `exchange`) and the durable queue `q` (with
+/// `queue_args`) bound to it with `#`, on the broker at `url`.
+async fn declare_bound(
+    url: &str,
+    x: &str,
+    q: &str,
+    exchange: ExchangeDeclareOptions,
+    queue_args: FieldTable,
+) -> Result<(), BoxError> {
+    let conn = Connection::connect(url, ConnectionProperties::default()).await?;
+    let ch = conn.create_channel().await?;
+    ch.exchange_declare(
+        x.into(),
+        ExchangeKind::Topic,
+        exchange,
+        FieldTable::default(),
+    )
+    .await?;
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.queue_declare(q.into(), durable, queue_args).await?;
+    ch.queue_bind(
+        q.into(),
+        x.into(),
+        "#".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    let _ = conn.close(200, "OK".into()).await;
+    Ok(())
 }
 
 /// The harness is built synchronously inside the suite's runtime: poll the lock.
@@ -125,44 +137,19 @@ struct Declared {
 
 impl Declared {
     async fn new(tag: &str, queue_args: &[(&str, AMQPValue)]) -> Result<Self, BoxError> {
-        let conn = Connection::connect(&url(), ConnectionProperties::default()).await?;
-        let ch = conn.create_channel().await?;
         let x = unique(tag);
         let q = unique(&format!("{tag}.q"));
-        ch.exchange_declare(
-            x.as_str().into(),
-            ExchangeKind::Topic,
-            ExchangeDeclareOptions {
-                durable: true,
-                auto_delete: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await?;
+        let exchange = ExchangeDeclareOptions {
+            durable: true,
+            auto_delete: true,
+            ..Default::default()
+        };
         let mut args = FieldTable::default();
         args.insert("x-expires".into(), AMQPValue::LongInt(120_000));
         for (k, v) in queue_args {
             args.insert((*k).into(), v.clone());
         }
-        ch.queue_declare(
-            q.as_str().into(),
-            QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            args,
-        )
-        .await?;
-        ch.queue_bind(
-            q.as_str().into(),
-            x.as_str().into(),
-            "#".into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
-        let _ = conn.close(200, "OK".into()).await;
+        declare_bound(&url(), &x, &q, exchange, args).await?;
         Ok(Declared {
             exchange: x,
             queue: q,

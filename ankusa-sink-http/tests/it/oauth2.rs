@@ -9,14 +9,7 @@ use std::sync::Arc;
 const SECRET: &str = "client-secret-DO-NOT-PRINT";
 
 fn token(value: &str, expires_in: u64) -> Reply {
-    Reply::Answer {
-        status: 200,
-        headers: vec![("content-type".into(), "application/json".into())],
-        body: format!(
-            r#"{{"access_token":"{value}","token_type":"Bearer","expires_in":{expires_in}}}"#
-        )
-        .into_bytes(),
-    }
+    token_raw(value, &expires_in.to_string())
 }
 
 fn refused(status: u16, error: &str) -> Reply {
