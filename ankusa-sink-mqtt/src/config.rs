@@ -560,86 +560,44 @@ mod tests {
 
     #[test]
     fn refusals_name_the_key_never_the_value() {
-        for (v, want) in [
-            (serde_json::json!({"url": "http://h", "topic": "t"}), "url"),
+        // One key refused over a config that is valid without it; then whole configs.
+        let over_base = [
+            ("topic_template", serde_json::json!("t"), "exactly one"),
+            ("qos", serde_json::json!(0), "qos"),
+            ("qos", serde_json::json!(2), "qos"),
+            ("username", serde_json::json!("u"), "username"),
+            ("password", serde_json::json!("s3cret"), "username"),
+            ("tls_ca_file", serde_json::json!("/x"), "tls_ca_file"),
+            ("client_id", serde_json::json!(""), "client_id"),
             (
-                serde_json::json!({"url": "mqtt://u:s3cret@h", "topic": "t"}),
-                "url",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h/path", "topic": "t"}),
-                "url",
-            ),
-            (serde_json::json!({"url": "mqtt://h"}), "exactly one"),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": "t", "topic_template": "t"}),
-                "exactly one",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": ""}),
-                "topic: empty",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": "a/+/b"}),
-                "wildcard",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": "a/#"}),
-                "wildcard",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": "$SYS/x"}),
-                "$",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic_template": "a/+/{id}"}),
-                "topic_template",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic_template": "${source_id}"}),
-                "topic_template",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic_template": "{nope}"}),
-                "topic_template",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": "t", "qos": 0}),
-                "qos",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": "t", "qos": 2}),
-                "qos",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": "t", "username": "u"}),
-                "username",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": "t", "password": "s3cret"}),
-                "username",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": "t", "tls_ca_file": "/x"}),
-                "tls_ca_file",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": "t", "client_id": ""}),
-                "client_id",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": "t", "no_subscriber": "maybe"}),
+                "no_subscriber",
+                serde_json::json!("maybe"),
                 "expected one of `config`, `transient`, `ok`",
             ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": "t", "format": "cloudevents", "cloudevents_type": "a b"}),
-                "cloudevents_type",
-            ),
-            (
-                serde_json::json!({"url": "mqtt://h", "topic": "t", "bogus": 1}),
-                "bogus",
-            ),
-        ] {
+            ("bogus", serde_json::json!(1), "bogus"),
+        ]
+        .map(|(key, value, want)| {
+            let mut v = serde_json::json!({"url": "mqtt://h", "topic": "t"});
+            v[key] = value;
+            (v, want)
+        });
+        for (v, want) in [
+            (serde_json::json!({"url": "http://h", "topic": "t"}), "url"),
+            (serde_json::json!({"url": "mqtt://u:s3cret@h", "topic": "t"}), "url"),
+            (serde_json::json!({"url": "mqtt://h/path", "topic": "t"}), "url"),
+            (serde_json::json!({"url": "mqtt://h"}), "exactly one"),
+            (serde_json::json!({"url": "mqtt://h", "topic": ""}), "topic: empty"),
+            (serde_json::json!({"url": "mqtt://h", "topic": "a/+/b"}), "wildcard"),
+            (serde_json::json!({"url": "mqtt://h", "topic": "a/#"}), "wildcard"),
+            (serde_json::json!({"url": "mqtt://h", "topic": "$SYS/x"}), "$"),
+            (serde_json::json!({"url": "mqtt://h", "topic_template": "a/+/{id}"}), "topic_template"),
+            (serde_json::json!({"url": "mqtt://h", "topic_template": "${source_id}"}), "topic_template"),
+            (serde_json::json!({"url": "mqtt://h", "topic_template": "{nope}"}), "topic_template"),
+            (serde_json::json!({"url": "mqtt://h", "topic": "t", "format": "cloudevents", "cloudevents_type": "a b"}), "cloudevents_type"),
+        ]
+        .into_iter()
+        .chain(over_base)
+        {
             let e = parse(v.clone()).unwrap_err();
             assert!(e.contains(want), "{v}: {e}");
             assert!(!e.contains("s3cret"), "{e}");
