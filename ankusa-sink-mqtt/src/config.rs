@@ -316,6 +316,12 @@ impl MqttConfig {
         })
     }
 
+    /// `self` if it is valid, else the first refusal: every fallible builder ends here.
+    fn checked(self) -> Result<Self, ConfigError> {
+        self.validate()?;
+        Ok(self)
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         if self.username.is_some() != self.password.is_some() {
             return Err(ConfigError::UsernamePassword);
@@ -350,8 +356,7 @@ impl MqttConfig {
     ) -> Result<Self, ConfigError> {
         self.username = Some(username.into());
         self.password = Some(password);
-        self.validate()?;
-        Ok(self)
+        self.checked()
     }
 
     /// Accept sending the login over `mqtt://` to a host that is not loopback (the
@@ -361,8 +366,7 @@ impl MqttConfig {
     /// [`ConfigError::Insecure`] for `false` when the config already holds such a login.
     pub fn with_allow_insecure(mut self, allow: bool) -> Result<Self, ConfigError> {
         self.allow_insecure = allow;
-        self.validate()?;
-        Ok(self)
+        self.checked()
     }
 
     /// Let a value the topic template inserts hold `/` and so add topic levels (the
@@ -390,8 +394,7 @@ impl MqttConfig {
     /// [`ConfigError::ClientId`] for an empty id or one over 65,535 bytes.
     pub fn with_client_id(mut self, client_id: impl Into<String>) -> Result<Self, ConfigError> {
         self.client_id = Some(client_id.into());
-        self.validate()?;
-        Ok(self)
+        self.checked()
     }
 
     /// Publish with the retain flag: the broker keeps the last message of each topic for
@@ -422,8 +425,7 @@ impl MqttConfig {
     /// [`ConfigError::CaWithoutTls`] for an `mqtt://` URL.
     pub fn with_tls_ca_file(mut self, path: impl Into<PathBuf>) -> Result<Self, ConfigError> {
         self.tls_ca_file = Some(path.into());
-        self.validate()?;
-        Ok(self)
+        self.checked()
     }
 
     /// Set the wait for each PUBACK (rounded down to whole ms, at least 1).

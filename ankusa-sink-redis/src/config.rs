@@ -273,6 +273,12 @@ impl RedisConfig {
         Ok(config)
     }
 
+    /// `self` if it is valid, else the first refusal: every fallible builder ends here.
+    fn checked(self) -> Result<Self, ConfigError> {
+        self.validate()?;
+        Ok(self)
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         let (tls, url) = url_of(&self.url)?;
         let login =
@@ -315,8 +321,7 @@ impl RedisConfig {
     /// `PUBLISH` carries the body alone.
     pub fn with_message(mut self, message: MessageOptions) -> Result<Self, ConfigError> {
         self.message = message;
-        self.validate()?;
-        Ok(self)
+        self.checked()
     }
 
     /// The message options.
@@ -336,8 +341,7 @@ impl RedisConfig {
     ) -> Result<Self, ConfigError> {
         self.username = Some(username.into());
         self.password = Some(password);
-        self.validate()?;
-        Ok(self)
+        self.checked()
     }
 
     /// Log in as the `default` user with `password` (`AUTH password`).
@@ -347,8 +351,7 @@ impl RedisConfig {
     pub fn with_password(mut self, password: Secret) -> Result<Self, ConfigError> {
         self.username = None;
         self.password = Some(password);
-        self.validate()?;
-        Ok(self)
+        self.checked()
     }
 
     /// Accept sending a password over `redis://` to a host that is not loopback (the
@@ -358,8 +361,7 @@ impl RedisConfig {
     /// [`ConfigError::Insecure`] for `false` when the config already holds such a login.
     pub fn with_allow_insecure(mut self, allow: bool) -> Result<Self, ConfigError> {
         self.allow_insecure = allow;
-        self.validate()?;
-        Ok(self)
+        self.checked()
     }
 
     /// Whether a cleartext login to a remote host was accepted (`allow_insecure`).
@@ -400,8 +402,7 @@ impl RedisConfig {
     /// Trust the CA certificates of this PEM file instead of the system's roots (`rediss://`).
     pub fn with_tls_ca_file(mut self, path: impl Into<PathBuf>) -> Result<Self, ConfigError> {
         self.tls_ca_file = Some(path.into());
-        self.validate()?;
-        Ok(self)
+        self.checked()
     }
 
     /// Set the connection and reply timeout (rounded down to whole ms, at least 1).
